@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+// pushizo-worker: the Pushizo delivery worker. Only the toolchain and Foundation are used as Swift code;
+// PostgreSQL, HTTP/2 and TLS come from Debian's C libraries through the system-library targets below.
+import PackageDescription
+
+let package = Package(
+    name: "pushizo-worker",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "pushizo-worker", targets: ["pushizo-worker"]),
+    ],
+    targets: [
+        // MARK: C libraries
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Functions standing in for OpenSSL macros, which Swift cannot call.
+        .target(name: "CPushizoShims", dependencies: ["COpenSSL"]),
+
+        // MARK: Wrappers over C (C types never leave these modules)
+        .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoShims"]),
+        .target(name: "PushCrypto", dependencies: ["COpenSSL", "CPushizoShims"]),
+
+        // MARK: Logic without I/O
+        .target(name: "DeliveryCore"),
+        .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto"]),
+
+        // MARK: I/O owners
+        .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+        .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto"]),
+        .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+
+        // MARK: Tests (folders mirror Sources/)
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto"]),
+        .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
+        .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),
+        .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
+        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto"]),
+        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

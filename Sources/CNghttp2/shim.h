@@ -1,0 +1,4 @@
+#ifndef PUSHIZO_CNGHTTP2_SHIM_H
+#define PUSHIZO_CNGHTTP2_SHIM_H
+#include <nghttp2/nghttp2.h>
+#endif

@@ -1,0 +1,16 @@
+#ifndef PUSHIZO_SHIMS_H
+#define PUSHIZO_SHIMS_H
+// Functions standing in for OpenSSL macros (Swift imports functions, not function-like macros).
+// Modelled on swift-nio-ssl's old CNIOOpenSSL shim.
+#include <openssl/ssl.h>
+
+/// SSL_CTX_set_min_proto_version (a macro over SSL_CTX_ctrl). Returns 1 on success.
+int pz_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version);
+/// SSL_set_tlsext_host_name (a macro over SSL_ctrl): sets the SNI host name. Returns 1 on success.
+int pz_SSL_set_tlsext_host_name(SSL *ssl, const char *name);
+/// SSL_CTX_set_mode (macro): e.g. SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_ENABLE_PARTIAL_WRITE.
+long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode);
+/// SSL_CTX_set_options is a function in OpenSSL 3, kept here for symmetry with older releases.
+unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options);
+
+#endif

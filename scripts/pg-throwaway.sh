@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster in a project-local directory, for `make demo`, `make test` and development.
+#   scripts/pg-throwaway.sh start DIR PORT   -> prints the connection string
+#   scripts/pg-throwaway.sh stop DIR
+# initdb refuses to run as root, so the cluster belongs to the unprivileged `postgres` system user (created
+# by Debian's postgresql package); every parent of DIR must be traversable by that user.
+set -euo pipefail
+cmd=${1:?usage: pg-throwaway.sh start|stop DIR [PORT]}
+dir=$(realpath -m "${2:?DIR}")
+port=${3:-54329}
+bindir=$(pg_config --bindir 2>/dev/null || true)
+if [ ! -x "$bindir/initdb" ]; then
+    bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+fi
+[ -x "$bindir/initdb" ] || { echo "pg-throwaway: initdb not found; install the postgresql package" >&2; exit 1; }
+
+as_pg() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+case "$cmd" in
+start)
+    mkdir -p "$dir"
+    if [ "$(id -u)" = 0 ]; then
+        chown postgres:postgres "$dir"
+        # Let the postgres user reach DIR through its parents (o+x only: traverse, not list).
+        p=$(dirname "$dir"); while [ "$p" != / ]; do chmod o+x "$p" 2>/dev/null || true; p=$(dirname "$p"); done
+    fi
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        as_pg "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+            || { cat "$dir/initdb.log" >&2; exit 1; }
+    fi
+    if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+            -o "-k $dir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            start >/dev/null || { tail -n 30 "$dir/postgres.log" >&2; exit 1; }
+    fi
+    as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -Atqc \
+        "SELECT 1 FROM pg_database WHERE datname = 'pushizo'" | grep -q 1 \
+        || as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -qc "CREATE DATABASE pushizo" >/dev/null
+    echo "host=$dir port=$port user=postgres dbname=pushizo"
+    ;;
+stop)
+    if [ -f "$dir/data/PG_VERSION" ]; then
+        as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+    ;;
+*)
+    echo "usage: pg-throwaway.sh start DIR [PORT] | stop DIR" >&2; exit 2 ;;
+esac
