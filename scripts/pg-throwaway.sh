@@ -18,11 +18,16 @@ as_pg() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# Unix-socket paths are limited to about 107 bytes: a deep checkout puts the socket in /tmp instead.
+sockdir=$dir
+if [ ${#sockdir} -gt 80 ]; then sockdir=/tmp/pushizo-pg-$port; fi
+
 case "$cmd" in
 start)
+    mkdir -p "$sockdir"
     mkdir -p "$dir"
     if [ "$(id -u)" = 0 ]; then
-        chown postgres:postgres "$dir"
+        chown postgres:postgres "$dir" "$sockdir"
         # Let the postgres user reach DIR through its parents (o+x only: traverse, not list).
         p=$(dirname "$dir"); while [ "$p" != / ]; do chmod o+x "$p" 2>/dev/null || true; p=$(dirname "$p"); done
     fi
@@ -32,13 +37,13 @@ start)
     fi
     if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-            -o "-k $dir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            -o "-k $sockdir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
             start >/dev/null || { tail -n 30 "$dir/postgres.log" >&2; exit 1; }
     fi
-    as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -Atqc \
+    as_pg "$bindir/psql" -h "$sockdir" -p "$port" -U postgres -d postgres -Atqc \
         "SELECT 1 FROM pg_database WHERE datname = 'pushizo'" | grep -q 1 \
-        || as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -qc "CREATE DATABASE pushizo" >/dev/null
-    echo "host=$dir port=$port user=postgres dbname=pushizo"
+        || as_pg "$bindir/psql" -h "$sockdir" -p "$port" -U postgres -d postgres -qc "CREATE DATABASE pushizo" >/dev/null
+    echo "host=$sockdir port=$port user=postgres dbname=pushizo"
     ;;
 stop)
     if [ -f "$dir/data/PG_VERSION" ]; then

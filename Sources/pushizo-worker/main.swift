@@ -1,1 +1,33 @@
-print("pushizo-worker")
+// pushizo-worker: the Pushizo delivery worker. `pushizo-worker help` lists the verbs.
+import Foundation
+import Worker
+
+setvbuf(stdout, nil, _IOLBF, 0)
+let arguments = Array(CommandLine.arguments.dropFirst())
+let verb = arguments.first ?? "help"
+let rest = Array(arguments.dropFirst())
+let environment = ProcessInfo.processInfo.environment
+
+do {
+    switch verb {
+    case "run":
+        try await RunCommand.main(environment: environment, arguments: rest)
+    case "migrate":
+        try MigrateCommand.main(environment: environment, arguments: rest)
+    case "emulator":
+        try await EmulatorCommand.main(environment: environment, arguments: rest)
+    case "check":
+        try await CheckCommand.main(environment: environment, arguments: rest)
+    case "help", "--help", "-h":
+        print(Help.text)
+    default:
+        FileHandle.standardError.write(Data("pushizo-worker: unknown command \"\(verb)\"\n\n\(Help.text)\n".utf8))
+        exit(2)
+    }
+} catch let error as ConfigurationError {
+    FileHandle.standardError.write(Data("pushizo-worker: \(error)\n".utf8))
+    exit(78)  // EX_CONFIG (sysexits.h): systemd's RestartPreventExitStatus keeps a bad config from looping
+} catch {
+    FileHandle.standardError.write(Data("pushizo-worker \(verb): \(error)\n".utf8))
+    exit(1)
+}

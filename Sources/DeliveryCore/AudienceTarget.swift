@@ -1,0 +1,108 @@
+import Foundation
+
+/// A notification's `target` (DESIGN.md §3), validated. Parsing never touches the database; a target that
+/// fails here marks the notification `failed` with the error's text and creates no deliveries.
+public enum AudienceTarget: Sendable, Equatable {
+    /// `{"include_subscription_ids": ["<uuid>", ...]}`
+    case subscriptionIDs([UUID])
+    /// `{"include_external_ids": ["<external id>", ...]}`: every active subscription of those users.
+    case externalIDs([String])
+    /// `{"filters": [...]}` or `{"all": true}`: not expanded by this version (see issue 6); kept so the
+    /// notification fails with a clear reason instead of a parse error.
+    case unsupported(form: String)
+
+    /// Most ids one notification may list (OneSignal's limit for include_* targets).
+    public static let maximumIDs = 20_000
+
+    /// Platforms the optional `"platforms"` list may name.
+    public static let knownPlatforms: Set<String> = ["ios", "android", "web"]
+}
+
+/// A target plus its optional `platforms` narrowing.
+public struct AudienceSelection: Sendable, Equatable {
+    public var target: AudienceTarget
+    /// `nil` = every platform.
+    public var platforms: [String]?
+
+    public init(target: AudienceTarget, platforms: [String]?) {
+        self.target = target
+        self.platforms = platforms
+    }
+
+    /// Parses and validates a `notifications.target` document.
+    /// - Throws: ``AudienceTargetError`` naming the offending key: not an object, no or several target forms,
+    ///   empty or over-long id lists, ids of the wrong type, malformed UUIDs, unknown platforms, unknown keys.
+    public init(parsing json: JSONValue) throws(AudienceTargetError) {
+        guard let members = json.objectValue else {
+            throw AudienceTargetError("target must be a JSON object")
+        }
+        let forms = ["include_subscription_ids", "include_external_ids", "filters", "all"]
+        let known = Set(forms + ["platforms"])
+        if let unknown = members.keys.sorted().first(where: { !known.contains($0) }) {
+            throw AudienceTargetError("unknown target key \"\(unknown)\"")
+        }
+        let present = forms.filter { members[$0] != nil }
+        guard present.count == 1, let form = present.first, let value = members[form] else {
+            throw AudienceTargetError(
+                present.isEmpty
+                    ? "target names no audience (one of \(forms.joined(separator: ", ")))"
+                    : "target names several audiences (\(present.joined(separator: ", "))); use one")
+        }
+        switch form {
+        case "include_subscription_ids":
+            let texts = try Self.strings(value, key: form)
+            var ids: [UUID] = []
+            ids.reserveCapacity(texts.count)
+            for (index, text) in texts.enumerated() {
+                guard let id = UUID(uuidString: text) else {
+                    throw AudienceTargetError("\(form)[\(index)] is not a UUID")
+                }
+                ids.append(id)
+            }
+            target = .subscriptionIDs(ids)
+        case "include_external_ids":
+            target = .externalIDs(try Self.strings(value, key: form))
+        case "all":
+            guard value.boolValue == true else { throw AudienceTargetError("all must be true") }
+            target = .unsupported(form: form)
+        default:
+            guard value.arrayValue != nil else { throw AudienceTargetError("\(form) must be an array") }
+            target = .unsupported(form: form)
+        }
+        if let list = members["platforms"] {
+            let names = try Self.strings(list, key: "platforms", allowEmpty: false)
+            if let unknown = names.first(where: { !AudienceTarget.knownPlatforms.contains($0) }) {
+                throw AudienceTargetError("platforms names unknown platform \"\(unknown)\" (ios, android, web)")
+            }
+            platforms = names
+        } else {
+            platforms = nil
+        }
+    }
+
+    private static func strings(_ value: JSONValue, key: String, allowEmpty: Bool = false) throws(AudienceTargetError)
+        -> [String]
+    {
+        guard let elements = value.arrayValue else { throw AudienceTargetError("\(key) must be an array of strings") }
+        guard allowEmpty || !elements.isEmpty else { throw AudienceTargetError("\(key) is empty") }
+        guard elements.count <= AudienceTarget.maximumIDs else {
+            throw AudienceTargetError("\(key) lists \(elements.count) entries; at most \(AudienceTarget.maximumIDs)")
+        }
+        var result: [String] = []
+        result.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            guard let text = element.stringValue, !text.isEmpty else {
+                throw AudienceTargetError("\(key)[\(index)] must be a non-empty string")
+            }
+            result.append(text)
+        }
+        return result
+    }
+}
+
+/// Why a `target` was refused; `message` names the key.
+public struct AudienceTargetError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

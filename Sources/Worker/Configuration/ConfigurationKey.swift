@@ -1,0 +1,118 @@
+/// One configuration key: an environment variable `PUSHIZO_*` (what a systemd `EnvironmentFile` holds) and the
+/// command-line flag derived from it (`PUSHIZO_CLAIM_BATCH` <-> `--claim-batch`). Flags override the environment.
+public struct ConfigurationKey: Sendable, Hashable {
+    /// The environment-variable name, e.g. `PUSHIZO_DATABASE_URL`.
+    public var name: String
+    /// One line for `--help` and the sample EnvironmentFile: what it sets, with its unit.
+    public var summary: String
+    /// The default as text (what `--help` shows), or `nil` when the key has no default.
+    public var defaultValue: String?
+    /// Secret values (passwords inside URLs) are never printed back, not even in errors.
+    public var isSecret: Bool
+
+    public init(_ name: String, _ summary: String, default defaultValue: String? = nil, secret: Bool = false) {
+        self.name = name
+        self.summary = summary
+        self.defaultValue = defaultValue
+        self.isSecret = secret
+    }
+
+    /// The flag for this key: `--` plus the name without `PUSHIZO_`, lower-cased, `_` as `-`.
+    public var flag: String { Self.flagName(forEnvironmentName: name) }
+
+    /// `PUSHIZO_CLAIM_BATCH` -> `--claim-batch`.
+    public static func flagName(forEnvironmentName name: String) -> String {
+        let bare = name.hasPrefix("PUSHIZO_") ? String(name.dropFirst("PUSHIZO_".count)) : name
+        return "--" + bare.lowercased().replacingOccurrences(of: "_", with: "-")
+    }
+
+    /// `--claim-batch` -> `PUSHIZO_CLAIM_BATCH`.
+    public static func environmentName(forFlag flag: String) -> String {
+        let bare = flag.hasPrefix("--") ? String(flag.dropFirst(2)) : flag
+        return "PUSHIZO_" + bare.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+}
+
+extension ConfigurationKey {
+    // Shared by every command that touches the database.
+    public static let databaseURL = ConfigurationKey(
+        "PUSHIZO_DATABASE_URL",
+        "libpq connection string: a URL (postgresql://user:pass@host:5432/db) or key=value pairs",
+        secret: true)
+    public static let migrationsDirectory = ConfigurationKey(
+        "PUSHIZO_MIGRATIONS_DIR",
+        "directory of NNNN_name.sql migration files",
+        default: "migrations (next to the working directory), else /usr/share/pushizo-worker/migrations")
+    public static let logLevel = ConfigurationKey(
+        "PUSHIZO_LOG_LEVEL", "least severe level written to stderr: debug, info, notice, warning, error",
+        default: "info")
+    public static let logFormat = ConfigurationKey(
+        "PUSHIZO_LOG_FORMAT", "text (journald-friendly, with <N> priority prefixes) or json (one object a line)",
+        default: "text")
+
+    // `run`
+    public static let workerID = ConfigurationKey(
+        "PUSHIZO_WORKER_ID", "name written to deliveries.leased_by", default: "<hostname>:<pid>")
+    public static let concurrency = ConfigurationKey(
+        "PUSHIZO_CONCURRENCY", "most provider requests in flight at once (1...100000)", default: "512")
+    public static let claimBatch = ConfigurationKey(
+        "PUSHIZO_CLAIM_BATCH", "most deliveries claimed in one transaction (1...10000)", default: "200")
+    public static let leaseSeconds = ConfigurationKey(
+        "PUSHIZO_LEASE_SECONDS",
+        "seconds a claim lasts before any worker may rescue the delivery; above the request timeout (5...86400)",
+        default: "120")
+    public static let pollInterval = ConfigurationKey(
+        "PUSHIZO_POLL_INTERVAL", "seconds between polls when no NOTIFY arrives (0.05...60)", default: "1")
+    public static let maxAttempts = ConfigurationKey(
+        "PUSHIZO_MAX_ATTEMPTS", "send attempts before a delivery fails with max_attempts (1...100)", default: "10")
+    public static let retryBase = ConfigurationKey(
+        "PUSHIZO_RETRY_BASE", "seconds before the first retry; doubles each attempt, with jitter (0.01...3600)",
+        default: "2")
+    public static let retryMax = ConfigurationKey(
+        "PUSHIZO_RETRY_MAX", "longest wait between retries, in seconds (1...86400)", default: "3600")
+    public static let databaseConnections = ConfigurationKey(
+        "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN one (2...64)",
+        default: "4")
+    public static let caFile = ConfigurationKey(
+        "PUSHIZO_CA_FILE", "PEM file of CA certificates trusted for provider connections instead of the system store")
+    public static let connectionsPerOrigin = ConfigurationKey(
+        "PUSHIZO_CONNECTIONS_PER_ORIGIN", "HTTP/2 connections per provider origin (1...64)", default: "2")
+    public static let requestTimeout = ConfigurationKey(
+        "PUSHIZO_REQUEST_TIMEOUT", "seconds before a provider request is abandoned and retried (1...300)",
+        default: "30")
+    public static let shutdownTimeout = ConfigurationKey(
+        "PUSHIZO_SHUTDOWN_TIMEOUT",
+        "seconds to finish in-flight sends after SIGTERM before giving up on them (leases rescue them) (1...3600)",
+        default: "30")
+    public static let exitWhenDrained = ConfigurationKey(
+        "PUSHIZO_EXIT_WHEN_DRAINED",
+        "true: exit 0 once no notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
+        default: "false")
+
+    // `emulator`
+    public static let emulatorListen = ConfigurationKey(
+        "PUSHIZO_EMULATOR_LISTEN", "host:port the provider emulator listens on (port 0 = any free port)",
+        default: "127.0.0.1:8443")
+    public static let emulatorTLSDirectory = ConfigurationKey(
+        "PUSHIZO_EMULATOR_TLS_DIR",
+        "directory holding ca.pem, cert.pem and key.pem for the emulator's TLS; generated there when missing")
+    public static let emulatorCleartext = ConfigurationKey(
+        "PUSHIZO_EMULATOR_CLEARTEXT", "true: serve cleartext h2c (prior knowledge) instead of TLS", default: "false")
+    public static let emulatorAPNsKeys = ConfigurationKey(
+        "PUSHIZO_EMULATOR_APNS_KEYS",
+        "comma-separated TEAMID:KEYID:path-to-public-key.pem triples whose provider tokens the emulator accepts")
+    public static let emulatorRequestLog = ConfigurationKey(
+        "PUSHIZO_EMULATOR_REQUEST_LOG", "JSON-lines file to append every accepted request to")
+    public static let emulatorReadyFile = ConfigurationKey(
+        "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
+
+    /// Every key any command knows: an environment variable `PUSHIZO_*` outside this list stops start-up, so a
+    /// typo in an EnvironmentFile is caught instead of silently ignored.
+    public static let all: [ConfigurationKey] = [
+        databaseURL, migrationsDirectory, logLevel, logFormat,
+        workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
+        databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
+        emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
+        emulatorReadyFile,
+    ]
+}

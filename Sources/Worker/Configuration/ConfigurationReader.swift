@@ -1,0 +1,138 @@
+/// Merges `PUSHIZO_*` environment variables with command-line flags (flags win) and parses typed values.
+///
+/// Unknown `PUSHIZO_*` variables and unknown flags are errors naming the key, so a typo never silently falls
+/// back to a default. Flags take `--name value` or `--name=value`; a boolean flag alone means `true`.
+public struct ConfigurationReader: Sendable {
+    private var values: [String: String]
+
+    /// - Parameters:
+    ///   - environment: the process environment (only `PUSHIZO_*` entries are read).
+    ///   - arguments: the command's arguments after the verb.
+    ///   - keys: the keys this command accepts as flags.
+    ///   - booleanKeys: keys whose flag may stand alone (meaning `true`).
+    /// - Throws: ``ConfigurationError`` for an unknown variable or flag, or a flag missing its value.
+    public init(
+        environment: [String: String], arguments: [String], keys: [ConfigurationKey],
+        booleanKeys: Set<String> = []
+    ) throws {
+        var values: [String: String] = [:]
+        let known = Set(ConfigurationKey.all.map(\.name))
+        for (name, value) in environment where name.hasPrefix("PUSHIZO_") {
+            // PUSHIZO_TEST_* belongs to the test suite, not to the daemon.
+            if name.hasPrefix("PUSHIZO_TEST_") { continue }
+            guard known.contains(name) else {
+                throw ConfigurationError(key: name, problem: "unknown key (see `pushizo-worker help`)")
+            }
+            values[name] = value
+        }
+        let accepted = Set(keys.map(\.name))
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            guard argument.hasPrefix("--"), argument.count > 2 else {
+                throw ConfigurationError(
+                    key: argument, problem: "unexpected argument; flags look like --name value")
+            }
+            var flag = argument
+            var inlineValue: String?
+            if let equals = argument.firstIndex(of: "=") {
+                flag = String(argument[..<equals])
+                inlineValue = String(argument[argument.index(after: equals)...])
+            }
+            let name = ConfigurationKey.environmentName(forFlag: flag)
+            guard accepted.contains(name) else {
+                throw ConfigurationError(key: name, problem: "unknown flag \(flag) for this command")
+            }
+            if let inlineValue {
+                values[name] = inlineValue
+            } else if booleanKeys.contains(name),
+                index + 1 >= arguments.count || arguments[index + 1].hasPrefix("--")
+            {
+                values[name] = "true"
+            } else {
+                guard index + 1 < arguments.count else {
+                    throw ConfigurationError(key: name, problem: "flag \(flag) needs a value")
+                }
+                index += 1
+                values[name] = arguments[index]
+            }
+            index += 1
+        }
+        self.values = values
+    }
+
+    /// The raw text set for `key`, if any (environment or flag).
+    public func raw(_ key: ConfigurationKey) -> String? {
+        values[key.name]
+    }
+
+    /// Text value; empty text counts as unset.
+    public func string(_ key: ConfigurationKey) -> String? {
+        guard let value = values[key.name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// A required text value.
+    /// - Throws: ``ConfigurationError`` naming the key when it is unset.
+    public func requiredString(_ key: ConfigurationKey) throws -> String {
+        guard let value = string(key) else {
+            throw ConfigurationError(key: key.name, problem: "is required")
+        }
+        return value
+    }
+
+    /// A whole number in `range`, or `fallback` when unset.
+    /// - Throws: ``ConfigurationError`` naming the key for non-numbers or values out of range.
+    public func int(_ key: ConfigurationKey, default fallback: Int, in range: ClosedRange<Int>) throws -> Int {
+        guard let text = string(key) else { return fallback }
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw ConfigurationError(
+                key: key.name,
+                problem: "\(describe(text, key)) is not a whole number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// A decimal number (seconds, usually) in `range`, or `fallback` when unset.
+    /// - Throws: ``ConfigurationError`` naming the key for non-numbers or values out of range.
+    public func double(_ key: ConfigurationKey, default fallback: Double, in range: ClosedRange<Double>) throws
+        -> Double
+    {
+        guard let text = string(key) else { return fallback }
+        guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite, range.contains(value)
+        else {
+            throw ConfigurationError(
+                key: key.name, problem: "\(describe(text, key)) is not a number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), or `fallback` when unset.
+    /// - Throws: ``ConfigurationError`` naming the key for anything else.
+    public func bool(_ key: ConfigurationKey, default fallback: Bool) throws -> Bool {
+        guard let text = string(key) else { return fallback }
+        switch text.lowercased() {
+        case "true", "1", "yes", "on": return true
+        case "false", "0", "no", "off": return false
+        default:
+            throw ConfigurationError(key: key.name, problem: "\(describe(text, key)) is not true or false")
+        }
+    }
+
+    /// One of `choices`, or `fallback` when unset.
+    /// - Throws: ``ConfigurationError`` naming the key and the choices.
+    public func choice(_ key: ConfigurationKey, default fallback: String, among choices: [String]) throws -> String {
+        guard let text = string(key) else { return fallback }
+        guard choices.contains(text.lowercased()) else {
+            throw ConfigurationError(
+                key: key.name, problem: "\(describe(text, key)) is not one of \(choices.joined(separator: ", "))")
+        }
+        return text.lowercased()
+    }
+
+    private func describe(_ text: String, _ key: ConfigurationKey) -> String {
+        key.isSecret ? "the value" : "\"\(text)\""
+    }
+}
+
+import Foundation

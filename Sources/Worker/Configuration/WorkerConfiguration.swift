@@ -1,0 +1,71 @@
+import Foundation
+import DeliveryCore
+
+/// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags.
+/// Durations are in seconds (`Double`). See ``ConfigurationKey`` for each key's meaning and default.
+public struct WorkerConfiguration: Sendable {
+    public var databaseURL: String
+    public var workerID: String
+    /// Most provider requests in flight at once.
+    public var concurrency: Int
+    /// Most deliveries claimed in one transaction.
+    public var claimBatch: Int
+    /// Seconds a claim lasts before any worker may rescue the delivery.
+    public var leaseSeconds: Double
+    /// Seconds between polls when no NOTIFY arrives.
+    public var pollInterval: Double
+    public var maxAttempts: Int
+    public var retryPolicy: RetryPolicy
+    public var databaseConnections: Int
+    /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
+    public var caFile: String?
+    public var connectionsPerOrigin: Int
+    /// Seconds before a provider request is abandoned.
+    public var requestTimeout: Double
+    /// Seconds to finish in-flight sends after SIGTERM.
+    public var shutdownTimeout: Double
+    public var exitWhenDrained: Bool
+
+    /// The keys `run` accepts as flags.
+    public static let keys: [ConfigurationKey] = [
+        .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
+        .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
+        .shutdownTimeout, .exitWhenDrained,
+    ]
+
+    /// Reads and validates every key.
+    /// - Throws: ``ConfigurationError`` naming the first key that is missing or bad.
+    public init(_ reader: ConfigurationReader) throws {
+        databaseURL = try reader.requiredString(.databaseURL)
+        workerID = reader.string(.workerID) ?? Self.defaultWorkerID()
+        concurrency = try reader.int(.concurrency, default: 512, in: 1...100_000)
+        claimBatch = try reader.int(.claimBatch, default: 200, in: 1...10_000)
+        leaseSeconds = try reader.double(.leaseSeconds, default: 120, in: 5...86_400)
+        pollInterval = try reader.double(.pollInterval, default: 1, in: 0.05...60)
+        maxAttempts = try reader.int(.maxAttempts, default: 10, in: 1...100)
+        let retryBase = try reader.double(.retryBase, default: 2, in: 0.01...3600)
+        let retryMax = try reader.double(.retryMax, default: 3600, in: 1...86_400)
+        guard retryMax >= retryBase else {
+            throw ConfigurationError(key: ConfigurationKey.retryMax.name, problem: "must not be below PUSHIZO_RETRY_BASE")
+        }
+        retryPolicy = RetryPolicy(baseDelay: retryBase, maximumDelay: retryMax)
+        databaseConnections = try reader.int(.databaseConnections, default: 4, in: 2...64)
+        caFile = reader.string(.caFile)
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw ConfigurationError(key: ConfigurationKey.caFile.name, problem: "\(caFile) is not a readable file")
+        }
+        connectionsPerOrigin = try reader.int(.connectionsPerOrigin, default: 2, in: 1...64)
+        requestTimeout = try reader.double(.requestTimeout, default: 30, in: 1...300)
+        shutdownTimeout = try reader.double(.shutdownTimeout, default: 30, in: 1...3600)
+        exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
+        guard leaseSeconds > requestTimeout else {
+            throw ConfigurationError(
+                key: ConfigurationKey.leaseSeconds.name,
+                problem: "must exceed PUSHIZO_REQUEST_TIMEOUT (\(requestTimeout) s), or sends in flight get rescued")
+        }
+    }
+
+    static func defaultWorkerID() -> String {
+        "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+    }
+}

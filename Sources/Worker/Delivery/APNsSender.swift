@@ -1,0 +1,127 @@
+import DeliveryCore
+import Foundation
+import HTTP2
+import Providers
+import PushCrypto
+import Synchronization
+
+/// APNs over HTTP/2 with token-based authentication (Apple: "Establishing a token-based connection to APNs").
+///
+/// One ``APNsTokenManager`` per team+key, shared by every app and connection using that key, so the provider
+/// token is reused by every request and refreshed about every 50 minutes. Channel settings are parsed once
+/// and cached until the row's JSON changes.
+public final class APNsSender: ProviderSender {
+    public let provider = "apns"
+    /// Apple's production and development hosts ("Sending notification requests to APNs").
+    public static let productionOrigin = HTTP2Origin(scheme: .https, host: "api.push.apple.com", port: 443)
+    public static let sandboxOrigin = HTTP2Origin(scheme: .https, host: "api.sandbox.push.apple.com", port: 443)
+
+    private struct Channel {
+        var settingsJSON: String
+        var endpoint: String?
+        var credentials: APNsCredentials
+        var origin: HTTP2Origin?
+    }
+
+    private let client: HTTP2Client
+    private let requestTimeout: Duration
+    private let logger: Logger
+    private let channels = Mutex<[UUID: Channel]>([:])
+    private let tokenManagers = Mutex<[String: APNsTokenManager]>([:])
+
+    /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
+    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.client = client
+        self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        self.logger = logger
+    }
+
+    public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
+        let channel: Channel
+        do {
+            channel = try self.channel(for: delivery)
+        } catch {
+            // A configuration error of the app's channel: pause it, leave the subscription alone.
+            return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+        }
+        let tokenManager = self.tokenManager(for: channel.credentials)
+        let request: PushRequest
+        do {
+            let bearer = try tokenManager.bearerToken()
+            let ttl = message.ttl.map(Int64.init) ?? DeliveryPipeline.defaultTTL
+            let delivery = APNsDelivery(
+                deviceToken: delivery.token,
+                environment: delivery.apnsEnvironment,
+                topic: channel.credentials.topic,
+                apnsID: delivery.apnsID,
+                message: message,
+                subscriberLanguage: delivery.language,
+                appDefaultLanguage: delivery.defaultLanguage,
+                msgID: MessageIDCodec.sign(
+                    notificationID: delivery.notificationID, subscriptionID: delivery.subscriptionID,
+                    key: delivery.signingKey),
+                campaignID: delivery.campaignID,
+                expiration: ttl == 0 ? Date(timeIntervalSince1970: 0) : delivery.notificationStart.addingTimeInterval(Double(ttl)),
+                now: now)
+            request = try APNsRequestFactory.makeRequest(delivery, bearerToken: bearer)
+        } catch let error as APNsRequestError {
+            return .failed(reason: error.reason, detail: ["error": .string(error.detail)])
+        } catch {
+            return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
+        }
+        let origin = channel.origin
+            ?? (delivery.apnsEnvironment == "sandbox" ? Self.sandboxOrigin : Self.productionOrigin)
+        let response: HTTP2Response
+        do {
+            response = try await client.send(
+                HTTP2Request(
+                    method: request.method, path: request.path,
+                    headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
+                    timeout: requestTimeout),
+                to: origin)
+        } catch let error as HTTP2Error {
+            return .retry(reason: "transport_error", detail: ["error": .string(error.description), "origin": .string(origin.description)])
+        } catch {
+            return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
+        }
+        let outcome = APNsResponseClassifier.classify(
+            PushResponse(
+                status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
+                body: response.body),
+            subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
+        if case .channelError(let reason, _, _) = outcome,
+            reason == "expired_provider_token" || reason == "invalid_provider_token"
+        {
+            tokenManager.invalidate()
+        }
+        return outcome
+    }
+
+    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+        let settingsJSON = delivery.channelSettingsJSON ?? "{}"
+        if let cached = channels.withLock({ $0[delivery.appID] }),
+            cached.settingsJSON == settingsJSON, cached.endpoint == delivery.channelEndpoint
+        {
+            return cached
+        }
+        let credentials = try APNsCredentials(settings: try JSONValue(parsing: settingsJSON))
+        var origin: HTTP2Origin?
+        if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
+            origin = try HTTP2Origin(parsing: endpoint)
+        }
+        let channel = Channel(settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, credentials: credentials, origin: origin)
+        channels.withLock { $0[delivery.appID] = channel }
+        return channel
+    }
+
+    private func tokenManager(for credentials: APNsCredentials) -> APNsTokenManager {
+        tokenManagers.withLock { managers in
+            let key = "\(credentials.teamID).\(credentials.keyID)"
+            if let manager = managers[key] { return manager }
+            let manager = APNsTokenManager(
+                teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey)
+            managers[key] = manager
+            return manager
+        }
+    }
+}

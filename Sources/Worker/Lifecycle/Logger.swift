@@ -1,0 +1,129 @@
+import Foundation
+import Synchronization
+
+/// A small structured logger writing one line per record to stderr, where systemd's journal picks it up.
+///
+/// Text lines start with a `<N>` syslog priority prefix (journald's `SyslogLevelPrefix=`), then the message and
+/// `key=value` fields; JSON lines carry `level`, `message` and the fields. Callers never pass secrets as fields.
+public struct Logger: Sendable {
+    /// Severity, ordered; numbers are syslog priorities (RFC 5424 §6.2.1).
+    public enum Level: Int, Sendable, Comparable, CaseIterable {
+        case debug = 7, info = 6, notice = 5, warning = 4, error = 3
+
+        public static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue > rhs.rawValue }
+
+        public var name: String {
+            switch self {
+            case .debug: "debug"
+            case .info: "info"
+            case .notice: "notice"
+            case .warning: "warning"
+            case .error: "error"
+            }
+        }
+
+        public init?(name: String) {
+            guard let level = Level.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
+            self = level
+        }
+    }
+
+    public enum Format: String, Sendable { case text, json }
+
+    public var minimumLevel: Level
+    public var format: Format
+    /// Component name added to every line (`worker`, `emulator`, ...).
+    public var label: String
+
+    public init(label: String, minimumLevel: Level = .info, format: Format = .text) {
+        self.label = label
+        self.minimumLevel = minimumLevel
+        self.format = format
+    }
+
+    /// The same logger under another component name.
+    public func named(_ label: String) -> Logger {
+        var copy = self
+        copy.label = label
+        return copy
+    }
+
+    public func debug(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]) {
+        log(.debug, message(), fields())
+    }
+    public func info(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]) {
+        log(.info, message(), fields())
+    }
+    public func notice(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]) {
+        log(.notice, message(), fields())
+    }
+    public func warning(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]) {
+        log(.warning, message(), fields())
+    }
+    public func error(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]) {
+        log(.error, message(), fields())
+    }
+
+    public func log(_ level: Level, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String]) {
+        guard level >= minimumLevel else { return }
+        let line = render(level, message(), fields())
+        LogSink.shared.write(line)
+    }
+
+    func render(_ level: Level, _ message: String, _ fields: [String: String]) -> String {
+        switch format {
+        case .text:
+            var line = "<\(level.rawValue)>\(label): \(message)"
+            for key in fields.keys.sorted() {
+                line += " \(key)=\(Self.quoteIfNeeded(fields[key] ?? ""))"
+            }
+            return line + "\n"
+        case .json:
+            var object: [String: String] = fields
+            object["level"] = level.name
+            object["message"] = message
+            object["component"] = label
+            object["time"] = Date().formatted(.iso8601)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let data = (try? encoder.encode(object)) ?? Data()
+            return String(decoding: data, as: UTF8.self) + "\n"
+        }
+    }
+
+    static func quoteIfNeeded(_ value: String) -> String {
+        if value.isEmpty { return "\"\"" }
+        if value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) {
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\")
+                .replacingOccurrences(of: "\"", with: "\\\"")
+                .replacingOccurrences(of: "\n", with: "\\n")
+            return "\"\(escaped)\""
+        }
+        return value
+    }
+}
+
+/// Serializes whole lines onto stderr so records from different threads never interleave.
+final class LogSink: Sendable {
+    static let shared = LogSink()
+    private let lock = Mutex(())
+
+    func write(_ line: String) {
+        lock.withLock { _ in
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+    }
+}
+
+/// Remembers which keys were already logged, for warnings that should appear once per cause (an unknown time
+/// zone name, a missing channel) rather than once per delivery.
+public final class LogOnce: Sendable {
+    private let seen = Mutex<Set<String>>([])
+
+    public init() {}
+
+    /// `true` the first time `key` is seen, `false` afterwards.
+    public func firstTime(_ key: String) -> Bool {
+        seen.withLock { $0.insert(key).inserted }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+
+/// A sticky wake-up flag for one waiting task: `signal()` from anywhere wakes the waiter, or the next
+/// `wait(timeout:)` if nobody is waiting yet, so a NOTIFY that arrives while the loop is busy is not lost.
+final class WakeSignal: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+        var generation: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Wakes the waiter now, or makes the next wait return at once.
+    func signal() {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Returns on a signal, after `timeout` seconds, or on task cancellation, whichever comes first.
+    /// Only one task may wait at a time.
+    func wait(timeout: Double) async {
+        let generation: UInt64? = state.withLock { state in
+            if state.pending {
+                state.pending = false
+                return nil
+            }
+            state.generation &+= 1
+            return state.generation
+        }
+        guard let generation else { return }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(timeout))
+            self?.fire(generation: generation)
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow: Bool = state.withLock { state in
+                    // A signal or timeout between the two locks already happened: don't wait.
+                    if state.pending || state.generation != generation {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            self.fire(generation: generation)
+        }
+        timer.cancel()
+    }
+
+    private func fire(generation: UInt64) {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            guard state.generation == generation else { return nil }
+            state.generation &+= 1
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+}

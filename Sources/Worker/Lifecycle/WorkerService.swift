@@ -1,0 +1,201 @@
+import DeliveryCore
+import Foundation
+import Postgres
+import Synchronization
+
+/// Turns one claimed delivery into its completion: checks, rendering, the provider request and the
+/// classification of the answer. Never throws: every problem becomes an outcome of that delivery.
+public protocol DeliveryProcessing: Sendable {
+    func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion
+}
+
+/// The `run` service: expands notifications, claims due deliveries in batches, sends them concurrently through
+/// a ``DeliveryProcessing``, and writes completions back in batches. Wakes on NOTIFY and polls as a floor.
+///
+/// Lifecycle (swift-service-lifecycle's shape, without the package): ``run()`` returns after
+/// ``requestStop()`` once claiming has stopped, every in-flight send has finished (or
+/// `shutdownTimeout` passed) and every completion is written.
+public final class WorkerService: Sendable {
+    private let configuration: WorkerConfiguration
+    private let database: PostgresClient
+    private let processor: any DeliveryProcessing
+    private let logger: Logger
+    private let completer: Completer
+    private let claimWake = WakeSignal()
+    private let expansionWake = WakeSignal()
+    private let capacityWake = WakeSignal()
+    private let stopping = Atomic<Bool>(false)
+    private let inFlight = Atomic<Int>(0)
+    private let claimedTotal = Atomic<Int>(0)
+    private let onReady: @Sendable () -> Void
+
+    /// - Parameters:
+    ///   - onReady: called once the service listens and polls (the executable sends systemd `READY=1`).
+    public init(
+        configuration: WorkerConfiguration, database: PostgresClient, processor: any DeliveryProcessing,
+        logger: Logger, onReady: @escaping @Sendable () -> Void = {}
+    ) {
+        self.configuration = configuration
+        self.database = database
+        self.processor = processor
+        self.logger = logger
+        self.completer = Completer(database: database, logger: logger.named("completer"))
+        self.onReady = onReady
+    }
+
+    /// Stops claiming; in-flight sends finish and their events are written before ``run()`` returns.
+    /// Safe to call from any thread, any number of times.
+    public func requestStop() {
+        if stopping.exchange(true, ordering: .sequentiallyConsistent) { return }
+        logger.notice("stop requested: no new claims; finishing in-flight sends", ["in_flight": "\(inFlight.load(ordering: .relaxed))"])
+        claimWake.signal()
+        expansionWake.signal()
+        capacityWake.signal()
+    }
+
+    public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
+
+    /// Runs until ``requestStop()`` (or, with `exitWhenDrained`, until the queue is empty).
+    public func run() async {
+        let listener = PostgresListener(
+            connectionString: configuration.databaseURL, channels: ["pushizo_wakeup"],
+            applicationName: "pushizo-worker-listen")
+        await withTaskGroup(of: Void.self) { background in
+            background.addTask { await self.listen(listener) }
+            background.addTask { await self.expandLoop() }
+            background.addTask { await self.completer.run() }
+            onReady()
+            logger.info(
+                "worker running",
+                [
+                    "worker_id": configuration.workerID, "concurrency": "\(configuration.concurrency)",
+                    "claim_batch": "\(configuration.claimBatch)",
+                ])
+            await claimAndSend()
+            listener.shutdown()
+            completer.finish()
+            expansionWake.signal()
+            await background.waitForAll()
+        }
+        logger.notice(
+            "worker stopped",
+            [
+                "claimed": "\(claimedTotal.load(ordering: .relaxed))", "settled": "\(completer.settled)",
+                "lost_leases": "\(completer.lostLeases)",
+            ])
+    }
+
+    // MARK: Loops
+
+    private func listen(_ listener: PostgresListener) async {
+        for await event in listener.events() {
+            if isStopping { break }
+            switch event {
+            case .notification(let notification):
+                if notification.payload == "notifications" { expansionWake.signal() } else { claimWake.signal() }
+            case .reconnected:
+                // Notifications may have been missed while disconnected: look at both queues now.
+                expansionWake.signal()
+                claimWake.signal()
+            }
+        }
+    }
+
+    private func expandLoop() async {
+        var failures = 0
+        while !isStopping {
+            do {
+                let result = try await database.withConnection { try QueueStore.expandNext(on: $0) }
+                failures = 0
+                switch result {
+                case .expanded(let id, let created)?:
+                    logger.info("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
+                    claimWake.signal()
+                    continue
+                case .failed(let id, let reason)?:
+                    logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])
+                    continue
+                case nil:
+                    break
+                }
+            } catch {
+                failures += 1
+                logger.error("expanding notifications failed", ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+            }
+            await expansionWake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    private func claimAndSend() async {
+        let sendTask = Task {
+            await withDiscardingTaskGroup { sends in
+                var failures = 0
+                while !isStopping {
+                    let free = configuration.concurrency - inFlight.load(ordering: .acquiring)
+                    // Wait for room for a worthwhile batch rather than claiming one row at a time.
+                    let wanted = min(configuration.claimBatch, configuration.concurrency)
+                    if free < max(1, wanted / 2) {
+                        await capacityWake.wait(timeout: configuration.pollInterval)
+                        continue
+                    }
+                    let limit = min(wanted, free)
+                    let claimed: [ClaimedDelivery]
+                    do {
+                        let configuration = self.configuration
+                        claimed = try await database.withConnection { connection in
+                            try QueueStore.claim(
+                                on: connection, limit: limit, leaseSeconds: configuration.leaseSeconds,
+                                workerID: configuration.workerID)
+                        }
+                        failures = 0
+                    } catch {
+                        failures += 1
+                        logger.error("claiming deliveries failed", ["error": "\(error)"])
+                        try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+                        continue
+                    }
+                    if !claimed.isEmpty {
+                        claimedTotal.add(claimed.count, ordering: .relaxed)
+                        inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
+                        for delivery in claimed {
+                            sends.addTask {
+                                let completion = await self.processor.process(delivery)
+                                self.completer.add(completion)
+                                self.inFlight.subtract(1, ordering: .acquiringAndReleasing)
+                                self.capacityWake.signal()
+                            }
+                        }
+                        if claimed.count == limit { continue }
+                    } else if configuration.exitWhenDrained, await isDrained() {
+                        logger.notice("queue drained; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")
+                        requestStop()
+                        break
+                    }
+                    await claimWake.wait(timeout: configuration.pollInterval)
+                }
+            }
+        }
+        // After a stop request, give in-flight sends `shutdownTimeout` seconds; then cancel them. Their leases
+        // expire and another worker sends them again (with the same apns-id).
+        let timeout = configuration.shutdownTimeout
+        let watchdog = Task {
+            while !self.isStopping { try await Task.sleep(for: .milliseconds(200)) }
+            try await Task.sleep(for: .seconds(timeout))
+            self.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.inFlight.load(ordering: .relaxed))"])
+            sendTask.cancel()
+        }
+        await sendTask.value
+        watchdog.cancel()
+    }
+
+    private func isDrained() async -> Bool {
+        guard inFlight.load(ordering: .acquiring) == 0, completer.pending == 0 else { return false }
+        do {
+            return try await database.withConnection { try QueueStore.isDrained(on: $0) }
+        } catch {
+            logger.warning("drain check failed", ["error": "\(error)"])
+            return false
+        }
+    }
+}

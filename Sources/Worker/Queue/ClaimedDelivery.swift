@@ -1,0 +1,91 @@
+import Foundation
+
+/// One delivery claimed by this worker, with everything needed to decide and send it, read in the claim's
+/// single round trip. `fence` must accompany the completion (see ``DeliveryCompletion``).
+public struct ClaimedDelivery: Sendable {
+    public var id: Int64
+    /// The fencing token this claim got; a completion with an older fence is ignored by the database.
+    public var fence: Int64
+    /// 1 for the first send attempt; every claim counts one.
+    public var attempt: Int
+    public var notificationID: UUID
+    public var subscriptionID: UUID
+    public var appID: UUID
+    /// Stable per delivery: APNs's `apns-id` on every attempt.
+    public var apnsID: UUID
+
+    // notifications
+    /// `notifications.message` as JSON text (parsed by the pipeline so a malformed one fails just this delivery).
+    public var messageJSON: String
+    public var campaignID: String?
+    public var notificationStatus: String
+    /// `coalesce(send_after, created_at)`: the instant the message's `ttl` counts from.
+    public var notificationStart: Date
+
+    // subscriptions
+    public var platform: String
+    public var token: String
+    public var apnsEnvironment: String?
+    public var language: String?
+    public var timezone: String?
+    public var country: String?
+    public var subscriptionStatus: String
+    /// Compared before invalidating, so a token re-registered meanwhile is never marked invalid.
+    public var tokenUpdatedAt: Date
+
+    // apps
+    public var defaultLanguage: String?
+    public var defaultTimezone: String?
+    public var signingKey: [UInt8]
+
+    // app_channels (nil when the app has no channel for this platform's provider)
+    public var channelProvider: String?
+    public var channelSettingsJSON: String?
+    public var channelEndpoint: String?
+    public var channelPausedUntil: Date?
+}
+
+/// What the pipeline decided for one claimed delivery, ready for the batched write-back.
+public struct DeliveryCompletion: Sendable {
+    public var deliveryID: Int64
+    public var fence: Int64
+    /// `delivery_events.event`.
+    public var event: String
+    public var reason: String?
+    /// `delivery_events.detail` as JSON text.
+    public var detailJSON: String
+    /// `nil`: terminal, the row leaves the queue. Otherwise the row runs again at this instant.
+    public var nextRunAt: Date?
+    /// Set when the provider said the token is gone: the subscription becomes `invalid` with this reason,
+    /// unless its token was updated after `tokenUpdatedAt`.
+    public var invalidation: SubscriptionInvalidation?
+    /// Set on a credential or configuration error: the app's channel is paused.
+    public var channelPause: ChannelPause?
+
+    public init(
+        deliveryID: Int64, fence: Int64, event: String, reason: String?, detailJSON: String, nextRunAt: Date?,
+        invalidation: SubscriptionInvalidation? = nil, channelPause: ChannelPause? = nil
+    ) {
+        self.deliveryID = deliveryID
+        self.fence = fence
+        self.event = event
+        self.reason = reason
+        self.detailJSON = detailJSON
+        self.nextRunAt = nextRunAt
+        self.invalidation = invalidation
+        self.channelPause = channelPause
+    }
+}
+
+public struct SubscriptionInvalidation: Sendable, Equatable {
+    public var subscriptionID: UUID
+    public var reason: String
+    public var tokenUpdatedAt: Date
+}
+
+public struct ChannelPause: Sendable, Equatable {
+    public var appID: UUID
+    public var provider: String
+    public var until: Date
+    public var reason: String
+}

@@ -1,0 +1,256 @@
+import DeliveryCore
+import Foundation
+import Postgres
+
+/// The queue's SQL, each operation one short transaction on a connection the caller owns. No row lock is held
+/// once a function returns, so nothing is locked while a provider request is in flight (DESIGN.md §4).
+public enum QueueStore {
+    /// Claims up to `limit` due deliveries, highest priority first, skipping rows other workers hold
+    /// (`FOR UPDATE SKIP LOCKED`). The claim moves `run_at` to the lease's expiry (so a worker that dies loses
+    /// its claims after `leaseSeconds`), counts an attempt and bumps the fence, all in one statement.
+    public static func claim(
+        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String
+    ) throws -> [ClaimedDelivery] {
+        let rows = try connection.query(claimSQL, [limit, leaseSeconds, workerID])
+        var claimed: [ClaimedDelivery] = []
+        claimed.reserveCapacity(rows.count)
+        for row in rows {
+            claimed.append(
+                ClaimedDelivery(
+                    id: try row.decode(Int64.self, "id"),
+                    fence: try row.decode(Int64.self, "fence"),
+                    attempt: try row.decode(Int.self, "attempt"),
+                    notificationID: try row.decode(UUID.self, "notification_id"),
+                    subscriptionID: try row.decode(UUID.self, "subscription_id"),
+                    appID: try row.decode(UUID.self, "app_id"),
+                    apnsID: try row.decode(UUID.self, "apns_id"),
+                    messageJSON: try row.decode(String.self, "message"),
+                    campaignID: try row.decodeIfPresent(String.self, "campaign_id"),
+                    notificationStatus: try row.decode(String.self, "notification_status"),
+                    notificationStart: try row.decode(Date.self, "notification_start"),
+                    platform: try row.decode(String.self, "platform"),
+                    token: try row.decode(String.self, "token"),
+                    apnsEnvironment: try row.decodeIfPresent(String.self, "apns_environment"),
+                    language: try row.decodeIfPresent(String.self, "language"),
+                    timezone: try row.decodeIfPresent(String.self, "timezone"),
+                    country: try row.decodeIfPresent(String.self, "country"),
+                    subscriptionStatus: try row.decode(String.self, "subscription_status"),
+                    tokenUpdatedAt: try row.decode(Date.self, "token_updated_at"),
+                    defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
+                    defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
+                    signingKey: try row.decode([UInt8].self, "signing_key"),
+                    channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
+                    channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
+                    channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
+                    channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until")))
+        }
+        return claimed
+    }
+
+    static let claimSQL = """
+        WITH picked AS (
+            SELECT id FROM deliveries
+            WHERE run_at <= now()
+            ORDER BY priority DESC, run_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE deliveries d
+            SET run_at = now() + make_interval(secs => $2::float8),
+                attempt = d.attempt + 1,
+                fence = d.fence + 1,
+                leased_by = $3
+            FROM picked
+            WHERE d.id = picked.id
+            RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id
+        )
+        SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
+               n.message::text AS message, n.campaign_id, n.status AS notification_status,
+               coalesce(n.send_after, n.created_at) AS notification_start,
+               s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
+               s.status AS subscription_status, s.token_updated_at,
+               a.default_language, a.default_timezone, a.signing_key,
+               ch.provider AS channel_provider, ch.settings::text AS channel_settings,
+               ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until
+        FROM claimed c
+        JOIN notifications n ON n.id = c.notification_id
+        JOIN subscriptions s ON s.id = c.subscription_id
+        JOIN apps a ON a.id = c.app_id
+        LEFT JOIN app_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
+            WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
+        """
+
+    /// Writes a batch of completions in one transaction: terminal rows are deleted from the queue, the others
+    /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches.
+    /// Completions whose fence no longer matches (the lease expired and another worker claimed the delivery)
+    /// change nothing. Subscription invalidations and channel pauses are applied in the same transaction.
+    /// - Returns: how many completions took effect (the rest lost their lease).
+    @discardableResult
+    public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
+        guard !completions.isEmpty else { return 0 }
+        return try connection.transaction { connection in
+            let result = try connection.query(
+                completeSQL,
+                [
+                    completions.map(\.deliveryID),
+                    completions.map(\.fence),
+                    completions.map(\.event),
+                    completions.map(\.reason),
+                    completions.map(\.detailJSON),
+                    completions.map(\.nextRunAt),
+                    completions.map { $0.nextRunAt == nil ? nil : $0.reason },
+                ])
+            let invalidations = completions.compactMap(\.invalidation)
+            if !invalidations.isEmpty {
+                _ = try connection.query(
+                    """
+                    UPDATE subscriptions s
+                    SET status = 'invalid', invalid_reason = i.reason
+                    FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS i(id, reason, token_seen)
+                    WHERE s.id = i.id AND s.status = 'active' AND s.token_updated_at <= i.token_seen
+                    """,
+                    [
+                        invalidations.map(\.subscriptionID),
+                        invalidations.map(\.reason),
+                        invalidations.map(\.tokenUpdatedAt),
+                    ])
+            }
+            for pause in completions.compactMap(\.channelPause) {
+                _ = try connection.query(
+                    """
+                    UPDATE app_channels
+                    SET paused_until = greatest(coalesce(paused_until, now()), $3), paused_reason = $4,
+                        updated_at = now()
+                    WHERE app_id = $1 AND provider = $2
+                    """,
+                    [pause.appID, pause.provider, pause.until, pause.reason])
+            }
+            return result.affectedRows
+        }
+    }
+
+    static let completeSQL = """
+        WITH input AS (
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                                 $6::timestamptz[], $7::text[])
+                AS i(id, fence, event, reason, detail, next_run_at, last_error)
+        ), terminal AS (
+            DELETE FROM deliveries d USING input i
+            WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NULL
+            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt
+        ), rescheduled AS (
+            UPDATE deliveries d
+            SET run_at = i.next_run_at, leased_by = NULL, last_error = i.last_error
+            FROM input i
+            WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NOT NULL
+            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt
+        ), settled AS (
+            SELECT * FROM terminal UNION ALL SELECT * FROM rescheduled
+        )
+        INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
+        SELECT s.app_id, s.notification_id, s.subscription_id, i.event, i.reason, s.attempt,
+               coalesce(i.detail::jsonb, '{}'::jsonb)
+        FROM settled s JOIN input i ON i.id = s.id
+        """
+
+    /// The outcome of expanding one notification.
+    public enum ExpansionResult: Sendable, Equatable {
+        /// Deliveries were created (`created` new rows; duplicates are never created).
+        case expanded(notificationID: UUID, created: Int)
+        /// The target was refused; the notification is `failed` with `reason`.
+        case failed(notificationID: UUID, reason: String)
+    }
+
+    /// Expands the next due `pending` notification into deliveries, in one transaction: the notification row
+    /// is locked (`SKIP LOCKED`, so workers expand different notifications at once), its target validated,
+    /// one delivery per active subscription inserted (`ON CONFLICT DO NOTHING`: idempotent), and its status
+    /// set to `expanded` (or `failed` with the target error).
+    /// - Returns: `nil` when no notification is due.
+    public static func expandNext(on connection: PostgresConnection) throws -> ExpansionResult? {
+        try connection.transaction { connection in
+            let rows = try connection.query(
+                """
+                SELECT id, app_id, target::text AS target
+                FROM notifications
+                WHERE status = 'pending' AND (send_after IS NULL OR send_after <= now())
+                ORDER BY send_after NULLS FIRST, created_at
+                LIMIT 1
+                FOR UPDATE SKIP LOCKED
+                """)
+            guard let row = rows.first else { return nil }
+            let notificationID = try row.decode(UUID.self, "id")
+            let appID = try row.decode(UUID.self, "app_id")
+            let selection: AudienceSelection
+            do {
+                selection = try AudienceSelection(parsing: try JSONValue(parsing: try row.decode(String.self, "target")))
+            } catch let error as AudienceTargetError {
+                try markFailed(connection, notificationID, reason: "invalid_target: \(error.message)")
+                return .failed(notificationID: notificationID, reason: "invalid_target: \(error.message)")
+            }
+            let created: Int
+            switch selection.target {
+            case .subscriptionIDs(let ids):
+                created = try connection.query(
+                    insertDeliveriesSQL(audience: "s.id = ANY($3::uuid[])"),
+                    [notificationID, appID, ids, selection.platforms]
+                ).affectedRows
+            case .externalIDs(let ids):
+                created = try connection.query(
+                    insertDeliveriesSQL(
+                        audience: """
+                            s.user_id IN (SELECT u.id FROM users u
+                                          WHERE u.app_id = $2 AND u.external_id = ANY($3::text[]))
+                            """),
+                    [notificationID, appID, ids, selection.platforms]
+                ).affectedRows
+            case .unsupported(let form):
+                let reason = "unsupported_target: \(form) is not expanded by this worker version"
+                try markFailed(connection, notificationID, reason: reason)
+                return .failed(notificationID: notificationID, reason: reason)
+            }
+            _ = try connection.query(
+                """
+                UPDATE notifications
+                SET status = 'expanded', expanded_at = now(),
+                    targeted_count = (SELECT count(*) FROM deliveries WHERE notification_id = $1)
+                WHERE id = $1
+                """, [notificationID])
+            return .expanded(notificationID: notificationID, created: created)
+        }
+    }
+
+    /// `$1` notification, `$2` app, `$3` the audience's ids, `$4` platforms or NULL. Priority 10 for
+    /// `priority: "high"` messages, else 5.
+    static func insertDeliveriesSQL(audience: String) -> String {
+        """
+        INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
+        SELECT $1, s.id, s.app_id,
+               CASE WHEN (SELECT message->>'priority' FROM notifications WHERE id = $1) = 'high'
+                    THEN 10 ELSE 5 END
+        FROM subscriptions s
+        WHERE s.app_id = $2 AND s.status = 'active' AND (\(audience))
+          AND ($4::text[] IS NULL OR s.platform = ANY($4::text[]))
+        ORDER BY s.id
+        ON CONFLICT (notification_id, subscription_id) DO NOTHING
+        """
+    }
+
+    private static func markFailed(_ connection: PostgresConnection, _ id: UUID, reason: String) throws {
+        _ = try connection.query(
+            "UPDATE notifications SET status = 'failed', status_reason = $2 WHERE id = $1", [id, reason])
+    }
+
+    /// `true` when nothing is left to do now: no due notification waits for expansion and the deliveries
+    /// queue is empty (deliveries waiting for a retry count as work). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
+    public static func isDrained(on connection: PostgresConnection) throws -> Bool {
+        let rows = try connection.query(
+            """
+            SELECT NOT EXISTS (SELECT 1 FROM deliveries)
+               AND NOT EXISTS (SELECT 1 FROM notifications
+                               WHERE status IN ('pending', 'expanding')
+                                 AND (send_after IS NULL OR send_after <= now())) AS drained
+            """)
+        return try rows.first?.decode(Bool.self, "drained") ?? false
+    }
+
+}

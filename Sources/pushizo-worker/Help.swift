@@ -1,0 +1,32 @@
+import Worker
+
+enum Help {
+    static var text: String {
+        var text = """
+            pushizo-worker: the Pushizo delivery worker (APNs, FCM HTTP v1, Web Push over HTTP/2, queue in PostgreSQL)
+
+            usage: pushizo-worker <command> [--flag value ...]
+
+            commands:
+              run        expand notifications, claim deliveries, send them, write delivery events (the daemon)
+              migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
+              check      validate configuration, reach the database, report pending migrations and channels
+              emulator   serve the built-in provider emulator (APNs) over HTTP/2, TLS or h2c
+              help       this text
+
+            Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag
+            derived from its name; flags win. An unknown PUSHIZO_* variable or a bad value stops start-up
+            naming the key (exit status 78).
+
+            settings:
+
+            """
+        for key in ConfigurationKey.all {
+            let flag = key.flag.padding(toLength: 30, withPad: " ", startingAt: 0)
+            text += "  \(flag) \(key.name)\n      \(key.summary)"
+            if let value = key.defaultValue { text += " [default: \(value)]" }
+            text += "\n"
+        }
+        return text
+    }
+}

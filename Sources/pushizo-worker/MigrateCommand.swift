@@ -1,0 +1,53 @@
+import Foundation
+import Postgres
+import Worker
+
+enum MigrateCommand {
+    static let keys: [ConfigurationKey] = [.databaseURL, .migrationsDirectory, .logLevel, .logFormat]
+
+    static func main(environment: [String: String], arguments: [String]) throws {
+        let reader = try ConfigurationReader(environment: environment, arguments: arguments, keys: keys)
+        let logger = try LoggerConfiguration.make(reader, label: "migrate")
+        let databaseURL = try reader.requiredString(.databaseURL)
+        let directory = try MigrationsLocation.resolve(reader)
+        let migrator = try PostgresMigrator(directory: directory)
+        let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-migrate")
+        defer { connection.close() }
+        let report = try migrator.migrate(on: connection)
+        for name in report.applied { logger.notice("applied migration", ["file": name]) }
+        logger.notice(
+            report.applied.isEmpty ? "schema is up to date" : "migrations applied",
+            ["applied": "\(report.applied.count)", "already_applied": "\(report.alreadyApplied)"])
+    }
+}
+
+enum MigrationsLocation {
+    /// `PUSHIZO_MIGRATIONS_DIR`, else `./migrations`, else the packaged `/usr/share/pushizo-worker/migrations`.
+    static func resolve(_ reader: ConfigurationReader) throws -> URL {
+        if let configured = reader.string(.migrationsDirectory) {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: configured, isDirectory: &isDirectory), isDirectory.boolValue
+            else {
+                throw ConfigurationError(key: ConfigurationKey.migrationsDirectory.name, problem: "\(configured) is not a directory")
+            }
+            return URL(fileURLWithPath: configured)
+        }
+        for candidate in ["migrations", "/usr/share/pushizo-worker/migrations"] {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), isDirectory.boolValue {
+                return URL(fileURLWithPath: candidate)
+            }
+        }
+        throw ConfigurationError(
+            key: ConfigurationKey.migrationsDirectory.name,
+            problem: "not set, and neither ./migrations nor /usr/share/pushizo-worker/migrations exists")
+    }
+}
+
+enum LoggerConfiguration {
+    static func make(_ reader: ConfigurationReader, label: String) throws -> Logger {
+        let level = try reader.choice(.logLevel, default: "info", among: Logger.Level.allCases.map(\.name))
+        let format = try reader.choice(.logFormat, default: "text", among: ["text", "json"])
+        return Logger(label: label, minimumLevel: Logger.Level(name: level) ?? .info, format: Logger.Format(rawValue: format) ?? .text)
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+import Worker
+
+@Suite("Configuration from environment and flags")
+struct ConfigurationTests {
+    let base = ["PUSHIZO_DATABASE_URL": "postgresql://u:hunter2@db/pushizo"]
+
+    func configuration(_ environment: [String: String], _ arguments: [String] = []) throws -> WorkerConfiguration {
+        try WorkerConfiguration(
+            ConfigurationReader(
+                environment: environment, arguments: arguments, keys: WorkerConfiguration.keys,
+                booleanKeys: [ConfigurationKey.exitWhenDrained.name]))
+    }
+
+    @Test func defaults() throws {
+        let configuration = try configuration(base)
+        #expect(configuration.concurrency == 512)
+        #expect(configuration.claimBatch == 200)
+        #expect(configuration.leaseSeconds == 120)
+        #expect(configuration.exitWhenDrained == false)
+        #expect(configuration.caFile == nil)
+    }
+
+    @Test func flagsOverrideEnvironment() throws {
+        var environment = base
+        environment["PUSHIZO_CLAIM_BATCH"] = "50"
+        let configuration = try configuration(environment, ["--claim-batch", "75", "--poll-interval=0.25", "--exit-when-drained"])
+        #expect(configuration.claimBatch == 75)
+        #expect(configuration.pollInterval == 0.25)
+        #expect(configuration.exitWhenDrained)
+    }
+
+    @Test func unknownEnvironmentKeyNamesTheKey() {
+        var environment = base
+        environment["PUSHIZO_CONCURENCY"] = "5"
+        #expect {
+            try configuration(environment)
+        } throws: { error in
+            (error as? ConfigurationError)?.key == "PUSHIZO_CONCURENCY"
+        }
+    }
+
+    @Test func unknownFlagNamesTheFlag() {
+        #expect {
+            try configuration(base, ["--claim-bach", "5"])
+        } throws: { error in
+            "\(error)".contains("--claim-bach")
+        }
+    }
+
+    @Test(arguments: [
+        ("PUSHIZO_CONCURRENCY", "0"), ("PUSHIZO_CONCURRENCY", "many"), ("PUSHIZO_LEASE_SECONDS", "1"),
+        ("PUSHIZO_POLL_INTERVAL", "-1"), ("PUSHIZO_EXIT_WHEN_DRAINED", "maybe"), ("PUSHIZO_CA_FILE", "/nonexistent.pem"),
+        ("PUSHIZO_RETRY_MAX", "1.5"),
+    ])
+    func badValueNamesTheKey(key: String, value: String) {
+        var environment = base
+        environment[key] = value
+        #expect {
+            try configuration(environment)
+        } throws: { error in
+            (error as? ConfigurationError)?.key == key && "\(error)".contains(key)
+        }
+    }
+
+    @Test func missingDatabaseURLIsReported() {
+        #expect {
+            try configuration([:])
+        } throws: { error in
+            (error as? ConfigurationError)?.key == "PUSHIZO_DATABASE_URL"
+        }
+    }
+
+    @Test func secretValuesAreNotEchoed() {
+        let reader = try? ConfigurationReader(
+            environment: ["PUSHIZO_DATABASE_URL": "postgresql://u:hunter2@db/x"], arguments: [],
+            keys: WorkerConfiguration.keys)
+        #expect(throws: ConfigurationError.self) {
+            _ = try reader?.int(.databaseURL, default: 0, in: 0...1)
+        }
+        do {
+            _ = try reader?.int(.databaseURL, default: 0, in: 0...1)
+        } catch {
+            #expect(!"\(error)".contains("hunter2"))
+        }
+    }
+
+    @Test func flagNamesDeriveFromKeys() {
+        #expect(ConfigurationKey.claimBatch.flag == "--claim-batch")
+        #expect(ConfigurationKey.environmentName(forFlag: "--emulator-listen") == "PUSHIZO_EMULATOR_LISTEN")
+    }
+}

@@ -1,0 +1,72 @@
+-- Demo data for `make demo`. psql variables: key (PKCS#8 PEM of the .p8), team, key_id, endpoint (emulator).
+-- Token conventions of the emulator (docs/emulator.md) make some deliveries fail or retry on purpose.
+\set ON_ERROR_STOP on
+BEGIN;
+
+INSERT INTO apps (id, name, default_language, default_timezone)
+VALUES ('00000000-0000-4000-8000-00000000d3e0', 'Pushizo demo', 'en', 'Europe/Istanbul');
+
+INSERT INTO app_channels (app_id, provider, settings, endpoint)
+VALUES ('00000000-0000-4000-8000-00000000d3e0', 'apns',
+        jsonb_build_object('team_id', :'team', 'key_id', :'key_id', 'private_key', :'key',
+                           'topic', 'dev.pushizo.demo'),
+        :'endpoint');
+
+INSERT INTO users (app_id, external_id, tags)
+SELECT '00000000-0000-4000-8000-00000000d3e0', format('user-%s', lpad(n::text, 3, '0')),
+       jsonb_build_object('first_name', (ARRAY['Ayşe','John','Jürgen','João','Yuki','Élodie','Lucía'])[1 + n % 7],
+                          'level', n % 10)
+FROM generate_series(1, 120) AS n;
+
+-- 330 subscriptions: most users have 2-3 devices; languages and zones rotate; 30 are anonymous.
+-- Token prefixes (docs/emulator.md): 0410 -> 410 Unregistered, 0400 -> 400 BadDeviceToken,
+-- 0503 -> 503 on the first attempt then 200, 0429 -> 429 on the first attempt then 200.
+INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, language, timezone, country)
+SELECT '00000000-0000-4000-8000-00000000d3e0',
+       CASE WHEN n <= 300 THEN (SELECT id FROM users WHERE external_id = format('user-%s', lpad((1 + (n - 1) % 120)::text, 3, '0'))) END,
+       CASE WHEN n % 33 = 0 THEN 'android' ELSE 'ios' END,
+       CASE WHEN n % 25 = 0 THEN '0410' WHEN n % 31 = 0 THEN '0400' WHEN n % 17 = 0 THEN '0503'
+            WHEN n % 23 = 0 THEN '0429' ELSE 'a0a0' END
+           || substr(md5('demo' || n) || md5('token' || n), 5),
+       CASE WHEN n % 11 = 0 THEN 'sandbox' ELSE 'production' END,
+       (ARRAY['en', 'tr', 'de', 'pt-BR', 'ja', 'fr', 'es', 'tr-TR', NULL])[1 + n % 9],
+       (ARRAY['Europe/Istanbul', 'America/New_York', 'Europe/Berlin', 'America/Sao_Paulo', 'Asia/Tokyo',
+              'Europe/Paris', 'Asia/Kathmandu', 'Australia/Lord_Howe', 'Pacific/Kiritimati'])[1 + n % 9],
+       (ARRAY['TR', 'US', 'DE', 'BR', 'JP', 'FR', 'NP', 'AU', 'KI'])[1 + n % 9]
+FROM generate_series(1, 330) AS n;
+
+-- A campaign to every user, in five languages.
+INSERT INTO notifications (app_id, campaign_id, message, target)
+SELECT '00000000-0000-4000-8000-00000000d3e0', 'welcome-week',
+       '{"headings": {"en": "Welcome to Pushizo", "tr": "Pushizo''ya hoş geldin", "de": "Willkommen bei Pushizo",
+                      "pt": "Bem-vindo ao Pushizo", "ja": "Pushizoへようこそ"},
+         "contents": {"en": "Your first week starts now.", "tr": "İlk haftan şimdi başlıyor.",
+                      "de": "Deine erste Woche beginnt jetzt.", "pt": "Sua primeira semana começa agora.",
+                      "ja": "最初の一週間が始まります。"},
+         "ios_sound": "chime.caf", "thread_id": "onboarding", "ios_interruption_level": "active",
+         "url": "pushizo-demo://welcome", "data": {"screen": "welcome", "step": 1}, "ttl": 86400}'::jsonb,
+       jsonb_build_object('include_external_ids', jsonb_agg(external_id ORDER BY external_id))
+FROM users;
+
+-- A time-sensitive alert to 40 devices picked by subscription id.
+INSERT INTO notifications (app_id, campaign_id, message, target)
+SELECT '00000000-0000-4000-8000-00000000d3e0', 'price-drop',
+       '{"headings": {"en": "Price drop", "tr": "Fiyat düştü"},
+         "contents": {"en": "An item on your list is 30% off.", "tr": "Listendeki bir ürün %30 indirimde."},
+         "ios_interruption_level": "time-sensitive", "priority": "high", "collapse_id": "price-drop"}'::jsonb,
+       jsonb_build_object('include_subscription_ids', jsonb_agg(id))
+FROM (SELECT id FROM subscriptions ORDER BY id LIMIT 40) AS s;
+
+-- A silent background refresh for a handful of users.
+INSERT INTO notifications (app_id, campaign_id, message, target)
+VALUES ('00000000-0000-4000-8000-00000000d3e0', 'sync', '{"content_available": true, "data": {"sync": "inbox"}}',
+        '{"include_external_ids": ["user-001", "user-002", "user-003"], "platforms": ["ios"]}');
+
+-- Bad input the worker must survive: a malformed message and a malformed target.
+INSERT INTO notifications (app_id, campaign_id, message, target)
+VALUES ('00000000-0000-4000-8000-00000000d3e0', 'bad-message',
+        '{"contents": {"en": "hello"}, "ios_interruption_level": "loud"}',
+        '{"include_external_ids": ["user-010"]}'),
+       ('00000000-0000-4000-8000-00000000d3e0', 'bad-target',
+        '{"contents": {"en": "hello"}}', '{"include_subscription_ids": ["not-a-uuid"]}');
+COMMIT;

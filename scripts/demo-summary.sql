@@ -1,0 +1,24 @@
+\echo notifications
+SELECT coalesce(campaign_id, '-') AS campaign, status, coalesce(status_reason, '') AS reason, targeted_count
+FROM notifications ORDER BY created_at;
+
+\echo final outcome per delivery (latest event of each notification x subscription)
+WITH latest AS (
+    SELECT DISTINCT ON (notification_id, subscription_id) event, reason
+    FROM delivery_events ORDER BY notification_id, subscription_id, id DESC
+)
+SELECT event, coalesce(reason, '') AS reason, count(*) FROM latest GROUP BY 1, 2 ORDER BY 3 DESC;
+
+\echo retries along the way
+SELECT event, coalesce(reason, '') AS reason, count(*) FROM delivery_events
+WHERE event = 'retrying' GROUP BY 1, 2;
+
+\echo subscriptions
+SELECT status, coalesce(invalid_reason, '') AS invalid_reason, count(*) FROM subscriptions GROUP BY 1, 2 ORDER BY 1;
+
+SELECT count(*) AS deliveries_left_in_queue,
+       (SELECT count(*) FROM (
+            SELECT DISTINCT ON (notification_id, subscription_id) event FROM delivery_events
+            ORDER BY notification_id, subscription_id, id DESC) t
+        WHERE event IN ('sent', 'failed', 'skipped')) AS deliveries_with_terminal_event
+FROM deliveries;

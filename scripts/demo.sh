@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `make demo`: the daemon's main job on embedded defaults, end to end, then everything it started is stopped.
+#   throwaway PostgreSQL (var/demo/pg) -> migrate -> emulator over TLS with a generated CA -> seed an app with a
+#   generated .p8 key, users and subscriptions in several languages and time zones -> notifications ->
+#   `pushizo-worker run` until the queue is drained -> summary of outcomes + a sample of what the emulator got.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+demo=$root/var/demo
+port=${PUSHIZO_DEMO_PG_PORT:-55433}
+rm -rf "$demo"
+mkdir -p "$demo"
+
+echo "==> building (release)"
+swift build -c release 2>&1 | grep -E "error|warning: |Compiling|Build complete" | grep -v "^\[" || true
+bin=$(swift build -c release --show-bin-path)/pushizo-worker
+[ -x "$bin" ] || { echo "build failed" >&2; exit 1; }
+
+emulator_pid=
+cleanup() {
+    [ -n "$emulator_pid" ] && kill "$emulator_pid" 2>/dev/null && wait "$emulator_pid" 2>/dev/null || true
+    scripts/pg-throwaway.sh stop "$demo/pg" || true
+}
+trap cleanup EXIT
+
+echo "==> starting a throwaway PostgreSQL in var/demo/pg"
+export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$demo/pg" "$port")
+psql_demo() { psql "$PUSHIZO_DATABASE_URL" -v ON_ERROR_STOP=1 -q "$@"; }
+
+echo "==> migrating"
+"$bin" migrate --migrations-dir "$root/migrations"
+
+echo "==> generating an APNs signing key (.p8) and starting the provider emulator over TLS"
+team=DEMOTEAM01
+key_id=DEMOKEY001
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$demo/AuthKey_$key_id.p8" 2>/dev/null
+openssl pkey -in "$demo/AuthKey_$key_id.p8" -pubout -out "$demo/AuthKey_$key_id.pub.pem" 2>/dev/null
+chmod 600 "$demo/AuthKey_$key_id.p8"
+"$bin" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$demo/tls" \
+    --emulator-apns-keys "$team:$key_id:$demo/AuthKey_$key_id.pub.pem" \
+    --emulator-request-log "$demo/emulator-requests.jsonl" --emulator-ready-file "$demo/emulator.port" \
+    2>"$demo/emulator.log" &
+emulator_pid=$!
+for _ in $(seq 1 100); do [ -s "$demo/emulator.port" ] && break; sleep 0.1; done
+[ -s "$demo/emulator.port" ] || { echo "emulator did not start:" >&2; cat "$demo/emulator.log" >&2; exit 1; }
+emulator_port=$(cat "$demo/emulator.port")
+echo "    emulator on https://localhost:$emulator_port (CA: var/demo/tls/ca.pem)"
+
+echo "==> seeding an app, 120 users and 330 subscriptions"
+psql_demo -v key="$(cat "$demo/AuthKey_$key_id.p8")" -v team="$team" -v key_id="$key_id" \
+    -v endpoint="https://localhost:$emulator_port" -f scripts/demo-seed.sql
+
+echo "==> running the worker until the queue is drained"
+PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 \
+    "$bin" run --exit-when-drained 2>"$demo/worker.log" || { tail -n 30 "$demo/worker.log" >&2; exit 1; }
+grep -E "worker (running|stopped)|notification (expanded|failed)" "$demo/worker.log" | sed 's/^<[0-9]>/    /' || true
+
+echo
+echo "==> outcomes (delivery_events, last event of each delivery)"
+psql_demo -P pager=off -f scripts/demo-summary.sql
+echo "==> what the emulator received (2 of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
+head -n 2 "$demo/emulator-requests.jsonl"
+echo
+echo "demo finished: worker log var/demo/worker.log, emulator log var/demo/emulator.log"

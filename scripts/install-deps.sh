@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the demo need on a fresh Debian machine (run as root), and nothing
+# that is already there. The Swift toolchain itself is expected on PATH (the machine image provides it).
+set -euo pipefail
+packages=(libpq-dev libssl-dev libnghttp2-dev postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    if [ "$(id -u)" != 0 ]; then echo "install-deps: run as root (apt-get install ${missing[*]})" >&2; exit 1; fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v swift >/dev/null || { echo "install-deps: the Swift toolchain (swift) is not on PATH" >&2; exit 1; }
