@@ -29,3 +29,11 @@ public struct MessageError: Error, CustomStringConvertible, Sendable, Equatable 
     /// `` `field`: message ``, e.g. ``"`ios_relevance_score`: must be a number between 0 and 1"``.
     public var description: String { "`\(field)`: \(message)" }
 }
+
+extension MessageError {
+    /// The outcome the worker records for a message that cannot be delivered: `failed` with reason
+    /// `invalid_message` and detail `{"field": ..., "message": <description>}`; the subscription is untouched.
+    public var outcome: DeliveryOutcome {
+        .failed(reason: "invalid_message", detail: ["field": .string(field), "message": .string(description)], invalidateSubscription: false)
+    }
+}
