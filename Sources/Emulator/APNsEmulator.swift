@@ -91,6 +91,9 @@ public final class APNsEmulator: EmulatedProvider {
         var statusCounts: [Int: Int] = [:]
         /// apns-ids (or tokens, when a request has none) already answered 503 once.
         var unavailableOnce: Set<String> = []
+        /// Provider tokens whose signature already verified, with their key's team and `iat`: clients reuse
+        /// one token for up to an hour, so this saves an ECDSA verification per request (APNs caches too).
+        var verifiedTokens: [String: (keyID: String, issuedAt: Int64)] = [:]
     }
 
     private let state = Mutex(State())
@@ -114,7 +117,7 @@ public final class APNsEmulator: EmulatedProvider {
     public var acceptedCount: Int { state.withLock { $0.acceptedCount } }
 
     /// The most recent accepted requests (at most `retainLimit`), oldest first.
-    public var acceptedNotifications: [APNsAcceptedNotification] { state.withLock { $0.accepted } }
+    public var acceptedNotifications: [APNsAcceptedNotification] { state.withLock { Array($0.accepted.suffix(retainLimit)) } }
 
     /// How many responses were sent per status code.
     public var statusCounts: [Int: Int] { state.withLock { $0.statusCounts } }
@@ -135,7 +138,8 @@ public final class APNsEmulator: EmulatedProvider {
             if let accepted {
                 state.acceptedCount += 1
                 state.accepted.append(accepted)
-                if state.accepted.count > retainLimit { state.accepted.removeFirst(state.accepted.count - retainLimit) }
+                // Trim in batches so a full buffer does not cost a copy per request.
+                if state.accepted.count >= 2 * max(retainLimit, 1) { state.accepted.removeFirst(state.accepted.count - retainLimit) }
             }
         }
         if let accepted { onAccept?(accepted) }
@@ -202,6 +206,9 @@ public final class APNsEmulator: EmulatedProvider {
             return .reject(403, "InvalidProviderToken")
         }
         let jwt = String(authorization.dropFirst(scheme.count)).trimmingCharacters(in: .whitespaces)
+        if let known = state.withLock({ $0.verifiedTokens[jwt] }), keys[known.keyID] != nil {
+            return isExpired(known.issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
+        }
         guard let parts = try? JSONWebToken.decode(jwt),
               let header = try? JSONSerialization.jsonObject(with: Data(parts.header)) as? [String: Any],
               let claims = try? JSONSerialization.jsonObject(with: Data(parts.claims)) as? [String: Any],
@@ -213,10 +220,15 @@ public final class APNsEmulator: EmulatedProvider {
         else {
             return .reject(403, "InvalidProviderToken")
         }
-        if current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime {
-            return .reject(403, "ExpiredProviderToken")
+        state.withLock { state in
+            if state.verifiedTokens.count >= 1024 { state.verifiedTokens.removeAll(keepingCapacity: true) }
+            state.verifiedTokens[jwt] = (keyID, issuedAt)
         }
-        return nil
+        return isExpired(issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
+    }
+
+    private func isExpired(_ issuedAt: Int64, at current: Date) -> Bool {
+        current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime
     }
 
     /// The documented device-token conventions (docs/emulator.md), by the token's first four hex digits.

@@ -19,10 +19,12 @@ public final class P256PrivateKey: @unchecked Sendable, CustomStringConvertible,
 
     /// Parses a PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`, what Apple's `.p8` files hold); a
     /// traditional `BEGIN EC PRIVATE KEY` PEM is accepted too.
-    /// - Throws: `CryptoError` `.invalidKey` when the text is not a PEM private key or the key is not
-    ///   EC P-256. The message never includes the PEM text.
+    /// - Throws: `CryptoError` `.invalidKey` when the text is not a PEM private key, is encrypted (never
+    ///   prompts for a passphrase), or the key is not EC P-256. The message never includes the PEM text.
     public init(pem: String) throws {
-        let pkey = try readPEM(pem, what: "private key") { bio in PEM_read_bio_PrivateKey(bio, nil, nil, nil) }
+        // A password callback that refuses: with nil, OpenSSL would prompt on the terminal for an encrypted
+        // PEM and block the daemon. Encrypted keys are rejected instead.
+        let pkey = try readPEM(pem, what: "private key") { bio in PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in -1 }, nil) }
         guard isP256(pkey) else {
             EVP_PKEY_free(pkey)
             throw CryptoError(code: .invalidKey, message: "the private key is not an EC P-256 key (ES256 needs P-256)")

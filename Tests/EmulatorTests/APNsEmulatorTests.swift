@@ -112,6 +112,17 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(emulator.handle(try hourOld.request()).status == 200)
     }
 
+    @Test func aReusedTokenExpiresAfterAnHour() throws {
+        let request = try builder.request()
+        #expect(emulator.handle(request).status == 200)
+        clock.advance(3_500)  // iat + 3,600 s: still valid
+        #expect(emulator.handle(request).status == 200)
+        clock.advance(1)
+        let response = emulator.handle(request)
+        #expect(response.status == 403)
+        #expect(reason(response) == "ExpiredProviderToken")
+    }
+
     @Test func requestShapeChecks() throws {
         func check(_ mutate: (inout RequestBuilder) -> Void, _ status: Int, _ expected: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
             var builder = self.builder

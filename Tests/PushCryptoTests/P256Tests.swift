@@ -65,6 +65,18 @@ import Testing
         #expect(key.publicKey.verifyES256(signature: signature, for: Array("abc".utf8)))
     }
 
+    @Test func rejectsEncryptedKeysWithoutPrompting() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushcrypto-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = directory.appendingPathComponent("key.pem")
+        try P256PrivateKey.generate().pkcs8PEM.write(to: plain, atomically: true, encoding: .utf8)
+        let encrypted = try runOpenSSL(["pkcs8", "-topk8", "-in", plain.path, "-v2", "aes-256-cbc", "-passout", "pass:secret"])
+        #expect(encrypted.contains("ENCRYPTED PRIVATE KEY"))
+        let error = try #require(throws: CryptoError.self) { try P256PrivateKey(pem: encrypted) }
+        #expect(error.code == .invalidKey)
+    }
+
     @Test func rejectsPointsOffTheCurve() throws {
         var point = try P256PrivateKey.generate().publicKey.x963Representation
         point[64] ^= 0x01
