@@ -15,3 +15,11 @@ long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
 unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options) {
     return (unsigned long)SSL_CTX_set_options(ctx, options);
 }
+
+int pz_EVP_PKEY_PUBLIC_KEY_selection(void) {
+    return EVP_PKEY_PUBLIC_KEY;
+}
+
+void pz_OPENSSL_free(void *ptr) {
+    OPENSSL_free(ptr);
+}

@@ -13,4 +13,11 @@ long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode);
 /// SSL_CTX_set_options is a function in OpenSSL 3, kept here for symmetry with older releases.
 unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options);
 
+/// EVP_PKEY_PUBLIC_KEY (a macro over OSSL_KEYMGMT_SELECT_* bits): the selection for EVP_PKEY_fromdata
+/// when importing a public key (e.g. a 65-byte uncompressed P-256 point).
+int pz_EVP_PKEY_PUBLIC_KEY_selection(void);
+/// OPENSSL_free (a macro over CRYPTO_free with file/line): frees memory OpenSSL allocated for the caller,
+/// e.g. the buffer from EVP_PKEY_get1_encoded_public_key.
+void pz_OPENSSL_free(void *ptr);
+
 #endif

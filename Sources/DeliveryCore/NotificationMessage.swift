@@ -1,0 +1,270 @@
+/// The content of one `notifications.message` document, with the seed's field names (DESIGN.md §2,
+/// issue 3 item 1), validated. Unknown members are ignored so producers can add fields before the worker
+/// knows them.
+///
+/// `headings`, `contents` and `subtitle` are maps of language tag -> text; a plain string is accepted too
+/// and stored under the tag `und` (BCP 47 "undetermined"), which localization then picks as the only entry.
+public struct NotificationMessage: Sendable, Hashable {
+    /// `ios_interruption_level` -> `aps.interruption-level` (Apple: "Generating a remote notification").
+    public enum InterruptionLevel: String, Sendable, Hashable, CaseIterable {
+        case passive
+        case active
+        case timeSensitive = "time-sensitive"
+        case critical
+    }
+
+    /// `ios_critical_sound`: Apple's critical-alert sound (`aps.sound = {"critical":1,"name","volume"}`),
+    /// used only with level `critical`.
+    public struct CriticalSound: Sendable, Hashable {
+        /// Sound file name in the app bundle, or `default`.
+        public var name: String
+        /// 0.0 (silent) ... 1.0 (full volume).
+        public var volume: Double
+        public init(name: String, volume: Double) {
+            self.name = name
+            self.volume = volume
+        }
+    }
+
+    /// `ios_badge_type` (OneSignal's names): leave the badge, set it to `ios_badge_count`, or increase it by it.
+    public enum BadgeType: String, Sendable, Hashable, CaseIterable {
+        case none = "None"
+        case setTo = "SetTo"
+        case increase = "Increase"
+    }
+
+    /// One `buttons` entry, which SDKs receive as a normalized `actions` entry `{id, title, url?}`.
+    public struct Button: Sendable, Hashable {
+        public var id: String
+        public var text: String
+        public var url: String?
+        public init(id: String, text: String, url: String? = nil) {
+            self.id = id
+            self.text = text
+            self.url = url
+        }
+    }
+
+    /// `priority`: delivery urgency (APNs priority 10 / 5, FCM `HIGH` / `NORMAL`).
+    public enum Priority: String, Sendable, Hashable {
+        case high
+        case normal
+    }
+
+    public var headings: [String: String] = [:]
+    public var contents: [String: String] = [:]
+    public var subtitle: [String: String] = [:]
+    /// `ios_sound`: a sound file name in the app bundle or `default`. Always sent as a string.
+    public var iosSound: String?
+    public var iosInterruptionLevel: InterruptionLevel?
+    public var iosCriticalSound: CriticalSound?
+    public var iosBadgeType: BadgeType?
+    /// `ios_badge_count`: the value for `SetTo` (>= 0) or the increment for `Increase`.
+    public var iosBadgeCount: Int?
+    public var iosCategory: String?
+    /// `ios_relevance_score`: 0.0 ... 1.0 (Apple: summary ordering).
+    public var iosRelevanceScore: Double?
+    public var threadID: String?
+    /// `content_available: true` makes a silent (background) push: no alert, no sound, no badge.
+    public var contentAvailable: Bool = false
+    /// `mutable_content` as given (`nil` when absent). Visible alerts always carry `mutable-content: 1`
+    /// whatever this says, because the SDK's Notification Service Extension records `received` (DESIGN §2).
+    public var mutableContent: Bool?
+    public var url: String?
+    public var image: String?
+    public var buttons: [Button] = []
+    /// `data`: the app's own key/value payload (a JSON object).
+    public var data: [String: JSONValue]?
+    /// `ttl`: how long, in seconds, the provider may hold the push for an offline device. `0` means
+    /// "deliver now or never". `nil`: the provider's default.
+    public var ttl: Int?
+    public var priority: Priority?
+    public var collapseID: String?
+    public var androidChannelID: String?
+    public var androidSound: String?
+    public var quietHoursExempt: Bool = false
+    public var frequencyCapExempt: Bool = false
+
+    /// A message with everything empty; set fields, or parse one with ``init(json:)``.
+    public init() {}
+
+    /// `true` for a silent (background) push: `content_available: true`.
+    public var isSilent: Bool { contentAvailable }
+
+    /// Parses and validates a `notifications.message` document.
+    /// - Throws: `MessageError` naming the first offending field: a wrong JSON type, an unknown
+    ///   `ios_interruption_level` / `ios_badge_type` / `priority`, a volume or relevance score outside
+    ///   0...1, a negative `ttl`, a badge count without a badge type, `data` not an object, a button without
+    ///   an `id` or `text`, or a visible (not silent) message without any `contents` text.
+    public init(json: JSONValue) throws(MessageError) {
+        guard let members = json.objectValue else {
+            throw MessageError(code: .wrongType, field: "message", message: "must be a JSON object")
+        }
+        let reader = FieldReader(members: members)
+        headings = try reader.localized("headings")
+        contents = try reader.localized("contents")
+        subtitle = try reader.localized("subtitle")
+        iosSound = try reader.string("ios_sound")
+        if let level = try reader.string("ios_interruption_level") {
+            guard let parsed = InterruptionLevel(rawValue: level) else {
+                throw MessageError(code: .invalidValue, field: "ios_interruption_level",
+                                   message: "must be one of passive, active, time-sensitive, critical (got \"\(level)\")")
+            }
+            iosInterruptionLevel = parsed
+        }
+        if let sound = try reader.object("ios_critical_sound") {
+            let soundReader = FieldReader(members: sound, prefix: "ios_critical_sound.")
+            guard let name = try soundReader.string("name"), !name.isEmpty else {
+                throw MessageError(code: .missing, field: "ios_critical_sound.name", message: "must be a non-empty sound name")
+            }
+            let volume = try soundReader.number("volume") ?? 1.0
+            guard (0.0...1.0).contains(volume) else {
+                throw MessageError(code: .invalidValue, field: "ios_critical_sound.volume", message: "must be between 0 and 1 (got \(volume))")
+            }
+            iosCriticalSound = CriticalSound(name: name, volume: volume)
+        }
+        if let badgeType = try reader.string("ios_badge_type") {
+            guard let parsed = BadgeType(rawValue: badgeType) else {
+                throw MessageError(code: .invalidValue, field: "ios_badge_type",
+                                   message: "must be one of None, SetTo, Increase (got \"\(badgeType)\")")
+            }
+            iosBadgeType = parsed
+        }
+        if let count = try reader.integer("ios_badge_count") {
+            guard let badgeType = iosBadgeType, badgeType != .none else {
+                throw MessageError(code: .missing, field: "ios_badge_type", message: "must be SetTo or Increase when ios_badge_count is given")
+            }
+            if badgeType == .setTo, count < 0 {
+                throw MessageError(code: .invalidValue, field: "ios_badge_count", message: "must be >= 0 with SetTo (got \(count))")
+            }
+            iosBadgeCount = count
+        } else if let badgeType = iosBadgeType, badgeType != .none {
+            throw MessageError(code: .missing, field: "ios_badge_count", message: "is required with ios_badge_type \(badgeType.rawValue)")
+        }
+        iosCategory = try reader.string("ios_category")
+        if let score = try reader.number("ios_relevance_score") {
+            guard (0.0...1.0).contains(score) else {
+                throw MessageError(code: .invalidValue, field: "ios_relevance_score", message: "must be between 0 and 1 (got \(score))")
+            }
+            iosRelevanceScore = score
+        }
+        threadID = try reader.string("thread_id")
+        contentAvailable = try reader.bool("content_available") ?? false
+        mutableContent = try reader.bool("mutable_content")
+        url = try reader.string("url")
+        image = try reader.string("image")
+        if let list = try reader.array("buttons") {
+            buttons = try list.enumerated().map { (index, element) throws(MessageError) -> Button in
+                let path = "buttons[\(index)]"
+                guard let button = element.objectValue else {
+                    throw MessageError(code: .wrongType, field: path, message: "must be an object {id, text, url?}")
+                }
+                let buttonReader = FieldReader(members: button, prefix: path + ".")
+                guard let id = try buttonReader.string("id"), !id.isEmpty else {
+                    throw MessageError(code: .missing, field: path + ".id", message: "every button needs a non-empty id")
+                }
+                guard let text = try buttonReader.string("text"), !text.isEmpty else {
+                    throw MessageError(code: .missing, field: path + ".text", message: "every button needs a non-empty text")
+                }
+                return Button(id: id, text: text, url: try buttonReader.string("url"))
+            }
+            var seen = Set<String>()
+            for (index, button) in buttons.enumerated() where !seen.insert(button.id).inserted {
+                throw MessageError(code: .invalidValue, field: "buttons[\(index)].id", message: "duplicate button id \"\(button.id)\"")
+            }
+        }
+        data = try reader.object("data")
+        if let ttl = try reader.integer("ttl") {
+            guard ttl >= 0 else {
+                throw MessageError(code: .invalidValue, field: "ttl", message: "must be a whole number of seconds >= 0 (got \(ttl))")
+            }
+            self.ttl = ttl
+        }
+        if let priority = try reader.string("priority") {
+            guard let parsed = Priority(rawValue: priority) else {
+                throw MessageError(code: .invalidValue, field: "priority", message: "must be high or normal (got \"\(priority)\")")
+            }
+            self.priority = parsed
+        }
+        collapseID = try reader.string("collapse_id")
+        androidChannelID = try reader.string("android_channel_id")
+        androidSound = try reader.string("android_sound")
+        quietHoursExempt = try reader.bool("quiet_hours_exempt") ?? false
+        frequencyCapExempt = try reader.bool("frequency_cap_exempt") ?? false
+
+        if !isSilent, !contents.values.contains(where: { !$0.isEmpty }) {
+            throw MessageError(code: .missing, field: "contents",
+                               message: "a visible notification needs text in at least one language (or content_available: true for a silent push)")
+        }
+    }
+}
+
+/// Typed access to message members; `null` counts as absent. Errors carry `prefix + key` as the field.
+struct FieldReader {
+    var members: [String: JSONValue]
+    var prefix: String = ""
+
+    private func value(_ key: String) -> JSONValue? {
+        guard let value = members[key], !value.isNull else { return nil }
+        return value
+    }
+
+    private func wrongType(_ key: String, _ expected: String) -> MessageError {
+        MessageError(code: .wrongType, field: prefix + key, message: "must be \(expected)")
+    }
+
+    func string(_ key: String) throws(MessageError) -> String? {
+        guard let value = value(key) else { return nil }
+        guard let text = value.stringValue else { throw wrongType(key, "a string") }
+        return text
+    }
+
+    func bool(_ key: String) throws(MessageError) -> Bool? {
+        guard let value = value(key) else { return nil }
+        guard let flag = value.boolValue else { throw wrongType(key, "true or false") }
+        return flag
+    }
+
+    func number(_ key: String) throws(MessageError) -> Double? {
+        guard let value = value(key) else { return nil }
+        guard let number = value.doubleValue, number.isFinite else { throw wrongType(key, "a number") }
+        return number
+    }
+
+    func integer(_ key: String) throws(MessageError) -> Int? {
+        guard let value = value(key) else { return nil }
+        guard let number = value.int64Value, let result = Int(exactly: number) else { throw wrongType(key, "a whole number") }
+        return result
+    }
+
+    func object(_ key: String) throws(MessageError) -> [String: JSONValue]? {
+        guard let value = value(key) else { return nil }
+        guard let object = value.objectValue else { throw wrongType(key, "a JSON object") }
+        return object
+    }
+
+    func array(_ key: String) throws(MessageError) -> [JSONValue]? {
+        guard let value = value(key) else { return nil }
+        guard let array = value.arrayValue else { throw wrongType(key, "an array") }
+        return array
+    }
+
+    /// A language map (`{"en": "Hi", "tr": "Merhaba"}`) or a plain string (stored under `und`).
+    func localized(_ key: String) throws(MessageError) -> [String: String] {
+        guard let value = value(key) else { return [:] }
+        if let text = value.stringValue { return ["und": text] }
+        guard let map = value.objectValue else { throw wrongType(key, "an object of language -> text") }
+        var result: [String: String] = [:]
+        for (language, text) in map {
+            if text.isNull { continue }
+            guard let text = text.stringValue else {
+                throw MessageError(code: .wrongType, field: "\(prefix)\(key).\(language)", message: "must be a string")
+            }
+            guard !language.isEmpty else {
+                throw MessageError(code: .invalidValue, field: prefix + key, message: "has an empty language tag")
+            }
+            result[language] = text
+        }
+        return result
+    }
+}

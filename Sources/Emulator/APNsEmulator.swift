@@ -1,0 +1,263 @@
+import Foundation
+import PushCrypto
+import Synchronization
+
+/// A provider-token signing key the APNs emulator trusts: the Team ID and Key ID a JWT must name, and the
+/// public half of the `.p8` key.
+public struct APNsEmulatorKey: Sendable {
+    public var teamID: String
+    public var keyID: String
+    public var publicKey: P256PublicKey
+
+    public init(teamID: String, keyID: String, publicKey: P256PublicKey) {
+        self.teamID = teamID
+        self.keyID = keyID
+        self.publicKey = publicKey
+    }
+}
+
+/// One request the emulator accepted (answered 200), as recorded for inspection.
+public struct APNsAcceptedNotification: Sendable, Hashable {
+    public var receivedAt: Date
+    public var apnsID: String
+    public var deviceToken: String
+    public var topic: String
+    public var pushType: String
+    public var priority: String?
+    public var expiration: String?
+    public var collapseID: String?
+    /// The payload exactly as received (UTF-8 JSON).
+    public var payload: [UInt8]
+
+    /// One JSON-lines record: `{"at": RFC 3339 with ms, "apns_id", "token", "topic", "push_type",
+    /// "priority"?, "expiration"?, "collapse_id"?, "payload": <the payload as JSON>}`, keys sorted,
+    /// no trailing newline.
+    public var jsonLine: String {
+        var record: [String: Any] = [
+            "at": Self.timestampFormatter.string(from: receivedAt),
+            "apns_id": apnsID, "token": deviceToken, "topic": topic, "push_type": pushType,
+        ]
+        if let priority { record["priority"] = priority }
+        if let expiration { record["expiration"] = expiration }
+        if let collapseID { record["collapse_id"] = collapseID }
+        record["payload"] = (try? JSONSerialization.jsonObject(with: Data(payload))) ?? String(decoding: payload, as: UTF8.self)
+        let data = (try? JSONSerialization.data(withJSONObject: record, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    nonisolated(unsafe) private static let timestampFormatter: ISO8601DateFormatter = {
+        // ISO8601DateFormatter is documented thread-safe for formatting once configured.
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }()
+}
+
+/// The APNs provider API's behaviour (Apple: "Sending notification requests to APNs", "Handling
+/// notification responses from APNs", "Establishing a token-based connection to APNs"), without
+/// networking. Checks, in order, each failing with Apple's status and `{"reason": ...}`:
+///
+/// 1. `:method` POST (405 `MethodNotAllowed`); `:path` `/3/device/<token>` (404 `BadPath`, 400
+///    `MissingDeviceToken`); the token 64...200 hex characters, even length (400 `BadDeviceToken`).
+/// 2. `authorization: bearer <JWT>` (403 `MissingProviderToken`): compact JWS, header `alg` `ES256` and a
+///    known `kid`, claims `iss` equal to that key's team and an integer `iat`, a valid signature (403
+///    `InvalidProviderToken`); `iat` older than one hour (403 `ExpiredProviderToken`).
+/// 3. Headers: `apns-topic` (400 `MissingTopic`), `apns-push-type` one of Apple's types (400
+///    `InvalidPushType`), `apns-priority` 1, 5 or 10 and not 10 for `background` (400 `BadPriority`),
+///    `apns-id` a UUID (400 `BadMessageId`), `apns-expiration` an integer (400 `BadExpirationDate`),
+///    `apns-collapse-id` at most 64 bytes (400 `BadCollapseId`), none of these repeated (400
+///    `DuplicateHeaders`).
+/// 4. Body: at most 4096 bytes (413 `PayloadTooLarge`); non-empty with an `aps` object (400
+///    `PayloadEmpty`); JSON (400 `BadPayload`, an emulator-only reason: Apple does not document one).
+/// 5. Device-token conventions (docs/emulator.md): the first four hex digits pick an answer.
+///
+/// Everything else is accepted: 200 with `apns-id` (the request's, else a new lower-case UUID).
+public final class APNsEmulator: EmulatedProvider {
+    /// Apple's `apns-push-type` values.
+    public static let pushTypes: Set<String> = [
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets",
+    ]
+    /// Provider tokens older than this many seconds are `ExpiredProviderToken` (Apple: one hour).
+    public static let tokenLifetime: Double = 3600
+
+    private let keys: [String: APNsEmulatorKey]
+    private let now: @Sendable () -> Date
+    private let retainLimit: Int
+    private let onAccept: (@Sendable (APNsAcceptedNotification) -> Void)?
+
+    private struct State {
+        var acceptedCount = 0
+        var accepted: [APNsAcceptedNotification] = []
+        var statusCounts: [Int: Int] = [:]
+        /// apns-ids (or tokens, when a request has none) already answered 503 once.
+        var unavailableOnce: Set<String> = []
+        /// Provider tokens whose signature already verified, with their key's team and `iat`: clients reuse
+        /// one token for up to an hour, so this saves an ECDSA verification per request (APNs caches too).
+        var verifiedTokens: [String: (keyID: String, issuedAt: Int64)] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// - Parameters:
+    ///   - keys: the signing keys to trust, looked up by `kid`.
+    ///   - retainLimit: how many accepted requests ``acceptedNotifications`` keeps (the most recent).
+    ///   - now: the clock for `iat` checks and `timestamp`s.
+    ///   - onAccept: called (outside the lock) for every accepted request, e.g. to append
+    ///     ``APNsAcceptedNotification/jsonLine`` to a file. It must not block for long.
+    public init(keys: [APNsEmulatorKey], retainLimit: Int = 10_000, now: @escaping @Sendable () -> Date = Date.init,
+                onAccept: (@Sendable (APNsAcceptedNotification) -> Void)? = nil)
+    {
+        self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
+        self.retainLimit = retainLimit
+        self.now = now
+        self.onAccept = onAccept
+    }
+
+    /// How many requests were answered 200.
+    public var acceptedCount: Int { state.withLock { $0.acceptedCount } }
+
+    /// The most recent accepted requests (at most `retainLimit`), oldest first.
+    public var acceptedNotifications: [APNsAcceptedNotification] { state.withLock { Array($0.accepted.suffix(retainLimit)) } }
+
+    /// How many responses were sent per status code.
+    public var statusCounts: [Int: Int] { state.withLock { $0.statusCounts } }
+
+    public func handle(_ request: EmulatorRequest) -> EmulatorResponse {
+        let current = now()
+        let response: EmulatorResponse
+        var accepted: APNsAcceptedNotification?
+        switch evaluate(request, at: current) {
+        case .reject(let status, let reason, let timestamp):
+            response = Self.error(status, reason, timestamp: timestamp)
+        case .accept(let notification):
+            accepted = notification
+            response = EmulatorResponse(status: 200, headers: [EmulatorHeader("apns-id", notification.apnsID)])
+        }
+        state.withLock { state in
+            state.statusCounts[response.status, default: 0] += 1
+            if let accepted {
+                state.acceptedCount += 1
+                state.accepted.append(accepted)
+                // Trim in batches so a full buffer does not cost a copy per request.
+                if state.accepted.count >= 2 * max(retainLimit, 1) { state.accepted.removeFirst(state.accepted.count - retainLimit) }
+            }
+        }
+        if let accepted { onAccept?(accepted) }
+        return response
+    }
+
+    private enum Verdict {
+        case reject(Int, String, timestamp: Date? = nil)
+        case accept(APNsAcceptedNotification)
+    }
+
+    private func evaluate(_ request: EmulatorRequest, at current: Date) -> Verdict {
+        guard request.method == "POST" else { return .reject(405, "MethodNotAllowed") }
+        let prefix = "/3/device/"
+        guard request.path.hasPrefix(prefix) else { return .reject(404, "BadPath") }
+        let token = String(request.path.dropFirst(prefix.count))
+        guard !token.isEmpty else { return .reject(400, "MissingDeviceToken") }
+        guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0, token.utf8.allSatisfy(Self.isHexDigit) else {
+            return .reject(400, "BadDeviceToken")
+        }
+
+        if let failure = checkProviderToken(request.header("authorization"), at: current) { return failure }
+
+        for name in ["apns-topic", "apns-push-type", "apns-priority", "apns-id", "apns-expiration", "apns-collapse-id", "authorization"]
+        where request.count(of: name) > 1 {
+            return .reject(400, "DuplicateHeaders")
+        }
+        guard let topic = request.header("apns-topic"), !topic.isEmpty else { return .reject(400, "MissingTopic") }
+        guard let pushType = request.header("apns-push-type"), Self.pushTypes.contains(pushType) else {
+            return .reject(400, "InvalidPushType")
+        }
+        let priority = request.header("apns-priority")
+        if let priority {
+            guard ["1", "5", "10"].contains(priority) else { return .reject(400, "BadPriority") }
+            if pushType == "background", priority == "10" { return .reject(400, "BadPriority") }
+        }
+        let apnsID = request.header("apns-id")
+        if let apnsID, UUID(uuidString: apnsID) == nil { return .reject(400, "BadMessageId") }
+        let expiration = request.header("apns-expiration")
+        if let expiration, Int64(expiration) == nil { return .reject(400, "BadExpirationDate") }
+        let collapseID = request.header("apns-collapse-id")
+        if let collapseID, collapseID.utf8.count > 64 { return .reject(400, "BadCollapseId") }
+
+        guard request.body.count <= 4096 else { return .reject(413, "PayloadTooLarge") }
+        guard !request.body.isEmpty else { return .reject(400, "PayloadEmpty") }
+        guard let payload = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any] else {
+            return .reject(400, "BadPayload")
+        }
+        guard payload["aps"] is [String: Any] else { return .reject(400, "PayloadEmpty") }
+
+        if let convention = tokenConvention(token, key: apnsID?.lowercased() ?? "token:\(token.lowercased())", at: current) {
+            return convention
+        }
+        return .accept(APNsAcceptedNotification(
+            receivedAt: current, apnsID: apnsID ?? UUID().uuidString.lowercased(), deviceToken: token, topic: topic,
+            pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID, payload: request.body))
+    }
+
+    /// `nil` when the provider token is acceptable, else the rejection.
+    private func checkProviderToken(_ authorization: String?, at current: Date) -> Verdict? {
+        guard let authorization, !authorization.isEmpty else { return .reject(403, "MissingProviderToken") }
+        let scheme = "bearer "
+        guard authorization.count > scheme.count, authorization.prefix(scheme.count).lowercased() == scheme else {
+            return .reject(403, "InvalidProviderToken")
+        }
+        let jwt = String(authorization.dropFirst(scheme.count)).trimmingCharacters(in: .whitespaces)
+        if let known = state.withLock({ $0.verifiedTokens[jwt] }), keys[known.keyID] != nil {
+            return isExpired(known.issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
+        }
+        guard let parts = try? JSONWebToken.decode(jwt),
+              let header = try? JSONSerialization.jsonObject(with: Data(parts.header)) as? [String: Any],
+              let claims = try? JSONSerialization.jsonObject(with: Data(parts.claims)) as? [String: Any],
+              header["alg"] as? String == "ES256",
+              let keyID = header["kid"] as? String, let key = keys[keyID],
+              claims["iss"] as? String == key.teamID,
+              let issuedAt = (claims["iat"] as? NSNumber).flatMap({ Int64(exactly: $0.doubleValue) }),
+              key.publicKey.verifyES256(signature: parts.signature, for: parts.signingInput)
+        else {
+            return .reject(403, "InvalidProviderToken")
+        }
+        state.withLock { state in
+            if state.verifiedTokens.count >= 1024 { state.verifiedTokens.removeAll(keepingCapacity: true) }
+            state.verifiedTokens[jwt] = (keyID, issuedAt)
+        }
+        return isExpired(issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
+    }
+
+    private func isExpired(_ issuedAt: Int64, at current: Date) -> Bool {
+        current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime
+    }
+
+    /// The documented device-token conventions (docs/emulator.md), by the token's first four hex digits.
+    private func tokenConvention(_ token: String, key: String, at current: Date) -> Verdict? {
+        switch token.prefix(4).lowercased() {
+        case "0400": return .reject(400, "BadDeviceToken")
+        case "0403": return .reject(400, "DeviceTokenNotForTopic")
+        case "0410": return .reject(410, "Unregistered", timestamp: current)
+        case "0411": return .reject(410, "ExpiredToken", timestamp: current)
+        case "0413": return .reject(413, "PayloadTooLarge")
+        case "0429": return .reject(429, "TooManyRequests")
+        case "0500": return .reject(500, "InternalServerError")
+        case "0503":
+            let first = state.withLock { $0.unavailableOnce.insert(key).inserted }
+            return first ? .reject(503, "ServiceUnavailable") : nil
+        case "0599": return .reject(503, "ServiceUnavailable")
+        default: return nil
+        }
+    }
+
+    /// Apple's error body: `{"reason": "<Reason>"}` plus `"timestamp"` (ms since epoch) on 410.
+    static func error(_ status: Int, _ reason: String, timestamp: Date?) -> EmulatorResponse {
+        var body = #"{"reason":"\#(reason)""#
+        if let timestamp { body += #","timestamp":\#(Int64((timestamp.timeIntervalSince1970 * 1000).rounded(.down)))"# }
+        body += "}"
+        return EmulatorResponse(status: status, headers: [EmulatorHeader("content-type", "application/json")], body: Array(body.utf8))
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
+    }
+}

@@ -1,0 +1,66 @@
+/// One HTTP header as the emulator sees it. HTTP/2 names are lower-case (RFC 9113 §8.2.1); lookups
+/// compare names case-insensitively anyway.
+public struct EmulatorHeader: Sendable, Hashable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A request as the HTTP/2 server received it: pseudo-headers `:method`, `:path`, `:authority`, the
+/// regular headers in arrival order, and the body bytes.
+public struct EmulatorRequest: Sendable, Hashable {
+    public var method: String
+    public var path: String
+    public var authority: String
+    public var headers: [EmulatorHeader]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, authority: String = "", headers: [EmulatorHeader], body: [UInt8]) {
+        self.method = method
+        self.path = path
+        self.authority = authority
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first header named `name` (case-insensitive), if any.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name.lowercased() == wanted }?.value
+    }
+
+    /// How many headers are named `name` (case-insensitive).
+    func count(of name: String) -> Int {
+        let wanted = name.lowercased()
+        return headers.count { $0.name.lowercased() == wanted }
+    }
+}
+
+/// The answer the HTTP/2 server sends back: `:status`, headers, body bytes.
+public struct EmulatorResponse: Sendable, Hashable {
+    public var status: Int
+    public var headers: [EmulatorHeader]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [EmulatorHeader] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first header named `name` (case-insensitive), if any.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name.lowercased() == wanted }?.value
+    }
+}
+
+/// A provider's behaviour without networking: the HTTP/2 server hands each complete request to `handle`
+/// and sends back what it returns. APNs is one conformer; FCM and Web Push join as others. `handle` must
+/// not block (it runs on the server's I/O path) and must be safe to call from many threads at once.
+public protocol EmulatedProvider: Sendable {
+    func handle(_ request: EmulatorRequest) -> EmulatorResponse
+}

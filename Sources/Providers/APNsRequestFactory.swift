@@ -1,0 +1,201 @@
+import DeliveryCore
+import Foundation
+
+/// Builds APNs requests (Apple: "Sending notification requests to APNs", "Generating a remote
+/// notification") without any I/O.
+public enum APNsRequestFactory {
+    /// APNs's payload limit for regular remote notifications, in UTF-8 bytes of the body.
+    public static let maximumPayloadSize = 4096
+    /// `apns-collapse-id` limit in UTF-8 bytes.
+    public static let maximumCollapseIDSize = 64
+
+    /// The APNs host for a subscription's environment: `api.sandbox.push.apple.com` for `sandbox`,
+    /// `api.push.apple.com` otherwise. (The worker may override the origin, e.g. with the emulator.)
+    public static func host(for environment: String?) -> String {
+        environment?.lowercased() == "sandbox" ? "api.sandbox.push.apple.com" : "api.push.apple.com"
+    }
+
+    /// Builds `POST /3/device/<token>` with headers, in this order:
+    /// `authorization: bearer <jwt>`, `apns-id` (lower-case UUID), `apns-push-type` (`alert`, or
+    /// `background` for a silent push), `apns-priority` (`10` for `priority: high` or unset, `5` for
+    /// `normal`; always `5` for background, as Apple requires), `apns-topic`, `apns-expiration` (whole UNIX
+    /// seconds; `0` when `ttl` is 0; omitted when neither `ttl` nor `expiration` is set), `apns-collapse-id`
+    /// (when set).
+    ///
+    /// Payload (compact JSON, sorted keys, non-ASCII as UTF-8):
+    /// - visible alert: `aps.alert` `{title?, subtitle?, body}` in the subscriber's language
+    ///   (``LanguageSelector``) with placeholders filled; `aps.sound` a string from `ios_sound`, or the
+    ///   `{"critical":1,"name","volume"}` dictionary only for level `critical` with `ios_critical_sound`;
+    ///   `aps.badge` for `SetTo` (an `Increase` goes to `on.badgeIncrement` for the SDK's extension, since
+    ///   APNs badges are absolute); `thread-id`, `category`, `interruption-level`, `relevance-score`, and
+    ///   always `mutable-content: 1` (the SDK's Notification Service Extension records `received`).
+    /// - silent push (`content_available: true`): `aps` is only `{"content-available":1}`; no alert, sound or badge.
+    /// - `on`: `msgId`, `campaignId`, `url`, `image`, `actions` (`[{id, title, url?}]` from `buttons`), `data`.
+    ///
+    /// When the body exceeds 4096 bytes, the alert `body`, then `subtitle`, then `title` is shortened at a
+    /// grapheme-cluster boundary with `…` and the payload measured again (issue 3 item 6).
+    /// - Throws: `APNsRequestError` with reason `bad_device_token_format` (not 64...200 hex characters),
+    ///   `missing_topic`, `invalid_message` (collapse id over 64 bytes), or `payload_too_large` (still over
+    ///   4096 bytes with every text shortened, e.g. `data` alone is too big).
+    public static func makeRequest(_ delivery: APNsDelivery, bearerToken: String) throws(APNsRequestError) -> PushRequest {
+        let token = delivery.deviceToken
+        guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0,
+              token.utf8.allSatisfy({ isHexDigit($0) })
+        else {
+            throw APNsRequestError(reason: "bad_device_token_format",
+                                   detail: "an APNs device token is 64 to 200 hexadecimal characters (got \(token.utf8.count) characters)")
+        }
+        guard !delivery.topic.isEmpty else {
+            throw APNsRequestError(reason: "missing_topic", detail: "the APNs channel has no topic (bundle ID)")
+        }
+        let message = delivery.message
+        var headers = [
+            PushHeader("authorization", "bearer \(bearerToken)"),
+            PushHeader("apns-id", delivery.apnsID.uuidString.lowercased()),
+            PushHeader("apns-push-type", message.isSilent ? "background" : "alert"),
+            PushHeader("apns-priority", message.isSilent || message.priority == .normal ? "5" : "10"),
+            PushHeader("apns-topic", delivery.topic),
+        ]
+        if let expiration = expirationHeader(delivery) {
+            headers.append(PushHeader("apns-expiration", expiration))
+        }
+        if let collapseID = message.collapseID, !collapseID.isEmpty {
+            guard collapseID.utf8.count <= maximumCollapseIDSize else {
+                throw APNsRequestError(reason: "invalid_message",
+                                       detail: "`collapse_id`: at most \(maximumCollapseIDSize) bytes for APNs (got \(collapseID.utf8.count))")
+            }
+            headers.append(PushHeader("apns-collapse-id", collapseID))
+        }
+        let body = try payload(for: delivery)
+        return PushRequest(method: "POST", path: "/3/device/\(token)", headers: headers, body: body)
+    }
+
+    /// The serialized payload alone (what `makeRequest` puts in the body), for previews and tests.
+    /// - Throws: `APNsRequestError` `payload_too_large`.
+    public static func payload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
+        let message = delivery.message
+        let onDictionary = customDictionary(delivery)
+        if message.isSilent {
+            let body = JSONValue.object(["aps": ["content-available": 1], "on": onDictionary]).serialized()
+            guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
+            return body
+        }
+        var alert = localizedAlert(delivery)
+        let aps = apsWithoutAlert(message)
+        func serialize(_ alert: Alert) -> [UInt8] {
+            var aps = aps
+            aps["alert"] = alert.json
+            return JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
+        }
+        var body = serialize(alert)
+        if body.count <= maximumPayloadSize { return body }
+        // Shorten body, then subtitle, then title; each by binary search over grapheme clusters.
+        for field in [\Alert.body, \Alert.subtitle, \Alert.title] {
+            guard let text = alert[keyPath: field], !text.isEmpty else { continue }
+            let characters = Array(text)
+            var low = 0                      // known to be acceptable as a lower bound of kept characters
+            var high = characters.count - 1  // keeping everything did not fit
+            var best: [UInt8]?
+            var bestText = "…"
+            while low <= high {
+                let keep = (low + high) / 2
+                var candidate = alert
+                candidate[keyPath: field] = String(characters[..<keep]) + "…"
+                let bytes = serialize(candidate)
+                if bytes.count <= maximumPayloadSize {
+                    best = bytes
+                    bestText = candidate[keyPath: field] ?? "…"
+                    low = keep + 1
+                } else {
+                    high = keep - 1
+                }
+            }
+            if let best { return best }
+            alert[keyPath: field] = bestText  // "…": this field cannot help more; move to the next
+            body = serialize(alert)
+        }
+        throw tooLarge(body.count)
+    }
+
+    struct Alert {
+        var title: String?
+        var subtitle: String?
+        var body: String?
+        var json: JSONValue {
+            var members: [String: JSONValue] = [:]
+            if let title { members["title"] = .string(title) }
+            if let subtitle { members["subtitle"] = .string(subtitle) }
+            if let body { members["body"] = .string(body) }
+            return .object(members)
+        }
+    }
+
+    static func localizedAlert(_ delivery: APNsDelivery) -> Alert {
+        let values = delivery.placeholderValues ?? PlaceholderValues()
+        func render(_ texts: [String: String]) -> String? {
+            guard let picked = LanguageSelector.pick(from: texts, subscriberLanguage: delivery.subscriberLanguage,
+                                                     appDefaultLanguage: delivery.appDefaultLanguage)
+            else { return nil }
+            return Placeholders.fill(picked.text, values: values)
+        }
+        let message = delivery.message
+        return Alert(title: render(message.headings), subtitle: render(message.subtitle), body: render(message.contents))
+    }
+
+    static func apsWithoutAlert(_ message: NotificationMessage) -> [String: JSONValue] {
+        var aps: [String: JSONValue] = ["mutable-content": 1]
+        if message.iosInterruptionLevel == .critical, let critical = message.iosCriticalSound {
+            aps["sound"] = ["critical": 1, "name": .string(critical.name), "volume": .double(critical.volume)]
+        } else if let sound = message.iosSound, !sound.isEmpty {
+            aps["sound"] = .string(sound)
+        }
+        if message.iosBadgeType == .setTo, let count = message.iosBadgeCount {
+            aps["badge"] = .int(Int64(count))
+        }
+        if let thread = message.threadID, !thread.isEmpty { aps["thread-id"] = .string(thread) }
+        if let category = message.iosCategory, !category.isEmpty { aps["category"] = .string(category) }
+        if let level = message.iosInterruptionLevel { aps["interruption-level"] = .string(level.rawValue) }
+        if let score = message.iosRelevanceScore { aps["relevance-score"] = .double(score) }
+        return aps
+    }
+
+    static func customDictionary(_ delivery: APNsDelivery) -> JSONValue {
+        let message = delivery.message
+        var on: [String: JSONValue] = ["msgId": .string(delivery.msgID)]
+        if let campaign = delivery.campaignID { on["campaignId"] = .string(campaign) }
+        if let url = message.url { on["url"] = .string(url) }
+        if let image = message.image { on["image"] = .string(image) }
+        if !message.buttons.isEmpty {
+            on["actions"] = .array(message.buttons.map { button in
+                var action: [String: JSONValue] = ["id": .string(button.id), "title": .string(button.text)]
+                if let url = button.url { action["url"] = .string(url) }
+                return .object(action)
+            })
+        }
+        if let data = message.data { on["data"] = .object(data) }
+        if !message.isSilent, message.iosBadgeType == .increase, let count = message.iosBadgeCount {
+            on["badgeIncrement"] = .int(Int64(count))
+        }
+        return .object(on)
+    }
+
+    static func expirationHeader(_ delivery: APNsDelivery) -> String? {
+        if delivery.message.ttl == 0 { return "0" }
+        var deadlines: [Date] = []
+        if let ttl = delivery.message.ttl { deadlines.append(delivery.now.addingTimeInterval(Double(ttl))) }
+        if let expiration = delivery.expiration { deadlines.append(expiration) }
+        guard let deadline = deadlines.min() else { return nil }
+        // A deadline already passed means "now or never", which APNs spells 0.
+        guard deadline > delivery.now else { return "0" }
+        return String(Int64(deadline.timeIntervalSince1970.rounded(.down)))
+    }
+
+    static func tooLarge(_ size: Int) -> APNsRequestError {
+        APNsRequestError(reason: "payload_too_large",
+                         detail: "the APNs payload is \(size) bytes with every text shortened; the limit is \(maximumPayloadSize)")
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
+    }
+}
