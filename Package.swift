@@ -37,7 +37,7 @@ let package = Package(
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),
         .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
-        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto"]),
+        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto", "Providers", "DeliveryCore"]),
         .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
     ],
     swiftLanguageModes: [.v6]

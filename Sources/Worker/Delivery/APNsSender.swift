@@ -48,7 +48,10 @@ public final class APNsSender: ProviderSender {
         let request: PushRequest
         do {
             let bearer = try tokenManager.bearerToken()
-            let ttl = message.ttl.map(Int64.init) ?? DeliveryPipeline.defaultTTL
+            var tags: [String: JSONValue] = [:]
+            if let tagsJSON = delivery.userTagsJSON, let object = (try? JSONValue(parsing: tagsJSON))?.objectValue {
+                tags = object
+            }
             let delivery = APNsDelivery(
                 deviceToken: delivery.token,
                 environment: delivery.apnsEnvironment,
@@ -57,11 +60,14 @@ public final class APNsSender: ProviderSender {
                 message: message,
                 subscriberLanguage: delivery.language,
                 appDefaultLanguage: delivery.defaultLanguage,
+                placeholderValues: PlaceholderValues(
+                    tags: tags, language: delivery.language, country: delivery.country, timezone: delivery.timezone),
                 msgID: MessageIDCodec.sign(
                     notificationID: delivery.notificationID, subscriptionID: delivery.subscriptionID,
                     key: delivery.signingKey),
                 campaignID: delivery.campaignID,
-                expiration: ttl == 0 ? Date(timeIntervalSince1970: 0) : delivery.notificationStart.addingTimeInterval(Double(ttl)),
+                // The message's own deadline; the factory takes the earlier of it and now + ttl.
+                expiration: message.ttl.map { delivery.notificationStart.addingTimeInterval(Double($0)) },
                 now: now)
             request = try APNsRequestFactory.makeRequest(delivery, bearerToken: bearer)
         } catch let error as APNsRequestError {
@@ -84,17 +90,13 @@ public final class APNsSender: ProviderSender {
         } catch {
             return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
         }
-        let outcome = APNsResponseClassifier.classify(
-            PushResponse(
-                status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
-                body: response.body),
-            subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
-        if case .channelError(let reason, _, _) = outcome,
-            reason == "expired_provider_token" || reason == "invalid_provider_token"
-        {
+        let pushResponse = PushResponse(
+            status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
+            body: response.body)
+        if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
             tokenManager.invalidate()
         }
-        return outcome
+        return APNsResponseClassifier.classify(pushResponse, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
     }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {

@@ -39,7 +39,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
         do {
             message = try NotificationMessage(json: try JSONValue(parsing: delivery.messageJSON))
         } catch let error as MessageError {
-            return (.failed(reason: "invalid_message", detail: ["error": .string("\(error)")]), nil)
+            return (error.outcome, nil)
         } catch {
             return (.failed(reason: "invalid_message", detail: ["error": "message is not valid JSON"]), nil)
         }

@@ -32,6 +32,9 @@ public struct ClaimedDelivery: Sendable {
     public var subscriptionStatus: String
     /// Compared before invalidating, so a token re-registered meanwhile is never marked invalid.
     public var tokenUpdatedAt: Date
+    /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription), for
+    /// placeholders.
+    public var userTagsJSON: String?
 
     // apps
     public var defaultLanguage: String?
@@ -81,6 +84,9 @@ public struct SubscriptionInvalidation: Sendable, Equatable {
     public var subscriptionID: UUID
     public var reason: String
     public var tokenUpdatedAt: Date
+    /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription), for
+    /// placeholders.
+    public var userTagsJSON: String?
 }
 
 public struct ChannelPause: Sendable, Equatable {

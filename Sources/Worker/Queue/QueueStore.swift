@@ -36,6 +36,7 @@ public enum QueueStore {
                     country: try row.decodeIfPresent(String.self, "country"),
                     subscriptionStatus: try row.decode(String.self, "subscription_status"),
                     tokenUpdatedAt: try row.decode(Date.self, "token_updated_at"),
+                    userTagsJSON: try row.decodeIfPresent(String.self, "user_tags"),
                     defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
                     defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
                     signingKey: try row.decode([UInt8].self, "signing_key"),
@@ -68,7 +69,7 @@ public enum QueueStore {
                n.message::text AS message, n.campaign_id, n.status AS notification_status,
                coalesce(n.send_after, n.created_at) AS notification_start,
                s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
-               s.status AS subscription_status, s.token_updated_at,
+               s.status AS subscription_status, s.token_updated_at, u.tags::text AS user_tags,
                a.default_language, a.default_timezone, a.signing_key,
                ch.provider AS channel_provider, ch.settings::text AS channel_settings,
                ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until
@@ -76,6 +77,7 @@ public enum QueueStore {
         JOIN notifications n ON n.id = c.notification_id
         JOIN subscriptions s ON s.id = c.subscription_id
         JOIN apps a ON a.id = c.app_id
+        LEFT JOIN users u ON u.id = s.user_id
         LEFT JOIN app_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
             WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
         """

@@ -1,0 +1,89 @@
+import Foundation
+import HTTP2
+
+/// The provider emulator on the project's own HTTP/2 stack (nghttp2 + OpenSSL), TLS or cleartext h2c.
+/// Requests are routed by path prefix to an ``EmulatedProvider`` (APNs: `/3/device/`); anything else gets
+/// 404 `{"reason": "BadPath"}`.
+public final class EmulatorServer: Sendable {
+    /// A provider and the path prefix its requests start with.
+    public struct Route: Sendable {
+        public var pathPrefix: String
+        public var provider: any EmulatedProvider
+        public init(pathPrefix: String, provider: any EmulatedProvider) {
+            self.pathPrefix = pathPrefix
+            self.provider = provider
+        }
+    }
+
+    private let server: HTTP2Server
+
+    /// - Parameters:
+    ///   - port: 0 picks a free port (see ``start()``'s result).
+    ///   - tls: `nil` serves cleartext h2c with prior knowledge.
+    ///   - maxConcurrentStreams: `SETTINGS_MAX_CONCURRENT_STREAMS` announced to clients (APNs announces 1000
+    ///     once a connection is authorized).
+    public init(
+        eventLoop: HTTP2EventLoop, host: String = "127.0.0.1", port: Int = 0, tls: TLSServerConfiguration?,
+        routes: [Route], maxConcurrentStreams: UInt32 = 1000
+    ) {
+        server = HTTP2Server(
+            eventLoop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams
+        ) { request in
+            let emulated = EmulatorRequest(
+                method: request.method, path: request.path, authority: request.authority,
+                headers: request.headers.map { EmulatorHeader($0.name, $0.value) }, body: request.body)
+            guard let route = routes.first(where: { request.path.hasPrefix($0.pathPrefix) }) else {
+                return HTTP2ServerResponse(
+                    status: 404, headers: [HTTP2Header("content-type", "application/json")],
+                    body: Array(#"{"reason":"BadPath"}"#.utf8))
+            }
+            let response = route.provider.handle(emulated)
+            return HTTP2ServerResponse(
+                status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) },
+                body: response.body)
+        }
+    }
+
+    /// Binds and listens.
+    /// - Returns: the bound TCP port.
+    /// - Throws: `HTTP2Error` when the address cannot be bound or the TLS files cannot be loaded.
+    public func start() throws -> Int {
+        try server.start()
+    }
+
+    /// Stops accepting, lets in-flight streams finish, closes connections.
+    public func shutdown() async {
+        await server.shutdown()
+    }
+}
+
+/// Appends lines to a file off the caller's thread (a serial Dispatch queue), so the emulator's request
+/// handlers never wait for the disk.
+public final class JSONLinesFile: Sendable {
+    private let queue = DispatchQueue(label: "pushizo.emulator.log")
+    private let handle: FileHandle
+
+    /// Opens `path` for appending, creating it when missing.
+    /// - Throws: the file system's error when the file cannot be created or opened.
+    public init(path: String) throws {
+        if !FileManager.default.fileExists(atPath: path) {
+            guard FileManager.default.createFile(atPath: path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+            }
+        }
+        handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seekToEnd()
+    }
+
+    /// Queues `line` (a newline is added).
+    public func append(_ line: String) {
+        queue.async { [handle] in
+            handle.write(Data((line + "\n").utf8))
+        }
+    }
+
+    /// Waits until every queued line is written.
+    public func flush() {
+        queue.sync { try? handle.synchronize() }
+    }
+}

@@ -1,0 +1,136 @@
+import Emulator
+import Foundation
+import HTTP2
+import PushCrypto
+import Worker
+
+/// `pushizo-worker emulator`: the built-in provider emulator (docs/emulator.md) until SIGTERM/SIGINT.
+enum EmulatorCommand {
+    static let keys: [ConfigurationKey] = [
+        .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
+        .emulatorReadyFile, .logLevel, .logFormat,
+    ]
+
+    static func main(environment: [String: String], arguments: [String]) async throws {
+        let reader = try ConfigurationReader(
+            environment: environment, arguments: arguments, keys: keys,
+            booleanKeys: [ConfigurationKey.emulatorCleartext.name])
+        let logger = try LoggerConfiguration.make(reader, label: "emulator")
+        let (host, port) = try listenAddress(reader)
+        let cleartext = try reader.bool(.emulatorCleartext, default: false)
+        let apnsKeys = try self.apnsKeys(reader)
+
+        var tls: TLSServerConfiguration?
+        var caFile: String?
+        if !cleartext {
+            guard let directory = reader.string(.emulatorTLSDirectory) else {
+                throw ConfigurationError(
+                    key: ConfigurationKey.emulatorTLSDirectory.name,
+                    problem: "is required for TLS (or set PUSHIZO_EMULATOR_CLEARTEXT=true for h2c)")
+            }
+            let files = try tlsFiles(in: directory, host: host)
+            tls = TLSServerConfiguration(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey)
+            caFile = files.caCertificate
+        }
+
+        var requestLog: JSONLinesFile?
+        if let path = reader.string(.emulatorRequestLog) {
+            do {
+                requestLog = try JSONLinesFile(path: path)
+            } catch {
+                throw ConfigurationError(key: ConfigurationKey.emulatorRequestLog.name, problem: "cannot open \(path): \(error)")
+            }
+        }
+        let apns = APNsEmulator(keys: apnsKeys, onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
+        let eventLoop = try HTTP2EventLoop(name: "pushizo-emulator-io")
+        let server = EmulatorServer(
+            eventLoop: eventLoop, host: host, port: port, tls: tls,
+            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)])
+        let boundPort = try server.start()
+        logger.notice(
+            "emulator listening",
+            [
+                "address": "\(cleartext ? "http" : "https")://\(host):\(boundPort)", "apns_keys": "\(apnsKeys.count)",
+                "ca_file": caFile ?? "-",
+            ])
+        if let readyFile = reader.string(.emulatorReadyFile) {
+            try Data("\(boundPort)\n".utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
+        }
+
+        let stop = StopFlag()
+        let signals = SignalHandling { _ in stop.set() }
+        while !stop.isSet { try? await Task.sleep(for: .milliseconds(100)) }
+        await server.shutdown()
+        eventLoop.shutdown()
+        requestLog?.flush()
+        logger.notice("emulator stopped", ["accepted": "\(apns.acceptedCount)", "responses": "\(apns.statusCounts)"])
+        withExtendedLifetime(signals) {}
+    }
+
+    static func listenAddress(_ reader: ConfigurationReader) throws -> (String, Int) {
+        let text = reader.string(.emulatorListen) ?? "127.0.0.1:8443"
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port), colon != text.startIndex
+        else {
+            throw ConfigurationError(key: ConfigurationKey.emulatorListen.name, problem: "\"\(text)\" is not host:port")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+
+    /// `TEAMID:KEYID:/path/public.pem,...`
+    static func apnsKeys(_ reader: ConfigurationReader) throws -> [APNsEmulatorKey] {
+        guard let text = reader.string(.emulatorAPNsKeys) else { return [] }
+        var keys: [APNsEmulatorKey] = []
+        for entry in text.split(separator: ",") {
+            let parts = entry.split(separator: ":", maxSplits: 2).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ConfigurationError(
+                    key: ConfigurationKey.emulatorAPNsKeys.name, problem: "\"\(entry)\" is not TEAMID:KEYID:public-key.pem")
+            }
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: parts[2], encoding: .utf8)
+            } catch {
+                throw ConfigurationError(key: ConfigurationKey.emulatorAPNsKeys.name, problem: "cannot read \(parts[2])")
+            }
+            let publicKey: P256PublicKey
+            do {
+                publicKey = try P256PublicKey(pem: pem)
+            } catch {
+                // A private key is accepted too: the emulator only needs its public half.
+                guard let privateKey = try? P256PrivateKey(pem: pem) else {
+                    throw ConfigurationError(
+                        key: ConfigurationKey.emulatorAPNsKeys.name, problem: "\(parts[2]) is not a P-256 public key PEM")
+                }
+                publicKey = privateKey.publicKey
+            }
+            keys.append(APNsEmulatorKey(teamID: parts[0], keyID: parts[1], publicKey: publicKey))
+        }
+        return keys
+    }
+
+    /// Uses `ca.pem`, `cert.pem`, `key.pem` from `directory`, generating all three when `cert.pem` is missing.
+    static func tlsFiles(in directory: String, host: String) throws -> LocalCertificateAuthority.Files {
+        let certificate = (directory as NSString).appendingPathComponent("cert.pem")
+        if FileManager.default.fileExists(atPath: certificate) {
+            return LocalCertificateAuthority.Files(
+                caCertificate: (directory as NSString).appendingPathComponent("ca.pem"),
+                certificateChain: certificate,
+                privateKey: (directory as NSString).appendingPathComponent("key.pem"))
+        }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var hostnames = ["localhost", "127.0.0.1", "::1"]
+        if !hostnames.contains(host), host != "0.0.0.0", host != "::" { hostnames.append(host) }
+        return try LocalCertificateAuthority.generate(in: directory, hostnames: hostnames)
+    }
+}
+
+import Synchronization
+
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .sequentiallyConsistent) }
+    var isSet: Bool { flag.load(ordering: .sequentiallyConsistent) }
+}
