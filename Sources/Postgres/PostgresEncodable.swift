@@ -71,7 +71,8 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     ///   multidimensional literals (they must be rectangular). PostgreSQL docs §8.15.6 "Array Input
     ///   and Output Syntax". Send with an explicit cast, e.g. `$1::uuid[]`, `$1::bytea[]`.
     public var postgresText: String? {
-        if let bytes = self as? [UInt8] { return PostgresBytea.format(bytes) }
+        // Decided by the static element type: `as? [UInt8]` would also match an empty `[String]`.
+        if Element.self == UInt8.self { return PostgresBytea.format(self as! [UInt8]) }
         var text = "{"
         for (index, element) in enumerated() {
             if index > 0 { text.append(",") }

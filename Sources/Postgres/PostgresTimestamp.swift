@@ -8,7 +8,8 @@ enum PostgresTimestamp {
     static func format(_ date: Date) -> String {
         if date == .distantFuture { return "infinity" }
         if date == .distantPast { return "-infinity" }
-        let totalMicros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+        // From the reference date (2001), Date's own storage, so no precision is lost converting epochs.
+        let totalMicros = Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded()) + referenceMicros
         var days = totalMicros / 86_400_000_000
         var micros = totalMicros % 86_400_000_000
         if micros < 0 { micros += 86_400_000_000; days -= 1 }
@@ -103,8 +104,11 @@ enum PostgresTimestamp {
         }
         let days = daysFromCivil(year: year, month: month, day: day)
         let utcMicros = days * 86_400_000_000 + micros - offsetSeconds * 1_000_000
-        return Date(timeIntervalSince1970: Double(utcMicros) / 1_000_000)
+        return Date(timeIntervalSinceReferenceDate: Double(utcMicros - referenceMicros) / 1_000_000)
     }
+
+    /// 2001-01-01 00:00:00 UTC (Foundation's reference date) in microseconds since 1970.
+    private static let referenceMicros: Int64 = 978_307_200_000_000
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
     static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
