@@ -22,6 +22,17 @@ public struct PostgresNotification: Sendable, Equatable {
     }
 }
 
+/// One statement of a ``PostgresConnection/pipeline(_:)`` batch: SQL with `$n` placeholders and values.
+public struct PostgresStatement: Sendable {
+    public var sql: String
+    public var parameters: [any PostgresEncodable]
+
+    public init(_ sql: String, _ parameters: [any PostgresEncodable] = []) {
+        self.sql = sql
+        self.parameters = parameters
+    }
+}
+
 /// One libpq connection (`PGconn`): blocking, thread-confined.
 ///
 /// Use it from one thread at a time (libpq docs §34.19 "Behavior in Threaded Programs": a `PGconn` must not
@@ -33,6 +44,9 @@ public struct PostgresNotification: Sendable, Equatable {
 /// Server notices (e.g. from `CREATE TABLE IF NOT EXISTS`) are dropped instead of going to stderr.
 public final class PostgresConnection {
     private var conn: OpaquePointer?
+    /// SQL text -> server-side prepared statement name, for ``preparedQuery(_:_:)``.
+    private var preparedNames: [String: String] = [:]
+    private var preparedCounter = 0
 
     /// Connects (blocking) and sets up the session.
     ///
@@ -164,6 +178,118 @@ public final class PostgresConnection {
             }
         }
         return try check(result, conn)
+    }
+
+    /// Runs `sql` as a named prepared statement of this session: prepared (`PQprepare`, types inferred by
+    /// the server) the first time this connection sees this exact text, then executed
+    /// (`PQexecPrepared`) with text parameters, saving the parse/plan work of ``query(_:_:)`` on hot
+    /// statements. Meant for a fixed set of statements: every distinct text stays prepared for the
+    /// session's life. If the statement vanished (`DISCARD ALL`, SQLSTATE 26000) or its cached plan no
+    /// longer fits the schema (0A000), it is prepared again and run once more, outside transactions only
+    /// (inside one the error has already aborted it).
+    /// - Throws: as ``query(_:_:)``.
+    public func preparedQuery(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresQueryResult {
+        do {
+            return try runPrepared(sql, parameters)
+        } catch let error as PostgresError where (error.sqlState == "26000" || error.sqlState == "0A000") && !isInTransaction {
+            preparedNames[sql] = nil
+            return try runPrepared(sql, parameters)
+        }
+    }
+
+    private func runPrepared(_ sql: String, _ parameters: [any PostgresEncodable]) throws -> PostgresQueryResult {
+        let conn = try open()
+        let name: String
+        if let existing = preparedNames[sql] {
+            name = existing
+        } else {
+            preparedCounter += 1
+            name = "pushizo_\(preparedCounter)"
+            _ = try check(PQprepare(conn, name, sql, 0, nil), conn)
+            preparedNames[sql] = name
+        }
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            result = PQexecPrepared(conn, name, 0, nil, nil, nil, 0)
+        } else {
+            result = withParameterPointers(parameters) { pointers in
+                PQexecPrepared(conn, name, Int32(parameters.count), pointers, nil, nil, 0)
+            }
+        }
+        return try check(result, conn)
+    }
+
+    /// Sends every statement at once and reads all results, one network round trip for the batch (libpq
+    /// pipeline mode, libpq docs §34.5 "Pipeline Mode"), followed by a single Sync.
+    ///
+    /// Outside an explicit transaction the batch is one implicit transaction (protocol docs §55.2.4: the
+    /// statements before a Sync commit together): if one fails, the later ones are skipped and all are
+    /// rolled back. Inside ``transaction(_:)`` the failure aborts that transaction.
+    /// - Returns: one result per statement, in order.
+    /// - Throws: the first failing statement's ``PostgresError``; `.connectionLost` (the connection is
+    ///   then closed) when sending or receiving fails.
+    public func pipeline(_ statements: [PostgresStatement]) throws -> [PostgresQueryResult] {
+        let conn = try open()
+        if statements.isEmpty { return [] }
+        guard PQenterPipelineMode(conn) == 1 else {
+            throw PostgresError(code: .queryFailed, message: "cannot enter pipeline mode: \(Self.errorText(conn))")
+        }
+        func broken() -> PostgresError {
+            let error = PostgresError(code: .connectionLost, message: Self.errorText(conn))
+            close()  // Half-sent pipelines leave the protocol state unknown: start over.
+            return error
+        }
+        // Non-blocking while sending, so a large batch cannot deadlock with a server that is itself
+        // blocked writing results we are not reading yet (libpq docs §34.5.1).
+        _ = PQsetnonblocking(conn, 1)
+        for statement in statements {
+            let sent: Int32
+            if statement.parameters.isEmpty {
+                sent = PQsendQueryParams(conn, statement.sql, 0, nil, nil, nil, nil, 0)
+            } else {
+                sent = withParameterPointers(statement.parameters) { pointers in
+                    PQsendQueryParams(conn, statement.sql, Int32(statement.parameters.count), nil, pointers, nil, nil, 0)
+                }
+            }
+            if sent != 1 { throw broken() }
+        }
+        if PQpipelineSync(conn) != 1 { throw broken() }
+        while true {
+            let flushed = PQflush(conn)
+            if flushed == 0 { break }
+            if flushed < 0 { throw broken() }
+            let events = Int16(POLLIN | POLLOUT)
+            _ = PostgresSocketWait.wait(fd: PQsocket(conn), events: events, wakeFD: nil, timeout: 3600)
+            if PQconsumeInput(conn) == 0 { throw broken() }
+        }
+        _ = PQsetnonblocking(conn, 0)
+
+        var results: [PostgresQueryResult] = []
+        results.reserveCapacity(statements.count)
+        var firstError: PostgresError?
+        for _ in statements {
+            // Each statement yields its result(s), then NULL.
+            var gotResult = false
+            while let result = PQgetResult(conn) {
+                gotResult = true
+                if PQresultStatus(result) == PGRES_PIPELINE_ABORTED || firstError != nil {
+                    PQclear(result)
+                } else {
+                    do { results.append(try check(result, conn)) } catch let error as PostgresError { firstError = error }
+                }
+                if PQstatus(conn) == CONNECTION_BAD { throw firstError ?? broken() }
+            }
+            if !gotResult, PQstatus(conn) == CONNECTION_BAD { throw broken() }
+        }
+        // The Sync's own result ends the pipeline.
+        while let result = PQgetResult(conn) {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        if PQexitPipelineMode(conn) != 1 { throw firstError ?? broken() }
+        if let firstError { throw firstError }
+        return results
     }
 
     /// Runs `sql` with the simple-query protocol (`PQexec`): several `;`-separated statements allowed, no

@@ -54,6 +54,10 @@ public struct PostgresQueryResult: Sendable, RandomAccessCollection {
     /// The result columns' names, in order.
     public var columnNames: [String] { storage?.columnNames ?? [] }
 
+    /// The 0-based index of `column` (the first, if several share the name), for
+    /// ``PostgresRow/decode(_:at:)`` in hot loops: look it up once per result instead of once per row.
+    public func columnIndex(_ column: String) -> Int? { storage?.index(of: column) }
+
     /// The command tag, only kept for `COMMIT` (to detect a rollback).
     let commandTag: String?
 
@@ -102,6 +106,32 @@ public struct PostgresRow: Sendable {
         return value
     }
 
+    /// Decodes the column at `index` (see ``PostgresQueryResult/columnIndex(_:)``) as `T`. Throws
+    /// `.decodingFailed` naming the column when it is NULL or its text does not parse as `T`.
+    public func decode<T: PostgresDecodable>(_ type: T.Type, at index: Int) throws -> T {
+        guard let value = try decodeIfPresent(type, at: index) else {
+            throw PostgresError(code: .decodingFailed, message: "column \"\(columnName(index))\" is NULL; expected \(T.self)")
+        }
+        return value
+    }
+
+    /// Decodes the column at `index` as `T`, nil for SQL NULL. Throws `.decodingFailed` naming the column
+    /// when the index is out of range or its text does not parse as `T`.
+    public func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, at index: Int) throws -> T? {
+        guard index >= 0 && index < storage.columnNames.count else {
+            throw PostgresError(code: .decodingFailed, message: "no column at index \(index) (the result has \(storage.columnNames.count))")
+        }
+        guard let text = storage.value(row: row, column: index) else { return nil }
+        do {
+            return try T(postgresText: text)
+        } catch var error as PostgresError {
+            error.message = "column \"\(columnName(index))\": " + error.message
+            throw error
+        }
+    }
+
+    private func columnName(_ index: Int) -> String { storage.columnNames[index] }
+
     /// Decodes `column` as `T`, nil for SQL NULL. Throws `.decodingFailed` naming the column when it is
     /// missing or its text does not parse as `T`.
     public func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, _ column: String) throws -> T? {
@@ -110,12 +140,6 @@ public struct PostgresRow: Sendable {
                 code: .decodingFailed,
                 message: "no column \"\(column)\" in the result (columns: \(storage.columnNames.joined(separator: ", ")))")
         }
-        guard let text = storage.value(row: row, column: index) else { return nil }
-        do {
-            return try T(postgresText: text)
-        } catch var error as PostgresError {
-            error.message = "column \"\(column)\": " + error.message
-            throw error
-        }
+        return try decodeIfPresent(type, at: index)
     }
 }
