@@ -47,6 +47,7 @@ public final class PostgresConnection {
     /// SQL text -> server-side prepared statement name, for ``preparedQuery(_:_:)``.
     private var preparedNames: [String: String] = [:]
     private var preparedCounter = 0
+    private var savepointDepth = 0
 
     /// Connects (blocking) and sets up the session.
     ///
@@ -102,7 +103,19 @@ public final class PostgresConnection {
             let remaining = ContinuousClock.now.duration(to: deadline)
             let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
             let events = Int16(status == PGRES_POLLING_READING ? POLLIN : POLLOUT)
-            switch PostgresSocketWait.wait(fd: PQsocket(conn), events: events, wakeFD: wakeFD, timeout: seconds) {
+            // No socket yet (between host attempts): poll libpq again at once, unless it is time to stop.
+            let socket = PQsocket(conn)
+            let outcome: PostgresSocketWait.Outcome
+            if socket >= 0 {
+                outcome = PostgresSocketWait.wait(fd: socket, events: events, wakeFD: wakeFD, timeout: seconds)
+            } else if seconds <= 0 {
+                outcome = .timedOut
+            } else if let wakeFD, PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wakeFD, timeout: 0) == .woken {
+                outcome = .woken
+            } else {
+                outcome = .ready
+            }
+            switch outcome {
             case .ready: break
             case .timedOut:
                 PQfinish(conn)
@@ -303,10 +316,27 @@ public final class PostgresConnection {
 
     /// Runs `body` inside `BEGIN` / `COMMIT`; `ROLLBACK`s and rethrows when `body` throws.
     ///
+    /// Called while a transaction is already open, it nests with a savepoint instead (`SAVEPOINT`,
+    /// `RELEASE SAVEPOINT`, `ROLLBACK TO SAVEPOINT` on throw), so only the inner work is undone.
     /// If `body` swallowed a statement error, PostgreSQL turns the `COMMIT` into a rollback; that is
     /// detected (command tag `ROLLBACK`) and thrown as `.queryFailed`, SQLSTATE `25P02`.
-    /// - Throws: `body`'s error, or ``PostgresError`` from `BEGIN` / `COMMIT`.
+    /// - Throws: `body`'s error, or ``PostgresError`` from `BEGIN` / `COMMIT` / the savepoint commands.
     public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        if isInTransaction {
+            savepointDepth += 1
+            defer { savepointDepth -= 1 }
+            let savepoint = "pushizo_savepoint_\(savepointDepth)"
+            try execute("SAVEPOINT \(savepoint)")
+            let value: T
+            do {
+                value = try body(self)
+            } catch {
+                if !isConnectionBad { try? execute("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)") }
+                throw error
+            }
+            try execute("RELEASE SAVEPOINT \(savepoint)")
+            return value
+        }
         try execute("BEGIN")
         let value: T
         do {

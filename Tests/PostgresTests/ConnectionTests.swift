@@ -110,8 +110,21 @@ struct ConnectionTests {
                     }
                 }
                 #expect(swallowed.sqlState == "25P02")
-                let ids = try c.query("SELECT id FROM t ORDER BY id").map { try $0.decode(Int.self, "id") }
+                var ids = try c.query("SELECT id FROM t ORDER BY id").map { try $0.decode(Int.self, "id") }
                 #expect(ids == [1])
+                // Nested: the inner failure rolls back to its savepoint only.
+                try c.transaction { outer in
+                    _ = try outer.query("INSERT INTO t VALUES ($1)", [10])
+                    #expect(throws: PostgresError.self) {
+                        try outer.transaction { inner in
+                            _ = try inner.query("INSERT INTO t VALUES ($1)", [11])
+                            _ = try inner.query("INSERT INTO t VALUES ($1)", [1])
+                        }
+                    }
+                    try outer.transaction { inner in _ = try inner.query("INSERT INTO t VALUES ($1)", [12]) }
+                }
+                ids = try c.query("SELECT id FROM t ORDER BY id").map { try $0.decode(Int.self, "id") }
+                #expect(ids == [1, 10, 12])
             }
         }
     }
