@@ -48,6 +48,17 @@ public final class PostgresClient: Sendable {
         }
     }
 
+    /// ``PostgresConnection/query(_:_:)`` on a pooled connection.
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+        try await withConnection { try $0.query(sql, parameters) }
+    }
+
+    /// ``PostgresConnection/preparedQuery(_:_:)`` on a pooled connection (each connection prepares the
+    /// statement on its first use).
+    public func preparedQuery(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+        try await withConnection { try $0.preparedQuery(sql, parameters) }
+    }
+
     /// Stops the client: waiting calls throw `.shutdown`, running bodies finish, then every connection
     /// is closed and every thread ends. Later calls throw `.shutdown`.
     public func shutdown() async {

@@ -73,10 +73,30 @@ struct ClientTests {
         }
         #expect(second.0 != first)
         #expect(second.1 == 1)
+        #expect(try await client.query("SELECT $1::text AS v", ["q"]).first?.decode(String.self, "v") == "q")
+        #expect(try await client.preparedQuery("SELECT $1::int AS v", [5]).first?.decode(Int.self, "v") == 5)
         await client.shutdown()
     }
 
-    @Test func connectFailureIsReportedAndClientRecovers() async throws {
+    @Test func cancellingAQueuedCallRemovesIt() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        let client = PostgresClient(connectionString: url, maximumConnections: 1)
+        let gauge = Gauge()
+        async let busy = client.withConnection { connection in
+            gauge.enter()
+            return try connection.query("SELECT pg_sleep(0.5)").count
+        }
+        while gauge.peak == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // The only connection is busy, so this call waits in the queue until cancelled.
+        let queued = Task { try await client.withConnection { _ in "ran" } }
+        queued.cancel()
+        await #expect(throws: CancellationError.self) { try await queued.value }
+        #expect(try await busy == 1)
+        #expect(try await client.withConnection { _ in "ran" } == "ran")
+        await client.shutdown()
+    }
+
+    @Test func connectFailureIsReportedWithoutPassword() async throws {
         let client = PostgresClient(
             connectionString: "host=127.0.0.1 port=1 password=NotShown connect_timeout=2", maximumConnections: 2)
         for _ in 0..<2 {
