@@ -97,13 +97,13 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
 }
 
 /// Lets an enclosing array tell a sub-array (emitted unquoted, as a multidimensional literal) from a
-/// `[UInt8]` (a `bytea` element, emitted quoted). Not for use outside this module.
-public protocol _PostgresArrayMarker {
+/// `[UInt8]` (a `bytea` element, emitted quoted).
+protocol _PostgresArrayMarker {
     var _postgresIsSubArray: Bool { get }
 }
 
 extension Array: _PostgresArrayMarker {
-    public var _postgresIsSubArray: Bool { Element.self != UInt8.self }
+    var _postgresIsSubArray: Bool { Element.self != UInt8.self }
 }
 
 extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
