@@ -1,0 +1,306 @@
+import Foundation
+import Synchronization
+
+/// An async facade over a fixed number of ``PostgresConnection``s, each owned by its own dedicated
+/// `Thread`, so blocking libpq calls never run on Swift's cooperative thread pool.
+///
+/// - Threads and connections start lazily, one more each time a call finds every existing one busy, up to
+///   `maximumConnections`.
+/// - Calls beyond that wait in FIFO order.
+/// - When a connection is bad after a call (``PostgresConnection/isConnectionBad``), it is closed; the
+///   call's own error is rethrown; the next call on that thread reconnects after a capped exponential
+///   backoff (0.1 s, 0.2 s, ... at most 5 s; reset by a successful connect). A failed connect throws
+///   `.connectionFailed` to the call that needed it.
+/// - A body that leaves a transaction open (threw between `BEGIN` and `COMMIT` without
+///   ``PostgresConnection/transaction(_:)``) has it rolled back before the connection is reused.
+public final class PostgresClient: Sendable {
+    private let pool: PostgresPool
+
+    /// - Parameters:
+    ///   - connectionString: libpq URL or `key=value` string (see ``PostgresConnection``).
+    ///   - maximumConnections: the most connections (and threads) ever open at once; at least 1.
+    ///   - applicationName: `application_name` of every connection unless the string sets one.
+    public init(connectionString: String, maximumConnections: Int, applicationName: String = "pushizo-worker") {
+        pool = PostgresPool(
+            connectionString: connectionString, maximumConnections: max(1, maximumConnections),
+            applicationName: applicationName)
+    }
+
+    deinit { pool.beginShutdown() }
+
+    /// Runs `body` on a pooled connection's dedicated thread and returns its value.
+    ///
+    /// Waits (FIFO) while every connection is busy. Cancelling the calling task while it waits removes it
+    /// from the queue (throws `CancellationError`); a body already running is not interrupted.
+    /// - Throws: `body`'s error; `.connectionFailed` when connecting failed; `.shutdown` after
+    ///   ``shutdown()``.
+    public func withConnection<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) throws -> T
+    ) async throws -> T {
+        let job = PostgresPoolJob(body: body)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                guard job.attach(continuation) else { return }
+                pool.enqueue(job)
+            }
+        } onCancel: {
+            job.cancel()
+        }
+    }
+
+    /// ``PostgresConnection/query(_:_:)`` on a pooled connection.
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+        try await withConnection { try $0.query(sql, parameters) }
+    }
+
+    /// ``PostgresConnection/preparedQuery(_:_:)`` on a pooled connection (each connection prepares the
+    /// statement on its first use).
+    public func preparedQuery(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+        try await withConnection { try $0.preparedQuery(sql, parameters) }
+    }
+
+    /// Stops the client: waiting calls throw `.shutdown`, running bodies finish, then every connection
+    /// is closed and every thread ends. Later calls throw `.shutdown`.
+    public func shutdown() async {
+        pool.beginShutdown()
+        await withCheckedContinuation { continuation in
+            pool.whenStopped { continuation.resume() }
+        }
+    }
+}
+
+/// A type-erased queued call.
+protocol PostgresPoolJobProtocol: AnyObject, Sendable {
+    /// Moves the job from waiting to running; false when it was cancelled (skip it).
+    func claim() -> Bool
+    /// Runs the body (the job was claimed) and resumes the caller.
+    func run(on connection: PostgresConnection)
+    /// Resumes the caller with `error` (the job was claimed, or is still waiting).
+    func fail(_ error: any Error)
+}
+
+final class PostgresPoolJob<T: Sendable>: PostgresPoolJobProtocol {
+    private enum State {
+        case created
+        case waiting(CheckedContinuation<T, any Error>)
+        case running(CheckedContinuation<T, any Error>)
+        case cancelled
+        case finished
+    }
+
+    let body: @Sendable (PostgresConnection) throws -> T
+    private let state = Mutex<State>(.created)
+
+    init(body: @escaping @Sendable (PostgresConnection) throws -> T) { self.body = body }
+
+    /// Stores the continuation; false (and resumes it with `CancellationError`) if already cancelled.
+    func attach(_ continuation: CheckedContinuation<T, any Error>) -> Bool {
+        let attached = state.withLock { state -> Bool in
+            if case .created = state {
+                state = .waiting(continuation)
+                return true
+            }
+            return false
+        }
+        if !attached { continuation.resume(throwing: CancellationError()) }
+        return attached
+    }
+
+    func cancel() {
+        let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            switch state {
+            case .created:
+                state = .cancelled
+                return nil
+            case .waiting(let continuation):
+                state = .cancelled
+                return continuation
+            default:
+                return nil
+            }
+        }
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    func claim() -> Bool {
+        state.withLock { state in
+            if case .waiting(let continuation) = state {
+                state = .running(continuation)
+                return true
+            }
+            return false
+        }
+    }
+
+    func run(on connection: PostgresConnection) {
+        let result = Result { try body(connection) }
+        finish(result)
+    }
+
+    func fail(_ error: any Error) { finish(.failure(error)) }
+
+    private func finish(_ result: Result<T, any Error>) {
+        let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            switch state {
+            case .waiting(let continuation), .running(let continuation):
+                state = .finished
+                return continuation
+            default:
+                return nil
+            }
+        }
+        continuation?.resume(with: result)
+    }
+}
+
+/// The queue and threads behind ``PostgresClient``.
+///
+/// `@unchecked Sendable`: every mutable field is read and written only with `condition` locked; the
+/// connection of each thread lives in that thread's stack frame and never leaves it.
+final class PostgresPool: @unchecked Sendable {
+    private let connectionString: String
+    private let maximumConnections: Int
+    private let applicationName: String
+
+    private let condition = NSCondition()
+    private var jobs: [any PostgresPoolJobProtocol] = []
+    private var jobsHead = 0
+    private var idleThreads = 0
+    private var liveThreads = 0
+    private var threadCounter = 0
+    private var isShuttingDown = false
+    private var stoppedCallbacks: [@Sendable () -> Void] = []
+
+    init(connectionString: String, maximumConnections: Int, applicationName: String) {
+        self.connectionString = connectionString
+        self.maximumConnections = maximumConnections
+        self.applicationName = applicationName
+    }
+
+    private var queuedCount: Int { jobs.count - jobsHead }
+
+    func enqueue(_ job: any PostgresPoolJobProtocol) {
+        condition.lock()
+        if isShuttingDown {
+            condition.unlock()
+            if job.claim() { job.fail(PostgresError(code: .shutdown, message: "the PostgreSQL client is shut down")) }
+            return
+        }
+        jobs.append(job)
+        if queuedCount > idleThreads && liveThreads < maximumConnections {
+            liveThreads += 1
+            threadCounter += 1
+            let number = threadCounter
+            condition.unlock()
+            let thread = Thread { [self] in self.threadMain() }
+            thread.name = "pushizo-postgres-\(number)"
+            thread.start()
+            return
+        }
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Marks the pool as stopping, fails waiting calls and wakes idle threads so they exit.
+    func beginShutdown() {
+        condition.lock()
+        isShuttingDown = true
+        let waiting = Array(jobs[jobsHead...])
+        jobs.removeAll()
+        jobsHead = 0
+        condition.broadcast()
+        condition.unlock()
+        for job in waiting where job.claim() {
+            job.fail(PostgresError(code: .shutdown, message: "the PostgreSQL client is shut down"))
+        }
+    }
+
+    /// Calls `callback` once every thread has exited (at once if none is running).
+    func whenStopped(_ callback: @escaping @Sendable () -> Void) {
+        condition.lock()
+        if liveThreads == 0 {
+            condition.unlock()
+            callback()
+            return
+        }
+        stoppedCallbacks.append(callback)
+        condition.unlock()
+    }
+
+    /// Takes the next job, waiting while there is none; nil when the thread should exit.
+    private func nextJob() -> (any PostgresPoolJobProtocol)? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queuedCount == 0 && !isShuttingDown {
+            idleThreads += 1
+            condition.wait()
+            idleThreads -= 1
+        }
+        guard queuedCount > 0 else { return nil }
+        let job = jobs[jobsHead]
+        jobsHead += 1
+        if jobsHead > 64 && jobsHead * 2 > jobs.count {
+            jobs.removeFirst(jobsHead)
+            jobsHead = 0
+        }
+        return job
+    }
+
+    /// Sleeps until `deadline` or shutdown; false when shutting down.
+    private func sleep(until deadline: Date) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !isShuttingDown && Date() < deadline {
+            _ = condition.wait(until: deadline)
+        }
+        return !isShuttingDown
+    }
+
+    private func threadMain() {
+        var connection: PostgresConnection?
+        var consecutiveFailures = 0
+        var nextAttempt: Date?
+        while let job = nextJob() {
+            guard job.claim() else { continue }
+            if connection == nil {
+                if let nextAttempt, !sleep(until: nextAttempt) {
+                    job.fail(PostgresError(code: .shutdown, message: "the PostgreSQL client is shut down"))
+                    continue
+                }
+                do {
+                    connection = try PostgresConnection(connectionString: connectionString, applicationName: applicationName)
+                    consecutiveFailures = 0
+                    nextAttempt = nil
+                } catch {
+                    consecutiveFailures += 1
+                    nextAttempt = Date() + Self.backoff(failures: consecutiveFailures)
+                    job.fail(error)
+                    continue
+                }
+            }
+            guard let current = connection else { continue }
+            job.run(on: current)
+            if !current.isConnectionBad && current.isInTransaction {
+                try? current.execute("ROLLBACK")
+            }
+            if current.isConnectionBad {
+                current.close()
+                connection = nil
+                consecutiveFailures += 1
+                nextAttempt = Date() + Self.backoff(failures: consecutiveFailures)
+            }
+        }
+        connection?.close()
+        condition.lock()
+        liveThreads -= 1
+        let callbacks = liveThreads == 0 ? stoppedCallbacks : []
+        if liveThreads == 0 { stoppedCallbacks.removeAll() }
+        condition.unlock()
+        callbacks.forEach { $0() }
+    }
+
+    /// 0.1 s doubled per consecutive failure, at most 5 s.
+    static func backoff(failures: Int) -> TimeInterval {
+        min(5.0, 0.1 * pow(2.0, Double(max(0, failures - 1))))
+    }
+}

@@ -1,0 +1,552 @@
+import Foundation
+internal import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A LISTEN/NOTIFY notification (PostgreSQL docs, `NOTIFY`; libpq docs §34.9 "Asynchronous Notification").
+public struct PostgresNotification: Sendable, Equatable {
+    /// The channel name as given to `NOTIFY` / `pg_notify`.
+    public var channel: String
+    /// The payload string, empty when none was given.
+    public var payload: String
+    /// The process ID of the notifying backend.
+    public var processID: Int32
+
+    public init(channel: String, payload: String, processID: Int32) {
+        self.channel = channel
+        self.payload = payload
+        self.processID = processID
+    }
+}
+
+/// One statement of a ``PostgresConnection/pipeline(_:)`` batch: SQL with `$n` placeholders and values.
+public struct PostgresStatement: Sendable {
+    public var sql: String
+    public var parameters: [any PostgresEncodable]
+
+    public init(_ sql: String, _ parameters: [any PostgresEncodable] = []) {
+        self.sql = sql
+        self.parameters = parameters
+    }
+}
+
+/// One libpq connection (`PGconn`): blocking, thread-confined.
+///
+/// Use it from one thread at a time (libpq docs §34.19 "Behavior in Threaded Programs": a `PGconn` must not
+/// be used by several threads at once); ``PostgresClient`` gives each connection its own dedicated thread.
+/// Never call it from Swift's cooperative pool: every method blocks on the network.
+///
+/// Every session is set up with `DateStyle=ISO`, `TimeZone=UTC`, `bytea_output=hex`,
+/// `extra_float_digits=3` and `client_encoding=UTF8`, so text results parse the same way everywhere.
+/// Server notices (e.g. from `CREATE TABLE IF NOT EXISTS`) are dropped instead of going to stderr.
+public final class PostgresConnection {
+    private var conn: OpaquePointer?
+    /// SQL text -> server-side prepared statement name, for ``preparedQuery(_:_:)``.
+    private var preparedNames: [String: String] = [:]
+    private var preparedCounter = 0
+    private var savepointDepth = 0
+
+    /// Connects (blocking) and sets up the session.
+    ///
+    /// - Parameters:
+    ///   - connectionString: a libpq connection string, `postgresql://user:pass@host:5432/db?sslmode=...`
+    ///     or `host=... port=... dbname=...` (libpq docs §34.1.1). Its values win over this module's
+    ///     defaults (`application_name`, `connect_timeout=10`, TCP keepalives after 30 s idle).
+    ///   - applicationName: shown in `pg_stat_activity.application_name` unless the string sets one.
+    /// - Throws: ``PostgresError`` `.connectionFailed`, its message free of passwords.
+    public convenience init(connectionString: String, applicationName: String = "pushizo-worker") throws {
+        try self.init(connectionString: connectionString, applicationName: applicationName, wakeFD: nil)
+    }
+
+    /// Connects with `PQconnectStartParams` / `PQconnectPoll`, so a wake-up on `wakeFD` aborts the attempt
+    /// (``PostgresListener`` shutdown). The deadline is the connection's `connect_timeout` (whole attempt).
+    init(connectionString: String, applicationName: String, wakeFD: Int32?) throws {
+        // Entries before `dbname` can be overridden by the expanded connection string (libpq docs §34.1,
+        // PQconnectdbParams: "array entries appearing before an expanded dbname entry can be overridden").
+        let parameters: [(String, String)] = [
+            ("connect_timeout", "10"),
+            ("keepalives_idle", "30"),
+            ("keepalives_interval", "10"),
+            ("keepalives_count", "3"),
+            ("application_name", applicationName),
+            ("client_encoding", "UTF8"),
+            ("dbname", connectionString),
+        ]
+        func failure(_ message: String) -> PostgresError {
+            PostgresError(
+                code: .connectionFailed,
+                message: PostgresRedaction.redact(message, connectionString: connectionString))
+        }
+        let started: OpaquePointer? = withCStringArray(parameters.map(\.0)) { keys in
+            withCStringArray(parameters.map(\.1)) { values in
+                PQconnectStartParams(keys, values, 1)
+            }
+        }
+        guard let conn = started else { throw failure("could not allocate a libpq connection") }
+        if PQstatus(conn) == CONNECTION_BAD {
+            let message = Self.errorText(conn)
+            PQfinish(conn)
+            throw failure(message)
+        }
+        let timeout = Self.connectTimeout(conn)
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        var status = PGRES_POLLING_WRITING
+        while status != PGRES_POLLING_OK {
+            if status == PGRES_POLLING_FAILED {
+                let message = Self.errorText(conn)
+                PQfinish(conn)
+                throw failure(message)
+            }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+            let events = Int16(status == PGRES_POLLING_READING ? POLLIN : POLLOUT)
+            // No socket yet (between host attempts): poll libpq again at once, unless it is time to stop.
+            let socket = PQsocket(conn)
+            let outcome: PostgresSocketWait.Outcome
+            if socket >= 0 {
+                outcome = PostgresSocketWait.wait(fd: socket, events: events, wakeFD: wakeFD, timeout: seconds)
+            } else if seconds <= 0 {
+                outcome = .timedOut
+            } else if let wakeFD, PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wakeFD, timeout: 0) == .woken {
+                outcome = .woken
+            } else {
+                outcome = .ready
+            }
+            switch outcome {
+            case .ready: break
+            case .timedOut:
+                PQfinish(conn)
+                throw failure("timed out connecting after \(timeout) s")
+            case .woken:
+                PQfinish(conn)
+                throw PostgresError(code: .shutdown, message: "connecting was interrupted by shutdown")
+            }
+            status = PQconnectPoll(conn)
+        }
+        // Drop notices instead of libpq's default of printing them to stderr.
+        PQsetNoticeProcessor(conn, { _, _ in }, nil)
+        self.conn = conn
+        do {
+            try execute(
+                "SET DateStyle TO ISO; SET TimeZone TO 'UTC'; SET bytea_output TO hex; SET extra_float_digits TO 3")
+        } catch let error as PostgresError {
+            close()
+            throw failure("session setup failed: \(error.message)")
+        }
+    }
+
+    deinit {
+        if let conn { PQfinish(conn) }
+    }
+
+    /// Closes the connection (`PQfinish`). Later calls throw `.connectionLost`. Idempotent.
+    public func close() {
+        if let conn { PQfinish(conn) }
+        conn = nil
+    }
+
+    /// True when the connection is closed or libpq reports it broken (`PQstatus == CONNECTION_BAD`); it
+    /// must then be replaced.
+    public var isConnectionBad: Bool {
+        guard let conn else { return true }
+        return PQstatus(conn) == CONNECTION_BAD
+    }
+
+    /// The server process ID of this session (`PQbackendPID`), as in `pg_stat_activity.pid`; 0 if closed.
+    public var processID: Int32 {
+        guard let conn else { return 0 }
+        return PQbackendPID(conn)
+    }
+
+    /// True while a transaction block is open (including a failed one awaiting ROLLBACK).
+    public var isInTransaction: Bool {
+        guard let conn else { return false }
+        let status = PQtransactionStatus(conn)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    // MARK: Statements
+
+    /// Runs one parameterized statement with the extended protocol (`PQexecParams`), parameters and
+    /// results in text format.
+    ///
+    /// - Parameters:
+    ///   - sql: one statement; parameters are `$1`, `$2`, ... (never interpolate values into `sql`).
+    ///   - parameters: values for `$1...`; nil-valued ones are SQL NULL. Cast where the server cannot
+    ///     infer the type, e.g. `$1::uuid[]`.
+    /// - Returns: the rows (empty for commands) and the affected-row count.
+    /// - Throws: ``PostgresError`` `.queryFailed` (with SQLSTATE, detail, hint), `.connectionLost`
+    ///   (``PostgresError/isConnectionProblem`` set), or `.unexpectedResult` (e.g. `COPY`).
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresQueryResult {
+        let conn = try open()
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            result = PQexecParams(conn, sql, 0, nil, nil, nil, nil, 0)
+        } else {
+            result = withParameterPointers(parameters) { pointers in
+                PQexecParams(conn, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            }
+        }
+        return try check(result, conn)
+    }
+
+    /// Runs `sql` as a named prepared statement of this session: prepared (`PQprepare`, types inferred by
+    /// the server) the first time this connection sees this exact text, then executed
+    /// (`PQexecPrepared`) with text parameters, saving the parse/plan work of ``query(_:_:)`` on hot
+    /// statements. Meant for a fixed set of statements: every distinct text stays prepared for the
+    /// session's life. If the statement vanished (`DISCARD ALL`, SQLSTATE 26000) or its cached plan no
+    /// longer fits the schema (0A000), it is prepared again and run once more, outside transactions only
+    /// (inside one the error has already aborted it).
+    /// - Throws: as ``query(_:_:)``.
+    public func preparedQuery(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresQueryResult {
+        do {
+            return try runPrepared(sql, parameters)
+        } catch let error as PostgresError where (error.sqlState == "26000" || error.sqlState == "0A000") && !isInTransaction {
+            preparedNames[sql] = nil
+            return try runPrepared(sql, parameters)
+        }
+    }
+
+    private func runPrepared(_ sql: String, _ parameters: [any PostgresEncodable]) throws -> PostgresQueryResult {
+        let conn = try open()
+        let name: String
+        if let existing = preparedNames[sql] {
+            name = existing
+        } else {
+            preparedCounter += 1
+            name = "pushizo_\(preparedCounter)"
+            _ = try check(PQprepare(conn, name, sql, 0, nil), conn)
+            preparedNames[sql] = name
+        }
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            result = PQexecPrepared(conn, name, 0, nil, nil, nil, 0)
+        } else {
+            result = withParameterPointers(parameters) { pointers in
+                PQexecPrepared(conn, name, Int32(parameters.count), pointers, nil, nil, 0)
+            }
+        }
+        return try check(result, conn)
+    }
+
+    /// Sends every statement at once and reads all results, one network round trip for the batch (libpq
+    /// pipeline mode, libpq docs §34.5 "Pipeline Mode"), followed by a single Sync.
+    ///
+    /// Outside an explicit transaction the batch is one implicit transaction (protocol docs §55.2.4: the
+    /// statements before a Sync commit together): if one fails, the later ones are skipped and all are
+    /// rolled back. Inside ``transaction(_:)`` the failure aborts that transaction.
+    /// - Returns: one result per statement, in order.
+    /// - Throws: the first failing statement's ``PostgresError``; `.connectionLost` (the connection is
+    ///   then closed) when sending or receiving fails.
+    public func pipeline(_ statements: [PostgresStatement]) throws -> [PostgresQueryResult] {
+        let conn = try open()
+        if statements.isEmpty { return [] }
+        guard PQenterPipelineMode(conn) == 1 else {
+            throw PostgresError(code: .queryFailed, message: "cannot enter pipeline mode: \(Self.errorText(conn))")
+        }
+        func broken() -> PostgresError {
+            let error = PostgresError(code: .connectionLost, message: Self.errorText(conn))
+            close()  // Half-sent pipelines leave the protocol state unknown: start over.
+            return error
+        }
+        // Non-blocking while sending, so a large batch cannot deadlock with a server that is itself
+        // blocked writing results we are not reading yet (libpq docs §34.5.1).
+        _ = PQsetnonblocking(conn, 1)
+        for statement in statements {
+            let sent: Int32
+            if statement.parameters.isEmpty {
+                sent = PQsendQueryParams(conn, statement.sql, 0, nil, nil, nil, nil, 0)
+            } else {
+                sent = withParameterPointers(statement.parameters) { pointers in
+                    PQsendQueryParams(conn, statement.sql, Int32(statement.parameters.count), nil, pointers, nil, nil, 0)
+                }
+            }
+            if sent != 1 { throw broken() }
+        }
+        if PQpipelineSync(conn) != 1 { throw broken() }
+        while true {
+            let flushed = PQflush(conn)
+            if flushed == 0 { break }
+            if flushed < 0 { throw broken() }
+            let events = Int16(POLLIN | POLLOUT)
+            _ = PostgresSocketWait.wait(fd: PQsocket(conn), events: events, wakeFD: nil, timeout: 3600)
+            if PQconsumeInput(conn) == 0 { throw broken() }
+        }
+        _ = PQsetnonblocking(conn, 0)
+
+        var results: [PostgresQueryResult] = []
+        results.reserveCapacity(statements.count)
+        var firstError: PostgresError?
+        for _ in statements {
+            // Each statement yields its result(s), then NULL.
+            var gotResult = false
+            while let result = PQgetResult(conn) {
+                gotResult = true
+                if PQresultStatus(result) == PGRES_PIPELINE_ABORTED || firstError != nil {
+                    PQclear(result)
+                } else {
+                    do { results.append(try check(result, conn)) } catch let error as PostgresError { firstError = error }
+                }
+                if PQstatus(conn) == CONNECTION_BAD { throw firstError ?? broken() }
+            }
+            if !gotResult, PQstatus(conn) == CONNECTION_BAD { throw broken() }
+        }
+        // The Sync's own result ends the pipeline.
+        while let result = PQgetResult(conn) {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        if PQexitPipelineMode(conn) != 1 { throw firstError ?? broken() }
+        if let firstError { throw firstError }
+        return results
+    }
+
+    /// Runs `sql` with the simple-query protocol (`PQexec`): several `;`-separated statements allowed, no
+    /// parameters. Without an explicit `BEGIN` they run as one implicit transaction (PostgreSQL docs
+    /// §55.2.2 "Simple Query"). For migration files and session setup, not for values.
+    /// - Throws: as ``query(_:_:)``; the error of the first failing statement.
+    public func execute(_ sql: String) throws {
+        let conn = try open()
+        _ = try check(PQexec(conn, sql), conn)
+    }
+
+    /// Runs `body` inside `BEGIN` / `COMMIT`; `ROLLBACK`s and rethrows when `body` throws.
+    ///
+    /// Called while a transaction is already open, it nests with a savepoint instead (`SAVEPOINT`,
+    /// `RELEASE SAVEPOINT`, `ROLLBACK TO SAVEPOINT` on throw), so only the inner work is undone.
+    /// If `body` swallowed a statement error, PostgreSQL turns the `COMMIT` into a rollback; that is
+    /// detected (command tag `ROLLBACK`) and thrown as `.queryFailed`, SQLSTATE `25P02`.
+    /// - Throws: `body`'s error, or ``PostgresError`` from `BEGIN` / `COMMIT` / the savepoint commands.
+    public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        if isInTransaction {
+            savepointDepth += 1
+            defer { savepointDepth -= 1 }
+            let savepoint = "pushizo_savepoint_\(savepointDepth)"
+            try execute("SAVEPOINT \(savepoint)")
+            let value: T
+            do {
+                value = try body(self)
+            } catch {
+                if !isConnectionBad { try? execute("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)") }
+                throw error
+            }
+            try execute("RELEASE SAVEPOINT \(savepoint)")
+            return value
+        }
+        try execute("BEGIN")
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            if !isConnectionBad && isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+        let conn = try open()
+        let result = try check(PQexec(conn, "COMMIT"), conn, keepCommandTag: true)
+        if result.commandTag == "ROLLBACK" {
+            throw PostgresError(
+                code: .queryFailed,
+                message: "the transaction was rolled back at COMMIT because a statement in it failed",
+                sqlState: "25P02")
+        }
+        return value
+    }
+
+    // MARK: LISTEN / NOTIFY
+
+    /// Quotes `identifier` for SQL with `PQescapeIdentifier` (double quotes, inner quotes doubled).
+    /// - Throws: `.queryFailed` if libpq refuses it (e.g. invalid encoding), `.connectionLost` if closed.
+    public func quoteIdentifier(_ identifier: String) throws -> String {
+        let conn = try open()
+        let utf8Count = identifier.utf8.count
+        guard let escaped = PQescapeIdentifier(conn, identifier, utf8Count) else {
+            throw PostgresError(code: .queryFailed, message: "cannot quote identifier: \(Self.errorText(conn))")
+        }
+        defer { PQfreemem(escaped) }
+        return String(cString: escaped)
+    }
+
+    /// Subscribes this session to `channel` (`LISTEN "channel"`, quoted with `PQescapeIdentifier`).
+    /// - Throws: as ``query(_:_:)``.
+    public func listen(_ channel: String) throws {
+        try execute("LISTEN " + quoteIdentifier(channel))
+    }
+
+    /// Returns pending notifications, waiting up to `timeout` seconds for the first one.
+    ///
+    /// Notifications already received (for example during an earlier query) are returned at once;
+    /// otherwise the socket (`PQsocket`) is polled, input consumed (`PQconsumeInput`) and `PQnotifies`
+    /// drained. Returns an empty array on timeout.
+    /// - Throws: `.connectionLost` when the connection breaks while waiting.
+    public func waitForNotifications(timeout: Double) throws -> [PostgresNotification] {
+        try waitForNotifications(timeout: timeout, wakeFD: nil) ?? []
+    }
+
+    /// As the public variant; nil when woken through `wakeFD`.
+    func waitForNotifications(timeout: Double, wakeFD: Int32?) throws -> [PostgresNotification]? {
+        let conn = try open()
+        var notifications = drainNotifications(conn)
+        if !notifications.isEmpty { return notifications }
+        let deadline = ContinuousClock.now + .microseconds(Int64(max(0, timeout) * 1_000_000))
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+            switch PostgresSocketWait.wait(fd: PQsocket(conn), events: Int16(POLLIN), wakeFD: wakeFD, timeout: seconds) {
+            case .woken: return nil
+            case .timedOut: return []
+            case .ready: break
+            }
+            if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD {
+                throw PostgresError(code: .connectionLost, message: Self.errorText(conn))
+            }
+            notifications = drainNotifications(conn)
+            if !notifications.isEmpty { return notifications }
+            if seconds <= 0 { return [] }
+        }
+    }
+
+    private func drainNotifications(_ conn: OpaquePointer) -> [PostgresNotification] {
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(conn) {
+            let value = notify.pointee
+            notifications.append(
+                PostgresNotification(
+                    channel: String(cString: value.relname),
+                    payload: value.extra.map { String(cString: $0) } ?? "",
+                    processID: value.be_pid))
+            PQfreemem(notify)
+        }
+        return notifications
+    }
+
+    // MARK: Internals
+
+    private func open() throws -> OpaquePointer {
+        guard let conn else {
+            throw PostgresError(code: .connectionLost, message: "the connection is closed")
+        }
+        return conn
+    }
+
+    /// Turns a libpq result into a ``PostgresQueryResult`` or a thrown error; always clears error results.
+    private func check(_ result: OpaquePointer?, _ conn: OpaquePointer, keepCommandTag: Bool = false) throws -> PostgresQueryResult {
+        guard let result else {
+            // NULL from PQexec*: out of memory or the command could not be sent (connection broken).
+            let bad = PQstatus(conn) == CONNECTION_BAD
+            throw PostgresError(code: bad ? .connectionLost : .queryFailed, message: Self.errorText(conn), isConnectionProblem: bad)
+        }
+        let status = PQresultStatus(result)
+        switch status {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
+            let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
+            var commandTag: String? = nil
+            if keepCommandTag { commandTag = PQcmdStatus(result).map { String(cString: $0) } }
+            if PQnfields(result) == 0 {
+                PQclear(result)
+                return PostgresQueryResult(storage: nil, affectedRows: affected, commandTag: commandTag)
+            }
+            return PostgresQueryResult(storage: PostgresResultStorage(taking: result), affectedRows: affected, commandTag: commandTag)
+        case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
+            let error = Self.error(from: result, conn)
+            PQclear(result)
+            throw error
+        default:
+            PQclear(result)
+            // COPY and other streaming states: end them so the connection stays usable.
+            if status == PGRES_COPY_IN || status == PGRES_COPY_BOTH {
+                _ = PQputCopyEnd(conn, "COPY is not supported by PostgresConnection.query")
+            }
+            while let next = PQgetResult(conn) { PQclear(next) }
+            throw PostgresError(
+                code: .unexpectedResult,
+                message: "unexpected result status \(String(cString: PQresStatus(status)))")
+        }
+    }
+
+    private static func error(from result: OpaquePointer, _ conn: OpaquePointer) -> PostgresError {
+        func field(_ code: Character) -> String? {
+            PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
+        }
+        let sqlState = field("C")
+        var message = field("M") ?? ""
+        if message.isEmpty {
+            message = PQresultErrorMessage(result).map { String(cString: $0) } ?? ""
+            message = message.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if message.isEmpty { message = errorText(conn) }
+        // Class 08 = connection exception; 57P01..03 = admin/crash shutdown, cannot connect now.
+        let connectionProblem = PQstatus(conn) == CONNECTION_BAD
+            || sqlState?.hasPrefix("08") == true
+            || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
+        return PostgresError(
+            code: connectionProblem ? .connectionLost : .queryFailed,
+            message: message, sqlState: sqlState, detail: field("D"), hint: field("H"),
+            isConnectionProblem: connectionProblem)
+    }
+
+    static func errorText(_ conn: OpaquePointer) -> String {
+        let text = PQerrorMessage(conn).map { String(cString: $0) } ?? ""
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed.isEmpty ? "unknown libpq error" : trimmed
+    }
+
+    /// The connection's `connect_timeout` in seconds (libpq: values below 2 mean 2; 0 or unset means
+    /// forever, here capped at one day).
+    private static func connectTimeout(_ conn: OpaquePointer) -> Int {
+        var timeout = 0
+        if let options = PQconninfo(conn) {
+            var option = options
+            while let keyword = option.pointee.keyword {
+                if String(cString: keyword) == "connect_timeout", let value = option.pointee.val {
+                    timeout = Int(String(cString: value).trimmingCharacters(in: .whitespaces)) ?? 0
+                }
+                option += 1
+            }
+            PQconninfoFree(options)
+        }
+        if timeout <= 0 { return 86_400 }
+        return max(timeout, 2)
+    }
+}
+
+/// Calls `body` with a NULL-terminated array of C strings.
+private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    var pointers: [UnsafePointer<CChar>?] = copies.map { UnsafePointer($0) }
+    pointers.append(nil)
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with libpq's `paramValues`: one contiguous buffer of NUL-terminated texts, nil for NULL.
+private func withParameterPointers<R>(
+    _ parameters: [any PostgresEncodable], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R
+) -> R {
+    var texts: [String?] = parameters.map { $0.postgresText }
+    var total = 0
+    for text in texts { if let text { total += text.utf8.count + 1 } }
+    let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: max(total, 1))
+    defer { buffer.deallocate() }
+    let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: texts.count)
+    defer { pointers.deallocate() }
+    var offset = 0
+    for index in texts.indices {
+        guard texts[index] != nil else {
+            pointers[index] = nil
+            continue
+        }
+        let start = offset
+        texts[index]!.withUTF8 { utf8 in
+            if let base = utf8.baseAddress { (buffer + offset).update(from: base, count: utf8.count) }
+            offset += utf8.count
+        }
+        buffer[offset] = 0
+        offset += 1
+        pointers[index] = UnsafeRawPointer(buffer + start).assumingMemoryBound(to: CChar.self)
+    }
+    return body(UnsafePointer(pointers))
+}

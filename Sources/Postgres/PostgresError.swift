@@ -1,0 +1,75 @@
+/// An error from the `Postgres` module: a connection that failed or was lost, a statement PostgreSQL
+/// rejected, a value that could not be decoded, or a migration problem.
+///
+/// Modelled on postgres-nio's `PSQLError`: a struct with an extensible ``Code`` rather than a closed enum,
+/// so new codes do not break callers' `switch`es. The fields for server errors come from libpq's
+/// `PQresultErrorField` (PostgreSQL docs, "Error Message Fields" / protocol "ErrorResponse").
+///
+/// Secrets never appear here: connection failures are built from libpq's message with every password of
+/// the connection string (URL user-info or `password=`) replaced by `********`.
+public struct PostgresError: Error, CustomStringConvertible, Sendable {
+    /// What kind of failure this is. Compare with `==`; new codes may be added in later versions.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// Establishing a connection failed (bad address, authentication, server down, ...).
+        public static let connectionFailed = Code("connectionFailed")
+        /// An established connection broke (server restarted, backend terminated, network down).
+        public static let connectionLost = Code("connectionLost")
+        /// PostgreSQL rejected a statement; see ``PostgresError/sqlState``.
+        public static let queryFailed = Code("queryFailed")
+        /// libpq returned a result of a kind this module does not handle (for example `COPY`).
+        public static let unexpectedResult = Code("unexpectedResult")
+        /// A column's text could not be converted to the requested Swift type, or was NULL / missing.
+        public static let decodingFailed = Code("decodingFailed")
+        /// A migration file is invalid, or applying one failed.
+        public static let migrationFailed = Code("migrationFailed")
+        /// An already applied migration's file changed since it was applied.
+        public static let migrationChecksumMismatch = Code("migrationChecksumMismatch")
+        /// The client or listener was shut down.
+        public static let shutdown = Code("shutdown")
+
+        public var description: String { name }
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// The five-character SQLSTATE (`PG_DIAG_SQLSTATE`), e.g. `"23505"` for a unique violation; nil when
+    /// the error did not come from the server. PostgreSQL docs, Appendix A "PostgreSQL Error Codes".
+    public var sqlState: String?
+    /// The primary message. Never contains a password from the connection string.
+    public var message: String
+    /// The server's `DETAIL` field (`PG_DIAG_MESSAGE_DETAIL`), if any.
+    public var detail: String?
+    /// The server's `HINT` field (`PG_DIAG_MESSAGE_HINT`), if any.
+    public var hint: String?
+    /// True when the connection is unusable and must be re-established (the connection failed, was lost,
+    /// or the server said so with an SQLSTATE of class 08 / 57P0x).
+    public var isConnectionProblem: Bool
+
+    /// Creates an error; `isConnectionProblem` defaults to true for `.connectionFailed` and `.connectionLost`.
+    public init(
+        code: Code, message: String, sqlState: String? = nil, detail: String? = nil, hint: String? = nil,
+        isConnectionProblem: Bool? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.sqlState = sqlState
+        self.detail = detail
+        self.hint = hint
+        self.isConnectionProblem = isConnectionProblem ?? (code == .connectionFailed || code == .connectionLost)
+    }
+
+    /// `PostgresError(queryFailed, SQLSTATE 23505): message (detail: ...; hint: ...)`.
+    public var description: String {
+        var text = "PostgresError(\(code)"
+        if let sqlState { text += ", SQLSTATE \(sqlState)" }
+        text += "): \(message)"
+        var extras: [String] = []
+        if let detail { extras.append("detail: \(detail)") }
+        if let hint { extras.append("hint: \(hint)") }
+        if !extras.isEmpty { text += " (" + extras.joined(separator: "; ") + ")" }
+        return text
+    }
+}

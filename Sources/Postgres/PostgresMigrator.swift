@@ -1,0 +1,181 @@
+import Foundation
+
+/// Applies the `NNNN_name.sql` files of a directory to a database, in numeric order, once each.
+///
+/// - File names: decimal digits, `_`, a name, `.sql` (e.g. `0001_producer_contract.sql`). Other `.sql`
+///   names, two files with the same number, or non-UTF-8 content are rejected by `init`, naming the file.
+///   Files not ending in `.sql` are ignored.
+/// - Bookkeeping: a table (default `pushizo_schema_migrations`: `version int PRIMARY KEY, name text,
+///   checksum text, applied_at timestamptz`) created if missing. `checksum` is the SHA-256 of the file's
+///   bytes in lower-case hex, the same as PostgreSQL's `encode(sha256(bytes), 'hex')`.
+/// - Concurrency: the whole run holds the session-level advisory lock ``advisoryLockKey``
+///   (`pg_advisory_lock`), so instances starting together apply each file once; the later one waits,
+///   then finds nothing pending.
+/// - Safety: before anything is applied, every applied version must still have its file with the same
+///   checksum; otherwise nothing is applied (`.migrationChecksumMismatch` / `.migrationFailed`).
+/// - Each pending file runs in its own transaction together with its bookkeeping row, through the
+///   simple-query protocol (several statements allowed). So a file must not contain transaction control
+///   (`BEGIN`/`COMMIT`) or statements that refuse transactions (`CREATE INDEX CONCURRENTLY`, `VACUUM`).
+/// - A file numbered below an applied one (e.g. after a merge) is applied too, in numeric order.
+public struct PostgresMigrator: Sendable {
+    /// One migration file.
+    public struct Migration: Sendable, Equatable {
+        /// The number before the first `_` (leading zeros dropped).
+        public var version: Int
+        /// The part between the `_` and `.sql`.
+        public var name: String
+        /// SHA-256 of the file's bytes, 64 lower-case hex digits.
+        public var checksum: String
+        /// The file's text.
+        public var sql: String
+        /// The file name, e.g. `0001_producer_contract.sql`.
+        public var fileName: String
+
+        public init(version: Int, name: String, checksum: String, sql: String, fileName: String) {
+            self.version = version
+            self.name = name
+            self.checksum = checksum
+            self.sql = sql
+            self.fileName = fileName
+        }
+    }
+
+    /// What a run did.
+    public struct Report: Sendable, Equatable {
+        /// File names applied by this run, in order.
+        public var applied: [String]
+        /// How many files had already been applied before this run.
+        public var alreadyApplied: Int
+
+        public init(applied: [String], alreadyApplied: Int) {
+            self.applied = applied
+            self.alreadyApplied = alreadyApplied
+        }
+    }
+
+    /// The `pg_advisory_lock` key held during ``migrate(on:)``: the ASCII bytes of `PUSHIZOM`
+    /// (0x505553_48495A4F4D = 5788359109826973517).
+    public static let advisoryLockKey: Int64 = 0x5055_5348_495A_4F4D
+
+    /// The migrations found, sorted by version.
+    public let migrations: [Migration]
+    /// The bookkeeping table's name (unquoted).
+    public let table: String
+
+    /// Reads and validates every `*.sql` file of `directory`.
+    /// - Throws: `.migrationFailed` naming the file for a bad name, a duplicate version, unreadable or
+    ///   non-UTF-8 content, or when the directory cannot be listed.
+    public init(directory: URL, table: String = "pushizo_schema_migrations") throws {
+        self.table = table
+        let fileNames: [String]
+        do {
+            fileNames = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw PostgresError(code: .migrationFailed, message: "cannot list migrations directory \(directory.path): \(error.localizedDescription)")
+        }
+        var byVersion: [Int: Migration] = [:]
+        for fileName in fileNames.sorted() where fileName.hasSuffix(".sql") {
+            let stem = fileName.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"),
+                  case let digits = stem[..<underscore], !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
+                  let version = Int(digits),
+                  case let name = String(stem[stem.index(after: underscore)...]), !name.isEmpty
+            else {
+                throw PostgresError(
+                    code: .migrationFailed,
+                    message: "migration file \(fileName) is not named NNNN_name.sql (digits, underscore, name)")
+            }
+            let url = directory.appendingPathComponent(fileName)
+            guard let data = FileManager.default.contents(atPath: url.path) else {
+                throw PostgresError(code: .migrationFailed, message: "cannot read migration file \(fileName)")
+            }
+            let bytes = [UInt8](data)
+            guard let sql = String(validating: bytes, as: UTF8.self) else {
+                throw PostgresError(code: .migrationFailed, message: "migration file \(fileName) is not valid UTF-8")
+            }
+            if let other = byVersion[version] {
+                throw PostgresError(
+                    code: .migrationFailed,
+                    message: "migration files \(other.fileName) and \(fileName) have the same version \(version)")
+            }
+            byVersion[version] = Migration(version: version, name: name, checksum: SHA256.hex(bytes), sql: sql, fileName: fileName)
+        }
+        migrations = byVersion.values.sorted { $0.version < $1.version }
+    }
+
+    /// Applies every pending migration under the advisory lock (see the type's documentation).
+    /// - Returns: the files applied and how many were applied before.
+    /// - Throws: `.migrationChecksumMismatch` (naming the file) or `.migrationFailed` (an applied version
+    ///   without its file; a failing file, with the server's SQLSTATE / detail / hint) — nothing after the
+    ///   failing file is applied; `.connectionLost` / `.queryFailed` for lock or bookkeeping failures.
+    public func migrate(on connection: PostgresConnection) throws -> Report {
+        _ = try connection.query("SELECT pg_advisory_lock($1)", [Self.advisoryLockKey])
+        defer {
+            if !connection.isConnectionBad {
+                _ = try? connection.query("SELECT pg_advisory_unlock($1)", [Self.advisoryLockKey])
+            }
+        }
+        let quoted = try connection.quoteIdentifier(table)
+        try connection.execute("""
+            CREATE TABLE IF NOT EXISTS \(quoted) (
+                version    integer PRIMARY KEY,
+                name       text NOT NULL,
+                checksum   text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """)
+        let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
+        var applied: [String] = []
+        for migration in pending {
+            do {
+                try connection.transaction { connection in
+                    try connection.execute(migration.sql)
+                    _ = try connection.query(
+                        "INSERT INTO \(quoted) (version, name, checksum) VALUES ($1, $2, $3)",
+                        [migration.version, migration.name, migration.checksum])
+                }
+            } catch let error as PostgresError {
+                throw PostgresError(
+                    code: error.isConnectionProblem ? error.code : .migrationFailed,
+                    message: "migration \(migration.fileName) failed: \(error.message)",
+                    sqlState: error.sqlState, detail: error.detail, hint: error.hint,
+                    isConnectionProblem: error.isConnectionProblem)
+            }
+            applied.append(migration.fileName)
+        }
+        return Report(applied: applied, alreadyApplied: appliedCount)
+    }
+
+    /// The migrations not applied yet, in order (no lock taken; the table may be missing).
+    /// - Throws: as ``migrate(on:)`` for mismatched or missing applied files.
+    public func pending(on connection: PostgresConnection) throws -> [Migration] {
+        let quoted = try connection.quoteIdentifier(table)
+        let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [quoted])
+        guard try exists.first?.decode(Bool.self, "present") == true else { return migrations }
+        return try check(on: connection, quotedTable: quoted).pending
+    }
+
+    /// Compares the applied rows with the files; returns the files still to apply and the applied count.
+    private func check(on connection: PostgresConnection, quotedTable: String) throws -> (pending: [Migration], applied: Int) {
+        let rows = try connection.query("SELECT version, name, checksum FROM \(quotedTable) ORDER BY version")
+        var appliedVersions = Set<Int>()
+        let files = Dictionary(uniqueKeysWithValues: migrations.map { ($0.version, $0) })
+        for row in rows {
+            let version = try row.decode(Int.self, "version")
+            let name = try row.decode(String.self, "name")
+            let checksum = try row.decode(String.self, "checksum")
+            appliedVersions.insert(version)
+            guard let file = files[version] else {
+                throw PostgresError(
+                    code: .migrationFailed,
+                    message: "migration \(version) (\(name)) was applied but its file is missing from the migrations directory")
+            }
+            guard file.checksum == checksum else {
+                throw PostgresError(
+                    code: .migrationChecksumMismatch,
+                    message: "migration file \(file.fileName) changed after it was applied (checksum \(file.checksum), applied \(checksum)); restore it and add a new migration instead")
+            }
+        }
+        return (migrations.filter { !appliedVersions.contains($0.version) }, appliedVersions.count)
+    }
+}

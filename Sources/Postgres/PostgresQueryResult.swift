@@ -1,0 +1,145 @@
+internal import CLibPQ
+
+/// Owns one `PGresult` and frees it with `PQclear` when the last row or result referring to it goes.
+///
+/// `@unchecked Sendable` is safe: the result is never modified after libpq hands it over, and libpq
+/// documents `PGresult` as read-only and freely shareable between threads (libpq docs §34.19
+/// "Behavior in Threaded Programs"). Column names and the name-to-index map are built once per result.
+final class PostgresResultStorage: @unchecked Sendable {
+    let result: OpaquePointer
+    let rowCount: Int
+    let columnNames: [String]
+    private let columnIndex: [String: Int]
+
+    init(taking result: OpaquePointer) {
+        self.result = result
+        rowCount = Int(PQntuples(result))
+        let columns = Int(PQnfields(result))
+        var names: [String] = []
+        names.reserveCapacity(columns)
+        var index: [String: Int] = [:]
+        index.reserveCapacity(columns)
+        for column in 0..<columns {
+            let name = PQfname(result, Int32(column)).map { String(cString: $0) } ?? ""
+            names.append(name)
+            // The first of duplicate names wins, as in most drivers.
+            if index[name] == nil { index[name] = column }
+        }
+        columnNames = names
+        columnIndex = index
+    }
+
+    deinit { PQclear(result) }
+
+    @inline(__always)
+    func index(of column: String) -> Int? { columnIndex[column] }
+
+    @inline(__always)
+    func value(row: Int, column: Int) -> String? {
+        if PQgetisnull(result, Int32(row), Int32(column)) != 0 { return nil }
+        guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else { return nil }
+        return String(cString: pointer)
+    }
+}
+
+/// The rows of one statement, in text format. A random-access collection of ``PostgresRow``; values are
+/// converted to Swift strings only when read.
+public struct PostgresQueryResult: Sendable, RandomAccessCollection {
+    let storage: PostgresResultStorage?
+
+    /// Rows inserted, updated, deleted, selected, ... as reported in the command tag (`PQcmdTuples`);
+    /// 0 for commands without a count.
+    public var affectedRows: Int
+
+    /// The result columns' names, in order.
+    public var columnNames: [String] { storage?.columnNames ?? [] }
+
+    /// The 0-based index of `column` (the first, if several share the name), for
+    /// ``PostgresRow/decode(_:at:)`` in hot loops: look it up once per result instead of once per row.
+    public func columnIndex(_ column: String) -> Int? { storage?.index(of: column) }
+
+    /// The command tag, only kept for `COMMIT` (to detect a rollback).
+    let commandTag: String?
+
+    init(storage: PostgresResultStorage?, affectedRows: Int, commandTag: String? = nil) {
+        self.storage = storage
+        self.affectedRows = affectedRows
+        self.commandTag = commandTag
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { storage?.rowCount ?? 0 }
+
+    /// The row at `position` (0-based).
+    public subscript(position: Int) -> PostgresRow {
+        precondition(position >= 0 && position < endIndex, "PostgresQueryResult: row index out of range")
+        return PostgresRow(storage: storage!, row: position)
+    }
+}
+
+/// One result row. Cheap to copy: it refers to the shared result.
+public struct PostgresRow: Sendable {
+    let storage: PostgresResultStorage
+    let row: Int
+
+    /// The result columns' names, in order.
+    public var columnNames: [String] { storage.columnNames }
+
+    /// The raw text of `column`, nil for SQL NULL or when there is no such column.
+    public subscript(_ column: String) -> String? {
+        guard let index = storage.index(of: column) else { return nil }
+        return storage.value(row: row, column: index)
+    }
+
+    /// The raw text of the column at `index` (0-based), nil for SQL NULL.
+    public subscript(index index: Int) -> String? {
+        precondition(index >= 0 && index < storage.columnNames.count, "PostgresRow: column index out of range")
+        return storage.value(row: row, column: index)
+    }
+
+    /// Decodes `column` as `T`. Throws `.decodingFailed` naming the column when it is missing, NULL, or
+    /// its text does not parse as `T`.
+    public func decode<T: PostgresDecodable>(_ type: T.Type, _ column: String) throws -> T {
+        guard let value = try decodeIfPresent(type, column) else {
+            throw PostgresError(code: .decodingFailed, message: "column \"\(column)\" is NULL; expected \(T.self)")
+        }
+        return value
+    }
+
+    /// Decodes the column at `index` (see ``PostgresQueryResult/columnIndex(_:)``) as `T`. Throws
+    /// `.decodingFailed` naming the column when it is NULL or its text does not parse as `T`.
+    public func decode<T: PostgresDecodable>(_ type: T.Type, at index: Int) throws -> T {
+        guard let value = try decodeIfPresent(type, at: index) else {
+            throw PostgresError(code: .decodingFailed, message: "column \"\(columnName(index))\" is NULL; expected \(T.self)")
+        }
+        return value
+    }
+
+    /// Decodes the column at `index` as `T`, nil for SQL NULL. Throws `.decodingFailed` naming the column
+    /// when the index is out of range or its text does not parse as `T`.
+    public func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, at index: Int) throws -> T? {
+        guard index >= 0 && index < storage.columnNames.count else {
+            throw PostgresError(code: .decodingFailed, message: "no column at index \(index) (the result has \(storage.columnNames.count))")
+        }
+        guard let text = storage.value(row: row, column: index) else { return nil }
+        do {
+            return try T(postgresText: text)
+        } catch var error as PostgresError {
+            error.message = "column \"\(columnName(index))\": " + error.message
+            throw error
+        }
+    }
+
+    private func columnName(_ index: Int) -> String { storage.columnNames[index] }
+
+    /// Decodes `column` as `T`, nil for SQL NULL. Throws `.decodingFailed` naming the column when it is
+    /// missing or its text does not parse as `T`.
+    public func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, _ column: String) throws -> T? {
+        guard let index = storage.index(of: column) else {
+            throw PostgresError(
+                code: .decodingFailed,
+                message: "no column \"\(column)\" in the result (columns: \(storage.columnNames.joined(separator: ", ")))")
+        }
+        return try decodeIfPresent(type, at: index)
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+
+/// Conversions between `Date` and PostgreSQL timestamp text without `DateFormatter`/`Calendar` (slow,
+/// locale-dependent): proleptic Gregorian arithmetic in UTC, microsecond resolution (docs §8.5).
+enum PostgresTimestamp {
+    /// `2024-05-01T12:34:56.123456Z` (ISO 8601, UTC, always six fraction digits). Years outside
+    /// 1...9999 are written with `BC` / extra digits as PostgreSQL's input accepts.
+    static func format(_ date: Date) -> String {
+        if date == .distantFuture { return "infinity" }
+        if date == .distantPast { return "-infinity" }
+        // From the reference date (2001), Date's own storage, so no precision is lost converting epochs.
+        let totalMicros = Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded()) + referenceMicros
+        var days = totalMicros / 86_400_000_000
+        var micros = totalMicros % 86_400_000_000
+        if micros < 0 { micros += 86_400_000_000; days -= 1 }
+        let (year, month, day) = civil(fromDays: days)
+        let seconds = micros / 1_000_000
+        let fraction = micros % 1_000_000
+        let bc = year <= 0
+        let shownYear = bc ? 1 - year : year
+        var text = pad(shownYear, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
+        text += "T" + pad(seconds / 3600, 2) + ":" + pad(seconds / 60 % 60, 2) + ":" + pad(seconds % 60, 2)
+        text += "." + pad(fraction, 6) + "Z"
+        if bc { text += " BC" }
+        return text
+    }
+
+    /// Parses `YYYY-MM-DD[ T]HH:MM:SS[.ffffff][Z|±HH[:MM[:SS]]][ BC]`, a bare date, or `infinity`.
+    /// A missing offset means UTC. Nil when malformed.
+    static func parse(_ text: String) -> Date? {
+        if text == "infinity" { return .distantFuture }
+        if text == "-infinity" { return .distantPast }
+        let b = Array(text.utf8)
+        var i = 0
+        func number(minDigits: Int, maxDigits: Int) -> Int64? {
+            var value: Int64 = 0
+            var n = 0
+            while i < b.count, n < maxDigits, b[i] >= 48, b[i] <= 57 {
+                value = value * 10 + Int64(b[i] - 48)
+                i += 1
+                n += 1
+            }
+            return n >= minDigits ? value : nil
+        }
+        func expect(_ c: Character) -> Bool {
+            guard i < b.count, b[i] == c.asciiValue! else { return false }
+            i += 1
+            return true
+        }
+        guard var year = number(minDigits: 4, maxDigits: 7), expect("-"),
+              let month = number(minDigits: 2, maxDigits: 2), expect("-"),
+              let day = number(minDigits: 2, maxDigits: 2),
+              (1...12).contains(month), (1...31).contains(day)
+        else { return nil }
+        var micros: Int64 = 0
+        var offsetSeconds: Int64 = 0
+        if i < b.count, b[i] == UInt8(ascii: " ") || b[i] == UInt8(ascii: "T") {
+            let save = i
+            i += 1
+            if i < b.count, b[i] >= 48, b[i] <= 57 {
+                guard let hour = number(minDigits: 2, maxDigits: 2), expect(":"),
+                      let minute = number(minDigits: 2, maxDigits: 2), expect(":"),
+                      let second = number(minDigits: 2, maxDigits: 2),
+                      hour <= 24, minute <= 59, second <= 60
+                else { return nil }
+                micros = (hour * 3600 + minute * 60 + second) * 1_000_000
+                if i < b.count, b[i] == UInt8(ascii: ".") {
+                    i += 1
+                    var scale: Int64 = 100_000
+                    var digits = 0
+                    while i < b.count, b[i] >= 48, b[i] <= 57 {
+                        micros += Int64(b[i] - 48) * scale
+                        scale /= 10
+                        i += 1
+                        digits += 1
+                    }
+                    guard digits > 0 else { return nil }
+                }
+                if i < b.count, b[i] == UInt8(ascii: "Z") {
+                    i += 1
+                } else if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") {
+                    let sign: Int64 = b[i] == UInt8(ascii: "-") ? -1 : 1
+                    i += 1
+                    guard let oh = number(minDigits: 2, maxDigits: 2) else { return nil }
+                    var offset = oh * 3600
+                    if expect(":") {
+                        guard let om = number(minDigits: 2, maxDigits: 2) else { return nil }
+                        offset += om * 60
+                        if expect(":") {
+                            guard let os = number(minDigits: 2, maxDigits: 2) else { return nil }
+                            offset += os
+                        }
+                    }
+                    offsetSeconds = sign * offset
+                }
+            } else {
+                i = save
+            }
+        }
+        if i < b.count {
+            guard String(decoding: b[i...], as: UTF8.self) == " BC" else { return nil }
+            year = 1 - year
+            i = b.count
+        }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let utcMicros = days * 86_400_000_000 + micros - offsetSeconds * 1_000_000
+        return Date(timeIntervalSinceReferenceDate: Double(utcMicros - referenceMicros) / 1_000_000)
+    }
+
+    /// 2001-01-01 00:00:00 UTC (Foundation's reference date) in microseconds since 1970.
+    private static let referenceMicros: Int64 = 978_307_200_000_000
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The inverse of ``daysFromCivil(year:month:day:)`` (Hinnant's `civil_from_days`).
+    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+    }
+}

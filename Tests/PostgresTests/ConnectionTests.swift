@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+@testable import Postgres
+
+@Suite("PostgresConnection: errors, redaction, transactions")
+struct ConnectionTests {
+    @Test func uniqueViolationCarriesSQLStateAndDetail() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            try await onThread {
+                let c = try PostgresConnection(connectionString: url)
+                try c.execute("CREATE TABLE t (id int PRIMARY KEY, name text)")
+                let inserted = try c.query("INSERT INTO t VALUES ($1, $2), ($3, $4)", [1, "a", 2, "b"])
+                #expect(inserted.affectedRows == 2)
+                let error = try #require(throws: PostgresError.self) {
+                    try c.query("INSERT INTO t VALUES ($1, $2)", [1, "again"])
+                }
+                #expect(error.code == .queryFailed)
+                #expect(error.sqlState == "23505")
+                #expect(error.message.contains("t_pkey"))
+                #expect(error.detail?.contains("already exists") == true)
+                #expect(!error.isConnectionProblem)
+                #expect(error.description.contains("23505"))
+                // The connection stays usable after a statement error.
+                #expect(!c.isConnectionBad)
+                #expect(try c.query("SELECT count(*) AS n FROM t").first?.decode(Int.self, "n") == 2)
+            }
+        }
+    }
+
+    @Test func hintsAndSyntaxErrors() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            let noFunction = try #require(throws: PostgresError.self) { try c.query("SELECT no_such_function($1::int)", [1]) }
+            #expect(noFunction.sqlState == "42883")
+            #expect(noFunction.hint != nil)
+            let syntax = try #require(throws: PostgresError.self) { try c.execute("SELEC 1") }
+            #expect(syntax.sqlState == "42601")
+            #expect(syntax.code == .queryFailed)
+            // Multiple statements in execute; the failing one's error is reported.
+            let second = try #require(throws: PostgresError.self) { try c.execute("SELECT 1; SELECT 1/0; SELECT 2") }
+            #expect(second.sqlState == "22012")
+        }
+    }
+
+    @Test(arguments: [
+        "postgresql://pushizo:Sup3rS3cret@127.0.0.1:1/db?connect_timeout=5",
+        "host=127.0.0.1 port=1 user=pushizo password=Sup3rS3cret dbname=db connect_timeout=5",
+        "host=127.0.0.1 port=1 password='Sup3rS3cret' user=x",
+        // libpq echoes the whole URI in some parse errors; the password must still not appear.
+        "postgresql://pushizo:Sup3rS3cret@[::1/db",
+        "postgresql://pushizo:Sup3rS3cret@localhost:notaport/db",
+        "host=127.0.0.1 password=Sup3rS3cret port=1 bogus_option=1",
+    ])
+    func connectionFailureRedactsPassword(connectionString: String) async throws {
+        let error = try await onThread { () -> PostgresError? in
+            do {
+                _ = try PostgresConnection(connectionString: connectionString)
+                return nil
+            } catch let error as PostgresError {
+                return error
+            }
+        }
+        let failure = try #require(error)
+        #expect(failure.code == .connectionFailed)
+        #expect(failure.isConnectionProblem)
+        #expect(!failure.message.isEmpty)
+        #expect(!failure.message.contains("Sup3rS3cret"), "\(failure.message)")
+        #expect(!failure.description.contains("Sup3rS3cret"))
+        #expect(!"\(failure)".contains("Sup3rS3cret"))
+    }
+
+    @Test func redactionFindsPasswordsInEverySyntax() {
+        let cases = [
+            ("postgresql://u:p%40ss@h/db", ["p%40ss", "p@ss"]),
+            ("postgres://u:pw@h/db?password=other&x=1", ["pw", "other"]),
+            ("host=h password = 'it\\'s' user=u", ["it\\'s", "it's"]),
+            ("PASSWORD=abc", ["abc"]),
+        ]
+        for (string, secrets) in cases {
+            let found = Set(PostgresRedaction.secrets(in: string))
+            for secret in secrets { #expect(found.contains(secret), "\(string) -> \(found)") }
+            #expect(!PostgresRedaction.redact("echo: \(string)", connectionString: string).contains(secrets[0]))
+        }
+    }
+
+    @Test func transactionCommitsAndRollsBack() async throws {
+        struct Boom: Error {}
+        try await TestDatabase.withFreshDatabase { url in
+            try await onThread {
+                let c = try PostgresConnection(connectionString: url)
+                try c.execute("CREATE TABLE t (id int PRIMARY KEY)")
+                let value = try c.transaction { tx in
+                    _ = try tx.query("INSERT INTO t VALUES ($1)", [1])
+                    return 42
+                }
+                #expect(value == 42)
+                #expect(throws: Boom.self) {
+                    try c.transaction { tx in
+                        _ = try tx.query("INSERT INTO t VALUES ($1)", [2])
+                        throw Boom()
+                    }
+                }
+                #expect(!c.isInTransaction)
+                // A statement error inside, swallowed by the body, still ends in a rollback that is reported.
+                let swallowed = try #require(throws: PostgresError.self) {
+                    try c.transaction { tx in
+                        _ = try tx.query("INSERT INTO t VALUES ($1)", [3])
+                        _ = try? tx.query("INSERT INTO t VALUES ($1)", [1])
+                    }
+                }
+                #expect(swallowed.sqlState == "25P02")
+                var ids = try c.query("SELECT id FROM t ORDER BY id").map { try $0.decode(Int.self, "id") }
+                #expect(ids == [1])
+                // Nested: the inner failure rolls back to its savepoint only.
+                try c.transaction { outer in
+                    _ = try outer.query("INSERT INTO t VALUES ($1)", [10])
+                    #expect(throws: PostgresError.self) {
+                        try outer.transaction { inner in
+                            _ = try inner.query("INSERT INTO t VALUES ($1)", [11])
+                            _ = try inner.query("INSERT INTO t VALUES ($1)", [1])
+                        }
+                    }
+                    try outer.transaction { inner in _ = try inner.query("INSERT INTO t VALUES ($1)", [12]) }
+                }
+                ids = try c.query("SELECT id FROM t ORDER BY id").map { try $0.decode(Int.self, "id") }
+                #expect(ids == [1, 10, 12])
+            }
+        }
+    }
+
+    @Test func listenAndWaitForNotifications() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let listener = try PostgresConnection(connectionString: url)
+            let sender = try PostgresConnection(connectionString: url)
+            let channel = "Mixed \"Case\" \(UUID().uuidString)"
+            try listener.listen(channel)
+            #expect(try listener.waitForNotifications(timeout: 0.05).isEmpty)
+            _ = try sender.query("SELECT pg_notify($1, $2)", [channel, "héllo"])
+            _ = try sender.query("SELECT pg_notify($1, $2)", [channel, ""])
+            var received: [PostgresNotification] = []
+            for _ in 0..<100 where received.count < 2 {
+                received += try listener.waitForNotifications(timeout: 0.2)
+            }
+            #expect(received == [
+                PostgresNotification(channel: channel, payload: "héllo", processID: sender.processID),
+                PostgresNotification(channel: channel, payload: "", processID: sender.processID),
+            ])
+            // A terminated session shows up as connectionLost from the wait.
+            let admin = try PostgresConnection(connectionString: url)
+            _ = try admin.query("SELECT pg_terminate_backend($1, 10000)", [listener.processID])
+            let lost = try #require(throws: PostgresError.self) {
+                for _ in 0..<100 { _ = try listener.waitForNotifications(timeout: 0.2) }
+            }
+            #expect(lost.isConnectionProblem)
+            #expect(listener.isConnectionBad)
+        }
+    }
+
+    @Test func closedConnectionThrows() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-close")
+            c.close()
+            c.close()
+            #expect(c.isConnectionBad)
+            let error = try #require(throws: PostgresError.self) { try c.query("SELECT 1") }
+            #expect(error.code == .connectionLost)
+        }
+    }
+}
