@@ -4,7 +4,9 @@ import Foundation
 /// Routes SIGTERM and SIGINT to a handler through Dispatch signal sources (the default disposition is set to
 /// ignore first, or the process would die before the source sees the signal), and ignores SIGPIPE so a write
 /// to a socket the peer closed returns EPIPE instead of killing the daemon.
-public final class SignalHandling: Sendable {
+/// `@unchecked Sendable`: `sources` is written once in `init` and only read again in `deinit`; the sources
+/// themselves run their handlers on their own serial queue.
+public final class SignalHandling: @unchecked Sendable {
     private let sources: [any DispatchSourceSignal]
 
     /// - Parameter onStop: called on the first SIGTERM or SIGINT; a second one exits at once with status 130
