@@ -20,13 +20,13 @@ FROM generate_series(1, 120) AS n;
 
 -- 330 subscriptions: most users have 2-3 devices; languages and zones rotate; 30 are anonymous.
 -- Token prefixes (docs/emulator.md): 0410 -> 410 Unregistered, 0400 -> 400 BadDeviceToken,
--- 0503 -> 503 on the first attempt then 200, 0429 -> 429 on the first attempt then 200.
+-- 0503 -> 503 on the first attempt then 200, 0403 -> 400 DeviceTokenNotForTopic (fails, subscription kept).
 INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, language, timezone, country)
 SELECT '00000000-0000-4000-8000-00000000d3e0',
        CASE WHEN n <= 300 THEN (SELECT id FROM users WHERE external_id = format('user-%s', lpad((1 + (n - 1) % 120)::text, 3, '0'))) END,
        CASE WHEN n % 33 = 0 THEN 'android' ELSE 'ios' END,
        CASE WHEN n % 25 = 0 THEN '0410' WHEN n % 31 = 0 THEN '0400' WHEN n % 17 = 0 THEN '0503'
-            WHEN n % 23 = 0 THEN '0429' ELSE 'a0a0' END
+            WHEN n % 23 = 0 THEN '0403' ELSE 'a0a0' END
            || substr(md5('demo' || n) || md5('token' || n), 5),
        CASE WHEN n % 11 = 0 THEN 'sandbox' ELSE 'production' END,
        (ARRAY['en', 'tr', 'de', 'pt-BR', 'ja', 'fr', 'es', 'tr-TR', NULL])[1 + n % 9],

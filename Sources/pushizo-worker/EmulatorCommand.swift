@@ -29,14 +29,13 @@ enum EmulatorCommand {
                     problem: "is required for TLS (or set PUSHIZO_EMULATOR_CLEARTEXT=true for h2c)")
             }
             let files = try tlsFiles(in: directory, host: host)
-            tls = TLSServerConfiguration(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey)
-            caFile = files.caCertificate
+            tls = TLSServerConfiguration(certificateChainFile: files.chain, privateKeyFile: files.key)
+            caFile = files.ca
         }
 
-        var requestLog: JSONLinesFile?
-        if let path = reader.string(.emulatorRequestLog) {
+        let requestLog: JSONLinesFile? = try reader.string(.emulatorRequestLog).map { path in
             do {
-                requestLog = try JSONLinesFile(path: path)
+                return try JSONLinesFile(path: path)
             } catch {
                 throw ConfigurationError(key: ConfigurationKey.emulatorRequestLog.name, problem: "cannot open \(path): \(error)")
             }
@@ -112,18 +111,19 @@ enum EmulatorCommand {
     }
 
     /// Uses `ca.pem`, `cert.pem`, `key.pem` from `directory`, generating all three when `cert.pem` is missing.
-    static func tlsFiles(in directory: String, host: String) throws -> LocalCertificateAuthority.Files {
+    static func tlsFiles(in directory: String, host: String) throws -> (ca: String, chain: String, key: String) {
         let certificate = (directory as NSString).appendingPathComponent("cert.pem")
         if FileManager.default.fileExists(atPath: certificate) {
-            return LocalCertificateAuthority.Files(
-                caCertificate: (directory as NSString).appendingPathComponent("ca.pem"),
-                certificateChain: certificate,
-                privateKey: (directory as NSString).appendingPathComponent("key.pem"))
+            return (
+                (directory as NSString).appendingPathComponent("ca.pem"), certificate,
+                (directory as NSString).appendingPathComponent("key.pem")
+            )
         }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var hostnames = ["localhost", "127.0.0.1", "::1"]
         if !hostnames.contains(host), host != "0.0.0.0", host != "::" { hostnames.append(host) }
-        return try LocalCertificateAuthority.generate(in: directory, hostnames: hostnames)
+        let files = try LocalCertificateAuthority.generate(in: directory, hostnames: hostnames)
+        return (files.caCertificate, files.certificateChain, files.privateKey)
     }
 }
 

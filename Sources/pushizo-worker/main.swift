@@ -2,7 +2,6 @@
 import Foundation
 import Worker
 
-setvbuf(stdout, nil, _IOLBF, 0)
 let arguments = Array(CommandLine.arguments.dropFirst())
 let verb = arguments.first ?? "help"
 let rest = Array(arguments.dropFirst())

@@ -1,0 +1,80 @@
+import Emulator
+import Foundation
+import HTTP2
+import PushCrypto
+import Worker
+
+/// The APNs emulator over real TLS on 127.0.0.1, with a fresh CA and a fresh `.p8`-style signing key.
+struct EmulatorHarness: Sendable {
+    static let teamID = "TEAM123456"
+    static let keyID = "KEY1234567"
+
+    let port: Int
+    let caFile: String
+    let signingKey: P256PrivateKey
+    let apns: APNsEmulator
+
+    /// `app_channels.settings` for an app using this emulator's key.
+    var channelSettings: String {
+        let settings: [String: String] = [
+            "team_id": Self.teamID, "key_id": Self.keyID, "private_key": signingKey.pkcs8PEM, "topic": "dev.pushizo.test",
+        ]
+        let data = try! JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    var endpoint: String { "https://localhost:\(port)" }
+
+    static func with<T: Sendable>(_ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-e2e-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let files = try LocalCertificateAuthority.generate(in: directory)
+        let key = try P256PrivateKey.generate()
+        let apns = APNsEmulator(keys: [APNsEmulatorKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)])
+        let eventLoop = try HTTP2EventLoop(name: "test-emulator-io")
+        let server = EmulatorServer(
+            eventLoop: eventLoop,
+            tls: TLSServerConfiguration(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey),
+            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)])
+        let port = try server.start()
+        let harness = EmulatorHarness(port: port, caFile: files.caCertificate, signingKey: key, apns: apns)
+        do {
+            let result = try await body(harness)
+            await server.shutdown()
+            eventLoop.shutdown()
+            return result
+        } catch {
+            await server.shutdown()
+            eventLoop.shutdown()
+            throw error
+        }
+    }
+
+    /// A worker configuration for tests: fast polls and retries, exit once the queue is drained.
+    func workerConfiguration(databaseURL: String, workerID: String = "test-worker", extra: [String: String] = [:])
+        throws -> WorkerConfiguration
+    {
+        var environment = [
+            "PUSHIZO_DATABASE_URL": databaseURL, "PUSHIZO_CA_FILE": caFile, "PUSHIZO_EXIT_WHEN_DRAINED": "true",
+            "PUSHIZO_POLL_INTERVAL": "0.05", "PUSHIZO_RETRY_BASE": "0.05", "PUSHIZO_RETRY_MAX": "1",
+            "PUSHIZO_WORKER_ID": workerID, "PUSHIZO_REQUEST_TIMEOUT": "10", "PUSHIZO_LEASE_SECONDS": "60",
+        ]
+        environment.merge(extra) { _, new in new }
+        return try WorkerConfiguration(
+            ConfigurationReader(environment: environment, arguments: [], keys: WorkerConfiguration.keys))
+    }
+}
+
+/// Runs a worker until it drains the queue; fails the test if it has not after `limit` seconds (a hang
+/// guard, not a timing assertion).
+func runUntilDrained(_ runtime: WorkerRuntime, limit: Double = 60) async throws {
+    let watchdog = Task {
+        try await Task.sleep(for: .seconds(limit))
+        runtime.requestStop()
+    }
+    await runtime.run()
+    watchdog.cancel()
+}
+
+let quietLogger = Logger(label: "test", minimumLevel: .error)
