@@ -22,9 +22,11 @@ public final class EmulatorServer: Sendable {
     ///   - tls: `nil` serves cleartext h2c with prior knowledge.
     ///   - maxConcurrentStreams: `SETTINGS_MAX_CONCURRENT_STREAMS` announced to clients (APNs announces 1000
     ///     once a connection is authorized).
+    ///   - latency: seconds each answer is held back, to imitate a provider's round trip (benchmarks,
+    ///     shutdown tests); 0 answers at once.
     public init(
         eventLoop: HTTP2EventLoop, host: String = "127.0.0.1", port: Int = 0, tls: TLSServerConfiguration?,
-        routes: [Route], maxConcurrentStreams: UInt32 = 1000
+        routes: [Route], maxConcurrentStreams: UInt32 = 1000, latency: Double = 0
     ) {
         server = HTTP2Server(
             eventLoop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams
@@ -37,6 +39,7 @@ public final class EmulatorServer: Sendable {
                     status: 404, headers: [HTTP2Header("content-type", "application/json")],
                     body: Array(#"{"reason":"BadPath"}"#.utf8))
             }
+            if latency > 0 { try? await Task.sleep(for: .seconds(latency)) }
             let response = route.provider.handle(emulated)
             return HTTP2ServerResponse(
                 status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) },

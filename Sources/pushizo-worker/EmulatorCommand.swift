@@ -8,7 +8,7 @@ import Worker
 enum EmulatorCommand {
     static let keys: [ConfigurationKey] = [
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
-        .emulatorReadyFile, .logLevel, .logFormat,
+        .emulatorReadyFile, .emulatorLatency, .logLevel, .logFormat,
     ]
 
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -19,6 +19,7 @@ enum EmulatorCommand {
         let (host, port) = try listenAddress(reader)
         let cleartext = try reader.bool(.emulatorCleartext, default: false)
         let apnsKeys = try self.apnsKeys(reader)
+        let latency = try reader.double(.emulatorLatency, default: 0, in: 0...60)
 
         var tls: TLSServerConfiguration?
         var caFile: String?
@@ -44,7 +45,7 @@ enum EmulatorCommand {
         let eventLoop = try HTTP2EventLoop(name: "pushizo-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop, host: host, port: port, tls: tls,
-            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)])
+            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)], latency: latency)
         let boundPort = try server.start()
         logger.notice(
             "emulator listening",

@@ -103,6 +103,9 @@ extension ConfigurationKey {
         "comma-separated TEAMID:KEYID:path-to-public-key.pem triples whose provider tokens the emulator accepts")
     public static let emulatorRequestLog = ConfigurationKey(
         "PUSHIZO_EMULATOR_REQUEST_LOG", "JSON-lines file to append every accepted request to")
+    public static let emulatorLatency = ConfigurationKey(
+        "PUSHIZO_EMULATOR_LATENCY", "seconds each emulator answer is held back, imitating a provider round trip (0...60)",
+        default: "0")
     public static let emulatorReadyFile = ConfigurationKey(
         "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
 
@@ -113,6 +116,6 @@ extension ConfigurationKey {
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
-        emulatorReadyFile,
+        emulatorReadyFile, emulatorLatency,
     ]
 }

@@ -25,7 +25,8 @@ struct EmulatorHarness: Sendable {
 
     var endpoint: String { "https://localhost:\(port)" }
 
-    static func with<T: Sendable>(_ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
+    /// - Parameter latency: seconds each answer is held back (see `EmulatorServer`).
+    static func with<T: Sendable>(latency: Double = 0, _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-e2e-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -36,7 +37,7 @@ struct EmulatorHarness: Sendable {
         let server = EmulatorServer(
             eventLoop: eventLoop,
             tls: TLSServerConfiguration(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey),
-            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)])
+            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)], latency: latency)
         let port = try server.start()
         let harness = EmulatorHarness(port: port, caFile: files.caCertificate, signingKey: key, apns: apns)
         do {
