@@ -13,4 +13,24 @@ long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode);
 /// SSL_CTX_set_options is a function in OpenSSL 3, kept here for symmetry with older releases.
 unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options);
 
+// MARK: Linux event APIs (Swift's Glibc module map leaves out epoll, eventfd and accept4). Added for HTTP2.
+#include <stdint.h>
+/// epoll event bits (fixed by the Linux ABI; checked against <sys/epoll.h> in shims.c).
+#define PZ_EPOLLIN 0x001u
+#define PZ_EPOLLOUT 0x004u
+#define PZ_EPOLLERR 0x008u
+#define PZ_EPOLLHUP 0x010u
+/// epoll_create1(EPOLL_CLOEXEC). Returns the fd or -1 (errno set).
+int pz_epoll_create(void);
+/// epoll_ctl ADD / MOD / DEL with `events` and the fd itself as the event data. Returns 0 or -1.
+int pz_epoll_add(int epfd, int fd, uint32_t events);
+int pz_epoll_mod(int epfd, int fd, uint32_t events);
+int pz_epoll_del(int epfd, int fd);
+/// epoll_wait into parallel arrays of fds and event masks (`max` entries each). Returns the count, 0, or -1.
+int pz_epoll_wait(int epfd, int *fds, uint32_t *events, int max, int timeout_ms);
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC). Returns the fd or -1.
+int pz_eventfd(void);
+/// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC). Returns the fd or -1 (errno set).
+int pz_accept_nonblocking(int fd);
+
 #endif

@@ -1,0 +1,55 @@
+/// TLS settings for `HTTP2Client`: TLS 1.2 or newer, ALPN `h2`, SNI, certificate chain and host-name
+/// verification (RFC 9113 §9.2, RFC 6125).
+public struct TLSClientConfiguration: Sendable {
+    /// Which certificate authorities are trusted.
+    public enum TrustRoots: Sendable, Equatable {
+        /// The system store (`SSL_CTX_set_default_verify_paths`, Debian's /etc/ssl/certs).
+        case system
+        /// Only the CA certificates in this PEM file (`SSL_CTX_load_verify_locations`).
+        case pemFile(String)
+    }
+
+    public var trustRoots: TrustRoots
+    /// Lowest protocol version accepted: always TLS 1.2 (RFC 9113 §9.2 requires 1.2 or later).
+    public var minimumVersion: String { "TLSv1.2" }
+
+    public init(trustRoots: TrustRoots = .system) {
+        self.trustRoots = trustRoots
+    }
+}
+
+/// TLS settings for `HTTP2Server`: PEM files, ALPN `h2` selected, TLS 1.2 or newer.
+public struct TLSServerConfiguration: Sendable {
+    /// PEM file: the leaf certificate first, then intermediates.
+    public var certificateChainFile: String
+    /// PEM file with the private key of the leaf (PKCS#8 or traditional).
+    public var privateKeyFile: String
+
+    public init(certificateChainFile: String, privateKeyFile: String) {
+        self.certificateChainFile = certificateChainFile
+        self.privateKeyFile = privateKeyFile
+    }
+}
+
+/// Connection-pool and timing settings for `HTTP2Client`.
+public struct HTTP2ClientConfiguration: Sendable {
+    /// Connections opened per origin at most; requests share their streams (RFC 9113 §9.1.1 reuse).
+    public var maximumConnectionsPerOrigin: Int = 2
+    /// Limit for TCP connect + TLS handshake + the server's first SETTINGS frame.
+    public var connectTimeout: Duration = .seconds(10)
+    /// Default per-request deadline (`HTTP2Request.timeout` overrides it), counted from `send`.
+    public var requestTimeout: Duration = .seconds(30)
+    /// A keepalive PING (RFC 9113 §6.7) is sent on a connection idle this long.
+    public var pingInterval: Duration = .seconds(60)
+    /// A PING not acknowledged within this time drops the connection (its in-flight requests fail with
+    /// `.connectionClosed`).
+    public var pingTimeout: Duration = .seconds(10)
+    /// First wait before reconnecting after a failed connect; doubled after each failure.
+    public var reconnectBackoffInitial: Duration = .milliseconds(100)
+    /// Upper bound of the reconnect wait.
+    public var reconnectBackoffMaximum: Duration = .seconds(30)
+    /// How often a request refused with REFUSED_STREAM or left unprocessed by GOAWAY is resent before failing.
+    public var maximumRetries: Int = 3
+
+    public init() {}
+}
