@@ -43,7 +43,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         init(_ request: PendingRequest) { self.request = request }
     }
 
-    unowned let pool: OriginPool
+    let pool: OriginPool
     private let host: String
     /// True after the server's first SETTINGS (its stream limit is known).
     private(set) var isReady = false

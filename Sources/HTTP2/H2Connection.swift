@@ -300,9 +300,10 @@ class H2Connection: LoopHandler, @unchecked Sendable {
 
     // MARK: Submitting
 
-    /// Submits HEADERS (+ DATA from `body` when non-empty). `build` calls nghttp2 with the header array and the
-    /// data provider (nil when there is no body). Returns the stream id or nghttp2's negative error.
-    func submit(headers: [(String, String)], body: [UInt8],
+    /// Submits HEADERS (+ DATA from `body` when non-empty). `call` calls nghttp2 with the header array and the
+    /// data provider (nil when there is no body). `existingStream` is the stream a response goes to (nil for a
+    /// request, whose id nghttp2 returns). Returns nghttp2's result: a new stream id, 0, or a negative error.
+    func submit(existingStream: Int32? = nil, headers: [(String, String)], body: [UInt8],
                 _ call: (UnsafePointer<nghttp2_nv>, Int, UnsafePointer<nghttp2_data_provider>?) -> Int32) -> Int32 {
         var provider = nghttp2_data_provider()
         provider.source.ptr = nil
@@ -324,12 +325,15 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             }
             return count
         }
-        let streamID = withNameValues(headers) { nva, count in
+        // The data provider is first read during a later mem_send, so registering the body after the call is in time.
+        let result = withNameValues(headers) { nva, count in
             if body.isEmpty { return call(nva, count, nil) }
             return withUnsafePointer(to: &provider) { call(nva, count, $0) }
         }
-        if streamID > 0, !body.isEmpty { outgoingBodies[streamID] = OutgoingBody(body) }
-        return streamID
+        if !body.isEmpty, result >= 0, let streamID = existingStream ?? (result > 0 ? result : nil) {
+            outgoingBodies[streamID] = OutgoingBody(body)
+        }
+        return result
     }
 
     // MARK: Callbacks

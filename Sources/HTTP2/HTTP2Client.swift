@@ -125,10 +125,10 @@ final class ClientCore: @unchecked Sendable {
 
     /// Ends a request early: resets its stream if one is open.
     private func abort(_ pending: PendingRequest, _ error: any Error) {
-        if let connection = pending.connection {
-            connection.cancelStream(pending.streamID)
-        }
+        // Finish first: resetting the stream runs nghttp2's close callback, which must find the request done.
+        let connection = pending.connection
         finish(pending, .failure(error))
+        connection?.cancelStream(pending.streamID)
     }
 
     func finish(_ pending: PendingRequest, _ result: Result<HTTP2Response, any Error>) {
@@ -167,7 +167,7 @@ final class ClientCore: @unchecked Sendable {
 /// Connections and waiting requests for one origin (loop thread only).
 final class OriginPool {
     let origin: HTTP2Origin
-    unowned let core: ClientCore
+    let core: ClientCore
     var loop: HTTP2EventLoop { core.loop }
     var configuration: HTTP2ClientConfiguration { core.configuration }
     private var connections: [ClientConnection] = []

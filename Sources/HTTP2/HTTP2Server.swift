@@ -1,3 +1,4 @@
+import Synchronization
 internal import CNghttp2
 internal import COpenSSL
 internal import Glibc
@@ -107,6 +108,8 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     let maxConcurrentStreams: UInt32
     let handler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse
     var goAwayAboveStreamID: Int32?
+    /// Connections accepted so far (read by tests and diagnostics from any thread).
+    let acceptedConnections = Atomic<Int>(0)
     private var listenFD: Int32 = -1
     private var context: TLSContext?
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
@@ -138,6 +141,7 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
             let fd = pz_accept_nonblocking(listenFD)
             if fd < 0 { return }
             setNoDelay(fd)
+            acceptedConnections.add(1, ordering: .relaxed)
             var ssl: OpaquePointer?
             if let context {
                 guard let s = SSL_new(context.ctx) else {
@@ -200,7 +204,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         var dispatched = false
     }
 
-    private unowned let server: ServerCore
+    private let server: ServerCore
     private var streams: [Int32: Stream] = [:]
     private var handlersRunning = 0
     private var goingAway = false
@@ -286,7 +290,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         if !response.body.isEmpty, !response.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
             fields.append(("content-length", String(response.body.count)))
         }
-        let rc = submit(headers: fields, body: response.body) { nva, count, provider in
+        let rc = submit(existingStream: streamID, headers: fields, body: response.body) { nva, count, provider in
             nghttp2_submit_response(session, streamID, nva, count, provider)
         }
         if rc != 0 {

@@ -1,0 +1,197 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import HTTP2
+
+@Suite("HTTP2 client and server over real sockets")
+struct HTTP2ClientServerTests {
+    @Test func cleartextRoundTripWithLargeBodies() async throws {
+        let loop = try HTTP2EventLoop(name: "test-h2c")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil, handler: echoHandler)
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = try HTTP2Origin(parsing: "http://127.0.0.1:\(port)")
+
+        let small = try await client.send(HTTP2Request(path: "/3/device/abc", headers: [HTTP2Header("Apns-Topic", "com.example")],
+                                                       body: Array("hello".utf8)), to: origin)
+        #expect(small.status == 200)
+        #expect(small.header("X-PATH") == "/3/device/abc")
+        #expect(small.header("x-authority") == "127.0.0.1:\(port)")
+        #expect(small.body == Array("hello".utf8))
+
+        // 3 MB each way: beyond every flow-control window, so WINDOW_UPDATEs and the data provider must work.
+        let big = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let echoed = try await client.send(HTTP2Request(path: "/big", body: big), to: origin)
+        #expect(echoed.status == 200 && echoed.body == big)
+
+        let get = try await client.send(HTTP2Request(method: "GET", path: "/get"), to: origin)
+        #expect(get.header("x-method") == "GET" && get.body.isEmpty)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func tlsRoundTripWithLocalCertificateAuthority() async throws {
+        let directory = temporaryDirectory("tls")
+        let files = try LocalCertificateAuthority.generate(in: directory)
+        let attributes = try FileManager.default.attributesOfItem(atPath: files.privateKey)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+
+        let loop = try HTTP2EventLoop(name: "test-tls")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: TLSServerConfiguration(certificateChainFile: files.certificateChain,
+                                                                                privateKeyFile: files.privateKey),
+                                 handler: echoHandler)
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)))
+        for host in ["localhost", "127.0.0.1"] {  // DNS SAN and IP SAN
+            let response = try await client.send(HTTP2Request(path: "/tls", body: Array(host.utf8)),
+                                                 to: HTTP2Origin(scheme: .https, host: host, port: port))
+            #expect(response.status == 200)
+            #expect(response.body == Array(host.utf8))
+            #expect(response.header("x-authority") == "\(host):\(port)")
+        }
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func fiveHundredConcurrentRequestsOverOneConnectionWithTenStreams() async throws {
+        let loop = try HTTP2EventLoop(name: "test-concurrency")
+        defer { loop.shutdown() }
+        let inFlight = Mutex((now: 0, max: 0))
+        let server = HTTP2Server(eventLoop: loop, tls: nil, maxConcurrentStreams: 10) { request in
+            inFlight.withLock { $0.now += 1; $0.max = max($0.max, $0.now) }
+            try? await Task.sleep(for: .milliseconds(2))
+            inFlight.withLock { $0.now -= 1 }
+            return HTTP2ServerResponse(status: 200, body: request.body)
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumConnectionsPerOrigin = 1
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<500 {
+                group.addTask {
+                    let body = Array("request-\(i)".utf8)
+                    let response = try? await client.send(HTTP2Request(path: "/n/\(i)", body: body), to: origin)
+                    return response?.status == 200 && response?.body == body
+                }
+            }
+            var ok = 0
+            for await success in group where success { ok += 1 }
+            return ok
+        }
+        #expect(results == 500)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+        #expect(inFlight.withLock { $0.max } <= 10)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func requestTimeoutResetsOnlyThatStream() async throws {
+        let loop = try HTTP2EventLoop(name: "test-timeout")
+        defer { loop.shutdown() }
+        let release = Gate()
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            if request.path == "/slow" { await release.wait() }
+            return HTTP2ServerResponse(status: 204)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/slow", timeout: .milliseconds(200)), to: origin)
+        } throws: { error in
+            (error as? HTTP2Error)?.code == .requestTimeout
+        }
+        // The connection survives the RST_STREAM.
+        let fast = try await client.send(HTTP2Request(path: "/fast"), to: origin)
+        #expect(fast.status == 204)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+        release.open()
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func goAwayBelowAnOpenStreamRetriesItOnANewConnection() async throws {
+        let loop = try HTTP2EventLoop(name: "test-goaway")
+        defer { loop.shutdown() }
+        let arrived = Gate()
+        let release = Gate()
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            if request.path == "/hold" {
+                arrived.open()
+                await release.wait()
+            }
+            return HTTP2ServerResponse(status: 200, body: Array(request.path.utf8))
+        }
+        server.testingGoAwayAboveStreamID(1)
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumConnectionsPerOrigin = 1
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+
+        async let held = client.send(HTTP2Request(path: "/hold"), to: origin)
+        await arrived.wait()
+        // Stream 3 on the first connection gets GOAWAY(last-stream-id 1): unprocessed, so resent elsewhere.
+        let second = try await client.send(HTTP2Request(path: "/second"), to: origin)
+        #expect(second.status == 200 && second.body == Array("/second".utf8))
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 2)
+        release.open()
+        let first = try await held
+        #expect(first.status == 200 && first.body == Array("/hold".utf8))
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func serverShutdownFinishesInFlightThenClientFailsCleanly() async throws {
+        let loop = try HTTP2EventLoop(name: "test-shutdown")
+        defer { loop.shutdown() }
+        let arrived = Gate()
+        let release = Gate()
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            arrived.open()
+            await release.wait()
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        async let held = client.send(HTTP2Request(path: "/hold"), to: origin)
+        await arrived.wait()
+        async let stopped: Void = server.shutdown()
+        try await Task.sleep(for: .milliseconds(100))  // ordering only: let GOAWAY go out before the answer
+        release.open()
+        #expect(try await held.status == 200)
+        await stopped
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/after"), to: origin)
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.code == .connectFailed && error.isSafeToRetry
+        }
+        await client.shutdown()
+    }
+
+    @Test func connectFailureIsReportedAndSafeToRetry() async throws {
+        let loop = try HTTP2EventLoop(name: "test-refused")
+        defer { loop.shutdown() }
+        let client = HTTP2Client(eventLoop: loop)
+        // Port 1 on loopback: nothing listens there.
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: 1))
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.code == .connectFailed && error.isSafeToRetry
+        }
+        await client.shutdown()
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: 1))
+        } throws: { error in
+            (error as? HTTP2Error)?.code == .shutdown
+        }
+    }
+}
