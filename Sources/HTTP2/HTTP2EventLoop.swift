@@ -149,6 +149,14 @@ final class LoopCore: @unchecked Sendable {
         let id = nextTimerID
         nextTimerID += 1
         timerCallbacks[id] = callback
+        // Cancelled timers stay in the heap until due; rebuild when they dominate (30 s request deadlines at
+        // thousands of requests per second would otherwise pile up).
+        if timerHeap.count > 4096 && timerHeap.count > 4 * timerCallbacks.count {
+            let live = timerHeap.filter { timerCallbacks[$0.id] != nil }
+            timerHeap = []
+            timerHeap.reserveCapacity(live.count * 2)
+            for item in live { heapPush(item) }
+        }
         heapPush((ContinuousClock.now.advanced(by: delay), id))
         return id
     }

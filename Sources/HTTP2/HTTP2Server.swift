@@ -90,6 +90,12 @@ public final class HTTP2Server: Sendable {
         }
     }
 
+    /// Testing hook: stop acknowledging PINGs on connections accepted from now on.
+    func testingIgnorePings() {
+        let core = self.core
+        eventLoop.execute { core.ignorePings = true }
+    }
+
     /// Testing hook: the next stream with an id above this is not processed; GOAWAY(last-stream-id = this) is
     /// sent instead, as a server going away mid-flight does. Set before `start()`.
     func testingGoAwayAboveStreamID(_ id: Int32) {
@@ -108,6 +114,8 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     let maxConcurrentStreams: UInt32
     let handler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse
     var goAwayAboveStreamID: Int32?
+    /// Testing hook: do not answer PINGs (a peer that stopped responding).
+    var ignorePings = false
     /// Connections accepted so far (read by tests and diagnostics from any thread).
     let acceptedConnections = Atomic<Int>(0)
     private var listenFD: Int32 = -1
@@ -216,7 +224,11 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
 
     override func makeSession(callbacks: OpaquePointer) -> Bool {
         var session: OpaquePointer?
-        guard nghttp2_session_server_new(&session, callbacks, userData) == 0, let session else { return false }
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        if server.ignorePings { nghttp2_option_set_no_auto_ping_ack(option, 1) }
+        guard nghttp2_session_server_new2(&session, callbacks, userData, option) == 0, let session else { return false }
         self.session = session
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: server.maxConcurrentStreams),

@@ -195,3 +195,87 @@ struct HTTP2ClientServerTests {
         }
     }
 }
+
+@Suite("HTTP2 client timing behaviour")
+struct HTTP2ClientTimingTests {
+    @Test func connectTimeoutWhenTheHandshakeNeverCompletes() async throws {
+        // The kernel completes the TCP handshake from the backlog, but nobody ever speaks TLS.
+        let (fd, port) = try listenSocket(host: "127.0.0.1", port: 0)
+        defer { close(fd) }
+        let loop = try HTTP2EventLoop(name: "test-connect-timeout")
+        defer { loop.shutdown() }
+        var configuration = HTTP2ClientConfiguration()
+        configuration.connectTimeout = .milliseconds(300)
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .https, host: "127.0.0.1", port: port))
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.code == .connectTimeout && error.isSafeToRetry
+        }
+        await client.shutdown()
+    }
+
+    @Test func keepalivePingsKeepTheConnection() async throws {
+        let loop = try HTTP2EventLoop(name: "test-ping")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil, handler: echoHandler)
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.pingInterval = .milliseconds(50)
+        configuration.pingTimeout = .milliseconds(500)
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        #expect(try await client.send(HTTP2Request(path: "/1"), to: origin).status == 200)
+        try await Task.sleep(for: .milliseconds(1200))  // several idle ping rounds, each must be answered
+        #expect(try await client.send(HTTP2Request(path: "/2"), to: origin).status == 200)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func unansweredPingDropsTheConnection() async throws {
+        let loop = try HTTP2EventLoop(name: "test-no-pong")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil, handler: echoHandler)
+        server.testingIgnorePings()
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.pingInterval = .milliseconds(50)
+        configuration.pingTimeout = .milliseconds(100)
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        #expect(try await client.send(HTTP2Request(path: "/1"), to: origin).status == 200)
+        try await Task.sleep(for: .milliseconds(1000))  // idle, PING sent, no answer: connection dropped
+        #expect(try await client.send(HTTP2Request(path: "/2"), to: origin).status == 200)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 2)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func honoursAPeerLimitOfOneStream() async throws {
+        // nghttpd with MAX_CONCURRENT_STREAMS 1 echoing uploads: 50 requests share one connection, one at a time.
+        let port = try freePort()
+        let nghttpd = try ExternalProcess("/usr/sbin/nghttpd", ["--no-tls", "--echo-upload", "-m", "1", String(port)])
+        defer { nghttpd.stop() }
+        try await waitForListener(port: port)
+        let loop = try HTTP2EventLoop(name: "test-limit-one")
+        defer { loop.shutdown() }
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumConnectionsPerOrigin = 1
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let ok = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<50 {
+                group.addTask {
+                    let body = Array("payload \(i)".utf8)
+                    let response = try? await client.send(HTTP2Request(path: "/echo", body: body), to: origin)
+                    return response?.status == 200 && response?.body == body
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(ok == 50)
+        await client.shutdown()
+    }
+}
