@@ -226,14 +226,14 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         request.connection = self
         request.streamID = streamID
         streams[streamID] = Stream(request)
-        loop.runSoon { [weak self] in self?.flush() }
+        scheduleFlush()
     }
 
     /// Resets a stream whose request timed out or was cancelled (RST_STREAM CANCEL, RFC 9113 §8.7).
     func cancelStream(_ streamID: Int32) {
         guard let session, state == .open, streams[streamID] != nil else { return }
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
-        flush()
+        scheduleFlush()
     }
 
     /// Sends GOAWAY(NO_ERROR) and closes once written (client shutdown).

@@ -23,6 +23,7 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     private var outboundOffset = 0
     private var registeredEvents: UInt32 = 0
     private var tlsWantsWrite = false
+    private var flushScheduled = false
     /// Request or response bodies being sent, by stream id (read by the data provider callback).
     private var outgoingBodies: [Int32: OutgoingBody] = [:]
     private static let readBufferSize = 64 * 1024
@@ -112,7 +113,7 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             if events & (PZ_EPOLLIN | PZ_EPOLLHUP | PZ_EPOLLERR) != 0 || tlsWantsWrite {
                 readAvailable()
             }
-            if state == .open { flush() }
+            if state == .open { scheduleFlush() }
         case .closed:
             break
         }
@@ -216,6 +217,16 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     func didRead() {}
 
     // MARK: Writing
+
+    /// Flushes once after the current event, however many streams were submitted meanwhile.
+    func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.runSoon { [self] in
+            flushScheduled = false
+            flush()
+        }
+    }
 
     /// Moves frames from nghttp2 to the socket until either is exhausted; then updates epoll interest.
     func flush() {

@@ -196,7 +196,6 @@ final class LoopCore: @unchecked Sendable {
                     }
                     // A handler may have been removed by an earlier event in this batch.
                     handlers[fd]?.handleEvents(events[i])
-                    runSoonQueue()
                 }
             }
             runExpiredTimers()
@@ -204,10 +203,10 @@ final class LoopCore: @unchecked Sendable {
                 defer { s.tasks.removeAll(keepingCapacity: true); s.wakePending = false }
                 return (s.tasks, s.stopped)
             }
-            for task in tasks {
-                task()
-                runSoonQueue()
-            }
+            for task in tasks { task() }
+            // Deferred work (dispatching, flushing) runs once per iteration, so every stream submitted by the
+            // events and tasks above leaves in as few writes as possible.
+            runSoonQueue()
             if stopped { break }
         }
         // Stopping: tell the owners, then the descriptors.
@@ -251,10 +250,7 @@ final class LoopCore: @unchecked Sendable {
         let now = ContinuousClock.now
         while let top = timerHeap.first, top.deadline <= now {
             _ = heapPop()
-            if let callback = timerCallbacks.removeValue(forKey: top.id) {
-                callback()
-                runSoonQueue()
-            }
+            if let callback = timerCallbacks.removeValue(forKey: top.id) { callback() }
         }
     }
 

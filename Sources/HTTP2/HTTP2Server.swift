@@ -308,7 +308,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         if rc != 0 {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_INTERNAL_ERROR.rawValue)
         }
-        flush()
+        scheduleFlush()
     }
 
     /// Graceful GOAWAY: streams up to the last one seen are served; nghttp2 ignores newer ones.
