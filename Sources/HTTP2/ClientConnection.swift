@@ -57,8 +57,12 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     private var readSinceLastPing = true
     private var closeRequested = false
 
-    init(pool: OriginPool, fd: Int32, ssl: OpaquePointer?) {
+    /// Addresses of the origin not tried yet (the next is used when TCP connect fails).
+    let remainingAddresses: [SocketAddress]
+
+    init(pool: OriginPool, fd: Int32, ssl: OpaquePointer?, remainingAddresses: [SocketAddress]) {
         self.pool = pool
+        self.remainingAddresses = remainingAddresses
         self.host = pool.origin.host
         super.init(loop: pool.loop.core, fd: fd, ssl: ssl, connecting: true)
     }
@@ -107,6 +111,10 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
                                   "certificate of \(pool.origin) did not verify: \(String(cString: X509_verify_cert_error_string(verify)))",
                                   isSafeToRetry: true)
             }
+        }
+        if reason.contains("no application protocol") {
+            // The server refused our ALPN list with a fatal alert (RFC 7301 §3.2).
+            return HTTP2Error(.alpnNotNegotiated, "\(pool.origin) does not speak h2 (ALPN refused: \(reason))", isSafeToRetry: true)
         }
         return HTTP2Error(.tlsHandshakeFailed, "TLS handshake with \(pool.origin) failed: \(reason)", isSafeToRetry: true)
     }

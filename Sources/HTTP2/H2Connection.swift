@@ -23,6 +23,8 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     private var outboundOffset = 0
     private var registeredEvents: UInt32 = 0
     private var tlsWantsWrite = false
+    /// SSL_write needs to read first (TLS 1.3 key update): wait for EPOLLIN instead of spinning on EPOLLOUT.
+    private var tlsWriteWantsRead = false
     private var flushScheduled = false
     /// Request or response bodies being sent, by stream id (read by the data provider callback).
     private var outgoingBodies: [Int32: OutgoingBody] = [:]
@@ -209,7 +211,17 @@ class H2Connection: LoopHandler, @unchecked Sendable {
                 return
             }
             if state != .open { return }
-            if count < Self.readBufferSize && (ssl == nil || SSL_pending(ssl!) == 0) { return }
+            // A short plain read drained the socket; TLS reads one record at a time, so keep going to WANT_READ.
+            if ssl == nil && count < Self.readBufferSize { return }
+        }
+        // Bound reached. Level-triggered epoll reports bytes still in the socket, but not bytes OpenSSL has
+        // already pulled in: come back for those.
+        if let ssl, SSL_pending(ssl) > 0 {
+            loop.runSoon { [weak self] in
+                guard let self, self.state == .open else { return }
+                self.readAvailable()
+                self.scheduleFlush()
+            }
         }
     }
 
@@ -248,7 +260,7 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             if !progress { break }
         }
         let pending = outboundOffset < outbound.count
-        setInterest(write: pending || tlsWantsWrite)
+        setInterest(write: (pending && !tlsWriteWantsRead) || tlsWantsWrite)
         if !pending, shouldCloseWhenIdle() || (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0) {
             close(nil)
         }
@@ -256,6 +268,7 @@ class H2Connection: LoopHandler, @unchecked Sendable {
 
     /// Writes what it can; returns false when the socket would block.
     private func writeOutbound() -> Bool {
+        tlsWriteWantsRead = false
         while outboundOffset < outbound.count {
             let remaining = outbound.count - outboundOffset
             let written: Int = outbound.withUnsafeBufferPointer { buffer in
@@ -265,7 +278,8 @@ class H2Connection: LoopHandler, @unchecked Sendable {
                     let rc = SSL_write(ssl, start, Int32(min(remaining, Int(Int32.max))))
                     if rc > 0 { return Int(rc) }
                     switch SSL_get_error(ssl, rc) {
-                    case SSL_ERROR_WANT_WRITE, SSL_ERROR_WANT_READ: return 0
+                    case SSL_ERROR_WANT_WRITE: return 0
+                    case SSL_ERROR_WANT_READ: tlsWriteWantsRead = true; return 0
                     default: return -1
                     }
                 } else {

@@ -285,6 +285,7 @@ final class OriginPool {
     private func connect(_ resolved: Result<[SocketAddress], HTTP2Error>) {
         resolving = false
         let fd: Int32
+        let remaining = (try? resolved.get().dropFirst()).map(Array.init) ?? []
         switch resolved.flatMap({ startConnect($0[0]) }) {
         case .failure(let error):
             connectFailed(error)
@@ -321,7 +322,7 @@ final class OriginPool {
                 SSL_set1_host(s, origin.host)
             }
         }
-        let connection = ClientConnection(pool: self, fd: fd, ssl: ssl)
+        let connection = ClientConnection(pool: self, fd: fd, ssl: ssl, remainingAddresses: remaining)
         connections.append(connection)
         connection.begin(timeout: configuration.connectTimeout)
     }
@@ -350,7 +351,11 @@ final class OriginPool {
 
     func connectionClosed(_ connection: ClientConnection, wasReady: Bool, error: HTTP2Error) {
         connections.removeAll { $0 === connection }
-        if !wasReady {
+        if !wasReady && error.code == .connectFailed && !connection.remainingAddresses.isEmpty && hasWaiting {
+            // TCP connect to one address failed: try the origin's next address before backing off.
+            resolving = true
+            connect(.success(connection.remainingAddresses))
+        } else if !wasReady {
             connectFailed(error)
         } else {
             scheduleDispatch()
