@@ -10,6 +10,7 @@ internal import Glibc
 ///
 /// All connection state lives on `eventLoop`'s thread; `send` only hands work to it and awaits a continuation.
 public final class HTTP2Client: Sendable {
+    /// The loop whose thread owns this client's connections.
     public let eventLoop: HTTP2EventLoop
     let core: ClientCore
     private let nextID = Atomic<UInt64>(1)

@@ -49,6 +49,7 @@ public struct HTTP2ServerResponse: Sendable {
 /// `HTTP2EventLoop`. Each complete request stream runs `handler` in its own task; the response goes back to the
 /// loop thread for nghttp2. Used by the provider emulator and the tests.
 public final class HTTP2Server: Sendable {
+    /// The loop whose thread owns the listener and the connections.
     public let eventLoop: HTTP2EventLoop
     let core: ServerCore
 

@@ -12,6 +12,12 @@ public enum LocalCertificateAuthority {
         public var certificateChain: String
         /// The leaf's private key (PKCS#8 PEM, file mode 0600): `TLSServerConfiguration.privateKeyFile`.
         public var privateKey: String
+
+        public init(caCertificate: String, certificateChain: String, privateKey: String) {
+            self.caCertificate = caCertificate
+            self.certificateChain = certificateChain
+            self.privateKey = privateKey
+        }
     }
 
     /// Writes `ca.pem`, `chain.pem` and `key.pem` into `directory` (created if missing, mode 0700).

@@ -51,6 +51,10 @@ struct HTTP2ClientServerTests {
             #expect(response.body == Array(host.utf8))
             #expect(response.header("x-authority") == "\(host):\(port)")
         }
+        // 2 MB through TLS records, partial writes and flow control.
+        let big = (0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let echoed = try await client.send(HTTP2Request(path: "/big", body: big), to: HTTP2Origin(scheme: .https, host: "localhost", port: port))
+        #expect(echoed.body == big)
         await client.shutdown()
         await server.shutdown()
     }
@@ -88,6 +92,71 @@ struct HTTP2ClientServerTests {
         #expect(inFlight.withLock { $0.max } <= 10)
         await client.shutdown()
         await server.shutdown()
+    }
+
+    @Test func opensASecondConnectionWhenTheFirstIsFull() async throws {
+        let loop = try HTTP2EventLoop(name: "test-two-connections")
+        defer { loop.shutdown() }
+        // Handlers hold until 10 requests are in flight at once: with 5 streams per connection only a second
+        // connection makes that possible.
+        let everyoneHere = Gate()
+        let arrivals = Mutex(0)
+        let server = HTTP2Server(eventLoop: loop, tls: nil, maxConcurrentStreams: 5) { request in
+            if arrivals.withLock({ $0 += 1; return $0 }) == 10 { everyoneHere.open() }
+            await everyoneHere.wait()
+            return HTTP2ServerResponse(status: 200, body: request.body)
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumConnectionsPerOrigin = 2
+        configuration.requestTimeout = .seconds(10)
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let ok = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<40 {
+                group.addTask {
+                    let response = try? await client.send(HTTP2Request(path: "/\(i)", body: [UInt8(i)]), to: origin)
+                    return response?.body == [UInt8(i)]
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(ok == 40)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 2)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func cancellingTheCallerResetsTheStream() async throws {
+        let loop = try HTTP2EventLoop(name: "test-cancel")
+        let arrived = Gate()
+        let release = Gate()
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            if request.path == "/hold" {
+                arrived.open()
+                await release.wait()
+            }
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let task = Task { try await client.send(HTTP2Request(path: "/hold"), to: origin) }
+        await arrived.wait()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await task.value }
+        #expect(try await client.send(HTTP2Request(path: "/next"), to: origin).status == 200)
+        release.open()
+        await client.shutdown()
+        await server.shutdown()
+        // After the loop stops, nothing hangs: sends fail with .shutdown.
+        loop.shutdown()
+        let late = HTTP2Client(eventLoop: loop)
+        await #expect {
+            _ = try await late.send(HTTP2Request(path: "/"), to: origin)
+        } throws: { error in
+            (error as? HTTP2Error)?.code == .shutdown
+        }
     }
 
     @Test func requestTimeoutResetsOnlyThatStream() async throws {
