@@ -8,7 +8,8 @@ final class PendingRequest {
     let id: UInt64
     let request: HTTP2Request
     let origin: HTTP2Origin
-    private var continuation: CheckedContinuation<HTTP2Response, any Error>?
+    /// Called once with the outcome (resumes a continuation, or fills a batch slot).
+    private var completion: ((Result<HTTP2Response, any Error>) -> Void)?
     var timer: LoopTimerID?
     /// Resends after REFUSED_STREAM or GOAWAY above last-stream-id.
     var retries = 0
@@ -16,19 +17,19 @@ final class PendingRequest {
     weak var connection: ClientConnection?
     var streamID: Int32 = 0
 
-    init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, continuation: CheckedContinuation<HTTP2Response, any Error>) {
+    init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, completion: @escaping (Result<HTTP2Response, any Error>) -> Void) {
         self.id = id
         self.request = request
         self.origin = origin
-        self.continuation = continuation
+        self.completion = completion
     }
 
-    var isFinished: Bool { continuation == nil }
+    var isFinished: Bool { completion == nil }
 
     func finish(_ result: Result<HTTP2Response, any Error>) {
-        guard let continuation else { return }
-        self.continuation = nil
-        continuation.resume(with: result)
+        guard let completion else { return }
+        self.completion = nil
+        completion(result)
     }
 }
 
@@ -264,7 +265,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     private func schedulePing() {
         pingTimer = loop.schedule(after: pool.configuration.pingInterval) { [weak self] in
             guard let self, self.state == .open, let session = self.session else { return }
-            if !self.readSinceLastPing && self.pongTimer == nil {
+            // Only idle connections are probed (in-flight requests have their own deadlines).
+            if self.streams.isEmpty && !self.readSinceLastPing && self.pongTimer == nil {
                 nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
                 let timeout = self.pool.configuration.pingTimeout
                 self.pongTimer = self.loop.schedule(after: timeout) { [weak self] in

@@ -61,7 +61,9 @@ final class LoopCore: @unchecked Sendable {
     private struct Shared {
         var tasks: [@Sendable () -> Void] = []
         var stopped = false
-        var wakePending = false
+        /// True while the loop thread is (about to be) blocked in epoll_wait with a non-zero timeout: only then
+        /// does `execute` need to write the eventfd. A busy loop picks new tasks up at the end of its iteration.
+        var sleeping = false
     }
 
     private let shared = Mutex(Shared())
@@ -99,8 +101,8 @@ final class LoopCore: @unchecked Sendable {
         let needWake: Bool? = shared.withLock { s in
             if s.stopped { return nil }
             s.tasks.append(work)
-            if s.wakePending { return false }
-            s.wakePending = true
+            if !s.sleeping { return false }
+            s.sleeping = false
             return true
         }
         guard let needWake else { return false }
@@ -184,7 +186,14 @@ final class LoopCore: @unchecked Sendable {
         var fds = [Int32](repeating: 0, count: 256)
         var events = [UInt32](repeating: 0, count: 256)
         while true {
-            let timeout = nextTimeoutMilliseconds()
+            var timeout = nextTimeoutMilliseconds()
+            if timeout != 0 {
+                timeout = shared.withLock { s in
+                    if !s.tasks.isEmpty || s.stopped { return 0 }
+                    s.sleeping = true
+                    return timeout
+                }
+            }
             let count = pz_epoll_wait(epollFD, &fds, &events, 256, timeout)
             if count > 0 {
                 for i in 0..<Int(count) {
@@ -200,7 +209,7 @@ final class LoopCore: @unchecked Sendable {
             }
             runExpiredTimers()
             let (tasks, stopped) = shared.withLock { s in
-                defer { s.tasks.removeAll(keepingCapacity: true); s.wakePending = false }
+                defer { s.tasks.removeAll(keepingCapacity: true); s.sleeping = false }
                 return (s.tasks, s.stopped)
             }
             for task in tasks { task() }

@@ -39,7 +39,8 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var connectTimeout: Duration = .seconds(10)
     /// Default per-request deadline (`HTTP2Request.timeout` overrides it), counted from `send`.
     public var requestTimeout: Duration = .seconds(30)
-    /// A keepalive PING (RFC 9113 §6.7) is sent on a connection idle this long.
+    /// A keepalive PING (RFC 9113 §6.7) is sent on a connection without open streams that received nothing
+    /// for this long.
     public var pingInterval: Duration = .seconds(60)
     /// A PING not acknowledged within this time drops the connection (its in-flight requests fail with
     /// `.connectionClosed`).

@@ -159,6 +159,37 @@ struct HTTP2ClientServerTests {
         }
     }
 
+    @Test func batchSendKeepsResultsInRequestOrder() async throws {
+        let loop = try HTTP2EventLoop(name: "test-batch")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil, maxConcurrentStreams: 16) { request in
+            HTTP2ServerResponse(status: request.path == "/missing" ? 404 : 200, body: request.body)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let requests = (0..<300).map { i in
+            HTTP2Request(path: i % 50 == 0 ? "/missing" : "/ok", body: Array("\(i)".utf8))
+        }
+        let results = await client.send(requests, to: origin)
+        #expect(results.count == 300)
+        for (i, result) in results.enumerated() {
+            let response = try result.get()
+            #expect(response.body == Array("\(i)".utf8))
+            #expect(response.status == (i % 50 == 0 ? 404 : 200))
+        }
+        // Every request of a batch to a dead port fails the same, safe-to-retry way.
+        let dead = await client.send([HTTP2Request(path: "/a"), HTTP2Request(path: "/b")],
+                                     to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: 1))
+        #expect(dead.count == 2)
+        for result in dead {
+            #expect(throws: HTTP2Error.self) { try result.get() }
+            if case .failure(let error as HTTP2Error) = result { #expect(error.code == .connectFailed && error.isSafeToRetry) }
+        }
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func requestTimeoutResetsOnlyThatStream() async throws {
         let loop = try HTTP2EventLoop(name: "test-timeout")
         defer { loop.shutdown() }
