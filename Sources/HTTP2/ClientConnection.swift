@@ -45,7 +45,6 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     }
 
     let pool: OriginPool
-    private let host: String
     /// True after the server's first SETTINGS (its stream limit is known).
     private(set) var isReady = false
     private(set) var goingAway = false
@@ -64,7 +63,6 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     init(pool: OriginPool, fd: Int32, ssl: OpaquePointer?, remainingAddresses: [SocketAddress]) {
         self.pool = pool
         self.remainingAddresses = remainingAddresses
-        self.host = pool.origin.host
         super.init(loop: pool.loop.core, fd: fd, ssl: ssl, connecting: true)
     }
 
@@ -81,8 +79,6 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     var freeStreamSlots: Int {
         guard isReady, !goingAway, !closeRequested, state == .open, let session else { return 0 }
         let limit = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
-        // Stream ids are 31-bit and odd for clients (RFC 9113 §5.1.1); a new connection is needed near the end.
-        if nghttp2_session_get_next_stream_id(session) > UInt32(Int32.max - 1000) { return 0 }
         return max(0, limit - streams.count)
     }
 
@@ -235,6 +231,12 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         request.connection = self
         request.streamID = streamID
         streams[streamID] = Stream(request)
+        // Stream ids are 31-bit, odd for clients (RFC 9113 §5.1.1): about a billion requests per connection
+        // (days at APNs rates). Drain this one near the end; the pool opens a successor.
+        if nghttp2_session_get_next_stream_id(session) > UInt32(Int32.max - 1000) {
+            goingAway = true
+            pool.scheduleDispatch()
+        }
         scheduleFlush()
     }
 

@@ -159,7 +159,8 @@ final class ClientCore: @unchecked Sendable {
         pending.timer = loop.core.schedule(after: timeout) { [weak self, weak pending] in
             guard let self, let pending else { return }
             self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
-                                           isSafeToRetry: pending.connection == nil && pending.retries == 0))
+                                           // Still queued: never sent, or sent and refused unprocessed.
+                                           isSafeToRetry: pending.connection == nil))
         }
         pool(for: origin).enqueue(pending)
     }
@@ -184,7 +185,12 @@ final class ClientCore: @unchecked Sendable {
         loop.core.cancelTimer(pending.timer)
         requests[pending.id] = nil
         pending.finish(result)
-        if shuttingDown && requests.isEmpty { closeEverything() }
+        if shuttingDown && requests.isEmpty {
+            // Not from inside an nghttp2 callback (this may run in one): closing flushes the sessions.
+            loop.core.runSoon { [self] in
+                if shuttingDown && requests.isEmpty { closeEverything() }
+            }
+        }
     }
 
     func pool(for origin: HTTP2Origin) -> OriginPool {
