@@ -91,6 +91,12 @@ public final class HTTP2Server: Sendable {
         }
     }
 
+    /// Testing hook: reset the next `count` request streams with REFUSED_STREAM (RFC 9113 §8.7).
+    func testingRefuseStreams(_ count: Int) {
+        let core = self.core
+        eventLoop.execute { core.refuseStreams = count }
+    }
+
     /// Testing hook: stop acknowledging PINGs on connections accepted from now on.
     func testingIgnorePings() {
         let core = self.core
@@ -115,6 +121,8 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     let maxConcurrentStreams: UInt32
     let handler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse
     var goAwayAboveStreamID: Int32?
+    /// Testing hook: the next `count` request streams are reset with REFUSED_STREAM unprocessed.
+    var refuseStreams = 0
     /// Testing hook: do not answer PINGs (a peer that stopped responding).
     var ignorePings = false
     /// Connections accepted so far (read by tests and diagnostics from any thread).
@@ -246,6 +254,11 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         if let limit = server.goAwayAboveStreamID, frame.streamID > limit, let session {
             nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), limit, NGHTTP2_NO_ERROR.rawValue, nil, 0)
             server.goAwayAboveStreamID = nil
+            return 0
+        }
+        if server.refuseStreams > 0, let session {
+            server.refuseStreams -= 1
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), frame.streamID, NGHTTP2_REFUSED_STREAM.rawValue)
             return 0
         }
         streams[frame.streamID] = Stream()

@@ -247,6 +247,37 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test func refusedStreamsAreRetriedThenGivenUp() async throws {
+        let loop = try HTTP2EventLoop(name: "test-refused-stream")
+        defer { loop.shutdown() }
+        let hits = Mutex(0)
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { _ in
+            hits.withLock { $0 += 1 }
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumRetries = 3
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        // Two refusals, then processed: the caller sees one success.
+        server.testingRefuseStreams(2)
+        #expect(try await client.send(HTTP2Request(path: "/a"), to: origin).status == 200)
+        #expect(hits.withLock { $0 } == 1)
+        // Refused every time: fails after 1 + 3 attempts, marked safe to retry (never processed).
+        server.testingRefuseStreams(4)
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/b"), to: origin)
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.code == .refusedStream && error.isSafeToRetry
+        }
+        #expect(hits.withLock { $0 } == 1)
+        #expect(try await client.send(HTTP2Request(path: "/c"), to: origin).status == 200)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func serverShutdownFinishesInFlightThenClientFailsCleanly() async throws {
         let loop = try HTTP2EventLoop(name: "test-shutdown")
         defer { loop.shutdown() }
