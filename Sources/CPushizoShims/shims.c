@@ -17,6 +17,10 @@ unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options) {
     return (unsigned long)SSL_CTX_set_options(ctx, options);
 }
 
+long pz_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *x509) {
+    return SSL_CTX_add1_chain_cert(ctx, x509);
+}
+
 // MARK: Linux event APIs
 #include <errno.h>
 #include <sys/epoll.h>

@@ -391,8 +391,10 @@ final class OriginPool {
         // Without any live connection the waiting requests would only wait for the next attempt: fail them now
         // with the connect error so callers can decide (they were never sent, so retrying is safe).
         if !connections.contains(where: { $0.isReady && !$0.goingAway }) {
+            // Requests only go out after the server's SETTINGS, so none of these reached the server.
+            let failure = HTTP2Error(error.code, error.message, isSafeToRetry: true)
             while let request = popWaiting() {
-                complete(request, .failure(error))
+                complete(request, .failure(failure))
             }
         }
         scheduleDispatch()

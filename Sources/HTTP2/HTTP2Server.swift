@@ -15,14 +15,19 @@ public struct HTTP2ServerRequest: Sendable {
     public var headers: [HTTP2Header]
     /// All DATA bytes of the request.
     public var body: [UInt8]
+    /// Subject of the verified TLS client certificate in OpenSSL's one-line form (`/C=US/CN=...`), when the
+    /// server asked for one (`TLSServerConfiguration.clientCertificateTrustFile`); nil otherwise.
+    public var clientCertificateSubject: String?
 
-    public init(method: String, scheme: String, authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+    public init(method: String, scheme: String, authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = [],
+                clientCertificateSubject: String? = nil) {
         self.method = method
         self.scheme = scheme
         self.authority = authority
         self.path = path
         self.headers = headers
         self.body = body
+        self.clientCertificateSubject = clientCertificateSubject
     }
 
     /// First value of a header, matched case-insensitively; nil when absent.
@@ -225,10 +230,21 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     private var streams: [Int32: Stream] = [:]
     private var handlersRunning = 0
     private var goingAway = false
+    private var clientCertificateSubject: String?
 
     init(server: ServerCore, fd: Int32, ssl: OpaquePointer?) {
         self.server = server
         super.init(loop: server.loop.core, fd: fd, ssl: ssl, connecting: false)
+    }
+
+    override func tlsEstablished() -> HTTP2Error? {
+        if let ssl, let certificate = SSL_get0_peer_certificate(ssl) {
+            var buffer = [CChar](repeating: 0, count: 1024)
+            if X509_NAME_oneline(X509_get_subject_name(certificate), &buffer, Int32(buffer.count)) != nil {
+                clientCertificateSubject = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+        }
+        return nil
     }
 
     override func makeSession(callbacks: OpaquePointer) -> Bool {
@@ -289,7 +305,8 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         stream.dispatched = true
         handlersRunning += 1
         let request = HTTP2ServerRequest(method: stream.method, scheme: stream.scheme, authority: stream.authority,
-                                         path: stream.path, headers: stream.headers, body: stream.body)
+                                         path: stream.path, headers: stream.headers, body: stream.body,
+                                         clientCertificateSubject: clientCertificateSubject)
         let streamID = frame.streamID
         let handler = server.handler
         let loop = server.loop

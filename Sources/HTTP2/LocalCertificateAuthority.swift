@@ -22,7 +22,7 @@ public enum LocalCertificateAuthority {
 
     /// Writes `ca.pem`, `chain.pem` and `key.pem` into `directory` (created if missing, mode 0700).
     /// Keys are ECDSA P-256; the CA has `CA:TRUE` and keyCertSign; the leaf has subjectAltName entries for
-    /// `hostnames` (IP literals become `IP:` entries, RFC 5280 §4.2.1.6), extendedKeyUsage serverAuth, and is
+    /// `hostnames` (IP literals become `IP:` entries, RFC 5280 §4.2.1.6), extendedKeyUsage serverAuth + clientAuth (so it can also serve as a test client identity), and is
     /// valid from one hour ago for 365 days.
     /// - Throws: `HTTP2Error(.setupFailed)` when a file cannot be written or OpenSSL fails.
     public static func generate(in directory: String, hostnames: [String] = ["localhost", "127.0.0.1"]) throws -> Files {
@@ -44,7 +44,7 @@ public enum LocalCertificateAuthority {
         let leaf = try makeCertificate(subjectCN: hostnames.first ?? "localhost", key: leafKey, issuer: ca, issuerKey: caKey, extensions: [
             (NID_basic_constraints, "critical,CA:FALSE"),
             (NID_key_usage, "critical,digitalSignature"),
-            (NID_ext_key_usage, "serverAuth"),
+            (NID_ext_key_usage, "serverAuth,clientAuth"),
             (NID_subject_alt_name, san),
             (NID_subject_key_identifier, "hash"),
             (NID_authority_key_identifier, "keyid:always"),

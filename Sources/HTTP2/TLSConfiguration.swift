@@ -9,12 +9,25 @@ public struct TLSClientConfiguration: Sendable {
         case pemFile(String)
     }
 
+    /// A certificate + private key presented to servers that ask for one (TLS client authentication, e.g.
+    /// APNs certificate-based provider authentication). One identity per `HTTP2Client`.
+    public enum ClientIdentity: Sendable, Equatable {
+        /// PEM files: the certificate chain (leaf first) and the private key.
+        case pemFiles(certificateChain: String, privateKey: String)
+        /// PEM bytes held in memory (e.g. loaded from the database); the key never appears in errors.
+        case pem(certificateChain: [UInt8], privateKey: [UInt8])
+    }
+
+
     public var trustRoots: TrustRoots
+    /// Client certificate for TLS client authentication; nil = none.
+    public var clientIdentity: ClientIdentity?
     /// Lowest protocol version accepted: always TLS 1.2 (RFC 9113 §9.2 requires 1.2 or later).
     public var minimumVersion: String { "TLSv1.2" }
 
-    public init(trustRoots: TrustRoots = .system) {
+    public init(trustRoots: TrustRoots = .system, clientIdentity: ClientIdentity? = nil) {
         self.trustRoots = trustRoots
+        self.clientIdentity = clientIdentity
     }
 }
 
@@ -24,10 +37,14 @@ public struct TLSServerConfiguration: Sendable {
     public var certificateChainFile: String
     /// PEM file with the private key of the leaf (PKCS#8 or traditional).
     public var privateKeyFile: String
+    /// When set, clients must present a certificate that verifies against the CA certificates in this PEM file
+    /// (TLS client authentication); its subject reaches handlers as `HTTP2ServerRequest.clientCertificateSubject`.
+    public var clientCertificateTrustFile: String?
 
-    public init(certificateChainFile: String, privateKeyFile: String) {
+    public init(certificateChainFile: String, privateKeyFile: String, clientCertificateTrustFile: String? = nil) {
         self.certificateChainFile = certificateChainFile
         self.privateKeyFile = privateKeyFile
+        self.clientCertificateTrustFile = clientCertificateTrustFile
     }
 }
 
@@ -53,4 +70,15 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var maximumRetries: Int = 3
 
     public init() {}
+}
+
+extension TLSClientConfiguration.ClientIdentity: CustomStringConvertible, CustomDebugStringConvertible {
+    /// Redacted: names files, never prints PEM bytes (the private key is a secret).
+    public var description: String {
+        switch self {
+        case .pemFiles(let chain, let key): return "pemFiles(certificateChain: \(chain), privateKey: \(key))"
+        case .pem(let chain, _): return "pem(certificateChain: \(chain.count) bytes, privateKey: <redacted>)"
+        }
+    }
+    public var debugDescription: String { description }
 }

@@ -35,7 +35,57 @@ final class TLSContext: @unchecked Sendable {
             }
         }
         SSL_CTX_set_verify(context.ctx, SSL_VERIFY_PEER, nil)
+        switch configuration.clientIdentity {
+        case nil:
+            break
+        case .pemFiles(let chain, let key)?:
+            guard SSL_CTX_use_certificate_chain_file(context.ctx, chain) == 1 else {
+                throw HTTP2Error(.tlsHandshakeFailed, "cannot load client certificate chain \(chain): \(drainOpenSSLErrors())")
+            }
+            guard SSL_CTX_use_PrivateKey_file(context.ctx, key, SSL_FILETYPE_PEM) == 1, SSL_CTX_check_private_key(context.ctx) == 1 else {
+                throw HTTP2Error(.tlsHandshakeFailed, "cannot load the client private key \(key) or it does not match the certificate: \(drainOpenSSLErrors())")
+            }
+        case .pem(let chain, let key)?:
+            try context.useIdentity(chainPEM: chain, keyPEM: key)
+        }
         return context
+    }
+
+    /// Installs a client certificate chain and key from PEM bytes.
+    private func useIdentity(chainPEM: [UInt8], keyPEM: [UInt8]) throws {
+        let certificates = try chainPEM.withUnsafeBytes { raw -> [OpaquePointer] in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { throw HTTP2Error(.tlsHandshakeFailed, "BIO_new_mem_buf failed") }
+            defer { BIO_free(bio) }
+            var list: [OpaquePointer] = []
+            while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) { list.append(certificate) }
+            ERR_clear_error()  // the loop ends on an expected "no start line"
+            return list
+        }
+        defer { certificates.forEach { X509_free($0) } }
+        guard let leaf = certificates.first else {
+            throw HTTP2Error(.tlsHandshakeFailed, "the client certificate PEM holds no certificate")
+        }
+        guard SSL_CTX_use_certificate(ctx, leaf) == 1 else {
+            throw HTTP2Error(.tlsHandshakeFailed, "cannot use the client certificate: \(drainOpenSSLErrors())")
+        }
+        for intermediate in certificates.dropFirst() {
+            guard pz_SSL_CTX_add1_chain_cert(ctx, intermediate) == 1 else {
+                throw HTTP2Error(.tlsHandshakeFailed, "cannot add a client chain certificate: \(drainOpenSSLErrors())")
+            }
+        }
+        let key = keyPEM.withUnsafeBytes { raw -> OpaquePointer? in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let key else {
+            // OpenSSL's reason only; never the key bytes.
+            throw HTTP2Error(.tlsHandshakeFailed, "cannot parse the client private key PEM: \(drainOpenSSLErrors())")
+        }
+        defer { EVP_PKEY_free(key) }
+        guard SSL_CTX_use_PrivateKey(ctx, key) == 1, SSL_CTX_check_private_key(ctx) == 1 else {
+            throw HTTP2Error(.tlsHandshakeFailed, "the client private key does not match the certificate: \(drainOpenSSLErrors())")
+        }
     }
 
     /// Server context: certificate chain + key, ALPN selecting `h2` (RFC 7301 §3.2).
@@ -47,6 +97,12 @@ final class TLSContext: @unchecked Sendable {
         guard SSL_CTX_use_PrivateKey_file(context.ctx, configuration.privateKeyFile, SSL_FILETYPE_PEM) == 1,
               SSL_CTX_check_private_key(context.ctx) == 1 else {
             throw HTTP2Error(.setupFailed, "cannot load private key \(configuration.privateKeyFile) or it does not match the certificate: \(drainOpenSSLErrors())")
+        }
+        if let trust = configuration.clientCertificateTrustFile {
+            guard SSL_CTX_load_verify_locations(context.ctx, trust, nil) == 1 else {
+                throw HTTP2Error(.setupFailed, "cannot load client CA certificates \(trust): \(drainOpenSSLErrors())")
+            }
+            SSL_CTX_set_verify(context.ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
         }
         SSL_CTX_set_alpn_select_cb(context.ctx, { _, out, outlen, input, inlen, _ in
             // Walk the client's length-prefixed protocol list for "h2".

@@ -12,6 +12,9 @@ int pz_SSL_set_tlsext_host_name(SSL *ssl, const char *name);
 long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode);
 /// SSL_CTX_set_options is a function in OpenSSL 3, kept here for symmetry with older releases.
 unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options);
+/// SSL_CTX_add1_chain_cert (macro): appends an intermediate to the context's own chain (takes a reference).
+/// Returns 1 on success. Added for HTTP2 (TLS client identities from memory).
+long pz_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *x509);
 
 // MARK: Linux event APIs (Swift's Glibc module map leaves out epoll, eventfd and accept4). Added for HTTP2.
 #include <stdint.h>
