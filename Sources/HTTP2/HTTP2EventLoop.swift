@@ -34,8 +34,11 @@ public final class HTTP2EventLoop: Sendable {
         self.name = name
         self.core = try LoopCore()
         let core = self.core
-        let thread = Thread { core.run() }
-        thread.name = name
+        let thread = Thread {
+            // Linux limits thread names to 15 bytes; shown by top -H, perf and debuggers.
+            Thread.current.name = String(name.utf8.prefix(15)) ?? "pushizo-io"
+            core.run()
+        }
         thread.stackSize = 1 << 20
         thread.start()
     }

@@ -59,6 +59,22 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test func ipv6LoopbackWithIPCertificate() async throws {
+        let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("v6"), hostnames: ["::1"])
+        let loop = try HTTP2EventLoop(name: "test-v6")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, host: "::1", tls: TLSServerConfiguration(certificateChainFile: files.certificateChain,
+                                                                                             privateKeyFile: files.privateKey),
+                                 handler: echoHandler)
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)))
+        let response = try await client.send(HTTP2Request(path: "/v6"), to: HTTP2Origin(parsing: "https://[::1]:\(port)"))
+        #expect(response.status == 200)
+        #expect(response.header("x-authority") == "[::1]:\(port)")
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func fiveHundredConcurrentRequestsOverOneConnectionWithTenStreams() async throws {
         let loop = try HTTP2EventLoop(name: "test-concurrency")
         defer { loop.shutdown() }
