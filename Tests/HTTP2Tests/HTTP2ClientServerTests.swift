@@ -323,6 +323,35 @@ struct HTTP2ClientServerTests {
         await client.shutdown()
     }
 
+    @Test func abruptServerDeathFailsInFlightRequestsAsUnsafe() async throws {
+        let serverLoop = try HTTP2EventLoop(name: "test-abrupt-srv")
+        let clientLoop = try HTTP2EventLoop(name: "test-abrupt-cli")
+        defer { clientLoop.shutdown() }
+        let arrived = Gate()
+        let never = Gate()
+        let server = HTTP2Server(eventLoop: serverLoop, tls: nil) { _ in
+            arrived.open()
+            await never.wait()
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: clientLoop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        async let held = client.send(HTTP2Request(path: "/hold"), to: origin)
+        await arrived.wait()
+        serverLoop.shutdown()  // sockets close without GOAWAY
+        do {
+            _ = try await held
+            Issue.record("the request should have failed")
+        } catch let error as HTTP2Error {
+            // The server may have processed it: not safe to resend blindly.
+            #expect(error.code == .connectionClosed)
+            #expect(!error.isSafeToRetry)
+        }
+        never.open()
+        await client.shutdown()
+    }
+
     @Test func connectFailureIsReportedAndSafeToRetry() async throws {
         let loop = try HTTP2EventLoop(name: "test-refused")
         defer { loop.shutdown() }
