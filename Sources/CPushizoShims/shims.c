@@ -1,3 +1,4 @@
+#define _GNU_SOURCE 1 // accept4 (added for HTTP2)
 #include "CPushizoShims.h"
 
 int pz_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
@@ -23,3 +24,47 @@ int pz_EVP_PKEY_PUBLIC_KEY_selection(void) {
 void pz_OPENSSL_free(void *ptr) {
     OPENSSL_free(ptr);
 }
+long pz_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *x509) {
+    return SSL_CTX_add1_chain_cert(ctx, x509);
+}
+
+// MARK: Linux event APIs
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+_Static_assert(PZ_EPOLLIN == EPOLLIN && PZ_EPOLLOUT == EPOLLOUT && PZ_EPOLLERR == EPOLLERR && PZ_EPOLLHUP == EPOLLHUP,
+               "epoll bits differ from <sys/epoll.h>");
+
+int pz_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+static int pz_epoll_ctl(int epfd, int op, int fd, uint32_t events) {
+    struct epoll_event event;
+    event.events = events;
+    event.data.u64 = 0;
+    event.data.fd = fd;
+    return epoll_ctl(epfd, op, fd, &event);
+}
+
+int pz_epoll_add(int epfd, int fd, uint32_t events) { return pz_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, events); }
+int pz_epoll_mod(int epfd, int fd, uint32_t events) { return pz_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, events); }
+int pz_epoll_del(int epfd, int fd) { return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL); }
+
+int pz_epoll_wait(int epfd, int *fds, uint32_t *events, int max, int timeout_ms) {
+    struct epoll_event buffer[256];
+    if (max > 256) max = 256;
+    int n;
+    do {
+        n = epoll_wait(epfd, buffer, max, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    for (int i = 0; i < n; i++) {
+        fds[i] = buffer[i].data.fd;
+        events[i] = buffer[i].events;
+    }
+    return n;
+}
+
+int pz_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int pz_accept_nonblocking(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }

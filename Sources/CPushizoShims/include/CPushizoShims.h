@@ -12,6 +12,29 @@ int pz_SSL_set_tlsext_host_name(SSL *ssl, const char *name);
 long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode);
 /// SSL_CTX_set_options is a function in OpenSSL 3, kept here for symmetry with older releases.
 unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options);
+/// SSL_CTX_add1_chain_cert (macro): appends an intermediate to the context's own chain (takes a reference).
+/// Returns 1 on success. Added for HTTP2 (TLS client identities from memory).
+long pz_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *x509);
+
+// MARK: Linux event APIs (Swift's Glibc module map leaves out epoll, eventfd and accept4). Added for HTTP2.
+#include <stdint.h>
+/// epoll event bits (fixed by the Linux ABI; checked against <sys/epoll.h> in shims.c).
+#define PZ_EPOLLIN 0x001u
+#define PZ_EPOLLOUT 0x004u
+#define PZ_EPOLLERR 0x008u
+#define PZ_EPOLLHUP 0x010u
+/// epoll_create1(EPOLL_CLOEXEC). Returns the fd or -1 (errno set).
+int pz_epoll_create(void);
+/// epoll_ctl ADD / MOD / DEL with `events` and the fd itself as the event data. Returns 0 or -1.
+int pz_epoll_add(int epfd, int fd, uint32_t events);
+int pz_epoll_mod(int epfd, int fd, uint32_t events);
+int pz_epoll_del(int epfd, int fd);
+/// epoll_wait into parallel arrays of fds and event masks (`max` entries each). Returns the count, 0, or -1.
+int pz_epoll_wait(int epfd, int *fds, uint32_t *events, int max, int timeout_ms);
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC). Returns the fd or -1.
+int pz_eventfd(void);
+/// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC). Returns the fd or -1 (errno set).
+int pz_accept_nonblocking(int fd);
 
 /// EVP_PKEY_PUBLIC_KEY (a macro over OSSL_KEYMGMT_SELECT_* bits): the selection for EVP_PKEY_fromdata
 /// when importing a public key (e.g. a 65-byte uncompressed P-256 point).

@@ -1,0 +1,308 @@
+internal import CNghttp2
+internal import COpenSSL
+internal import CPushizoShims
+internal import Glibc
+
+/// A request accepted by `HTTP2Client.send`, from queueing to completion (loop thread only).
+final class PendingRequest {
+    let id: UInt64
+    let request: HTTP2Request
+    let origin: HTTP2Origin
+    /// Called once with the outcome (resumes a continuation, or fills a batch slot).
+    private var completion: ((Result<HTTP2Response, any Error>) -> Void)?
+    var timer: LoopTimerID?
+    /// Resends after REFUSED_STREAM or GOAWAY above last-stream-id.
+    var retries = 0
+    /// Set while a stream carries the request.
+    weak var connection: ClientConnection?
+    var streamID: Int32 = 0
+
+    init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, completion: @escaping (Result<HTTP2Response, any Error>) -> Void) {
+        self.id = id
+        self.request = request
+        self.origin = origin
+        self.completion = completion
+    }
+
+    var isFinished: Bool { completion == nil }
+
+    func finish(_ result: Result<HTTP2Response, any Error>) {
+        guard let completion else { return }
+        self.completion = nil
+        completion(result)
+    }
+}
+
+/// The client side of one connection: streams for pooled requests, keepalive PING, GOAWAY bookkeeping.
+/// `@unchecked Sendable` as its base class: loop thread only.
+final class ClientConnection: H2Connection, @unchecked Sendable {
+    final class Stream {
+        let request: PendingRequest
+        var status: Int?
+        var headers: [HTTP2Header] = []
+        var body: [UInt8] = []
+        init(_ request: PendingRequest) { self.request = request }
+    }
+
+    let pool: OriginPool
+    /// True after the server's first SETTINGS (its stream limit is known).
+    private(set) var isReady = false
+    private(set) var goingAway = false
+    private var goAwayLastStreamID: Int32 = Int32.max
+    private var goAwayErrorCode: UInt32 = 0
+    private(set) var streams: [Int32: Stream] = [:]
+    private var connectTimer: LoopTimerID?
+    private var pingTimer: LoopTimerID?
+    private var pongTimer: LoopTimerID?
+    private var readSinceLastPing = true
+    private var closeRequested = false
+
+    /// Addresses of the origin not tried yet (the next is used when TCP connect fails).
+    let remainingAddresses: [SocketAddress]
+
+    init(pool: OriginPool, fd: Int32, ssl: OpaquePointer?, remainingAddresses: [SocketAddress]) {
+        self.pool = pool
+        self.remainingAddresses = remainingAddresses
+        super.init(loop: pool.loop.core, fd: fd, ssl: ssl, connecting: true)
+    }
+
+    /// Starts connecting; the connect timer covers TCP, TLS and the first SETTINGS.
+    func begin(timeout: Duration) {
+        connectTimer = loop.schedule(after: timeout) { [weak self] in
+            guard let self else { return }
+            self.close(HTTP2Error(.connectTimeout, "no HTTP/2 connection to \(self.pool.origin) within \(timeout)", isSafeToRetry: true))
+        }
+        start()
+    }
+
+    /// Streams this connection may still open (the peer's SETTINGS_MAX_CONCURRENT_STREAMS, RFC 9113 §6.5.2).
+    var freeStreamSlots: Int {
+        guard isReady, !goingAway, !closeRequested, state == .open, let session else { return 0 }
+        let limit = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+        return max(0, limit - streams.count)
+    }
+
+    var isConnecting: Bool { !isReady && state != .closed }
+
+    // MARK: TLS
+
+    override func tlsEstablished() -> HTTP2Error? {
+        guard let ssl else { return nil }
+        var data: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &length)
+        let selected = data.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? ""
+        if selected != "h2" {
+            return HTTP2Error(.alpnNotNegotiated,
+                              "\(pool.origin) did not negotiate ALPN h2 (selected: \(selected.isEmpty ? "none" : selected))",
+                              isSafeToRetry: true)
+        }
+        return nil
+    }
+
+    override func tlsFailed(_ reason: String) -> HTTP2Error {
+        if let ssl {
+            let verify = SSL_get_verify_result(ssl)
+            if verify != X509_V_OK {
+                return HTTP2Error(.certificateVerificationFailed,
+                                  "certificate of \(pool.origin) did not verify: \(String(cString: X509_verify_cert_error_string(verify)))",
+                                  isSafeToRetry: true)
+            }
+        }
+        if reason.contains("no application protocol") {
+            // The server refused our ALPN list with a fatal alert (RFC 7301 §3.2).
+            return HTTP2Error(.alpnNotNegotiated, "\(pool.origin) does not speak h2 (ALPN refused: \(reason))", isSafeToRetry: true)
+        }
+        return HTTP2Error(.tlsHandshakeFailed, "TLS handshake with \(pool.origin) failed: \(reason)", isSafeToRetry: true)
+    }
+
+    // MARK: Session
+
+    override func makeSession(callbacks: OpaquePointer) -> Bool {
+        var session: OpaquePointer?
+        guard nghttp2_session_client_new(&session, callbacks, userData) == 0, let session else { return false }
+        self.session = session
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        // A larger connection window so many concurrent response bodies do not stall (RFC 9113 §6.9.2).
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
+        return true
+    }
+
+    override func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        switch frame.frameType {
+        case NGHTTP2_SETTINGS.rawValue where !frame.has(NGHTTP2_FLAG_ACK):
+            if !isReady {
+                isReady = true
+                loop.cancelTimer(connectTimer)
+                connectTimer = nil
+                schedulePing()
+                loop.runSoon { [pool, weak self] in
+                    if let self { pool.connectionReady(self) }
+                }
+            } else {
+                // The stream limit may have grown.
+                pool.scheduleDispatch()
+            }
+        case NGHTTP2_GOAWAY.rawValue:
+            goingAway = true
+            goAwayLastStreamID = min(goAwayLastStreamID, frame.pointee.goaway.last_stream_id)
+            goAwayErrorCode = frame.pointee.goaway.error_code
+            pool.scheduleDispatch()
+        case NGHTTP2_PING.rawValue where frame.has(NGHTTP2_FLAG_ACK):
+            loop.cancelTimer(pongTimer)
+            pongTimer = nil
+        default:
+            break
+        }
+        return 0
+    }
+
+    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 {
+        guard let stream = streams[frame.streamID] else { return 0 }
+        if name == ":status" {
+            // 1xx responses are interim (RFC 9110 §15.2); the final status replaces them.
+            stream.status = Int(value)
+        } else if !name.hasPrefix(":") {
+            stream.headers.append(HTTP2Header(name, value))
+        }
+        return 0
+    }
+
+    override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
+        streams[streamID]?.body.append(contentsOf: data)
+        return 0
+    }
+
+    override func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
+        guard let stream = streams.removeValue(forKey: streamID) else { return 0 }
+        let request = stream.request
+        request.connection = nil
+        defer { pool.scheduleDispatch() }
+        guard !request.isFinished else { return 0 }
+        if errorCode == NGHTTP2_NO_ERROR.rawValue, let status = stream.status, status >= 200 {
+            pool.complete(request, .success(HTTP2Response(status: status, headers: stream.headers, body: stream.body)))
+            return 0
+        }
+        let unprocessed = goingAway && streamID > goAwayLastStreamID
+        if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || unprocessed {
+            // Not processed by the peer (RFC 9113 §8.7): safe to send again, on another connection.
+            pool.retry(request, reason: unprocessed
+                ? HTTP2Error(.goAway, "\(pool.origin) sent GOAWAY before processing the request", isSafeToRetry: true)
+                : HTTP2Error(.refusedStream, "\(pool.origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
+            return 0
+        }
+        let reason = String(cString: nghttp2_http2_strerror(errorCode))
+        if errorCode == NGHTTP2_NO_ERROR.rawValue {
+            pool.complete(request, .failure(HTTP2Error(.protocolError, "stream closed without a final response")))
+        } else {
+            pool.complete(request, .failure(HTTP2Error(.streamReset, "\(pool.origin) reset the stream: \(reason) (\(errorCode))")))
+        }
+        return 0
+    }
+
+    override func didRead() { readSinceLastPing = true }
+
+    // MARK: Requests
+
+    /// Opens a stream for `request`; on failure the request is completed with the error.
+    func startStream(_ request: PendingRequest) {
+        guard let session else { return }
+        let r = request.request
+        var fields: [(String, String)] = [
+            (":method", r.method), (":scheme", pool.origin.scheme.rawValue),
+            (":authority", pool.origin.authority), (":path", r.path),
+        ]
+        fields.reserveCapacity(4 + r.headers.count + 1)
+        for header in r.headers { fields.append((header.name.lowercased(), header.value)) }
+        if !r.body.isEmpty, !r.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+            fields.append(("content-length", String(r.body.count)))
+        }
+        let streamID = submit(headers: fields, body: r.body) { nva, count, provider in
+            nghttp2_submit_request(session, nil, nva, count, provider, nil)
+        }
+        guard streamID > 0 else {
+            pool.complete(request, .failure(HTTP2Error(.protocolError, "cannot submit request: \(String(cString: nghttp2_strerror(streamID)))")))
+            return
+        }
+        request.connection = self
+        request.streamID = streamID
+        streams[streamID] = Stream(request)
+        // Stream ids are 31-bit, odd for clients (RFC 9113 §5.1.1): about a billion requests per connection
+        // (days at APNs rates). Drain this one near the end; the pool opens a successor.
+        if nghttp2_session_get_next_stream_id(session) > UInt32(Int32.max - 1000) {
+            goingAway = true
+            pool.scheduleDispatch()
+        }
+        scheduleFlush()
+    }
+
+    /// Resets a stream whose request timed out or was cancelled (RST_STREAM CANCEL, RFC 9113 §8.7).
+    func cancelStream(_ streamID: Int32) {
+        guard let session, state == .open, streams[streamID] != nil else { return }
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+        scheduleFlush()
+    }
+
+    /// Sends GOAWAY(NO_ERROR) and closes once written (client shutdown).
+    func terminate() {
+        guard let session, state == .open else {
+            close(nil)
+            return
+        }
+        closeRequested = true
+        nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
+        flush()
+    }
+
+    override func shouldCloseWhenIdle() -> Bool {
+        closeRequested || (goingAway && streams.isEmpty)
+    }
+
+    // MARK: Keepalive
+
+    private func schedulePing() {
+        pingTimer = loop.schedule(after: pool.configuration.pingInterval) { [weak self] in
+            guard let self, self.state == .open, let session = self.session else { return }
+            // Only idle connections are probed (in-flight requests have their own deadlines).
+            if self.streams.isEmpty && !self.readSinceLastPing && self.pongTimer == nil {
+                nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+                let timeout = self.pool.configuration.pingTimeout
+                self.pongTimer = self.loop.schedule(after: timeout) { [weak self] in
+                    self?.close(HTTP2Error(.connectionClosed, "keepalive PING unanswered within \(timeout)"))
+                }
+                self.flush()
+            }
+            self.readSinceLastPing = false
+            self.schedulePing()
+        }
+    }
+
+    // MARK: Close
+
+    override func didClose(_ error: HTTP2Error?) {
+        loop.cancelTimer(connectTimer)
+        loop.cancelTimer(pingTimer)
+        loop.cancelTimer(pongTimer)
+        let open = streams
+        streams = [:]
+        let wasReady = isReady
+        for (streamID, stream) in open.sorted(by: { $0.key < $1.key }) {
+            let request = stream.request
+            request.connection = nil
+            guard !request.isFinished else { continue }
+            if goingAway && streamID > goAwayLastStreamID {
+                pool.retry(request, reason: HTTP2Error(.goAway, "\(pool.origin) went away before processing the request", isSafeToRetry: true))
+            } else {
+                let base = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection")
+                let code: HTTP2Error.Code = base.code == .shutdown ? .shutdown : .connectionClosed
+                pool.complete(request, .failure(HTTP2Error(code, "connection to \(pool.origin) closed with the request in flight: \(base.message)")))
+            }
+        }
+        let poolError = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection before SETTINGS", isSafeToRetry: true)
+        loop.runSoon { [pool] in pool.connectionClosed(self, wasReady: wasReady, error: poolError) }
+    }
+}

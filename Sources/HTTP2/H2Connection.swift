@@ -1,0 +1,424 @@
+internal import CNghttp2
+internal import COpenSSL
+internal import CPushizoShims
+internal import Glibc
+
+/// One HTTP/2 connection over a non-blocking socket, optionally TLS: the shared part of client and server.
+/// Bytes read go through `SSL_read` (or `recv`) into `nghttp2_session_mem_recv`; frames nghttp2 wants to send come
+/// from `nghttp2_session_mem_send` into `outbound` and leave through `SSL_write` (or `send`).
+///
+/// nghttp2 calls back into the subclass through `user_data` (an unretained pointer to `self`, as in
+/// swift-nio-http2's former `NGHTTP2Session`); `deinit` frees the session and the `SSL`.
+/// `@unchecked Sendable`: every member is used on the owning loop thread only; the type crosses threads only so
+/// that work can be handed back to that thread.
+class H2Connection: LoopHandler, @unchecked Sendable {
+    enum State { case connecting, handshaking, open, closed }
+
+    let loop: LoopCore
+    let fd: Int32
+    var ssl: OpaquePointer?
+    var session: OpaquePointer?
+    private(set) var state: State
+    private var outbound: [UInt8] = []
+    private var outboundOffset = 0
+    private var registeredEvents: UInt32 = 0
+    private var tlsWantsWrite = false
+    /// SSL_write needs to read first (TLS 1.3 key update): wait for EPOLLIN instead of spinning on EPOLLOUT.
+    private var tlsWriteWantsRead = false
+    private var flushScheduled = false
+    /// Request or response bodies being sent, by stream id (read by the data provider callback).
+    private var outgoingBodies: [Int32: OutgoingBody] = [:]
+    private static let readBufferSize = 64 * 1024
+    private static let outboundHighWater = 256 * 1024
+    private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: H2Connection.readBufferSize)
+
+    final class OutgoingBody {
+        let bytes: [UInt8]
+        var offset = 0
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+    }
+
+    /// `connecting`: `fd` has a connect in progress; otherwise the TCP connection is established.
+    init(loop: LoopCore, fd: Int32, ssl: OpaquePointer?, connecting: Bool) {
+        self.loop = loop
+        self.fd = fd
+        self.ssl = ssl
+        self.state = connecting ? .connecting : (ssl != nil ? .handshaking : .open)
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+        if let ssl { SSL_free(ssl) }
+        readBuffer.deallocate()
+    }
+
+    // MARK: Subclass hooks (loop thread)
+
+    /// Create `session` (client or server) and submit the initial SETTINGS.
+    func makeSession(callbacks: OpaquePointer) -> Bool { fatalError("abstract") }
+    /// TLS finished: return an error to abort (the client checks ALPN here).
+    func tlsEstablished() -> HTTP2Error? { nil }
+    /// Handshake failed with `SSL_ERROR_SSL`; the client maps verification errors.
+    func tlsFailed(_ reason: String) -> HTTP2Error { HTTP2Error(.tlsHandshakeFailed, "TLS handshake failed: \(reason)") }
+    func sessionStarted() {}
+    func onBeginHeaders(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
+    func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 { 0 }
+    func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
+    func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 { 0 }
+    /// Called once after the socket closed; `error` is nil for an orderly end.
+    func didClose(_ error: HTTP2Error?) {}
+    /// Checked after each flush: return true to close now (e.g. GOAWAY done and nothing in flight).
+    func shouldCloseWhenIdle() -> Bool { false }
+
+    // MARK: Start
+
+    /// Registers with the loop and starts (connect completion, handshake or session, depending on state).
+    func start() {
+        let events: UInt32 = state == .connecting ? PZ_EPOLLOUT : PZ_EPOLLIN
+        guard loop.register(fd, self, events: events) else {
+            Glibc.close(fd)
+            state = .closed
+            didClose(HTTP2Error(.connectFailed, "epoll_ctl failed: \(errnoText())", isSafeToRetry: true))
+            return
+        }
+        registeredEvents = events
+        switch state {
+        case .handshaking: continueHandshake()
+        case .open: startSession()
+        default: break
+        }
+    }
+
+    // MARK: Events
+
+    func handleEvents(_ events: UInt32) {
+        switch state {
+        case .connecting:
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            if error != 0 {
+                close(HTTP2Error(.connectFailed, "connect failed: \(errnoText(error))", isSafeToRetry: true))
+                return
+            }
+            if ssl != nil {
+                state = .handshaking
+                continueHandshake()
+            } else {
+                state = .open
+                startSession()
+            }
+        case .handshaking:
+            continueHandshake()
+        case .open:
+            if events & (PZ_EPOLLIN | PZ_EPOLLHUP | PZ_EPOLLERR) != 0 || tlsWantsWrite {
+                readAvailable()
+            }
+            if state == .open { scheduleFlush() }
+        case .closed:
+            break
+        }
+    }
+
+    func loopStopping() {
+        close(HTTP2Error(.shutdown, "the event loop shut down"))
+    }
+
+    private func continueHandshake() {
+        guard let ssl else { return }
+        ERR_clear_error()
+        let rc = SSL_do_handshake(ssl)
+        if rc == 1 {
+            if let error = tlsEstablished() {
+                close(error)
+                return
+            }
+            state = .open
+            startSession()
+            return
+        }
+        switch SSL_get_error(ssl, rc) {
+        case SSL_ERROR_WANT_READ: setInterest(write: false)
+        case SSL_ERROR_WANT_WRITE: setInterest(write: true)
+        case SSL_ERROR_SYSCALL:
+            let reason = errno != 0 ? errnoText() : "the peer closed the connection during the handshake"
+            close(tlsFailed(reason))
+        default:
+            close(tlsFailed(drainOpenSSLErrors()))
+        }
+    }
+
+    private func startSession() {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        guard let callbacks else {
+            close(HTTP2Error(.protocolError, "nghttp2_session_callbacks_new failed"))
+            return
+        }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        installCallbacks(callbacks)
+        guard makeSession(callbacks: callbacks), session != nil else {
+            close(HTTP2Error(.protocolError, "nghttp2 session creation failed"))
+            return
+        }
+        sessionStarted()
+        if state == .open { flush() }
+    }
+
+    // MARK: Reading
+
+    private func readAvailable() {
+        tlsWantsWrite = false
+        // Bounded so one busy connection cannot starve the others on this loop.
+        for _ in 0..<16 {
+            var count = 0
+            if let ssl {
+                ERR_clear_error()
+                let rc = SSL_read(ssl, readBuffer, Int32(Self.readBufferSize))
+                if rc <= 0 {
+                    switch SSL_get_error(ssl, rc) {
+                    case SSL_ERROR_WANT_READ: return
+                    case SSL_ERROR_WANT_WRITE: tlsWantsWrite = true; setInterest(write: true); return
+                    case SSL_ERROR_ZERO_RETURN: close(nil); return
+                    case SSL_ERROR_SYSCALL:
+                        close(errno == 0 ? nil : HTTP2Error(.connectionClosed, "read failed: \(errnoText())"))
+                        return
+                    default:
+                        close(HTTP2Error(.connectionClosed, "TLS read failed: \(drainOpenSSLErrors())"))
+                        return
+                    }
+                }
+                count = Int(rc)
+            } else {
+                let rc = recv(fd, readBuffer, Self.readBufferSize, 0)
+                if rc < 0 {
+                    if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+                    close(HTTP2Error(.connectionClosed, "read failed: \(errnoText())"))
+                    return
+                }
+                if rc == 0 { close(nil); return }
+                count = rc
+            }
+            didRead()
+            guard let session else { return }
+            let consumed = nghttp2_session_mem_recv(session, readBuffer, count)
+            if consumed < 0 {
+                let text = String(cString: nghttp2_strerror(Int32(consumed)))
+                // Let nghttp2's GOAWAY for the violation go out before closing.
+                flush()
+                close(HTTP2Error(.protocolError, "HTTP/2 protocol error: \(text)"))
+                return
+            }
+            if state != .open { return }
+            // A short plain read drained the socket; TLS reads one record at a time, so keep going to WANT_READ.
+            if ssl == nil && count < Self.readBufferSize { return }
+        }
+        // Bound reached. Level-triggered epoll reports bytes still in the socket, but not bytes OpenSSL has
+        // already pulled in: come back for those.
+        if let ssl, SSL_pending(ssl) > 0 {
+            loop.runSoon { [weak self] in
+                guard let self, self.state == .open else { return }
+                self.readAvailable()
+                self.scheduleFlush()
+            }
+        }
+    }
+
+    /// Bytes arrived (keepalive bookkeeping).
+    func didRead() {}
+
+    // MARK: Writing
+
+    /// Flushes once after the current event, however many streams were submitted meanwhile.
+    func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.runSoon { [self] in
+            flushScheduled = false
+            flush()
+        }
+    }
+
+    /// Moves frames from nghttp2 to the socket until either is exhausted; then updates epoll interest.
+    func flush() {
+        guard state == .open, let session else { return }
+        while true {
+            while outbound.count - outboundOffset < Self.outboundHighWater {
+                var data: UnsafePointer<UInt8>?
+                let n = nghttp2_session_mem_send(session, &data)
+                if n < 0 {
+                    close(HTTP2Error(.protocolError, "nghttp2 send failed: \(String(cString: nghttp2_strerror(Int32(n))))"))
+                    return
+                }
+                if n == 0 { break }
+                if let data { outbound.append(contentsOf: UnsafeBufferPointer(start: data, count: n)) }
+            }
+            if outboundOffset == outbound.count { break }
+            let progress = writeOutbound()
+            if state != .open { return }
+            if !progress { break }
+        }
+        let pending = outboundOffset < outbound.count
+        setInterest(write: (pending && !tlsWriteWantsRead) || tlsWantsWrite)
+        if !pending, shouldCloseWhenIdle() || (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0) {
+            close(nil)
+        }
+    }
+
+    /// Writes what it can; returns false when the socket would block.
+    private func writeOutbound() -> Bool {
+        tlsWriteWantsRead = false
+        while outboundOffset < outbound.count {
+            let remaining = outbound.count - outboundOffset
+            let written: Int = outbound.withUnsafeBufferPointer { buffer in
+                let start = buffer.baseAddress! + outboundOffset
+                if let ssl {
+                    ERR_clear_error()
+                    let rc = SSL_write(ssl, start, Int32(min(remaining, Int(Int32.max))))
+                    if rc > 0 { return Int(rc) }
+                    switch SSL_get_error(ssl, rc) {
+                    case SSL_ERROR_WANT_WRITE: return 0
+                    case SSL_ERROR_WANT_READ: tlsWriteWantsRead = true; return 0
+                    default: return -1
+                    }
+                } else {
+                    let rc = send(fd, start, remaining, Int32(MSG_NOSIGNAL))
+                    if rc >= 0 { return rc }
+                    return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1
+                }
+            }
+            if written < 0 {
+                close(HTTP2Error(.connectionClosed, "write failed: \(ssl != nil ? drainOpenSSLErrors() : errnoText())"))
+                return false
+            }
+            if written == 0 { return false }
+            outboundOffset += written
+        }
+        outbound.removeAll(keepingCapacity: outbound.capacity <= 1 << 20)
+        outboundOffset = 0
+        return true
+    }
+
+    private func setInterest(write: Bool) {
+        guard state != .closed else { return }
+        let events = PZ_EPOLLIN | (write ? PZ_EPOLLOUT : 0)
+        if events != registeredEvents {
+            registeredEvents = events
+            loop.modify(fd, events: events)
+        }
+    }
+
+    // MARK: Closing
+
+    /// Closes the socket once and reports `error` (nil = orderly) to the subclass. The nghttp2 session stays
+    /// allocated until `deinit` because this may run inside one of its callbacks.
+    func close(_ error: HTTP2Error?) {
+        guard state != .closed else { return }
+        state = .closed
+        loop.unregister(fd)
+        Glibc.close(fd)
+        outbound = []
+        outgoingBodies = [:]
+        didClose(error)
+    }
+
+    // MARK: Submitting
+
+    /// Submits HEADERS (+ DATA from `body` when non-empty). `call` calls nghttp2 with the header array and the
+    /// data provider (nil when there is no body). `existingStream` is the stream a response goes to (nil for a
+    /// request, whose id nghttp2 returns). Returns nghttp2's result: a new stream id, 0, or a negative error.
+    func submit(existingStream: Int32? = nil, headers: [(String, String)], body: [UInt8],
+                _ call: (UnsafePointer<nghttp2_nv>, Int, UnsafePointer<nghttp2_data_provider>?) -> Int32) -> Int32 {
+        var provider = nghttp2_data_provider()
+        provider.source.ptr = nil
+        provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
+            guard let userData, let buffer, let flags else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+            let connection = Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
+            guard let body = connection.outgoingBodies[streamID] else {
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                return 0
+            }
+            let count = min(length, body.bytes.count - body.offset)
+            body.bytes.withUnsafeBufferPointer { source in
+                buffer.update(from: source.baseAddress! + body.offset, count: count)
+            }
+            body.offset += count
+            if body.offset == body.bytes.count {
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                connection.outgoingBodies[streamID] = nil
+            }
+            return count
+        }
+        // The data provider is first read during a later mem_send, so registering the body after the call is in time.
+        let result = withNameValues(headers) { nva, count in
+            if body.isEmpty { return call(nva, count, nil) }
+            return withUnsafePointer(to: &provider) { call(nva, count, $0) }
+        }
+        if !body.isEmpty, result >= 0, let streamID = existingStream ?? (result > 0 ? result : nil) {
+            outgoingBodies[streamID] = OutgoingBody(body)
+        }
+        return result
+    }
+
+    // MARK: Callbacks
+
+    private func installCallbacks(_ callbacks: OpaquePointer) {
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
+            guard let frame, let userData else { return 0 }
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onBeginHeaders(frame)
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
+            guard let frame, let name, let value, let userData else { return 0 }
+            let n = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
+            let v = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onHeader(frame, name: n, value: v)
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+            guard let frame, let userData else { return 0 }
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onFrameReceived(frame)
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
+            guard let userData else { return 0 }
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
+                .onDataChunk(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+            guard let userData else { return 0 }
+            let connection = Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
+            connection.outgoingBodies[streamID] = nil
+            return connection.onStreamClosed(streamID: streamID, errorCode: errorCode)
+        }
+    }
+
+    var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+}
+
+/// Calls `body` with an `nghttp2_nv` array pointing into one contiguous copy of `headers` (nghttp2 copies the
+/// fields during the submit call, so the storage only lives for the call).
+func withNameValues<T>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
+    var storage: [UInt8] = []
+    var ranges: [(Int, Int, Int, Int)] = []
+    storage.reserveCapacity(headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count })
+    for (name, value) in headers {
+        let n = storage.count
+        storage.append(contentsOf: name.utf8)
+        let v = storage.count
+        storage.append(contentsOf: value.utf8)
+        ranges.append((n, v - n, v, storage.count - v))
+    }
+    if storage.isEmpty { storage.append(0) }
+    return storage.withUnsafeMutableBufferPointer { buffer in
+        let base = buffer.baseAddress!
+        let nvs = ranges.map { r in
+            nghttp2_nv(name: base + r.0, value: base + r.2, namelen: r.1, valuelen: r.3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+        return nvs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+    }
+}
+
+extension UnsafePointer where Pointee == nghttp2_frame {
+    var frameType: UInt32 { UInt32(pointee.hd.type) }
+    var streamID: Int32 { pointee.hd.stream_id }
+    func has(_ flag: nghttp2_flag) -> Bool { pointee.hd.flags & UInt8(flag.rawValue) != 0 }
+}

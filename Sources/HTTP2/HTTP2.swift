@@ -1,1 +1,0 @@
-// HTTP2 module

@@ -1,0 +1,53 @@
+/// Every failure of the HTTP2 module. `code` is for programs, `message` for people; messages never hold
+/// secrets (no key material, no tokens from headers).
+public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
+    /// Extensible error code (postgres-nio `PSQLError.Code` style): compare with `==`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// `HTTP2Origin(parsing:)` got text that is not an http(s) origin.
+        public static let invalidURL = Code("invalidURL")
+        /// Name resolution or TCP connect failed (refused, unreachable).
+        public static let connectFailed = Code("connectFailed")
+        /// TCP connect + TLS handshake + first SETTINGS took longer than `connectTimeout`.
+        public static let connectTimeout = Code("connectTimeout")
+        /// TLS handshake failed for a reason other than certificate verification.
+        public static let tlsHandshakeFailed = Code("tlsHandshakeFailed")
+        /// The peer's certificate chain or host name did not verify (RFC 6125 / RFC 5280).
+        public static let certificateVerificationFailed = Code("certificateVerificationFailed")
+        /// The TLS peer did not select ALPN `h2` (RFC 7301, RFC 9113 §3.2).
+        public static let alpnNotNegotiated = Code("alpnNotNegotiated")
+        /// The connection closed (EOF, I/O error, missed keepalive PONG) while the request was in flight.
+        public static let connectionClosed = Code("connectionClosed")
+        /// The peer sent GOAWAY with an error (RFC 9113 §6.8) and the request could not be completed.
+        public static let goAway = Code("goAway")
+        /// The peer kept answering RST_STREAM(REFUSED_STREAM) (RFC 9113 §8.7) past the retry limit.
+        public static let refusedStream = Code("refusedStream")
+        /// The peer reset the stream with an error code other than REFUSED_STREAM (RFC 9113 §6.4).
+        public static let streamReset = Code("streamReset")
+        /// The per-request deadline passed; the stream was reset with CANCEL.
+        public static let requestTimeout = Code("requestTimeout")
+        /// nghttp2 reported an HTTP/2 protocol violation or an unusable request.
+        public static let protocolError = Code("protocolError")
+        /// The client, server or event loop is shut down.
+        public static let shutdown = Code("shutdown")
+        /// Server set-up failed (bind, listen, certificate/key files) or certificate generation failed.
+        public static let setupFailed = Code("setupFailed")
+    }
+
+    public var code: Code
+    public var message: String
+    /// True when the peer certainly did not process the request (connect failures, REFUSED_STREAM, GOAWAY with
+    /// the stream above last-stream-id, RFC 9113 §8.7), so resending cannot duplicate it.
+    public var isSafeToRetry: Bool
+
+    public init(_ code: Code, _ message: String, isSafeToRetry: Bool = false) {
+        self.code = code
+        self.message = message
+        self.isSafeToRetry = isSafeToRetry
+    }
+
+    public var description: String { "HTTP2Error.\(code): \(message)" }
+}

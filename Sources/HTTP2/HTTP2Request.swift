@@ -1,0 +1,41 @@
+/// A request for `HTTP2Client.send(_:to:)`.
+public struct HTTP2Request: Sendable {
+    /// `:method`, e.g. `POST`.
+    public var method: String
+    /// `:path`, e.g. `/3/device/<token>`; must start with `/`.
+    public var path: String
+    /// Regular header fields (no pseudo-headers; names are lower-cased when sent).
+    public var headers: [HTTP2Header]
+    /// Request body bytes (sent through nghttp2's data provider, honouring flow control).
+    public var body: [UInt8]
+    /// Deadline for this request from the moment `send` is called (queueing included);
+    /// nil uses `HTTP2ClientConfiguration.requestTimeout`.
+    public var timeout: Duration?
+
+    public init(method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], timeout: Duration? = nil) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// A complete response: status, headers and the whole body.
+public struct HTTP2Response: Sendable {
+    /// `:status`, e.g. 200.
+    public var status: Int
+    /// Response header fields (trailers appended), lower-case names as received.
+    public var headers: [HTTP2Header]
+    /// All DATA bytes of the response.
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// First value of a header, matched case-insensitively; nil when absent.
+    public func header(_ name: String) -> String? { headers.firstValue(named: name) }
+}

@@ -1,0 +1,366 @@
+import Synchronization
+internal import CNghttp2
+internal import COpenSSL
+internal import Glibc
+internal import CPushizoShims
+
+/// A request as the server's handler sees it: pseudo-headers split out, body complete.
+public struct HTTP2ServerRequest: Sendable {
+    /// `:method`, `:scheme`, `:authority` (empty when absent) and `:path` (RFC 9113 §8.3.1).
+    public var method: String
+    public var scheme: String
+    public var authority: String
+    public var path: String
+    /// Regular header fields, lower-case names as received.
+    public var headers: [HTTP2Header]
+    /// All DATA bytes of the request.
+    public var body: [UInt8]
+    /// Subject of the verified TLS client certificate in OpenSSL's one-line form (`/C=US/CN=...`), when the
+    /// server asked for one (`TLSServerConfiguration.clientCertificateTrustFile`); nil otherwise.
+    public var clientCertificateSubject: String?
+
+    public init(method: String, scheme: String, authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = [],
+                clientCertificateSubject: String? = nil) {
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.clientCertificateSubject = clientCertificateSubject
+    }
+
+    /// First value of a header, matched case-insensitively; nil when absent.
+    public func header(_ name: String) -> String? { headers.firstValue(named: name) }
+}
+
+/// What the handler answers.
+public struct HTTP2ServerResponse: Sendable {
+    /// `:status`, e.g. 200.
+    public var status: Int
+    /// Header fields (names are lower-cased when sent).
+    public var headers: [HTTP2Header]
+    /// Body bytes (sent through nghttp2's data provider, honouring flow control).
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// An HTTP/2 server over TLS (ALPN `h2`) or cleartext h2c with prior knowledge (RFC 9113 §3.3), driven by an
+/// `HTTP2EventLoop`. Each complete request stream runs `handler` in its own task; the response goes back to the
+/// loop thread for nghttp2. Used by the provider emulator and the tests.
+public final class HTTP2Server: Sendable {
+    /// The loop whose thread owns the listener and the connections.
+    public let eventLoop: HTTP2EventLoop
+    let core: ServerCore
+
+    /// - Parameters:
+    ///   - host: IP literal to bind (no DNS), e.g. `127.0.0.1` or `::1`.
+    ///   - port: TCP port; 0 picks a free one (see `start()`'s result).
+    ///   - tls: certificate + key for TLS, or nil for cleartext h2c.
+    ///   - maxConcurrentStreams: sent as SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2) and enforced by nghttp2.
+    ///   - handler: called once per request, concurrently.
+    public init(eventLoop: HTTP2EventLoop, host: String = "127.0.0.1", port: Int = 0, tls: TLSServerConfiguration?,
+                maxConcurrentStreams: UInt32 = 1000,
+                handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
+        self.eventLoop = eventLoop
+        self.core = ServerCore(loop: eventLoop, host: host, port: port, tls: tls,
+                               maxConcurrentStreams: maxConcurrentStreams, handler: handler)
+    }
+
+    /// Binds and listens; returns the bound TCP port.
+    /// - Throws: `HTTP2Error(.setupFailed)` when the address is not an IP literal, the port is taken, or the
+    ///   certificate/key files cannot be loaded; `.shutdown` when the event loop is shut down.
+    public func start() throws -> Int {
+        let context = try core.tls.map { try TLSContext.server($0) }
+        let (fd, port) = try listenSocket(host: core.host, port: core.port)
+        let core = self.core
+        let started = eventLoop.execute { core.startListening(fd: fd, tls: context) }
+        if !started {
+            close(fd)
+            throw HTTP2Error(.shutdown, "the event loop is shut down")
+        }
+        return port
+    }
+
+    /// Stops accepting, sends GOAWAY (RFC 9113 §6.8) with the last processed stream id on every connection, lets
+    /// in-flight streams finish, then closes. Returns when every connection is closed.
+    public func shutdown() async {
+        let core = self.core
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if !eventLoop.execute({ core.shutdown(continuation) }) { continuation.resume() }
+        }
+    }
+
+    /// Testing hook: reset the next `count` request streams with REFUSED_STREAM (RFC 9113 §8.7).
+    func testingRefuseStreams(_ count: Int) {
+        let core = self.core
+        eventLoop.execute { core.refuseStreams = count }
+    }
+
+    /// Testing hook: stop acknowledging PINGs on connections accepted from now on.
+    func testingIgnorePings() {
+        let core = self.core
+        eventLoop.execute { core.ignorePings = true }
+    }
+
+    /// Testing hook: the next stream with an id above this is not processed; GOAWAY(last-stream-id = this) is
+    /// sent instead, as a server going away mid-flight does. Set before `start()`.
+    func testingGoAwayAboveStreamID(_ id: Int32) {
+        let core = self.core
+        eventLoop.execute { core.goAwayAboveStreamID = id }
+    }
+}
+
+/// The server's loop-side state. `@unchecked Sendable`: configuration is immutable; the rest is used on the loop
+/// thread only.
+final class ServerCore: LoopHandler, @unchecked Sendable {
+    let loop: HTTP2EventLoop
+    let host: String
+    let port: Int
+    let tls: TLSServerConfiguration?
+    let maxConcurrentStreams: UInt32
+    let handler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse
+    var goAwayAboveStreamID: Int32?
+    /// Testing hook: the next `count` request streams are reset with REFUSED_STREAM unprocessed.
+    var refuseStreams = 0
+    /// Testing hook: do not answer PINGs (a peer that stopped responding).
+    var ignorePings = false
+    /// Connections accepted so far (read by tests and diagnostics from any thread).
+    let acceptedConnections = Atomic<Int>(0)
+    private var listenFD: Int32 = -1
+    private var context: TLSContext?
+    private var connections: [ObjectIdentifier: ServerConnection] = [:]
+    private var shuttingDown = false
+    private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+
+    init(loop: HTTP2EventLoop, host: String, port: Int, tls: TLSServerConfiguration?, maxConcurrentStreams: UInt32,
+         handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
+        self.loop = loop
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.handler = handler
+    }
+
+    func startListening(fd: Int32, tls: TLSContext?) {
+        context = tls
+        guard !shuttingDown, loop.core.register(fd, self, events: PZ_EPOLLIN) else {
+            close(fd)
+            return
+        }
+        listenFD = fd
+    }
+
+    func handleEvents(_ events: UInt32) {
+        // Accept a bounded batch per wake-up; level-triggered epoll reports the rest.
+        for _ in 0..<64 {
+            let fd = pz_accept_nonblocking(listenFD)
+            if fd < 0 { return }
+            setNoDelay(fd)
+            acceptedConnections.add(1, ordering: .relaxed)
+            var ssl: OpaquePointer?
+            if let context {
+                guard let s = SSL_new(context.ctx) else {
+                    close(fd)
+                    continue
+                }
+                SSL_set_fd(s, fd)
+                SSL_set_accept_state(s)
+                ssl = s
+            }
+            let connection = ServerConnection(server: self, fd: fd, ssl: ssl)
+            connections[ObjectIdentifier(connection)] = connection
+            connection.start()
+        }
+    }
+
+    func loopStopping() {
+        stopListening()
+        for waiter in shutdownWaiters { waiter.resume() }
+        shutdownWaiters = []
+    }
+
+    private func stopListening() {
+        if listenFD >= 0 {
+            loop.core.unregister(listenFD)
+            close(listenFD)
+            listenFD = -1
+        }
+    }
+
+    func connectionClosed(_ connection: ServerConnection) {
+        connections[ObjectIdentifier(connection)] = nil
+        resumeWaitersIfDone()
+    }
+
+    private func resumeWaitersIfDone() {
+        if shuttingDown && connections.isEmpty {
+            let waiters = shutdownWaiters
+            shutdownWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
+    }
+
+    func shutdown(_ continuation: CheckedContinuation<Void, Never>) {
+        shuttingDown = true
+        stopListening()
+        shutdownWaiters.append(continuation)
+        resumeWaitersIfDone()
+        for connection in Array(connections.values) { connection.goAway() }
+    }
+}
+
+/// The server side of one connection. `@unchecked Sendable` as its base class: loop thread only; handler tasks
+/// get back to it through `loop.execute`.
+final class ServerConnection: H2Connection, @unchecked Sendable {
+    final class Stream {
+        var method = "", scheme = "", authority = "", path = ""
+        var headers: [HTTP2Header] = []
+        var body: [UInt8] = []
+        var dispatched = false
+    }
+
+    private let server: ServerCore
+    private var streams: [Int32: Stream] = [:]
+    private var handlersRunning = 0
+    private var goingAway = false
+    private var clientCertificateSubject: String?
+
+    init(server: ServerCore, fd: Int32, ssl: OpaquePointer?) {
+        self.server = server
+        super.init(loop: server.loop.core, fd: fd, ssl: ssl, connecting: false)
+    }
+
+    override func tlsEstablished() -> HTTP2Error? {
+        if let ssl, let certificate = SSL_get0_peer_certificate(ssl) {
+            var buffer = [CChar](repeating: 0, count: 1024)
+            if X509_NAME_oneline(X509_get_subject_name(certificate), &buffer, Int32(buffer.count)) != nil {
+                clientCertificateSubject = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+        }
+        return nil
+    }
+
+    override func makeSession(callbacks: OpaquePointer) -> Bool {
+        var session: OpaquePointer?
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        if server.ignorePings { nghttp2_option_set_no_auto_ping_ack(option, 1) }
+        guard nghttp2_session_server_new2(&session, callbacks, userData, option) == 0, let session else { return false }
+        self.session = session
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: server.maxConcurrentStreams),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
+        return true
+    }
+
+    override func onBeginHeaders(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        guard frame.frameType == NGHTTP2_HEADERS.rawValue,
+              frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+        if let limit = server.goAwayAboveStreamID, frame.streamID > limit, let session {
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), limit, NGHTTP2_NO_ERROR.rawValue, nil, 0)
+            server.goAwayAboveStreamID = nil
+            return 0
+        }
+        if server.refuseStreams > 0, let session {
+            server.refuseStreams -= 1
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), frame.streamID, NGHTTP2_REFUSED_STREAM.rawValue)
+            return 0
+        }
+        streams[frame.streamID] = Stream()
+        return 0
+    }
+
+    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 {
+        guard let stream = streams[frame.streamID] else { return 0 }
+        switch name {
+        case ":method": stream.method = value
+        case ":scheme": stream.scheme = value
+        case ":authority": stream.authority = value
+        case ":path": stream.path = value
+        default: stream.headers.append(HTTP2Header(name, value))
+        }
+        return 0
+    }
+
+    override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
+        streams[streamID]?.body.append(contentsOf: data)
+        return 0
+    }
+
+    override func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let type = frame.frameType
+        guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue, frame.has(NGHTTP2_FLAG_END_STREAM),
+              let stream = streams[frame.streamID], !stream.dispatched else { return 0 }
+        stream.dispatched = true
+        handlersRunning += 1
+        let request = HTTP2ServerRequest(method: stream.method, scheme: stream.scheme, authority: stream.authority,
+                                         path: stream.path, headers: stream.headers, body: stream.body,
+                                         clientCertificateSubject: clientCertificateSubject)
+        let streamID = frame.streamID
+        let handler = server.handler
+        let loop = server.loop
+        Task.detached { [self] in
+            let response = await handler(request)
+            loop.execute { self.respond(streamID: streamID, response) }
+        }
+        return 0
+    }
+
+    override func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
+        streams[streamID] = nil
+        return 0
+    }
+
+    private func respond(streamID: Int32, _ response: HTTP2ServerResponse) {
+        handlersRunning -= 1
+        guard state == .open, let session, streams[streamID] != nil else {
+            checkIdle()
+            return
+        }
+        var fields: [(String, String)] = [(":status", String(response.status))]
+        for header in response.headers { fields.append((header.name.lowercased(), header.value)) }
+        if !response.body.isEmpty, !response.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+            fields.append(("content-length", String(response.body.count)))
+        }
+        let rc = submit(existingStream: streamID, headers: fields, body: response.body) { nva, count, provider in
+            nghttp2_submit_response(session, streamID, nva, count, provider)
+        }
+        if rc != 0 {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_INTERNAL_ERROR.rawValue)
+        }
+        scheduleFlush()
+    }
+
+    /// Graceful GOAWAY: streams up to the last one seen are served; nghttp2 ignores newer ones.
+    func goAway() {
+        goingAway = true
+        guard state == .open, let session else { return }
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
+                              NGHTTP2_NO_ERROR.rawValue, nil, 0)
+        flush()
+    }
+
+    private func checkIdle() {
+        if state == .open { flush() }
+    }
+
+    override func shouldCloseWhenIdle() -> Bool {
+        goingAway && handlersRunning == 0 && streams.isEmpty
+    }
+
+    override func didClose(_ error: HTTP2Error?) {
+        streams = [:]
+        server.connectionClosed(self)
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+@testable import HTTP2
+
+@Suite("HTTP2 TLS failures and interoperability")
+struct HTTP2TLSFailureTests {
+    private func expectFailure(_ code: HTTP2Error.Code, trust: String, origin: HTTP2Origin, loop: HTTP2EventLoop) async {
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(trust)))
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/"), to: origin)
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.code == code && error.isSafeToRetry
+        }
+        await client.shutdown()
+    }
+
+    @Test func untrustedCertificateAndWrongHostNameAreRejected() async throws {
+        let good = try LocalCertificateAuthority.generate(in: temporaryDirectory("good"), hostnames: ["localhost"])
+        let other = try LocalCertificateAuthority.generate(in: temporaryDirectory("other"))
+        let loop = try HTTP2EventLoop(name: "test-verify")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: TLSServerConfiguration(certificateChainFile: good.certificateChain,
+                                                                                privateKeyFile: good.privateKey),
+                                 handler: echoHandler)
+        let port = try server.start()
+        // Signed by a CA we do not trust.
+        await expectFailure(.certificateVerificationFailed, trust: other.caCertificate,
+                            origin: HTTP2Origin(scheme: .https, host: "localhost", port: port), loop: loop)
+        // Trusted CA, but the certificate names only "localhost": no IP SAN for 127.0.0.1.
+        await expectFailure(.certificateVerificationFailed, trust: good.caCertificate,
+                            origin: HTTP2Origin(scheme: .https, host: "127.0.0.1", port: port), loop: loop)
+        // The same CA and the right name work.
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(good.caCertificate)))
+        #expect(try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .https, host: "localhost", port: port)).status == 200)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func clientCertificateAuthentication() async throws {
+        let serverFiles = try LocalCertificateAuthority.generate(in: temporaryDirectory("mtls-server"))
+        let clientFiles = try LocalCertificateAuthority.generate(in: temporaryDirectory("mtls-client"), hostnames: ["provider.example"])
+        let loop = try HTTP2EventLoop(name: "test-mtls")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: TLSServerConfiguration(
+            certificateChainFile: serverFiles.certificateChain, privateKeyFile: serverFiles.privateKey,
+            clientCertificateTrustFile: clientFiles.caCertificate)) { request in
+            HTTP2ServerResponse(status: 200, body: Array((request.clientCertificateSubject ?? "none").utf8))
+        }
+        let port = try server.start()
+        let origin = HTTP2Origin(scheme: .https, host: "localhost", port: port)
+        // Identity from memory (as the worker loads APNs certificates from the database).
+        let chain = Array(try Data(contentsOf: URL(fileURLWithPath: clientFiles.certificateChain)))
+        let key = Array(try Data(contentsOf: URL(fileURLWithPath: clientFiles.privateKey)))
+        let identity = TLSClientConfiguration.ClientIdentity.pem(certificateChain: chain, privateKey: key)
+        #expect(!"\(identity)".contains("PRIVATE KEY"))
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(serverFiles.caCertificate),
+                                                                               clientIdentity: identity))
+        let response = try await client.send(HTTP2Request(path: "/"), to: origin)
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self).contains("CN=provider.example"))
+        await client.shutdown()
+        // Without a certificate the server refuses the connection (TLS 1.3: an alert after the client's
+        // handshake finished); the request was never sent.
+        let anonymous = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(serverFiles.caCertificate)))
+        await #expect {
+            _ = try await anonymous.send(HTTP2Request(path: "/"), to: origin)
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.isSafeToRetry && error.message.contains("certificate required")
+        }
+        await anonymous.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func serverWithoutALPNIsRefused() async throws {
+        let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("alpn"))
+        let port = try freePort()
+        let openssl = try ExternalProcess("/usr/bin/openssl", ["s_server", "-quiet", "-accept", String(port),
+                                                               "-cert", files.certificateChain, "-key", files.privateKey])
+        defer { openssl.stop() }
+        try await waitForListener(port: port)
+        let loop = try HTTP2EventLoop(name: "test-alpn")
+        defer { loop.shutdown() }
+        await expectFailure(.alpnNotNegotiated, trust: files.caCertificate,
+                            origin: HTTP2Origin(scheme: .https, host: "127.0.0.1", port: port), loop: loop)
+    }
+
+    @Test func interoperatesWithNghttpd() async throws {
+        let directory = temporaryDirectory("nghttpd")
+        let files = try LocalCertificateAuthority.generate(in: directory + "/certs")
+        let docroot = directory + "/www"
+        try FileManager.default.createDirectory(atPath: docroot, withIntermediateDirectories: true)
+        let content = Array((0..<200_000).map { UInt8(truncatingIfNeeded: $0 % 251) })
+        try Data(content).write(to: URL(fileURLWithPath: docroot + "/blob.bin"))
+        let loop = try HTTP2EventLoop(name: "test-nghttpd")
+        defer { loop.shutdown() }
+
+        // Cleartext h2c prior knowledge, then TLS with ALPN.
+        let plainPort = try freePort(), tlsPort = try freePort()
+        let plain = try ExternalProcess("/usr/sbin/nghttpd", ["--no-tls", "-d", docroot, String(plainPort)])
+        defer { plain.stop() }
+        let secure = try ExternalProcess("/usr/sbin/nghttpd", ["-d", docroot, String(tlsPort), files.privateKey, files.certificateChain])
+        defer { secure.stop() }
+        try await waitForListener(port: plainPort)
+        try await waitForListener(port: tlsPort)
+
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)))
+        for origin in [HTTP2Origin(scheme: .http, host: "127.0.0.1", port: plainPort),
+                       HTTP2Origin(scheme: .https, host: "localhost", port: tlsPort)] {
+            let response = try await client.send(HTTP2Request(method: "GET", path: "/blob.bin"), to: origin)
+            #expect(response.status == 200)
+            #expect(response.body == content)
+            let missing = try await client.send(HTTP2Request(method: "GET", path: "/missing"), to: origin)
+            #expect(missing.status == 404)
+        }
+        await client.shutdown()
+    }
+}
