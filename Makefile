@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-.PHONY: deps build release test demo clean
+.PHONY: deps build release test demo bench clean
 
 deps:
 	@scripts/install-deps.sh
@@ -23,3 +23,7 @@ demo: deps
 
 clean:
 	rm -rf .build var
+
+# DESIGN.md §6 targets as ratios against h2load and pgbench, measured in one run.
+bench: deps
+	scripts/bench.sh

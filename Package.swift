@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "pushizo-worker", targets: ["pushizo-worker"]),
+        .executable(name: "pushizo-bench", targets: ["pushizo-bench"]),
     ],
     targets: [
         // MARK: C libraries
@@ -29,6 +30,8 @@ let package = Package(
         // MARK: I/O owners
         .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto"]),
+        // The client half of `make bench` (scripts/bench.sh).
+        .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
         .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
 
         // MARK: Tests (folders mirror Sources/)

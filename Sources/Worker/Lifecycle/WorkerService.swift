@@ -82,6 +82,7 @@ public final class WorkerService: Sendable {
             [
                 "claimed": "\(claimedTotal.load(ordering: .relaxed))", "settled": "\(completer.settled)",
                 "lost_leases": "\(completer.lostLeases)",
+                "peak_rss_mb": ProcessStatistics.peakResidentBytes().map { String($0 / 1_048_576) } ?? "?",
             ])
     }
 

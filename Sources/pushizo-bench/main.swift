@@ -1,0 +1,72 @@
+// pushizo-bench: the client half of `make bench` (scripts/bench.sh drives it).
+//
+//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE]
+//
+// Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, the way the worker
+// sends (one `send` per delivery), and prints `requests_per_second=<r> failures=<f>`.
+import Foundation
+import HTTP2
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("pushizo-bench: \(message)\n".utf8))
+    exit(2)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.first == "transport", arguments.count >= 2 else {
+    fail("usage: pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE]")
+}
+let url = arguments[1]
+var options: [String: String] = [:]
+var index = 2
+while index + 1 < arguments.count {
+    options[arguments[index]] = arguments[index + 1]
+    index += 2
+}
+guard let requests = Int(options["--requests"] ?? "20000"), requests > 0 else { fail("bad --requests") }
+guard let streams = Int(options["--streams"] ?? "100"), streams > 0 else { fail("bad --streams") }
+guard let bodyPath = options["--body"], let body = FileManager.default.contents(atPath: bodyPath) else {
+    fail("--body FILE is required and must be readable")
+}
+let origin: HTTP2Origin
+do { origin = try HTTP2Origin(parsing: url) } catch { fail("\(error)") }
+let path = URLComponents(string: url)?.path ?? "/"
+
+let eventLoop = try HTTP2EventLoop(name: "bench-io")
+var configuration = HTTP2ClientConfiguration()
+configuration.maximumConnectionsPerOrigin = 1
+let client = HTTP2Client(
+    eventLoop: eventLoop, tls: TLSClientConfiguration(trustRoots: options["--ca"].map { .pemFile($0) } ?? .system),
+    configuration: configuration)
+let payload = Array(body)
+
+// Warm up: connect and settle the connection before timing.
+_ = try? await client.send(HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), to: origin)
+
+let start = ContinuousClock.now
+let failures = await withTaskGroup(of: Int.self) { group in
+    let perTask = requests / streams
+    let extra = requests % streams
+    for lane in 0..<streams {
+        group.addTask {
+            var failed = 0
+            for _ in 0..<(perTask + (lane < extra ? 1 : 0)) {
+                do {
+                    let response = try await client.send(HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), to: origin)
+                    if response.status >= 500 { failed += 1 }
+                } catch {
+                    failed += 1
+                }
+            }
+            return failed
+        }
+    }
+    var total = 0
+    for await failed in group { total += failed }
+    return total
+}
+let elapsed = ContinuousClock.now - start
+let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+print(String(format: "requests_per_second=%.0f failures=%d", Double(requests) / seconds, failures))
+await client.shutdown()
+eventLoop.shutdown()
