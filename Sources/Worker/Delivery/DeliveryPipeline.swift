@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import Synchronization
 
 /// The per-delivery path: checks in a fixed order (canceled -> message valid -> expired -> subscription
 /// active -> platform and channel -> send), then the provider sender, then the completion with its event.
@@ -15,6 +16,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let retryPolicy: RetryPolicy
     private let logger: Logger
     private let warnings = LogOnce()
+    /// Parsed messages by notification: a broadcast's thousands of deliveries share one message, and
+    /// Foundation's JSON parsing is the costliest step of the per-delivery path.
+    private let messages = MessageCache(capacity: 4096)
 
     public init(senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger) {
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
@@ -36,12 +40,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
             return (.skipped(reason: "canceled"), nil)
         }
         let message: NotificationMessage
-        do {
-            message = try NotificationMessage(json: try JSONValue(parsing: delivery.messageJSON))
-        } catch let error as MessageError {
-            return (error.outcome, nil)
-        } catch {
-            return (.failed(reason: "invalid_message", detail: ["error": "message is not valid JSON"]), nil)
+        switch messages.message(for: delivery.notificationID, json: delivery.messageJSON) {
+        case .success(let parsed): message = parsed
+        case .failure(let invalid): return (invalid.outcome, nil)
         }
         let ttl = message.ttl.map(Int64.init) ?? Self.defaultTTL
         let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
@@ -129,5 +130,47 @@ public enum CompletionFactory {
             members["until"] = .string(until.formatted(.iso8601))
             return make("deferred", "quiet_hours", .object(members), next: until)
         }
+    }
+}
+
+/// A bounded cache of parsed `notifications.message` documents, keyed by notification id and checked against
+/// the JSON text (so an edited row is parsed again). When full it starts over: simple, and a broadcast's
+/// deliveries arrive together anyway.
+final class MessageCache: Sendable {
+    private struct Entry {
+        var json: String
+        var result: Result<NotificationMessage, InvalidMessage>
+    }
+
+    struct InvalidMessage: Error {
+        var outcome: DeliveryOutcome
+    }
+
+    private let capacity: Int
+    private let entries = Mutex<[UUID: Entry]>([:])
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// The parsed message, or the `failed` / `invalid_message` outcome naming the bad field.
+    func message(for notificationID: UUID, json: String) -> Result<NotificationMessage, InvalidMessage> {
+        if let entry = entries.withLock({ $0[notificationID] }), entry.json == json {
+            return entry.result
+        }
+        let result: Result<NotificationMessage, InvalidMessage>
+        do {
+            result = .success(try NotificationMessage(json: try JSONValue(parsing: json)))
+        } catch let error as MessageError {
+            result = .failure(InvalidMessage(outcome: error.outcome))
+        } catch {
+            result = .failure(
+                InvalidMessage(outcome: .failed(reason: "invalid_message", detail: ["error": "message is not valid JSON"])))
+        }
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[notificationID] = Entry(json: json, result: result)
+        }
+        return result
     }
 }
