@@ -26,4 +26,16 @@ public struct RetryPolicy: Sendable, Equatable {
         if let notBefore, notBefore > scheduled { return notBefore }
         return scheduled
     }
+
+    /// The next try for a retry that does not count as an attempt (the provider was unreachable, the
+    /// channel paused): the ceiling grows with how long the message has waited (a tenth of its `age`, in
+    /// seconds), between `baseDelay` and `maximumDelay`, so a long outage backs off instead of hammering,
+    /// without consuming attempts. Jitter and `notBefore` as in ``nextAttempt(after:now:unitRandom:notBefore:)``.
+    public func nextAttemptDuringOutage(age: Double, now: Date, unitRandom: Double, notBefore: Date? = nil) -> Date {
+        let ceiling = min(maximumDelay, max(baseDelay, max(0, age) / 10))
+        let delay = ceiling / 2 + (ceiling / 2) * min(max(unitRandom, 0), 0.999_999)
+        let scheduled = now.addingTimeInterval(delay)
+        if let notBefore, notBefore > scheduled { return notBefore }
+        return scheduled
+    }
 }

@@ -111,10 +111,15 @@ enum EmulatorCommand {
         return keys
     }
 
-    /// Uses `ca.pem`, `cert.pem`, `key.pem` from `directory`, generating all three when `cert.pem` is missing.
+    /// Uses `ca.pem`, `chain.pem` (leaf + CA) and `key.pem` from `directory` (what
+    /// `LocalCertificateAuthority` writes), generating all three when any is missing, so a restarted emulator
+    /// keeps its CA and workers that trust it keep working.
     static func tlsFiles(in directory: String, host: String) throws -> (ca: String, chain: String, key: String) {
-        let certificate = (directory as NSString).appendingPathComponent("cert.pem")
-        if FileManager.default.fileExists(atPath: certificate) {
+        let certificate = (directory as NSString).appendingPathComponent("chain.pem")
+        let existing = ["ca.pem", "chain.pem", "key.pem"].allSatisfy {
+            FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent($0))
+        }
+        if existing {
             return (
                 (directory as NSString).appendingPathComponent("ca.pem"), certificate,
                 (directory as NSString).appendingPathComponent("key.pem")

@@ -95,7 +95,7 @@ extension ConfigurationKey {
         default: "127.0.0.1:8443")
     public static let emulatorTLSDirectory = ConfigurationKey(
         "PUSHIZO_EMULATOR_TLS_DIR",
-        "directory holding ca.pem, cert.pem and key.pem for the emulator's TLS; generated there when missing")
+        "directory holding ca.pem, chain.pem and key.pem for the emulator's TLS; generated there when missing, reused after")
     public static let emulatorCleartext = ConfigurationKey(
         "PUSHIZO_EMULATOR_CLEARTEXT", "true: serve cleartext h2c (prior knowledge) instead of TLS", default: "false")
     public static let emulatorAPNsKeys = ConfigurationKey(

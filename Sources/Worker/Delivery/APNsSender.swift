@@ -7,9 +7,11 @@ import Synchronization
 
 /// APNs over HTTP/2 with token-based authentication (Apple: "Establishing a token-based connection to APNs").
 ///
-/// One ``APNsTokenManager`` per team+key, shared by every app and connection using that key, so the provider
-/// token is reused by every request and refreshed about every 50 minutes. Channel settings are parsed once
-/// and cached until the row's JSON changes.
+/// One ``APNsTokenManager`` per team + key id + key material, shared by every app and connection using that
+/// key, so the provider token is reused by every request and refreshed about every 50 minutes. The key
+/// material is part of the identity: two tenants naming the same team and key ids with different keys never
+/// share (or spoil) each other's tokens. Channel settings are parsed once and cached until the row's JSON
+/// changes, so a corrected key takes effect without a restart.
 public final class APNsSender: ProviderSender {
     public let provider = "apns"
     /// Apple's production and development hosts ("Sending notification requests to APNs").
@@ -20,6 +22,7 @@ public final class APNsSender: ProviderSender {
         var settingsJSON: String
         var endpoint: String?
         var credentials: APNsCredentials
+        var tokenManager: APNsTokenManager
         var origin: HTTP2Origin?
     }
 
@@ -44,7 +47,7 @@ public final class APNsSender: ProviderSender {
             // A configuration error of the app's channel: pause it, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
-        let tokenManager = self.tokenManager(for: channel.credentials)
+        let tokenManager = channel.tokenManager
         let request: PushRequest
         do {
             let bearer = try tokenManager.bearerToken()
@@ -86,7 +89,10 @@ public final class APNsSender: ProviderSender {
                     timeout: requestTimeout),
                 to: origin)
         } catch let error as HTTP2Error {
-            return .retry(reason: "transport_error", detail: ["error": .string(error.description), "origin": .string(origin.description)])
+            // Certainly not processed by APNs (no connection, refused stream): waiting it out costs no attempt.
+            return .retry(
+                reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
+                detail: ["error": .string(error.description), "origin": .string(origin.description)])
         } catch {
             return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
         }
@@ -111,14 +117,17 @@ public final class APNsSender: ProviderSender {
         if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
             origin = try HTTP2Origin(parsing: endpoint)
         }
-        let channel = Channel(settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, credentials: credentials, origin: origin)
+        let channel = Channel(
+            settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, credentials: credentials,
+            tokenManager: tokenManager(for: credentials), origin: origin)
         channels.withLock { $0[delivery.appID] = channel }
         return channel
     }
 
     private func tokenManager(for credentials: APNsCredentials) -> APNsTokenManager {
-        tokenManagers.withLock { managers in
-            let key = "\(credentials.teamID).\(credentials.keyID)"
+        let fingerprint = Base64URL.encode(SHA256.hash(Array(credentials.privateKey.publicKey.x963Representation)))
+        return tokenManagers.withLock { managers in
+            let key = "\(credentials.teamID).\(credentials.keyID).\(fingerprint)"
             if let manager = managers[key] { return manager }
             let manager = APNsTokenManager(
                 teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey)

@@ -1,9 +1,8 @@
 import DeliveryCore
 import Foundation
-import Synchronization
 
-/// The per-delivery path: checks in a fixed order (canceled -> message valid -> expired -> subscription
-/// active -> platform and channel -> send), then the provider sender, then the completion with its event.
+/// The per-delivery path: checks in a fixed order (abandoned -> canceled -> message valid -> expired ->
+/// subscription active -> platform and channel -> send), then the provider sender, then the completion.
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
     public static let defaultTTL: Int64 = 2_419_200
@@ -16,15 +15,23 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let retryPolicy: RetryPolicy
     private let logger: Logger
     private let warnings = LogOnce()
-    /// Parsed messages by notification: a broadcast's thousands of deliveries share one message, and
-    /// Foundation's JSON parsing is the costliest step of the per-delivery path.
-    private let messages = MessageCache(capacity: 4096)
+    private let messages: MessageCache
 
-    public init(senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger) {
+    /// - Parameter loadMessages: reads `notifications.message` for a set of notifications (see
+    ///   ``QueueStore/messages(on:notificationIDs:maximumBytes:)``).
+    public init(
+        senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
+        loadMessages: @escaping MessageCache.Loader
+    ) {
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
         self.maxAttempts = maxAttempts
         self.retryPolicy = retryPolicy
         self.logger = logger
+        self.messages = MessageCache(load: loadMessages)
+    }
+
+    public func prepare(_ batch: [ClaimedDelivery]) async {
+        await messages.prefetch(batch.map { ($0.notificationID, $0.messageVersion) })
     }
 
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {
@@ -36,13 +43,18 @@ public final class DeliveryPipeline: DeliveryProcessing {
     }
 
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
+        // Claimed more often than attempts allow, yet never completed: a worker died on it each time (a crash
+        // or a kill). Stop here so one poisonous row cannot take the fleet down forever.
+        if delivery.attempt > maxAttempts {
+            return (.failed(reason: "max_attempts", detail: ["abandoned_claims": .int(Int64(delivery.attempt))]), nil)
+        }
         if delivery.notificationStatus == "canceled" {
             return (.skipped(reason: "canceled"), nil)
         }
         let message: NotificationMessage
-        switch messages.message(for: delivery.notificationID, json: delivery.messageJSON) {
+        switch await messages.message(for: delivery.notificationID, version: delivery.messageVersion) {
         case .success(let parsed): message = parsed
-        case .failure(let invalid): return (invalid.outcome, nil)
+        case .failure(let problem): return (problem.outcome, nil)
         }
         let ttl = message.ttl.map(Int64.init) ?? Self.defaultTTL
         let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
@@ -74,9 +86,15 @@ public final class DeliveryPipeline: DeliveryProcessing {
 
 /// Turns an outcome into the queue change and the event row (DESIGN.md §3 event names).
 public enum CompletionFactory {
+    /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
+    /// Such deliveries wait out the outage (backing off) until their `ttl` expires, never `max_attempts`.
+    public static let uncountedRetryReasons: Set<String> = [
+        "channel_paused", "provider_unreachable", "message_unavailable",
+    ]
+
     /// - Parameters:
     ///   - unitRandom: jitter draw in `0..<1` for the retry time.
-    /// A `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`.
+    /// A counted `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`.
     public static func completion(
         for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
         retryPolicy: RetryPolicy, now: Date, unitRandom: Double
@@ -102,23 +120,33 @@ public enum CompletionFactory {
             }
             return completion
         case .retry(let reason, let detail, let notBefore):
-            if delivery.attempt >= maxAttempts {
+            let counted = !uncountedRetryReasons.contains(reason)
+            if counted && delivery.attempt >= maxAttempts {
                 var members = detail.objectValue ?? [:]
                 members["last_reason"] = .string(reason)
                 members["attempts"] = .int(Int64(delivery.attempt))
                 return make("failed", "max_attempts", .object(members), next: nil)
             }
-            let next = retryPolicy.nextAttempt(
-                after: delivery.attempt, now: now, unitRandom: unitRandom, notBefore: notBefore)
+            // Uncounted retries back off by how long the message has waited, not by attempts.
+            let next =
+                counted
+                ? retryPolicy.nextAttempt(after: delivery.attempt, now: now, unitRandom: unitRandom, notBefore: notBefore)
+                : retryPolicy.nextAttemptDuringOutage(
+                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom,
+                    notBefore: notBefore)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(next.formatted(.iso8601))
-            return make("retrying", reason, .object(members), next: next)
+            var completion = make("retrying", reason, .object(members), next: next)
+            completion.refundsAttempt = !counted
+            return completion
         case .channelError(let reason, let detail, let pausedUntil):
             let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(until.formatted(.iso8601))
             members["channel_paused_until"] = .string(until.formatted(.iso8601))
             var completion = make("retrying", reason, .object(members), next: until)
+            // The provider refused the app's credentials, not this push: the attempt does not count.
+            completion.refundsAttempt = true
             if let provider {
                 completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
             }
@@ -128,49 +156,9 @@ public enum CompletionFactory {
         case .deferred(let until, let detail):
             var members = detail.objectValue ?? [:]
             members["until"] = .string(until.formatted(.iso8601))
-            return make("deferred", "quiet_hours", .object(members), next: until)
+            var completion = make("deferred", "quiet_hours", .object(members), next: until)
+            completion.refundsAttempt = true
+            return completion
         }
-    }
-}
-
-/// A bounded cache of parsed `notifications.message` documents, keyed by notification id and checked against
-/// the JSON text (so an edited row is parsed again). When full it starts over: simple, and a broadcast's
-/// deliveries arrive together anyway.
-final class MessageCache: Sendable {
-    private struct Entry {
-        var json: String
-        var result: Result<NotificationMessage, InvalidMessage>
-    }
-
-    struct InvalidMessage: Error {
-        var outcome: DeliveryOutcome
-    }
-
-    private let capacity: Int
-    private let entries = Mutex<[UUID: Entry]>([:])
-
-    init(capacity: Int) {
-        self.capacity = capacity
-    }
-
-    /// The parsed message, or the `failed` / `invalid_message` outcome naming the bad field.
-    func message(for notificationID: UUID, json: String) -> Result<NotificationMessage, InvalidMessage> {
-        if let entry = entries.withLock({ $0[notificationID] }), entry.json == json {
-            return entry.result
-        }
-        let result: Result<NotificationMessage, InvalidMessage>
-        do {
-            result = .success(try NotificationMessage(json: try JSONValue(parsing: json)))
-        } catch let error as MessageError {
-            result = .failure(InvalidMessage(outcome: error.outcome))
-        } catch {
-            result = .failure(
-                InvalidMessage(outcome: .failed(reason: "invalid_message", detail: ["error": "message is not valid JSON"])))
-        }
-        entries.withLock { entries in
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[notificationID] = Entry(json: json, result: result)
-        }
-        return result
     }
 }

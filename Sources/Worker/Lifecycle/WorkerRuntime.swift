@@ -29,7 +29,13 @@ public final class WorkerRuntime: Sendable {
             senders: [
                 APNsSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns"))
             ],
-            maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger)
+            maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
+            loadMessages: { [database] ids in
+                try await database.withConnection { connection in
+                    try QueueStore.messages(
+                        on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
+                }
+            })
         service = WorkerService(
             configuration: configuration, database: database, processor: pipeline, logger: logger, onReady: onReady)
     }

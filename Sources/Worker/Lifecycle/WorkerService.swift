@@ -6,7 +6,14 @@ import Synchronization
 /// Turns one claimed delivery into its completion: checks, rendering, the provider request and the
 /// classification of the answer. Never throws: every problem becomes an outcome of that delivery.
 public protocol DeliveryProcessing: Sendable {
+    /// Called once per claimed batch before its deliveries are processed (e.g. to load shared data in
+    /// one round trip).
+    func prepare(_ batch: [ClaimedDelivery]) async
     func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion
+}
+
+extension DeliveryProcessing {
+    public func prepare(_ batch: [ClaimedDelivery]) async {}
 }
 
 /// The `run` service: expands notifications, claims due deliveries in batches, sends them concurrently through
@@ -157,6 +164,7 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     if !claimed.isEmpty {
+                        await processor.prepare(claimed)
                         claimedTotal.add(claimed.count, ordering: .relaxed)
                         inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
                         for delivery in claimed {

@@ -15,8 +15,9 @@ public struct ClaimedDelivery: Sendable {
     public var apnsID: UUID
 
     // notifications
-    /// `notifications.message` as JSON text (parsed by the pipeline so a malformed one fails just this delivery).
-    public var messageJSON: String
+    /// The notification row's version (`xmin`): the message is fetched once per notification and version
+    /// and cached, rather than shipped with every claimed row (a broadcast's message is the same for all).
+    public var messageVersion: String
     public var campaignID: String?
     public var notificationStatus: String
     /// `coalesce(send_after, created_at)`: the instant the message's `ttl` counts from.
@@ -64,6 +65,9 @@ public struct DeliveryCompletion: Sendable {
     public var invalidation: SubscriptionInvalidation?
     /// Set on a credential or configuration error: the app's channel is paused.
     public var channelPause: ChannelPause?
+    /// The claim is not counted as a send attempt (the request never reached the provider: a paused
+    /// channel, an unreachable provider), so waiting out an outage never ends in `max_attempts`.
+    public var refundsAttempt = false
 
     public init(
         deliveryID: Int64, fence: Int64, event: String, reason: String?, detailJSON: String, nextRunAt: Date?,

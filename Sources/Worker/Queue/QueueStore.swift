@@ -24,7 +24,7 @@ public enum QueueStore {
                     subscriptionID: try row.decode(UUID.self, "subscription_id"),
                     appID: try row.decode(UUID.self, "app_id"),
                     apnsID: try row.decode(UUID.self, "apns_id"),
-                    messageJSON: try row.decode(String.self, "message"),
+                    messageVersion: try row.decode(String.self, "message_version"),
                     campaignID: try row.decodeIfPresent(String.self, "campaign_id"),
                     notificationStatus: try row.decode(String.self, "notification_status"),
                     notificationStart: try row.decode(Date.self, "notification_start"),
@@ -66,7 +66,7 @@ public enum QueueStore {
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id
         )
         SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
-               n.message::text AS message, n.campaign_id, n.status AS notification_status,
+               n.xmin::text AS message_version, n.campaign_id, n.status AS notification_status,
                coalesce(n.send_after, n.created_at) AS notification_start,
                s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
                s.status AS subscription_status, s.token_updated_at, u.tags::text AS user_tags,
@@ -101,6 +101,7 @@ public enum QueueStore {
                     completions.map(\.detailJSON),
                     completions.map(\.nextRunAt),
                     completions.map { $0.nextRunAt == nil ? nil : $0.reason },
+                    completions.map(\.refundsAttempt),
                 ])
             let invalidations = completions.compactMap(\.invalidation)
             if !invalidations.isEmpty {
@@ -134,15 +135,16 @@ public enum QueueStore {
     static let completeSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                                 $6::timestamptz[], $7::text[])
-                AS i(id, fence, event, reason, detail, next_run_at, last_error)
+                                 $6::timestamptz[], $7::text[], $8::bool[])
+                AS i(id, fence, event, reason, detail, next_run_at, last_error, refund)
         ), terminal AS (
             DELETE FROM deliveries d USING input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NULL
             RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt
         ), rescheduled AS (
             UPDATE deliveries d
-            SET run_at = i.next_run_at, leased_by = NULL, last_error = i.last_error
+            SET run_at = i.next_run_at, leased_by = NULL, last_error = i.last_error,
+                attempt = d.attempt - CASE WHEN i.refund THEN 1 ELSE 0 END
             FROM input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NOT NULL
             RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt
@@ -240,6 +242,35 @@ public enum QueueStore {
     private static func markFailed(_ connection: PostgresConnection, _ id: UUID, reason: String) throws {
         _ = try connection.query(
             "UPDATE notifications SET status = 'failed', status_reason = $2 WHERE id = $1", [id, reason])
+    }
+
+    /// A notification's message as stored: its row version, its size in bytes of JSON text, and the text
+    /// itself unless it is larger than the limit asked for.
+    public struct StoredMessage: Sendable {
+        public var version: String
+        public var byteCount: Int
+        public var json: String?
+    }
+
+    /// Reads the messages of `notificationIDs` in one round trip; documents over `maximumBytes` of JSON text
+    /// are measured but not transferred.
+    public static func messages(
+        on connection: PostgresConnection, notificationIDs: [UUID], maximumBytes: Int
+    ) throws -> [UUID: StoredMessage] {
+        let rows = try connection.query(
+            """
+            SELECT id, xmin::text AS version, size,
+                   CASE WHEN size <= $2 THEN message::text END AS message
+            FROM (SELECT id, xmin, message, octet_length(message::text) AS size
+                  FROM notifications WHERE id = ANY($1::uuid[])) AS n
+            """, [notificationIDs, maximumBytes])
+        var result: [UUID: StoredMessage] = [:]
+        for row in rows {
+            result[try row.decode(UUID.self, "id")] = StoredMessage(
+                version: try row.decode(String.self, "version"), byteCount: try row.decode(Int.self, "size"),
+                json: try row.decodeIfPresent(String.self, "message"))
+        }
+        return result
     }
 
     /// `true` when nothing is left to do now: no due notification waits for expansion and the deliveries

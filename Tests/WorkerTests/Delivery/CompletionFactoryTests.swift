@@ -11,7 +11,7 @@ struct CompletionFactoryTests {
     func delivery(attempt: Int) -> ClaimedDelivery {
         ClaimedDelivery(
             id: 7, fence: 3, attempt: attempt, notificationID: UUID(), subscriptionID: UUID(), appID: UUID(),
-            apnsID: UUID(), messageJSON: "{}", campaignID: nil, notificationStatus: "expanded",
+            apnsID: UUID(), messageVersion: "1", campaignID: nil, notificationStatus: "expanded",
             notificationStart: Self.now, platform: "ios", token: "a0", apnsEnvironment: nil, language: nil,
             timezone: nil, country: nil, subscriptionStatus: "active", tokenUpdatedAt: Self.now, userTagsJSON: nil,
             defaultLanguage: "en", defaultTimezone: "UTC", signingKey: [1], channelProvider: "apns",
@@ -74,17 +74,93 @@ struct CompletionFactoryTests {
         #expect(completion.invalidation == nil)
     }
 
-    @Test func messageCacheReparsesAnEditedRow() {
-        let cache = MessageCache(capacity: 2)
-        let id = UUID()
-        guard case .success = cache.message(for: id, json: #"{"contents": {"en": "hi"}}"#) else {
+    @Test func uncountedRetriesRefundTheAttemptAndNeverExhaustIt() throws {
+        for reason in ["channel_paused", "provider_unreachable", "message_unavailable"] {
+            let completion = CompletionFactory.completion(
+                for: delivery(attempt: 3), outcome: .retry(reason: reason), provider: "apns", maxAttempts: 3,
+                retryPolicy: policy, now: Self.now, unitRandom: 0)
+            #expect(completion.event == "retrying")
+            #expect(completion.refundsAttempt)
+            #expect(completion.nextRunAt != nil)
+        }
+        let counted = CompletionFactory.completion(
+            for: delivery(attempt: 1), outcome: .retry(reason: "service_unavailable"), provider: "apns",
+            maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
+        #expect(!counted.refundsAttempt)
+    }
+
+    @Test func outageBackoffGrowsWithTheMessagesAge() {
+        // A message waiting for an hour retries within [180 s, 360 s), not every 2 s.
+        let next = policy.nextAttemptDuringOutage(age: 3600, now: Self.now, unitRandom: 0)
+        #expect(next == Self.now.addingTimeInterval(30))  // ceiling min(60, 360) = 60 -> 30 s with jitter 0
+        let young = policy.nextAttemptDuringOutage(age: 1, now: Self.now, unitRandom: 0)
+        #expect(young == Self.now.addingTimeInterval(1))  // ceiling = base 2 s
+    }
+
+    @Test func messageCacheParsesOncePerVersionAndReportsProblems() async {
+        let loads = Counter()
+        let good = UUID(), huge = UUID(), bad = UUID()
+        let cache = MessageCache(load: { ids in
+            loads.increment()
+            var result: [UUID: QueueStore.StoredMessage] = [:]
+            for id in ids {
+                switch id {
+                case good: result[id] = .init(version: "7", byteCount: 26, json: #"{"contents": {"en": "hi"}}"#)
+                case huge: result[id] = .init(version: "1", byteCount: 9_000_000, json: nil)
+                case bad: result[id] = .init(version: "1", byteCount: 10, json: #"{"ttl": -1}"#)
+                default: break
+                }
+            }
+            return result
+        })
+        await cache.prefetch([(good, "7"), (huge, "1"), (bad, "1")])
+        #expect(loads.value == 1)
+        guard case .success = await cache.message(for: good, version: "7") else {
             Issue.record("valid message refused")
             return
         }
-        guard case .failure(let invalid) = cache.message(for: id, json: #"{"contents": {"en": "hi"}, "ttl": -1}"#) else {
-            Issue.record("edited, invalid message served from the cache")
+        guard case .failure(let tooLarge) = await cache.message(for: huge, version: "1"),
+            case .failed(let reason, _, _) = tooLarge.outcome
+        else {
+            Issue.record("oversized message accepted")
             return
         }
-        #expect(invalid.outcome.eventName == "failed")
+        #expect(reason == "payload_too_large")
+        guard case .failure(let invalid) = await cache.message(for: bad, version: "1"),
+            case .failed(let badReason, _, _) = invalid.outcome
+        else {
+            Issue.record("invalid message accepted")
+            return
+        }
+        #expect(badReason == "invalid_message")
+        #expect(loads.value == 1)
+        // A newer row version is read again; a vanished row is skipped.
+        _ = await cache.message(for: good, version: "8")
+        #expect(loads.value == 2)
+        guard case .failure(let gone) = await cache.message(for: UUID(), version: "1") else {
+            Issue.record("missing row produced a message")
+            return
+        }
+        #expect(gone.outcome.eventName == "skipped")
     }
+
+    @Test func databaseTroubleIsAnUncountedRetry() async {
+        struct Down: Error {}
+        let cache = MessageCache(load: { _ in throw Down() })
+        guard case .failure(let problem) = await cache.message(for: UUID(), version: "1"),
+            case .retry(let reason, _, _) = problem.outcome
+        else {
+            Issue.record("expected a retry")
+            return
+        }
+        #expect(CompletionFactory.uncountedRetryReasons.contains(reason))
+    }
+}
+
+import Synchronization
+
+final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
 }

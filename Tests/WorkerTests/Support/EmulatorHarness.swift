@@ -2,6 +2,7 @@ import Emulator
 import Foundation
 import HTTP2
 import PushCrypto
+import Testing
 import Worker
 
 /// The APNs emulator over real TLS on 127.0.0.1, with a fresh CA and a fresh `.p8`-style signing key.
@@ -79,3 +80,23 @@ func runUntilDrained(_ runtime: WorkerRuntime, limit: Double = 60) async throws 
 }
 
 let quietLogger = Logger(label: "test", minimumLevel: .error)
+
+/// Runs a worker until `condition` holds (checked every 50 ms), then stops it and waits for it to finish;
+/// records an issue if the condition never held within `limit` seconds (a hang guard).
+func runUntil(
+    _ runtime: WorkerRuntime, limit: Double = 60, _ what: String, _ condition: @escaping @Sendable () async throws -> Bool
+) async throws {
+    let run = Task { await runtime.run() }
+    let deadline = ContinuousClock.now + .seconds(limit)
+    var met = false
+    while ContinuousClock.now < deadline {
+        if try await condition() {
+            met = true
+            break
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    runtime.requestStop()
+    await run.value
+    if !met { Issue.record("timed out waiting until \(what)") }
+}

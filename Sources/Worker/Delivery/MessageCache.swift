@@ -1,0 +1,115 @@
+import DeliveryCore
+import Foundation
+import Synchronization
+
+/// Parsed `notifications.message` documents by notification id and row version (`xmin`).
+///
+/// A broadcast's thousands of deliveries share one message: the claim ships only the version, and the
+/// message is read from PostgreSQL and parsed once per worker (Foundation's JSON parsing is the costliest
+/// step of the per-delivery path, and shipping a large message with every claimed row costs memory and
+/// bandwidth). Bounded by entries and by bytes of JSON; when either bound is reached it starts over.
+public final class MessageCache: Sendable {
+    /// Reads the stored messages of some notifications (one round trip).
+    public typealias Loader = @Sendable ([UUID]) async throws -> [UUID: QueueStore.StoredMessage]
+
+    /// Largest message document read, in bytes of JSON text. No provider payload exceeds 4 KB, so a bigger
+    /// document can only be a mistake (say, a file pasted into `data`); its deliveries fail with
+    /// `payload_too_large` without the document ever being transferred.
+    public static let maximumMessageBytes = 262_144
+
+    /// Why a delivery cannot use its message: the outcome to record.
+    public struct Problem: Error, Sendable {
+        public var outcome: DeliveryOutcome
+    }
+
+    private struct Entry {
+        var version: String
+        var result: Result<NotificationMessage, Problem>
+        var cost: Int
+    }
+
+    private struct State {
+        var entries: [UUID: Entry] = [:]
+        var cost = 0
+    }
+
+    private let load: Loader
+    private let capacity: Int
+    private let byteBudget: Int
+    private let state = Mutex(State())
+
+    /// - Parameters:
+    ///   - capacity: most messages kept.
+    ///   - byteBudget: most bytes of message JSON kept (parsed messages take about as much).
+    public init(load: @escaping Loader, capacity: Int = 4096, byteBudget: Int = 32 << 20) {
+        self.load = load
+        self.capacity = capacity
+        self.byteBudget = byteBudget
+    }
+
+    /// Loads, in one round trip, the messages of a claimed batch that are not cached at their version.
+    /// Failures are left for ``message(for:version:)`` to report per delivery.
+    public func prefetch(_ keys: [(notificationID: UUID, version: String)]) async {
+        let missing: Set<UUID> = state.withLock { state in
+            Set(keys.filter { state.entries[$0.notificationID]?.version != $0.version }.map(\.notificationID))
+        }
+        guard !missing.isEmpty, let stored = try? await load(Array(missing)) else { return }
+        for (id, message) in stored { insert(id, message) }
+    }
+
+    /// The parsed message, or the outcome for a delivery that cannot use it: `failed` / `invalid_message`
+    /// naming the bad field, `failed` / `payload_too_large` for an oversized document, or a `retry` that does
+    /// not count as an attempt (`message_unavailable`) when the database could not be read.
+    public func message(for notificationID: UUID, version: String) async -> Result<NotificationMessage, Problem> {
+        if let entry = state.withLock({ $0.entries[notificationID] }), entry.version == version {
+            return entry.result
+        }
+        let stored: [UUID: QueueStore.StoredMessage]
+        do {
+            stored = try await load([notificationID])
+        } catch {
+            return .failure(Problem(outcome: .retry(reason: "message_unavailable", detail: ["error": .string("\(error)")])))
+        }
+        guard let message = stored[notificationID] else {
+            // The row was deleted after the claim (its deliveries go with it, by foreign key).
+            return .failure(Problem(outcome: .skipped(reason: "canceled", detail: ["note": "the notification row is gone"])))
+        }
+        return insert(notificationID, message)
+    }
+
+    @discardableResult
+    private func insert(_ id: UUID, _ stored: QueueStore.StoredMessage) -> Result<NotificationMessage, Problem> {
+        let result = Self.parse(stored)
+        let cost = max(stored.json?.utf8.count ?? 0, 64)
+        state.withLock { state in
+            if state.entries.count >= capacity || state.cost + cost > byteBudget {
+                state.entries.removeAll(keepingCapacity: true)
+                state.cost = 0
+            }
+            if let old = state.entries[id] { state.cost -= old.cost }
+            state.entries[id] = Entry(version: stored.version, result: result, cost: cost)
+            state.cost += cost
+        }
+        return result
+    }
+
+    static func parse(_ stored: QueueStore.StoredMessage) -> Result<NotificationMessage, Problem> {
+        guard let json = stored.json else {
+            return .failure(
+                Problem(
+                    outcome: .failed(
+                        reason: "payload_too_large",
+                        detail: [
+                            "message_bytes": .int(Int64(stored.byteCount)), "limit": .int(Int64(maximumMessageBytes)),
+                        ])))
+        }
+        do {
+            return .success(try NotificationMessage(json: try JSONValue(parsing: json)))
+        } catch let error as MessageError {
+            return .failure(Problem(outcome: error.outcome))
+        } catch {
+            return .failure(
+                Problem(outcome: .failed(reason: "invalid_message", detail: ["error": "message is not valid JSON"])))
+        }
+    }
+}
