@@ -1,8 +1,9 @@
+\echo
 \echo notifications
 SELECT coalesce(campaign_id, '-') AS campaign, status, coalesce(status_reason, '') AS reason, targeted_count
 FROM notifications ORDER BY created_at;
 
-\echo final outcome per delivery (latest event of each notification x subscription)
+\echo final outcome of each delivery (its latest delivery_events row)
 WITH latest AS (
     SELECT DISTINCT ON (notification_id, subscription_id) event, reason
     FROM delivery_events ORDER BY notification_id, subscription_id, id DESC

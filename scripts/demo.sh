@@ -56,7 +56,12 @@ PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.
 grep -E "worker (running|stopped)|notification (expanded|failed)" "$demo/worker.log" | sed 's/^<[0-9]>/    /' || true
 
 echo
-echo "==> outcomes (delivery_events, last event of each delivery)"
+echo "==> summary"
+echo "    The seed is deterministic: the same counts every run. By design some deliveries fail: tokens the"
+echo "    emulator rejects (0410 Unregistered, 0400 BadDeviceToken, 0403 DeviceTokenNotForTopic), 0503 tokens"
+echo "    that fail once and are retried, Android devices without an FCM channel, a notification whose message"
+echo "    is invalid (expanded, each delivery failed/invalid_message) and one whose target is invalid (failed"
+echo "    before expansion, no deliveries)."
 psql_demo -P pager=off -f scripts/demo-summary.sql
 echo "==> what the emulator received (2 of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
 head -n 2 "$demo/emulator-requests.jsonl"

@@ -13,8 +13,9 @@ enum CheckCommand {
             environment: environment, arguments: arguments, keys: keys,
             booleanKeys: [ConfigurationKey.exitWhenDrained.name])
         let configuration = try WorkerConfiguration(reader)
-        print("configuration: ok (worker \(configuration.workerID), concurrency \(configuration.concurrency))")
+        _ = try LoggerConfiguration.make(reader, label: "check")
         let directory = try MigrationsLocation.resolve(reader)
+        print("configuration: ok (worker \(configuration.workerID), concurrency \(configuration.concurrency))")
         let migrator = try PostgresMigrator(directory: directory)
         let database = PostgresClient(connectionString: configuration.databaseURL, maximumConnections: 1)
         let outcome = await capture { try await database.withConnection { connection in

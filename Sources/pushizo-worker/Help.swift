@@ -3,7 +3,7 @@ import Worker
 enum Help {
     static var text: String {
         var text = """
-            pushizo-worker: the Pushizo delivery worker (APNs, FCM HTTP v1, Web Push over HTTP/2, queue in PostgreSQL)
+            pushizo-worker: the Pushizo delivery worker (queue in PostgreSQL, pushes over HTTP/2; APNs in this version)
 
             usage: pushizo-worker <command> [--flag value ...]
 

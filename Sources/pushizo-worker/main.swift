@@ -3,7 +3,10 @@ import Foundation
 import Worker
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-let verb = arguments.first ?? "help"
+guard let verb = arguments.first else {
+    FileHandle.standardError.write(Data("\(Help.text)\n".utf8))
+    exit(2)
+}
 let rest = Array(arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
 

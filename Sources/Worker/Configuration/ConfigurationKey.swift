@@ -86,7 +86,7 @@ extension ConfigurationKey {
         default: "30")
     public static let exitWhenDrained = ConfigurationKey(
         "PUSHIZO_EXIT_WHEN_DRAINED",
-        "true: exit 0 once no notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
+        "true: exit 0 once nothing is due: no due notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
         default: "false")
 
     // `emulator`

@@ -14,7 +14,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let maxAttempts: Int
     private let retryPolicy: RetryPolicy
     private let logger: Logger
-    private let warnings = LogOnce()
+    /// One line per app and cause per hour; channel pauses once per pause period.
+    private let warnings = LogRateLimiter(interval: 3600)
+    private let pauseWarnings = LogRateLimiter(interval: DeliveryPipeline.defaultChannelPause)
     private let messages: MessageCache
 
     /// - Parameter loadMessages: reads `notifications.message` for a set of notifications (see
@@ -37,9 +39,31 @@ public final class DeliveryPipeline: DeliveryProcessing {
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {
         let now = Date()
         let (outcome, provider) = await decide(delivery, now: now)
-        return CompletionFactory.completion(
+        let completion = CompletionFactory.completion(
             for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
             retryPolicy: retryPolicy, now: now, unitRandom: Double.random(in: 0..<1))
+        report(completion, of: delivery)
+        return completion
+    }
+
+    /// Puts failures and retries in the log once per app, kind and hour (channel pauses once per pause), so
+    /// an operator watching the journal sees a misconfigured app or an unreachable provider without reading
+    /// `delivery_events`; every occurrence stays in `delivery_events`.
+    private func report(_ completion: DeliveryCompletion, of delivery: ClaimedDelivery) {
+        let app = delivery.appID.uuidString.lowercased()
+        if let pause = completion.channelPause {
+            guard pauseWarnings.allow("\(app):\(pause.provider)") else { return }
+            logger.warning(
+                "channel paused",
+                ["app_id": app, "provider": pause.provider, "reason": pause.reason, "until": pause.until.formatted(.iso8601)])
+            return
+        }
+        guard completion.event == "failed" || completion.event == "retrying", let reason = completion.reason else { return }
+        if warnings.allow("\(app):\(completion.event):\(reason)") {
+            logger.warning(
+                "delivery \(completion.event); more of this kind for the app within the hour go to delivery_events only",
+                ["app_id": app, "reason": reason, "detail": completion.detailJSON])
+        }
     }
 
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
@@ -58,7 +82,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
         let ttl = message.ttl.map(Int64.init) ?? Self.defaultTTL
         let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
-        if expiresAt < now {
+        // ttl 0 means "now or never" (APNs `apns-expiration: 0`, FCM `ttl: 0s`): one attempt, however late
+        // it is claimed, and no retry.
+        if ttl == 0 ? delivery.attempt > 1 : expiresAt < now {
             return (.skipped(reason: "expired", detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]), nil)
         }
         if delivery.subscriptionStatus != "active" {
@@ -68,7 +94,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
             return (.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), nil)
         }
         guard delivery.channelProvider != nil else {
-            if warnings.firstTime("no_channel:\(delivery.appID):\(provider)") {
+            if warnings.allow("no_channel:\(delivery.appID):\(provider)") {
                 logger.warning("app has no channel for this provider; its deliveries are skipped",
                                ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider])
             }

@@ -115,15 +115,24 @@ final class LogSink: Sendable {
     }
 }
 
-/// Remembers which keys were already logged, for warnings that should appear once per cause (an unknown time
-/// zone name, a missing channel) rather than once per delivery.
-public final class LogOnce: Sendable {
-    private let seen = Mutex<Set<String>>([])
+/// Lets a warning through once per cause and interval (a missing channel, an unreachable provider, an
+/// unknown time zone name) rather than once per delivery.
+public final class LogRateLimiter: Sendable {
+    private let lastLogged = Mutex<[String: ContinuousClock.Instant]>([:])
+    /// Seconds between two lines for the same key.
+    private let interval: Double
 
-    public init() {}
+    public init(interval: Double) {
+        self.interval = interval
+    }
 
-    /// `true` the first time `key` is seen, `false` afterwards.
-    public func firstTime(_ key: String) -> Bool {
-        seen.withLock { $0.insert(key).inserted }
+    /// `true` when `key` was not let through during the last `interval` seconds.
+    public func allow(_ key: String) -> Bool {
+        let now = ContinuousClock.now
+        return lastLogged.withLock { lastLogged in
+            if let last = lastLogged[key], now - last < .seconds(interval) { return false }
+            lastLogged[key] = now
+            return true
+        }
     }
 }
