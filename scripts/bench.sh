@@ -74,7 +74,8 @@ finished=$(date +%s.%N)
 sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
 worker_jps=$(calc "$sent / ($finished - $started)")
 peak_rss=$(sed -n 's/.*peak_rss_mb=\([0-9]*\).*/\1/p' "$work/worker.log" | tail -n 1)
-echo "    worker: $sent sent in $(calc "$finished - $started") s (start-up and expansion included)"
+steady_jps=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*) / greatest(extract(epoch FROM max(at) - min(at)), 0.001)) FROM delivery_events WHERE event = 'sent'")
+echo "    worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($steady_jps/s between the first and last event)"
 
 # The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
 psql "$PUSHIZO_DATABASE_URL" -qc "TRUNCATE delivery_events; INSERT INTO deliveries (notification_id, subscription_id, app_id)
