@@ -82,3 +82,19 @@ import DeliveryCore
         #expect(next >= now)
     }
 }
+
+@Suite struct PlaceholderBoundsTests {
+    @Test func defaultsUpToTheLimitFillAndLongerOnesStayAsTyped() {
+        let values = PlaceholderValues()
+        let fits = String(repeating: "d", count: Placeholders.maximumDefaultLength)
+        #expect(Placeholders.fill("{{ name | default: \"\(fits)\" }}", values: values) == fits)
+        let tooLong = "{{ name | default: \"\(fits)d\" }}"
+        #expect(Placeholders.fill(tooLong, values: values) == tooLong)
+    }
+
+    /// Each `{{` opens an unterminated quote: before the bound, every one rescanned to the end of the text.
+    @Test func manyUnterminatedDefaultsStayAsTyped() {
+        let text = String(repeating: "{{a|default:\"", count: 20_000)
+        #expect(Placeholders.fill(text, values: PlaceholderValues(tags: ["a": "x"])) == text)
+    }
+}
