@@ -76,14 +76,27 @@ public struct NotificationMessage: Sendable, Hashable {
     /// `data`: the app's own key/value payload (a JSON object).
     public var data: [String: JSONValue]?
     /// `ttl`: how long, in seconds, the provider may hold the push for an offline device. `0` means
-    /// "deliver now or never". `nil`: the provider's default.
+    /// "deliver now or never". `nil`: the provider's default. ``init(json:)`` accepts 0...``maximumTTL``;
+    /// request factories clamp a value set directly, so an out-of-range one never traps.
     public var ttl: Int?
     public var priority: Priority?
+    /// `collapse_id`: sent as `apns-collapse-id` (and FCM's collapse key); ``init(json:)`` refuses one
+    /// that is not a clean header value (``HTTPFieldValue/isValid(_:)``).
     public var collapseID: String?
     public var androidChannelID: String?
     public var androidSound: String?
     public var quietHoursExempt: Bool = false
     public var frequencyCapExempt: Bool = false
+
+    /// The largest `ttl` accepted, in seconds: 2,419,200 s = 28 days, FCM's maximum TTL (Firebase:
+    /// "Setting the lifespan of a message") and the usual cap of Web Push services (RFC 8030 §5.2 lets them
+    /// shorten it); APNs stores a push for about 30 days at most. Larger values are refused rather than
+    /// clamped so the producer learns its message would not live as long as it asked.
+    public static let maximumTTL = 2_419_200
+
+    /// The largest magnitude of `ios_badge_count`: 2,147,483,647 (`Int32.max`). Badges are small numbers
+    /// on every platform, and the SDK adds an `Increase` to the current badge, which must not overflow.
+    public static let maximumBadgeCount = 2_147_483_647
 
     /// A message with everything empty; set fields, or parse one with ``init(json:)``.
     public init() {}
@@ -94,8 +107,11 @@ public struct NotificationMessage: Sendable, Hashable {
     /// Parses and validates a `notifications.message` document.
     /// - Throws: `MessageError` naming the first offending field: a wrong JSON type, an unknown
     ///   `ios_interruption_level` / `ios_badge_type` / `priority`, a volume or relevance score outside
-    ///   0...1, a negative `ttl`, a badge count without a badge type, `data` not an object, a button without
-    ///   an `id` or `text`, or a visible (not silent) message without any `contents` text.
+    ///   0...1, a `ttl` below 0 or above ``maximumTTL``, an `ios_badge_count` beyond ±``maximumBadgeCount``
+    ///   or without a badge type, a `collapse_id` that cannot be an HTTP header value (a control character
+    ///   such as CR / LF / NUL, or leading / trailing whitespace: ``HTTPFieldValue/isValid(_:)``), `data` not
+    ///   an object, a button without an `id` or `text`, or a visible (not silent) message without any
+    ///   `contents` text.
     public init(json: JSONValue) throws(MessageError) {
         guard let members = json.objectValue else {
             throw MessageError(code: .wrongType, field: "message", message: "must be a JSON object")
@@ -133,6 +149,10 @@ public struct NotificationMessage: Sendable, Hashable {
         if let count = try reader.integer("ios_badge_count") {
             guard let badgeType = iosBadgeType, badgeType != .none else {
                 throw MessageError(code: .missing, field: "ios_badge_type", message: "must be SetTo or Increase when ios_badge_count is given")
+            }
+            guard count.magnitude <= UInt(Self.maximumBadgeCount) else {
+                throw MessageError(code: .invalidValue, field: "ios_badge_count",
+                                   message: "must be between -\(Self.maximumBadgeCount) and \(Self.maximumBadgeCount) (got \(count))")
             }
             if badgeType == .setTo, count < 0 {
                 throw MessageError(code: .invalidValue, field: "ios_badge_count", message: "must be >= 0 with SetTo (got \(count))")
@@ -175,8 +195,9 @@ public struct NotificationMessage: Sendable, Hashable {
         }
         data = try reader.object("data")
         if let ttl = try reader.integer("ttl") {
-            guard ttl >= 0 else {
-                throw MessageError(code: .invalidValue, field: "ttl", message: "must be a whole number of seconds >= 0 (got \(ttl))")
+            guard (0...Self.maximumTTL).contains(ttl) else {
+                throw MessageError(code: .invalidValue, field: "ttl",
+                                   message: "must be a whole number of seconds from 0 to \(Self.maximumTTL) (28 days) (got \(ttl))")
             }
             self.ttl = ttl
         }
@@ -186,7 +207,14 @@ public struct NotificationMessage: Sendable, Hashable {
             }
             self.priority = parsed
         }
-        collapseID = try reader.string("collapse_id")
+        if let collapseID = try reader.string("collapse_id") {
+            // It becomes the `apns-collapse-id` header: CR/LF would be refused by HTTP/2 on every retry.
+            guard HTTPFieldValue.isValid(collapseID) else {
+                throw MessageError(code: .invalidValue, field: "collapse_id",
+                                   message: "must not contain control characters (CR, LF, NUL, tab) or start or end with a space")
+            }
+            self.collapseID = collapseID
+        }
         androidChannelID = try reader.string("android_channel_id")
         androidSound = try reader.string("android_sound")
         quietHoursExempt = try reader.bool("quiet_hours_exempt") ?? false

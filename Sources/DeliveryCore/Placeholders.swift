@@ -42,8 +42,13 @@ public struct PlaceholderValues: Sendable, Hashable {
 /// `"{{" name [ "|" "default" ":" quoted ] "}}"`, where `name` is ASCII letters, digits, `_`, `-`, `.`
 /// and `quoted` is `"..."` or `'...'` without escapes. Anything that does not match (unbalanced braces,
 /// another filter, an unquoted default) stays exactly as typed. A missing or empty value uses the default,
-/// or becomes empty text when there is none (Liquid's `default` semantics).
+/// or becomes empty text when there is none (Liquid's `default` semantics). A quoted default longer than
+/// ``maximumDefaultLength`` Unicode scalars does not match either: the bound keeps filling linear in the
+/// text's length (an unterminated quote after every `{{` would otherwise rescan to the end each time).
 public enum Placeholders {
+    /// The longest `default` text, in Unicode scalars.
+    public static let maximumDefaultLength = 256
+
     /// `text` with every well-formed placeholder replaced.
     public static func fill(_ text: String, values: PlaceholderValues) -> String {
         let scalars = Array(text.unicodeScalars)
@@ -95,12 +100,10 @@ public enum Placeholders {
             guard i < s.count, s[i] == "\"" || s[i] == "'" else { return nil }
             let quote = s[i]
             i += 1
-            var text = String.UnicodeScalarView()
-            while i < s.count, s[i] != quote {
-                text.append(s[i])
-                i += 1
-            }
-            guard i < s.count else { return nil }
+            let textStart = i
+            while i < s.count, s[i] != quote, i - textStart < maximumDefaultLength { i += 1 }
+            let text = String.UnicodeScalarView(s[textStart..<i])
+            guard i < s.count, s[i] == quote else { return nil }
             i += 1
             defaultValue = String(text)
             skipSpaces()

@@ -17,14 +17,14 @@ public struct RetryPolicy: Sendable, Equatable {
     /// - Parameters:
     ///   - unitRandom: a value in `0..<1` drawing the jitter (injected so tests are deterministic).
     ///   - notBefore: the provider's `Retry-After`, honoured as a floor.
-    /// The delay is drawn from `[ceiling / 2, ceiling)` so retries never bunch up at zero.
+    /// The delay is drawn from `[ceiling / 2, ceiling)` so retries never bunch up at zero. Any `attempt`
+    /// (even `Int.min` / `Int.max`) and any configuration (negative, NaN, infinite) give a finite delay
+    /// between 0 and ``maximumSupportedDelay``: a non-finite instant would trap where it is encoded.
     public func nextAttempt(after attempt: Int, now: Date, unitRandom: Double, notBefore: Date? = nil) -> Date {
-        let exponent = Double(max(0, min(attempt - 1, 40)))
-        let ceiling = min(maximumDelay, baseDelay * pow(2, exponent))
-        let delay = ceiling / 2 + (ceiling / 2) * min(max(unitRandom, 0), 0.999_999)
-        let scheduled = now.addingTimeInterval(delay)
-        if let notBefore, notBefore > scheduled { return notBefore }
-        return scheduled
+        // `attempt - 1` would overflow for Int.min; compare first.
+        let exponent = attempt <= 1 ? 0.0 : Double(min(attempt, 41) - 1)
+        let ceiling = Self.sanitized(min(Self.sanitized(maximumDelay), Self.sanitized(baseDelay) * pow(2, exponent)))
+        return Self.schedule(ceiling: ceiling, now: now, unitRandom: unitRandom, notBefore: notBefore)
     }
 
     /// The next try for a retry that does not count as an attempt (the provider was unreachable, the
@@ -32,10 +32,26 @@ public struct RetryPolicy: Sendable, Equatable {
     /// seconds), between `baseDelay` and `maximumDelay`, so a long outage backs off instead of hammering,
     /// without consuming attempts. Jitter and `notBefore` as in ``nextAttempt(after:now:unitRandom:notBefore:)``.
     public func nextAttemptDuringOutage(age: Double, now: Date, unitRandom: Double, notBefore: Date? = nil) -> Date {
-        let ceiling = min(maximumDelay, max(baseDelay, max(0, age) / 10))
-        let delay = ceiling / 2 + (ceiling / 2) * min(max(unitRandom, 0), 0.999_999)
-        let scheduled = now.addingTimeInterval(delay)
+        let ceiling = Self.sanitized(
+            min(Self.sanitized(maximumDelay), max(Self.sanitized(baseDelay), Self.sanitized(age) / 10)))
+        return Self.schedule(ceiling: ceiling, now: now, unitRandom: unitRandom, notBefore: notBefore)
+    }
+
+    /// `now` plus a delay drawn from `[ceiling / 2, ceiling)`, never before `notBefore`.
+    private static func schedule(ceiling: Double, now: Date, unitRandom: Double, notBefore: Date?) -> Date {
+        let random = unitRandom.isFinite ? min(max(unitRandom, 0), 0.999_999) : 0
+        let scheduled = now.addingTimeInterval(sanitized(ceiling / 2 + (ceiling / 2) * random))
         if let notBefore, notBefore > scheduled { return notBefore }
         return scheduled
+    }
+
+    /// The longest delay ``nextAttempt(after:now:unitRandom:notBefore:)`` computes, in seconds (365 days):
+    /// a bound for misconfiguration, far beyond any useful retry.
+    public static let maximumSupportedDelay: Double = 31_536_000
+
+    /// `seconds` within `0...maximumSupportedDelay`; NaN and negative become 0.
+    static func sanitized(_ seconds: Double) -> Double {
+        guard seconds.isFinite || seconds == .infinity, seconds > 0 else { return 0 }
+        return min(seconds, maximumSupportedDelay)
     }
 }

@@ -47,8 +47,10 @@ public struct APNsCredentials: Sendable, CustomStringConvertible {
     /// Reads `app_channels.settings` for provider `apns`:
     /// `{"team_id": "DEF123GHIJ", "key_id": "ABC123DEFG", "private_key": "-----BEGIN PRIVATE KEY-----\n...", "topic": "com.example.app"}`.
     /// `team_id` and `key_id` must be non-empty ASCII letters and digits (Apple issues 10 characters; other
-    /// lengths are accepted for emulators). A `private_key` whose line breaks were stored as the two
-    /// characters `\n` (a common copy-paste accident) is repaired.
+    /// lengths are accepted for emulators). `topic` must be visible ASCII (`0x21...0x7E`: no space, CR, LF or
+    /// other control character, no non-ASCII), since it is sent as the `apns-topic` header and a bad value
+    /// would fail every request at the HTTP/2 layer. Whitespace around any value is trimmed. A `private_key`
+    /// whose line breaks were stored as the two characters `\n` (a common copy-paste accident) is repaired.
     /// - Throws: `ProviderConfigurationError` naming the missing or bad key; the PEM is never echoed.
     public init(settings: JSONValue) throws(ProviderConfigurationError) {
         guard settings.objectValue != nil else {
@@ -73,6 +75,10 @@ public struct APNsCredentials: Sendable, CustomStringConvertible {
         teamID = try identifier("team_id")
         keyID = try identifier("key_id")
         topic = try text("topic")
+        guard HTTPFieldValue.isVisibleASCII(topic) else {
+            throw ProviderConfigurationError(code: .invalidValue, key: "topic",
+                                             message: "must be the app's bundle ID: visible ASCII without spaces or control characters")
+        }
         var pem = try text("private_key")
         if !pem.contains("\n"), pem.contains("\\n") { pem = pem.replacingOccurrences(of: "\\n", with: "\n") }
         do {

@@ -8,6 +8,10 @@ public enum APNsRequestFactory {
     public static let maximumPayloadSize = 4096
     /// `apns-collapse-id` limit in UTF-8 bytes.
     public static let maximumCollapseIDSize = 64
+    /// The farthest `apns-expiration` is set from `now`, in seconds (``NotificationMessage/maximumTTL``,
+    /// 28 days): APNs stores a push about 30 days at most, so a later deadline changes nothing but could
+    /// overflow whole-second arithmetic.
+    public static let maximumExpirationInterval = Double(NotificationMessage.maximumTTL)
 
     /// The APNs host for a subscription's environment: `api.sandbox.push.apple.com` for `sandbox`,
     /// `api.push.apple.com` otherwise. (The worker may override the origin, e.g. with the emulator.)
@@ -19,8 +23,15 @@ public enum APNsRequestFactory {
     /// `authorization: bearer <jwt>`, `apns-id` (lower-case UUID), `apns-push-type` (`alert`, or
     /// `background` for a silent push), `apns-priority` (`10` for `priority: high` or unset, `5` for
     /// `normal`; always `5` for background, as Apple requires), `apns-topic`, `apns-expiration` (whole UNIX
-    /// seconds; `0` when `ttl` is 0; omitted when neither `ttl` nor `expiration` is set), `apns-collapse-id`
+    /// seconds; `0` when `ttl` is 0 or the deadline has passed; at most `now` + 28 days, see
+    /// ``maximumExpirationInterval``; omitted when neither `ttl` nor `expiration` is set), `apns-collapse-id`
     /// (when set).
+    ///
+    /// Every header value is either generated here (digits, a UUID, constants) or checked: the topic and the
+    /// bearer token must be visible ASCII and the collapse id a clean header value
+    /// (``HTTPFieldValue``), so no CR / LF / control character reaches the HTTP/2 layer, where it would
+    /// fail as a transport error on every retry. Out-of-range numbers set directly on the message (`ttl`,
+    /// `ios_badge_count`, a non-finite `ios_relevance_score` or volume) are clamped or dropped, never trapped on.
     ///
     /// Payload (compact JSON, sorted keys, non-ASCII as UTF-8):
     /// - visible alert: `aps.alert` `{title?, subtitle?, body}` in the subscriber's language
@@ -35,8 +46,10 @@ public enum APNsRequestFactory {
     /// When the body exceeds 4096 bytes, the alert `body`, then `subtitle`, then `title` is shortened at a
     /// grapheme-cluster boundary with `…` and the payload measured again (issue 3 item 6).
     /// - Throws: `APNsRequestError` with reason `bad_device_token_format` (not 64...200 hex characters),
-    ///   `missing_topic`, `invalid_message` (collapse id over 64 bytes), or `payload_too_large` (still over
-    ///   4096 bytes with every text shortened, e.g. `data` alone is too big).
+    ///   `missing_topic`, `invalid_topic` (not visible ASCII, e.g. a space or CR/LF in the bundle ID),
+    ///   `invalid_provider_token` (the bearer token is empty or not visible ASCII; the token is not echoed),
+    ///   `invalid_message` (collapse id over 64 bytes or not a clean header value), or `payload_too_large`
+    ///   (still over 4096 bytes with every text shortened, e.g. `data` alone is too big).
     public static func makeRequest(_ delivery: APNsDelivery, bearerToken: String) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
         guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0,
@@ -47,6 +60,15 @@ public enum APNsRequestFactory {
         }
         guard !delivery.topic.isEmpty else {
             throw APNsRequestError(reason: "missing_topic", detail: "the APNs channel has no topic (bundle ID)")
+        }
+        guard HTTPFieldValue.isVisibleASCII(delivery.topic) else {
+            throw APNsRequestError(reason: "invalid_topic",
+                                   detail: "the APNs topic (bundle ID) must be visible ASCII without spaces or control characters")
+        }
+        // A JWT is base64url and dots; anything else would corrupt the `authorization` header.
+        guard HTTPFieldValue.isVisibleASCII(bearerToken) else {
+            throw APNsRequestError(reason: "invalid_provider_token",
+                                   detail: "the provider token must be a non-empty visible-ASCII JWT")
         }
         let message = delivery.message
         var headers = [
@@ -63,6 +85,10 @@ public enum APNsRequestFactory {
             guard collapseID.utf8.count <= maximumCollapseIDSize else {
                 throw APNsRequestError(reason: "invalid_message",
                                        detail: "`collapse_id`: at most \(maximumCollapseIDSize) bytes for APNs (got \(collapseID.utf8.count))")
+            }
+            guard HTTPFieldValue.isValid(collapseID) else {
+                throw APNsRequestError(reason: "invalid_message",
+                                       detail: "`collapse_id`: must not contain control characters (CR, LF, NUL, tab) or start or end with a space")
             }
             headers.append(PushHeader("apns-collapse-id", collapseID))
         }
@@ -145,17 +171,19 @@ public enum APNsRequestFactory {
     static func apsWithoutAlert(_ message: NotificationMessage) -> [String: JSONValue] {
         var aps: [String: JSONValue] = ["mutable-content": 1]
         if message.iosInterruptionLevel == .critical, let critical = message.iosCriticalSound {
-            aps["sound"] = ["critical": 1, "name": .string(critical.name), "volume": .double(critical.volume)]
+            // A non-finite volume cannot be JSON (the whole payload would serialize as `null`): full volume.
+            let volume = critical.volume.isNaN ? 1.0 : min(max(critical.volume, 0), 1)
+            aps["sound"] = ["critical": 1, "name": .string(critical.name), "volume": .double(volume)]
         } else if let sound = message.iosSound, !sound.isEmpty {
             aps["sound"] = .string(sound)
         }
         if message.iosBadgeType == .setTo, let count = message.iosBadgeCount {
-            aps["badge"] = .int(Int64(count))
+            aps["badge"] = .int(Int64(clampedBadge(count)))
         }
         if let thread = message.threadID, !thread.isEmpty { aps["thread-id"] = .string(thread) }
         if let category = message.iosCategory, !category.isEmpty { aps["category"] = .string(category) }
         if let level = message.iosInterruptionLevel { aps["interruption-level"] = .string(level.rawValue) }
-        if let score = message.iosRelevanceScore { aps["relevance-score"] = .double(score) }
+        if let score = message.iosRelevanceScore, score.isFinite { aps["relevance-score"] = .double(min(max(score, 0), 1)) }
         return aps
     }
 
@@ -174,20 +202,37 @@ public enum APNsRequestFactory {
         }
         if let data = message.data { on["data"] = .object(data) }
         if !message.isSilent, message.iosBadgeType == .increase, let count = message.iosBadgeCount {
-            on["badgeIncrement"] = .int(Int64(count))
+            on["badgeIncrement"] = .int(Int64(clampedBadge(count)))
         }
         return .object(on)
     }
 
+    /// Works in `Double` seconds and clamps before the one conversion to whole seconds, so no `ttl`,
+    /// `expiration` or clock value (huge, negative, infinite, NaN) can overflow `Int64`.
     static func expirationHeader(_ delivery: APNsDelivery) -> String? {
-        if delivery.message.ttl == 0 { return "0" }
-        var deadlines: [Date] = []
-        if let ttl = delivery.message.ttl { deadlines.append(delivery.now.addingTimeInterval(Double(ttl))) }
-        if let expiration = delivery.expiration { deadlines.append(expiration) }
-        guard let deadline = deadlines.min() else { return nil }
+        let ttl = delivery.message.ttl
+        guard ttl != nil || delivery.expiration != nil else { return nil }
+        if let ttl, ttl <= 0 { return "0" }
+        let now = delivery.now.timeIntervalSince1970
+        guard now.isFinite else { return "0" }
+        // Seconds from now: the earlier of ttl and the expiration, at most maximumExpirationInterval.
+        var remaining = maximumExpirationInterval
+        if let ttl { remaining = min(remaining, Double(ttl)) }
+        if let expiration = delivery.expiration {
+            let untilExpiration = expiration.timeIntervalSince1970 - now
+            // NaN (a NaN date) says nothing usable: treat as already passed.
+            remaining = untilExpiration.isNaN ? 0 : min(remaining, untilExpiration)
+        }
         // A deadline already passed means "now or never", which APNs spells 0.
-        guard deadline > delivery.now else { return "0" }
-        return String(Int64(deadline.timeIntervalSince1970.rounded(.down)))
+        guard remaining > 0 else { return "0" }
+        let deadline = (now + remaining).rounded(.down)
+        guard deadline > 0 else { return "0" }
+        return String(Int64(exactly: deadline) ?? Int64.max)
+    }
+
+    /// `count` within ±``NotificationMessage/maximumBadgeCount``.
+    static func clampedBadge(_ count: Int) -> Int {
+        min(max(count, -NotificationMessage.maximumBadgeCount), NotificationMessage.maximumBadgeCount)
     }
 
     static func tooLarge(_ size: Int) -> APNsRequestError {

@@ -23,26 +23,36 @@ public enum APNsResponseClassifier {
     /// - 429 and 5xx: `retry` (with `notBefore` from a `Retry-After` of delta seconds, relative to `now`).
     /// - any other status: `failed` with the snake_case of APNs's reason (`PayloadTooLarge` ->
     ///   `payload_too_large`), or `http_<status>` without one.
-    /// Every non-200 detail is `{"status": <int>, "apns_reason": "<Reason>"?, "timestamp": <ms>?}`. An
-    /// unparsable body is classified by status alone.
+    /// Every non-200 detail is `{"status": <int>, "apns_reason": "<Reason>"?, "timestamp": <ms>?}`.
+    ///
+    /// Hostile input never traps: a body over ``maximumBodySize`` bytes, not UTF-8, nested deeper than
+    /// ``maximumBodyDepth`` or not JSON is classified by status alone; `reason` is cut to
+    /// ``maximumReasonLength`` characters with control characters removed (a reason that leaves no letters
+    /// falls back to `http_<status>`); a `timestamp` that is not a whole number of milliseconds between
+    /// 2001-09-09 (10^12) and one day after `now` is ignored (so it cannot veto an invalidation); an
+    /// `apns-id` that is not visible ASCII of at most 64 characters is dropped; `Retry-After` is honoured
+    /// only as delta seconds (RFC 9110 §10.2.3 `1*DIGIT`), capped at ``maximumRetryAfter``.
     public static func classify(_ response: PushResponse, subscriptionTokenUpdatedAt: Date?,
                                 sentToSubscriptionEnvironment: Bool = true, now: Date = Date()) -> DeliveryOutcome
     {
         if response.status == 200 {
-            return .sent(providerMessageID: response.header("apns-id"))
+            let apnsID = response.header("apns-id").flatMap { $0.utf8.count <= 64 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
+            return .sent(providerMessageID: apnsID)
         }
-        let body = try? JSONValue(parsing: response.body)
-        let apnsReason = body?["reason"]?.stringValue
-        let timestamp = body?["timestamp"]?.int64Value
+        let body = parseBody(response.body)
+        let apnsReason = body?["reason"]?.stringValue.flatMap(sanitizedReason)
+        let timestamp = body?["timestamp"]?.int64Value.flatMap { plausibleTimestamp($0, now: now) }
         var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]
         if let apnsReason { detail["apns_reason"] = .string(apnsReason) }
         if let timestamp { detail["timestamp"] = .int(timestamp) }
         let detailJSON = JSONValue.object(detail)
-        let reason = apnsReason.map(snakeCase) ?? "http_\(response.status)"
+        // A reason of only punctuation snake-cases to nothing: treat it as absent.
+        let snakeReason = apnsReason.map(snakeCase).flatMap { $0.isEmpty ? nil : $0 }
+        let reason = snakeReason ?? "http_\(response.status)"
 
         switch response.status {
         case 410:
-            let goneReason = apnsReason.map(snakeCase) ?? "unregistered"
+            let goneReason = snakeReason ?? "unregistered"
             if let timestamp, let updated = subscriptionTokenUpdatedAt,
                updated.timeIntervalSince1970 * 1000 > Double(timestamp)
             {
@@ -50,9 +60,9 @@ public enum APNsResponseClassifier {
             }
             return .failed(reason: goneReason, detail: detailJSON, invalidateSubscription: true)
         case 403:
-            return .channelError(reason: apnsReason.map(snakeCase) ?? "forbidden", detail: detailJSON)
+            return .channelError(reason: snakeReason ?? "forbidden", detail: detailJSON)
         case 429, 500...599:
-            return .retry(reason: apnsReason.map(snakeCase) ?? "http_\(response.status)", detail: detailJSON,
+            return .retry(reason: reason, detail: detailJSON,
                           notBefore: retryAfter(response, now: now))
         case 400 where apnsReason == "BadDeviceToken":
             return .failed(reason: "bad_device_token", detail: detailJSON, invalidateSubscription: sentToSubscriptionEnvironment)
@@ -67,7 +77,7 @@ public enum APNsResponseClassifier {
     /// `true` for 403 `ExpiredProviderToken` / `InvalidProviderToken`: the worker should call
     /// ``APNsTokenManager/invalidate()`` for that team + key.
     public static func requiresNewProviderToken(_ response: PushResponse) -> Bool {
-        guard response.status == 403, let body = try? JSONValue(parsing: response.body),
+        guard response.status == 403, let body = parseBody(response.body),
               let reason = body["reason"]?.stringValue
         else { return false }
         return reason == "ExpiredProviderToken" || reason == "InvalidProviderToken"
@@ -96,10 +106,73 @@ public enum APNsResponseClassifier {
         return output
     }
 
+    /// APNs error bodies are a few dozen bytes (`{"reason":"...","timestamp":...}`); larger ones are not
+    /// parsed.
+    public static let maximumBodySize = 16_384
+    /// The deepest JSON nesting parsed (APNs uses 1); deeper bodies are not handed to the recursive decoder.
+    public static let maximumBodyDepth = 16
+    /// The longest APNs `reason` kept, in characters (Apple's longest is 27, `TooManyProviderTokenUpdates`).
+    public static let maximumReasonLength = 64
+    /// The longest `Retry-After` honoured, in seconds (1 hour), so a misbehaving server cannot park
+    /// deliveries for days or push the next attempt past what a timestamp column can hold.
+    public static let maximumRetryAfter: Double = 3600
+
+    /// The body as JSON, or `nil` when it is too large, not UTF-8, too deep or not JSON.
+    static func parseBody(_ bytes: [UInt8]) -> JSONValue? {
+        guard !bytes.isEmpty, bytes.count <= maximumBodySize,
+              String(validating: bytes, as: UTF8.self) != nil,
+              nestingDepth(bytes) <= maximumBodyDepth
+        else { return nil }
+        return try? JSONValue(parsing: bytes)
+    }
+
+    /// The deepest `[` / `{` nesting outside strings (an upper bound is all that is needed).
+    static func nestingDepth(_ bytes: [UInt8]) -> Int {
+        var depth = 0
+        var deepest = 0
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                deepest = max(deepest, depth)
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth = max(depth - 1, 0)
+            default: break
+            }
+        }
+        return deepest
+    }
+
+    /// `reason` without control characters, cut to ``maximumReasonLength`` characters; `nil` when nothing is left.
+    static func sanitizedReason(_ reason: String) -> String? {
+        var scalars = String.UnicodeScalarView()
+        for scalar in reason.unicodeScalars where !HTTPFieldValue.isControl(scalar) {
+            scalars.append(scalar)
+            if scalars.count >= maximumReasonLength { break }
+        }
+        let text = String(scalars).trimmingCharacters(in: .whitespaces)
+        return text.isEmpty ? nil : text
+    }
+
+    /// `milliseconds` when it can be a real APNs timestamp: from 10^12 ms (2001-09-09) to one day after `now`.
+    static func plausibleTimestamp(_ milliseconds: Int64, now: Date) -> Int64? {
+        let latest = now.timeIntervalSince1970 * 1000 + 86_400_000
+        guard milliseconds >= 1_000_000_000_000, latest.isFinite, Double(milliseconds) <= latest else { return nil }
+        return milliseconds
+    }
+
     static func retryAfter(_ response: PushResponse, now: Date) -> Date? {
         guard let value = response.header("retry-after")?.trimmingCharacters(in: .whitespaces),
-              let seconds = Int(value), seconds >= 0
+              !value.isEmpty, value.utf8.allSatisfy({ (48...57).contains($0) })
         else { return nil }
-        return now.addingTimeInterval(Double(seconds))
+        // Digits only, so the only failure of Int(_:) is overflow: beyond any cap anyway.
+        let seconds = Double(Int(value) ?? Int.max)
+        return now.addingTimeInterval(min(seconds, maximumRetryAfter))
     }
 }

@@ -63,11 +63,18 @@ public final class APNsTokenManager: Sendable {
             let issuedAt = Date(timeIntervalSince1970: current.timeIntervalSince1970.rounded(.down))
             let token = try JSONWebToken.signES256(
                 header: ["kid": .string(keyID)],
-                claims: ["iss": .string(teamID), "iat": .int(Int64(issuedAt.timeIntervalSince1970))],
+                claims: ["iss": .string(teamID), "iat": .int(Self.wholeSeconds(issuedAt.timeIntervalSince1970))],
                 key: privateKey)
             state = State(token: token, issuedAt: issuedAt, invalidated: false)
             return token
         }
+    }
+
+    /// `seconds` as a whole `Int64` without trapping on a broken clock: NaN gives 0, values beyond the
+    /// `Int64` range give its nearest end.
+    static func wholeSeconds(_ seconds: Double) -> Int64 {
+        if seconds.isNaN { return 0 }
+        return Int64(exactly: seconds.rounded(.down)) ?? (seconds > 0 ? .max : .min)
     }
 
     /// Marks the token as rejected (APNs `ExpiredProviderToken` / `InvalidProviderToken`): the next

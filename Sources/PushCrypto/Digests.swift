@@ -26,10 +26,13 @@ public enum HMACSHA256 {
         var length: UInt32 = 0
         // OpenSSL rejects a NULL key pointer even with length 0, so an empty key is passed as one zero byte
         // with length 0.
-        let keyBytes = key.isEmpty ? [0] : key
+        // A key longer than SHA-256's 64-byte block is replaced by its digest (RFC 2104 §2, what HMAC does
+        // itself), so the length always fits HMAC's `int` parameter.
+        let effectiveKey = key.count > 64 ? SHA256.hash(key) : key
+        let keyBytes = effectiveKey.isEmpty ? [0] : effectiveKey
         let result = keyBytes.withUnsafeBytes { keyRaw in
             input.withUnsafeBytes { messageRaw in
-                HMAC(EVP_sha256(), keyRaw.baseAddress, Int32(key.count),
+                HMAC(EVP_sha256(), keyRaw.baseAddress, Int32(effectiveKey.count),
                      messageRaw.baseAddress?.assumingMemoryBound(to: UInt8.self), messageRaw.count,
                      &output, &length)
             }
@@ -57,8 +60,16 @@ public enum SecureRandom {
         precondition(count >= 0)
         var output = [UInt8](repeating: 0, count: count)
         if count == 0 { return output }
-        let status = RAND_bytes(&output, Int32(count))
-        precondition(status == 1, "RAND_bytes failed: the system random generator is unavailable")
+        // RAND_bytes takes an `int` length: fill in chunks so no count can overflow `Int32`.
+        output.withUnsafeMutableBufferPointer { buffer in
+            var offset = 0
+            while offset < count {
+                let length = min(count - offset, 1 << 30)
+                let status = RAND_bytes(buffer.baseAddress! + offset, Int32(length))
+                precondition(status == 1, "RAND_bytes failed: the system random generator is unavailable")
+                offset += length
+            }
+        }
         return output
     }
 }

@@ -159,11 +159,19 @@ func isP256(_ pkey: OpaquePointer) -> Bool {
     return group == "prime256v1" || group == "P-256" || group == "secp256r1"
 }
 
+/// The longest PEM text read, in bytes (64 KiB, far above any P-256 key or certificate bundle we read).
+let maximumPEMSize = 65_536
+
 /// Reads one PEM object from `text` through a read-only memory BIO.
 func readPEM(_ text: String, what: String, _ read: (OpaquePointer) -> OpaquePointer?) throws -> OpaquePointer {
     let bytes = Array(text.utf8)
     guard !bytes.isEmpty else {
         throw CryptoError(code: .invalidKey, message: "the \(what) PEM text is empty")
+    }
+    // A P-256 key's PEM is a few hundred bytes; the bound keeps `Int32(raw.count)` (BIO's length type) from
+    // trapping on absurd input.
+    guard bytes.count <= maximumPEMSize else {
+        throw CryptoError(code: .invalidKey, message: "the \(what) PEM text is \(bytes.count) bytes; at most \(maximumPEMSize) are read")
     }
     let result: OpaquePointer? = bytes.withUnsafeBytes { raw in
         guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }

@@ -26,6 +26,9 @@ public final class APNsSender: ProviderSender {
         var origin: HTTP2Origin?
     }
 
+    /// Request-building errors caused by the app's channel settings rather than by the message.
+    static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
+
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
@@ -74,6 +77,10 @@ public final class APNsSender: ProviderSender {
                 now: now)
             request = try APNsRequestFactory.makeRequest(delivery, bearerToken: bearer)
         } catch let error as APNsRequestError {
+            // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
+            if Self.channelRequestErrors.contains(error.reason) {
+                return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
+            }
             return .failed(reason: error.reason, detail: ["error": .string(error.detail)])
         } catch {
             return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
