@@ -27,9 +27,12 @@ public final class HTTP2Client: Sendable {
     /// Sends `request` to `origin` over a pooled connection and returns the complete response (any status).
     /// - Throws: `HTTP2Error` (`.connectFailed`, `.connectTimeout`, `.tlsHandshakeFailed`,
     ///   `.certificateVerificationFailed`, `.alpnNotNegotiated`, `.connectionClosed`, `.goAway`, `.refusedStream`,
-    ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`); `CancellationError` when the calling
-    ///   task is cancelled (the stream is reset with CANCEL).
+    ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`); `.invalidRequest` at once, before
+    ///   anything is queued, for a header field HTTP/2 forbids (RFC 9113 §8.2.1, §8.2.2); `CancellationError` when
+    ///   the calling task is cancelled (the stream is reset with CANCEL). Once `send` has thrown, the request is
+    ///   never sent afterwards (it is dropped from the queue, or its stream reset before its HEADERS leave).
     public func send(_ request: HTTP2Request, to origin: HTTP2Origin) async throws -> HTTP2Response {
+        if let invalid = request.validationError() { throw invalid }
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let core = self.core
         let loop = self.eventLoop
@@ -47,10 +50,17 @@ public final class HTTP2Client: Sendable {
 
     /// Sends several requests to `origin` with one hand-off to the event loop, and returns when all are done:
     /// cheaper than one `send` per request when a caller already holds a batch (fewer thread wake-ups).
-    /// Result `i` belongs to `requests[i]`; failures are `HTTP2Error` as for `send`, or `CancellationError`
-    /// when the calling task is cancelled.
+    /// Result `i` belongs to `requests[i]`; failures are `HTTP2Error` as for `send` (an invalid request fails
+    /// alone with `.invalidRequest`), or `CancellationError` when the calling task is cancelled.
     public func send(_ requests: [HTTP2Request], to origin: HTTP2Origin) async -> [Result<HTTP2Response, any Error>] {
         if requests.isEmpty { return [] }
+        let invalid = requests.map { $0.validationError() }
+        if invalid.contains(where: { $0 != nil }) {
+            // Send the valid ones as a batch and put the failures back in their places.
+            let valid = zip(requests, invalid).compactMap { $1 == nil ? $0 : nil }
+            var sent = await send(valid, to: origin).makeIterator()
+            return invalid.map { error in error.map { .failure($0) } ?? sent.next()! }
+        }
         let first = nextID.wrappingAdd(UInt64(requests.count), ordering: .relaxed).oldValue
         let ids = first..<(first + UInt64(requests.count))
         let core = self.core

@@ -33,6 +33,10 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
         public static let protocolError = Code("protocolError")
         /// The client, server or event loop is shut down.
         public static let shutdown = Code("shutdown")
+        /// The request cannot be sent as given (RFC 9113 §8.2.1, §8.2.2: a header name that is not a token, a
+        /// connection-specific header, or a value with NUL/CR/LF or leading/trailing whitespace). Never sent, and
+        /// sending it again cannot succeed, so `isSafeToRetry` is false.
+        public static let invalidRequest = Code("invalidRequest")
         /// Server set-up failed (bind, listen, certificate/key files) or certificate generation failed.
         public static let setupFailed = Code("setupFailed")
     }
