@@ -111,7 +111,7 @@ final class ClientCore: @unchecked Sendable {
         loop.core.addStopHook { [self] in
             loopStopped = true
             for request in Array(requests.values) {
-                finish(request, .failure(HTTP2Error(.shutdown, "the event loop shut down")))
+                finish(request, .failure(HTTP2Error(.shutdown, "the event loop shut down", isSafeToRetry: !request.headersSent)))
             }
             for waiter in shutdownWaiters { waiter.resume() }
             shutdownWaiters = []
@@ -169,8 +169,9 @@ final class ClientCore: @unchecked Sendable {
         pending.timer = loop.core.schedule(after: timeout) { [weak self, weak pending] in
             guard let self, let pending else { return }
             self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
-                                           // Still queued: never sent, or sent and refused unprocessed.
-                                           isSafeToRetry: pending.connection == nil))
+                                           // Still queued, or its HEADERS still inside nghttp2 (the reset
+                                           // below withdraws them): the peer never saw it.
+                                           isSafeToRetry: !pending.headersSent))
         }
         pool(for: origin).enqueue(pending)
     }
@@ -257,6 +258,7 @@ final class OriginPool {
     /// Puts an unprocessed request back at the front of the queue, or fails it past the retry limit.
     func retry(_ request: PendingRequest, reason: HTTP2Error) {
         request.retries += 1
+        request.headersSent = false
         if request.retries > configuration.maximumRetries {
             complete(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
             return
@@ -357,6 +359,9 @@ final class OriginPool {
             return
         case .success(let descriptor):
             fd = descriptor
+        }
+        if var size = configuration.testingSendBufferSize {
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         var ssl: OpaquePointer?
         if origin.scheme == .https {
