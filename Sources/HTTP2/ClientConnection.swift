@@ -20,6 +20,8 @@ final class PendingRequest {
     /// when the request is queued again after REFUSED_STREAM or GOAWAY. While false, the peer certainly has not
     /// seen the request, so a failure is safe to retry.
     var headersSent = false
+    /// True while the request waits in its origin's queue (not yet on a connection).
+    var isQueued = false
 
     init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, completion: @escaping (Result<HTTP2Response, any Error>) -> Void) {
         self.id = id

@@ -196,6 +196,9 @@ final class ClientCore: @unchecked Sendable {
         loop.core.cancelTimer(pending.timer)
         requests[pending.id] = nil
         pending.finish(result)
+        // Answered while waiting (timeout, cancellation): it must never be dispatched now; the queue skips
+        // answered entries and drops them in bulk (their bodies are released).
+        if pending.isQueued { pools[pending.origin]?.queuedRequestFinished() }
         if shuttingDown && requests.isEmpty {
             // Not from inside an nghttp2 callback (this may run in one): closing flushes the sessions.
             loop.core.runSoon { [self] in
@@ -244,6 +247,8 @@ final class OriginPool {
     private var backoffUntil: ContinuousClock.Instant?
     private var backoffTimer: LoopTimerID?
     private var dispatchScheduled = false
+    /// Entries in `queue[queueHead...]` whose caller was already answered.
+    private var finishedInQueue = 0
 
     init(origin: HTTP2Origin, core: ClientCore) {
         self.origin = origin
@@ -251,6 +256,7 @@ final class OriginPool {
     }
 
     func enqueue(_ request: PendingRequest) {
+        request.isQueued = true
         queue.append(request)
         dispatch()
     }
@@ -263,6 +269,7 @@ final class OriginPool {
             complete(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
             return
         }
+        request.isQueued = true
         if queueHead > 0 {
             queueHead -= 1
             queue[queueHead] = request
@@ -291,7 +298,9 @@ final class OriginPool {
         while queueHead < queue.count {
             let request = queue[queueHead]
             queueHead += 1
+            request.isQueued = false
             if !request.isFinished { return request }
+            finishedInQueue -= 1
         }
         return nil
     }
@@ -299,10 +308,30 @@ final class OriginPool {
     private var hasWaiting: Bool {
         while queueHead < queue.count {
             if !queue[queueHead].isFinished { return true }
+            queue[queueHead].isQueued = false
+            finishedInQueue -= 1
             queueHead += 1
         }
         return false
     }
+
+    /// A waiting request was answered. Once answered entries are many and at least half the queue, they are
+    /// removed (a provider outage can time out thousands of queued requests at once).
+    func queuedRequestFinished() {
+        finishedInQueue += 1
+        guard finishedInQueue >= 32, finishedInQueue * 2 >= queue.count - queueHead else { return }
+        var kept: [PendingRequest] = []
+        kept.reserveCapacity(queue.count - queueHead - finishedInQueue)
+        for request in queue[queueHead...] {
+            if request.isFinished { request.isQueued = false } else { kept.append(request) }
+        }
+        queue = kept
+        queueHead = 0
+        finishedInQueue = 0
+    }
+
+    /// Entries still stored in the queue, answered ones included (testing and diagnostics).
+    var storedCount: Int { queue.count - queueHead }
 
     /// Assigns waiting requests to connections with free stream slots, opening a connection when none has any.
     func dispatch() {

@@ -37,6 +37,12 @@ struct HTTP2NoSendAfterAnswerTests {
         let requests = (0..<200).map { HTTP2Request(path: "/early-\($0)", timeout: .milliseconds(300)) }
         let early = await client.send(requests, to: origin)
         Self.expectAllFailedSafely(early, ["requestTimeout"])
+        // Answered requests leave the queue in bulk (a handful may stay until the next dispatch skips them).
+        let core = client.core
+        let stored = await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
+            _ = loop.execute { c.resume(returning: core.pool(for: origin).storedCount) }
+        }
+        #expect(stored < 32)
 
         // The server comes back on the same listening socket and accepts the waiting connection.
         let seen = Seen()
@@ -44,8 +50,8 @@ struct HTTP2NoSendAfterAnswerTests {
             seen.add(request.path)
             return HTTP2ServerResponse(status: 200)
         }
-        let core = server.core
-        #expect(loop.execute { core.startListening(fd: fd, tls: nil) })
+        let serverCore = server.core
+        #expect(loop.execute { serverCore.startListening(fd: fd, tls: nil) })
         // Requests are dispatched in order, so the early ones would have gone out before this one.
         let probe = try await client.send(HTTP2Request(path: "/probe"), to: origin)
         #expect(probe.status == 200)
@@ -133,5 +139,53 @@ struct HTTP2NoSendAfterAnswerTests {
         #expect(reached.isEmpty, "\(reached.count) victims reached the server, first \(reached.prefix(3)), order \(seen.all.prefix(20))")
         await client.shutdown()
         await server.shutdown()
+    }
+
+    @Test func loopShutdownReportsRequestsWhoseHeadersNeverLeftAsSafe() async throws {
+        let clientLoop = try HTTP2EventLoop(name: "test-stalled-stop")
+        defer { clientLoop.shutdown() }
+        let serverLoop = try HTTP2EventLoop(name: "test-stalled-srv2")
+        defer { serverLoop.shutdown() }
+        let seen = Seen()
+        let server = HTTP2Server(eventLoop: serverLoop, tls: nil) { request in
+            seen.add(request.path)
+            return HTTP2ServerResponse(status: 200)
+        }
+        let (fd, port) = try listenSocket(host: "127.0.0.1", port: 0)
+        var size: Int32 = 16 * 1024
+        #expect(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) == 0)
+        let serverCore = server.core
+        #expect(serverLoop.execute { serverCore.startListening(fd: fd, tls: nil) })
+        var configuration = HTTP2ClientConfiguration()
+        configuration.testingSendBufferSize = 64 * 1024
+        let client = HTTP2Client(eventLoop: clientLoop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        _ = try await client.send(HTTP2Request(path: "/warm-up"), to: origin)
+
+        let stall = DispatchSemaphore(value: 0)
+        #expect(serverLoop.execute { stall.wait() })
+        let filler = (0..<4).map { HTTP2Request(path: "/filler-\($0)", body: [UInt8](repeating: 7, count: 1 << 20), timeout: .seconds(60)) }
+        async let fillerResults = client.send(filler, to: origin)
+        try await Task.sleep(for: .milliseconds(500))
+        // On the connection (streams opened in nghttp2) but stuck behind the full socket.
+        async let stuckResults = client.send((0..<50).map { HTTP2Request(path: "/stuck-\($0)", timeout: .seconds(60)) }, to: origin)
+        try await Task.sleep(for: .milliseconds(200))
+        clientLoop.shutdown()
+
+        for result in await stuckResults {
+            guard case .failure(let error as HTTP2Error) = result else {
+                Issue.record("expected .shutdown, got \(result)")
+                continue
+            }
+            #expect(error.code == .shutdown)
+            #expect(error.isSafeToRetry, "\(error)")
+        }
+        for result in await fillerResults {
+            // Their bodies were partly written: the peer may have started processing them.
+            if case .failure(let error as HTTP2Error) = result { #expect(!error.isSafeToRetry, "\(error)") }
+        }
+        stall.signal()
+        await server.shutdown()
+        #expect(!seen.all.contains { $0.hasPrefix("/stuck-") })
     }
 }
