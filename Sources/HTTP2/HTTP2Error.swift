@@ -44,7 +44,10 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
     public var code: Code
     public var message: String
     /// True when the peer certainly did not process the request (connect failures, REFUSED_STREAM, GOAWAY with
-    /// the stream above last-stream-id, RFC 9113 §8.7), so resending cannot duplicate it.
+    /// the stream above last-stream-id, RFC 9113 §8.7), or when its HEADERS never left the process (it was still
+    /// queued, or still inside nghttp2 and withdrawn, when it timed out, its connection closed or the loop shut
+    /// down), so resending cannot duplicate it and need not count as an attempt. False when the request may have
+    /// reached the peer, and for `.invalidRequest` (resending the same request cannot succeed).
     public var isSafeToRetry: Bool
 
     public init(_ code: Code, _ message: String, isSafeToRetry: Bool = false) {

@@ -1,11 +1,19 @@
 /// Checks of request header fields before they are queued, so that a field the peer would reject with
 /// PROTOCOL_ERROR (RFC 9113 §8.1.1) fails at once instead of being retried forever.
 extension HTTP2Request {
-    /// Returns `.invalidRequest` for the first bad header field, nil when all are acceptable.
+    /// Returns `.invalidRequest` for the first bad pseudo-header or header field, nil when all are acceptable.
     /// Rules: RFC 9113 §8.2.1 (names are tokens, RFC 9110 §5.6.2, sent lower-cased; values hold no NUL, CR or LF
     /// and no leading/trailing space or tab) and §8.2.2 (no connection-specific fields; `te` only `trailers`).
     /// The message names the field but never shows its value (it may be a credential, e.g. `authorization`).
     func validationError() -> HTTP2Error? {
+        // Pseudo-headers (RFC 9113 §8.3.1): `:method` is a token (RFC 9110 §9.1); `:path` is non-empty, starts
+        // with "/" and holds visible ASCII only (RFC 3986 §3.3). The path is not shown: it may hold a device token.
+        if method.isEmpty || !method.utf8.allSatisfy(Self.isTokenByte) {
+            return HTTP2Error(.invalidRequest, "the :method is not a token (RFC 9110 §9.1)")
+        }
+        if path.utf8.first != UInt8(ascii: "/") || !path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            return HTTP2Error(.invalidRequest, "the :path must start with \"/\" and hold visible ASCII only (RFC 9113 §8.3.1)")
+        }
         for (index, header) in headers.enumerated() {
             let name = header.name
             guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {

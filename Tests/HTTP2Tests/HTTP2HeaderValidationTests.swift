@@ -54,6 +54,21 @@ struct HTTP2HeaderValidationTests {
         await server.shutdown()
     }
 
+    @Test(arguments: [("POST", "relative"), ("POST", ""), ("POST", "/3/device/ab cd"), ("POST", "/x\r\ny"),
+                      ("PO ST", "/"), ("", "/")])
+    func invalidMethodOrPathFailsAtOnce(_ method: String, _ path: String) async throws {
+        let loop = try HTTP2EventLoop(name: "test-invalid-path")
+        defer { loop.shutdown() }
+        let client = HTTP2Client(eventLoop: loop)
+        // Nothing listens on port 1: had the request been queued, it would fail with .connectFailed instead.
+        let error = await #expect(throws: HTTP2Error.self) {
+            _ = try await client.send(HTTP2Request(method: method, path: path), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: 1))
+        }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.isSafeToRetry == false)
+        await client.shutdown()
+    }
+
     @Test func acceptableHeadersStillGoOut() async throws {
         let loop = try HTTP2EventLoop(name: "test-valid-header")
         defer { loop.shutdown() }
