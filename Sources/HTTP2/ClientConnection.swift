@@ -212,8 +212,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
 
     override func beforeFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         guard frame.frameType == NGHTTP2_HEADERS.rawValue, let stream = streams[frame.streamID] else { return 0 }
-        // Its caller was already answered (timeout, cancellation): never let it out (nghttp2 closes the stream).
-        if stream.request.isFinished { return NGHTTP2_ERR_CANCEL.rawValue }
+        // Never NGHTTP2_ERR_CANCEL here: nghttp2 has already HPACK-encoded the block, so dropping it would desync
+        // the peer's header table (RFC 7541 §2.3.2). Answered requests are withdrawn earlier instead: `abort`
+        // submits RST_STREAM, which cancels HEADERS still queued in nghttp2.
         stream.request.headersSent = true
         return 0
     }

@@ -66,8 +66,8 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
     func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 { 0 }
-    /// nghttp2 is about to serialize `frame` (after this its bytes may leave the process); return
-    /// `NGHTTP2_ERR_CANCEL` to drop it instead.
+    /// nghttp2 has serialized `frame` and hands it out next (from now on its bytes may leave the process).
+    /// Returns 0; do not cancel HEADERS here (already HPACK-encoded, RFC 7541 §2.3.2).
     func beforeFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
     /// Called once after the socket closed; `error` is nil for an orderly end.
     func didClose(_ error: HTTP2Error?) {}
