@@ -16,6 +16,12 @@ final class PendingRequest {
     /// Set while a stream carries the request.
     weak var connection: ClientConnection?
     var streamID: Int32 = 0
+    /// Set when nghttp2 serializes this attempt's HEADERS (from then on its bytes may leave the process); reset
+    /// when the request is queued again after REFUSED_STREAM or GOAWAY. While false, the peer certainly has not
+    /// seen the request, so a failure is safe to retry.
+    var headersSent = false
+    /// True while the request waits in its origin's queue (not yet on a connection).
+    var isQueued = false
 
     init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, completion: @escaping (Result<HTTP2Response, any Error>) -> Void) {
         self.id = id
@@ -204,6 +210,15 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         return 0
     }
 
+    override func beforeFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        guard frame.frameType == NGHTTP2_HEADERS.rawValue, let stream = streams[frame.streamID] else { return 0 }
+        // Never NGHTTP2_ERR_CANCEL here: nghttp2 has already HPACK-encoded the block, so dropping it would desync
+        // the peer's header table (RFC 7541 §2.3.2). Answered requests are withdrawn earlier instead: `abort`
+        // submits RST_STREAM, which cancels HEADERS still queued in nghttp2.
+        stream.request.headersSent = true
+        return 0
+    }
+
     override func didRead() { readSinceLastPing = true }
 
     // MARK: Requests
@@ -296,6 +311,11 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             guard !request.isFinished else { continue }
             if goingAway && streamID > goAwayLastStreamID {
                 pool.retry(request, reason: HTTP2Error(.goAway, "\(pool.origin) went away before processing the request", isSafeToRetry: true))
+            } else if !request.headersSent {
+                // Its HEADERS never left nghttp2: the peer cannot have seen it.
+                let base = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection")
+                let code: HTTP2Error.Code = base.code == .shutdown ? .shutdown : .connectionClosed
+                pool.complete(request, .failure(HTTP2Error(code, "connection to \(pool.origin) closed before the request was sent: \(base.message)", isSafeToRetry: true)))
             } else {
                 let base = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection")
                 let code: HTTP2Error.Code = base.code == .shutdown ? .shutdown : .connectionClosed

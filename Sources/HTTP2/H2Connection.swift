@@ -66,6 +66,9 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
     func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 { 0 }
+    /// nghttp2 has serialized `frame` and hands it out next (from now on its bytes may leave the process).
+    /// Returns 0; do not cancel HEADERS here (already HPACK-encoded, RFC 7541 §2.3.2).
+    func beforeFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
     /// Called once after the socket closed; `error` is nil for an orderly end.
     func didClose(_ error: HTTP2Error?) {}
     /// Checked after each flush: return true to close now (e.g. GOAWAY done and nothing in flight).
@@ -244,6 +247,15 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     func flush() {
         guard state == .open, let session else { return }
         while true {
+            // Frames are taken from nghttp2 only once the socket has taken everything before them: while the peer
+            // is not reading, new HEADERS stay inside nghttp2, where a timeout or cancellation can still withdraw
+            // them (RST_STREAM on a stream whose HEADERS are queued cancels them), instead of sitting in
+            // `outbound` bound to go out once the peer reads again.
+            if outboundOffset < outbound.count {
+                let drained = writeOutbound()
+                if state != .open { return }
+                if !drained { break }
+            }
             while outbound.count - outboundOffset < Self.outboundHighWater {
                 var data: UnsafePointer<UInt8>?
                 let n = nghttp2_session_mem_send(session, &data)
@@ -255,9 +267,6 @@ class H2Connection: LoopHandler, @unchecked Sendable {
                 if let data { outbound.append(contentsOf: UnsafeBufferPointer(start: data, count: n)) }
             }
             if outboundOffset == outbound.count { break }
-            let progress = writeOutbound()
-            if state != .open { return }
-            if !progress { break }
         }
         let pending = outboundOffset < outbound.count
         setInterest(write: (pending && !tlsWriteWantsRead) || tlsWantsWrite)
@@ -382,6 +391,10 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             guard let userData else { return 0 }
             return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
                 .onDataChunk(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+        }
+        nghttp2_session_callbacks_set_before_frame_send_callback(callbacks) { _, frame, userData in
+            guard let frame, let userData else { return 0 }
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().beforeFrameSend(frame)
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
             guard let userData else { return 0 }

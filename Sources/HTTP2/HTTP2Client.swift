@@ -27,9 +27,12 @@ public final class HTTP2Client: Sendable {
     /// Sends `request` to `origin` over a pooled connection and returns the complete response (any status).
     /// - Throws: `HTTP2Error` (`.connectFailed`, `.connectTimeout`, `.tlsHandshakeFailed`,
     ///   `.certificateVerificationFailed`, `.alpnNotNegotiated`, `.connectionClosed`, `.goAway`, `.refusedStream`,
-    ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`); `CancellationError` when the calling
-    ///   task is cancelled (the stream is reset with CANCEL).
+    ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`); `.invalidRequest` at once, before
+    ///   anything is queued, for a header field HTTP/2 forbids (RFC 9113 §8.2.1, §8.2.2); `CancellationError` when
+    ///   the calling task is cancelled (the stream is reset with CANCEL). Once `send` has thrown, the request is
+    ///   never sent afterwards (it is dropped from the queue, or its stream reset before its HEADERS leave).
     public func send(_ request: HTTP2Request, to origin: HTTP2Origin) async throws -> HTTP2Response {
+        if let invalid = request.validationError() { throw invalid }
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let core = self.core
         let loop = self.eventLoop
@@ -47,10 +50,17 @@ public final class HTTP2Client: Sendable {
 
     /// Sends several requests to `origin` with one hand-off to the event loop, and returns when all are done:
     /// cheaper than one `send` per request when a caller already holds a batch (fewer thread wake-ups).
-    /// Result `i` belongs to `requests[i]`; failures are `HTTP2Error` as for `send`, or `CancellationError`
-    /// when the calling task is cancelled.
+    /// Result `i` belongs to `requests[i]`; failures are `HTTP2Error` as for `send` (an invalid request fails
+    /// alone with `.invalidRequest`), or `CancellationError` when the calling task is cancelled.
     public func send(_ requests: [HTTP2Request], to origin: HTTP2Origin) async -> [Result<HTTP2Response, any Error>] {
         if requests.isEmpty { return [] }
+        let invalid = requests.map { $0.validationError() }
+        if invalid.contains(where: { $0 != nil }) {
+            // Send the valid ones as a batch and put the failures back in their places.
+            let valid = zip(requests, invalid).compactMap { $1 == nil ? $0 : nil }
+            var sent = await send(valid, to: origin).makeIterator()
+            return invalid.map { error in error.map { .failure($0) } ?? sent.next()! }
+        }
         let first = nextID.wrappingAdd(UInt64(requests.count), ordering: .relaxed).oldValue
         let ids = first..<(first + UInt64(requests.count))
         let core = self.core
@@ -101,7 +111,7 @@ final class ClientCore: @unchecked Sendable {
         loop.core.addStopHook { [self] in
             loopStopped = true
             for request in Array(requests.values) {
-                finish(request, .failure(HTTP2Error(.shutdown, "the event loop shut down")))
+                finish(request, .failure(HTTP2Error(.shutdown, "the event loop shut down", isSafeToRetry: !request.headersSent)))
             }
             for waiter in shutdownWaiters { waiter.resume() }
             shutdownWaiters = []
@@ -159,8 +169,9 @@ final class ClientCore: @unchecked Sendable {
         pending.timer = loop.core.schedule(after: timeout) { [weak self, weak pending] in
             guard let self, let pending else { return }
             self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
-                                           // Still queued: never sent, or sent and refused unprocessed.
-                                           isSafeToRetry: pending.connection == nil))
+                                           // Still queued, or its HEADERS still inside nghttp2 (the reset
+                                           // below withdraws them): the peer never saw it.
+                                           isSafeToRetry: !pending.headersSent))
         }
         pool(for: origin).enqueue(pending)
     }
@@ -185,6 +196,9 @@ final class ClientCore: @unchecked Sendable {
         loop.core.cancelTimer(pending.timer)
         requests[pending.id] = nil
         pending.finish(result)
+        // Answered while waiting (timeout, cancellation): it must never be dispatched now; the queue skips
+        // answered entries and drops them in bulk (their bodies are released).
+        if pending.isQueued { pools[pending.origin]?.queuedRequestFinished() }
         if shuttingDown && requests.isEmpty {
             // Not from inside an nghttp2 callback (this may run in one): closing flushes the sessions.
             loop.core.runSoon { [self] in
@@ -233,6 +247,8 @@ final class OriginPool {
     private var backoffUntil: ContinuousClock.Instant?
     private var backoffTimer: LoopTimerID?
     private var dispatchScheduled = false
+    /// Entries in `queue[queueHead...]` whose caller was already answered.
+    private var finishedInQueue = 0
 
     init(origin: HTTP2Origin, core: ClientCore) {
         self.origin = origin
@@ -240,6 +256,7 @@ final class OriginPool {
     }
 
     func enqueue(_ request: PendingRequest) {
+        request.isQueued = true
         queue.append(request)
         dispatch()
     }
@@ -247,10 +264,12 @@ final class OriginPool {
     /// Puts an unprocessed request back at the front of the queue, or fails it past the retry limit.
     func retry(_ request: PendingRequest, reason: HTTP2Error) {
         request.retries += 1
+        request.headersSent = false
         if request.retries > configuration.maximumRetries {
             complete(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
             return
         }
+        request.isQueued = true
         if queueHead > 0 {
             queueHead -= 1
             queue[queueHead] = request
@@ -279,7 +298,9 @@ final class OriginPool {
         while queueHead < queue.count {
             let request = queue[queueHead]
             queueHead += 1
+            request.isQueued = false
             if !request.isFinished { return request }
+            finishedInQueue -= 1
         }
         return nil
     }
@@ -287,10 +308,30 @@ final class OriginPool {
     private var hasWaiting: Bool {
         while queueHead < queue.count {
             if !queue[queueHead].isFinished { return true }
+            queue[queueHead].isQueued = false
+            finishedInQueue -= 1
             queueHead += 1
         }
         return false
     }
+
+    /// A waiting request was answered. Once answered entries are many and at least half the queue, they are
+    /// removed (a provider outage can time out thousands of queued requests at once).
+    func queuedRequestFinished() {
+        finishedInQueue += 1
+        guard finishedInQueue >= 32, finishedInQueue * 2 >= queue.count - queueHead else { return }
+        var kept: [PendingRequest] = []
+        kept.reserveCapacity(queue.count - queueHead - finishedInQueue)
+        for request in queue[queueHead...] {
+            if request.isFinished { request.isQueued = false } else { kept.append(request) }
+        }
+        queue = kept
+        queueHead = 0
+        finishedInQueue = 0
+    }
+
+    /// Entries still stored in the queue, answered ones included (testing and diagnostics).
+    var storedCount: Int { queue.count - queueHead }
 
     /// Assigns waiting requests to connections with free stream slots, opening a connection when none has any.
     func dispatch() {
@@ -347,6 +388,9 @@ final class OriginPool {
             return
         case .success(let descriptor):
             fd = descriptor
+        }
+        if var size = configuration.testingSendBufferSize {
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         var ssl: OpaquePointer?
         if origin.scheme == .https {

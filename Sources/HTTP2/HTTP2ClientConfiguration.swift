@@ -19,5 +19,9 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// How often a request refused with REFUSED_STREAM or left unprocessed by GOAWAY is resent before failing.
     public var maximumRetries: Int = 3
 
+    /// Testing hook: a fixed SO_SNDBUF (bytes) for new connections, so tests can fill the socket deterministically
+    /// (the kernel otherwise grows the buffer on its own). Not public: production keeps the kernel's autotuning.
+    var testingSendBufferSize: Int32?
+
     public init() {}
 }

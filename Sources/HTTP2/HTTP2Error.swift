@@ -33,6 +33,10 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
         public static let protocolError = Code("protocolError")
         /// The client, server or event loop is shut down.
         public static let shutdown = Code("shutdown")
+        /// The request cannot be sent as given (RFC 9113 §8.2.1, §8.2.2: a header name that is not a token, a
+        /// connection-specific header, or a value with NUL/CR/LF or leading/trailing whitespace). Never sent, and
+        /// sending it again cannot succeed, so `isSafeToRetry` is false.
+        public static let invalidRequest = Code("invalidRequest")
         /// Server set-up failed (bind, listen, certificate/key files) or certificate generation failed.
         public static let setupFailed = Code("setupFailed")
     }
@@ -40,7 +44,10 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
     public var code: Code
     public var message: String
     /// True when the peer certainly did not process the request (connect failures, REFUSED_STREAM, GOAWAY with
-    /// the stream above last-stream-id, RFC 9113 §8.7), so resending cannot duplicate it.
+    /// the stream above last-stream-id, RFC 9113 §8.7), or when its HEADERS never left the process (it was still
+    /// queued, or still inside nghttp2 and withdrawn, when it timed out, its connection closed or the loop shut
+    /// down), so resending cannot duplicate it and need not count as an attempt. False when the request may have
+    /// reached the peer, and for `.invalidRequest` (resending the same request cannot succeed).
     public var isSafeToRetry: Bool
 
     public init(_ code: Code, _ message: String, isSafeToRetry: Bool = false) {

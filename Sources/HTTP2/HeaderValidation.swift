@@ -1,0 +1,56 @@
+/// Checks of request header fields before they are queued, so that a field the peer would reject with
+/// PROTOCOL_ERROR (RFC 9113 §8.1.1) fails at once instead of being retried forever.
+extension HTTP2Request {
+    /// Returns `.invalidRequest` for the first bad pseudo-header or header field, nil when all are acceptable.
+    /// Rules: RFC 9113 §8.2.1 (names are tokens, RFC 9110 §5.6.2, sent lower-cased; values hold no NUL, CR or LF
+    /// and no leading/trailing space or tab) and §8.2.2 (no connection-specific fields; `te` only `trailers`).
+    /// The message names the field but never shows its value (it may be a credential, e.g. `authorization`).
+    func validationError() -> HTTP2Error? {
+        // Pseudo-headers (RFC 9113 §8.3.1): `:method` is a token (RFC 9110 §9.1); `:path` is non-empty, starts
+        // with "/" and holds visible ASCII only (RFC 3986 §3.3). The path is not shown: it may hold a device token.
+        if method.isEmpty || !method.utf8.allSatisfy(Self.isTokenByte) {
+            return HTTP2Error(.invalidRequest, "the :method is not a token (RFC 9110 §9.1)")
+        }
+        if path.utf8.first != UInt8(ascii: "/") || !path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            return HTTP2Error(.invalidRequest, "the :path must start with \"/\" and hold visible ASCII only (RFC 9113 §8.3.1)")
+        }
+        for (index, header) in headers.enumerated() {
+            let name = header.name
+            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+                // An invalid name may itself be garbage: show it escaped, and only its first characters.
+                let shown = String(name.unicodeScalars.prefix(40).map { $0.escaped(asASCII: true) }.joined())
+                return HTTP2Error(.invalidRequest, "header #\(index) has an invalid field name \"\(shown)\" (RFC 9113 §8.2.1)")
+            }
+            let lower = name.lowercased()
+            if Self.connectionSpecific.contains(lower) {
+                return HTTP2Error(.invalidRequest, "header \"\(lower)\" is connection-specific and not allowed in HTTP/2 (RFC 9113 §8.2.2)")
+            }
+            if lower == "te" && header.value != "trailers" {
+                return HTTP2Error(.invalidRequest, "header \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2)")
+            }
+            let value = Array(header.value.utf8)
+            if value.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D }) {
+                return HTTP2Error(.invalidRequest, "value of header \"\(lower)\" contains NUL, CR or LF (RFC 9113 §8.2.1)")
+            }
+            if let first = value.first, let last = value.last, Self.isWhitespace(first) || Self.isWhitespace(last) {
+                return HTTP2Error(.invalidRequest, "value of header \"\(lower)\" has leading or trailing whitespace (RFC 9113 §8.2.1)")
+            }
+        }
+        return nil
+    }
+
+    /// tchar (RFC 9110 §5.6.2). Upper-case letters are accepted because the client lower-cases names when sending.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    private static func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+
+    /// RFC 9113 §8.2.2.
+    private static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
+}

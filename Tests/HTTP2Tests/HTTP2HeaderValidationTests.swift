@@ -1,0 +1,91 @@
+import Testing
+import Synchronization
+@testable import HTTP2
+
+@Suite("HTTP2 client header validation")
+struct HTTP2HeaderValidationTests {
+    @Test(arguments: [
+        HTTP2Header("x-token", "abc\r\nx-injected: 1"),
+        HTTP2Header("x-token", "abc\ndef"),
+        HTTP2Header("x-token", "abc\u{0}def"),
+        HTTP2Header("x-token", " leading"),
+        HTTP2Header("x-token", "trailing\t"),
+        HTTP2Header("bad name", "v"),
+        HTTP2Header("", "v"),
+        HTTP2Header(":path", "/other"),
+        HTTP2Header("x-ümlaut", "v"),
+        HTTP2Header("connection", "close"),
+        HTTP2Header("transfer-encoding", "chunked"),
+        HTTP2Header("te", "gzip"),
+    ])
+    func invalidHeadersFailAtOnceAndAreNeverSent(_ header: HTTP2Header) async throws {
+        let loop = try HTTP2EventLoop(name: "test-invalid-header")
+        defer { loop.shutdown() }
+        let received = Atomic<Int>(0)
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { _ in
+            received.add(1, ordering: .relaxed)
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let request = HTTP2Request(path: "/", headers: [HTTP2Header("authorization", "bearer s3cr3t"), header])
+        let error = await #expect(throws: HTTP2Error.self) { _ = try await client.send(request, to: origin) }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.isSafeToRetry == false)
+        // The value may be secret: the message names the header, never its value.
+        #expect(error?.message.contains("abc") == false)
+        #expect(error?.message.contains("s3cr3t") == false)
+        if !header.name.isEmpty && header.name.utf8.allSatisfy({ $0 < 0x80 && $0 > 0x20 }) {
+            #expect(error?.message.contains(header.name) == true)
+        }
+        // In a batch only that request fails; the valid one around it goes through.
+        let batch = await client.send([HTTP2Request(path: "/a"), request, HTTP2Request(path: "/b")], to: origin)
+        #expect(batch.count == 3)
+        #expect((try? batch[0].get())?.status == 200)
+        #expect((try? batch[2].get())?.status == 200)
+        guard case .failure(let batchError as HTTP2Error) = batch[1] else {
+            Issue.record("the invalid request did not fail: \(batch[1])")
+            return
+        }
+        #expect(batchError.code == .invalidRequest && !batchError.isSafeToRetry)
+        #expect(received.load(ordering: .relaxed) == 2)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test(arguments: [("POST", "relative"), ("POST", ""), ("POST", "/3/device/ab cd"), ("POST", "/x\r\ny"),
+                      ("PO ST", "/"), ("", "/")])
+    func invalidMethodOrPathFailsAtOnce(_ method: String, _ path: String) async throws {
+        let loop = try HTTP2EventLoop(name: "test-invalid-path")
+        defer { loop.shutdown() }
+        let client = HTTP2Client(eventLoop: loop)
+        // Nothing listens on port 1: had the request been queued, it would fail with .connectFailed instead.
+        let error = await #expect(throws: HTTP2Error.self) {
+            _ = try await client.send(HTTP2Request(method: method, path: path), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: 1))
+        }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.isSafeToRetry == false)
+        await client.shutdown()
+    }
+
+    @Test func acceptableHeadersStillGoOut() async throws {
+        let loop = try HTTP2EventLoop(name: "test-valid-header")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            HTTP2ServerResponse(status: 200, headers: [HTTP2Header("x-echo", request.header("apns-topic") ?? "-"),
+                                                       HTTP2Header("x-te", request.header("te") ?? "-")])
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        // Upper-case names are lower-cased by the client; inner spaces and visible punctuation are fine.
+        let response = try await client.send(HTTP2Request(path: "/", headers: [
+            HTTP2Header("Apns-Topic", "com.example.app; v=1 \"q\""), HTTP2Header("te", "trailers"), HTTP2Header("x-empty", ""),
+        ]), to: origin)
+        #expect(response.header("x-echo") == "com.example.app; v=1 \"q\"")
+        #expect(response.header("x-te") == "trailers")
+        await client.shutdown()
+        await server.shutdown()
+    }
+}
