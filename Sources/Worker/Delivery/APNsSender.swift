@@ -96,6 +96,10 @@ public final class APNsSender: ProviderSender {
                     timeout: requestTimeout),
                 to: origin)
         } catch let error as HTTP2Error {
+            // A request the HTTP/2 layer refuses to send (a header it cannot carry) never gets better.
+            if error.code == .invalidRequest {
+                return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
+            }
             // Certainly not processed by APNs (no connection, refused stream): waiting it out costs no attempt.
             return .retry(
                 reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
