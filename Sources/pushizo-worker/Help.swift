@@ -10,6 +10,7 @@ enum Help {
             commands:
               run        expand notifications, claim deliveries, send them, write delivery events (the daemon)
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
+              preview    show what one device would get: decision + exact provider request (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
               emulator   serve the built-in provider emulator (APNs) over HTTP/2, TLS or h2c
               help       this text

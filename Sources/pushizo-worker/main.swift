@@ -18,6 +18,13 @@ do {
         try MigrateCommand.main(environment: environment, arguments: rest)
     case "emulator":
         try await EmulatorCommand.main(environment: environment, arguments: rest)
+    case "preview":
+        do {
+            try PreviewCommand.main(arguments: rest)
+        } catch let error as PreviewError {
+            FileHandle.standardError.write(Data("pushizo-worker preview: \(error)\n".utf8))
+            exit(2)
+        }
     case "check":
         try await CheckCommand.main(environment: environment, arguments: rest)
     case "help", "--help", "-h":

@@ -54,27 +54,7 @@ public final class APNsSender: ProviderSender {
         let request: PushRequest
         do {
             let bearer = try tokenManager.bearerToken()
-            var tags: [String: JSONValue] = [:]
-            if let tagsJSON = delivery.userTagsJSON, let object = (try? JSONValue(parsing: tagsJSON))?.objectValue {
-                tags = object
-            }
-            let delivery = APNsDelivery(
-                deviceToken: delivery.token,
-                environment: delivery.apnsEnvironment,
-                topic: channel.credentials.topic,
-                apnsID: delivery.apnsID,
-                message: message,
-                subscriberLanguage: delivery.language,
-                appDefaultLanguage: delivery.defaultLanguage,
-                placeholderValues: PlaceholderValues(
-                    tags: tags, language: delivery.language, country: delivery.country, timezone: delivery.timezone),
-                msgID: MessageIDCodec.sign(
-                    notificationID: delivery.notificationID, subscriptionID: delivery.subscriptionID,
-                    key: delivery.signingKey),
-                campaignID: delivery.campaignID,
-                // The message's own deadline; the factory takes the earlier of it and now + ttl.
-                expiration: message.ttl.map { delivery.notificationStart.addingTimeInterval(Double($0)) },
-                now: now)
+            let delivery = Self.apnsDelivery(for: delivery, message: message, topic: channel.credentials.topic, now: now)
             request = try APNsRequestFactory.makeRequest(delivery, bearerToken: bearer)
         } catch let error as APNsRequestError {
             // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
@@ -85,8 +65,7 @@ public final class APNsSender: ProviderSender {
         } catch {
             return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
         }
-        let origin = channel.origin
-            ?? (delivery.apnsEnvironment == "sandbox" ? Self.sandboxOrigin : Self.productionOrigin)
+        let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
         let response: HTTP2Response
         do {
             response = try await client.send(
@@ -114,6 +93,40 @@ public final class APNsSender: ProviderSender {
             tokenManager.invalidate()
         }
         return APNsResponseClassifier.classify(pushResponse, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
+    }
+
+    /// What the request factory needs for one claimed delivery: the subscriber's language, placeholder values
+    /// (user tags, then subscription fields), the signed msgId and the message's own deadline. Shared with
+    /// `preview`, so it shows exactly what the worker sends.
+    public static func apnsDelivery(
+        for delivery: ClaimedDelivery, message: NotificationMessage, topic: String, now: Date
+    ) -> APNsDelivery {
+        var tags: [String: JSONValue] = [:]
+        if let tagsJSON = delivery.userTagsJSON, let object = (try? JSONValue(parsing: tagsJSON))?.objectValue {
+            tags = object
+        }
+        return APNsDelivery(
+            deviceToken: delivery.token,
+            environment: delivery.apnsEnvironment,
+            topic: topic,
+            apnsID: delivery.apnsID,
+            message: message,
+            subscriberLanguage: delivery.language,
+            appDefaultLanguage: delivery.defaultLanguage,
+            placeholderValues: PlaceholderValues(
+                tags: tags, language: delivery.language, country: delivery.country, timezone: delivery.timezone),
+            msgID: MessageIDCodec.sign(
+                notificationID: delivery.notificationID, subscriptionID: delivery.subscriptionID,
+                key: delivery.signingKey),
+            campaignID: delivery.campaignID,
+            // The message's own deadline; the factory takes the earlier of it and now + ttl.
+            expiration: message.ttl.map { delivery.notificationStart.addingTimeInterval(Double($0)) },
+            now: now)
+    }
+
+    /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).
+    public static func origin(forEnvironment environment: String?) -> HTTP2Origin {
+        environment == "sandbox" ? sandboxOrigin : productionOrigin
     }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {

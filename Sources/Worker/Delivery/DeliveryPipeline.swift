@@ -80,33 +80,59 @@ public final class DeliveryPipeline: DeliveryProcessing {
         case .success(let parsed): message = parsed
         case .failure(let problem): return (problem.outcome, nil)
         }
-        let ttl = message.ttl.map(Int64.init) ?? Self.defaultTTL
+        switch DeliveryChecks.evaluate(delivery, message: message, now: now) {
+        case .stop(let outcome, let provider):
+            if case .skipped(reason: "no_channel", _) = outcome, let provider,
+                warnings.allow("no_channel:\(delivery.appID):\(provider)")
+            {
+                logger.warning("app has no channel for this provider; its deliveries are skipped",
+                               ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider])
+            }
+            return (outcome, provider)
+        case .send(let provider):
+            guard let sender = senders[provider] else {
+                return (.failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider)
+            }
+            return (await sender.send(delivery, message: message, now: now), provider)
+        }
+    }
+}
+
+/// The checks between a parsed message and a send, in their fixed order (expired -> subscription active ->
+/// platform -> channel present -> channel not paused), without I/O: the worker and `preview` share them.
+public enum DeliveryChecks {
+    public enum Verdict: Sendable, Equatable {
+        /// Send through `provider` (`apns`, `fcm`, `webpush`).
+        case send(provider: String)
+        /// Do not send; record `outcome`. `provider` when the platform maps to one.
+        case stop(DeliveryOutcome, provider: String?)
+    }
+
+    public static func evaluate(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) -> Verdict {
+        let ttl = message.ttl.map(Int64.init) ?? DeliveryPipeline.defaultTTL
         let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
         // ttl 0 means "now or never" (APNs `apns-expiration: 0`, FCM `ttl: 0s`): one attempt, however late
         // it is claimed, and no retry.
         if ttl == 0 ? delivery.attempt > 1 : expiresAt < now {
-            return (.skipped(reason: "expired", detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]), nil)
+            return .stop(.skipped(reason: "expired", detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]), provider: nil)
         }
         if delivery.subscriptionStatus != "active" {
-            return (.skipped(reason: "subscription_inactive", detail: ["status": .string(delivery.subscriptionStatus)]), nil)
+            return .stop(
+                .skipped(reason: "subscription_inactive", detail: ["status": .string(delivery.subscriptionStatus)]),
+                provider: nil)
         }
         guard let provider = PlatformProvider.provider(forPlatform: delivery.platform) else {
-            return (.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), nil)
+            return .stop(.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), provider: nil)
         }
         guard delivery.channelProvider != nil else {
-            if warnings.allow("no_channel:\(delivery.appID):\(provider)") {
-                logger.warning("app has no channel for this provider; its deliveries are skipped",
-                               ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider])
-            }
-            return (.skipped(reason: "no_channel", detail: ["provider": .string(provider)]), provider)
+            return .stop(.skipped(reason: "no_channel", detail: ["provider": .string(provider)]), provider: provider)
         }
         if let pausedUntil = delivery.channelPausedUntil, pausedUntil > now {
-            return (.retry(reason: "channel_paused", detail: ["provider": .string(provider)], notBefore: pausedUntil), provider)
+            return .stop(
+                .retry(reason: "channel_paused", detail: ["provider": .string(provider)], notBefore: pausedUntil),
+                provider: provider)
         }
-        guard let sender = senders[provider] else {
-            return (.failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider)
-        }
-        return (await sender.send(delivery, message: message, now: now), provider)
+        return .send(provider: provider)
     }
 }
 

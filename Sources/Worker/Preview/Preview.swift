@@ -1,0 +1,145 @@
+import DeliveryCore
+import Foundation
+import HTTP2
+import Providers
+import PushCrypto
+
+/// `pushizo-worker preview`: what one device would get, decided and built by the same code the worker runs,
+/// contacting nothing (docs/preview.md).
+///
+/// Input (fields mirror the tables; all but `notification.message` and `subscription.platform` optional):
+/// `{"at": RFC 3339, "app": {"id", "default_language", "default_timezone", "signing_key" (base64),
+/// "channels": {"apns": {"topic", "endpoint"?, "paused_until"?}, ...}}, "user": {"external_id", "tags"},
+/// "subscription": {"id", "platform", "token", "apns_environment", "language", "timezone", "country",
+/// "status"}, "notification": {"id", "campaign_id", "message", "send_after"?, "created_at"?, "status"?},
+/// "delivery": {"attempt"?, "apns_id"?}}`.
+///
+/// Output: `{"decision": {"action": "send"|"defer"|"skip"|"fail", "provider"?, "reason"?, "until"?,
+/// "detail"?}, "request"?: {"method", "origin", "path", "headers": [{"name", "value"}], "body", "body_text",
+/// "body_bytes"}, "notes"?: [...]}`. Provider credentials are never needed nor shown: the `authorization`
+/// header carries a placeholder.
+public enum Preview {
+    /// The `authorization` header's stand-in: previews never mint or show a real provider token.
+    public static let providerTokenPlaceholder = "<provider-token>"
+
+    /// Decides and builds the request for one preview document.
+    /// - Throws: ``PreviewError`` naming the input field that is missing or malformed.
+    public static func run(_ input: JSONValue) throws(PreviewError) -> JSONValue {
+        var notes: [JSONValue] = []
+        let document = try PreviewInput(input, notes: &notes)
+        var output: [String: JSONValue] = [:]
+        let (decision, request) = evaluate(document)
+        output["decision"] = decision
+        if let request { output["request"] = request }
+        if !notes.isEmpty { output["notes"] = .array(notes) }
+        return .object(output)
+    }
+
+    static func evaluate(_ input: PreviewInput) -> (decision: JSONValue, request: JSONValue?) {
+        let delivery = input.delivery
+        if delivery.notificationStatus == "canceled" {
+            return (decision(for: .skipped(reason: "canceled"), provider: nil), nil)
+        }
+        let message: NotificationMessage
+        switch MessageCache.parse(input.storedMessage) {
+        case .success(let parsed): message = parsed
+        case .failure(let problem): return (decision(for: problem.outcome, provider: nil), nil)
+        }
+        switch DeliveryChecks.evaluate(delivery, message: message, now: input.at) {
+        case .stop(let outcome, let provider):
+            return (decision(for: outcome, provider: provider), nil)
+        case .send(let provider):
+            return build(provider: provider, delivery: delivery, message: message, input: input)
+        }
+    }
+
+    static func build(provider: String, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput)
+        -> (decision: JSONValue, request: JSONValue?)
+    {
+        switch provider {
+        case "apns":
+            guard let topic = input.channel?["topic"]?.stringValue, !topic.isEmpty else {
+                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.apns.topic is missing"]), provider: provider), nil)
+            }
+            var origin = APNsSender.origin(forEnvironment: delivery.apnsEnvironment).description
+            if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
+                guard let parsed = try? HTTP2Origin(parsing: endpoint) else {
+                    return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "endpoint is not a URL"]), provider: provider), nil)
+                }
+                origin = parsed.description
+            }
+            let apnsDelivery = APNsSender.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
+            do {
+                let request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: providerTokenPlaceholder)
+                return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
+            } catch {
+                let outcome: DeliveryOutcome =
+                    APNsSender.channelRequestErrors.contains(error.reason)
+                    ? .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
+                    : .failed(reason: error.reason, detail: ["error": .string(error.detail)])
+                return (decision(for: outcome, provider: provider), nil)
+            }
+        default:
+            return (decision(for: .failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider: provider), nil)
+        }
+    }
+
+    /// The decision object for an outcome that stops the send.
+    static func decision(for outcome: DeliveryOutcome, provider: String?) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        if let provider { members["provider"] = .string(provider) }
+        func add(_ detail: JSONValue) {
+            if !detail.isNull { members["detail"] = detail }
+        }
+        switch outcome {
+        case .sent:
+            members["action"] = "send"
+        case .failed(let reason, let detail, _):
+            members["action"] = "fail"
+            members["reason"] = .string(reason)
+            add(detail)
+        case .skipped(let reason, let detail):
+            members["action"] = "skip"
+            members["reason"] = .string(reason)
+            add(detail)
+        case .retry(let reason, let detail, let notBefore):
+            members["action"] = "defer"
+            members["reason"] = .string(reason)
+            if let notBefore { members["until"] = .string(notBefore.formatted(.iso8601)) }
+            add(detail)
+        case .channelError(let reason, let detail, let pausedUntil):
+            members["action"] = "defer"
+            members["reason"] = .string(reason)
+            if let pausedUntil { members["until"] = .string(pausedUntil.formatted(.iso8601)) }
+            add(detail)
+        case .deferred(let until, let detail):
+            members["action"] = "defer"
+            members["reason"] = "quiet_hours"
+            members["until"] = .string(until.formatted(.iso8601))
+            add(detail)
+        }
+        return .object(members)
+    }
+
+    /// A request as JSON: the body both parsed (to read) and as its exact text (what goes on the wire).
+    static func describe(_ request: PushRequest, origin: String) -> JSONValue {
+        let text = String(decoding: request.body, as: UTF8.self)
+        return [
+            "method": .string(request.method),
+            "origin": .string(origin),
+            "path": .string(request.path),
+            "headers": .array(request.headers.map { ["name": .string($0.name), "value": .string($0.value)] }),
+            "body": (try? JSONValue(parsing: request.body)) ?? .string(text),
+            "body_text": .string(text),
+            "body_bytes": .int(Int64(request.body.count)),
+        ]
+    }
+}
+
+/// Why a preview document was refused; `message` names the field.
+public struct PreviewError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
