@@ -1,0 +1,154 @@
+import DeliveryCore
+import Emulator
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+@Suite("preview")
+struct PreviewTests {
+    static let base: JSONValue = [
+        "at": "2026-11-29T21:30:00+03:00",
+        "app": [
+            "default_language": "en", "signing_key": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+            "channels": ["apns": ["topic": "com.example.app"]],
+        ],
+        "user": ["tags": ["first_name": "Ayşe"]],
+        "subscription": [
+            "id": "6f1c6e0e-5a0b-4d6e-9d5e-6b6a1c2d3e4f", "platform": "ios", "language": "tr",
+            "token": "a0a0aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999",
+        ],
+        "notification": [
+            "id": "0b7c1b2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b",
+            "message": ["headings": ["tr": "Merhaba {{ first_name }}"], "contents": ["tr": "Selam"], "ttl": 600],
+        ],
+    ]
+
+    func with(_ path: [String], _ value: JSONValue) -> JSONValue {
+        func set(_ node: JSONValue, _ path: ArraySlice<String>) -> JSONValue {
+            guard let key = path.first else { return value }
+            var members = node.objectValue ?? [:]
+            members[key] = set(members[key] ?? [:], path.dropFirst())
+            return .object(members)
+        }
+        return set(Self.base, path[...])
+    }
+
+    func decision(_ input: JSONValue) throws -> JSONValue {
+        try #require(try Preview.run(input)["decision"])
+    }
+
+    @Test func sendShowsTheRequestAndSignsTheMsgID() throws {
+        let output = try Preview.run(Self.base)
+        #expect(output["decision"]?["action"] == "send")
+        let request = try #require(output["request"])
+        #expect(request["path"] == "/3/device/a0a0aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999")
+        #expect(request["origin"] == "https://api.push.apple.com")
+        #expect(request["body"]?["aps"]?["alert"]?["title"] == "Merhaba Ayşe")
+        let headers = request["headers"]?.arrayValue ?? []
+        #expect(headers.contains(["name": "authorization", "value": "bearer <provider-token>"]))
+        // 21:30 +03:00 plus ttl 600 s.
+        #expect(headers.contains(["name": "apns-expiration", "value": "1795977600"]))  // 18:40:00Z
+        let msgID = try #require(request["body"]?["on"]?["msgId"]?.stringValue)
+        let key = Array(Data(base64Encoded: "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")!)
+        let ids = try #require(MessageIDCodecProxy.verify(msgID, key: key))
+        #expect(ids.subscription == UUID(uuidString: "6f1c6e0e-5a0b-4d6e-9d5e-6b6a1c2d3e4f"))
+    }
+
+    @Test func decisionsForEveryStop() throws {
+        #expect(try decision(with(["notification", "status"], "canceled")) == ["action": "skip", "reason": "canceled"])
+        let expired = try decision(with(["notification", "created_at"], "2026-11-29T10:00:00Z"))
+        #expect(expired["action"] == "skip")
+        #expect(expired["reason"] == "expired")
+        #expect(try decision(with(["subscription", "status"], "invalid"))["reason"] == "subscription_inactive")
+        #expect(try decision(with(["subscription", "platform"], "fridge"))["reason"] == "unknown_platform")
+        #expect(try decision(with(["app", "channels"], [:]))["reason"] == "no_channel")
+        let paused = try decision(with(["app", "channels", "apns", "paused_until"], "2026-11-30T00:00:00Z"))
+        #expect(paused["action"] == "defer")
+        #expect(paused["reason"] == "channel_paused")
+        #expect(paused["until"] == "2026-11-30T00:00:00Z")
+        let invalid = try decision(with(["notification", "message", "ios_interruption_level"], "loud"))
+        #expect(invalid["action"] == "fail")
+        #expect(invalid["reason"] == "invalid_message")
+        #expect(invalid["detail"]?["field"] == "ios_interruption_level")
+        #expect(try decision(with(["subscription", "token"], "xyz"))["reason"] == "bad_device_token_format")
+    }
+
+    @Test(arguments: [
+        (["at"], JSONValue.string("yesterday"), "at is not an RFC 3339"),
+        (["subscription", "platform"], JSONValue.int(1), "subscription.platform is required"),
+        (["notification", "message"], JSONValue.string("hi"), "notification.message must be a JSON object"),
+        (["app", "signing_key"], JSONValue.string("%%%"), "app.signing_key must be base64"),
+        (["subscription", "id"], JSONValue.string("nope"), "subscription.id is not a UUID"),
+    ])
+    func malformedInputNamesTheField(path: [String], value: JSONValue, expected: String) {
+        #expect {
+            try Preview.run(with(path, value))
+        } throws: { error in
+            (error as? PreviewError)?.message.contains(expected) == true
+        }
+    }
+
+    /// The worker sends exactly what preview shows: same body bytes, same headers but the provider token.
+    @Test func workerSendsWhatPreviewShows() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (subscription, notification) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    let user = try seed.user("ayse")
+                    _ = try seed.connection.query(#"UPDATE users SET tags = '{"first_name": "Ayşe"}' WHERE id = $1"#, [user])
+                    let subscription = try seed.subscription(user: user, token: Seed.token(prefix: "a0a0"), language: "tr-TR")
+                    let notification = try seed.notification(
+                        message: #"{"headings": {"tr": "Merhaba {{ first_name }}", "en": "Hi"}, "contents": {"tr": "Sipariş 🚚 yolda", "en": "x"}, "thread_id": "t", "data": {"n": 1}, "collapse_id": "c1"}"#,
+                        target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
+                    return (subscription, notification)
+                }
+                try await runUntilDrained(
+                    try WorkerRuntime(configuration: try emulator.workerConfiguration(databaseURL: url), logger: quietLogger))
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let row = try await database.query(
+                    """
+                    SELECT encode(a.signing_key, 'base64') AS key, s.token, n.message::text AS message,
+                           n.created_at, e.detail->>'apns_id' AS apns_id
+                    FROM delivery_events e JOIN apps a ON a.id = e.app_id
+                    JOIN subscriptions s ON s.id = e.subscription_id JOIN notifications n ON n.id = e.notification_id
+                    WHERE e.event = 'sent'
+                    """)[0]
+                await database.shutdown()
+                let input: JSONValue = [
+                    "app": [
+                        "default_language": "en", "signing_key": .string((row["key"] ?? "").replacingOccurrences(of: "\n", with: "")),
+                        "channels": ["apns": ["topic": "dev.pushizo.test", "endpoint": .string(emulator.endpoint)]],
+                    ],
+                    "user": ["tags": ["first_name": "Ayşe"]],
+                    "subscription": [
+                        "id": .string(subscription.uuidString), "platform": "ios", "token": .string(row["token"] ?? ""),
+                        "language": "tr-TR", "apns_environment": "production",
+                    ],
+                    "notification": ["id": .string(notification.uuidString), "message": try JSONValue(parsing: row["message"] ?? "")],
+                    "delivery": ["apns_id": .string(row["apns_id"] ?? "")],
+                ]
+                let preview = try #require(try Preview.run(input)["request"])
+                let accepted = try #require(emulator.apns.acceptedNotifications.first)
+                #expect(preview["body_text"]?.stringValue == String(decoding: accepted.payload, as: UTF8.self))
+                #expect(preview["path"]?.stringValue == "/3/device/\(accepted.deviceToken)")
+                let headers = Dictionary(
+                    uniqueKeysWithValues: (preview["headers"]?.arrayValue ?? []).map { ($0["name"]?.stringValue ?? "", $0["value"]?.stringValue ?? "") })
+                #expect(headers["apns-id"] == accepted.apnsID)
+                #expect(headers["apns-topic"] == accepted.topic)
+                #expect(headers["apns-push-type"] == accepted.pushType)
+                #expect(headers["apns-priority"] == accepted.priority)
+                #expect(headers["apns-collapse-id"] == accepted.collapseID)
+            }
+        }
+    }
+}
+
+import PushCrypto
+
+enum MessageIDCodecProxy {
+    static func verify(_ msgID: String, key: [UInt8]) -> (notification: UUID, subscription: UUID)? {
+        MessageIDCodec.verify(msgID, key: key).map { ($0.notificationID, $0.subscriptionID) }
+    }
+}
