@@ -40,6 +40,9 @@ public struct ClaimedDelivery: Sendable {
     // apps
     public var defaultLanguage: String?
     public var defaultTimezone: String?
+    /// `apps.quiet_hours_start` / `quiet_hours_end` as PostgreSQL prints `time` (`22:00:00`); both nil = off.
+    public var quietHoursStart: String? = nil
+    public var quietHoursEnd: String? = nil
     public var signingKey: [UInt8]
 
     // app_channels (nil when the app has no channel for this platform's provider)

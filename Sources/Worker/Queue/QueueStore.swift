@@ -39,6 +39,8 @@ public enum QueueStore {
                     userTagsJSON: try row.decodeIfPresent(String.self, "user_tags"),
                     defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
                     defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
+                    quietHoursStart: try row.decodeIfPresent(String.self, "quiet_hours_start"),
+                    quietHoursEnd: try row.decodeIfPresent(String.self, "quiet_hours_end"),
                     signingKey: try row.decode([UInt8].self, "signing_key"),
                     channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
                     channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
@@ -71,6 +73,7 @@ public enum QueueStore {
                s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
                s.status AS subscription_status, s.token_updated_at, u.tags::text AS user_tags,
                a.default_language, a.default_timezone, a.signing_key,
+               a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
                ch.provider AS channel_provider, ch.settings::text AS channel_settings,
                ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until
         FROM claimed c
