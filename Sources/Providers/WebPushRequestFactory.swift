@@ -3,11 +3,11 @@ import Foundation
 import PushCrypto
 
 /// Builds Web Push requests (RFC 8030) without any I/O. This is the plaintext stage: the sender encrypts
-/// the body with `aes128gcm` (RFC 8291 / RFC 8188), adds `content-encoding: aes128gcm`, replaces
-/// `content-type` with `application/octet-stream` as it sees fit, and adds `authorization: vapid t=..., k=...`
-/// (RFC 8292 §3); none of those are here.
+/// the body with `aes128gcm` (RFC 8291 / RFC 8188), adds `content-encoding: aes128gcm` and
+/// `authorization: vapid t=..., k=...` (RFC 8292 §3); none of those are here. (`content-type` describes
+/// the plaintext; the sender may keep or replace it.)
 public enum WebPushRequestFactory {
-    /// What a push service must accept: 4096 bytes of encrypted payload (RFC 8291 §4).
+    /// What a push service must accept: 4096 bytes of (encrypted) payload (RFC 8030 §7.2, RFC 8291 §4).
     public static let maximumEncryptedSize = 4096
     /// `aes128gcm` overhead for one record: the RFC 8188 §2.1 header (16-byte salt, 4-byte record size,
     /// 1-byte key id length) = 21 bytes, the key id (the sender's 65-byte uncompressed P-256 public key,
