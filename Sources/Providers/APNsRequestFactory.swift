@@ -106,66 +106,30 @@ public enum APNsRequestFactory {
             guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
             return body
         }
-        var alert = localizedAlert(delivery)
+        let alert = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
+                                         appDefaultLanguage: delivery.appDefaultLanguage,
+                                         placeholderValues: delivery.placeholderValues)
         let aps = apsWithoutAlert(message)
-        func serialize(_ alert: Alert) -> [UInt8] {
-            var aps = aps
-            aps["alert"] = alert.json
-            return JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
-        }
-        var body = serialize(alert)
-        if body.count <= maximumPayloadSize { return body }
         // Shorten body, then subtitle, then title; each by binary search over grapheme clusters.
-        for field in [\Alert.body, \Alert.subtitle, \Alert.title] {
-            guard let text = alert[keyPath: field], !text.isEmpty else { continue }
-            let characters = Array(text)
-            var low = 0                      // known to be acceptable as a lower bound of kept characters
-            var high = characters.count - 1  // keeping everything did not fit
-            var best: [UInt8]?
-            var bestText = "…"
-            while low <= high {
-                let keep = (low + high) / 2
-                var candidate = alert
-                candidate[keyPath: field] = String(characters[..<keep]) + "…"
-                let bytes = serialize(candidate)
-                if bytes.count <= maximumPayloadSize {
-                    best = bytes
-                    bestText = candidate[keyPath: field] ?? "…"
-                    low = keep + 1
-                } else {
-                    high = keep - 1
-                }
-            }
-            if let best { return best }
-            alert[keyPath: field] = bestText  // "…": this field cannot help more; move to the next
-            body = serialize(alert)
+        let outcome = TextShortener.fit(alert, limit: maximumPayloadSize) { alert in
+            var aps = aps
+            aps["alert"] = alertJSON(alert)
+            let bytes = JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
+            return (bytes, bytes.count)
         }
-        throw tooLarge(body.count)
-    }
-
-    struct Alert {
-        var title: String?
-        var subtitle: String?
-        var body: String?
-        var json: JSONValue {
-            var members: [String: JSONValue] = [:]
-            if let title { members["title"] = .string(title) }
-            if let subtitle { members["subtitle"] = .string(subtitle) }
-            if let body { members["body"] = .string(body) }
-            return .object(members)
+        switch outcome {
+        case .fitted(let body, _): return body
+        case .tooLarge(let size): throw tooLarge(size)
         }
     }
 
-    static func localizedAlert(_ delivery: APNsDelivery) -> Alert {
-        let values = delivery.placeholderValues ?? PlaceholderValues()
-        func render(_ texts: [String: String]) -> String? {
-            guard let picked = LanguageSelector.pick(from: texts, subscriberLanguage: delivery.subscriberLanguage,
-                                                     appDefaultLanguage: delivery.appDefaultLanguage)
-            else { return nil }
-            return Placeholders.fill(picked.text, values: values)
-        }
-        let message = delivery.message
-        return Alert(title: render(message.headings), subtitle: render(message.subtitle), body: render(message.contents))
+    /// `aps.alert`: `{title?, subtitle?, body?}`, absent texts left out.
+    static func alertJSON(_ alert: LocalizedText) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        if let title = alert.title { members["title"] = .string(title) }
+        if let subtitle = alert.subtitle { members["subtitle"] = .string(subtitle) }
+        if let body = alert.body { members["body"] = .string(body) }
+        return .object(members)
     }
 
     static func apsWithoutAlert(_ message: NotificationMessage) -> [String: JSONValue] {
@@ -193,13 +157,7 @@ public enum APNsRequestFactory {
         if let campaign = delivery.campaignID { on["campaignId"] = .string(campaign) }
         if let url = message.url { on["url"] = .string(url) }
         if let image = message.image { on["image"] = .string(image) }
-        if !message.buttons.isEmpty {
-            on["actions"] = .array(message.buttons.map { button in
-                var action: [String: JSONValue] = ["id": .string(button.id), "title": .string(button.text)]
-                if let url = button.url { action["url"] = .string(url) }
-                return .object(action)
-            })
-        }
+        if !message.buttons.isEmpty { on["actions"] = NormalizedFields.actions(message.buttons) }
         if let data = message.data { on["data"] = .object(data) }
         if !message.isSilent, message.iosBadgeType == .increase, let count = message.iosBadgeCount {
             on["badgeIncrement"] = .int(Int64(clampedBadge(count)))

@@ -1,0 +1,142 @@
+import DeliveryCore
+import Foundation
+
+/// Builds FCM HTTP v1 send requests (Firebase: "Firebase Cloud Messaging HTTP v1 API",
+/// `projects.messages.send`; "About FCM messages") without any I/O.
+///
+/// Every push is a **data-only** message: the SDK draws every notification, so there is no `notification`
+/// block (with one, Android would draw it itself while the app is in the background, bypassing the SDK).
+public enum FCMRequestFactory {
+    /// The FCM HTTP v1 host.
+    public static let host = "fcm.googleapis.com"
+    /// FCM's message payload limit, in bytes as counted by ``payloadSize(of:)`` (Firebase Admin error
+    /// `messaging/payload-size-limit-exceeded`: "4096 bytes for most messages ... The total payload size
+    /// includes both keys and values").
+    public static let maximumPayloadSize = 4096
+    /// Bytes counted for each `data` entry on top of its key and value. FCM accepts less than 4096 bytes of
+    /// keys plus values: reports measured about 6 bytes per extra entry (framing of the entry).
+    public static let perEntryOverhead = 6
+    /// Bytes counted once per message: the same reports measured about 45 bytes FCM uses itself; 64 keeps
+    /// a margin so a push that fits here is not refused with `INVALID_ARGUMENT` there.
+    public static let fixedOverhead = 64
+    /// The longest registration token accepted, in bytes (real tokens are about 160).
+    public static let maximumTokenLength = 4096
+
+    /// Builds `POST /v1/projects/{project_id}/messages:send` with headers, in this order:
+    /// `authorization: Bearer <access token>` (an OAuth 2.0 token for the service account, scope
+    /// `https://www.googleapis.com/auth/firebase.messaging`) and `content-type: application/json; charset=UTF-8`.
+    ///
+    /// Body (compact JSON, sorted keys, non-ASCII as UTF-8, `/` unescaped):
+    /// `{"message":{"android":{"collapse_key"?,"priority","ttl"?},"data":{...},"token"}}`.
+    /// - `data`: the flat string map of ``FCMDataLayout`` (normalized fields under `on.`, the app's `data`
+    ///   under `on.d.` with values as ``NormalizedData/text(of:)``); no `notification` block.
+    /// - `android.priority`: `HIGH` for `priority: high`, or for a visible push without a priority (the SDK
+    ///   shows it at once, like APNs priority 10); `NORMAL` for `priority: normal` and for a silent push
+    ///   without `priority: high` (FCM deprioritizes high-priority pushes that show nothing).
+    /// - `android.ttl`: `"<seconds>s"`, the earlier of `ttl` and `expiration`, 0...2,419,200 (28 days,
+    ///   FCM's maximum); `"0s"` means now or never; left out when neither is set (FCM's default, 4 weeks).
+    /// - `android.collapse_key`: `collapse_id`, when set and not empty.
+    ///
+    /// Size: when ``payloadSize(of:)`` exceeds 4096, `on.body`, then `on.subtitle`, then `on.title` is
+    /// shortened at a grapheme-cluster boundary with `…` and measured again (``TextShortener``).
+    /// - Throws: `FCMRequestError` with reason `bad_device_token_format` (empty, longer than 4096 bytes, or
+    ///   not visible ASCII), `missing_project_id`, `invalid_project_id` (anything but ASCII letters, digits,
+    ///   `-`, `_`, `.`, `:`; it goes into the path), `invalid_access_token` (empty or not visible ASCII; never
+    ///   echoed), or `payload_too_large` (still over the limit with every text shortened, e.g. `data` alone
+    ///   is too big).
+    public static func makeRequest(_ delivery: FCMDelivery, accessToken: String) throws(FCMRequestError) -> PushRequest {
+        let token = delivery.registrationToken
+        guard HTTPFieldValue.isVisibleASCII(token), token.utf8.count <= maximumTokenLength else {
+            throw FCMRequestError(reason: "bad_device_token_format",
+                                  detail: "an FCM registration token is 1 to \(maximumTokenLength) visible ASCII characters (got \(token.utf8.count) bytes)")
+        }
+        guard !delivery.projectID.isEmpty else {
+            throw FCMRequestError(reason: "missing_project_id", detail: "the FCM channel has no project_id")
+        }
+        guard delivery.projectID.utf8.allSatisfy(isProjectIDByte) else {
+            throw FCMRequestError(reason: "invalid_project_id",
+                                  detail: "the FCM project_id may hold only ASCII letters, digits, '-', '_', '.' and ':'")
+        }
+        guard HTTPFieldValue.isVisibleASCII(accessToken) else {
+            throw FCMRequestError(reason: "invalid_access_token",
+                                  detail: "the OAuth 2.0 access token must be non-empty visible ASCII")
+        }
+        let data = try self.data(for: delivery)
+        let message: JSONValue = [
+            "token": .string(token),
+            "data": .object(data.mapValues { .string($0) }),
+            "android": android(delivery),
+        ]
+        return PushRequest(method: "POST", path: "/v1/projects/\(delivery.projectID)/messages:send",
+                           headers: [PushHeader("authorization", "Bearer \(accessToken)"),
+                                     PushHeader("content-type", "application/json; charset=UTF-8")],
+                           body: JSONValue.object(["message": message]).serialized())
+    }
+
+    /// The `message.data` map alone, already shortened to fit (what `makeRequest` sends), for previews and
+    /// tests.
+    /// - Throws: `FCMRequestError` `payload_too_large`.
+    public static func data(for delivery: FCMDelivery) throws(FCMRequestError) -> [String: String] {
+        let message = delivery.message
+        var fixed: [String: String] = [FCMDataLayout.msgID: delivery.msgID]
+        if let campaign = delivery.campaignID { fixed[FCMDataLayout.campaignID] = campaign }
+        if let url = message.url { fixed[FCMDataLayout.url] = url }
+        if let image = message.image { fixed[FCMDataLayout.image] = image }
+        if !message.buttons.isEmpty { fixed[FCMDataLayout.actions] = NormalizedFields.actions(message.buttons).jsonText }
+        if message.isSilent {
+            fixed[FCMDataLayout.silent] = "true"
+        } else {
+            if let channel = message.androidChannelID, !channel.isEmpty { fixed[FCMDataLayout.androidChannelID] = channel }
+            if let sound = message.androidSound, !sound.isEmpty { fixed[FCMDataLayout.androidSound] = sound }
+        }
+        for (key, value) in NormalizedData.strings(message.data ?? [:]) {
+            fixed[FCMDataLayout.appKey(key)] = value
+        }
+        // A silent push shows nothing: no title, subtitle or body (as APNs sends no alert).
+        let text = message.isSilent ? LocalizedText()
+            : LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
+                                   appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
+        let outcome = TextShortener.fit(text, limit: maximumPayloadSize) { text in
+            var data = fixed
+            if let title = text.title { data[FCMDataLayout.title] = title }
+            if let subtitle = text.subtitle { data[FCMDataLayout.subtitle] = subtitle }
+            if let body = text.body { data[FCMDataLayout.body] = body }
+            return (data, payloadSize(of: data))
+        }
+        switch outcome {
+        case .fitted(let data, _): return data
+        case .tooLarge(let size):
+            throw FCMRequestError(reason: "payload_too_large",
+                                  detail: "the FCM data payload counts \(size) bytes with every text shortened; the limit is \(maximumPayloadSize)")
+        }
+    }
+
+    /// The size FCM's limit is checked against, in bytes: ``fixedOverhead`` plus, for every entry, the
+    /// UTF-8 bytes of its key and of its value (unescaped: FCM measures the strings, not their JSON
+    /// spelling) plus ``perEntryOverhead``. The token, `android` options and JSON punctuation of the
+    /// request are not counted, as FCM does not count them.
+    public static func payloadSize(of data: [String: String]) -> Int {
+        data.reduce(fixedOverhead) { $0 + $1.key.utf8.count + $1.value.utf8.count + perEntryOverhead }
+    }
+
+    static func android(_ delivery: FCMDelivery) -> JSONValue {
+        let message = delivery.message
+        let high = message.priority == .high || (message.priority == nil && !message.isSilent)
+        var android: [String: JSONValue] = ["priority": high ? "HIGH" : "NORMAL"]
+        if let seconds = NormalizedFields.timeToLive(ttl: message.ttl, expiration: delivery.expiration, now: delivery.now) {
+            android["ttl"] = .string("\(seconds)s")
+        }
+        if let collapse = message.collapseID, !collapse.isEmpty { android["collapse_key"] = .string(collapse) }
+        return .object(android)
+    }
+
+    static func isProjectIDByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: ":"):
+            true
+        default:
+            false
+        }
+    }
+}

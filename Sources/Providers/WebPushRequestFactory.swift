@@ -1,0 +1,111 @@
+import DeliveryCore
+import Foundation
+import PushCrypto
+
+/// Builds Web Push requests (RFC 8030) without any I/O. This is the plaintext stage: the sender encrypts
+/// the body with `aes128gcm` (RFC 8291 / RFC 8188), adds `content-encoding: aes128gcm` and
+/// `authorization: vapid t=..., k=...` (RFC 8292 §3); none of those are here. (`content-type` describes
+/// the plaintext; the sender may keep or replace it.)
+public enum WebPushRequestFactory {
+    /// What a push service must accept: 4096 bytes of (encrypted) payload (RFC 8030 §7.2, RFC 8291 §4).
+    public static let maximumEncryptedSize = 4096
+    /// `aes128gcm` overhead for one record: the RFC 8188 §2.1 header (16-byte salt, 4-byte record size,
+    /// 1-byte key id length) = 21 bytes, the key id (the sender's 65-byte uncompressed P-256 public key,
+    /// RFC 8291 §4), the 16-byte AEAD tag, and the 1-byte padding delimiter (RFC 8188 §2).
+    public static let encryptionOverhead = 21 + 65 + 16 + 1
+    /// The largest plaintext body, in bytes: 4096 - 103 = 3993.
+    public static let maximumPlaintextSize = maximumEncryptedSize - encryptionOverhead
+    /// `ttl` when neither the message nor the delivery sets one: 2,419,200 s (28 days,
+    /// ``NotificationMessage/maximumTTL``). RFC 8030 §5.2 makes the header mandatory; a push service may
+    /// shorten it.
+    public static let defaultTTL = NotificationMessage.maximumTTL
+    /// RFC 8030 §5.4: a topic is at most 32 characters of the URL-safe base64 alphabet.
+    public static let maximumTopicLength = 32
+
+    /// Builds `POST <endpoint path+query>` with headers, in this order: `ttl` (always; whole seconds, the
+    /// earlier of `ttl` and `expiration`, 0...2,419,200, ``defaultTTL`` when neither is set; RFC 8030 §5.2),
+    /// `urgency` (`high` for `priority: high`, else `normal`; RFC 8030 §5.3), `topic` (from `collapse_id`
+    /// through ``topic(for:)``; RFC 8030 §5.4), `content-type: application/json`.
+    ///
+    /// Body: the normalized message (DESIGN.md §2) as compact JSON (sorted keys, non-ASCII as UTF-8, `/`
+    /// unescaped): `{"actions"?: [{"id","title","url"?}], "body"?, "campaignId"?, "data"?: {string: string},
+    /// "image"?, "msgId", "silent"?: true, "title"?, "url"?}`. `title` and `body` are in the subscriber's
+    /// language with placeholders filled and are left out on a silent push; `data` values are
+    /// ``NormalizedData/text(of:)``, the same strings FCM carries; `silent` appears only on a silent push.
+    /// There is no subtitle or sound (the Notification API has neither).
+    ///
+    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, `body`, then `title` is shortened
+    /// at a grapheme-cluster boundary with `…` and measured again (``TextShortener``).
+    /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``) or
+    ///   `payload_too_large` (still over 3993 bytes with every text shortened).
+    public static func makePlaintextRequest(_ delivery: WebPushDelivery) throws(WebPushRequestError) -> PushRequest {
+        let endpoint = try WebPushEndpoint(parsing: delivery.endpoint)
+        let message = delivery.message
+        let ttl = NormalizedFields.timeToLive(ttl: message.ttl, expiration: delivery.expiration, now: delivery.now) ?? defaultTTL
+        var headers = [
+            PushHeader("ttl", String(ttl)),
+            PushHeader("urgency", message.priority == .high ? "high" : "normal"),
+        ]
+        if let collapse = message.collapseID, let topic = topic(for: collapse) {
+            headers.append(PushHeader("topic", topic))
+        }
+        headers.append(PushHeader("content-type", "application/json"))
+        return PushRequest(method: "POST", path: endpoint.path, headers: headers, body: try plaintext(for: delivery))
+    }
+
+    /// The plaintext body alone (what `makePlaintextRequest` sends before encryption), for previews, tests
+    /// and the encrypting sender.
+    /// - Throws: `WebPushRequestError` `payload_too_large`.
+    public static func plaintext(for delivery: WebPushDelivery) throws(WebPushRequestError) -> [UInt8] {
+        let message = delivery.message
+        var fixed: [String: JSONValue] = ["msgId": .string(delivery.msgID)]
+        if let campaign = delivery.campaignID { fixed["campaignId"] = .string(campaign) }
+        if let url = message.url { fixed["url"] = .string(url) }
+        if let image = message.image { fixed["image"] = .string(image) }
+        if !message.buttons.isEmpty { fixed["actions"] = NormalizedFields.actions(message.buttons) }
+        if let data = message.data { fixed["data"] = .object(NormalizedData.strings(data).mapValues { .string($0) }) }
+        var text = LocalizedText()
+        if message.isSilent {
+            fixed["silent"] = true
+        } else {
+            text = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
+                                        appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
+            text.subtitle = nil
+        }
+        let outcome = TextShortener.fit(text, limit: maximumPlaintextSize) { text in
+            var members = fixed
+            if let title = text.title { members["title"] = .string(title) }
+            if let body = text.body { members["body"] = .string(body) }
+            let bytes = JSONValue.object(members).serialized()
+            return (bytes, bytes.count)
+        }
+        switch outcome {
+        case .fitted(let body, _): return body
+        case .tooLarge(let size):
+            throw WebPushRequestError(reason: "payload_too_large",
+                                      detail: "the Web Push plaintext is \(size) bytes with every text shortened; the limit is \(maximumPlaintextSize) (4096 after aes128gcm)")
+        }
+    }
+
+    /// The `topic` header for a `collapse_id` (RFC 8030 §5.4: at most 32 characters of the URL-safe
+    /// base64 alphabet `A-Z a-z 0-9 - _`): the id itself when it already is one; otherwise the first 32
+    /// characters of base64url(SHA-256(UTF-8 of the id)), which is deterministic (retries and later pushes
+    /// with the same `collapse_id` replace each other) and 192 bits wide. `nil` for an empty id.
+    public static func topic(for collapseID: String) -> String? {
+        guard !collapseID.isEmpty else { return nil }
+        if collapseID.utf8.count <= maximumTopicLength, collapseID.utf8.allSatisfy(isBase64URLByte) {
+            return collapseID
+        }
+        return String(Base64URL.encode(SHA256.hash(Array(collapseID.utf8))).prefix(maximumTopicLength))
+    }
+
+    static func isBase64URLByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
+        default:
+            false
+        }
+    }
+}
