@@ -54,7 +54,7 @@ private let cases: [QuietCase] = [
     QuietCase(label: "NY fall, in second pass", start: "22:00", end: "01:30", zone: "America/New_York", instant: "2026-11-01T01:15:00-05:00", expected: "2026-11-01T01:30:00-05:00"),
     QuietCase(label: "NY fall, outside in first pass", start: "22:00", end: "01:30", zone: "America/New_York", instant: "2026-11-01T01:45:00-04:00", expected: nil),
     QuietCase(label: "NY fall, window inside the repeated hour", start: "01:00", end: "01:30", zone: "America/New_York", instant: "2026-11-01T01:10:00-05:00", expected: "2026-11-01T01:30:00-05:00"),
-    QuietCase(label: "NY fall, 10 hours not 9", start: "22:00", end: "08:00", zone: "America/New_York", instant: "2026-10-31T22:00:00-04:00", expected: "2026-11-01T08:00:00-05:00"),
+    QuietCase(label: "NY fall, 11 hours not 10", start: "22:00", end: "08:00", zone: "America/New_York", instant: "2026-10-31T22:00:00-04:00", expected: "2026-11-01T08:00:00-05:00"),
 
     // Europe/Paris spring forward, 2026-03-29: 02:00 CET -> 03:00 CEST.
     QuietCase(label: "Paris spring, end in the gap", start: "22:00", end: "02:30", zone: "Europe/Paris", instant: "2026-03-28T23:00:00+01:00", expected: "2026-03-29T03:00:00+02:00"),
