@@ -92,7 +92,8 @@ public enum QuietHours {
         guard let end = clock.firstInstant(ofLocal: target, after: now) else { return decision }
 
         let spread = min(max(spreadSeconds, 0), maximumSpreadSeconds)
-        let offset: Int64 = spread > 0 && spreadKey != nil ? Int64(fnv1a(spreadKey!) % UInt64(spread)) : 0
+        var offset: Int64 = 0
+        if spread > 0, let spreadKey { offset = Int64(fnv1a(spreadKey) % UInt64(spread)) }
         decision.windowEnd = Date(timeIntervalSince1970: Double(end))
         decision.deferUntil = Date(timeIntervalSince1970: Double(end + offset))
         return decision
@@ -111,8 +112,7 @@ public enum QuietHours {
             if let tz = timeZone(named: name) { return (tz, name, .appDefault(name), unknown) }
             unknown.append(name)
         }
-        // GMT has no transitions; `TimeZone(secondsFromGMT: 0)` cannot fail for 0 but is optional in the API.
-        return (TimeZone(secondsFromGMT: 0) ?? TimeZone(identifier: "GMT")!, "UTC", .utc, unknown)
+        return (TimeZone.gmt, "UTC", .utc, unknown)
     }
 
     private static func timeZone(named name: String) -> TimeZone? {

@@ -141,6 +141,9 @@ struct QuietHoursDeferralTests {
             let instant = at("2026-06-10T00:00:00Z").addingTimeInterval(Double(hour) * 3600)
             #expect(QuietHours.decide(window: w, subscriberZone: "UTC", appDefaultZone: nil, at: instant).deferUntil == nil)
         }
+        let midnightToMidnight = window("00:00", "24:00")
+        #expect(midnightToMidnight.isEmpty, "24:00 is midnight, so this window is empty too (documented)")
+        #expect(QuietHours.decide(window: midnightToMidnight, subscriberZone: "UTC", appDefaultZone: nil, at: at("2026-06-10T03:00:00Z")).deferUntil == nil)
         #expect(QuietHours.decide(window: nil, subscriberZone: "UTC", appDefaultZone: nil, at: at("2026-06-10T23:00:00Z")).deferUntil == nil)
     }
 
