@@ -84,6 +84,10 @@ extension ConfigurationKey {
         "PUSHIZO_SHUTDOWN_TIMEOUT",
         "seconds to finish in-flight sends after SIGTERM before giving up on them (leases rescue them) (1...3600)",
         default: "30")
+    public static let quietHoursSpread = ConfigurationKey(
+        "PUSHIZO_QUIET_HOURS_SPREAD",
+        "seconds over which deliveries held by quiet hours are released after the window ends, spread by subscription (0...86400)",
+        default: "900")
     public static let exitWhenDrained = ConfigurationKey(
         "PUSHIZO_EXIT_WHEN_DRAINED",
         "true: exit 0 once nothing is due: no due notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
@@ -115,6 +119,7 @@ extension ConfigurationKey {
         databaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
+        quietHoursSpread,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency,
     ]

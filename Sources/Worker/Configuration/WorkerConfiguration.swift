@@ -25,12 +25,14 @@ public struct WorkerConfiguration: Sendable {
     /// Seconds to finish in-flight sends after SIGTERM.
     public var shutdownTimeout: Double
     public var exitWhenDrained: Bool
+    /// Seconds over which deliveries held by quiet hours are released after the window ends.
+    public var quietHoursSpread: Int
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
-        .shutdownTimeout, .exitWhenDrained,
+        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread,
     ]
 
     /// Reads and validates every key.
@@ -58,6 +60,7 @@ public struct WorkerConfiguration: Sendable {
         requestTimeout = try reader.double(.requestTimeout, default: 30, in: 1...300)
         shutdownTimeout = try reader.double(.shutdownTimeout, default: 30, in: 1...3600)
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
+        quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
         guard leaseSeconds > requestTimeout else {
             throw ConfigurationError(
                 key: ConfigurationKey.leaseSeconds.name,

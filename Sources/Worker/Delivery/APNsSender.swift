@@ -54,7 +54,7 @@ public final class APNsSender: ProviderSender {
         let request: PushRequest
         do {
             let bearer = try tokenManager.bearerToken()
-            let delivery = Self.apnsDelivery(for: delivery, message: message, topic: channel.credentials.topic, now: now)
+            let delivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: channel.credentials.topic, now: now)
             request = try APNsRequestFactory.makeRequest(delivery, bearerToken: bearer)
         } catch let error as APNsRequestError {
             // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
@@ -93,35 +93,6 @@ public final class APNsSender: ProviderSender {
             tokenManager.invalidate()
         }
         return APNsResponseClassifier.classify(pushResponse, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
-    }
-
-    /// What the request factory needs for one claimed delivery: the subscriber's language, placeholder values
-    /// (user tags, then subscription fields), the signed msgId and the message's own deadline. Shared with
-    /// `preview`, so it shows exactly what the worker sends.
-    public static func apnsDelivery(
-        for delivery: ClaimedDelivery, message: NotificationMessage, topic: String, now: Date
-    ) -> APNsDelivery {
-        var tags: [String: JSONValue] = [:]
-        if let tagsJSON = delivery.userTagsJSON, let object = (try? JSONValue(parsing: tagsJSON))?.objectValue {
-            tags = object
-        }
-        return APNsDelivery(
-            deviceToken: delivery.token,
-            environment: delivery.apnsEnvironment,
-            topic: topic,
-            apnsID: delivery.apnsID,
-            message: message,
-            subscriberLanguage: delivery.language,
-            appDefaultLanguage: delivery.defaultLanguage,
-            placeholderValues: PlaceholderValues(
-                tags: tags, language: delivery.language, country: delivery.country, timezone: delivery.timezone),
-            msgID: MessageIDCodec.sign(
-                notificationID: delivery.notificationID, subscriptionID: delivery.subscriptionID,
-                key: delivery.signingKey),
-            campaignID: delivery.campaignID,
-            // The message's own deadline; the factory takes the earlier of it and now + ttl.
-            expiration: message.ttl.map { delivery.notificationStart.addingTimeInterval(Double($0)) },
-            now: now)
     }
 
     /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).

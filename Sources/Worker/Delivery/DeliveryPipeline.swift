@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import Synchronization
 
 /// The per-delivery path: checks in a fixed order (abandoned -> canceled -> message valid -> expired ->
 /// subscription active -> platform and channel -> send), then the provider sender, then the completion.
@@ -18,13 +19,21 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let warnings = LogRateLimiter(interval: 3600)
     private let pauseWarnings = LogRateLimiter(interval: DeliveryPipeline.defaultChannelPause)
     private let messages: MessageCache
+    private let quietHoursSpread: Int
+    /// Unknown time zone names: logged once a day per name, counted always.
+    private let zoneWarnings = LogRateLimiter(interval: 86_400)
+    private let unknownZoneCount = Atomic<Int>(0)
+
+    /// How many deliveries met a time zone name that did not resolve (the fallback zone applied).
+    public var unknownZoneFallbacks: Int { unknownZoneCount.load(ordering: .relaxed) }
 
     /// - Parameter loadMessages: reads `notifications.message` for a set of notifications (see
     ///   ``QueueStore/messages(on:notificationIDs:maximumBytes:)``).
     public init(
         senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
-        loadMessages: @escaping MessageCache.Loader
+        quietHoursSpread: Int = 0, loadMessages: @escaping MessageCache.Loader
     ) {
+        self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
         self.maxAttempts = maxAttempts
         self.retryPolicy = retryPolicy
@@ -80,7 +89,18 @@ public final class DeliveryPipeline: DeliveryProcessing {
         case .success(let parsed): message = parsed
         case .failure(let problem): return (problem.outcome, nil)
         }
-        switch DeliveryChecks.evaluate(delivery, message: message, now: now) {
+        let verdict = DeliveryChecks.evaluate(
+            delivery, message: message, now: now, quietHoursSpread: quietHoursSpread
+        ) { zone in
+            unknownZoneCount.add(1, ordering: .relaxed)
+            if zoneWarnings.allow(zone) {
+                logger.warning(
+                    "unknown time zone name; using the fallback (the app's default zone, else UTC)",
+                    ["zone": zone, "app_id": delivery.appID.uuidString.lowercased(),
+                     "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
+            }
+        }
+        switch verdict {
         case .stop(let outcome, let provider):
             if case .skipped(reason: "no_channel", _) = outcome, let provider,
                 warnings.allow("no_channel:\(delivery.appID):\(provider)")
@@ -98,8 +118,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
     }
 }
 
-/// The checks between a parsed message and a send, in their fixed order (expired -> subscription active ->
-/// platform -> channel present -> channel not paused), without I/O: the worker and `preview` share them.
+/// The checks between a parsed message and a send, in their fixed order (issue 4: expired -> subscription
+/// active -> quiet hours -> (frequency caps) -> send, where sending needs a known platform and a present, unpaused
+/// channel), without I/O: the worker and `preview` share them.
 public enum DeliveryChecks {
     public enum Verdict: Sendable, Equatable {
         /// Send through `provider` (`apns`, `fcm`, `webpush`).
@@ -108,7 +129,15 @@ public enum DeliveryChecks {
         case stop(DeliveryOutcome, provider: String?)
     }
 
-    public static func evaluate(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) -> Verdict {
+    /// - Parameters:
+    ///   - quietHoursSpread: seconds over which deliveries deferred by quiet hours are released after the
+    ///     window ends, hashed by subscription (docs/quiet-hours.md); 0 releases them all at the end.
+    ///   - onUnknownZone: told each time neither the subscription's time zone name nor the app's resolves
+    ///     (the fallback then applies), with the name that failed.
+    public static func evaluate(
+        _ delivery: ClaimedDelivery, message: NotificationMessage, now: Date, quietHoursSpread: Int = 0,
+        onUnknownZone: (String) -> Void = { _ in }
+    ) -> Verdict {
         let ttl = message.ttl.map(Int64.init) ?? DeliveryPipeline.defaultTTL
         let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
         // ttl 0 means "now or never" (APNs `apns-expiration: 0`, FCM `ttl: 0s`): one attempt, however late
@@ -120,6 +149,35 @@ public enum DeliveryChecks {
             return .stop(
                 .skipped(reason: "subscription_inactive", detail: ["status": .string(delivery.subscriptionStatus)]),
                 provider: nil)
+        }
+        if !message.quietHoursExempt,
+            let window = try? QuietHoursWindow(start: delivery.quietHoursStart, end: delivery.quietHoursEnd)
+        {
+            let decision = QuietHours.decide(
+                window: window, subscriberZone: delivery.timezone, appDefaultZone: delivery.defaultTimezone, at: now,
+                spreadSeconds: quietHoursSpread, spreadKey: delivery.subscriptionID)
+            decision.unknownZones.forEach(onUnknownZone)
+            if let until = decision.deferUntil {
+                // It would expire before the window ends (ttl 0 cannot wait at all): skip it now.
+                if ttl == 0 || decision.expiresBeforeRelease(expiresAt) {
+                    return .stop(
+                        .skipped(
+                            reason: "expired",
+                            detail: [
+                                "expired_at": .string(expiresAt.formatted(.iso8601)),
+                                "quiet_hours_until": .string(until.formatted(.iso8601)),
+                            ]),
+                        provider: nil)
+                }
+                return .stop(
+                    .deferred(
+                        until: until,
+                        detail: [
+                            "zone": .string(decision.zone),
+                            "window": .string("\(window.start)-\(window.end)"),
+                        ]),
+                    provider: nil)
+            }
         }
         guard let provider = PlatformProvider.provider(forPlatform: delivery.platform) else {
             return .stop(.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), provider: nil)

@@ -30,6 +30,7 @@ public final class WorkerRuntime: Sendable {
                 APNsSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns"))
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
+            quietHoursSpread: configuration.quietHoursSpread,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
                     try QueueStore.messages(

@@ -28,14 +28,18 @@ public enum Preview {
         var notes: [JSONValue] = []
         let document = try PreviewInput(input, notes: &notes)
         var output: [String: JSONValue] = [:]
-        let (decision, request) = evaluate(document)
+        let (decision, request) = evaluate(document, notes: &notes)
         output["decision"] = decision
         if let request { output["request"] = request }
+        if request != nil, let provider = decision["provider"]?.stringValue, provider != "apns" {
+            notes.append(
+                .string("this worker version has no \(provider) sender yet (issue 5): it fails these deliveries with provider_not_supported; the request shown is what that sender will send, before \(provider == "webpush" ? "RFC 8291 encryption and the VAPID authorization header" : "OAuth2 authorization")"))
+        }
         if !notes.isEmpty { output["notes"] = .array(notes) }
         return .object(output)
     }
 
-    static func evaluate(_ input: PreviewInput) -> (decision: JSONValue, request: JSONValue?) {
+    static func evaluate(_ input: PreviewInput, notes: inout [JSONValue]) -> (decision: JSONValue, request: JSONValue?) {
         let delivery = input.delivery
         if delivery.notificationStatus == "canceled" {
             return (decision(for: .skipped(reason: "canceled"), provider: nil), nil)
@@ -45,7 +49,14 @@ public enum Preview {
         case .success(let parsed): message = parsed
         case .failure(let problem): return (decision(for: problem.outcome, provider: nil), nil)
         }
-        switch DeliveryChecks.evaluate(delivery, message: message, now: input.at) {
+        var unknownZones: [String] = []
+        let verdict = DeliveryChecks.evaluate(
+            delivery, message: message, now: input.at, quietHoursSpread: input.quietHoursSpread
+        ) { unknownZones.append($0) }
+        for zone in Set(unknownZones).sorted() {
+            notes.append(.string("time zone \"\(zone)\" is unknown: the fallback applies (the app's default zone, else UTC)"))
+        }
+        switch verdict {
         case .stop(let outcome, let provider):
             return (decision(for: outcome, provider: provider), nil)
         case .send(let provider):
@@ -68,7 +79,7 @@ public enum Preview {
                 }
                 origin = parsed.description
             }
-            let apnsDelivery = APNsSender.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
+            let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
             do {
                 let request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: providerTokenPlaceholder)
                 return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
@@ -78,6 +89,33 @@ public enum Preview {
                     ? .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
                     : .failed(reason: error.reason, detail: ["error": .string(error.detail)])
                 return (decision(for: outcome, provider: provider), nil)
+            }
+        case "fcm":
+            let settings = input.channel
+            guard
+                let projectID = settings?["project_id"]?.stringValue
+                    ?? settings?["service_account"]?["project_id"]?.stringValue
+            else {
+                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
+            }
+            let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: projectID, now: input.at)
+            do {
+                let request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: providerTokenPlaceholder)
+                return (
+                    ["action": "send", "provider": .string(provider)],
+                    describe(request, origin: "https://\(FCMRequestFactory.host)")
+                )
+            } catch {
+                return (decision(for: error.outcome, provider: provider), nil)
+            }
+        case "webpush":
+            let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
+            do {
+                let endpoint = try WebPushEndpoint(parsing: delivery.token)
+                let request = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
+                return (["action": "send", "provider": .string(provider)], describe(request, origin: endpoint.origin))
+            } catch {
+                return (decision(for: error.outcome, provider: provider), nil)
             }
         default:
             return (decision(for: .failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider: provider), nil)

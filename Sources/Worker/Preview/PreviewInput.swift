@@ -9,6 +9,8 @@ struct PreviewInput {
     var storedMessage: QueueStore.StoredMessage
     /// The settings of the app's channel for the subscription's provider, if given.
     var channel: JSONValue?
+    /// Seconds of quiet-hours release spread (`quiet_hours_spread`, default the worker's 900).
+    var quietHoursSpread: Int
 
     init(_ json: JSONValue, notes: inout [JSONValue]) throws(PreviewError) {
         guard case .object = json else { throw PreviewError("the preview document must be a JSON object") }
@@ -53,7 +55,7 @@ struct PreviewInput {
             apnsID = Self.uuid(fromBytes: Array(digest.prefix(16)))
             notes.append("delivery.apns_id not given: derived from the ids (the worker draws one per delivery)")
         }
-        let attempt = try Self.int(deliveryFields["attempt"], "delivery.attempt") ?? 1
+        let attempt = try Self.int(deliveryFields["attempt"], "delivery.attempt", in: 1...1_000) ?? 1
         let channels = app["channels"]?.objectValue ?? [:]
         let provider = PlatformProvider.provider(forPlatform: platform)
         let channel = provider.flatMap { channels[$0] }
@@ -87,8 +89,18 @@ struct PreviewInput {
             channelSettingsJSON: channel?.jsonText,
             channelEndpoint: try Self.string(channel?["endpoint"], "app.channels.\(provider ?? "?").endpoint"),
             channelPausedUntil: try Self.date(channel?["paused_until"], "app.channels.\(provider ?? "?").paused_until"))
-        if app["quiet_hours_start"] != nil || app["frequency_caps"] != nil {
-            notes.append("quiet hours and frequency caps are not applied by this version (issue 4)")
+        let quietStart = try Self.string(app["quiet_hours_start"], "app.quiet_hours_start")
+        let quietEnd = try Self.string(app["quiet_hours_end"], "app.quiet_hours_end")
+        do {
+            _ = try QuietHoursWindow(start: quietStart, end: quietEnd)
+        } catch {
+            throw PreviewError("app.\(error.field): \(error.message)")
+        }
+        delivery.quietHoursStart = quietStart
+        delivery.quietHoursEnd = quietEnd
+        quietHoursSpread = try Self.int(json["quiet_hours_spread"], "quiet_hours_spread", in: 0...86_400) ?? 900
+        if app["frequency_caps"] != nil {
+            notes.append("frequency caps are not applied by this version (issue 4)")
         }
     }
 
@@ -108,10 +120,10 @@ struct PreviewInput {
         return text
     }
 
-    private static func int(_ value: JSONValue?, _ field: String) throws(PreviewError) -> Int? {
+    private static func int(_ value: JSONValue?, _ field: String, in range: ClosedRange<Int64>) throws(PreviewError) -> Int? {
         guard let value, !value.isNull else { return nil }
-        guard let number = value.int64Value, (1...1_000).contains(number) else {
-            throw PreviewError("\(field) must be a whole number from 1 to 1000")
+        guard let number = value.int64Value, range.contains(number) else {
+            throw PreviewError("\(field) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return Int(number)
     }

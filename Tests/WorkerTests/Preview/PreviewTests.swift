@@ -152,3 +152,76 @@ enum MessageIDCodecProxy {
         MessageIDCodec.verify(msgID, key: key).map { ($0.notificationID, $0.subscriptionID) }
     }
 }
+
+@Suite("preview: quiet hours and the other wire formats")
+struct PreviewMorePlatformsTests {
+    let input = PreviewTests()
+
+    @Test func quietHoursDeferToTheWindowsEndInTheSubscribersZone() throws {
+        // 02:30 in Istanbul, window 22:00-08:00: held until 08:00 local = 05:00Z (spread 0).
+        var document = input.with(["app", "quiet_hours_start"], "22:00")
+        document = PreviewTests.set(document, ["app", "quiet_hours_end"], "08:00")
+        document = PreviewTests.set(document, ["subscription", "timezone"], "Europe/Istanbul")
+        document = PreviewTests.set(document, ["at"], "2026-11-29T02:30:00+03:00")
+        document = PreviewTests.set(document, ["quiet_hours_spread"], 0)
+        document = PreviewTests.set(document, ["notification", "message", "ttl"], 86_400)
+        let decision = try input.decision(document)
+        #expect(decision["action"] == "defer")
+        #expect(decision["reason"] == "quiet_hours")
+        #expect(decision["until"] == "2026-11-29T05:00:00Z")
+        // Exempt messages go now; a ttl that ends before 08:00 is skipped as expired.
+        let exempt = PreviewTests.set(document, ["notification", "message", "quiet_hours_exempt"], true)
+        #expect(try input.decision(exempt)["action"] == "send")
+        let short = PreviewTests.set(document, ["notification", "message", "ttl"], 3600)
+        #expect(try input.decision(short)["reason"] == "expired")
+        // An unknown zone name falls back to the app's zone and says so.
+        var unknown = PreviewTests.set(document, ["subscription", "timezone"], "Americas/Vancouver")
+        unknown = PreviewTests.set(unknown, ["app", "default_timezone"], "Europe/Istanbul")
+        let output = try Preview.run(unknown)
+        #expect(output["decision"]?["until"] == "2026-11-29T05:00:00Z")
+        #expect(output["notes"]?.arrayValue?.contains { $0.stringValue?.contains("Americas/Vancouver") == true } == true)
+        // A malformed window names the column.
+        #expect(throws: PreviewError.self) { try Preview.run(PreviewTests.set(document, ["app", "quiet_hours_end"], "8 am")) }
+    }
+
+    @Test func fcmIsDataOnlyWithStringValues() throws {
+        var document = PreviewTests.set(PreviewTests.base, ["subscription", "platform"], "android")
+        document = PreviewTests.set(document, ["subscription", "token"], "fcm-token-1")
+        document = PreviewTests.set(document, ["app", "channels"], ["fcm": ["project_id": "demo"]])
+        document = PreviewTests.set(document, ["notification", "message", "data"], ["count": 1, "ok": true, "nested": ["a": [1]]])
+        let output = try Preview.run(document)
+        #expect(output["decision"]?["action"] == "send")
+        let request = try #require(output["request"])
+        #expect(request["path"] == "/v1/projects/demo/messages:send")
+        let data = try #require(request["body"]?["message"]?["data"]?.objectValue)
+        #expect(data.values.allSatisfy { $0.stringValue != nil })
+        #expect(data["on.title"] == "Merhaba Ayşe")
+        #expect(request["body"]?["message"]?["notification"] == nil)
+        #expect(data.values.contains("1") && data.values.contains("true") && data.values.contains(#"{"a":[1]}"#))
+    }
+
+    @Test func webPushShowsThePlaintextAndRFC8030Headers() throws {
+        var document = PreviewTests.set(PreviewTests.base, ["subscription", "platform"], "web")
+        document = PreviewTests.set(document, ["subscription", "token"], "https://push.example.net/wpush/v2/abc?x=1")
+        document = PreviewTests.set(document, ["app", "channels"], ["webpush": [:]])
+        document = PreviewTests.set(document, ["notification", "message", "collapse_id"], "order-42")
+        let output = try Preview.run(document)
+        let request = try #require(output["request"])
+        #expect(request["origin"] == "https://push.example.net")
+        #expect(request["path"] == "/wpush/v2/abc?x=1")
+        let headers = Dictionary(
+            uniqueKeysWithValues: (request["headers"]?.arrayValue ?? []).map { ($0["name"]?.stringValue ?? "", $0["value"]?.stringValue ?? "") })
+        #expect(headers["ttl"] == "600")
+        #expect(headers["topic"] == "order-42")
+        #expect(request["body"]?["title"] == "Merhaba Ayşe")
+    }
+}
+
+extension PreviewTests {
+    static func set(_ node: JSONValue, _ path: [String], _ value: JSONValue) -> JSONValue {
+        guard let key = path.first else { return value }
+        var members = node.objectValue ?? [:]
+        members[key] = set(members[key] ?? [:], Array(path.dropFirst()), value)
+        return .object(members)
+    }
+}
