@@ -1,6 +1,7 @@
 import DeliveryCore
 import Foundation
 import Postgres
+import Synchronization
 import Testing
 @testable import Worker
 
@@ -180,6 +181,65 @@ struct FrequencyCapStoreTests {
                     ])
                 let left = try seed.connection.query("SELECT cap_key FROM frequency_cap_grants").map { try $0.decode(UUID.self, "cap_key") }
                 #expect(left == [user])
+            }
+        }
+    }
+
+    /// Two devices of a user fail at the same moment on two workers: each completion sees the other's
+    /// delivery still queued unless the check runs after the key's lock, in a fresh statement. Here both
+    /// completions are held at the lock until both have deleted their rows; the grant must still go.
+    @Test func simultaneousFailuresOnTwoWorkersStillGiveTheGrantBack() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let user = try seed.user("u1")
+                let phone = try seed.subscription(user: user)
+                let tablet = try seed.subscription(user: user)
+                let notification = try seed.notification(target: #"{"include_external_ids": ["u1"]}"#)
+                _ = try QueueStore.expandNext(on: seed.connection)
+                let claimed = try Self.claimAll(seed)
+                let deliveries = [try #require(claimed[phone]), try #require(claimed[tablet])]
+                _ = try QueueStore.reserveFrequencyCap(
+                    on: seed.connection,
+                    FrequencyCapRequest(appID: seed.appID, capKey: user, notificationID: notification, caps: Self.caps((1, 60))))
+
+                // A third session holds the key's lock while both completions start.
+                let holder = try PostgresConnection(connectionString: url)
+                defer { holder.close() }
+                try holder.execute("BEGIN")
+                _ = try holder.query("SELECT pg_advisory_xact_lock(pushizo_frequency_cap_lock_key($1, $2))", [seed.appID, user])
+                let results = Mutex<[Result<Int, any Error>]>([])
+                let done = DispatchGroup()
+                for delivery in deliveries {
+                    done.enter()
+                    Thread {
+                        let result = Result {
+                            let connection = try PostgresConnection(connectionString: url)
+                            defer { connection.close() }
+                            return try QueueStore.complete(on: connection, [Self.completion(delivery, "failed")])
+                        }
+                        results.withLock { $0.append(result) }
+                        done.leave()
+                    }.start()
+                }
+                // Wait (hang guard 30 s) until both completions wait for the advisory lock.
+                var waiting = 0
+                for _ in 0..<1500 {
+                    waiting = try seed.connection.query(
+                        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    )[0].decode(Int.self, "n")
+                    if waiting == 2 { break }
+                    Thread.sleep(forTimeInterval: 0.02)
+                }
+                #expect(waiting == 2)
+                try holder.execute("COMMIT")
+                done.wait()
+                #expect(try results.withLock { try $0.map { try $0.get() } } == [1, 1])
+                #expect(try Self.grants(seed.connection) == 0)
+                #expect(try seed.connection.query(
+                    "SELECT count(*) AS n FROM delivery_events WHERE notification_id = $1 AND event = 'failed'", [notification]
+                )[0]["n"] == "2")
             }
         }
     }
