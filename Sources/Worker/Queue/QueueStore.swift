@@ -125,10 +125,6 @@ public enum QueueStore {
                         invalidations.map(\.tokenUpdatedAt),
                     ])
             }
-            let releases = completions.compactMap(\.capRelease)
-            if !releases.isEmpty {
-                try releaseFrequencyCapGrants(on: connection, releases)
-            }
             for pause in completions.compactMap(\.channelPause) {
                 _ = try connection.query(
                     """
@@ -138,6 +134,12 @@ public enum QueueStore {
                     WHERE app_id = $1 AND provider = $2
                     """,
                     [pause.appID, pause.provider, pause.until, pause.reason])
+            }
+            // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
+            // lock then waits only for other such locks (taken in hash order), so no cycle can form.
+            let releases = completions.compactMap(\.capRelease)
+            if !releases.isEmpty {
+                try releaseFrequencyCapGrants(on: connection, releases)
             }
             return result.affectedRows
         }
