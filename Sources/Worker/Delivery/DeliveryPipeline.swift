@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 
 /// The per-delivery path: checks in a fixed order (abandoned -> canceled -> message valid -> expired ->
-/// subscription active -> platform and channel -> send), then the provider sender, then the completion.
+/// subscription active -> quiet hours -> platform and channel -> frequency caps -> send), then the provider
+/// sender, then the completion.
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
     public static let defaultTTL: Int64 = 2_419_200
@@ -23,16 +24,30 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// Unknown time zone names: logged once a day per name, counted always.
     private let zoneWarnings = LogRateLimiter(interval: 86_400)
     private let unknownZoneCount = Atomic<Int>(0)
+    private let reserveFrequencyCap: FrequencyCapReserver
+    /// Parsed `apps.frequency_caps` by column text (apps have few distinct values).
+    private let capsByText = Mutex<[String: FrequencyCaps?]>([:])
+    /// A bad `apps.frequency_caps`: logged once a day per app and value.
+    private let capsWarnings = LogRateLimiter(interval: 86_400)
+
+    /// Reserves a notification for a cap key (see ``QueueStore/reserveFrequencyCap(on:_:)``); throws when the
+    /// database cannot answer.
+    public typealias FrequencyCapReserver = @Sendable (FrequencyCapRequest) async throws -> FrequencyCapDecision
 
     /// How many deliveries met a time zone name that did not resolve (the fallback zone applied).
     public var unknownZoneFallbacks: Int { unknownZoneCount.load(ordering: .relaxed) }
 
-    /// - Parameter loadMessages: reads `notifications.message` for a set of notifications (see
-    ///   ``QueueStore/messages(on:notificationIDs:maximumBytes:)``).
+    /// - Parameters:
+    ///   - loadMessages: reads `notifications.message` for a set of notifications (see
+    ///     ``QueueStore/messages(on:notificationIDs:maximumBytes:)``).
+    ///   - reserveFrequencyCap: the frequency-cap reservation, run for a delivery that passed every other
+    ///     check when its app has caps and its message is neither exempt nor silent.
     public init(
         senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
-        quietHoursSpread: Int = 0, loadMessages: @escaping MessageCache.Loader
+        quietHoursSpread: Int = 0, loadMessages: @escaping MessageCache.Loader,
+        reserveFrequencyCap: @escaping FrequencyCapReserver
     ) {
+        self.reserveFrequencyCap = reserveFrequencyCap
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
         self.maxAttempts = maxAttempts
@@ -48,11 +63,68 @@ public final class DeliveryPipeline: DeliveryProcessing {
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {
         let now = Date()
         let (outcome, provider) = await decide(delivery, now: now)
-        let completion = CompletionFactory.completion(
+        var completion = CompletionFactory.completion(
             for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
             retryPolicy: retryPolicy, now: now, unitRandom: Double.random(in: 0..<1))
+        // A notification that reached no device of the key gives its grant back (issue 4 item 7); the
+        // completion transaction decides, under the key's lock, whether any device got it or still may.
+        if completion.nextRunAt == nil, completion.event != "sent", completion.reason != "frequency_capped",
+            let caps = frequencyCaps(of: delivery), !caps.isEmpty
+        {
+            completion.capRelease = FrequencyCapRelease(
+                appID: delivery.appID, capKey: delivery.capKey, notificationID: delivery.notificationID)
+        }
         report(completion, of: delivery)
         return completion
+    }
+
+    /// The app's caps, or `nil` when it has none or its column is malformed (then caps are off for the app,
+    /// logged once a day: a bad setting must never stop deliveries).
+    func frequencyCaps(of delivery: ClaimedDelivery) -> FrequencyCaps? {
+        guard let text = delivery.frequencyCapsJSON, text != "[]" else { return nil }
+        if let cached = capsByText.withLock({ $0[text] }) { return cached }
+        let parsed: FrequencyCaps?
+        do {
+            parsed = try FrequencyCaps(jsonText: text)
+        } catch {
+            parsed = nil
+            let app = delivery.appID.uuidString.lowercased()
+            if capsWarnings.allow("\(app):\(text)") {
+                logger.warning(
+                    "apps.frequency_caps is malformed; frequency caps are off for this app until it is fixed",
+                    ["app_id": app, "error": error.description])
+            }
+        }
+        capsByText.withLock { cache in
+            if cache.count >= 1024 { cache.removeAll() }
+            cache[text] = .some(parsed)
+        }
+        return parsed
+    }
+
+    /// The frequency-cap step (issue 4 items 5-7): `nil` to send, else the outcome that stops the send.
+    func checkFrequencyCaps(_ delivery: ClaimedDelivery, message: NotificationMessage) async -> DeliveryOutcome? {
+        // Exempt messages and silent pushes neither check nor count.
+        guard !message.frequencyCapExempt, !message.isSilent, let caps = frequencyCaps(of: delivery), !caps.isEmpty
+        else { return nil }
+        let request = FrequencyCapRequest(
+            appID: delivery.appID, capKey: delivery.capKey, notificationID: delivery.notificationID, caps: caps)
+        do {
+            switch try await reserveFrequencyCap(request) {
+            case .granted:
+                return nil
+            case .denied(let rule, let used):
+                return .skipped(
+                    reason: "frequency_capped",
+                    detail: [
+                        "max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)),
+                        "used": .int(Int64(used)), "cap_key": .string(delivery.capKey.uuidString.lowercased()),
+                    ])
+            }
+        } catch {
+            // Not knowing is not a denial: try again later, without counting an attempt.
+            return .retry(reason: "cap_unavailable", detail: ["error": .string("\(error)")])
+        }
     }
 
     /// Puts failures and retries in the log once per app, kind and hour (channel pauses once per pause), so
@@ -113,14 +185,19 @@ public final class DeliveryPipeline: DeliveryProcessing {
             guard let sender = senders[provider] else {
                 return (.failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider)
             }
+            // Last, as it needs the database and counts: a delivery stopped by anything else uses no grant.
+            if let stop = await checkFrequencyCaps(delivery, message: message) {
+                return (stop, provider)
+            }
             return (await sender.send(delivery, message: message, now: now), provider)
         }
     }
 }
 
 /// The checks between a parsed message and a send, in their fixed order (issue 4: expired -> subscription
-/// active -> quiet hours -> (frequency caps) -> send, where sending needs a known platform and a present, unpaused
-/// channel), without I/O: the worker and `preview` share them.
+/// active -> quiet hours -> send, where sending needs a known platform and a present, unpaused channel),
+/// without I/O: the worker and `preview` share them. Frequency caps need the database and come after a
+/// `send` verdict (``DeliveryPipeline/checkFrequencyCaps(_:message:)``; `preview` reports them).
 public enum DeliveryChecks {
     public enum Verdict: Sendable, Equatable {
         /// Send through `provider` (`apns`, `fcm`, `webpush`).
@@ -199,7 +276,7 @@ public enum CompletionFactory {
     /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
     /// Such deliveries wait out the outage (backing off) until their `ttl` expires, never `max_attempts`.
     public static let uncountedRetryReasons: Set<String> = [
-        "channel_paused", "provider_unreachable", "message_unavailable",
+        "channel_paused", "provider_unreachable", "message_unavailable", "cap_unavailable",
     ]
 
     /// - Parameters:

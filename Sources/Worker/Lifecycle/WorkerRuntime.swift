@@ -36,6 +36,11 @@ public final class WorkerRuntime: Sendable {
                     try QueueStore.messages(
                         on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
                 }
+            },
+            reserveFrequencyCap: { [database] request in
+                try await database.withConnection { connection in
+                    try QueueStore.reserveFrequencyCap(on: connection, request)
+                }
             })
         service = WorkerService(
             configuration: configuration, database: database, processor: pipeline, logger: logger, onReady: onReady)

@@ -12,7 +12,8 @@ import PushCrypto
 /// "channels": {"apns": {"topic", "endpoint"?, "paused_until"?}, ...}}, "user": {"external_id", "tags"},
 /// "subscription": {"id", "platform", "token", "apns_environment", "language", "timezone", "country",
 /// "status"}, "notification": {"id", "campaign_id", "message", "send_after"?, "created_at"?, "status"?},
-/// "delivery": {"attempt"?, "apns_id"?}}`.
+/// "delivery": {"attempt"?, "apns_id"?}, "recent_notifications"?: [RFC 3339, ...]}`, where `app` may also
+/// carry `quiet_hours_start`/`quiet_hours_end` and `frequency_caps` (docs/frequency-caps.md).
 ///
 /// Output: `{"decision": {"action": "send"|"defer"|"skip"|"fail", "provider"?, "reason"?, "until"?,
 /// "detail"?}, "request"?: {"method", "origin", "path", "headers": [{"name", "value"}], "body", "body_text",
@@ -60,8 +61,41 @@ public enum Preview {
         case .stop(let outcome, let provider):
             return (decision(for: outcome, provider: provider), nil)
         case .send(let provider):
-            return build(provider: provider, delivery: delivery, message: message, input: input)
+            guard let caps = input.frequencyCaps, !message.frequencyCapExempt, !message.isSilent else {
+                return build(provider: provider, delivery: delivery, message: message, input: input)
+            }
+            // The worker's reservation counts grants in PostgreSQL; here the caller may list them.
+            if let recent = input.recentNotifications,
+                let (rule, used) = firstFullRule(caps, recent: recent, at: input.at)
+            {
+                let outcome = DeliveryOutcome.skipped(
+                    reason: "frequency_capped",
+                    detail: ["max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)), "used": .int(Int64(used))])
+                return (decision(for: outcome, provider: provider), nil)
+            }
+            var built = build(provider: provider, delivery: delivery, message: message, input: input)
+            if case .object(var members) = built.decision, members["action"] == "send" {
+                var detail = members["detail"]?.objectValue ?? [:]
+                detail["frequency_caps"] = caps.jsonValue
+                if input.recentNotifications == nil {
+                    detail["frequency_caps_note"] = "subject to the caps: the worker sends it only if the user has room in every rule (give recent_notifications to decide here)"
+                }
+                members["detail"] = .object(detail)
+                built.decision = .object(members)
+            }
+            return built
         }
+    }
+
+    /// The first rule with no room for one more notification at `at`, counting `recent` grants younger than
+    /// its window (the worker's rule: a grant at `t` counts while `t > at - per_seconds`).
+    static func firstFullRule(_ caps: FrequencyCaps, recent: [Date], at: Date) -> (FrequencyCapRule, Int)? {
+        for rule in caps.rules {
+            let since = at.addingTimeInterval(-Double(rule.perSeconds))
+            let used = recent.filter { $0 > since && $0 <= at }.count
+            if used >= rule.max { return (rule, used) }
+        }
+        return nil
     }
 
     static func build(provider: String, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput)

@@ -11,6 +11,11 @@ struct PreviewInput {
     var channel: JSONValue?
     /// Seconds of quiet-hours release spread (`quiet_hours_spread`, default the worker's 900).
     var quietHoursSpread: Int
+    /// `app.frequency_caps`, validated (`nil`: none, or malformed, which the worker treats as none).
+    var frequencyCaps: FrequencyCaps?
+    /// `recent_notifications`: instants at which earlier notifications were granted to this user (or
+    /// subscription), newest or oldest first; when given, the caps are decided, otherwise only reported.
+    var recentNotifications: [Date]?
 
     init(_ json: JSONValue, notes: inout [JSONValue]) throws(PreviewError) {
         guard case .object = json else { throw PreviewError("the preview document must be a JSON object") }
@@ -99,8 +104,31 @@ struct PreviewInput {
         delivery.quietHoursStart = quietStart
         delivery.quietHoursEnd = quietEnd
         quietHoursSpread = try Self.int(json["quiet_hours_spread"], "quiet_hours_spread", in: 0...86_400) ?? 900
-        if app["frequency_caps"] != nil {
-            notes.append("frequency caps are not applied by this version (issue 4)")
+        if let caps = app["frequency_caps"], !caps.isNull {
+            do {
+                let parsed = try FrequencyCaps(parsing: caps)
+                frequencyCaps = parsed.isEmpty ? nil : parsed
+            } catch {
+                frequencyCaps = nil
+                notes.append(.string("app.frequency_caps is malformed (\(error.description)): the worker treats this app's caps as off"))
+            }
+        } else {
+            frequencyCaps = nil
+        }
+        if let recent = json["recent_notifications"], !recent.isNull {
+            guard let items = recent.arrayValue else {
+                throw PreviewError("recent_notifications must be an array of RFC 3339 date-times")
+            }
+            var dates: [Date] = []
+            for (index, item) in items.enumerated() {
+                guard let date = try Self.date(item, "recent_notifications[\(index)]") else {
+                    throw PreviewError("recent_notifications[\(index)] must be an RFC 3339 date-time")
+                }
+                dates.append(date)
+            }
+            recentNotifications = dates
+        } else {
+            recentNotifications = nil
         }
     }
 

@@ -36,6 +36,8 @@ public struct ClaimedDelivery: Sendable {
     /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription), for
     /// placeholders.
     public var userTagsJSON: String?
+    /// `subscriptions.user_id` (`nil` for an anonymous subscription).
+    public var userID: UUID? = nil
 
     // apps
     public var defaultLanguage: String?
@@ -44,12 +46,20 @@ public struct ClaimedDelivery: Sendable {
     public var quietHoursStart: String? = nil
     public var quietHoursEnd: String? = nil
     public var signingKey: [UInt8]
+    /// `apps.frequency_caps` as JSON text (`[{"max": N, "per_seconds": W}]`; `nil` or `[]` = no caps).
+    public var frequencyCapsJSON: String? = nil
 
     // app_channels (nil when the app has no channel for this platform's provider)
     public var channelProvider: String?
     public var channelSettingsJSON: String?
     public var channelEndpoint: String?
     public var channelPausedUntil: Date?
+}
+
+extension ClaimedDelivery {
+    /// What frequency caps count against: the subscription's user, else the subscription itself
+    /// (issue 4 item 5).
+    public var capKey: UUID { userID ?? subscriptionID }
 }
 
 /// What the pipeline decided for one claimed delivery, ready for the batched write-back.
@@ -71,6 +81,10 @@ public struct DeliveryCompletion: Sendable {
     /// The claim is not counted as a send attempt (the request never reached the provider: a paused
     /// channel, an unreachable provider), so waiting out an outage never ends in `max_attempts`.
     public var refundsAttempt = false
+    /// Set on a terminal completion other than `sent` of a delivery whose app has frequency caps: the
+    /// completion transaction gives the notification's grant back when no device of the key got it and none
+    /// is left in the queue (see ``QueueStore/releaseFrequencyCapGrants(on:_:)``).
+    public var capRelease: FrequencyCapRelease? = nil
 
     public init(
         deliveryID: Int64, fence: Int64, event: String, reason: String?, detailJSON: String, nextRunAt: Date?,

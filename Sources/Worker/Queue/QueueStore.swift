@@ -37,11 +37,13 @@ public enum QueueStore {
                     subscriptionStatus: try row.decode(String.self, "subscription_status"),
                     tokenUpdatedAt: try row.decode(Date.self, "token_updated_at"),
                     userTagsJSON: try row.decodeIfPresent(String.self, "user_tags"),
+                    userID: try row.decodeIfPresent(UUID.self, "user_id"),
                     defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
                     defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
                     quietHoursStart: try row.decodeIfPresent(String.self, "quiet_hours_start"),
                     quietHoursEnd: try row.decodeIfPresent(String.self, "quiet_hours_end"),
                     signingKey: try row.decode([UInt8].self, "signing_key"),
+                    frequencyCapsJSON: try row.decodeIfPresent(String.self, "frequency_caps"),
                     channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
                     channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
                     channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
@@ -71,9 +73,10 @@ public enum QueueStore {
                n.xmin::text AS message_version, n.campaign_id, n.status AS notification_status,
                coalesce(n.send_after, n.created_at) AS notification_start,
                s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
-               s.status AS subscription_status, s.token_updated_at, u.tags::text AS user_tags,
+               s.status AS subscription_status, s.token_updated_at, u.tags::text AS user_tags, s.user_id,
                a.default_language, a.default_timezone, a.signing_key,
                a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
+               a.frequency_caps::text AS frequency_caps,
                ch.provider AS channel_provider, ch.settings::text AS channel_settings,
                ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until
         FROM claimed c
@@ -88,7 +91,8 @@ public enum QueueStore {
     /// Writes a batch of completions in one transaction: terminal rows are deleted from the queue, the others
     /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches.
     /// Completions whose fence no longer matches (the lease expired and another worker claimed the delivery)
-    /// change nothing. Subscription invalidations and channel pauses are applied in the same transaction.
+    /// change nothing. Subscription invalidations and channel pauses are applied in the same transaction, and
+    /// so are frequency-cap releases (``DeliveryCompletion/capRelease``) of completions that took effect.
     /// - Returns: how many completions took effect (the rest lost their lease).
     @discardableResult
     public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
@@ -130,6 +134,12 @@ public enum QueueStore {
                     WHERE app_id = $1 AND provider = $2
                     """,
                     [pause.appID, pause.provider, pause.until, pause.reason])
+            }
+            // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
+            // lock then waits only for other such locks (taken in hash order), so no cycle can form.
+            let releases = completions.compactMap(\.capRelease)
+            if !releases.isEmpty {
+                try releaseFrequencyCapGrants(on: connection, releases)
             }
             return result.affectedRows
         }

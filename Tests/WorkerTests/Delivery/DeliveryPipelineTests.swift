@@ -1,5 +1,7 @@
 import DeliveryCore
 import Foundation
+import Postgres
+import Synchronization
 import Testing
 @testable import Worker
 
@@ -17,25 +19,47 @@ struct DeliveryPipelineTests {
 
     let sender = RecordingSender()
     let now = Date()
+    /// Reservations asked for; the answer is `capAnswer` (nil: the database is unreachable).
+    final class CapStub: Sendable {
+        let requests = Mutex<[FrequencyCapRequest]>([])
+        let answer = Mutex<FrequencyCapDecision?>(.granted(reused: false))
+    }
+    let stub = CapStub()
 
     func pipeline(message: String) -> DeliveryPipeline {
         DeliveryPipeline(
             senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10),
             logger: Logger(label: "test", minimumLevel: .error),
-            loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: message.utf8.count, json: message)) }) })
+            loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: message.utf8.count, json: message)) }) },
+            reserveFrequencyCap: { [stub] request in
+                stub.requests.withLock { $0.append(request) }
+                guard let answer = stub.answer.withLock({ $0 }) else {
+                    throw PostgresError(code: .connectionFailed, message: "no database in this test")
+                }
+                return answer
+            })
     }
 
     func delivery(
         attempt: Int = 1, status: String = "expanded", platform: String = "ios", subscription: String = "active",
-        channel: String? = "apns", pausedUntil: Date? = nil, start: Date? = nil
+        channel: String? = "apns", pausedUntil: Date? = nil, start: Date? = nil, caps: String? = nil,
+        user: UUID? = nil, quietHours: Bool = false
     ) -> ClaimedDelivery {
-        ClaimedDelivery(
+        var claimed = ClaimedDelivery(
             id: 1, fence: 1, attempt: attempt, notificationID: UUID(), subscriptionID: UUID(), appID: UUID(),
             apnsID: UUID(), messageVersion: "1", campaignID: nil, notificationStatus: status,
             notificationStart: start ?? now, platform: platform, token: "a0", apnsEnvironment: nil, language: "en",
             timezone: nil, country: nil, subscriptionStatus: subscription, tokenUpdatedAt: now, userTagsJSON: nil,
             defaultLanguage: "en", defaultTimezone: nil, signingKey: [1], channelProvider: channel,
             channelSettingsJSON: "{}", channelEndpoint: nil, channelPausedUntil: pausedUntil)
+        claimed.frequencyCapsJSON = caps
+        claimed.userID = user
+        if quietHours {
+            // All day but one second: any `now` is inside it.
+            claimed.quietHoursStart = "00:00:00"
+            claimed.quietHoursEnd = "23:59:59"
+        }
+        return claimed
     }
 
     func outcome(_ delivery: ClaimedDelivery, message: String = #"{"contents": {"en": "hi"}}"#) async -> String {
@@ -69,5 +93,68 @@ struct DeliveryPipelineTests {
         #expect(await outcome(delivery(attempt: 1, start: now.addingTimeInterval(-30)), message: message) == "sent")
         #expect(await outcome(delivery(attempt: 2, start: now.addingTimeInterval(-30)), message: message) == "skipped/expired")
         #expect(sender.sends.value == 1)
+    }
+
+    static let caps = #"[{"max": 3, "per_seconds": 86400}]"#
+
+    @Test func frequencyCapComesAfterEveryOtherCheckAndOnlyForCappedMessages() async {
+        let user = UUID()
+        // Stopped earlier: no reservation is asked for, so no grant is used.
+        #expect(await outcome(delivery(subscription: "invalid", caps: Self.caps)) == "skipped/subscription_inactive")
+        #expect(await outcome(delivery(caps: Self.caps, quietHours: true)) == "deferred")
+        #expect(await outcome(delivery(pausedUntil: now.addingTimeInterval(60), caps: Self.caps)) == "retrying/channel_paused")
+        #expect(await outcome(delivery(platform: "android", channel: "fcm", caps: Self.caps)) == "failed/provider_not_supported")
+        // Exempt and silent messages neither check nor count; no caps, empty or malformed caps: no check.
+        #expect(await outcome(delivery(caps: Self.caps), message: #"{"contents": {"en": "x"}, "frequency_cap_exempt": true}"#) == "sent")
+        #expect(await outcome(delivery(caps: Self.caps), message: #"{"content_available": true}"#) == "sent")
+        #expect(await outcome(delivery(caps: "[]")) == "sent")
+        #expect(await outcome(delivery(caps: #"[{"max": 3, "per_second": 60}]"#)) == "sent")
+        #expect(stub.requests.withLock { $0.isEmpty })
+        // A capped message asks, keyed by the user (else the subscription).
+        let withUser = delivery(caps: Self.caps, user: user)
+        #expect(await outcome(withUser) == "sent")
+        let anonymous = delivery(caps: Self.caps)
+        #expect(await outcome(anonymous) == "sent")
+        let asked = stub.requests.withLock { $0 }
+        #expect(asked.map(\.capKey) == [user, anonymous.subscriptionID])
+        #expect(asked.first?.caps == FrequencyCaps(rules: [FrequencyCapRule(max: 3, perSeconds: 86400)]))
+        #expect(asked.first?.notificationID == withUser.notificationID)
+        #expect(sender.sends.value == 6)
+    }
+
+    @Test func deniedIsSkippedAndAnUnreachableDatabaseIsAnUncountedRetry() async {
+        stub.answer.withLock { $0 = .denied(rule: FrequencyCapRule(max: 3, perSeconds: 86400), used: 3) }
+        let (denied, _) = await pipeline(message: #"{"contents": {"en": "x"}}"#).decide(delivery(caps: Self.caps), now: now)
+        #expect(denied == .skipped(reason: "frequency_capped", detail: denied.detailForTest))
+        #expect(denied.detailForTest["used"] == 3)
+        #expect(denied.detailForTest["max"] == 3)
+        stub.answer.withLock { $0 = nil }
+        #expect(await outcome(delivery(caps: Self.caps)) == "retrying/cap_unavailable")
+        #expect(CompletionFactory.uncountedRetryReasons.contains("cap_unavailable"))
+        #expect(sender.sends.value == 0)
+    }
+
+    @Test func terminalNonSentCompletionsOfCappedAppsCarryARelease() async {
+        let user = UUID()
+        let failing = pipeline(message: #"{"contents": 5}"#)
+        let failed = await failing.process(delivery(caps: Self.caps, user: user))
+        #expect(failed.event == "failed")
+        #expect(failed.capRelease?.capKey == user)
+        let uncapped = await failing.process(delivery(caps: "[]", user: user))
+        #expect(uncapped.capRelease == nil)
+        let sent = await pipeline(message: #"{"contents": {"en": "x"}}"#).process(delivery(caps: Self.caps, user: user))
+        #expect(sent.event == "sent")
+        #expect(sent.capRelease == nil)
+        stub.answer.withLock { $0 = .denied(rule: FrequencyCapRule(max: 1, perSeconds: 60), used: 1) }
+        let capped = await pipeline(message: #"{"contents": {"en": "x"}}"#).process(delivery(caps: Self.caps, user: user))
+        #expect(capped.reason == "frequency_capped")
+        #expect(capped.capRelease == nil)
+    }
+}
+
+extension DeliveryOutcome {
+    fileprivate var detailForTest: JSONValue {
+        if case .skipped(_, let detail) = self { return detail }
+        return .null
     }
 }
