@@ -213,6 +213,11 @@ public struct NotificationMessage: Sendable, Hashable {
                 throw MessageError(code: .invalidValue, field: "collapse_id",
                                    message: "must not contain control characters (CR, LF, NUL, tab) or start or end with a space")
             }
+            // APNs's limit for apns-collapse-id, the strictest of the three providers.
+            guard collapseID.utf8.count <= 64 else {
+                throw MessageError(code: .invalidValue, field: "collapse_id",
+                                   message: "at most 64 bytes of UTF-8 (APNs's apns-collapse-id limit; got \(collapseID.utf8.count))")
+            }
             self.collapseID = collapseID
         }
         androidChannelID = try reader.string("android_channel_id")

@@ -55,8 +55,10 @@ public enum APNsRequestFactory {
         guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0,
               token.utf8.allSatisfy({ isHexDigit($0) })
         else {
+            let problem = token.utf8.allSatisfy({ isHexDigit($0) })
+                ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
             throw APNsRequestError(reason: "bad_device_token_format",
-                                   detail: "an APNs device token is 64 to 200 hexadecimal characters (got \(token.utf8.count) characters)")
+                                   detail: "an APNs device token is an even number, 64 to 200, of hexadecimal characters (got \(problem))")
         }
         guard !delivery.topic.isEmpty else {
             throw APNsRequestError(reason: "missing_topic", detail: "the APNs channel has no topic (bundle ID)")

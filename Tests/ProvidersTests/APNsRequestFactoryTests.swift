@@ -110,7 +110,12 @@ import PushCrypto
             let error = try #require(throws: APNsRequestError.self) { try APNsRequestFactory.makeRequest(bad, bearerToken: "JWT") }
             #expect(error.reason == "bad_device_token_format")
         }
-        let long = try delivery(["contents": ["en": "x"], "collapse_id": .string(String(repeating: "ç", count: 33))])
+        // The message model refuses it first (naming the field); the factory still guards values set directly.
+        #expect(throws: MessageError.self) {
+            try NotificationMessage(json: ["contents": ["en": "x"], "collapse_id": .string(String(repeating: "ç", count: 33))])
+        }
+        var long = try delivery(["contents": ["en": "x"]])
+        long.message.collapseID = String(repeating: "ç", count: 33)
         let error = try #require(throws: APNsRequestError.self) { try APNsRequestFactory.makeRequest(long, bearerToken: "JWT") }
         #expect(error.reason == "invalid_message")
         #expect(error.detail.contains("collapse_id"))

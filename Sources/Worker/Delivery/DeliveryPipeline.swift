@@ -165,10 +165,10 @@ public final class DeliveryPipeline: DeliveryProcessing {
             delivery, message: message, now: now, quietHoursSpread: quietHoursSpread
         ) { zone in
             unknownZoneCount.add(1, ordering: .relaxed)
-            if zoneWarnings.allow(zone) {
+            if zoneWarnings.allow(LogText.shortened(zone)) {
                 logger.warning(
                     "unknown time zone name; using the fallback (the app's default zone, else UTC)",
-                    ["zone": zone, "app_id": delivery.appID.uuidString.lowercased(),
+                    ["zone": LogText.shortened(zone), "app_id": delivery.appID.uuidString.lowercased(),
                      "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
             }
         }
@@ -227,6 +227,12 @@ public enum DeliveryChecks {
                 .skipped(reason: "subscription_inactive", detail: ["status": .string(delivery.subscriptionStatus)]),
                 provider: nil)
         }
+        guard let provider = PlatformProvider.provider(forPlatform: delivery.platform) else {
+            return .stop(.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), provider: nil)
+        }
+        guard delivery.channelProvider != nil else {
+            return .stop(.skipped(reason: "no_channel", detail: ["provider": .string(provider)]), provider: provider)
+        }
         if !message.quietHoursExempt,
             let window = try? QuietHoursWindow(start: delivery.quietHoursStart, end: delivery.quietHoursEnd)
         {
@@ -244,7 +250,7 @@ public enum DeliveryChecks {
                                 "expired_at": .string(expiresAt.formatted(.iso8601)),
                                 "quiet_hours_until": .string(until.formatted(.iso8601)),
                             ]),
-                        provider: nil)
+                        provider: provider)
                 }
                 return .stop(
                     .deferred(
@@ -253,14 +259,8 @@ public enum DeliveryChecks {
                             "zone": .string(decision.zone),
                             "window": .string("\(window.start)-\(window.end)"),
                         ]),
-                    provider: nil)
+                    provider: provider)
             }
-        }
-        guard let provider = PlatformProvider.provider(forPlatform: delivery.platform) else {
-            return .stop(.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), provider: nil)
-        }
-        guard delivery.channelProvider != nil else {
-            return .stop(.skipped(reason: "no_channel", detail: ["provider": .string(provider)]), provider: provider)
         }
         if let pausedUntil = delivery.channelPausedUntil, pausedUntil > now {
             return .stop(

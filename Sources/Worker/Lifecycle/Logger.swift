@@ -126,13 +126,26 @@ public final class LogRateLimiter: Sendable {
         self.interval = interval
     }
 
+    /// Most keys remembered; past it the memory starts over (a flood of distinct causes may then log
+    /// each again once, but memory stays bounded).
+    public static let capacity = 10_000
+
     /// `true` when `key` was not let through during the last `interval` seconds.
     public func allow(_ key: String) -> Bool {
         let now = ContinuousClock.now
         return lastLogged.withLock { lastLogged in
             if let last = lastLogged[key], now - last < .seconds(interval) { return false }
+            if lastLogged.count >= Self.capacity { lastLogged.removeAll(keepingCapacity: true) }
             lastLogged[key] = now
             return true
         }
+    }
+}
+
+/// Values from rows (zone names, reasons) as they may appear in a log line or a preview note.
+public enum LogText {
+    /// `text` cut to `limit` characters with `…`, so a hostile row cannot flood the journal.
+    public static func shortened(_ text: String, limit: Int = 64) -> String {
+        text.count <= limit ? text : String(text.prefix(limit)) + "…"
     }
 }

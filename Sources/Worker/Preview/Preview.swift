@@ -55,7 +55,7 @@ public enum Preview {
             delivery, message: message, now: input.at, quietHoursSpread: input.quietHoursSpread
         ) { unknownZones.append($0) }
         for zone in Set(unknownZones).sorted() {
-            notes.append(.string("time zone \"\(zone)\" is unknown: the fallback applies (the app's default zone, else UTC)"))
+            notes.append(.string("time zone \"\(LogText.shortened(zone))\" is unknown: the fallback applies (the app's default zone, else UTC)"))
         }
         switch verdict {
         case .stop(let outcome, let provider):

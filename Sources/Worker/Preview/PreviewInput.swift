@@ -30,9 +30,12 @@ struct PreviewInput {
             throw PreviewError("notification.message must be a JSON object (the notifications.message column)")
         }
         let text = message.jsonText
+        // The worker measures the limit on PostgreSQL's text form of jsonb, which puts a space after every
+        // `:` and `,`: measure the same way so both decide alike.
+        let storedSize = text.utf8.count + Self.postgresSeparatorSpaces(message)
         storedMessage = QueueStore.StoredMessage(
-            version: "preview", byteCount: text.utf8.count,
-            json: text.utf8.count <= MessageCache.maximumMessageBytes ? text : nil)
+            version: "preview", byteCount: storedSize,
+            json: storedSize <= MessageCache.maximumMessageBytes ? text : nil)
 
         guard let platform = subscription["platform"]?.stringValue else {
             throw PreviewError("subscription.platform is required (ios, android or web)")
@@ -43,7 +46,7 @@ struct PreviewInput {
             notes.append("notification.id or subscription.id not given: the msgId is signed over placeholder ids")
         }
         var signingKey = [UInt8](repeating: 0, count: 32)
-        if let text = app["signing_key"] {
+        if let text = app["signing_key"], !text.isNull {
             guard let encoded = text.stringValue, let key = Data(base64Encoded: encoded), !key.isEmpty else {
                 throw PreviewError("app.signing_key must be base64 (as encode(signing_key, 'base64') prints it)")
             }
@@ -61,7 +64,13 @@ struct PreviewInput {
             notes.append("delivery.apns_id not given: derived from the ids (the worker draws one per delivery)")
         }
         let attempt = try Self.int(deliveryFields["attempt"], "delivery.attempt", in: 1...1_000) ?? 1
-        let channels = app["channels"]?.objectValue ?? [:]
+        var channels: [String: JSONValue] = [:]
+        if let value = app["channels"], !value.isNull {
+            guard let members = value.objectValue else {
+                throw PreviewError("app.channels must be an object keyed by provider (apns, fcm, webpush)")
+            }
+            channels = members
+        }
         let provider = PlatformProvider.provider(forPlatform: platform)
         let channel = provider.flatMap { channels[$0] }
         if let channel, channel.objectValue == nil {
@@ -178,6 +187,18 @@ struct PreviewInput {
         guard let value, !value.isNull else { return nil }
         guard value.objectValue != nil else { throw PreviewError("user.tags must be an object") }
         return value.jsonText
+    }
+
+    /// Spaces PostgreSQL's jsonb output adds to the compact form: one after each `:` and each `,`.
+    static func postgresSeparatorSpaces(_ value: JSONValue) -> Int {
+        switch value {
+        case .object(let members):
+            return members.count + max(0, members.count - 1) + members.values.reduce(0) { $0 + postgresSeparatorSpaces($1) }
+        case .array(let elements):
+            return max(0, elements.count - 1) + elements.reduce(0) { $0 + postgresSeparatorSpaces($1) }
+        default:
+            return 0
+        }
     }
 
     private static func uuid(fromBytes bytes: [UInt8]) -> UUID {

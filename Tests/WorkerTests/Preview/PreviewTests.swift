@@ -180,6 +180,9 @@ struct PreviewMorePlatformsTests {
         let output = try Preview.run(unknown)
         #expect(output["decision"]?["until"] == "2026-11-29T05:00:00Z")
         #expect(output["notes"]?.arrayValue?.contains { $0.stringValue?.contains("Americas/Vancouver") == true } == true)
+        // A delivery that can never be sent fails or skips now, not after the night.
+        #expect(try input.decision(PreviewTests.set(document, ["subscription", "platform"], "blackberry"))["reason"] == "unknown_platform")
+        #expect(try input.decision(PreviewTests.set(document, ["app", "channels"], [:]))["reason"] == "no_channel")
         // A malformed window names the column.
         #expect(throws: PreviewError.self) { try Preview.run(PreviewTests.set(document, ["app", "quiet_hours_end"], "8 am")) }
     }
@@ -223,5 +226,21 @@ extension PreviewTests {
         var members = node.objectValue ?? [:]
         members[key] = set(members[key] ?? [:], Array(path.dropFirst()), value)
         return .object(members)
+    }
+}
+
+@Suite("preview measures messages as the worker does")
+struct PreviewMessageSizeTests {
+    @Test func separatorSpacesMatchPostgreSQLsTextForm() async throws {
+        let message: JSONValue = [
+            "headings": ["en": "Hi", "tr": "Merhaba, dünya: {{ name }}"], "contents": ["en": "a, b: c"],
+            "data": ["list": [1, 2, ["x": true, "y": nil]], "empty": [:], "none": []], "ttl": 60,
+        ]
+        try await TestDatabase.withMigratedDatabase { url in
+            let database = PostgresClient(connectionString: url, maximumConnections: 1)
+            let rows = try await database.query("SELECT octet_length($1::jsonb::text) AS n", [message.jsonText])
+            await database.shutdown()
+            #expect(try rows[0].decode(Int.self, "n") == message.jsonText.utf8.count + PreviewInput.postgresSeparatorSpaces(message))
+        }
     }
 }
