@@ -1,21 +1,35 @@
 import Foundation
 
-/// A notification's `target` (DESIGN.md §3), validated. Parsing never touches the database; a target that
-/// fails here marks the notification `failed` with the error's text and creates no deliveries.
+/// A notification's `target` (DESIGN.md §3, docs/targets.md), validated. Parsing never touches the database; a
+/// target that fails here marks the notification `failed` with the error's text and creates no deliveries.
 public enum AudienceTarget: Sendable, Equatable {
     /// `{"include_subscription_ids": ["<uuid>", ...]}`
     case subscriptionIDs([UUID])
     /// `{"include_external_ids": ["<external id>", ...]}`: every active subscription of those users.
     case externalIDs([String])
-    /// `{"filters": [...]}` or `{"all": true}`: not expanded by this version (see issue 6); kept so the
-    /// notification fails with a clear reason instead of a parse error.
-    case unsupported(form: String)
+    /// `{"filters": [{...}, ...]}`: every active subscription matching all filters (AND).
+    case filters([AudienceFilter])
+    /// `{"all": true}`: every active subscription of the app.
+    case all
 
-    /// Most ids one notification may list (OneSignal's limit for include_* targets).
+    /// Most ids one notification may list (OneSignal's limit for include_* targets); also the most values
+    /// one `in` filter may list.
     public static let maximumIDs = 20_000
 
-    /// Platforms the optional `"platforms"` list may name.
+    /// Most filters one target may AND together (a bound on the statement's size, not a product rule).
+    public static let maximumFilters = 100
+
+    /// Platforms the optional `"platforms"` list and `platform` filters may name.
     public static let knownPlatforms: Set<String> = ["ios", "android", "web"]
+
+    /// `true` for the id-list forms, whose audience is bounded by ``maximumIDs`` users or subscriptions. Their
+    /// deliveries are claimed ahead of broadcast ones of the same priority (docs/targets.md, "Fairness").
+    public var isListed: Bool {
+        switch self {
+        case .subscriptionIDs, .externalIDs: return true
+        case .filters, .all: return false
+        }
+    }
 }
 
 /// A target plus its optional `platforms` narrowing.
@@ -31,7 +45,8 @@ public struct AudienceSelection: Sendable, Equatable {
 
     /// Parses and validates a `notifications.target` document.
     /// - Throws: ``AudienceTargetError`` naming the offending key: not an object, no or several target forms,
-    ///   empty or over-long id lists, ids of the wrong type, malformed UUIDs, unknown platforms, unknown keys.
+    ///   empty or over-long id lists, ids of the wrong type, malformed UUIDs, unknown platforms, unknown keys,
+    ///   and any filter problem (see ``AudienceFilter/init(parsing:index:)``).
     public init(parsing json: JSONValue) throws(AudienceTargetError) {
         guard let members = json.objectValue else {
             throw AudienceTargetError("target must be a JSON object")
@@ -64,10 +79,19 @@ public struct AudienceSelection: Sendable, Equatable {
             target = .externalIDs(try Self.strings(value, key: form))
         case "all":
             guard value.boolValue == true else { throw AudienceTargetError("all must be true") }
-            target = .unsupported(form: form)
+            target = .all
         default:
-            guard value.arrayValue != nil else { throw AudienceTargetError("\(form) must be an array") }
-            target = .unsupported(form: form)
+            guard let elements = value.arrayValue else { throw AudienceTargetError("filters must be an array") }
+            guard !elements.isEmpty else { throw AudienceTargetError("filters is empty") }
+            guard elements.count <= AudienceTarget.maximumFilters else {
+                throw AudienceTargetError(
+                    "filters lists \(elements.count) filters; at most \(AudienceTarget.maximumFilters)")
+            }
+            var filters: [AudienceFilter] = []
+            for (index, element) in elements.enumerated() {
+                filters.append(try AudienceFilter(parsing: element, index: index))
+            }
+            target = .filters(filters)
         }
         if let list = members["platforms"] {
             let names = try Self.strings(list, key: "platforms", allowEmpty: false)
@@ -80,7 +104,7 @@ public struct AudienceSelection: Sendable, Equatable {
         }
     }
 
-    private static func strings(_ value: JSONValue, key: String, allowEmpty: Bool = false) throws(AudienceTargetError)
+    static func strings(_ value: JSONValue, key: String, allowEmpty: Bool = false) throws(AudienceTargetError)
         -> [String]
     {
         guard let elements = value.arrayValue else { throw AudienceTargetError("\(key) must be an array of strings") }

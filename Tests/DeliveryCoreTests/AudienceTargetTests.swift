@@ -18,9 +18,34 @@ struct AudienceTargetTests {
         #expect(selection.platforms == nil)
     }
 
-    @Test func laterFormsAreRecognizedButNotExpanded() throws {
-        #expect(try AudienceSelection(parsing: ["all": true]).target == .unsupported(form: "all"))
-        #expect(try AudienceSelection(parsing: ["filters": []]).target == .unsupported(form: "filters"))
+    @Test func allAndFilters() throws {
+        #expect(try AudienceSelection(parsing: ["all": true, "platforms": ["web"]]).target == .all)
+        let selection = try AudienceSelection(parsing: [
+            "filters": [
+                ["field": "tag", "key": "level", "relation": ">", "value": 3],
+                ["field": "tag", "key": "vip", "relation": "=", "value": true],
+                ["field": "tag", "key": "plan", "relation": "in", "value": ["gold", 2]],
+                ["field": "tag", "key": "gone", "relation": "not_exists"],
+                ["field": "tag", "key": "score", "relation": "<", "value": 2.5],
+                ["field": "language", "relation": "!=", "value": "tr"],
+                ["field": "country", "relation": "exists"],
+                ["field": "platform", "relation": "in", "value": ["ios", "web"]],
+            ]
+        ])
+        #expect(
+            selection.target
+                == .filters([
+                    AudienceFilter(field: .tag(key: "level"), relation: .greaterThan("3")),
+                    AudienceFilter(field: .tag(key: "vip"), relation: .equals("true")),
+                    AudienceFilter(field: .tag(key: "plan"), relation: .oneOf(["gold", "2"])),
+                    AudienceFilter(field: .tag(key: "gone"), relation: .notExists),
+                    AudienceFilter(field: .tag(key: "score"), relation: .lessThan("2.5")),
+                    AudienceFilter(field: .language, relation: .notEquals("tr")),
+                    AudienceFilter(field: .country, relation: .exists),
+                    AudienceFilter(field: .platform, relation: .oneOf(["ios", "web"])),
+                ]))
+        #expect(!selection.target.isListed)
+        #expect(AudienceTarget.externalIDs(["a"]).isListed)
     }
 
     @Test(arguments: [
@@ -33,12 +58,40 @@ struct AudienceTargetTests {
         (["include_external_ids": ["a"], "platforms": ["tv"]], "unknown platform \"tv\""),
         (["include_external_ids": ["a"], "segment": "x"], "unknown target key \"segment\""),
         (["all": false], "all must be true"),
+        (["filters": []], "filters is empty"),
+        (["filters": ["x"]], "filters[0] must be an object"),
+        (["filters": [["field": "tag", "key": "a"]]], "filters[0].relation must be a string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "~", "value": "x"]]], "relation \"~\" is unknown"),
+        (["filters": [["field": "tag", "relation": "=", "value": "x"]]], "filters[0].key must be a non-empty string"),
+        (["filters": [["field": "city", "relation": "=", "value": "x"]]], "field \"city\" is unknown"),
+        (["filters": [["field": "tag", "key": "a", "relation": ">", "value": "3"]]], "value must be a number for >"),
+        (["filters": [["field": "language", "relation": ">", "value": 3]]], "applies to tag filters only"),
+        (["filters": [["field": "tag", "key": "a", "relation": "=", "value": ["x"]]]], "value must be a string or a number"),
+        (["filters": [["field": "tag", "key": "a", "relation": "=", "value": .null]]], "value must be a string or a number"),
+        (["filters": [["field": "tag", "key": "a", "relation": "in", "value": []]]], "non-empty array for in"),
+        (["filters": [["field": "tag", "key": "a", "relation": "exists", "value": 1]]], "not allowed with exists"),
+        (["filters": [["field": "platform", "relation": "=", "value": "tv"]]], "unknown platform \"tv\""),
+        (["filters": [["field": "platform", "relation": "exists"]]], "does not apply to platform"),
+        (["filters": [["field": "language", "key": "x", "relation": "=", "value": "tr"]]], "key is only for tag"),
+        (["filters": [["field": "tag", "key": "a", "relation": "=", "value": "x", "op": 1]]], "unknown key \"op\""),
     ] as [(JSONValue, String)])
     func refusesBadTargetsNamingTheKey(target: JSONValue, expected: String) {
         #expect {
             try AudienceSelection(parsing: target)
         } throws: { error in
             (error as? AudienceTargetError)?.message.contains(expected) == true
+        }
+    }
+
+    @Test func refusesTooManyFiltersAndInValues() {
+        let filter: JSONValue = ["field": "country", "relation": "exists"]
+        let many = JSONValue.array(Array(repeating: filter, count: AudienceTarget.maximumFilters + 1))
+        #expect(throws: AudienceTargetError("filters lists 101 filters; at most 100")) {
+            try AudienceSelection(parsing: ["filters": many])
+        }
+        let values = JSONValue.array((0...AudienceTarget.maximumIDs).map { .string("v\($0)") })
+        #expect(throws: AudienceTargetError.self) {
+            try AudienceSelection(parsing: ["filters": [["field": "tag", "key": "a", "relation": "in", "value": values]]])
         }
     }
 

@@ -113,12 +113,27 @@ public final class WorkerService: Sendable {
         var failures = 0
         while !isStopping {
             do {
+                // Cancellations first: they are cheap and stop work that would otherwise be claimed.
+                if let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) }) {
+                    failures = 0
+                    logger.info(
+                        "canceled notification's pending deliveries skipped",
+                        ["notification_id": swept.notificationID.uuidString.lowercased(), "deliveries": "\(swept.skipped)"])
+                    await Task.yield()
+                    continue
+                }
+                // One chunk per call, then yield: the next call picks the least recently served notification,
+                // so one created during a broadcast is expanded before the broadcast's next chunk.
                 let result = try await database.withConnection { try QueueStore.expandNext(on: $0) }
                 failures = 0
                 switch result {
                 case .expanded(let id, let created)?:
                     logger.info("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
                     claimWake.signal()
+                    continue
+                case .expanding(_, let created)?:
+                    if created > 0 { claimWake.signal() }
+                    await Task.yield()
                     continue
                 case .failed(let id, let reason)?:
                     logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])

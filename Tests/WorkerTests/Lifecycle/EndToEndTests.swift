@@ -177,7 +177,7 @@ struct EndToEndTests {
                     #expect(detail["field"] == "ios_interruption_level")
                     let failed = try connection.query("SELECT status, status_reason FROM notifications WHERE id = $1", [badTarget])[0]
                     #expect(failed["status"] == "failed")
-                    #expect(failed["status_reason"]?.hasPrefix("unsupported_target") == true)
+                    #expect(failed["status_reason"] == "invalid_target: filters[0].relation must be a string")
                 }
             }
         }

@@ -1,0 +1,105 @@
+import DeliveryCore
+import Foundation
+import Postgres
+
+/// The SQL of one expansion chunk for an ``AudienceSelection``, built only from fixed fragments: every value
+/// (ids, tag keys, tag values, platforms) is a bound parameter, never text pasted into the statement.
+///
+/// Parameters: `$1` notification id, `$2` app id, `$3` cursor (last `subscriptions.id` done, or the nil UUID
+/// on the first chunk), `$4` chunk size, `$5` delivery priority, `$6` platforms (`text[]` or NULL), `$7...`
+/// the target's own values.
+struct AudienceQuery {
+    /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
+    /// NULL when none), `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`).
+    let sql: String
+    /// `$7...` in order.
+    let parameters: [any PostgresEncodable]
+
+    /// - Parameter first: `true` for the first chunk (`id >= nil UUID`, so even that id is included),
+    ///   `false` afterwards (`id > cursor`).
+    init(selection: AudienceSelection, first: Bool) {
+        var parameters: [any PostgresEncodable] = []
+        func bind(_ value: any PostgresEncodable, _ type: String) -> String {
+            parameters.append(value)
+            return "$\(6 + parameters.count)::\(type)"
+        }
+        // Id-list forms narrow the page itself (index lookups); filter forms page over the app's active
+        // subscriptions in id order and test each, so one chunk never scans more than `chunk size` rows.
+        var pagePredicate = "TRUE"
+        var matchPredicates: [String] = []
+        var needsUsers = false
+        switch selection.target {
+        case .subscriptionIDs(let ids):
+            pagePredicate = "s.id = ANY(\(bind(ids, "uuid[]")))"
+        case .externalIDs(let ids):
+            pagePredicate = """
+                s.user_id IN (SELECT x.id FROM users x WHERE x.app_id = $2 AND x.external_id = ANY(\(bind(ids, "text[]"))))
+                """
+        case .all:
+            break
+        case .filters(let filters):
+            for filter in filters {
+                let subject: String
+                switch filter.field {
+                case .tag(let key):
+                    needsUsers = true
+                    let keyParameter = bind(key, "text")
+                    switch filter.relation {
+                    case .exists:
+                        matchPredicates.append("coalesce(u.tags ? \(keyParameter), false)")
+                        continue
+                    case .notExists:
+                        matchPredicates.append("NOT coalesce(u.tags ? \(keyParameter), false)")
+                        continue
+                    case .greaterThan(let number):
+                        matchPredicates.append(
+                            "pushizo_numeric_or_null(u.tags ->> \(keyParameter)) > \(bind(number, "numeric"))")
+                        continue
+                    case .lessThan(let number):
+                        matchPredicates.append(
+                            "pushizo_numeric_or_null(u.tags ->> \(keyParameter)) < \(bind(number, "numeric"))")
+                        continue
+                    default:
+                        subject = "(u.tags ->> \(keyParameter))"
+                    }
+                case .language: subject = "s.language"
+                case .country: subject = "s.country"
+                case .platform: subject = "s.platform"
+                }
+                switch filter.relation {
+                case .equals(let text): matchPredicates.append("\(subject) = \(bind(text, "text"))")
+                case .notEquals(let text): matchPredicates.append("\(subject) IS DISTINCT FROM \(bind(text, "text"))")
+                case .exists: matchPredicates.append("\(subject) IS NOT NULL")
+                case .notExists: matchPredicates.append("\(subject) IS NULL")
+                case .oneOf(let texts): matchPredicates.append("\(subject) = ANY(\(bind(texts, "text[]")))")
+                // Parsing refuses > and < outside tags; never reached.
+                case .greaterThan, .lessThan: matchPredicates.append("FALSE")
+                }
+            }
+        }
+        let match = matchPredicates.isEmpty ? "TRUE" : matchPredicates.joined(separator: "\n      AND ")
+        sql = """
+            WITH page AS (
+                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country
+                FROM subscriptions s
+                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(first ? ">=" : ">") $3::uuid
+                  AND \(pagePredicate)
+                ORDER BY s.id
+                LIMIT $4
+            ), inserted AS (
+                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
+                SELECT $1::uuid, s.id, s.app_id, $5::smallint
+                FROM page s\(needsUsers ? " LEFT JOIN users u ON u.id = s.user_id" : "")
+                WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
+                  AND \(match)
+                ORDER BY s.id
+                ON CONFLICT (notification_id, subscription_id) DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM page) AS scanned,
+                   (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last_id,
+                   (SELECT count(*) FROM inserted) AS created
+            """
+        self.parameters = parameters
+    }
+}

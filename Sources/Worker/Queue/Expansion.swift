@@ -1,0 +1,150 @@
+import DeliveryCore
+import Foundation
+import Postgres
+
+extension QueueStore {
+    /// Subscriptions one expansion chunk looks at (and so at most the deliveries it creates): small enough
+    /// that a chunk's transaction stays short, large enough that a million subscriptions take 200 chunks.
+    public static let expansionChunkSize = 5_000
+
+    /// The outcome of one call to ``expandNext(on:chunkSize:)``.
+    public enum ExpansionResult: Sendable, Equatable {
+        /// The last chunk committed: the notification is `expanded`. `created` counts this chunk's new rows.
+        case expanded(notificationID: UUID, created: Int)
+        /// A chunk committed and more subscriptions remain (status `expanding`, cursor saved).
+        case expanding(notificationID: UUID, created: Int)
+        /// The notification is `failed` with `reason`: a refused target (`invalid_target: ...`), or its `ttl`
+        /// ran out before expansion finished (`expired: ...`). No further chunk is expanded.
+        case failed(notificationID: UUID, reason: String)
+    }
+
+    /// Expands one chunk of the next due notification (docs/targets.md), in one short transaction.
+    ///
+    /// Picks a `pending` or `expanding` notification whose `send_after` has passed, least recently served
+    /// first (never-served ones before the next chunk of a broadcast), locked `FOR UPDATE SKIP LOCKED` so
+    /// several workers expand different notifications at once. Then: validates its target (a refused one marks
+    /// it `failed` and creates nothing); stops it as `failed`/`expired` when its message `ttl` (> 0) has run out
+    /// since `coalesce(send_after, created_at)`; otherwise inserts deliveries for the next `chunkSize`
+    /// subscriptions after `expansion_cursor` (keyset pagination by `subscriptions.id`) and saves the new
+    /// cursor, the running `targeted_count` and the status in the same transaction, so a crash between chunks
+    /// resumes after the last committed one; `ON CONFLICT DO NOTHING` is the last guard against duplicates.
+    /// Canceled notifications are never picked (their status is no longer pending/expanding).
+    ///
+    /// Delivery priority (claimed highest first): 10 for `priority: "high"`, else 5, plus 1 for the id-list
+    /// forms, so a message to a few listed users overtakes a broadcast's backlog of the same urgency.
+    /// - Returns: `nil` when no notification is due.
+    /// - Throws: ``PostgresError`` from the database (the transaction is rolled back; nothing is lost).
+    public static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
+        -> ExpansionResult?
+    {
+        try connection.transaction { connection in
+            let rows = try connection.query(
+                """
+                SELECT id, app_id, target::text AS target, expansion_cursor,
+                       message->>'priority' = 'high' AS high,
+                       CASE WHEN jsonb_typeof(message->'ttl') = 'number' AND (message->>'ttl')::float8 > 0
+                            THEN coalesce(send_after, created_at)
+                                 + make_interval(secs => (message->>'ttl')::float8) <= now()
+                            ELSE false END AS expired
+                FROM notifications
+                WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+                ORDER BY expansion_touched_at NULLS FIRST, created_at
+                LIMIT 1
+                FOR UPDATE SKIP LOCKED
+                """)
+            guard let row = rows.first else { return nil }
+            let notificationID = try row.decode(UUID.self, "id")
+            let appID = try row.decode(UUID.self, "app_id")
+            let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
+            let selection: AudienceSelection
+            do {
+                selection = try AudienceSelection(parsing: try JSONValue(parsing: try row.decode(String.self, "target")))
+            } catch let error as AudienceTargetError {
+                let reason = "invalid_target: \(error.message)"
+                try markFailed(connection, notificationID, reason: reason)
+                return .failed(notificationID: notificationID, reason: reason)
+            }
+            if try row.decodeIfPresent(Bool.self, "expired") == true {
+                let reason = "expired: the message's ttl ran out before expansion finished"
+                try markFailed(connection, notificationID, reason: reason)
+                return .failed(notificationID: notificationID, reason: reason)
+            }
+            let high = try row.decodeIfPresent(Bool.self, "high") == true
+            let priority = (high ? 10 : 5) + (selection.target.isListed ? 1 : 0)
+            let query = AudienceQuery(selection: selection, first: cursor == nil)
+            let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+            let parameters: [any PostgresEncodable] =
+                [notificationID, appID, cursor ?? nilUUID, chunkSize, priority, selection.platforms]
+                + query.parameters
+            let chunk = try connection.query(query.sql, parameters)[0]
+            let scanned = try chunk.decode(Int.self, "scanned")
+            let created = try chunk.decode(Int.self, "created")
+            let done = scanned < chunkSize
+            _ = try connection.query(
+                """
+                UPDATE notifications
+                SET status = CASE WHEN $2::boolean THEN 'expanded' ELSE 'expanding' END,
+                    expanded_at = CASE WHEN $2::boolean THEN now() END,
+                    expansion_cursor = coalesce($3::uuid, expansion_cursor),
+                    targeted_count = coalesce(targeted_count, 0) + $4::integer,
+                    expansion_touched_at = clock_timestamp()
+                WHERE id = $1
+                """, [notificationID, done, try chunk.decodeIfPresent(UUID.self, "last_id"), created])
+            return done
+                ? .expanded(notificationID: notificationID, created: created)
+                : .expanding(notificationID: notificationID, created: created)
+        }
+    }
+
+    /// Turns the pending deliveries of one `canceled` notification into `skipped`/`canceled` events, up to
+    /// `limit` per call, in one statement (delete from the queue + append the events) and one short
+    /// transaction. Pending = not under a live lease (`leased_by IS NULL`, or its lease has run out); a
+    /// delivery in flight finishes, and if it is retried its next claim sees the canceled status and skips it.
+    /// When fewer than `limit` were left, the notification is marked swept (`cancel_swept_at`).
+    /// - Returns: the notification and how many deliveries were skipped, or `nil` when none waits.
+    /// - Throws: ``PostgresError``.
+    public static func sweepCanceled(on connection: PostgresConnection, limit: Int = expansionChunkSize) throws
+        -> (notificationID: UUID, skipped: Int)?
+    {
+        try connection.transaction { connection in
+            guard
+                let row = try connection.query(
+                    """
+                    SELECT id FROM notifications
+                    WHERE status = 'canceled' AND cancel_swept_at IS NULL
+                    ORDER BY created_at LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                    """
+                ).first
+            else { return nil }
+            let notificationID = try row.decode(UUID.self, "id")
+            let skipped = try connection.query(
+                """
+                WITH doomed AS (
+                    SELECT id FROM deliveries
+                    WHERE notification_id = $1 AND (leased_by IS NULL OR run_at <= now())
+                    LIMIT $2
+                    FOR UPDATE SKIP LOCKED
+                ), gone AS (
+                    DELETE FROM deliveries d USING doomed WHERE d.id = doomed.id
+                    RETURNING d.app_id, d.notification_id, d.subscription_id, d.attempt
+                ), events AS (
+                    INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt)
+                    SELECT app_id, notification_id, subscription_id, 'skipped', 'canceled', attempt FROM gone
+                    RETURNING 1
+                )
+                SELECT count(*) AS n FROM events
+                """, [notificationID, limit])[0].decode(Int.self, "n")
+            if skipped < limit {
+                _ = try connection.query(
+                    "UPDATE notifications SET cancel_swept_at = now() WHERE id = $1", [notificationID])
+            }
+            return (notificationID, skipped)
+        }
+    }
+
+    static func markFailed(_ connection: PostgresConnection, _ id: UUID, reason: String) throws {
+        _ = try connection.query(
+            "UPDATE notifications SET status = 'failed', status_reason = $2 WHERE id = $1", [id, reason])
+    }
+}

@@ -1,0 +1,426 @@
+import DeliveryCore
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// Audience expansion (issue 6, docs/targets.md) against a real PostgreSQL.
+@Suite("Audience expansion against PostgreSQL")
+struct ExpansionTests {
+    /// A small audience covering every field a target can select on, plus rows no target may reach.
+    struct Audience {
+        let seed: Seed
+        var a1 = UUID(), a2 = UUID(), b1 = UUID(), c1 = UUID(), x1 = UUID(), inactive = UUID(), otherApp = UUID()
+
+        init(_ url: String) throws {
+            seed = try Seed(url)
+            try seed.app()
+            let alice = try user("alice", #"{"level": 5, "plan": "gold", "vip": true}"#)
+            let bob = try user("bob", #"{"level": "2", "plan": "silver"}"#)
+            let carol = try user("carol", #"{"nick": "gold"}"#)
+            a1 = try subscription(alice, "ios", "en", "US")
+            a2 = try subscription(alice, "android", "tr", "TR")
+            b1 = try subscription(bob, "web", "tr", nil)
+            c1 = try subscription(carol, "ios", "de", "DE")
+            x1 = try subscription(nil, "android", "en", "US")
+            inactive = try subscription(alice, "ios", "en", "US", status: "unsubscribed")
+            // Another app with a user of the same external id: never part of this app's audience.
+            let other = UUID()
+            _ = try seed.connection.query("INSERT INTO apps (id) VALUES ($1)", [other])
+            let otherAlice = try seed.connection.query(
+                "INSERT INTO users (app_id, external_id, tags) VALUES ($1, 'alice', '{\"level\": 9}') RETURNING id",
+                [other])[0].decode(UUID.self, "id")
+            otherApp = try seed.connection.query(
+                """
+                INSERT INTO subscriptions (app_id, user_id, platform, token, language, country)
+                VALUES ($1, $2, 'ios', 'ff', 'en', 'US') RETURNING id
+                """, [other, otherAlice])[0].decode(UUID.self, "id")
+        }
+
+        private func user(_ externalID: String, _ tags: String) throws -> UUID {
+            try seed.connection.query(
+                "INSERT INTO users (app_id, external_id, tags) VALUES ($1, $2, $3::jsonb) RETURNING id",
+                [seed.appID, externalID, tags])[0].decode(UUID.self, "id")
+        }
+
+        private func subscription(
+            _ user: UUID?, _ platform: String, _ language: String, _ country: String?, status: String = "active"
+        ) throws -> UUID {
+            try seed.connection.query(
+                """
+                INSERT INTO subscriptions (app_id, user_id, platform, token, language, country, status)
+                VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id
+                """, [seed.appID, user, platform, Seed.token(), language, country, status]
+            )[0].decode(UUID.self, "id")
+        }
+
+        /// Creates a notification for `target`, expands it to the end in chunks of 2 and returns the
+        /// subscriptions it reached, checking `targeted_count` on the way.
+        func expand(_ target: String) throws -> Set<UUID> {
+            let id = try seed.notification(target: target)
+            var chunks = 0
+            while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 2) {
+                chunks += 1
+                if case .failed(_, let reason) = result { Issue.record("\(target) failed: \(reason)") }
+                if case .expanded = result { break }
+            }
+            #expect(chunks >= 1)
+            let rows = try seed.connection.query(
+                "SELECT subscription_id FROM deliveries WHERE notification_id = $1", [id])
+            let reached = Set(try rows.map { try $0.decode(UUID.self, "subscription_id") })
+            let status = try seed.connection.query(
+                "SELECT status, targeted_count FROM notifications WHERE id = $1", [id])[0]
+            #expect(status["status"] == "expanded", "\(target)")
+            #expect(status["targeted_count"] == "\(reached.count)", "\(target)")
+            return reached
+        }
+    }
+
+    @Test func everyTargetFormReachesExactlyItsAudience() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let a = try Audience(url)
+                func ids(_ list: [UUID]) -> String { list.map { "\"\($0)\"" }.joined(separator: ", ") }
+                let cases: [(String, Set<UUID>)] = [
+                    (#"{"include_subscription_ids": [\#(ids([a.a1, a.b1, a.inactive, a.otherApp]))]}"#, [a.a1, a.b1]),
+                    (#"{"include_external_ids": ["alice", "bob", "nobody"]}"#, [a.a1, a.a2, a.b1]),
+                    (#"{"include_external_ids": ["alice"], "platforms": ["android"]}"#, [a.a2]),
+                    (#"{"all": true}"#, [a.a1, a.a2, a.b1, a.c1, a.x1]),
+                    (#"{"all": true, "platforms": ["ios", "web"]}"#, [a.a1, a.b1, a.c1]),
+                    (#"{"filters": [{"field": "tag", "key": "level", "relation": ">", "value": 3}]}"#, [a.a1, a.a2]),
+                    // "2" stored as a string still compares as a number; "gold" never does (and fails nothing).
+                    (#"{"filters": [{"field": "tag", "key": "level", "relation": "<", "value": 3}]}"#, [a.b1]),
+                    (#"{"filters": [{"field": "tag", "key": "nick", "relation": ">", "value": 1}]}"#, []),
+                    (#"{"filters": [{"field": "tag", "key": "level", "relation": "=", "value": 5}]}"#, [a.a1, a.a2]),
+                    (#"{"filters": [{"field": "tag", "key": "level", "relation": "=", "value": "2"}]}"#, [a.b1]),
+                    (#"{"filters": [{"field": "tag", "key": "vip", "relation": "=", "value": true}]}"#, [a.a1, a.a2]),
+                    (#"{"filters": [{"field": "tag", "key": "plan", "relation": "!=", "value": "gold"}]}"#,
+                     [a.b1, a.c1, a.x1]),
+                    (#"{"filters": [{"field": "tag", "key": "plan", "relation": "exists"}]}"#, [a.a1, a.a2, a.b1]),
+                    (#"{"filters": [{"field": "tag", "key": "plan", "relation": "not_exists"}]}"#, [a.c1, a.x1]),
+                    (#"{"filters": [{"field": "tag", "key": "plan", "relation": "in", "value": ["silver", "x"]}]}"#,
+                     [a.b1]),
+                    (#"{"filters": [{"field": "language", "relation": "=", "value": "tr"}]}"#, [a.a2, a.b1]),
+                    (#"{"filters": [{"field": "language", "relation": "in", "value": ["en", "de"]}]}"#,
+                     [a.a1, a.c1, a.x1]),
+                    (#"{"filters": [{"field": "country", "relation": "=", "value": "US"}]}"#, [a.a1, a.x1]),
+                    (#"{"filters": [{"field": "country", "relation": "!=", "value": "US"}]}"#, [a.a2, a.b1, a.c1]),
+                    (#"{"filters": [{"field": "country", "relation": "not_exists"}]}"#, [a.b1]),
+                    (#"{"filters": [{"field": "country", "relation": "exists"}], "platforms": ["android"]}"#,
+                     [a.a2, a.x1]),
+                    (#"{"filters": [{"field": "platform", "relation": "=", "value": "web"}]}"#, [a.b1]),
+                    (#"{"filters": [{"field": "platform", "relation": "!=", "value": "ios"}]}"#, [a.a2, a.b1, a.x1]),
+                    // Filters are AND-ed.
+                    (#"{"filters": [{"field": "language", "relation": "=", "value": "tr"}, {"field": "tag", "key": "level", "relation": ">", "value": 3}]}"#,
+                     [a.a2]),
+                    // Values are bound parameters: SQL in a value is just text that matches nothing.
+                    (#"{"filters": [{"field": "tag", "key": "plan'; DROP TABLE users; --", "relation": "=", "value": "x' OR '1'='1"}]}"#,
+                     []),
+                ]
+                for (target, expected) in cases {
+                    #expect(try a.expand(target) == expected, "\(target)")
+                }
+                #expect(try a.seed.connection.query("SELECT count(*) AS n FROM users")[0]["n"] == "4")
+            }
+        }
+    }
+
+    @Test func prioritiesPutHighAndListedTargetsFirst() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let a = try Audience(url)
+                let seed = a.seed
+                let cases: [(String, String, Int)] = [
+                    (#"{"priority": "high"}"#, #"{"include_external_ids": ["bob"]}"#, 11),
+                    (#"{"priority": "high"}"#, #"{"all": true}"#, 10),
+                    (#"{}"#, #"{"include_subscription_ids": ["\#(a.b1)"]}"#, 6),
+                    (#"{"priority": "normal"}"#, #"{"all": true}"#, 5),
+                ]
+                for (message, target, priority) in cases {
+                    let id = try seed.notification(message: message, target: target)
+                    while case .expanding? = try QueueStore.expandNext(on: seed.connection) {}
+                    let found = try seed.connection.query(
+                        "SELECT DISTINCT priority FROM deliveries WHERE notification_id = $1", [id])
+                    #expect(found.count == 1)
+                    #expect(found.first?["priority"] == "\(priority)", "\(message) \(target)")
+                }
+            }
+        }
+    }
+
+    @Test func badTargetsFailTheirNotificationAndTheNextOneStillExpands() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let a = try Audience(url)
+                let tooMany = (0...AudienceTarget.maximumIDs).map { "\"u\($0)\"" }.joined(separator: ",")
+                let bad: [(String, String)] = [
+                    (#"{}"#, "invalid_target: target names no audience"),
+                    (#"{"include_external_ids": []}"#, "invalid_target: include_external_ids is empty"),
+                    (#"{"include_external_ids": [\#(tooMany)]}"#, "invalid_target: include_external_ids lists 20001 entries"),
+                    (#"{"filters": [{"field": "tag", "key": "a", "relation": "like", "value": "x"}]}"#,
+                     #"invalid_target: filters[0].relation "like" is unknown"#),
+                    (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": "many"}]}"#,
+                     "invalid_target: filters[0].value must be a number for >"),
+                    (#"{"filters": []}"#, "invalid_target: filters is empty"),
+                ]
+                for (target, reason) in bad {
+                    let id = try a.seed.notification(target: target)
+                    let result = try QueueStore.expandNext(on: a.seed.connection)
+                    guard case .failed(let failed, let message)? = result else {
+                        Issue.record("\(target): expected failure, got \(String(describing: result))")
+                        continue
+                    }
+                    #expect(failed == id)
+                    #expect(message.hasPrefix(reason), "\(message)")
+                    let row = try a.seed.connection.query(
+                        "SELECT status, status_reason FROM notifications WHERE id = $1", [id])[0]
+                    #expect(row["status"] == "failed")
+                    #expect(row["status_reason"] == message)
+                }
+                #expect(try a.seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
+                #expect(try a.expand(#"{"include_external_ids": ["carol"]}"#) == [a.c1])
+            }
+        }
+    }
+
+    /// Seeds `count` active subscriptions for the seed's app.
+    static func seedSubscriptions(_ seed: Seed, _ count: Int) throws {
+        _ = try seed.connection.query(
+            """
+            INSERT INTO subscriptions (app_id, platform, token, language)
+            SELECT $1, 'ios', md5(n::text) || md5(n::text), 'en' FROM generate_series(1, $2) n
+            """, [seed.appID, count])
+    }
+
+    struct SimulatedCrash: Error {}
+
+    @Test func aCrashBetweenOrInsideChunksResumesWithoutDuplicates() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let id = try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 23)
+                let id = try seed.notification(target: #"{"all": true}"#)
+                // Worker A commits one chunk, then dies with a second chunk half done (never committed).
+                let workerA = try PostgresConnection(connectionString: url)
+                #expect(try QueueStore.expandNext(on: workerA, chunkSize: 5) == .expanding(notificationID: id, created: 5))
+                #expect(throws: SimulatedCrash.self) {
+                    try workerA.transaction { connection in
+                        #expect(try QueueStore.expandNext(on: connection, chunkSize: 5) == .expanding(notificationID: id, created: 5))
+                        throw SimulatedCrash()
+                    }
+                }
+                workerA.close()
+                let row = try seed.connection.query(
+                    "SELECT status, targeted_count, expansion_cursor IS NOT NULL AS has_cursor FROM notifications")[0]
+                #expect(row["status"] == "expanding")
+                #expect(row["targeted_count"] == "5")
+                #expect(row["has_cursor"] == "t")
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "5")
+                return id
+            }
+            try await onThread {
+                // Worker B picks up where A's last commit left off.
+                let workerB = try PostgresConnection(connectionString: url)
+                defer { workerB.close() }
+                var created: [Int] = []
+                loop: while let result = try QueueStore.expandNext(on: workerB, chunkSize: 5) {
+                    switch result {
+                    case .expanding(_, let count): created.append(count)
+                    case .expanded(_, let count): created.append(count); break loop
+                    case .failed(_, let reason): Issue.record("failed: \(reason)"); break loop
+                    }
+                }
+                #expect(created == [5, 5, 5, 3])
+                let counts = try workerB.query(
+                    "SELECT count(*) AS n, count(DISTINCT subscription_id) AS d FROM deliveries WHERE notification_id = $1",
+                    [id])[0]
+                #expect(counts["n"] == "23")
+                #expect(counts["d"] == "23")
+                #expect(try workerB.query("SELECT targeted_count FROM notifications")[0]["targeted_count"] == "23")
+
+                // Even a lost cursor creates no duplicate: ON CONFLICT DO NOTHING is the last guard.
+                _ = try workerB.query(
+                    "UPDATE notifications SET status = 'expanding', expansion_cursor = NULL WHERE id = $1", [id])
+                while case .expanding? = try QueueStore.expandNext(on: workerB, chunkSize: 5) {}
+                #expect(try workerB.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "23")
+                #expect(try workerB.query("SELECT targeted_count FROM notifications")[0]["targeted_count"] == "23")
+            }
+        }
+    }
+
+    @Test func severalWorkersExpandDifferentNotificationsAtOnce() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let ids = try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 40)
+                return try (0..<3).map { _ in try seed.notification(target: #"{"all": true}"#) }
+            }
+            let served = try await withThrowingTaskGroup(of: Set<UUID>.self) { group in
+                for _ in 0..<3 {
+                    group.addTask {
+                        try await onThread {
+                            let connection = try PostgresConnection(connectionString: url)
+                            defer { connection.close() }
+                            var seen: Set<UUID> = []
+                            while let result = try QueueStore.expandNext(on: connection, chunkSize: 5) {
+                                switch result {
+                                case .expanding(let id, _), .expanded(let id, _): seen.insert(id)
+                                case .failed(_, let reason): Issue.record("failed: \(reason)")
+                                }
+                            }
+                            return seen
+                        }
+                    }
+                }
+                var all: [Set<UUID>] = []
+                for try await seen in group { all.append(seen) }
+                return all
+            }
+            #expect(served.reduce(Set<UUID>()) { $0.union($1) } == Set(ids))
+            try await onThread {
+                let connection = try PostgresConnection(connectionString: url)
+                defer { connection.close() }
+                let rows = try connection.query(
+                    """
+                    SELECT n.status, n.targeted_count, count(d.id) AS made
+                    FROM notifications n LEFT JOIN deliveries d ON d.notification_id = n.id
+                    GROUP BY n.id, n.status, n.targeted_count
+                    """)
+                #expect(rows.count == 3)
+                for row in rows {
+                    #expect(row["status"] == "expanded")
+                    #expect(row["targeted_count"] == "40")
+                    #expect(row["made"] == "40")
+                }
+            }
+        }
+    }
+
+    @Test func cancelingMidBroadcastStopsExpansionAndSkipsPendingDeliveries() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 30)
+                let id = try seed.notification(target: #"{"all": true}"#)
+                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10) == .expanding(notificationID: id, created: 10))
+                // Two deliveries are in flight on some worker when the producer cancels.
+                let inFlight = try QueueStore.claim(on: seed.connection, limit: 2, leaseSeconds: 600, workerID: "A")
+                #expect(inFlight.count == 2)
+                _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
+
+                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10) == nil)
+                let first = try #require(try QueueStore.sweepCanceled(on: seed.connection, limit: 5))
+                #expect(first.notificationID == id)
+                #expect(first.skipped == 5)
+                #expect(try QueueStore.sweepCanceled(on: seed.connection, limit: 5)?.skipped == 3)
+                #expect(try QueueStore.sweepCanceled(on: seed.connection, limit: 5) == nil)
+
+                let left = try seed.connection.query("SELECT id FROM deliveries ORDER BY id")
+                #expect(Set(try left.map { try $0.decode(Int64.self, "id") }) == Set(inFlight.map(\.id)))
+                let events = try seed.connection.query(
+                    "SELECT event, reason, count(*) AS n FROM delivery_events GROUP BY event, reason")
+                #expect(events.count == 1)
+                #expect(events.first?["event"] == "skipped")
+                #expect(events.first?["reason"] == "canceled")
+                #expect(events.first?["n"] == "8")
+                let row = try seed.connection.query("SELECT status, targeted_count FROM notifications")[0]
+                #expect(row["status"] == "canceled")
+                #expect(row["targeted_count"] == "10")
+            }
+        }
+    }
+
+    @Test func sendAfterWaitsAndAnExpiredNotificationStopsExpanding() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 12)
+                let later = try seed.notification(target: #"{"all": true}"#)
+                _ = try seed.connection.query(
+                    "UPDATE notifications SET send_after = now() + interval '1 hour' WHERE id = $1", [later])
+                #expect(try QueueStore.expandNext(on: seed.connection) == nil)
+
+                let broadcast = try seed.notification(message: #"{"ttl": 60}"#, target: #"{"all": true}"#)
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 5)
+                        == .expanding(notificationID: broadcast, created: 5))
+                // Its ttl runs out between two chunks.
+                _ = try seed.connection.query(
+                    "UPDATE notifications SET send_after = now() - interval '61 seconds' WHERE id = $1", [broadcast])
+                guard case .failed(broadcast, let reason)? = try QueueStore.expandNext(on: seed.connection, chunkSize: 5)
+                else {
+                    Issue.record("expected the expired notification to stop")
+                    return
+                }
+                #expect(reason.hasPrefix("expired"))
+                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 5) == nil)
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "5")
+
+                _ = try seed.connection.query(
+                    "UPDATE notifications SET send_after = now() - interval '1 second' WHERE id = $1", [later])
+                #expect(try QueueStore.expandNext(on: seed.connection) == .expanded(notificationID: later, created: 12))
+            }
+        }
+    }
+
+    @Test func aSmallNotificationOvertakesABroadcastInFlight() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 30)
+                let user = try seed.user("dana")
+                let dana = try seed.subscription(user: user)
+                let broadcast = try seed.notification(target: #"{"all": true}"#)
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
+                        == .expanding(notificationID: broadcast, created: 10))
+                let small = try seed.notification(target: #"{"include_external_ids": ["dana"]}"#)
+                // The next chunk goes to the notification never served yet, not to the broadcast.
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
+                        == .expanded(notificationID: small, created: 1))
+                // And its delivery is claimed ahead of the broadcast's older backlog.
+                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 1, leaseSeconds: 60, workerID: "A").first)
+                #expect(first.notificationID == small)
+                #expect(first.subscriptionID == dana)
+                // Then the broadcast carries on.
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
+                        == .expanding(notificationID: broadcast, created: 10))
+            }
+        }
+    }
+
+    /// A measurement, not a timed assertion: `PUSHIZO_EXPANSION_BENCHMARK=1000000 swift test --filter
+    /// expansionBenchmark` prints how long expanding that many subscriptions takes.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["PUSHIZO_EXPANSION_BENCHMARK"] != nil))
+    func expansionBenchmark() async throws {
+        let count = Int(ProcessInfo.processInfo.environment["PUSHIZO_EXPANSION_BENCHMARK"] ?? "") ?? 1_000_000
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, count)
+                _ = try seed.connection.query("ANALYZE subscriptions")
+                let id = try seed.notification(target: #"{"all": true}"#)
+                let started = Date()
+                var chunks = 0
+                while case let result? = try QueueStore.expandNext(on: seed.connection) {
+                    chunks += 1
+                    if case .expanded = result { break }
+                }
+                let seconds = Date().timeIntervalSince(started)
+                let made = try seed.connection.query(
+                    "SELECT targeted_count FROM notifications WHERE id = $1", [id])[0]["targeted_count"]
+                print("expansion benchmark: \(count) subscriptions, \(chunks) chunks, \(made ?? "?") deliveries, "
+                    + String(format: "%.1f s", seconds))
+                #expect(made == "\(count)")
+            }
+        }
+    }
+}
