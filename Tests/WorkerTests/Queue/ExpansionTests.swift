@@ -329,6 +329,14 @@ struct ExpansionTests {
                 let row = try seed.connection.query("SELECT status, targeted_count FROM notifications")[0]
                 #expect(row["status"] == "canceled")
                 #expect(row["targeted_count"] == "10")
+                let counts = try seed.connection.query(
+                    "SELECT targeted, sent, failed, skipped, deferred FROM notification_counts WHERE notification_id = $1",
+                    [id])[0]
+                #expect(counts["targeted"] == "10")
+                #expect(counts["skipped"] == "8")
+                #expect(counts["sent"] == "0")
+                #expect(counts["failed"] == "0")
+                #expect(counts["deferred"] == "0")
             }
         }
     }
