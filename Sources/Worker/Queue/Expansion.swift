@@ -58,7 +58,15 @@ extension QueueStore {
             let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
             let selection: AudienceSelection
             do {
-                selection = try AudienceSelection(parsing: try JSONValue(parsing: try row.decode(String.self, "target")))
+                let json: JSONValue
+                do {
+                    json = try JSONValue(parsing: try row.decode(String.self, "target"))
+                } catch {
+                    // jsonb PostgreSQL accepts but Foundation cannot read (e.g. a number beyond Double): refuse
+                    // it rather than fail this transaction forever and block the notifications behind it.
+                    throw AudienceTargetError("target is JSON this worker cannot read (e.g. a number out of range)")
+                }
+                selection = try AudienceSelection(parsing: json)
             } catch let error as AudienceTargetError {
                 let reason = "invalid_target: \(error.message)"
                 try markFailed(connection, notificationID, reason: reason)

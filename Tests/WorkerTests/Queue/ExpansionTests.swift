@@ -162,6 +162,8 @@ struct ExpansionTests {
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": "many"}]}"#,
                      "invalid_target: filters[0].value must be a number for >"),
                     (#"{"filters": []}"#, "invalid_target: filters is empty"),
+                    // Valid jsonb, but beyond what a Double holds: refused, never retried forever.
+                    (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": 1e400}]}"#, "invalid_target: "),
                 ]
                 for (target, reason) in bad {
                     let id = try a.seed.notification(target: target)
