@@ -6,11 +6,13 @@
 #   2. end to end: notifications rows -> worker -> APNs emulator (TLS) -> events, vs pgbench running the
 #      worker's claim/complete SQL alone on the same PostgreSQL.                  target >= 0.5x
 #   3. the worker's peak RSS during (2).                                          target < 150 MB
+#   4. expansion of 1,000,000 subscriptions into deliveries ({"all": true}).     target < 30 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 work=$root/var/bench
 deliveries=${PUSHIZO_BENCH_DELIVERIES:-20000}
+expansion_size=${PUSHIZO_BENCH_EXPANSION:-1000000}
 pg_port=${PUSHIZO_BENCH_PG_PORT:-55435}
 h2_port=${PUSHIZO_BENCH_H2_PORT:-55436}
 rm -rf "$work"; mkdir -p "$work"
@@ -88,8 +90,30 @@ pgbench_tps=$("$pgbin/pgbench" -n -c "$clients" -j 2 -t "$transactions" -f scrip
 pgbench_jps=$(calc "$pgbench_tps * 200")
 echo "    pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$pgbench_jps") jobs/s"
 
+echo "==> 3. expansion of $expansion_size subscriptions ({\"all\": true}, claiming throttled to 1 at a time)"
+psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$expansion_size" <<'SQL'
+INSERT INTO apps (id) VALUES ('00000000-0000-4000-8000-0000000e8a10');
+INSERT INTO subscriptions (app_id, platform, token)
+SELECT '00000000-0000-4000-8000-0000000e8a10', 'ios', 'a1' || md5(n::text) || substr(md5('e' || n), 1, 30)
+FROM generate_series(1, :n) n;
+VACUUM ANALYZE subscriptions;
+SQL
+psql "$PUSHIZO_DATABASE_URL" -qc "INSERT INTO notifications (app_id, message, target) VALUES ('00000000-0000-4000-8000-0000000e8a10', '{\"contents\": {\"en\": \"all\"}}', '{\"all\": true}')"
+"$bindir/pushizo-worker" run --concurrency 1 --claim-batch 1 --log-level warning 2>"$work/expansion.log" &
+expander=$!
+pids+=($expander)
+for _ in $(seq 1 1200); do
+    state=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT status FROM notifications WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'")
+    [ "$state" = expanded ] || [ "$state" = failed ] && break
+    sleep 0.1
+done
+kill "$expander" 2>/dev/null || true; wait "$expander" 2>/dev/null || true
+expansion_seconds=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(extract(epoch FROM expanded_at - created_at)::numeric, 1) FROM notifications WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'")
+echo "    $(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM deliveries WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'") deliveries in ${expansion_seconds:-?} s"
+
 echo
 echo "==> ratios (DESIGN.md §6)"
 printf "  %-55s %6.2fx   (target >= 0.80)\n" "HTTP/2 transport vs h2load" "$(calc "$ours_rps / $h2load_rps")"
 printf "  %-55s %6.2fx   (target >= 0.50)\n" "end to end (worker jobs/s vs pgbench claim/complete)" "$(calc "$worker_jps / $pgbench_jps")"
 printf "  %-55s %6s MB   (target < 150)\n" "worker peak RSS" "${peak_rss:-?}"
+printf "  %-55s %6s s    (target < 30)\n" "expansion of $expansion_size subscriptions" "${expansion_seconds:-?}"
