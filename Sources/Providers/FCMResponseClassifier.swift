@@ -42,7 +42,7 @@ public enum FCMResponseClassifier {
     /// - `QUOTA_EXCEEDED` (429), `UNAVAILABLE` (503), `INTERNAL` (500), and any other 429 / 5xx: `retry`,
     ///   `notBefore` from `Retry-After` (delta seconds or IMF-fixdate HTTP-date, capped at 1 hour).
     /// - `THIRD_PARTY_AUTH_ERROR` (401: the APNs certificate or web push key configured in Firebase is
-    ///   wrong), `PERMISSION_DENIED` (403), and a 401 `UNAUTHENTICATED` (the access token was refused; the
+    ///   wrong; `APNS_AUTH_ERROR` is its older name), `PERMISSION_DENIED` (403), and a 401 `UNAUTHENTICATED` (the access token was refused; the
     ///   sender refreshes once first, see ``requiresNewAccessToken(_:)``, and records this only when the
     ///   retry is refused too): `channelError`, subscription untouched.
     /// - 404 without an FCM `UNREGISTERED` detail (e.g. an unknown project): `channelError` `not_found`.
@@ -79,7 +79,7 @@ public enum FCMResponseClassifier {
             return .failed(reason: "invalid_argument", detail: detailJSON)
         case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
             return .retry(reason: code!.lowercased(), detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now))
-        case "THIRD_PARTY_AUTH_ERROR", "PERMISSION_DENIED", "UNAUTHENTICATED":
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR", "PERMISSION_DENIED", "UNAUTHENTICATED":
             return .channelError(reason: code!.lowercased(), detail: detailJSON)
         default:
             break

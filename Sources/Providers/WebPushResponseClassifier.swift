@@ -15,8 +15,8 @@ public enum WebPushResponseClassifier {
 
     /// - 201 (RFC 8030 §5: "Created"; 200 and 202 are accepted too): `sent` with the `Location` header (the
     ///   push message resource) when it is visible ASCII of at most 1024 bytes.
-    /// - 404, 410: `failed` `subscription_gone`, invalidating the subscription (RFC 8030 §7.3: the
-    ///   subscription expired or was removed).
+    /// - 404, 410: `failed` `unregistered` (the reason APNs and FCM use for the same event), invalidating
+    ///   the subscription (RFC 8030 §7.3: the subscription expired or was removed).
     /// - 413: `failed` `payload_too_large` (RFC 8030 §7.2).
     /// - 429: `retry` `rate_limited`, `notBefore` from `Retry-After` (RFC 8030 §8.4; delta seconds or
     ///   IMF-fixdate, capped at 1 hour).
@@ -41,7 +41,7 @@ public enum WebPushResponseClassifier {
         let detailJSON = JSONValue.object(detail)
         switch response.status {
         case 404, 410:
-            return .failed(reason: "subscription_gone", detail: detailJSON, invalidateSubscription: true)
+            return .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true)
         case 413:
             return .failed(reason: "payload_too_large", detail: detailJSON)
         case 429:

@@ -114,8 +114,8 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         (response(201, headers: [PushHeader("Location", "https://push.example/m/123")]), "sent https://push.example/m/123"),
         (response(201), "sent -"),
         (response(201, headers: [PushHeader("location", "bad value\r\n")]), "sent -"),
-        (response(404), "failed subscription_gone invalidate"),
-        (response(410, #"{"errno":106}"#), "failed subscription_gone invalidate"),
+        (response(404), "failed unregistered invalidate"),
+        (response(410, #"{"errno":106}"#), "failed unregistered invalidate"),
         (response(413), "failed payload_too_large"),
         (response(429, headers: [PushHeader("Retry-After", "10")]), "retry rate_limited 10"),
         (response(429, headers: [PushHeader("Retry-After", "Tue, 14 Jul 2026 03:37:00 GMT")]), "retry rate_limited 220"),
@@ -148,7 +148,7 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         #expect(text.hasPrefix("badé"))
         #expect(text.count == 200 - 2)
         let binary = PushResponse(status: 410, body: [UInt8](repeating: 0xFF, count: 100_000))
-        #expect(shape(WebPushResponseClassifier.classify(binary, now: now)) == "failed subscription_gone invalidate")
+        #expect(shape(WebPushResponseClassifier.classify(binary, now: now)) == "failed unregistered invalidate")
     }
 
     @Test func imfFixdateParsesOnlyTheExactForm() {
