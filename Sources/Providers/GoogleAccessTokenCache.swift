@@ -6,7 +6,8 @@ import Synchronization
 /// - Cached until `refreshAhead` seconds before it expires (default 300 s; never more than half the
 ///   token's lifetime, so a short-lived token is not refreshed on every call).
 /// - One refresh in flight: however many callers ask while the token is missing or due, one `fetch` runs
-///   and all of them get its result (or its error; the next call tries again).
+///   and all of them get its result. If it fails, callers still get the old token while it has not
+///   expired, else the fetch's error; the next call tries again.
 /// - ``invalidate(rejectedToken:)`` after FCM answers 401 `UNAUTHENTICATED`
 ///   (``FCMResponseClassifier/requiresNewAccessToken(_:)``), then ask again and retry the send once.
 ///
@@ -52,21 +53,30 @@ public final class GoogleAccessTokenCache: Sendable {
     /// A valid access token (without `Bearer `): the cached one when it is not yet due, else the result of
     /// the one fetch in flight.
     /// - Throws: `GoogleAuthError` `.signingFailed`, or whatever `fetch` throws (every waiter of that fetch
-    ///   gets the same error).
+    ///   without an unexpired old token gets the same error).
     public func accessToken() async throws -> String {
         let current = now()
-        enum Step { case ready(String), wait(Task<Cached, any Error>) }
+        enum Step { case ready(String), wait(Task<Cached, any Error>, fallback: String?) }
         let step: Step = state.withLock { state in
             if let cached = state.cached, current < cached.refreshAt { return .ready(cached.token) }
-            if let inFlight = state.inFlight { return .wait(inFlight) }
+            // A token that is due but not expired still works if the refresh fails.
+            let fallback = state.cached.flatMap { current < $0.expiresAt ? $0.token : nil }
+            if let inFlight = state.inFlight { return .wait(inFlight, fallback: fallback) }
             let generation = state.generation
             let task = Task { [self] in try await self.refresh(generation: generation) }
             state.inFlight = task
-            return .wait(task)
+            return .wait(task, fallback: fallback)
         }
         switch step {
-        case .ready(let token): return token
-        case .wait(let task): return try await task.value.token
+        case .ready(let token):
+            return token
+        case .wait(let task, let fallback):
+            do {
+                return try await task.value.token
+            } catch {
+                if let fallback { return fallback }
+                throw error
+            }
         }
     }
 

@@ -161,4 +161,20 @@ final class Counter: Sendable {
         #expect(try await cache.accessToken() == "ok")
         #expect(fetches.count == 2)
     }
+
+    @Test func aFailedRefreshKeepsUsingTheUnexpiredToken() async throws {
+        struct Refused: Error {}
+        let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
+        let fetches = Counter()
+        let cache = GoogleAccessTokenCache(account: account, now: { clock.now }) { _ in
+            if fetches.next() > 1 { throw Refused() }
+            return ("first", 3600)
+        }
+        #expect(try await cache.accessToken() == "first")
+        clock.advance(3600 - 10)  // due, not expired
+        #expect(try await cache.accessToken() == "first")
+        #expect(fetches.count == 2)
+        clock.advance(10)  // expired
+        await #expect(throws: Refused.self) { try await cache.accessToken() }
+    }
 }
