@@ -21,6 +21,10 @@ int pz_EVP_PKEY_PUBLIC_KEY_selection(void) {
     return EVP_PKEY_PUBLIC_KEY;
 }
 
+int pz_EVP_PKEY_KEYPAIR_selection(void) {
+    return EVP_PKEY_KEYPAIR;
+}
+
 void pz_OPENSSL_free(void *ptr) {
     OPENSSL_free(ptr);
 }

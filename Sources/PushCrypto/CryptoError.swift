@@ -19,6 +19,14 @@ public struct CryptoError: Error, CustomStringConvertible, Sendable {
         public static let verificationFailed = Code("verificationFailed")
         /// Input text is not in the expected encoding (base64url, compact JWS, JSON).
         public static let invalidEncoding = Code("invalidEncoding")
+        /// Authenticated decryption failed: wrong key, wrong secret, or a tampered body (AES-GCM tag mismatch),
+        /// or the decrypted record's padding is malformed (RFC 8188 §2).
+        public static let decryptionFailed = Code("decryptionFailed")
+        /// An input has the wrong size or shape for the operation (e.g. a 15-byte Web Push auth secret, a
+        /// body over 4096 bytes).
+        public static let invalidInput = Code("invalidInput")
+        /// Key agreement, key derivation or encryption failed inside OpenSSL.
+        public static let operationFailed = Code("operationFailed")
 
         public var description: String { name }
     }

@@ -11,7 +11,8 @@ internal import CPushizoShims
 public final class P256PrivateKey: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     let pkey: OpaquePointer
 
-    private init(owning pkey: OpaquePointer) {
+    /// Takes ownership of `pkey` (an EC P-256 key with its private part), freed in `deinit`.
+    init(owning pkey: OpaquePointer) {
         self.pkey = pkey
     }
 

@@ -42,5 +42,8 @@ int pz_EVP_PKEY_PUBLIC_KEY_selection(void);
 /// OPENSSL_free (a macro over CRYPTO_free with file/line): frees memory OpenSSL allocated for the caller,
 /// e.g. the buffer from EVP_PKEY_get1_encoded_public_key.
 void pz_OPENSSL_free(void *ptr);
+/// EVP_PKEY_KEYPAIR (a macro over OSSL_KEYMGMT_SELECT_* bits): the selection for EVP_PKEY_fromdata when
+/// importing a private key together with its public point. Added for PushCrypto (RFC 8291 test keys).
+int pz_EVP_PKEY_KEYPAIR_selection(void);
 
 #endif

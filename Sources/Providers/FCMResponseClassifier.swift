@@ -1,0 +1,167 @@
+import DeliveryCore
+import Foundation
+
+/// Turns an FCM HTTP v1 `messages:send` response into a ``DeliveryOutcome`` (Firebase: "FCM HTTP v1 API
+/// error codes", `google.firebase.fcm.v1.FcmError`). No I/O.
+///
+/// The error body is a `google.rpc.Status`:
+///
+///     {"error": {"code": 404, "message": "...", "status": "NOT_FOUND",
+///                "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
+///                             "errorCode": "UNREGISTERED"}, ...]}}
+///
+/// The FCM error code is read from `details[].errorCode` first (the top-level `status` is coarser:
+/// `UNREGISTERED` arrives as `NOT_FOUND`, `THIRD_PARTY_AUTH_ERROR` as `UNAUTHENTICATED`), then
+/// `error.status`.
+public enum FCMResponseClassifier {
+    /// FCM bodies are small; larger ones are classified by status alone.
+    public static let maximumBodySize = 65_536
+    /// The deepest JSON nesting parsed (FCM uses 5); deeper bodies are not parsed.
+    public static let maximumBodyDepth = 16
+    /// The longest provider text kept in `detail` (`message`), in characters.
+    public static let maximumMessageLength = 200
+    /// The longest `Retry-After` honoured, in seconds (1 hour).
+    public static let maximumRetryAfter: Double = RetryAfterHeader.maximum
+
+    /// The `@type` of FCM's own error detail.
+    static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+    /// The `@type` of the detail that names the offending request field.
+    static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+    /// FCM's text for a malformed registration token (seen without a `BadRequest` detail).
+    static let invalidTokenMessage = "The registration token is not a valid FCM registration token"
+
+    /// - 200: `sent` with the response's `name` (`projects/<id>/messages/<id>`; kept when visible ASCII of
+    ///   at most 256 characters).
+    /// - `UNREGISTERED` (404), `SENDER_ID_MISMATCH` (403): `failed` `unregistered` / `sender_id_mismatch`,
+    ///   invalidating the subscription.
+    /// - `INVALID_ARGUMENT` (400): `failed` `invalid_argument`, invalidating only when the registration token
+    ///   itself is what is invalid: a `google.rpc.BadRequest` detail with a field violation whose `field`
+    ///   is `message.token`, or `error.message` exactly FCM's "The registration token is not a valid FCM
+    ///   registration token" (reason then `invalid_registration_token`). Any other invalid argument (payload
+    ///   too big, bad TTL, ...) is the message's fault, not the subscriber's.
+    /// - `QUOTA_EXCEEDED` (429), `UNAVAILABLE` (503), `INTERNAL` (500), and any other 429 / 5xx: `retry`,
+    ///   `notBefore` from `Retry-After` (delta seconds or IMF-fixdate HTTP-date, capped at 1 hour).
+    /// - `THIRD_PARTY_AUTH_ERROR` (401: the APNs certificate or web push key configured in Firebase is
+    ///   wrong; `APNS_AUTH_ERROR` is its older name), `PERMISSION_DENIED` (403), and a 401 `UNAUTHENTICATED` (the access token was refused; the
+    ///   sender refreshes once first, see ``requiresNewAccessToken(_:)``, and records this only when the
+    ///   retry is refused too): `channelError`, subscription untouched.
+    /// - 404 without an FCM `UNREGISTERED` detail (e.g. an unknown project): `channelError` `not_found`.
+    /// - anything else: `failed` with the lower-cased FCM code or `http_<status>`.
+    /// Every non-200 detail is `{"status": <int>, "fcm_error": "<errorCode>"?, "fcm_status": "<status>"?,
+    /// "message": "<text, at most 200 characters>"?}`.
+    ///
+    /// Hostile input never traps: a body over ``maximumBodySize`` bytes, nested deeper than
+    /// ``maximumBodyDepth``, not UTF-8 or not JSON is classified by HTTP status alone; codes that are not
+    /// `[A-Z0-9_]{1,64}` are ignored; control characters are removed from `message`.
+    public static func classify(_ response: PushResponse, now: Date = Date()) -> DeliveryOutcome {
+        let body = parseBody(response.body)
+        if response.status == 200 {
+            let name = body?["name"]?.stringValue.flatMap { $0.utf8.count <= 256 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
+            return .sent(providerMessageID: name)
+        }
+        let error = FCMError(body: body)
+        var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]
+        if let code = error.errorCode { detail["fcm_error"] = .string(code) }
+        if let status = error.status { detail["fcm_status"] = .string(status) }
+        if let message = error.message { detail["message"] = .string(message) }
+        let detailJSON = JSONValue.object(detail)
+        let code = error.errorCode ?? error.status
+
+        switch code {
+        case "UNREGISTERED":
+            return .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true)
+        case "SENDER_ID_MISMATCH":
+            return .failed(reason: "sender_id_mismatch", detail: detailJSON, invalidateSubscription: true)
+        case "INVALID_ARGUMENT":
+            if error.tokenIsInvalid {
+                return .failed(reason: "invalid_registration_token", detail: detailJSON, invalidateSubscription: true)
+            }
+            return .failed(reason: "invalid_argument", detail: detailJSON)
+        case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
+            return .retry(reason: code!.lowercased(), detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now))
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR", "PERMISSION_DENIED", "UNAUTHENTICATED":
+            return .channelError(reason: code!.lowercased(), detail: detailJSON)
+        default:
+            break
+        }
+        switch response.status {
+        case 429, 500...599:
+            return .retry(reason: code?.lowercased() ?? "http_\(response.status)", detail: detailJSON,
+                          notBefore: RetryAfterHeader.notBefore(response, now: now))
+        case 401:
+            return .channelError(reason: "unauthenticated", detail: detailJSON)
+        case 403:
+            return .channelError(reason: "permission_denied", detail: detailJSON)
+        case 404:
+            return .channelError(reason: "not_found", detail: detailJSON)
+        default:
+            return .failed(reason: code?.lowercased() ?? "http_\(response.status)", detail: detailJSON)
+        }
+    }
+
+    /// `true` for a 401 whose FCM code is `UNAUTHENTICATED` or absent (the OAuth2 access token was refused,
+    /// e.g. expired or revoked): the sender calls ``GoogleAccessTokenCache/invalidate()``, fetches a new token
+    /// and retries the send once. `THIRD_PARTY_AUTH_ERROR` (also a 401) gives `false`: a new token cannot
+    /// fix it.
+    public static func requiresNewAccessToken(_ response: PushResponse) -> Bool {
+        guard response.status == 401 else { return false }
+        let error = FCMError(body: parseBody(response.body))
+        let code = error.errorCode ?? error.status
+        return code == nil || code == "UNAUTHENTICATED"
+    }
+
+    /// What the error body says, each part validated.
+    struct FCMError {
+        var errorCode: String?
+        var status: String?
+        var message: String?
+        var tokenIsInvalid = false
+
+        init(body: JSONValue?) {
+            guard let error = body?["error"] else { return }
+            status = error["status"]?.stringValue.flatMap(FCMResponseClassifier.code)
+            message = error["message"]?.stringValue.flatMap(FCMResponseClassifier.sanitizedMessage)
+            let rawMessage = error["message"]?.stringValue
+            for entry in (error["details"]?.arrayValue ?? []).prefix(32) {
+                let type = entry["@type"]?.stringValue
+                if type == fcmErrorType, errorCode == nil {
+                    errorCode = entry["errorCode"]?.stringValue.flatMap(FCMResponseClassifier.code)
+                }
+                if type == badRequestType {
+                    for violation in (entry["fieldViolations"]?.arrayValue ?? []).prefix(32)
+                    where violation["field"]?.stringValue == "message.token" {
+                        tokenIsInvalid = true
+                    }
+                }
+            }
+            if rawMessage == invalidTokenMessage { tokenIsInvalid = true }
+        }
+    }
+
+    /// `text` when it looks like an FCM / gRPC code: 1 to 64 of `A-Z 0-9 _`.
+    static func code(_ text: String) -> String? {
+        guard !text.isEmpty, text.utf8.count <= 64,
+              text.utf8.allSatisfy({ (65...90).contains($0) || (48...57).contains($0) || $0 == 95 })
+        else { return nil }
+        return text
+    }
+
+    /// `text` without control characters, cut to ``maximumMessageLength`` characters; `nil` when empty.
+    static func sanitizedMessage(_ text: String) -> String? {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars where !HTTPFieldValue.isControl(scalar) {
+            scalars.append(scalar)
+            if scalars.count >= maximumMessageLength { break }
+        }
+        let result = String(scalars).trimmingCharacters(in: .whitespaces)
+        return result.isEmpty ? nil : result
+    }
+
+    /// The body as JSON, or `nil` when it is too large, not UTF-8, too deep or not JSON.
+    static func parseBody(_ bytes: [UInt8]) -> JSONValue? {
+        guard !bytes.isEmpty, bytes.count <= maximumBodySize, String(validating: bytes, as: UTF8.self) != nil,
+              APNsResponseClassifier.nestingDepth(bytes) <= maximumBodyDepth
+        else { return nil }
+        return try? JSONValue(parsing: bytes)
+    }
+}

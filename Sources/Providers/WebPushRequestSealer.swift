@@ -1,0 +1,55 @@
+import DeliveryCore
+import Foundation
+import PushCrypto
+
+/// Turns a plaintext Web Push request (``WebPushRequestFactory/makePlaintextRequest(_:)``) into the one
+/// that goes on the wire: body encrypted for the subscription (RFC 8291, ``WebPushEncryption``),
+/// `content-encoding: aes128gcm`, `content-type: application/octet-stream` (the body is now ciphertext),
+/// and `authorization: vapid t=..., k=...` for the endpoint's origin (RFC 8292 §3). No I/O.
+public enum WebPushRequestSealer {
+    /// - Parameters:
+    ///   - request: the plaintext request; its `ttl`, `urgency` and `topic` headers are kept in order.
+    ///   - endpoint: the subscription's parsed endpoint (its `origin` is the VAPID audience).
+    ///   - p256dh: the subscription's `web_p256dh`, base64url of a 65-byte P-256 point.
+    ///   - auth: the subscription's `web_auth`, base64url of 16 bytes.
+    ///   - vapid: the app's token manager.
+    /// - Throws: `WebPushRequestError` `invalid_subscription_keys` (keys that are not base64url, of the wrong
+    ///   size, or not a curve point: the subscription can never be reached), `payload_too_large` (over 3993
+    ///   bytes of plaintext), `vapid_failed` (the token could not be made), `encryption_failed`.
+    public static func seal(_ request: PushRequest, endpoint: WebPushEndpoint, p256dh: String, auth: String,
+                            vapid: VAPIDTokenManager) throws(WebPushRequestError) -> PushRequest
+    {
+        guard p256dh.utf8.count <= 256, let publicKey = Base64URL.decode(p256dh), publicKey.count == 65, publicKey[0] == 4 else {
+            throw WebPushRequestError(reason: "invalid_subscription_keys", detail: "web_p256dh is not base64url of a 65-byte uncompressed P-256 point")
+        }
+        guard auth.utf8.count <= 64, let secret = Base64URL.decode(auth), secret.count == 16 else {
+            throw WebPushRequestError(reason: "invalid_subscription_keys", detail: "web_auth is not base64url of 16 bytes")
+        }
+        guard request.body.count <= WebPushEncryption.maximumPlaintextSize else {
+            throw WebPushRequestError(reason: "payload_too_large",
+                                      detail: "the plaintext is \(request.body.count) bytes; at most \(WebPushEncryption.maximumPlaintextSize) fit")
+        }
+        let body: [UInt8]
+        do {
+            body = try WebPushEncryption.encrypt(plaintext: request.body, userAgentPublicKey: publicKey, authSecret: secret)
+        } catch let error as CryptoError where error.code == .invalidKey {
+            throw WebPushRequestError(reason: "invalid_subscription_keys", detail: "web_p256dh is not a point on P-256")
+        } catch {
+            throw WebPushRequestError(reason: "encryption_failed", detail: "\(error)")
+        }
+        let authorization: String
+        do {
+            authorization = try vapid.authorization(for: endpoint)
+        } catch {
+            throw WebPushRequestError(reason: "vapid_failed", detail: error.message)
+        }
+        var headers = request.headers.filter {
+            let name = $0.name.lowercased()
+            return name != "content-type" && name != "content-encoding" && name != "authorization"
+        }
+        headers.append(PushHeader("content-type", "application/octet-stream"))
+        headers.append(PushHeader("content-encoding", "aes128gcm"))
+        headers.append(PushHeader("authorization", authorization))
+        return PushRequest(method: request.method, path: request.path, headers: headers, body: body)
+    }
+}
