@@ -90,7 +90,7 @@ pgbench_tps=$("$pgbin/pgbench" -n -c "$clients" -j 2 -t "$transactions" -f scrip
 pgbench_jps=$(calc "$pgbench_tps * 200")
 echo "    pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$pgbench_jps") jobs/s"
 
-echo "==> 3. expansion of $expansion_size subscriptions ({\"all\": true}, claiming throttled to 1 at a time)"
+echo "==> 3. expansion of $expansion_size subscriptions ({\"all\": true}) by an expand-only worker"
 psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$expansion_size" <<'SQL'
 INSERT INTO apps (id) VALUES ('00000000-0000-4000-8000-0000000e8a10');
 INSERT INTO subscriptions (app_id, platform, token)
@@ -99,15 +99,9 @@ FROM generate_series(1, :n) n;
 VACUUM ANALYZE subscriptions;
 SQL
 psql "$PUSHIZO_DATABASE_URL" -qc "INSERT INTO notifications (app_id, message, target) VALUES ('00000000-0000-4000-8000-0000000e8a10', '{\"contents\": {\"en\": \"all\"}}', '{\"all\": true}')"
-"$bindir/pushizo-worker" run --concurrency 1 --claim-batch 1 --log-level warning 2>"$work/expansion.log" &
-expander=$!
-pids+=($expander)
-for _ in $(seq 1 1200); do
-    state=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT status FROM notifications WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'")
-    [ "$state" = expanded ] || [ "$state" = failed ] && break
-    sleep 0.1
-done
-kill "$expander" 2>/dev/null || true; wait "$expander" 2>/dev/null || true
+# An expand-only worker (PUSHIZO_ROLES=expand): expansion alone, as a fleet with dedicated expanders runs it.
+"$bindir/pushizo-worker" run --roles expand --exit-when-drained --poll-interval 0.05 --log-level warning \
+    2>"$work/expansion.log"
 expansion_seconds=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(extract(epoch FROM expanded_at - created_at)::numeric, 1) FROM notifications WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'")
 echo "    $(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM deliveries WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'") deliveries in ${expansion_seconds:-?} s"
 

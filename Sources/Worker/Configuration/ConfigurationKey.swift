@@ -84,6 +84,10 @@ extension ConfigurationKey {
         "PUSHIZO_SHUTDOWN_TIMEOUT",
         "seconds to finish in-flight sends after SIGTERM before giving up on them (leases rescue them) (1...3600)",
         default: "30")
+    public static let roles = ConfigurationKey(
+        "PUSHIZO_ROLES",
+        "what this worker does, comma-separated: expand (notifications into deliveries), send (claim and send deliveries)",
+        default: "expand,send")
     public static let quietHoursSpread = ConfigurationKey(
         "PUSHIZO_QUIET_HOURS_SPREAD",
         "seconds over which deliveries held by quiet hours are released after the window ends, spread by subscription (0...86400)",
@@ -119,7 +123,7 @@ extension ConfigurationKey {
         databaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
-        quietHoursSpread,
+        quietHoursSpread, roles,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency,
     ]

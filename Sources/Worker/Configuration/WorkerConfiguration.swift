@@ -1,6 +1,15 @@
 import Foundation
 import DeliveryCore
 
+/// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
+/// and many `send` workers; by default every worker does both.
+public enum WorkerRole: String, Sendable, CaseIterable {
+    /// Turns due notifications into deliveries (chunked expansion, cancellation sweeps).
+    case expand
+    /// Claims due deliveries, sends them and writes their events.
+    case send
+}
+
 /// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags.
 /// Durations are in seconds (`Double`). See ``ConfigurationKey`` for each key's meaning and default.
 public struct WorkerConfiguration: Sendable {
@@ -27,12 +36,14 @@ public struct WorkerConfiguration: Sendable {
     public var exitWhenDrained: Bool
     /// Seconds over which deliveries held by quiet hours are released after the window ends.
     public var quietHoursSpread: Int
+    /// What this worker does (`PUSHIZO_ROLES`); never empty.
+    public var roles: Set<WorkerRole>
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
-        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread,
+        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles,
     ]
 
     /// Reads and validates every key.
@@ -61,6 +72,19 @@ public struct WorkerConfiguration: Sendable {
         shutdownTimeout = try reader.double(.shutdownTimeout, default: 30, in: 1...3600)
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
         quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
+        var roles: Set<WorkerRole> = []
+        for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
+            let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()
+            guard let role = WorkerRole(rawValue: trimmed) else {
+                throw ConfigurationError(
+                    key: ConfigurationKey.roles.name, problem: "\"\(trimmed)\" is not a role (expand, send)")
+            }
+            roles.insert(role)
+        }
+        guard !roles.isEmpty else {
+            throw ConfigurationError(key: ConfigurationKey.roles.name, problem: "names no role (expand, send)")
+        }
+        self.roles = roles
         guard leaseSeconds > requestTimeout else {
             throw ConfigurationError(
                 key: ConfigurationKey.leaseSeconds.name,

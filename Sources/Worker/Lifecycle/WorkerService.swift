@@ -69,7 +69,9 @@ public final class WorkerService: Sendable {
             applicationName: "pushizo-worker-listen")
         await withTaskGroup(of: Void.self) { background in
             background.addTask { await self.listen(listener) }
-            background.addTask { await self.expandLoop() }
+            if configuration.roles.contains(.expand) {
+                background.addTask { await self.expandLoop() }
+            }
             background.addTask { await self.completer.run() }
             onReady()
             logger.info(
@@ -78,7 +80,11 @@ public final class WorkerService: Sendable {
                     "worker_id": configuration.workerID, "concurrency": "\(configuration.concurrency)",
                     "claim_batch": "\(configuration.claimBatch)",
                 ])
-            await claimAndSend()
+            if configuration.roles.contains(.send) {
+                await claimAndSend()
+            } else {
+                await expandOnlyUntilStop()
+            }
             listener.shutdown()
             completer.finish()
             expansionWake.signal()
@@ -105,6 +111,20 @@ public final class WorkerService: Sendable {
                 // Notifications may have been missed while disconnected: look at both queues now.
                 expansionWake.signal()
                 claimWake.signal()
+            }
+        }
+    }
+
+    /// An expand-only worker's main loop: it waits for a stop request, or with `exitWhenDrained` for no due
+    /// notification left to expand.
+    private func expandOnlyUntilStop() async {
+        while !isStopping {
+            await claimWake.wait(timeout: configuration.pollInterval)
+            if configuration.exitWhenDrained,
+                (try? await database.withConnection({ try QueueStore.isExpansionDrained(on: $0) })) == true
+            {
+                logger.notice("no notification left to expand; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")
+                requestStop()
             }
         }
     }

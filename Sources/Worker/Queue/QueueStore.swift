@@ -199,6 +199,17 @@ public enum QueueStore {
         return result
     }
 
+    /// `true` when no due notification waits for expansion (what an expand-only worker waits for).
+    public static func isExpansionDrained(on connection: PostgresConnection) throws -> Bool {
+        let rows = try connection.query(
+            """
+            SELECT NOT EXISTS (SELECT 1 FROM notifications
+                               WHERE status IN ('pending', 'expanding')
+                                 AND (send_after IS NULL OR send_after <= now())) AS drained
+            """)
+        return try rows.first?.decode(Bool.self, "drained") ?? false
+    }
+
     /// `true` when nothing is left to do now: no due notification waits for expansion and the deliveries
     /// queue is empty (deliveries waiting for a retry count as work). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
     public static func isDrained(on connection: PostgresConnection) throws -> Bool {

@@ -91,3 +91,25 @@ struct ConfigurationTests {
         #expect(ConfigurationKey.environmentName(forFlag: "--emulator-listen") == "PUSHIZO_EMULATOR_LISTEN")
     }
 }
+
+@Suite("Worker roles")
+struct WorkerRoleTests {
+    func roles(_ value: String?) throws -> Set<WorkerRole> {
+        var environment = ["PUSHIZO_DATABASE_URL": "host=/tmp"]
+        environment["PUSHIZO_ROLES"] = value
+        return try WorkerConfiguration(
+            ConfigurationReader(environment: environment, arguments: [], keys: WorkerConfiguration.keys)).roles
+    }
+
+    @Test func parsesRoles() throws {
+        #expect(try roles(nil) == [.expand, .send])
+        #expect(try roles("expand") == [.expand])
+        #expect(try roles(" send , expand ") == [.expand, .send])
+        #expect {
+            try roles("expand,mail")
+        } throws: { error in
+            (error as? ConfigurationError)?.key == "PUSHIZO_ROLES" && "\(error)".contains("mail")
+        }
+        #expect(throws: ConfigurationError.self) { try roles(",") }
+    }
+}
