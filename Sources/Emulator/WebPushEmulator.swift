@@ -247,7 +247,10 @@ public final class WebPushEmulator: EmulatedProvider {
         case "e404": return .reject(404, "emulated: subscription not found")
         case "e410": return .reject(410, "emulated: subscription gone")
         case "e413": return .reject(413, "emulated: payload too large")
-        case "e429": return .reject(429, "emulated: too many requests", [EmulatorHeader("retry-after", String(Self.retryAfterSeconds))])
+        case "e429":
+            // Once per subscription id, so a retry after `retry-after` goes through.
+            let first = state.withLock { $0.unavailableOnce.insert(id).inserted }
+            return first ? .reject(429, "emulated: too many requests", [EmulatorHeader("retry-after", String(Self.retryAfterSeconds))]) : nil
         case "e500": return .reject(500, "emulated internal error")
         case "e503":
             let first = state.withLock { $0.unavailableOnce.insert(id).inserted }
