@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 demo=$root/var/demo
 port=${PUSHIZO_DEMO_PG_PORT:-55433}
+# The worker refuses unknown PUSHIZO_* variables: this one is the script's own.
+unset PUSHIZO_DEMO_PG_PORT
 rm -rf "$demo"
 mkdir -p "$demo"
 
@@ -65,7 +67,7 @@ done
 echo "==> seeding an app, 120 users and 370 subscriptions (330 iOS/Android, 40 web)"
 psql_demo -v key="$(cat "$demo/AuthKey_$key_id.p8")" -v team="$team" -v key_id="$key_id" \
     -v endpoint="https://localhost:$emulator_port" -v vapid_key="$(cat "$demo/vapid.pem")" \
-    -v web_subscriptions="$demo/web-subscriptions.tsv" -f scripts/demo-seed.sql
+    -v web_subscriptions="$(cat "$demo/web-subscriptions.tsv")" -f scripts/demo-seed.sql
 
 echo "==> running the worker until the queue is drained"
 PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 \

@@ -184,6 +184,38 @@ struct WebPushEndToEndTests {
             }
         }
     }
+
+    @Test func anUnreachablePushServiceIsRetriedWithoutCountingAttempts() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let subscription = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try seed.webPushChannel(settings: emulator.webPushChannelSettings)
+                    // A port nothing listens on: connection refused.
+                    let subscription = try seed.webSubscription(try emulator.webSubscription("okay3"), origin: "https://127.0.0.1:9")
+                    try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
+                    return subscription
+                }
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let runtime = try WorkerRuntime(
+                    configuration: try emulator.workerConfiguration(
+                        databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "false", "PUSHIZO_MAX_ATTEMPTS": "1"]),
+                    logger: quietLogger)
+                try await runUntil(runtime, "two retries were recorded") {
+                    let rows = try await database.query("SELECT count(*) AS n FROM delivery_events WHERE event = 'retrying'")
+                    return rows[0]["n"] == "2"
+                }
+                let events = try await database.query(
+                    "SELECT event, reason, detail->>'origin' AS origin FROM delivery_events WHERE subscription_id = $1", [subscription])
+                // With one attempt allowed, a counted retry would have ended in failed/max_attempts.
+                #expect(events.allSatisfy { $0["event"] == "retrying" && $0["reason"] == "provider_unreachable" })
+                #expect(events.first?["origin"] == "https://127.0.0.1:9")
+                #expect(emulator.webPush.statusCounts.isEmpty)
+                await database.shutdown()
+            }
+        }
+    }
 }
 
 /// The `topic` the factory derives from a `collapse_id` (RFC 8030 §5.4).
