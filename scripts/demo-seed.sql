@@ -1,4 +1,6 @@
--- Demo data for `make demo`. psql variables: key (PKCS#8 PEM of the .p8), team, key_id, endpoint (emulator).
+-- Demo data for `make demo`. psql variables: key (PKCS#8 PEM of the .p8), team, key_id, endpoint (emulator),
+-- vapid_key (PKCS#8 PEM of a P-256 key), web_subscriptions (the TSV text `pushizo-worker emulator-subscription`
+-- prints: id, endpoint, p256dh, auth).
 -- Token conventions of the emulator (docs/emulator.md) make some deliveries fail or retry on purpose.
 \set ON_ERROR_STOP on
 BEGIN;
@@ -34,6 +36,19 @@ SELECT '00000000-0000-4000-8000-00000000d3e0',
               'Europe/Paris', 'Asia/Kathmandu', 'Australia/Lord_Howe', 'Pacific/Kiritimati'])[1 + n % 9],
        (ARRAY['TR', 'US', 'DE', 'BR', 'JP', 'FR', 'NP', 'AU', 'KI'])[1 + n % 9]
 FROM generate_series(1, 330) AS n;
+
+-- Web Push: a VAPID key, and 40 browser subscriptions whose keys the emulator derives from its seed
+-- (docs/emulator.md); the channel's endpoint stays NULL: a web subscription's token is its push service URL.
+INSERT INTO app_channels (app_id, provider, settings)
+VALUES ('00000000-0000-4000-8000-00000000d3e0', 'webpush',
+        jsonb_build_object('vapid_private_key', :'vapid_key', 'subject', 'mailto:demo@pushizo.example'));
+INSERT INTO subscriptions (app_id, user_id, platform, token, web_p256dh, web_auth, language, timezone, country)
+SELECT '00000000-0000-4000-8000-00000000d3e0',
+       (SELECT id FROM users WHERE external_id = format('user-%s', lpad((1 + (n * 3) % 120)::text, 3, '0'))),
+       'web', split_part(line, E'\t', 2), split_part(line, E'\t', 3), split_part(line, E'\t', 4),
+       (ARRAY['en', 'tr', 'de', 'fr'])[1 + n::int % 4], 'Europe/Istanbul', 'TR'
+FROM regexp_split_to_table(:'web_subscriptions', E'\n') WITH ORDINALITY AS t (line, n)
+WHERE line <> '';
 
 -- A campaign to every user, in five languages.
 INSERT INTO notifications (app_id, campaign_id, message, target)

@@ -3,12 +3,14 @@
 SELECT coalesce(campaign_id, '-') AS campaign, status, coalesce(status_reason, '') AS reason, targeted_count
 FROM notifications ORDER BY created_at;
 
-\echo final outcome of each delivery (its latest delivery_events row)
+\echo final outcome of each delivery (its latest delivery_events row), by platform
 WITH latest AS (
-    SELECT DISTINCT ON (notification_id, subscription_id) event, reason
+    SELECT DISTINCT ON (notification_id, subscription_id) subscription_id, event, reason
     FROM delivery_events ORDER BY notification_id, subscription_id, id DESC
 )
-SELECT event, coalesce(reason, '') AS reason, count(*) FROM latest GROUP BY 1, 2 ORDER BY 3 DESC;
+SELECT coalesce(s.platform, '-') AS platform, event, coalesce(reason, '') AS reason, count(*)
+FROM latest LEFT JOIN subscriptions s ON s.id = latest.subscription_id
+GROUP BY 1, 2, 3 ORDER BY 1, 4 DESC;
 
 \echo retries along the way
 SELECT event, coalesce(reason, '') AS reason, count(*) FROM delivery_events

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # `make demo`: the daemon's main job on embedded defaults, end to end, then everything it started is stopped.
 #   throwaway PostgreSQL (var/demo/pg) -> migrate -> emulator over TLS with a generated CA -> seed an app with a
-#   generated .p8 key, users and subscriptions in several languages and time zones -> notifications ->
+#   generated .p8 key and VAPID key, users and iOS / Android / web subscriptions in several languages and time zones -> notifications ->
 #   `pushizo-worker run` until the queue is drained -> summary of outcomes + a sample of what the emulator got.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 demo=$root/var/demo
 port=${PUSHIZO_DEMO_PG_PORT:-55433}
+# The worker refuses unknown PUSHIZO_* variables: this one is the script's own.
+unset PUSHIZO_DEMO_PG_PORT
 rm -rf "$demo"
 mkdir -p "$demo"
 
@@ -39,6 +41,7 @@ chmod 600 "$demo/AuthKey_$key_id.p8"
 "$bin" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$demo/tls" \
     --emulator-apns-keys "$team:$key_id:$demo/AuthKey_$key_id.pub.pem" \
     --emulator-request-log "$demo/emulator-requests.jsonl" --emulator-ready-file "$demo/emulator.port" \
+    --emulator-webpush-seed pushizo-demo \
     2>"$demo/emulator.log" &
 emulator_pid=$!
 for _ in $(seq 1 100); do [ -s "$demo/emulator.port" ] && break; sleep 0.1; done
@@ -46,9 +49,25 @@ for _ in $(seq 1 100); do [ -s "$demo/emulator.port" ] && break; sleep 0.1; done
 emulator_port=$(cat "$demo/emulator.port")
 echo "    emulator on https://localhost:$emulator_port (CA: var/demo/tls/ca.pem)"
 
-echo "==> seeding an app, 120 users and 330 subscriptions"
+echo "==> generating a VAPID key and 40 Web Push subscriptions at the emulator (seed pushizo-demo)"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$demo/vapid.pem" 2>/dev/null
+chmod 600 "$demo/vapid.pem"
+# Ids pick the emulator's answer (docs/emulator.md): e410/e404 gone, e413 too large, e429 rate limited once,
+# e503 unavailable once, anything else 201.
+web_ids=()
+for n in $(seq 1 40); do
+    id=$(printf 'w%03d' "$n")
+    if ((n % 10 == 0)); then id="e410-$id"; elif ((n % 13 == 0)); then id="e404-$id"; elif ((n == 7)); then id="e413-$id";
+    elif ((n == 11)); then id="e429-$id"; elif ((n % 9 == 0)); then id="e503-$id"; fi
+    web_ids+=("$id")
+done
+"$bin" emulator-subscription --seed pushizo-demo --origin "https://localhost:$emulator_port" "${web_ids[@]}" \
+    >"$demo/web-subscriptions.tsv"
+
+echo "==> seeding an app, 120 users and 370 subscriptions (330 iOS/Android, 40 web)"
 psql_demo -v key="$(cat "$demo/AuthKey_$key_id.p8")" -v team="$team" -v key_id="$key_id" \
-    -v endpoint="https://localhost:$emulator_port" -f scripts/demo-seed.sql
+    -v endpoint="https://localhost:$emulator_port" -v vapid_key="$(cat "$demo/vapid.pem")" \
+    -v web_subscriptions="$(cat "$demo/web-subscriptions.tsv")" -f scripts/demo-seed.sql
 
 echo "==> running the worker until the queue is drained"
 PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 \
@@ -61,9 +80,12 @@ echo "    The seed is deterministic: the same counts every run. By design some d
 echo "    emulator rejects (0410 Unregistered, 0400 BadDeviceToken, 0403 DeviceTokenNotForTopic), 0503 tokens"
 echo "    that fail once and are retried, Android devices without an FCM channel, a notification whose message"
 echo "    is invalid (expanded, each delivery failed/invalid_message) and one whose target is invalid (failed"
-echo "    before expansion, no deliveries)."
+echo "    before expansion, no deliveries). Web subscriptions: e410/e404 ids are gone (invalidated), e413 is"
+echo "    too large, e429 and e503 are retried once, the rest are encrypted, VAPID-signed and decrypted by the"
+echo "    emulator."
 psql_demo -P pager=off -f scripts/demo-summary.sql
-echo "==> what the emulator received (2 of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
-head -n 2 "$demo/emulator-requests.jsonl"
+echo "==> what the emulator received (2 APNs and 1 decrypted Web Push of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
+grep -v '"provider":"webpush"' "$demo/emulator-requests.jsonl" | head -n 2 || true
+grep '"provider":"webpush"' "$demo/emulator-requests.jsonl" | head -n 1 || true
 echo
 echo "demo finished: worker log var/demo/worker.log, emulator log var/demo/emulator.log"

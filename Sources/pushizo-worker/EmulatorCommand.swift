@@ -8,7 +8,7 @@ import Worker
 enum EmulatorCommand {
     static let keys: [ConfigurationKey] = [
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
-        .emulatorReadyFile, .emulatorLatency, .logLevel, .logFormat,
+        .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .logLevel, .logFormat,
     ]
 
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -42,10 +42,16 @@ enum EmulatorCommand {
             }
         }
         let apns = APNsEmulator(keys: apnsKeys, onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
+        let webPush = WebPushEmulator(
+            seed: reader.string(.emulatorWebPushSeed) ?? "pushizo-demo",
+            onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
         let eventLoop = try HTTP2EventLoop(name: "pushizo-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop, host: host, port: port, tls: tls,
-            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)], latency: latency)
+            routes: [
+                EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns),
+                EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
+            ], latency: latency)
         let boundPort = try server.start()
         logger.notice(
             "emulator listening",
@@ -63,7 +69,12 @@ enum EmulatorCommand {
         await server.shutdown()
         eventLoop.shutdown()
         requestLog?.flush()
-        logger.notice("emulator stopped", ["accepted": "\(apns.acceptedCount)", "responses": "\(apns.statusCounts)"])
+        logger.notice(
+            "emulator stopped",
+            [
+                "accepted": "\(apns.acceptedCount)", "responses": "\(apns.statusCounts)",
+                "webpush_accepted": "\(webPush.acceptedCount)", "webpush_responses": "\(webPush.statusCounts)",
+            ])
         withExtendedLifetime(signals) {}
     }
 

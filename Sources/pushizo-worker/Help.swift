@@ -12,7 +12,9 @@ enum Help {
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
               preview    show what one device would get: decision + exact provider request (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
-              emulator   serve the built-in provider emulator (APNs) over HTTP/2, TLS or h2c
+              emulator   serve the built-in provider emulator (APNs, Web Push) over HTTP/2, TLS or h2c
+              emulator-subscription --seed S --origin https://host:port ID...
+                         print "id endpoint p256dh auth" for the Web Push emulator's subscriptions
               help       this text
 
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag

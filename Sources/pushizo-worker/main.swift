@@ -18,6 +18,8 @@ do {
         try MigrateCommand.main(environment: environment, arguments: rest)
     case "emulator":
         try await EmulatorCommand.main(environment: environment, arguments: rest)
+    case "emulator-subscription":
+        try EmulatorSubscriptionCommand.main(arguments: rest)
     case "preview":
         do {
             try PreviewCommand.main(arguments: rest)

@@ -114,6 +114,10 @@ extension ConfigurationKey {
     public static let emulatorLatency = ConfigurationKey(
         "PUSHIZO_EMULATOR_LATENCY", "seconds each emulator answer is held back, imitating a provider round trip (0...60)",
         default: "0")
+    public static let emulatorWebPushSeed = ConfigurationKey(
+        "PUSHIZO_EMULATOR_WEBPUSH_SEED",
+        "seed the Web Push emulator derives its subscriptions' keys from (`pushizo-worker emulator-subscription` prints them)",
+        default: "pushizo-demo")
     public static let emulatorReadyFile = ConfigurationKey(
         "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
 
@@ -125,6 +129,6 @@ extension ConfigurationKey {
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
-        emulatorReadyFile, emulatorLatency,
+        emulatorReadyFile, emulatorLatency, emulatorWebPushSeed,
     ]
 }

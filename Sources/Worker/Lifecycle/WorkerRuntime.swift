@@ -27,7 +27,8 @@ public final class WorkerRuntime: Sendable {
             configuration: clientConfiguration)
         let pipeline = DeliveryPipeline(
             senders: [
-                APNsSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns"))
+                APNsSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns")),
+                WebPushSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("webpush")),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: configuration.quietHoursSpread,

@@ -32,9 +32,13 @@ public enum Preview {
         let (decision, request) = evaluate(document, notes: &notes)
         output["decision"] = decision
         if let request { output["request"] = request }
-        if request != nil, let provider = decision["provider"]?.stringValue, provider != "apns" {
+        if request != nil, let provider = decision["provider"]?.stringValue, provider == "fcm" {
             notes.append(
-                .string("this worker version has no \(provider) sender yet (issue 5): it fails these deliveries with provider_not_supported; the request shown is what that sender will send, before \(provider == "webpush" ? "RFC 8291 encryption and the VAPID authorization header" : "OAuth2 authorization")"))
+                .string("this worker version has no fcm sender yet (issue 5): it fails these deliveries with provider_not_supported; the request shown is what that sender will send, before OAuth2 authorization"))
+        }
+        if request != nil, decision["provider"]?.stringValue == "webpush" {
+            notes.append(
+                .string("the webpush request is shown before RFC 8291 encryption (the body is what the browser decrypts) and before the VAPID authorization header"))
         }
         if !notes.isEmpty { output["notes"] = .array(notes) }
         return .object(output)

@@ -38,6 +38,10 @@ public struct ClaimedDelivery: Sendable {
     public var userTagsJSON: String?
     /// `subscriptions.user_id` (`nil` for an anonymous subscription).
     public var userID: UUID? = nil
+    /// `subscriptions.web_p256dh` / `web_auth` (base64url, RFC 8291 §2): a web subscription's keys, `nil`
+    /// for other platforms.
+    public var webP256DH: String? = nil
+    public var webAuth: String? = nil
 
     // apps
     public var defaultLanguage: String?

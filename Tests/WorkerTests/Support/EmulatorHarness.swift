@@ -5,15 +5,32 @@ import PushCrypto
 import Testing
 import Worker
 
-/// The APNs emulator over real TLS on 127.0.0.1, with a fresh CA and a fresh `.p8`-style signing key.
+/// The APNs and Web Push emulators over real TLS on 127.0.0.1, with a fresh CA, a fresh `.p8`-style signing
+/// key and a fresh VAPID key.
 struct EmulatorHarness: Sendable {
     static let teamID = "TEAM123456"
     static let keyID = "KEY1234567"
+    static let webPushSeed = "pushizo-test-seed"
+    static let vapidSubject = "mailto:ops@pushizo.example"
 
     let port: Int
     let caFile: String
     let signingKey: P256PrivateKey
     let apns: APNsEmulator
+    let webPush: WebPushEmulator
+    let vapidKey: P256PrivateKey
+
+    /// `app_channels.settings` for an app's `webpush` channel.
+    var webPushChannelSettings: String {
+        let settings = ["vapid_private_key": vapidKey.pkcs8PEM, "subject": Self.vapidSubject]
+        let data = try! JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// An emulated browser subscription at this emulator (its endpoint, `p256dh`, `auth`, private key).
+    func webSubscription(_ id: String) throws -> WebPushEmulatorSubscription {
+        try WebPushEmulatorSubscriptions(seed: Self.webPushSeed).subscription(id: id)
+    }
 
     /// `app_channels.settings` for an app using this emulator's key.
     var channelSettings: String {
@@ -34,13 +51,19 @@ struct EmulatorHarness: Sendable {
         let files = try LocalCertificateAuthority.generate(in: directory)
         let key = try P256PrivateKey.generate()
         let apns = APNsEmulator(keys: [APNsEmulatorKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)])
+        let webPush = WebPushEmulator(seed: webPushSeed)
         let eventLoop = try HTTP2EventLoop(name: "test-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop,
             tls: TLSServerConfiguration(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey),
-            routes: [EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns)], latency: latency)
+            routes: [
+                EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns),
+                EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
+            ], latency: latency)
         let port = try server.start()
-        let harness = EmulatorHarness(port: port, caFile: files.caCertificate, signingKey: key, apns: apns)
+        let harness = EmulatorHarness(
+            port: port, caFile: files.caCertificate, signingKey: key, apns: apns, webPush: webPush,
+            vapidKey: try P256PrivateKey.generate())
         do {
             let result = try await body(harness)
             await server.shutdown()

@@ -1,0 +1,157 @@
+import DeliveryCore
+import Foundation
+import HTTP2
+import Providers
+import PushCrypto
+import Synchronization
+
+/// The settings of an app's `webpush` channel (`app_channels.settings`):
+/// `{"vapid_private_key": "<PKCS#8 PEM of a P-256 key>", "subject": "mailto:..." | "https://..."}`
+/// (RFC 8292 §2.1 for the subject, §3.2 for the key).
+public struct WebPushChannelSettings: Sendable {
+    public var privateKey: P256PrivateKey
+    public var subject: VAPIDSubject
+
+    /// - Throws: ``WebPushChannelSettingsError`` naming the missing or invalid member; the message never
+    ///   contains the key.
+    public init(settings: JSONValue) throws(WebPushChannelSettingsError) {
+        guard let object = settings.objectValue else { throw .init("the settings are not a JSON object") }
+        guard case .string(let pem)? = object["vapid_private_key"], !pem.isEmpty else {
+            throw .init("vapid_private_key is missing (a PKCS#8 PEM of a P-256 key)")
+        }
+        guard case .string(let subject)? = object["subject"] else {
+            throw .init("subject is missing (a mailto: or https: URI)")
+        }
+        do {
+            privateKey = try P256PrivateKey(pem: pem)
+        } catch {
+            throw .init("vapid_private_key is not a PKCS#8 PEM of a P-256 key")
+        }
+        do {
+            self.subject = try VAPIDSubject(subject)
+        } catch {
+            throw .init("subject: \(error.message)")
+        }
+    }
+}
+
+/// Why a `webpush` channel's settings were refused. The message never contains the private key.
+public struct WebPushChannelSettingsError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { "invalid webpush channel settings: \(message)" }
+}
+
+/// Web Push (RFC 8030) with message encryption (RFC 8291) and VAPID (RFC 8292).
+///
+/// The push service is the subscription's endpoint URL (`subscriptions.token`), so the channel's `endpoint`
+/// column is not used: requests go to the endpoint's origin over the shared ``HTTP2Client``, which keeps
+/// one pool per origin. One ``VAPIDTokenManager`` per key (shared by apps with the same key), which caches
+/// one token per push-service origin. Channel settings are parsed once and cached until the row's JSON
+/// changes.
+public final class WebPushSender: ProviderSender {
+    public let provider = "webpush"
+
+    private struct Channel {
+        var settingsJSON: String
+        var vapid: VAPIDTokenManager
+    }
+
+    private let client: HTTP2Client
+    private let requestTimeout: Duration
+    private let logger: Logger
+    private let channels = Mutex<[UUID: Channel]>([:])
+    private let tokenManagers = Mutex<[String: VAPIDTokenManager]>([:])
+
+    /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
+    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.client = client
+        self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        self.logger = logger
+    }
+
+    public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
+        let channel: Channel
+        do {
+            channel = try self.channel(for: delivery)
+        } catch {
+            // The app's configuration is at fault: pause the channel, leave the subscription alone.
+            return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+        }
+        let endpoint: WebPushEndpoint
+        let request: PushRequest
+        do {
+            let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now)
+            endpoint = try WebPushEndpoint(parsing: webDelivery.endpoint)
+            let plaintext = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
+            guard let p256dh = delivery.webP256DH, let auth = delivery.webAuth else {
+                return .failed(
+                    reason: "invalid_subscription_keys",
+                    detail: ["message": .string("the web subscription has no web_p256dh / web_auth")])
+            }
+            request = try WebPushRequestSealer.seal(
+                plaintext, endpoint: endpoint, p256dh: p256dh, auth: auth, vapid: channel.vapid)
+        } catch {
+            // vapid_failed is the channel's key failing to sign; everything else is this push or subscription.
+            if error.reason == "vapid_failed" {
+                return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
+            }
+            return error.outcome
+        }
+        let origin = HTTP2Origin(scheme: .https, host: endpoint.host, port: endpoint.port)
+        let response: HTTP2Response
+        do {
+            response = try await client.send(
+                HTTP2Request(
+                    method: request.method, path: request.path,
+                    headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
+                    timeout: requestTimeout),
+                to: origin)
+        } catch let error as HTTP2Error {
+            // A request the HTTP/2 layer refuses to send never gets better.
+            if error.code == .invalidRequest {
+                return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
+            }
+            // The origin is a capability-free host:port (the path, which is the secret, is left out).
+            return .retry(
+                reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
+                detail: ["error": .string(error.description), "origin": .string(origin.description)])
+        } catch {
+            return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
+        }
+        let pushResponse = PushResponse(
+            status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
+            body: response.body)
+        return WebPushResponseClassifier.classify(pushResponse, now: now)
+    }
+
+    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+        let settingsJSON = delivery.channelSettingsJSON ?? "{}"
+        if let cached = channels.withLock({ $0[delivery.appID] }), cached.settingsJSON == settingsJSON {
+            return cached
+        }
+        let settings: WebPushChannelSettings
+        do {
+            settings = try WebPushChannelSettings(settings: try JSONValue(parsing: settingsJSON))
+        } catch let error as WebPushChannelSettingsError {
+            throw error
+        } catch {
+            throw WebPushChannelSettingsError("the settings are not valid JSON")
+        }
+        let channel = Channel(settingsJSON: settingsJSON, vapid: tokenManager(for: settings))
+        channels.withLock { $0[delivery.appID] = channel }
+        return channel
+    }
+
+    /// One manager per key + subject, so apps sharing a key share its per-origin tokens.
+    private func tokenManager(for settings: WebPushChannelSettings) -> VAPIDTokenManager {
+        let fingerprint = Base64URL.encode(SHA256.hash(Array(settings.privateKey.publicKey.x963Representation)))
+        return tokenManagers.withLock { managers in
+            let key = "\(fingerprint) \(settings.subject.value)"
+            if let manager = managers[key] { return manager }
+            let manager = VAPIDTokenManager(privateKey: settings.privateKey, subject: settings.subject)
+            managers[key] = manager
+            return manager
+        }
+    }
+}
