@@ -47,6 +47,14 @@ enum CheckCommand {
                         problems += 1
                         line += ": INVALID SETTINGS: \(error)"
                     }
+                } else if provider == "webpush" {
+                    do {
+                        _ = try WebPushChannelSettings(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
+                        line += ": ok (VAPID key and subject)"
+                    } catch {
+                        problems += 1
+                        line += ": INVALID SETTINGS: \(error)"
+                    }
                 } else {
                     line += ": not supported by this version"
                 }
