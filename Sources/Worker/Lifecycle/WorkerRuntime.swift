@@ -29,6 +29,7 @@ public final class WorkerRuntime: Sendable {
             senders: [
                 APNsSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns")),
                 WebPushSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("webpush")),
+                FCMSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("fcm")),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: configuration.quietHoursSpread,

@@ -1,0 +1,253 @@
+import DeliveryCore
+import Foundation
+import HTTP2
+import Providers
+import PushCrypto
+import Synchronization
+
+/// The settings of an app's `fcm` channel (`app_channels.settings`): the Google service-account JSON
+/// (Firebase: "Authorize send requests"; fields `project_id`, `client_email`, `private_key`, `token_uri`,
+/// optional `private_key_id`, `type`), either nested as `{"service_account": {...}}` or with its fields at
+/// the top level.
+public struct FCMChannelSettings: Sendable {
+    public var account: GoogleServiceAccount
+    /// SHA-256 (base64url) of the service-account JSON as normalized (sorted keys): apps configured with the
+    /// same account share one access-token cache.
+    public var accountFingerprint: String
+
+    /// - Throws: ``FCMChannelSettingsError`` naming the missing or invalid member; never the key's text.
+    public init(settingsJSON: String) throws(FCMChannelSettingsError) {
+        guard let settings = try? JSONValue(parsing: settingsJSON), let object = settings.objectValue else {
+            throw FCMChannelSettingsError("the settings are not a JSON object")
+        }
+        let accountJSON: [UInt8]
+        if let nested = object["service_account"] {
+            guard nested.objectValue != nil else { throw FCMChannelSettingsError("service_account is not a JSON object") }
+            accountJSON = nested.serialized()
+        } else {
+            accountJSON = settings.serialized()
+        }
+        accountFingerprint = Base64URL.encode(SHA256.hash(accountJSON))
+        do {
+            account = try GoogleServiceAccount(json: accountJSON)
+        } catch {
+            // GoogleAuthError messages name keys, never the private key's text.
+            throw FCMChannelSettingsError(error.message)
+        }
+    }
+}
+
+/// Why an `fcm` channel's settings were refused. The message never contains the private key.
+public struct FCMChannelSettingsError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { "invalid fcm channel settings: \(message)" }
+}
+
+/// Why an OAuth 2.0 access token could not be obtained from the service account's `token_uri`.
+/// Never contains the assertion or a token.
+public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
+    /// An extensible error code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// The token endpoint could not be reached (the underlying `HTTP2Error` is kept).
+        public static let transport = Code("transport")
+        /// The token endpoint answered with a status other than 200.
+        public static let refused = Code("refused")
+        /// The 200 answer is not a usable token (see `GoogleServiceAccount.parseTokenResponse`).
+        public static let invalidResponse = Code("invalid_response")
+        public var description: String { name }
+    }
+
+    public var code: Code
+    public var message: String
+    /// The transport error, for ``Code/transport``.
+    public var transportError: HTTP2Error?
+
+    public var description: String { "FCMTokenFetchError(\(code)): \(message)" }
+}
+
+/// FCM HTTP v1 (Firebase: "Send a message using FCM HTTP v1 API").
+///
+/// - Channel settings are parsed once per app and cached until the row's JSON or `endpoint` changes.
+/// - One ``GoogleAccessTokenCache`` per service account (client email + key + token URI), shared by apps
+///   using the same account; its fetch POSTs the JWT-bearer grant (RFC 7523 §2.1) to `token_uri` over the
+///   shared ``HTTP2Client`` (Google's token endpoint speaks HTTP/2).
+/// - The send goes to the channel's `endpoint` when set, else `https://fcm.googleapis.com`.
+/// - A 401 the classifier says needs a new token (``FCMResponseClassifier/requiresNewAccessToken(_:)``)
+///   invalidates that token, fetches a new one and retries the send once.
+public final class FCMSender: ProviderSender {
+    public let provider = "fcm"
+    /// FCM's production origin.
+    public static let defaultOrigin = HTTP2Origin(scheme: .https, host: FCMRequestFactory.host, port: 443)
+
+    private struct Channel {
+        var settingsJSON: String
+        var endpoint: String?
+        var origin: HTTP2Origin
+        var tokens: GoogleAccessTokenCache
+    }
+
+    private let client: HTTP2Client
+    private let requestTimeout: Duration
+    private let logger: Logger
+    private let channels = Mutex<[UUID: Channel]>([:])
+    private let tokenCaches = Mutex<[String: GoogleAccessTokenCache]>([:])
+
+    /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
+    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.client = client
+        self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        self.logger = logger
+    }
+
+    public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
+        let channel: Channel
+        do {
+            channel = try self.channel(for: delivery)
+        } catch {
+            // The app's configuration is at fault: pause the channel, leave the subscription alone.
+            return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+        }
+        let fcmDelivery = DeliveryRendering.fcmDelivery(
+            for: delivery, message: message, projectID: channel.tokens.account.projectID, now: now)
+        var refreshed = false
+        while true {
+            let accessToken: String
+            do {
+                accessToken = try await channel.tokens.accessToken()
+            } catch let error as FCMTokenFetchError {
+                if let transport = error.transportError {
+                    return Self.transportOutcome(transport, origin: "token_uri")
+                }
+                return .channelError(reason: "access_token_failed", detail: ["error": .string(error.message)])
+            } catch {
+                return .channelError(reason: "access_token_failed", detail: ["error": .string("\(error)")])
+            }
+            let request: PushRequest
+            do {
+                request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: accessToken)
+            } catch {
+                if error.reason == "missing_project_id" || error.reason == "invalid_project_id" || error.reason == "invalid_access_token" {
+                    return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
+                }
+                return error.outcome
+            }
+            let response: HTTP2Response
+            do {
+                response = try await client.send(
+                    HTTP2Request(
+                        method: request.method, path: request.path,
+                        headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
+                        timeout: requestTimeout),
+                    to: channel.origin)
+            } catch let error as HTTP2Error {
+                return Self.transportOutcome(error, origin: channel.origin.description)
+            } catch {
+                return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
+            }
+            let pushResponse = PushResponse(
+                status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
+                body: response.body)
+            if !refreshed, FCMResponseClassifier.requiresNewAccessToken(pushResponse) {
+                // Expired or revoked token: only this token is dropped, so concurrent refusals refresh once.
+                channel.tokens.invalidate(rejectedToken: accessToken)
+                refreshed = true
+                continue
+            }
+            return FCMResponseClassifier.classify(pushResponse, now: now)
+        }
+    }
+
+    /// The same mapping as APNs and Web Push: an unsendable request fails; else retried, at no attempt's
+    /// cost when the layer knows the request was not processed.
+    static func transportOutcome(_ error: HTTP2Error, origin: String) -> DeliveryOutcome {
+        if error.code == .invalidRequest {
+            return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
+        }
+        return .retry(
+            reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
+            detail: ["error": .string(error.description), "origin": .string(origin)])
+    }
+
+    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+        let settingsJSON = delivery.channelSettingsJSON ?? "{}"
+        if let cached = channels.withLock({ $0[delivery.appID] }),
+            cached.settingsJSON == settingsJSON, cached.endpoint == delivery.channelEndpoint
+        {
+            return cached
+        }
+        let settings = try FCMChannelSettings(settingsJSON: settingsJSON)
+        var origin = Self.defaultOrigin
+        if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
+            origin = try HTTP2Origin(parsing: endpoint)
+        }
+        let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
+        let channel = Channel(
+            settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, origin: origin,
+            tokens: tokenCache(for: settings, tokenURI: tokenURI))
+        channels.withLock { $0[delivery.appID] = channel }
+        return channel
+    }
+
+    /// `token_uri` split into the origin and the request path (with any query).
+    static func tokenEndpoint(_ uri: String) throws(FCMChannelSettingsError) -> (origin: HTTP2Origin, path: String) {
+        guard let origin = try? HTTP2Origin(parsing: uri), let components = URLComponents(string: uri) else {
+            throw FCMChannelSettingsError("token_uri is not an https URL")
+        }
+        var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        if let query = components.percentEncodedQuery { path += "?\(query)" }
+        return (origin, path)
+    }
+
+    /// One cache per account, so apps sharing a service account share its access token.
+    private func tokenCache(for settings: FCMChannelSettings, tokenURI: (origin: HTTP2Origin, path: String))
+        -> GoogleAccessTokenCache
+    {
+        let account = settings.account
+        let key = settings.accountFingerprint
+        return tokenCaches.withLock { caches in
+            if let cache = caches[key] { return cache }
+            let client = self.client
+            let timeout = requestTimeout
+            let cache = GoogleAccessTokenCache(account: account) { assertion in
+                try await Self.fetchToken(
+                    assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
+            }
+            caches[key] = cache
+            return cache
+        }
+    }
+
+    /// `POST token_uri` with the JWT-bearer grant; the answer parsed by `GoogleServiceAccount.parseTokenResponse`.
+    /// - Throws: ``FCMTokenFetchError``.
+    static func fetchToken(
+        assertion: String, origin: HTTP2Origin, path: String, client: HTTP2Client, timeout: Duration
+    ) async throws -> (accessToken: String, expiresIn: Int) {
+        let response: HTTP2Response
+        do {
+            response = try await client.send(
+                HTTP2Request(
+                    method: "POST", path: path,
+                    headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
+                    body: GoogleServiceAccount.tokenRequestBody(assertion: assertion), timeout: timeout),
+                to: origin)
+        } catch let error as HTTP2Error {
+            throw FCMTokenFetchError(code: .transport, message: "token endpoint \(origin): \(error)", transportError: error)
+        }
+        guard response.status == 200 else {
+            // Google's OAuth error body is `{"error": "<code>", "error_description": "..."}`; keep the code only.
+            let code = (try? JSONValue(parsing: response.body))?["error"]?.stringValue
+                .flatMap { $0.utf8.count <= 64 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
+            throw FCMTokenFetchError(
+                code: .refused,
+                message: "token endpoint \(origin) answered \(response.status)\(code.map { " (\($0))" } ?? "")")
+        }
+        do {
+            return try GoogleServiceAccount.parseTokenResponse(response.body)
+        } catch {
+            throw FCMTokenFetchError(code: .invalidResponse, message: error.message)
+        }
+    }
+}
