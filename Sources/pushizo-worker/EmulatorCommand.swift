@@ -8,7 +8,7 @@ import Worker
 enum EmulatorCommand {
     static let keys: [ConfigurationKey] = [
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
-        .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .logLevel, .logFormat,
+        .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .emulatorFCMKeys, .emulatorFCMTokenLifetime, .logLevel, .logFormat,
     ]
 
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -20,6 +20,8 @@ enum EmulatorCommand {
         let cleartext = try reader.bool(.emulatorCleartext, default: false)
         let apnsKeys = try self.apnsKeys(reader)
         let latency = try reader.double(.emulatorLatency, default: 0, in: 0...60)
+        let fcmAccounts = try self.fcmAccounts(reader)
+        let fcmTokenLifetime = try reader.double(.emulatorFCMTokenLifetime, default: 3600, in: 1...86_400)
 
         var tls: TLSServerConfiguration?
         var caFile: String?
@@ -45,18 +47,23 @@ enum EmulatorCommand {
         let webPush = WebPushEmulator(
             seed: reader.string(.emulatorWebPushSeed) ?? "pushizo-demo",
             onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
+        let fcm = FCMEmulator(
+            accounts: fcmAccounts, tokenLifetime: Int(fcmTokenLifetime),
+            onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
         let eventLoop = try HTTP2EventLoop(name: "pushizo-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop, host: host, port: port, tls: tls,
             routes: [
                 EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns),
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
+                EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
+                EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),
             ], latency: latency)
         let boundPort = try server.start()
         logger.notice(
             "emulator listening",
             [
-                "address": "\(cleartext ? "http" : "https")://\(host):\(boundPort)", "apns_keys": "\(apnsKeys.count)",
+                "address": "\(cleartext ? "http" : "https")://\(host):\(boundPort)", "apns_keys": "\(apnsKeys.count)", "fcm_accounts": "\(fcmAccounts.count)",
                 "ca_file": caFile ?? "-",
             ])
         if let readyFile = reader.string(.emulatorReadyFile) {
@@ -74,6 +81,8 @@ enum EmulatorCommand {
             [
                 "accepted": "\(apns.acceptedCount)", "responses": "\(apns.statusCounts)",
                 "webpush_accepted": "\(webPush.acceptedCount)", "webpush_responses": "\(webPush.statusCounts)",
+                "fcm_accepted": "\(fcm.acceptedCount)", "fcm_errors": "\(fcm.errorCounts)",
+                "fcm_tokens_issued": "\(fcm.tokensIssued)",
             ])
         withExtendedLifetime(signals) {}
     }
@@ -120,6 +129,36 @@ enum EmulatorCommand {
             keys.append(APNsEmulatorKey(teamID: parts[0], keyID: parts[1], publicKey: publicKey))
         }
         return keys
+    }
+
+    /// `client_email:/path/key.pem,...` (the email holds no `:`; the PEM is an RSA public or private key).
+    static func fcmAccounts(_ reader: ConfigurationReader) throws -> [FCMEmulatorAccount] {
+        guard let text = reader.string(.emulatorFCMKeys) else { return [] }
+        let key = ConfigurationKey.emulatorFCMKeys.name
+        var accounts: [FCMEmulatorAccount] = []
+        for entry in text.split(separator: ",") {
+            let parts = entry.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, parts[0].contains("@"), !parts[1].isEmpty else {
+                throw ConfigurationError(key: key, problem: "\"\(entry)\" is not client_email:key.pem")
+            }
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: parts[1], encoding: .utf8)
+            } catch {
+                throw ConfigurationError(key: key, problem: "cannot read \(parts[1])")
+            }
+            let publicKey: RSAPublicKey
+            if let parsed = try? RSAPublicKey(pem: pem) {
+                publicKey = parsed
+            } else if let privateKey = try? RSAPrivateKey(pem: pem) {
+                // Only the public half is kept.
+                publicKey = privateKey.publicKey
+            } else {
+                throw ConfigurationError(key: key, problem: "\(parts[1]) is not an RSA public or private key PEM")
+            }
+            accounts.append(FCMEmulatorAccount(clientEmail: parts[0], publicKey: publicKey))
+        }
+        return accounts
     }
 
     /// Uses `ca.pem`, `chain.pem` (leaf + CA) and `key.pem` from `directory` (what

@@ -118,6 +118,12 @@ extension ConfigurationKey {
         "PUSHIZO_EMULATOR_WEBPUSH_SEED",
         "seed the Web Push emulator derives its subscriptions' keys from (`pushizo-worker emulator-subscription` prints them)",
         default: "pushizo-demo")
+    public static let emulatorFCMKeys = ConfigurationKey(
+        "PUSHIZO_EMULATOR_FCM_KEYS",
+        "service accounts the FCM emulator's token endpoint trusts: comma-separated client_email:path-to-key.pem (public or private RSA PEM)")
+    public static let emulatorFCMTokenLifetime = ConfigurationKey(
+        "PUSHIZO_EMULATOR_FCM_TOKEN_LIFETIME", "seconds an access token issued by the FCM emulator is valid (1...86400)",
+        default: "3600")
     public static let emulatorReadyFile = ConfigurationKey(
         "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
 
@@ -129,6 +135,6 @@ extension ConfigurationKey {
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
-        emulatorReadyFile, emulatorLatency, emulatorWebPushSeed,
+        emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
     ]
 }

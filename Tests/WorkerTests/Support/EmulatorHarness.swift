@@ -5,13 +5,15 @@ import PushCrypto
 import Testing
 import Worker
 
-/// The APNs and Web Push emulators over real TLS on 127.0.0.1, with a fresh CA, a fresh `.p8`-style signing
+/// The APNs, Web Push and FCM emulators over real TLS on 127.0.0.1, with a fresh CA, a fresh `.p8`-style signing
 /// key and a fresh VAPID key.
 struct EmulatorHarness: Sendable {
     static let teamID = "TEAM123456"
     static let keyID = "KEY1234567"
     static let webPushSeed = "pushizo-test-seed"
     static let vapidSubject = "mailto:ops@pushizo.example"
+    static let fcmProjectID = "pushizo-test"
+    static let fcmClientEmail = "worker@pushizo-test.iam.gserviceaccount.com"
 
     let port: Int
     let caFile: String
@@ -19,6 +21,21 @@ struct EmulatorHarness: Sendable {
     let apns: APNsEmulator
     let webPush: WebPushEmulator
     let vapidKey: P256PrivateKey
+    let fcm: FCMEmulator
+    let fcmKey: RSAPrivateKey
+
+    /// The Google service-account JSON of the FCM emulator's trusted account (`token_uri` at the emulator).
+    var serviceAccountJSON: String {
+        let account = [
+            "type": "service_account", "project_id": Self.fcmProjectID, "client_email": Self.fcmClientEmail,
+            "private_key": fcmKey.pkcs8PEM, "token_uri": "\(endpoint)\(FCMEmulator.tokenPath)",
+        ]
+        let data = try! JSONSerialization.data(withJSONObject: account, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// `app_channels.settings` for an app's `fcm` channel: `{"service_account": {...}}`.
+    var fcmChannelSettings: String { #"{"service_account": \#(serviceAccountJSON)}"# }
 
     /// `app_channels.settings` for an app's `webpush` channel.
     var webPushChannelSettings: String {
@@ -44,7 +61,8 @@ struct EmulatorHarness: Sendable {
     var endpoint: String { "https://localhost:\(port)" }
 
     /// - Parameter latency: seconds each answer is held back (see `EmulatorServer`).
-    static func with<T: Sendable>(latency: Double = 0, _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
+    /// - Parameter fcmTokenLifetime: seconds the FCM emulator's access tokens live.
+    static func with<T: Sendable>(latency: Double = 0, fcmTokenLifetime: Int = 3600, _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-e2e-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -52,6 +70,10 @@ struct EmulatorHarness: Sendable {
         let key = try P256PrivateKey.generate()
         let apns = APNsEmulator(keys: [APNsEmulatorKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)])
         let webPush = WebPushEmulator(seed: webPushSeed)
+        let fcmKey = try RSAPrivateKey.generate()
+        let fcm = FCMEmulator(
+            accounts: [FCMEmulatorAccount(clientEmail: fcmClientEmail, publicKey: fcmKey.publicKey)],
+            tokenLifetime: fcmTokenLifetime)
         let eventLoop = try HTTP2EventLoop(name: "test-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop,
@@ -59,11 +81,13 @@ struct EmulatorHarness: Sendable {
             routes: [
                 EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns),
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
+                EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
+                EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),
             ], latency: latency)
         let port = try server.start()
         let harness = EmulatorHarness(
             port: port, caFile: files.caCertificate, signingKey: key, apns: apns, webPush: webPush,
-            vapidKey: try P256PrivateKey.generate())
+            vapidKey: try P256PrivateKey.generate(), fcm: fcm, fcmKey: fcmKey)
         do {
             let result = try await body(harness)
             await server.shutdown()
