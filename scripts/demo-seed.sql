@@ -1,6 +1,7 @@
 -- Demo data for `make demo`. psql variables: key (PKCS#8 PEM of the .p8), team, key_id, endpoint (emulator),
 -- vapid_key (PKCS#8 PEM of a P-256 key), web_subscriptions (the TSV text `pushizo-worker emulator-subscription`
--- prints: id, endpoint, p256dh, auth).
+-- prints: id, endpoint, p256dh, auth), fcm_key (PKCS#8 PEM of an RSA key), fcm_email (its service account's
+-- client_email, trusted by the emulator).
 -- Token conventions of the emulator (docs/emulator.md) make some deliveries fail or retry on purpose.
 \set ON_ERROR_STOP on
 BEGIN;
@@ -14,6 +15,15 @@ VALUES ('00000000-0000-4000-8000-00000000d3e0', 'apns',
                            'topic', 'dev.pushizo.demo'),
         :'endpoint');
 
+-- FCM: a Google service account whose token_uri is the emulator's token endpoint, and the channel's endpoint
+-- is the emulator instead of https://fcm.googleapis.com.
+INSERT INTO app_channels (app_id, provider, settings, endpoint)
+VALUES ('00000000-0000-4000-8000-00000000d3e0', 'fcm',
+        jsonb_build_object('service_account', jsonb_build_object(
+            'type', 'service_account', 'project_id', 'pushizo-demo', 'client_email', :'fcm_email',
+            'private_key', :'fcm_key', 'token_uri', :'endpoint' || '/token')),
+        :'endpoint');
+
 INSERT INTO users (app_id, external_id, tags)
 SELECT '00000000-0000-4000-8000-00000000d3e0', format('user-%s', lpad(n::text, 3, '0')),
        jsonb_build_object('first_name', (ARRAY['Ayşe','John','Jürgen','João','Yuki','Élodie','Lucía'])[1 + n % 7],
@@ -23,13 +33,19 @@ FROM generate_series(1, 120) AS n;
 -- 330 subscriptions: most users have 2-3 devices; languages and zones rotate; 30 are anonymous.
 -- Token prefixes (docs/emulator.md): 0410 -> 410 Unregistered, 0400 -> 400 BadDeviceToken,
 -- 0503 -> 503 on the first attempt then 200, 0403 -> 400 DeviceTokenNotForTopic (fails, subscription kept).
+-- Android (every 6th): fcm-unregistered / fcm-sender-mismatch / fcm-invalid are invalidated, fcm-quota
+-- (QUOTA_EXCEEDED, retry-after 1 s) and fcm-unavailable fail once and are retried.
 INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, language, timezone, country)
 SELECT '00000000-0000-4000-8000-00000000d3e0',
        CASE WHEN n <= 300 THEN (SELECT id FROM users WHERE external_id = format('user-%s', lpad((1 + (n - 1) % 120)::text, 3, '0'))) END,
-       CASE WHEN n % 33 = 0 THEN 'android' ELSE 'ios' END,
-       CASE WHEN n % 25 = 0 THEN '0410' WHEN n % 31 = 0 THEN '0400' WHEN n % 17 = 0 THEN '0503'
+       CASE WHEN n % 6 = 0 THEN 'android' ELSE 'ios' END,
+       CASE WHEN n % 6 = 0 THEN
+                CASE WHEN n % 25 = 0 THEN 'fcm-unregistered-' WHEN n % 31 = 0 THEN 'fcm-invalid-'
+                     WHEN n % 17 = 0 THEN 'fcm-unavailable-' WHEN n % 23 = 0 THEN 'fcm-sender-mismatch-'
+                     WHEN n % 7 = 0 THEN 'fcm-quota-' ELSE 'fcm-device-' END || md5('fcm' || n)
+            WHEN n % 25 = 0 THEN '0410' WHEN n % 31 = 0 THEN '0400' WHEN n % 17 = 0 THEN '0503'
             WHEN n % 23 = 0 THEN '0403' ELSE 'a0a0' END
-           || substr(md5('demo' || n) || md5('token' || n), 5),
+           || substr(md5('demo' || n) || md5('token' || n), 5) END,
        CASE WHEN n % 11 = 0 THEN 'sandbox' ELSE 'production' END,
        (ARRAY['en', 'tr', 'de', 'pt-BR', 'ja', 'fr', 'es', 'tr-TR', NULL])[1 + n % 9],
        (ARRAY['Europe/Istanbul', 'America/New_York', 'Europe/Berlin', 'America/Sao_Paulo', 'Asia/Tokyo',

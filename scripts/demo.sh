@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the daemon's main job on embedded defaults, end to end, then everything it started is stopped.
 #   throwaway PostgreSQL (var/demo/pg) -> migrate -> emulator over TLS with a generated CA -> seed an app with a
-#   generated .p8 key and VAPID key, users and iOS / Android / web subscriptions in several languages and time zones -> notifications ->
+#   generated .p8 key, VAPID key and FCM service-account key, users and iOS / Android / web subscriptions in several languages and time zones -> notifications ->
 #   `pushizo-worker run` until the queue is drained -> summary of outcomes + a sample of what the emulator got.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,16 +32,21 @@ psql_demo() { psql "$PUSHIZO_DATABASE_URL" -v ON_ERROR_STOP=1 -q "$@"; }
 echo "==> migrating"
 "$bin" migrate --migrations-dir "$root/migrations"
 
-echo "==> generating an APNs signing key (.p8) and starting the provider emulator over TLS"
+echo "==> generating an APNs signing key (.p8), an FCM service-account key and starting the provider emulator over TLS"
 team=DEMOTEAM01
 key_id=DEMOKEY001
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$demo/AuthKey_$key_id.p8" 2>/dev/null
 openssl pkey -in "$demo/AuthKey_$key_id.p8" -pubout -out "$demo/AuthKey_$key_id.pub.pem" 2>/dev/null
 chmod 600 "$demo/AuthKey_$key_id.p8"
+fcm_email=demo-worker@pushizo-demo.iam.gserviceaccount.com
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$demo/fcm-service-account.pem" 2>/dev/null
+openssl pkey -in "$demo/fcm-service-account.pem" -pubout -out "$demo/fcm-service-account.pub.pem" 2>/dev/null
+chmod 600 "$demo/fcm-service-account.pem"
 "$bin" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$demo/tls" \
     --emulator-apns-keys "$team:$key_id:$demo/AuthKey_$key_id.pub.pem" \
     --emulator-request-log "$demo/emulator-requests.jsonl" --emulator-ready-file "$demo/emulator.port" \
     --emulator-webpush-seed pushizo-demo \
+    --emulator-fcm-keys "$fcm_email:$demo/fcm-service-account.pub.pem" \
     2>"$demo/emulator.log" &
 emulator_pid=$!
 for _ in $(seq 1 100); do [ -s "$demo/emulator.port" ] && break; sleep 0.1; done
@@ -64,10 +69,11 @@ done
 "$bin" emulator-subscription --seed pushizo-demo --origin "https://localhost:$emulator_port" "${web_ids[@]}" \
     >"$demo/web-subscriptions.tsv"
 
-echo "==> seeding an app, 120 users and 370 subscriptions (330 iOS/Android, 40 web)"
+echo "==> seeding an app, 120 users and 370 subscriptions (275 iOS, 55 Android, 40 web)"
 psql_demo -v key="$(cat "$demo/AuthKey_$key_id.p8")" -v team="$team" -v key_id="$key_id" \
     -v endpoint="https://localhost:$emulator_port" -v vapid_key="$(cat "$demo/vapid.pem")" \
-    -v web_subscriptions="$(cat "$demo/web-subscriptions.tsv")" -f scripts/demo-seed.sql
+    -v web_subscriptions="$(cat "$demo/web-subscriptions.tsv")" \
+    -v fcm_key="$(cat "$demo/fcm-service-account.pem")" -v fcm_email="$fcm_email" -f scripts/demo-seed.sql
 
 echo "==> running the worker until the queue is drained"
 PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 \
@@ -78,14 +84,17 @@ echo
 echo "==> summary"
 echo "    The seed is deterministic: the same counts every run. By design some deliveries fail: tokens the"
 echo "    emulator rejects (0410 Unregistered, 0400 BadDeviceToken, 0403 DeviceTokenNotForTopic), 0503 tokens"
-echo "    that fail once and are retried, Android devices without an FCM channel, a notification whose message"
+echo "    that fail once and are retried, a notification whose message"
 echo "    is invalid (expanded, each delivery failed/invalid_message) and one whose target is invalid (failed"
 echo "    before expansion, no deliveries). Web subscriptions: e410/e404 ids are gone (invalidated), e413 is"
 echo "    too large, e429 and e503 are retried once, the rest are encrypted, VAPID-signed and decrypted by the"
-echo "    emulator."
+echo "    emulator. Android: the worker gets an OAuth2 token from the emulator's token endpoint (JWT-bearer"
+echo "    grant signed with the service-account key) and sends FCM v1 data messages; fcm-unregistered,"
+echo "    fcm-sender-mismatch and fcm-invalid tokens are invalidated, fcm-quota and fcm-unavailable are retried once."
 psql_demo -P pager=off -f scripts/demo-summary.sql
-echo "==> what the emulator received (2 APNs and 1 decrypted Web Push of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
-grep -v '"provider":"webpush"' "$demo/emulator-requests.jsonl" | head -n 2 || true
+echo "==> what the emulator received (2 APNs, 1 FCM and 1 decrypted Web Push of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
+grep -v -e '"provider":"webpush"' -e '"provider":"fcm"' "$demo/emulator-requests.jsonl" | head -n 2 || true
+grep '"provider":"fcm"' "$demo/emulator-requests.jsonl" | head -n 1 || true
 grep '"provider":"webpush"' "$demo/emulator-requests.jsonl" | head -n 1 || true
 echo
 echo "demo finished: worker log var/demo/worker.log, emulator log var/demo/emulator.log"

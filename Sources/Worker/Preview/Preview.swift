@@ -34,7 +34,7 @@ public enum Preview {
         if let request { output["request"] = request }
         if request != nil, let provider = decision["provider"]?.stringValue, provider == "fcm" {
             notes.append(
-                .string("this worker version has no fcm sender yet (issue 5): it fails these deliveries with provider_not_supported; the request shown is what that sender will send, before OAuth2 authorization"))
+                .string("the fcm request is shown before OAuth2 authorization: the worker sends it to the channel's endpoint (default https://fcm.googleapis.com) with a bearer token from the service account's token_uri"))
         }
         if request != nil, decision["provider"]?.stringValue == "webpush" {
             notes.append(
