@@ -55,8 +55,16 @@ enum CheckCommand {
                         problems += 1
                         line += ": INVALID SETTINGS: \(error)"
                     }
+                } else if provider == "fcm" {
+                    do {
+                        let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
+                        line += ": ok (project \(settings.account.projectID), service account \(settings.account.clientEmail))"
+                    } catch {
+                        problems += 1
+                        line += ": INVALID SETTINGS: \(error)"
+                    }
                 } else {
-                    line += ": not supported by this version"
+                    line += ": unknown provider"
                 }
                 if let paused = channel["paused_until"] { line += " [paused until \(paused): \(channel["paused_reason"] ?? "")]" }
                 lines.append(line)

@@ -136,13 +136,17 @@ public enum Preview {
             else {
                 return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
             }
+            var origin = FCMSender.defaultOrigin.description
+            if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
+                guard let parsed = try? HTTP2Origin(parsing: endpoint) else {
+                    return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "endpoint is not a URL"]), provider: provider), nil)
+                }
+                origin = parsed.description
+            }
             let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: projectID, now: input.at)
             do {
                 let request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: providerTokenPlaceholder)
-                return (
-                    ["action": "send", "provider": .string(provider)],
-                    describe(request, origin: "https://\(FCMRequestFactory.host)")
-                )
+                return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
             } catch {
                 return (decision(for: error.outcome, provider: provider), nil)
             }
