@@ -66,29 +66,11 @@ public final class APNsSender: ProviderSender {
             return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
         }
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
-        let response: HTTP2Response
-        do {
-            response = try await client.send(
-                HTTP2Request(
-                    method: request.method, path: request.path,
-                    headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
-                    timeout: requestTimeout),
-                to: origin)
-        } catch let error as HTTP2Error {
-            // A request the HTTP/2 layer refuses to send (a header it cannot carry) never gets better.
-            if error.code == .invalidRequest {
-                return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
-            }
-            // Certainly not processed by APNs (no connection, refused stream): waiting it out costs no attempt.
-            return .retry(
-                reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
-                detail: ["error": .string(error.description), "origin": .string(origin.description)])
-        } catch {
-            return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
+        let pushResponse: PushResponse
+        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
+        case .success(let response): pushResponse = response
+        case .failure(let failure): return failure.outcome
         }
-        let pushResponse = PushResponse(
-            status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
-            body: response.body)
         if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
             tokenManager.invalidate()
         }

@@ -119,7 +119,7 @@ public final class FCMSender: ProviderSender {
                 accessToken = try await channel.tokens.accessToken()
             } catch let error as FCMTokenFetchError {
                 if let transport = error.transportError {
-                    return Self.transportOutcome(transport, origin: "token_uri")
+                    return ProviderTransport.outcome(for: transport, origin: "token_uri")
                 }
                 return .channelError(reason: "access_token_failed", detail: ["error": .string(error.message)])
             } catch {
@@ -134,22 +134,11 @@ public final class FCMSender: ProviderSender {
                 }
                 return error.outcome
             }
-            let response: HTTP2Response
-            do {
-                response = try await client.send(
-                    HTTP2Request(
-                        method: request.method, path: request.path,
-                        headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
-                        timeout: requestTimeout),
-                    to: channel.origin)
-            } catch let error as HTTP2Error {
-                return Self.transportOutcome(error, origin: channel.origin.description)
-            } catch {
-                return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
+            let pushResponse: PushResponse
+            switch await ProviderTransport.send(request, to: channel.origin, client: client, timeout: requestTimeout) {
+            case .success(let response): pushResponse = response
+            case .failure(let failure): return failure.outcome
             }
-            let pushResponse = PushResponse(
-                status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
-                body: response.body)
             if !refreshed, FCMResponseClassifier.requiresNewAccessToken(pushResponse) {
                 // Expired or revoked token: only this token is dropped, so concurrent refusals refresh once.
                 channel.tokens.invalidate(rejectedToken: accessToken)
@@ -160,16 +149,6 @@ public final class FCMSender: ProviderSender {
         }
     }
 
-    /// The same mapping as APNs and Web Push: an unsendable request fails; else retried, at no attempt's
-    /// cost when the layer knows the request was not processed.
-    static func transportOutcome(_ error: HTTP2Error, origin: String) -> DeliveryOutcome {
-        if error.code == .invalidRequest {
-            return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
-        }
-        return .retry(
-            reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
-            detail: ["error": .string(error.description), "origin": .string(origin)])
-    }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {
         let settingsJSON = delivery.channelSettingsJSON ?? "{}"

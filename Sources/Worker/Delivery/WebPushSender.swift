@@ -99,29 +99,12 @@ public final class WebPushSender: ProviderSender {
             return error.outcome
         }
         let origin = HTTP2Origin(scheme: .https, host: endpoint.host, port: endpoint.port)
-        let response: HTTP2Response
-        do {
-            response = try await client.send(
-                HTTP2Request(
-                    method: request.method, path: request.path,
-                    headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
-                    timeout: requestTimeout),
-                to: origin)
-        } catch let error as HTTP2Error {
-            // A request the HTTP/2 layer refuses to send never gets better.
-            if error.code == .invalidRequest {
-                return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
-            }
-            // The origin is a capability-free host:port (the path, which is the secret, is left out).
-            return .retry(
-                reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
-                detail: ["error": .string(error.description), "origin": .string(origin.description)])
-        } catch {
-            return .retry(reason: "transport_error", detail: ["error": .string("\(error)")])
+        // The origin is a capability-free host:port (the path, which is the secret, never appears).
+        let pushResponse: PushResponse
+        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
+        case .success(let response): pushResponse = response
+        case .failure(let failure): return failure.outcome
         }
-        let pushResponse = PushResponse(
-            status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
-            body: response.body)
         return WebPushResponseClassifier.classify(pushResponse, now: now)
     }
 

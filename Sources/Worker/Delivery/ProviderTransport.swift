@@ -1,0 +1,46 @@
+import DeliveryCore
+import HTTP2
+import Providers
+
+/// Sends a provider request over the shared HTTP/2 client and maps a transport failure to an outcome the
+/// same way for every provider: a request HTTP/2 refuses to carry fails for good (`invalid_request`); a
+/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`);
+/// anything else is a counted retry (`transport_error`).
+enum ProviderTransport {
+    /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
+    static func send(
+        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration
+    ) async -> Result<PushResponse, Failure> {
+        do {
+            let response = try await client.send(
+                HTTP2Request(
+                    method: request.method, path: request.path,
+                    headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
+                    timeout: timeout),
+                to: origin)
+            return .success(
+                PushResponse(
+                    status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
+                    body: response.body))
+        } catch let error as HTTP2Error {
+            return .failure(Failure(outcome: outcome(for: error, origin: origin.description)))
+        } catch {
+            return .failure(Failure(outcome: .retry(reason: "transport_error", detail: ["error": .string("\(error)")])))
+        }
+    }
+
+    /// The outcome for a transport error. `origin` names where it happened (scheme, host, port only: a Web Push
+    /// endpoint's path is a capability and never appears).
+    static func outcome(for error: HTTP2Error, origin: String) -> DeliveryOutcome {
+        if error.code == .invalidRequest {
+            return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
+        }
+        return .retry(
+            reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
+            detail: ["error": .string(error.description), "origin": .string(origin)])
+    }
+
+    struct Failure: Error {
+        var outcome: DeliveryOutcome
+    }
+}
