@@ -76,24 +76,7 @@ public final class P256PrivateKey: @unchecked Sendable, CustomStringConvertible,
     /// ECDSA is randomized: two signatures of one message differ, and both verify.
     /// - Throws: `CryptoError` `.signingFailed`.
     public func signES256(_ message: some Collection<UInt8>) throws -> [UInt8] {
-        let input = Array(message)
-        guard let context = EVP_MD_CTX_new() else {
-            throw CryptoError.openSSL(.signingFailed, "EVP_MD_CTX_new failed")
-        }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
-            throw CryptoError.openSSL(.signingFailed, "EVP_DigestSignInit failed")
-        }
-        var derLength = 0
-        var der: [UInt8] = []
-        let status = input.withUnsafeBytes { raw -> Int32 in
-            let pointer = raw.baseAddress?.assumingMemoryBound(to: UInt8.self)
-            guard EVP_DigestSign(context, nil, &derLength, pointer, raw.count) == 1 else { return 0 }
-            der = [UInt8](repeating: 0, count: derLength)
-            return EVP_DigestSign(context, &der, &derLength, pointer, raw.count)
-        }
-        guard status == 1 else { throw CryptoError.openSSL(.signingFailed, "EVP_DigestSign failed") }
-        der.removeSubrange(derLength...)
+        let der = try DigestSignature.signSHA256(message, with: pkey, algorithm: "ES256")
         guard let raw = ECDSASignature.rawFromDER(der) else {
             throw CryptoError.openSSL(.signingFailed, "OpenSSL returned an unreadable ECDSA signature")
         }

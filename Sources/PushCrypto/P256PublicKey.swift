@@ -85,19 +85,7 @@ public final class P256PublicKey: @unchecked Sendable, CustomStringConvertible, 
     /// to DER and checked with `EVP_DigestVerify`.
     public func verifyES256(signature: [UInt8], for message: some Collection<UInt8>) -> Bool {
         guard let der = ECDSASignature.derFromRaw(signature) else { return false }
-        let input = Array(message)
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
-            _ = drainOpenSSLErrors()
-            return false
-        }
-        let status = input.withUnsafeBytes { raw in
-            EVP_DigestVerify(context, der, der.count, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
-        }
-        // A failed verification queues an OpenSSL error; drop it so it does not surface in an unrelated error.
-        _ = drainOpenSSLErrors()
-        return status == 1
+        return DigestSignature.verifySHA256(der, for: message, with: pkey)
     }
 
     public var description: String { "P256PublicKey(\(Base64URL.encode(x963Representation)))" }

@@ -71,25 +71,8 @@ public final class RSAPrivateKey: @unchecked Sendable, CustomStringConvertible, 
     /// the modulus (256 for 2048 bits), through `EVP_DigestSign`.
     /// - Throws: `CryptoError` `.signingFailed`.
     public func signRS256(_ message: some Collection<UInt8>) throws -> [UInt8] {
-        let input = Array(message)
-        guard let context = EVP_MD_CTX_new() else {
-            throw CryptoError.openSSL(.signingFailed, "EVP_MD_CTX_new failed")
-        }
-        defer { EVP_MD_CTX_free(context) }
         // PKCS#1 v1.5 padding is OpenSSL's default for RSA signatures.
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
-            throw CryptoError.openSSL(.signingFailed, "EVP_DigestSignInit failed")
-        }
-        var length = 0
-        var signature: [UInt8] = []
-        let status = input.withUnsafeBytes { raw -> Int32 in
-            let pointer = raw.baseAddress?.assumingMemoryBound(to: UInt8.self)
-            guard EVP_DigestSign(context, nil, &length, pointer, raw.count) == 1 else { return 0 }
-            signature = [UInt8](repeating: 0, count: length)
-            return EVP_DigestSign(context, &signature, &length, pointer, raw.count)
-        }
-        guard status == 1 else { throw CryptoError.openSSL(.signingFailed, "EVP_DigestSign(RS256) failed") }
-        return Array(signature.prefix(length))
+        try DigestSignature.signSHA256(message, with: pkey, algorithm: "RS256")
     }
 
     public var description: String { "RSAPrivateKey(<redacted>)" }
@@ -121,19 +104,8 @@ public final class RSAPublicKey: @unchecked Sendable, CustomStringConvertible {
     /// `true` when `signature` is a valid RS256 signature of `message` under this key
     /// (`EVP_DigestVerify`, PKCS#1 v1.5, SHA-256).
     public func verifyRS256(signature: [UInt8], for message: some Collection<UInt8>) -> Bool {
-        let input = Array(message)
-        guard !signature.isEmpty, signature.count <= 2048, let context = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
-            _ = drainOpenSSLErrors()
-            return false
-        }
-        let status = input.withUnsafeBytes { raw in
-            EVP_DigestVerify(context, signature, signature.count, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
-        }
-        // A failed verification queues an OpenSSL error; drop it so it does not surface in an unrelated error.
-        _ = drainOpenSSLErrors()
-        return status == 1
+        guard !signature.isEmpty, signature.count <= 2048 else { return false }
+        return DigestSignature.verifySHA256(signature, for: message, with: pkey)
     }
 
     public var description: String { "RSAPublicKey(\(EVP_PKEY_get_bits(pkey)) bits)" }
