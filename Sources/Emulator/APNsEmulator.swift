@@ -82,12 +82,10 @@ public final class APNsEmulator: EmulatedProvider {
 
     private let keys: [String: APNsEmulatorKey]
     private let now: @Sendable () -> Date
-    private let retainLimit: Int
     private let onAccept: (@Sendable (APNsAcceptedNotification) -> Void)?
 
     private struct State {
-        var acceptedCount = 0
-        var accepted: [APNsAcceptedNotification] = []
+        var accepted: AcceptedRecords<APNsAcceptedNotification>
         var statusCounts: [Int: Int] = [:]
         /// apns-ids (or tokens, when a request has none) already answered 503 once.
         var unavailableOnce: Set<String> = []
@@ -96,7 +94,7 @@ public final class APNsEmulator: EmulatedProvider {
         var verifiedTokens: [String: (keyID: String, issuedAt: Int64)] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// - Parameters:
     ///   - keys: the signing keys to trust, looked up by `kid`.
@@ -108,16 +106,16 @@ public final class APNsEmulator: EmulatedProvider {
                 onAccept: (@Sendable (APNsAcceptedNotification) -> Void)? = nil)
     {
         self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
-        self.retainLimit = retainLimit
+        self.state = Mutex(State(accepted: AcceptedRecords(retainLimit: retainLimit)))
         self.now = now
         self.onAccept = onAccept
     }
 
     /// How many requests were answered 200.
-    public var acceptedCount: Int { state.withLock { $0.acceptedCount } }
+    public var acceptedCount: Int { state.withLock { $0.accepted.count } }
 
     /// The most recent accepted requests (at most `retainLimit`), oldest first.
-    public var acceptedNotifications: [APNsAcceptedNotification] { state.withLock { Array($0.accepted.suffix(retainLimit)) } }
+    public var acceptedNotifications: [APNsAcceptedNotification] { state.withLock { $0.accepted.recent } }
 
     /// How many responses were sent per status code.
     public var statusCounts: [Int: Int] { state.withLock { $0.statusCounts } }
@@ -135,12 +133,7 @@ public final class APNsEmulator: EmulatedProvider {
         }
         state.withLock { state in
             state.statusCounts[response.status, default: 0] += 1
-            if let accepted {
-                state.acceptedCount += 1
-                state.accepted.append(accepted)
-                // Trim in batches so a full buffer does not cost a copy per request.
-                if state.accepted.count >= 2 * max(retainLimit, 1) { state.accepted.removeFirst(state.accepted.count - retainLimit) }
-            }
+            if let accepted { state.accepted.append(accepted) }
         }
         if let accepted { onAccept?(accepted) }
         return response

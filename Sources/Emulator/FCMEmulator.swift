@@ -61,19 +61,17 @@ public final class FCMEmulator: EmulatedProvider {
     private let accounts: [String: RSAPublicKey]
     private let tokenLifetime: Int
     private let now: @Sendable () -> Date
-    private let retainLimit: Int
     private let onAccept: (@Sendable (FCMAcceptedMessage) -> Void)?
 
     private struct State {
         var tokens: [String: Date] = [:]
         var tokensIssued = 0
-        var accepted: [FCMAcceptedMessage] = []
-        var acceptedCount = 0
+        var accepted: AcceptedRecords<FCMAcceptedMessage>
         var errorCounts: [String: Int] = [:]
         var once: Set<String> = []
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// - Parameters:
     ///   - tokenLifetime: seconds an issued access token is valid (`expires_in`; Google uses 3600).
@@ -83,15 +81,15 @@ public final class FCMEmulator: EmulatedProvider {
     {
         self.accounts = Dictionary(accounts.map { ($0.clientEmail, $0.publicKey) }, uniquingKeysWith: { first, _ in first })
         self.tokenLifetime = max(tokenLifetime, 1)
-        self.retainLimit = retainLimit
+        self.state = Mutex(State(accepted: AcceptedRecords(retainLimit: retainLimit)))
         self.now = now
         self.onAccept = onAccept
     }
 
     /// How many access tokens were issued.
     public var tokensIssued: Int { state.withLock { $0.tokensIssued } }
-    public var acceptedCount: Int { state.withLock { $0.acceptedCount } }
-    public var acceptedMessages: [FCMAcceptedMessage] { state.withLock { Array($0.accepted.suffix(retainLimit)) } }
+    public var acceptedCount: Int { state.withLock { $0.accepted.count } }
+    public var acceptedMessages: [FCMAcceptedMessage] { state.withLock { $0.accepted.recent } }
     /// How many error answers were sent per FCM code (`UNAUTHENTICATED`, `UNREGISTERED`, ...).
     public var errorCounts: [String: Int] { state.withLock { $0.errorCounts } }
 
@@ -174,11 +172,7 @@ public final class FCMEmulator: EmulatedProvider {
         case .accept(let message):
             accepted = message
             response = Self.json(200, ["name": message.name])
-            state.withLock { state in
-                state.acceptedCount += 1
-                state.accepted.append(message)
-                if state.accepted.count >= 2 * max(retainLimit, 1) { state.accepted.removeFirst(state.accepted.count - retainLimit) }
-            }
+            state.withLock { $0.accepted.append(message) }
         }
         if let accepted { onAccept?(accepted) }
         return response

@@ -56,12 +56,10 @@ public final class WebPushEmulator: EmulatedProvider {
 
     private let subscriptions: WebPushEmulatorSubscriptions
     private let now: @Sendable () -> Date
-    private let retainLimit: Int
     private let onAccept: (@Sendable (WebPushAcceptedMessage) -> Void)?
 
     private struct State {
-        var acceptedCount = 0
-        var accepted: [WebPushAcceptedMessage] = []
+        var accepted: AcceptedRecords<WebPushAcceptedMessage>
         var statusCounts: [Int: Int] = [:]
         var unavailableOnce: Set<String> = []
         var keys: [String: WebPushEmulatorSubscription] = [:]
@@ -71,7 +69,7 @@ public final class WebPushEmulator: EmulatedProvider {
         var tokenUses: [String: Int] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// - Parameters:
     ///   - seed: the seed subscriptions are derived from (``WebPushEmulatorSubscriptions``).
@@ -82,15 +80,15 @@ public final class WebPushEmulator: EmulatedProvider {
                 onAccept: (@Sendable (WebPushAcceptedMessage) -> Void)? = nil)
     {
         self.subscriptions = WebPushEmulatorSubscriptions(seed: seed)
-        self.retainLimit = retainLimit
+        self.state = Mutex(State(accepted: AcceptedRecords(retainLimit: retainLimit)))
         self.now = now
         self.onAccept = onAccept
     }
 
     /// How many requests were answered 201.
-    public var acceptedCount: Int { state.withLock { $0.acceptedCount } }
+    public var acceptedCount: Int { state.withLock { $0.accepted.count } }
     /// The most recent accepted messages, oldest first.
-    public var acceptedMessages: [WebPushAcceptedMessage] { state.withLock { Array($0.accepted.suffix(retainLimit)) } }
+    public var acceptedMessages: [WebPushAcceptedMessage] { state.withLock { $0.accepted.recent } }
     /// How many responses were sent per status code.
     public var statusCounts: [Int: Int] { state.withLock { $0.statusCounts } }
     /// How many requests each distinct VAPID token (JWT) authorized.
@@ -109,11 +107,7 @@ public final class WebPushEmulator: EmulatedProvider {
         }
         state.withLock { state in
             state.statusCounts[response.status, default: 0] += 1
-            if let accepted {
-                state.acceptedCount += 1
-                state.accepted.append(accepted)
-                if state.accepted.count >= 2 * max(retainLimit, 1) { state.accepted.removeFirst(state.accepted.count - retainLimit) }
-            }
+            if let accepted { state.accepted.append(accepted) }
         }
         if let accepted { onAccept?(accepted) }
         return response
