@@ -18,9 +18,7 @@ public final class APNsSender: ProviderSender {
     public static let productionOrigin = HTTP2Origin(scheme: .https, host: "api.push.apple.com", port: 443)
     public static let sandboxOrigin = HTTP2Origin(scheme: .https, host: "api.sandbox.push.apple.com", port: 443)
 
-    private struct Channel {
-        var settingsJSON: String
-        var endpoint: String?
+    private struct Channel: Sendable {
         var credentials: APNsCredentials
         var tokenManager: APNsTokenManager
         var origin: HTTP2Origin?
@@ -32,7 +30,7 @@ public final class APNsSender: ProviderSender {
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    private let channels = Mutex<[UUID: Channel]>([:])
+    private let channels = ChannelCache<Channel>()
     private let tokenManagers = Mutex<[String: APNsTokenManager]>([:])
 
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
@@ -83,22 +81,14 @@ public final class APNsSender: ProviderSender {
     }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {
-        let settingsJSON = delivery.channelSettingsJSON ?? "{}"
-        if let cached = channels.withLock({ $0[delivery.appID] }),
-            cached.settingsJSON == settingsJSON, cached.endpoint == delivery.channelEndpoint
-        {
-            return cached
+        try channels.channel(for: delivery) { settingsJSON, endpoint in
+            let credentials = try APNsCredentials(settings: try JSONValue(parsing: settingsJSON))
+            var origin: HTTP2Origin?
+            if let endpoint, !endpoint.isEmpty {
+                origin = try HTTP2Origin(parsing: endpoint)
+            }
+            return Channel(credentials: credentials, tokenManager: tokenManager(for: credentials), origin: origin)
         }
-        let credentials = try APNsCredentials(settings: try JSONValue(parsing: settingsJSON))
-        var origin: HTTP2Origin?
-        if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
-            origin = try HTTP2Origin(parsing: endpoint)
-        }
-        let channel = Channel(
-            settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, credentials: credentials,
-            tokenManager: tokenManager(for: credentials), origin: origin)
-        channels.withLock { $0[delivery.appID] = channel }
-        return channel
     }
 
     private func tokenManager(for credentials: APNsCredentials) -> APNsTokenManager {

@@ -82,9 +82,7 @@ public final class FCMSender: ProviderSender {
     /// FCM's production origin.
     public static let defaultOrigin = HTTP2Origin(scheme: .https, host: FCMRequestFactory.host, port: 443)
 
-    private struct Channel {
-        var settingsJSON: String
-        var endpoint: String?
+    private struct Channel: Sendable {
         var origin: HTTP2Origin
         var tokens: GoogleAccessTokenCache
     }
@@ -92,7 +90,7 @@ public final class FCMSender: ProviderSender {
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    private let channels = Mutex<[UUID: Channel]>([:])
+    private let channels = ChannelCache<Channel>()
     private let tokenCaches = Mutex<[String: GoogleAccessTokenCache]>([:])
 
     /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
@@ -151,23 +149,15 @@ public final class FCMSender: ProviderSender {
 
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {
-        let settingsJSON = delivery.channelSettingsJSON ?? "{}"
-        if let cached = channels.withLock({ $0[delivery.appID] }),
-            cached.settingsJSON == settingsJSON, cached.endpoint == delivery.channelEndpoint
-        {
-            return cached
+        try channels.channel(for: delivery) { settingsJSON, endpoint in
+            let settings = try FCMChannelSettings(settingsJSON: settingsJSON)
+            var origin = Self.defaultOrigin
+            if let endpoint, !endpoint.isEmpty {
+                origin = try HTTP2Origin(parsing: endpoint)
+            }
+            let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
+            return Channel(origin: origin, tokens: tokenCache(for: settings, tokenURI: tokenURI))
         }
-        let settings = try FCMChannelSettings(settingsJSON: settingsJSON)
-        var origin = Self.defaultOrigin
-        if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
-            origin = try HTTP2Origin(parsing: endpoint)
-        }
-        let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
-        let channel = Channel(
-            settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, origin: origin,
-            tokens: tokenCache(for: settings, tokenURI: tokenURI))
-        channels.withLock { $0[delivery.appID] = channel }
-        return channel
     }
 
     /// `token_uri` split into the origin and the request path (with any query).

@@ -52,15 +52,14 @@ public struct WebPushChannelSettingsError: Error, CustomStringConvertible, Senda
 public final class WebPushSender: ProviderSender {
     public let provider = "webpush"
 
-    private struct Channel {
-        var settingsJSON: String
+    private struct Channel: Sendable {
         var vapid: VAPIDTokenManager
     }
 
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    private let channels = Mutex<[UUID: Channel]>([:])
+    private let channels = ChannelCache<Channel>()
     private let tokenManagers = Mutex<[String: VAPIDTokenManager]>([:])
 
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
@@ -109,21 +108,17 @@ public final class WebPushSender: ProviderSender {
     }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {
-        let settingsJSON = delivery.channelSettingsJSON ?? "{}"
-        if let cached = channels.withLock({ $0[delivery.appID] }), cached.settingsJSON == settingsJSON {
-            return cached
+        try channels.channel(for: delivery) { settingsJSON, _ in
+            let settings: WebPushChannelSettings
+            do {
+                settings = try WebPushChannelSettings(settings: try JSONValue(parsing: settingsJSON))
+            } catch let error as WebPushChannelSettingsError {
+                throw error
+            } catch {
+                throw WebPushChannelSettingsError("the settings are not valid JSON")
+            }
+            return Channel(vapid: tokenManager(for: settings))
         }
-        let settings: WebPushChannelSettings
-        do {
-            settings = try WebPushChannelSettings(settings: try JSONValue(parsing: settingsJSON))
-        } catch let error as WebPushChannelSettingsError {
-            throw error
-        } catch {
-            throw WebPushChannelSettingsError("the settings are not valid JSON")
-        }
-        let channel = Channel(settingsJSON: settingsJSON, vapid: tokenManager(for: settings))
-        channels.withLock { $0[delivery.appID] = channel }
-        return channel
     }
 
     /// One manager per key + subject, so apps sharing a key share its per-origin tokens.
