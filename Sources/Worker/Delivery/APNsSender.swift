@@ -35,11 +35,18 @@ public final class APNsSender: ProviderSender {
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    let channels = ChannelCache<Channel>()
-    let tokenManagers = SharedInstances<APNsTokenManager>(capacity: CacheBounds.apnsTokenManagers)
+    let channels: ChannelCache<Channel>
+    let tokenManagers: SharedInstances<APNsTokenManager>
 
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
-    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    }
+
+    /// - Parameter bounds: the cache sizes (tests use small ones).
+    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+        channels = ChannelCache(capacity: bounds.channels)
+        tokenManagers = SharedInstances(capacity: bounds.apnsTokenManagers)
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger

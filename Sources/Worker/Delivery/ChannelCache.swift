@@ -7,16 +7,19 @@ import Synchronization
 /// the least recently used entry is dropped and rebuilt on its next use (a parse, a signature, an access
 /// token fetch), so a tenant creating many apps, keys or push-service origins costs CPU, never unbounded
 /// memory. docs/security.md lists the bounds.
-enum CacheBounds {
+struct CacheBounds: Sendable {
     /// Parsed channels per provider sender (one per app with a channel of that provider).
-    static let channels = 4096
+    var channels = 4096
     /// APNs token managers (one per team + key id + key), each holding one provider token.
-    static let apnsTokenManagers = 4096
+    var apnsTokenManagers = 4096
     /// Google access-token caches (one per service account), each holding one access token.
-    static let googleTokenCaches = 4096
+    var googleTokenCaches = 4096
     /// VAPID token managers (one per key + subject), each caching at most
     /// `VAPIDTokenManager.maximumCachedOrigins` tokens.
-    static let vapidTokenManagers = 1024
+    var vapidTokenManagers = 1024
+
+    /// The bounds the worker runs with.
+    static let standard = CacheBounds()
 }
 
 /// An app's parsed channel (credentials, origin, fault evidence) per app, reused until the row's `settings`
@@ -33,7 +36,7 @@ final class ChannelCache<Channel: Sendable>: Sendable {
 
     private let entries: Mutex<LRUCache<UUID, Entry>>
 
-    init(capacity: Int = CacheBounds.channels) {
+    init(capacity: Int = CacheBounds.standard.channels) {
         entries = Mutex(LRUCache(capacity: capacity))
     }
 

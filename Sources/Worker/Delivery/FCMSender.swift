@@ -92,11 +92,18 @@ public final class FCMSender: ProviderSender {
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    let channels = ChannelCache<Channel>()
-    let tokenCaches = SharedInstances<GoogleAccessTokenCache>(capacity: CacheBounds.googleTokenCaches)
+    let channels: ChannelCache<Channel>
+    let tokenCaches: SharedInstances<GoogleAccessTokenCache>
 
     /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
-    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    }
+
+    /// - Parameter bounds: the cache sizes (tests use small ones).
+    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+        channels = ChannelCache(capacity: bounds.channels)
+        tokenCaches = SharedInstances(capacity: bounds.googleTokenCaches)
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
