@@ -24,6 +24,23 @@ struct CacheBoundsTests {
             channelSettingsJSON: settings, channelEndpoint: nil, channelPausedUntil: nil)
     }
 
+    /// The emulator and an HTTP/2 client trusting its CA.
+    static func withEmulatorClient(_ body: @Sendable (EmulatorHarness, HTTP2Client) async throws -> Void) async throws {
+        try await EmulatorHarness.with { emulator in
+            let loop = try HTTP2EventLoop(name: "bounds-io")
+            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+            do {
+                try await body(emulator, client)
+            } catch {
+                await client.shutdown()
+                loop.shutdown()
+                throw error
+            }
+            await client.shutdown()
+            loop.shutdown()
+        }
+    }
+
     @Test func theChannelCacheKeepsAtMostItsCapacityOfApps() throws {
         let cache = ChannelCache<Int>(capacity: 4)
         let builds = BuildCounter()
@@ -64,9 +81,7 @@ struct CacheBoundsTests {
     /// Many apps with distinct VAPID subjects through a sender bounded to 4 channels and 2 managers: every
     /// push is still sent (evicted entries are rebuilt), and the caches never hold more than their bound.
     @Test func aBoundedWebPushSenderStillSendsForEveryApp() async throws {
-        try await EmulatorHarness.with { emulator in
-            let loop = try HTTP2EventLoop(name: "bounds-io")
-            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+        try await Self.withEmulatorClient { emulator, client in
             var bounds = CacheBounds()
             bounds.channels = 4
             bounds.vapidTokenManagers = 2
@@ -92,16 +107,12 @@ struct CacheBoundsTests {
                 }
             }
             #expect(emulator.webPush.acceptedMessages.count == 24)
-            await client.shutdown()
-            loop.shutdown()
         }
     }
 
     /// APNs token managers are bounded too; a refused provider token still pauses the channel at once.
     @Test func aBoundedAPNsSenderKeepsFewTokenManagers() async throws {
-        try await EmulatorHarness.with { emulator in
-            let loop = try HTTP2EventLoop(name: "bounds-io")
-            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+        try await Self.withEmulatorClient { emulator, client in
             var bounds = CacheBounds()
             bounds.channels = 3
             bounds.apnsTokenManagers = 2
@@ -124,8 +135,6 @@ struct CacheBoundsTests {
                 #expect(sender.channels.count <= 3)
                 #expect(sender.tokenManagers.count <= 2)
             }
-            await client.shutdown()
-            loop.shutdown()
         }
     }
 }
