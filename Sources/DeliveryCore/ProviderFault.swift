@@ -4,7 +4,7 @@ import Foundation
 /// touches: only the delivery, the subscription too, the app's whole channel, or nothing (try again).
 public enum ProviderFault: String, Sendable, Equatable, CaseIterable {
     /// Accepted: nobody's fault.
-    case none
+    case accepted
     /// This push is wrong (its payload, its headers): the delivery fails, nothing else changes.
     case delivery
     /// The subscriber's token or endpoint is gone or wrong: the delivery fails and, where the answer says

@@ -59,7 +59,7 @@ public enum APNsResponseClassifier {
     {
         if response.status == 200 {
             let apnsID = response.header("apns-id").flatMap { $0.utf8.count <= 64 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
-            return ProviderAnswer(.sent(providerMessageID: apnsID), fault: .none)
+            return ProviderAnswer(.sent(providerMessageID: apnsID), fault: .accepted)
         }
         let body = parseBody(response.body)
         let apnsReason = body?["reason"]?.stringValue.flatMap(sanitizedReason)

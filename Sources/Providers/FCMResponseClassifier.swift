@@ -68,7 +68,7 @@ public enum FCMResponseClassifier {
         let body = parseBody(response.body)
         if response.status == 200 {
             let name = body?["name"]?.stringValue.flatMap { $0.utf8.count <= 256 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
-            return ProviderAnswer(.sent(providerMessageID: name), fault: .none)
+            return ProviderAnswer(.sent(providerMessageID: name), fault: .accepted)
         }
         let error = FCMError(body: body)
         var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]

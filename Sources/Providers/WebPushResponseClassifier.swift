@@ -40,7 +40,7 @@ public enum WebPushResponseClassifier {
             let location = response.header("location").flatMap {
                 $0.utf8.count <= maximumLocationLength && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil
             }
-            return ProviderAnswer(.sent(providerMessageID: location), fault: .none)
+            return ProviderAnswer(.sent(providerMessageID: location), fault: .accepted)
         default:
             break
         }

@@ -56,7 +56,7 @@ import Testing
 
     @Test func anAcceptanceWithinTheWindowProvesTheCredentials() {
         var evidence = ChannelFaultEvidence(policy: .webPush)
-        _ = evidence.judge(ProviderAnswer(.sent(providerMessageID: nil), fault: .none), subscription: UUID(), origin: "https://a.example", at: start)
+        _ = evidence.judge(ProviderAnswer(.sent(providerMessageID: nil), fault: .accepted), subscription: UUID(), origin: "https://a.example", at: start)
         for (index, origin) in ["https://a.example", "https://b.example", "https://c.example", "https://d.example"].enumerated() {
             let outcome = evidence.judge(forbidden, subscription: UUID(), origin: origin, at: start + Double(index + 1))
             #expect(shape(outcome) == "failed vapid_forbidden")
@@ -76,7 +76,7 @@ import Testing
         var evidence = ChannelFaultEvidence(policy: .singleOrigin)
         // Without proof: only this delivery fails.
         #expect(shape(evidence.judge(mismatch, subscription: UUID(), origin: "https://fcm", at: start)) == "failed sender_id_mismatch")
-        _ = evidence.judge(ProviderAnswer(.sent(providerMessageID: nil), fault: .none), subscription: UUID(), origin: "https://fcm", at: start + 1)
+        _ = evidence.judge(ProviderAnswer(.sent(providerMessageID: nil), fault: .accepted), subscription: UUID(), origin: "https://fcm", at: start + 1)
         #expect(shape(evidence.judge(mismatch, subscription: UUID(), origin: "https://fcm", at: start + 2)) == "failed sender_id_mismatch invalidate")
     }
 

@@ -76,7 +76,7 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
     /// Every `google.firebase.fcm.v1.FcmError.ErrorCode` (and the statuses Google answers without one) with
     /// its fault class from docs/provider-answers.md; `true` marks an answer that suspects the channel.
     static let faults: [(PushResponse, ProviderFault, Bool)] = [
-        (response(200, #"{"name":"projects/p/messages/1"}"#), .none, false),
+        (response(200, #"{"name":"projects/p/messages/1"}"#), .accepted, false),
         (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "UNSPECIFIED_ERROR")), .delivery, false),
         (response(500, fcmError(500, status: "INTERNAL", errorCode: "UNSPECIFIED_ERROR")), .transient, false),
         (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT")), .delivery, false),
@@ -173,7 +173,7 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
     /// The statuses of RFC 8030 §5 / §7 / §8.4 and RFC 8292 §4.2 with their fault class; `true` marks an
     /// answer that suspects the channel but, alone, fails only the delivery.
     static let faults: [(Int, ProviderFault, Bool)] = [
-        (201, .none, false), (200, .none, false), (202, .none, false),
+        (201, .accepted, false), (200, .accepted, false), (202, .accepted, false),
         (400, .delivery, true), (401, .delivery, true), (403, .subscription, true),
         (404, .subscription, false), (410, .subscription, false),
         (408, .transient, false), (429, .transient, false), (500, .transient, false), (503, .transient, false),
