@@ -17,9 +17,11 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// (e.g. from `Retry-After`), and not before the worker's own backoff for this attempt.
     case retry(reason: String, detail: JSONValue = .null, notBefore: Date? = nil)
 
-    /// The app's provider credentials or settings are at fault (e.g. APNs `InvalidProviderToken`, FCM
-    /// `THIRD_PARTY_AUTH_ERROR`, Web Push 401/403). The channel is paused until `pausedUntil`, this delivery
-    /// goes back to the queue for after the pause, and the subscription is left alone.
+    /// The app's provider credentials or settings are at fault: an answer naming the credential (APNs
+    /// `InvalidProviderToken`, FCM `THIRD_PARTY_AUTH_ERROR`), settings that do not parse, or enough
+    /// ``ChannelFaultEvidence`` (never one subscription's answer alone). The channel is paused until
+    /// `pausedUntil`, this delivery goes back to the queue for after the pause, and the subscription is left
+    /// alone.
     case channelError(reason: String, detail: JSONValue = .null, pausedUntil: Date? = nil)
 
     /// Not sent, by rule. Event `skipped` with `reason`: `frequency_capped`, `expired`,

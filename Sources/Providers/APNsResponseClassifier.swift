@@ -3,24 +3,46 @@ import Foundation
 
 /// Turns an APNs response into a ``DeliveryOutcome`` (Apple: "Handling notification responses from APNs").
 public enum APNsResponseClassifier {
-    /// Reasons that mean the app's credentials or channel configuration are wrong: the channel pauses and
-    /// no subscription is touched.
+    /// 400 reasons that name the channel's own settings (its topic, the bundle ID every request carries):
+    /// the channel pauses at once and no subscription is touched. Any 403 names the credential too.
     public static let channelReasons: Set<String> = [
         "ExpiredProviderToken", "InvalidProviderToken", "MissingProviderToken", "BadCertificate",
         "BadCertificateEnvironment", "Forbidden", "MissingTopic", "BadTopic", "TopicDisallowed",
     ]
 
+    /// Reasons that would come back for every subscription if the channel's settings were wrong, yet name
+    /// no credential: `DeviceTokenNotForTopic` (the token belongs to another app, or the channel's topic is
+    /// wrong) and `BadPath` (the channel's `endpoint` override is not APNs, or this request's path is bad).
+    public static let suspectReasons: Set<String> = ["DeviceTokenNotForTopic", "BadPath"]
+
+    /// Reasons that mean "try again" whatever their status (`IdleTimeout` is a 400).
+    public static let transientReasons: Set<String> = ["IdleTimeout"]
+
+    /// ``answer(_:subscriptionTokenUpdatedAt:sentToSubscriptionEnvironment:now:)``'s outcome.
+    public static func classify(_ response: PushResponse, subscriptionTokenUpdatedAt: Date?,
+                                sentToSubscriptionEnvironment: Bool = true, now: Date = Date()) -> DeliveryOutcome
+    {
+        answer(response, subscriptionTokenUpdatedAt: subscriptionTokenUpdatedAt,
+               sentToSubscriptionEnvironment: sentToSubscriptionEnvironment, now: now).outcome
+    }
+
+    /// The answer with its fault class (docs/provider-answers.md, "APNs"):
     /// - 200: `sent` with the response's `apns-id` header.
     /// - 410 (`Unregistered`, `ExpiredToken`): `failed` `unregistered` / `expired_token` invalidating the
     ///   subscription, unless `subscriptionTokenUpdatedAt` is later than the response's `timestamp`
     ///   (ms since epoch): the token was registered again after APNs saw it go, so only this delivery fails.
     /// - 400 `BadDeviceToken`: `failed` `bad_device_token`, invalidating only when
     ///   `sentToSubscriptionEnvironment` (the request went to the environment the subscription recorded;
-    ///   otherwise it is a configuration mismatch, DESIGN §4).
-    /// - 403 (any reason) and 400 `MissingTopic` / `BadTopic` / `TopicDisallowed`: `channelError` with the
-    ///   snake_case reason; never invalidates. After `ExpiredProviderToken` / `InvalidProviderToken` also call
+    ///   otherwise it is a configuration mismatch).
+    /// - 403 (any reason: the provider token or the key is refused) and 400 `MissingTopic` / `BadTopic` /
+    ///   `TopicDisallowed` (the channel's topic): `channelError` with the snake_case reason; never
+    ///   invalidates. After `ExpiredProviderToken` / `InvalidProviderToken` also call
     ///   ``APNsTokenManager/invalidate()`` (see ``requiresNewProviderToken(_:)``).
-    /// - 429 and 5xx: `retry` (with `notBefore` from a `Retry-After` of delta seconds, relative to `now`).
+    /// - 400 `DeviceTokenNotForTopic`, 404 `BadPath`: `failed` (subscription kept) suspecting the channel
+    ///   (``ProviderAnswer/suspectsChannel``); `DeviceTokenNotForTopic` invalidates once the channel's topic
+    ///   is proven by accepted sends (``ProviderAnswer/invalidatesWhenCredentialsWork``).
+    /// - 429 (`TooManyRequests`, `TooManyProviderTokenUpdates`), 5xx and 400 `IdleTimeout`: `retry` (with
+    ///   `notBefore` from a `Retry-After` of delta seconds, relative to `now`).
     /// - any other status: `failed` with the snake_case of APNs's reason (`PayloadTooLarge` ->
     ///   `payload_too_large`), or `http_<status>` without one.
     /// Every non-200 detail is `{"status": <int>, "apns_reason": "<Reason>"?, "timestamp": <ms>?}`.
@@ -32,12 +54,12 @@ public enum APNsResponseClassifier {
     /// 2001-09-09 (10^12) and one day after `now` is ignored (so it cannot veto an invalidation); an
     /// `apns-id` that is not visible ASCII of at most 64 characters is dropped; `Retry-After` is honoured
     /// only as delta seconds (RFC 9110 §10.2.3 `1*DIGIT`), capped at ``maximumRetryAfter``.
-    public static func classify(_ response: PushResponse, subscriptionTokenUpdatedAt: Date?,
-                                sentToSubscriptionEnvironment: Bool = true, now: Date = Date()) -> DeliveryOutcome
+    public static func answer(_ response: PushResponse, subscriptionTokenUpdatedAt: Date?,
+                              sentToSubscriptionEnvironment: Bool = true, now: Date = Date()) -> ProviderAnswer
     {
         if response.status == 200 {
             let apnsID = response.header("apns-id").flatMap { $0.utf8.count <= 64 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
-            return .sent(providerMessageID: apnsID)
+            return ProviderAnswer(.sent(providerMessageID: apnsID), fault: .accepted)
         }
         let body = parseBody(response.body)
         let apnsReason = body?["reason"]?.stringValue.flatMap(sanitizedReason)
@@ -56,21 +78,35 @@ public enum APNsResponseClassifier {
             if let timestamp, let updated = subscriptionTokenUpdatedAt,
                updated.timeIntervalSince1970 * 1000 > Double(timestamp)
             {
-                return .failed(reason: goneReason, detail: detailJSON, invalidateSubscription: false)
+                return ProviderAnswer(
+                    .failed(reason: goneReason, detail: detailJSON, invalidateSubscription: false), fault: .subscription)
             }
-            return .failed(reason: goneReason, detail: detailJSON, invalidateSubscription: true)
+            return ProviderAnswer(
+                .failed(reason: goneReason, detail: detailJSON, invalidateSubscription: true), fault: .subscription)
         case 403:
-            return .channelError(reason: snakeReason ?? "forbidden", detail: detailJSON)
+            return ProviderAnswer(.channelError(reason: snakeReason ?? "forbidden", detail: detailJSON), fault: .channel)
         case 429, 500...599:
-            return .retry(reason: reason, detail: detailJSON,
-                          notBefore: retryAfter(response, now: now))
+            return ProviderAnswer(
+                .retry(reason: reason, detail: detailJSON, notBefore: retryAfter(response, now: now)), fault: .transient)
         case 400 where apnsReason == "BadDeviceToken":
-            return .failed(reason: "bad_device_token", detail: detailJSON, invalidateSubscription: sentToSubscriptionEnvironment)
+            return ProviderAnswer(
+                .failed(reason: "bad_device_token", detail: detailJSON, invalidateSubscription: sentToSubscriptionEnvironment),
+                fault: .subscription)
         default:
             if let apnsReason, channelReasons.contains(apnsReason) {
-                return .channelError(reason: reason, detail: detailJSON)
+                return ProviderAnswer(.channelError(reason: reason, detail: detailJSON), fault: .channel)
             }
-            return .failed(reason: reason, detail: detailJSON)
+            if let apnsReason, transientReasons.contains(apnsReason) {
+                return ProviderAnswer(
+                    .retry(reason: reason, detail: detailJSON, notBefore: retryAfter(response, now: now)), fault: .transient)
+            }
+            if let apnsReason, suspectReasons.contains(apnsReason) {
+                let forAnotherApp = apnsReason == "DeviceTokenNotForTopic"
+                return ProviderAnswer(
+                    .failed(reason: reason, detail: detailJSON), fault: forAnotherApp ? .subscription : .delivery,
+                    suspectsChannel: true, invalidatesWhenCredentialsWork: forAnotherApp)
+            }
+            return ProviderAnswer(.failed(reason: reason, detail: detailJSON), fault: .delivery)
         }
     }
 

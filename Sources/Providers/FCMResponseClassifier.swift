@@ -30,10 +30,18 @@ public enum FCMResponseClassifier {
     /// FCM's text for a malformed registration token (seen without a `BadRequest` detail).
     static let invalidTokenMessage = "The registration token is not a valid FCM registration token"
 
+    /// ``answer(_:now:)``'s outcome.
+    public static func classify(_ response: PushResponse, now: Date = Date()) -> DeliveryOutcome {
+        answer(response, now: now).outcome
+    }
+
+    /// The answer with its fault class (docs/provider-answers.md, "FCM"):
     /// - 200: `sent` with the response's `name` (`projects/<id>/messages/<id>`; kept when visible ASCII of
     ///   at most 256 characters).
-    /// - `UNREGISTERED` (404), `SENDER_ID_MISMATCH` (403): `failed` `unregistered` / `sender_id_mismatch`,
-    ///   invalidating the subscription.
+    /// - `UNREGISTERED` (404): `failed` `unregistered`, invalidating the subscription.
+    /// - `SENDER_ID_MISMATCH` (403): `failed` `sender_id_mismatch`, subscription kept, suspecting the channel
+    ///   (every token answers it when the channel holds another project's service account); it invalidates
+    ///   once the account is proven by accepted sends (``ProviderAnswer/invalidatesWhenCredentialsWork``).
     /// - `INVALID_ARGUMENT` (400): `failed` `invalid_argument`, invalidating only when the registration token
     ///   itself is what is invalid: a `google.rpc.BadRequest` detail with a field violation whose `field`
     ///   is `message.token`, or `error.message` exactly FCM's "The registration token is not a valid FCM
@@ -42,22 +50,25 @@ public enum FCMResponseClassifier {
     /// - `QUOTA_EXCEEDED` (429), `UNAVAILABLE` (503), `INTERNAL` (500), and any other 429 / 5xx: `retry`,
     ///   `notBefore` from `Retry-After` (delta seconds or IMF-fixdate HTTP-date, capped at 1 hour).
     /// - `THIRD_PARTY_AUTH_ERROR` (401: the APNs certificate or web push key configured in Firebase is
-    ///   wrong; `APNS_AUTH_ERROR` is its older name), `PERMISSION_DENIED` (403), and a 401 `UNAUTHENTICATED` (the access token was refused; the
-    ///   sender refreshes once first, see ``requiresNewAccessToken(_:)``, and records this only when the
-    ///   retry is refused too): `channelError`, subscription untouched.
-    /// - 404 without an FCM `UNREGISTERED` detail (e.g. an unknown project): `channelError` `not_found`.
-    /// - anything else: `failed` with the lower-cased FCM code or `http_<status>`.
+    ///   wrong; `APNS_AUTH_ERROR` is its older name), `PERMISSION_DENIED` (403: the service account may not
+    ///   send for the project), and a 401 `UNAUTHENTICATED` (the access token was refused; the sender
+    ///   refreshes once first, see ``requiresNewAccessToken(_:)``, and records this only when the retry is
+    ///   refused too): `channelError`, subscription untouched. Each names the channel's credential.
+    /// - 404 without an FCM `UNREGISTERED` detail (the channel's `project_id` is unknown): `channelError`
+    ///   `not_found`.
+    /// - anything else (`UNSPECIFIED_ERROR` included): `failed` with the lower-cased FCM code or
+    ///   `http_<status>`.
     /// Every non-200 detail is `{"status": <int>, "fcm_error": "<errorCode>"?, "fcm_status": "<status>"?,
     /// "message": "<text, at most 200 characters>"?}`.
     ///
     /// Hostile input never traps: a body over ``maximumBodySize`` bytes, nested deeper than
     /// ``maximumBodyDepth``, not UTF-8 or not JSON is classified by HTTP status alone; codes that are not
     /// `[A-Z0-9_]{1,64}` are ignored; control characters are removed from `message`.
-    public static func classify(_ response: PushResponse, now: Date = Date()) -> DeliveryOutcome {
+    public static func answer(_ response: PushResponse, now: Date = Date()) -> ProviderAnswer {
         let body = parseBody(response.body)
         if response.status == 200 {
             let name = body?["name"]?.stringValue.flatMap { $0.utf8.count <= 256 && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil }
-            return .sent(providerMessageID: name)
+            return ProviderAnswer(.sent(providerMessageID: name), fault: .accepted)
         }
         let error = FCMError(body: body)
         var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]
@@ -66,36 +77,48 @@ public enum FCMResponseClassifier {
         if let message = error.message { detail["message"] = .string(message) }
         let detailJSON = JSONValue.object(detail)
         let code = error.errorCode ?? error.status
+        func retry(_ reason: String) -> ProviderAnswer {
+            ProviderAnswer(
+                .retry(reason: reason, detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now)),
+                fault: .transient)
+        }
+        func channel(_ reason: String) -> ProviderAnswer {
+            ProviderAnswer(.channelError(reason: reason, detail: detailJSON), fault: .channel)
+        }
 
         switch code {
         case "UNREGISTERED":
-            return .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true)
+            return ProviderAnswer(
+                .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true), fault: .subscription)
         case "SENDER_ID_MISMATCH":
-            return .failed(reason: "sender_id_mismatch", detail: detailJSON, invalidateSubscription: true)
+            return ProviderAnswer(
+                .failed(reason: "sender_id_mismatch", detail: detailJSON), fault: .subscription, suspectsChannel: true,
+                invalidatesWhenCredentialsWork: true)
         case "INVALID_ARGUMENT":
             if error.tokenIsInvalid {
-                return .failed(reason: "invalid_registration_token", detail: detailJSON, invalidateSubscription: true)
+                return ProviderAnswer(
+                    .failed(reason: "invalid_registration_token", detail: detailJSON, invalidateSubscription: true),
+                    fault: .subscription)
             }
-            return .failed(reason: "invalid_argument", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: "invalid_argument", detail: detailJSON), fault: .delivery)
         case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
-            return .retry(reason: code!.lowercased(), detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now))
+            return retry(code!.lowercased())
         case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR", "PERMISSION_DENIED", "UNAUTHENTICATED":
-            return .channelError(reason: code!.lowercased(), detail: detailJSON)
+            return channel(code!.lowercased())
         default:
             break
         }
         switch response.status {
         case 429, 500...599:
-            return .retry(reason: code?.lowercased() ?? "http_\(response.status)", detail: detailJSON,
-                          notBefore: RetryAfterHeader.notBefore(response, now: now))
+            return retry(code?.lowercased() ?? "http_\(response.status)")
         case 401:
-            return .channelError(reason: "unauthenticated", detail: detailJSON)
+            return channel("unauthenticated")
         case 403:
-            return .channelError(reason: "permission_denied", detail: detailJSON)
+            return channel("permission_denied")
         case 404:
-            return .channelError(reason: "not_found", detail: detailJSON)
+            return channel("not_found")
         default:
-            return .failed(reason: code?.lowercased() ?? "http_\(response.status)", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: code?.lowercased() ?? "http_\(response.status)", detail: detailJSON), fault: .delivery)
         }
     }
 

@@ -13,49 +13,67 @@ public enum WebPushResponseClassifier {
     /// The longest `Retry-After` honoured, in seconds (1 hour).
     public static let maximumRetryAfter: Double = RetryAfterHeader.maximum
 
+    /// ``answer(_:now:)``'s outcome (kept for callers that need no fault class).
+    public static func classify(_ response: PushResponse, now: Date = Date()) -> DeliveryOutcome {
+        answer(response, now: now).outcome
+    }
+
+    /// The push service's answer with its fault class (docs/provider-answers.md, "Web Push"):
     /// - 201 (RFC 8030 §5: "Created"; 200 and 202 are accepted too): `sent` with the `Location` header (the
     ///   push message resource) when it is visible ASCII of at most 1024 bytes.
     /// - 404, 410: `failed` `unregistered` (the reason APNs and FCM use for the same event), invalidating
-    ///   the subscription (RFC 8030 §7.3: the subscription expired or was removed).
-    /// - 413: `failed` `payload_too_large` (RFC 8030 §7.2).
-    /// - 429: `retry` `rate_limited`, `notBefore` from `Retry-After` (RFC 8030 §8.4; delta seconds or
-    ///   IMF-fixdate, capped at 1 hour).
-    /// - 400, 401, 403: `channelError` `bad_request` / `vapid_unauthorized` / `vapid_forbidden`: the VAPID
-    ///   token or the app's configuration is wrong (RFC 8292 §4.2), so no invalidation and no endless retry.
-    /// - 5xx: `retry` `http_<status>` (with `Retry-After` when given).
-    /// - anything else: `failed` `http_<status>`.
+    ///   the subscription (RFC 8030 §7.3: the subscription expired or was removed). Subscription fault.
+    /// - 413: `failed` `payload_too_large` (RFC 8030 §7.2); 415: `failed` `unsupported_media_type`. Delivery.
+    /// - 400, 401, 403: `failed` `bad_request` / `vapid_unauthorized` / `vapid_forbidden`, subscription kept,
+    ///   never retried. One push service's refusal of one subscription names no credential: RFC 8292 §4.2
+    ///   has 403 for a subscription restricted to another key, and a hostile subscriber chooses the push
+    ///   service. These answers suspect the channel (``ProviderAnswer/suspectsChannel``): only refusals of
+    ///   several subscriptions at several origins pause it (``ChannelFaultEvidence``).
+    /// - 408, 429: `retry` `request_timeout` / `rate_limited`, `notBefore` from `Retry-After` (RFC 8030
+    ///   §8.4; delta seconds or IMF-fixdate, capped at 1 hour). 5xx: `retry` `http_<status>`. Transient.
+    /// - anything else: `failed` `http_<status>`. Delivery.
     /// Every non-2xx detail is `{"status": <int>, "body": "<at most 200 characters, control characters
     /// removed>"?}`.
-    public static func classify(_ response: PushResponse, now: Date = Date()) -> DeliveryOutcome {
+    public static func answer(_ response: PushResponse, now: Date = Date()) -> ProviderAnswer {
         switch response.status {
         case 200...202:
             let location = response.header("location").flatMap {
                 $0.utf8.count <= maximumLocationLength && HTTPFieldValue.isVisibleASCII($0) ? $0 : nil
             }
-            return .sent(providerMessageID: location)
+            return ProviderAnswer(.sent(providerMessageID: location), fault: .accepted)
         default:
             break
         }
         var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]
         if let excerpt = excerpt(response.body) { detail["body"] = .string(excerpt) }
         let detailJSON = JSONValue.object(detail)
+        func retry(_ reason: String) -> ProviderAnswer {
+            ProviderAnswer(
+                .retry(reason: reason, detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now)),
+                fault: .transient)
+        }
         switch response.status {
         case 404, 410:
-            return .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true)
+            return ProviderAnswer(
+                .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true), fault: .subscription)
         case 413:
-            return .failed(reason: "payload_too_large", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: "payload_too_large", detail: detailJSON), fault: .delivery)
+        case 415:
+            return ProviderAnswer(.failed(reason: "unsupported_media_type", detail: detailJSON), fault: .delivery)
+        case 408:
+            return retry("request_timeout")
         case 429:
-            return .retry(reason: "rate_limited", detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now))
+            return retry("rate_limited")
         case 400:
-            return .channelError(reason: "bad_request", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: "bad_request", detail: detailJSON), fault: .delivery, suspectsChannel: true)
         case 401:
-            return .channelError(reason: "vapid_unauthorized", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: "vapid_unauthorized", detail: detailJSON), fault: .delivery, suspectsChannel: true)
         case 403:
-            return .channelError(reason: "vapid_forbidden", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: "vapid_forbidden", detail: detailJSON), fault: .subscription, suspectsChannel: true)
         case 500...599:
-            return .retry(reason: "http_\(response.status)", detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now))
+            return retry("http_\(response.status)")
         default:
-            return .failed(reason: "http_\(response.status)", detail: detailJSON)
+            return ProviderAnswer(.failed(reason: "http_\(response.status)", detail: detailJSON), fault: .delivery)
         }
     }
 

@@ -98,8 +98,10 @@ public struct VAPIDSubject: Sendable, Hashable, CustomStringConvertible {
 public final class VAPIDTokenManager: Sendable {
     /// The longest token lifetime accepted, in seconds (12 h).
     public static let maximumLifetime: Double = 43_200
-    /// How many origins keep a cached token; past this, expired tokens are dropped, then the whole cache.
-    public static let maximumCachedOrigins = 4096
+    /// How many origins keep a cached token (least recently used dropped past it; its next request signs a
+    /// new token). Real subscriptions use a handful of push services, so 64 only binds against a flood of
+    /// subscriber-chosen origins: one manager holds at most 64 tokens of about 400 bytes.
+    public static let maximumCachedOrigins = 64
 
     public let subject: VAPIDSubject
     private let privateKey: P256PrivateKey
@@ -114,7 +116,10 @@ public final class VAPIDTokenManager: Sendable {
         var expiresAt: Double
     }
 
-    private let cache = Mutex([String: Entry]())
+    private let cache = Mutex(LRUCache<String, Entry>(capacity: VAPIDTokenManager.maximumCachedOrigins))
+
+    /// Origins holding a cached token (at most ``maximumCachedOrigins``).
+    public var cachedOrigins: Int { cache.withLock { $0.count } }
 
     /// - Parameters:
     ///   - privateKey: the app's VAPID key pair (P-256).
@@ -155,7 +160,7 @@ public final class VAPIDTokenManager: Sendable {
         let current = now().timeIntervalSince1970
         let issued = current.isFinite ? current.rounded(.down) : 0
         let result: Result<String, VAPIDError> = cache.withLock { cache in
-            if let entry = cache[origin], entry.expiresAt - issued > refreshMargin { return .success(entry.token) }
+            if let entry = cache.value(forKey: origin), entry.expiresAt - issued > refreshMargin { return .success(entry.token) }
             let expiresAt = issued + lifetime
             let claims: [String: JWTValue] = [
                 "aud": .string(origin), "exp": .int(APNsTokenManager.wholeSeconds(expiresAt)), "sub": .string(subject.value),
@@ -166,11 +171,11 @@ public final class VAPIDTokenManager: Sendable {
             } catch {
                 return .failure(VAPIDError(code: .signingFailed, message: "could not sign the VAPID token: \(error)"))
             }
-            if cache[origin] == nil, cache.count >= Self.maximumCachedOrigins {
-                cache = cache.filter { $0.value.expiresAt - issued > refreshMargin }
-                if cache.count >= Self.maximumCachedOrigins { cache.removeAll() }
+            if !cache.contains(origin), cache.count >= Self.maximumCachedOrigins {
+                // Stale tokens go first, then the least recently used one.
+                cache.removeAll { $0.expiresAt - issued <= refreshMargin }
             }
-            cache[origin] = Entry(token: token, expiresAt: expiresAt)
+            cache.insert(Entry(token: token, expiresAt: expiresAt), forKey: origin)
             return .success(token)
         }
         return try result.get()

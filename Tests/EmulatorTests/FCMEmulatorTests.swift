@@ -133,7 +133,7 @@ import Testing
         let token = try accessToken()
         func outcome(_ registration: String) throws -> DeliveryOutcome { classify(try send(registration, accessToken: token)) }
         guard case .failed("unregistered", _, true) = try outcome("fcm-unregistered-a") else { Issue.record("unregistered"); return }
-        guard case .failed("sender_id_mismatch", _, true) = try outcome("fcm-sender-mismatch-a") else { Issue.record("mismatch"); return }
+        guard case .failed("sender_id_mismatch", _, false) = try outcome("fcm-sender-mismatch-a") else { Issue.record("mismatch"); return }
         guard case .failed("invalid_registration_token", _, true) = try outcome("fcm-invalid-a") else { Issue.record("invalid"); return }
         guard case .retry("quota_exceeded", _, let notBefore?) = try outcome("fcm-quota-a") else { Issue.record("quota"); return }
         #expect(notBefore == clock.now.addingTimeInterval(Double(FCMEmulator.retryAfterSeconds)))

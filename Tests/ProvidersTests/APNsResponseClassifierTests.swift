@@ -31,39 +31,59 @@ import DeliveryCore
         }
     }
 
+    /// Every reason of Apple's "Handling notification responses from APNs", one row each, with its fault
+    /// class (docs/provider-answers.md); `?` marks an answer that suspects the channel.
     static let table: [(status: Int, body: String, expected: String)] = [
-        (400, #"{"reason":"BadDeviceToken"}"#, "failed:bad_device_token:invalidate"),
-        (400, #"{"reason":"BadCollapseId"}"#, "failed:bad_collapse_id"),
-        (400, #"{"reason":"PayloadEmpty"}"#, "failed:payload_empty"),
-        (400, #"{"reason":"TopicDisallowed"}"#, "channel:topic_disallowed"),
-        (400, #"{"reason":"BadTopic"}"#, "channel:bad_topic"),
-        (400, #"{"reason":"MissingTopic"}"#, "channel:missing_topic"),
-        (400, #"{"reason":"DeviceTokenNotForTopic"}"#, "failed:device_token_not_for_topic"),
-        (403, #"{"reason":"ExpiredProviderToken"}"#, "channel:expired_provider_token"),
-        (403, #"{"reason":"InvalidProviderToken"}"#, "channel:invalid_provider_token"),
-        (403, "not json", "channel:forbidden"),
-        (405, #"{"reason":"MethodNotAllowed"}"#, "failed:method_not_allowed"),
-        (410, #"{"reason":"ExpiredToken"}"#, "failed:expired_token:invalidate"),
-        (410, "", "failed:unregistered:invalidate"),
-        (413, #"{"reason":"PayloadTooLarge"}"#, "failed:payload_too_large"),
-        (429, #"{"reason":"TooManyRequests"}"#, "retry:too_many_requests"),
-        (429, #"{"reason":"TooManyProviderTokenUpdates"}"#, "retry:too_many_provider_token_updates"),
-        (500, #"{"reason":"InternalServerError"}"#, "retry:internal_server_error"),
-        (503, #"{"reason":"ServiceUnavailable"}"#, "retry:service_unavailable"),
-        (502, "<html>bad gateway</html>", "retry:http_502"),
-        (404, "", "failed:http_404"),
+        (400, #"{"reason":"BadCollapseId"}"#, "failed:bad_collapse_id delivery"),
+        (400, #"{"reason":"BadDeviceToken"}"#, "failed:bad_device_token:invalidate subscription"),
+        (400, #"{"reason":"BadExpirationDate"}"#, "failed:bad_expiration_date delivery"),
+        (400, #"{"reason":"BadMessageId"}"#, "failed:bad_message_id delivery"),
+        (400, #"{"reason":"BadPriority"}"#, "failed:bad_priority delivery"),
+        (400, #"{"reason":"BadTopic"}"#, "channel:bad_topic channel"),
+        (400, #"{"reason":"DeviceTokenNotForTopic"}"#, "failed:device_token_not_for_topic subscription?"),
+        (400, #"{"reason":"DuplicateHeaders"}"#, "failed:duplicate_headers delivery"),
+        (400, #"{"reason":"IdleTimeout"}"#, "retry:idle_timeout transient"),
+        (400, #"{"reason":"InvalidPushType"}"#, "failed:invalid_push_type delivery"),
+        (400, #"{"reason":"MissingDeviceToken"}"#, "failed:missing_device_token delivery"),
+        (400, #"{"reason":"MissingTopic"}"#, "channel:missing_topic channel"),
+        (400, #"{"reason":"PayloadEmpty"}"#, "failed:payload_empty delivery"),
+        (400, #"{"reason":"TopicDisallowed"}"#, "channel:topic_disallowed channel"),
+        (403, #"{"reason":"BadCertificate"}"#, "channel:bad_certificate channel"),
+        (403, #"{"reason":"BadCertificateEnvironment"}"#, "channel:bad_certificate_environment channel"),
+        (403, #"{"reason":"ExpiredProviderToken"}"#, "channel:expired_provider_token channel"),
+        (403, #"{"reason":"Forbidden"}"#, "channel:forbidden channel"),
+        (403, #"{"reason":"InvalidProviderToken"}"#, "channel:invalid_provider_token channel"),
+        (403, #"{"reason":"MissingProviderToken"}"#, "channel:missing_provider_token channel"),
+        (403, #"{"reason":"UnrelatedKeyIdInToken"}"#, "channel:unrelated_key_id_in_token channel"),
+        (403, "not json", "channel:forbidden channel"),
+        (404, #"{"reason":"BadPath"}"#, "failed:bad_path delivery?"),
+        (404, "", "failed:http_404 delivery"),
+        (405, #"{"reason":"MethodNotAllowed"}"#, "failed:method_not_allowed delivery"),
+        (410, #"{"reason":"ExpiredToken"}"#, "failed:expired_token:invalidate subscription"),
+        (410, #"{"reason":"Unregistered"}"#, "failed:unregistered:invalidate subscription"),
+        (410, "", "failed:unregistered:invalidate subscription"),
+        (413, #"{"reason":"PayloadTooLarge"}"#, "failed:payload_too_large delivery"),
+        (429, #"{"reason":"TooManyProviderTokenUpdates"}"#, "retry:too_many_provider_token_updates transient"),
+        (429, #"{"reason":"TooManyRequests"}"#, "retry:too_many_requests transient"),
+        (500, #"{"reason":"InternalServerError"}"#, "retry:internal_server_error transient"),
+        (503, #"{"reason":"ServiceUnavailable"}"#, "retry:service_unavailable transient"),
+        (503, #"{"reason":"Shutdown"}"#, "retry:shutdown transient"),
+        (502, "<html>bad gateway</html>", "retry:http_502 transient"),
     ]
 
     @Test(arguments: 0..<table.count) func classification(index: Int) {
         let row = Self.table[index]
-        let outcome = APNsResponseClassifier.classify(response(row.status, row.body), subscriptionTokenUpdatedAt: nil)
-        let summary: String = switch outcome {
+        let answer = APNsResponseClassifier.answer(response(row.status, row.body), subscriptionTokenUpdatedAt: nil)
+        let summary: String = switch answer.outcome {
         case .failed(let reason, _, let invalidate): "failed:\(reason)" + (invalidate ? ":invalidate" : "")
         case .channelError(let reason, _, _): "channel:\(reason)"
         case .retry(let reason, _, _): "retry:\(reason)"
-        default: "\(outcome)"
+        default: "\(answer.outcome)"
         }
-        #expect(summary == row.expected)
+        #expect(summary + " \(answer.fault.rawValue)" + (answer.suspectsChannel ? "?" : "") == row.expected)
+        #expect(answer.outcome == APNsResponseClassifier.classify(response(row.status, row.body), subscriptionTokenUpdatedAt: nil))
+        // Only DeviceTokenNotForTopic asks to invalidate once the topic is proven.
+        #expect(answer.invalidatesWhenCredentialsWork == row.body.contains("DeviceTokenNotForTopic"))
     }
 
     @Test func otherFailuresCarryAPNsReason() {

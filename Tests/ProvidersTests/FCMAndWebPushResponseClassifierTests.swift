@@ -36,7 +36,7 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         (response(200, "not json"), "sent -"),
         (response(200, #"{"name":"has space"}"#), "sent -"),
         (response(404, fcmError(404, status: "NOT_FOUND", errorCode: "UNREGISTERED")), "failed unregistered invalidate"),
-        (response(403, fcmError(403, status: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH")), "failed sender_id_mismatch invalidate"),
+        (response(403, fcmError(403, status: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH")), "failed sender_id_mismatch"),
         (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT", message: "Message is too big")),
          "failed invalid_argument"),
         (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT", extra:
@@ -71,6 +71,37 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
     func row(_ index: Int) {
         let (input, expected) = Self.table[index]
         #expect(shape(FCMResponseClassifier.classify(input, now: now)) == expected)
+    }
+
+    /// Every `google.firebase.fcm.v1.FcmError.ErrorCode` (and the statuses Google answers without one) with
+    /// its fault class from docs/provider-answers.md; `true` marks an answer that suspects the channel.
+    static let faults: [(PushResponse, ProviderFault, Bool)] = [
+        (response(200, #"{"name":"projects/p/messages/1"}"#), .accepted, false),
+        (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "UNSPECIFIED_ERROR")), .delivery, false),
+        (response(500, fcmError(500, status: "INTERNAL", errorCode: "UNSPECIFIED_ERROR")), .transient, false),
+        (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT")), .delivery, false),
+        (response(400, fcmError(400, status: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
+                                message: "The registration token is not a valid FCM registration token")), .subscription, false),
+        (response(404, fcmError(404, status: "NOT_FOUND", errorCode: "UNREGISTERED")), .subscription, false),
+        (response(403, fcmError(403, status: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH")), .subscription, true),
+        (response(429, fcmError(429, status: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED")), .transient, false),
+        (response(503, fcmError(503, status: "UNAVAILABLE", errorCode: "UNAVAILABLE")), .transient, false),
+        (response(500, fcmError(500, status: "INTERNAL", errorCode: "INTERNAL")), .transient, false),
+        (response(401, fcmError(401, status: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR")), .channel, false),
+        (response(401, fcmError(401, status: "UNAUTHENTICATED", errorCode: "APNS_AUTH_ERROR")), .channel, false),
+        (response(403, fcmError(403, status: "PERMISSION_DENIED", errorCode: nil)), .channel, false),
+        (response(401, fcmError(401, status: "UNAUTHENTICATED", errorCode: nil)), .channel, false),
+        (response(404, fcmError(404, status: "NOT_FOUND", errorCode: nil)), .channel, false),
+    ]
+
+    @Test(arguments: 0..<faults.count)
+    func faultClass(_ index: Int) {
+        let (input, fault, suspect) = Self.faults[index]
+        let answer = FCMResponseClassifier.answer(input, now: now)
+        #expect(answer.fault == fault)
+        #expect(answer.suspectsChannel == suspect)
+        #expect(answer.invalidatesWhenCredentialsWork == suspect)
+        #expect(answer.outcome == FCMResponseClassifier.classify(input, now: now))
     }
 
     @Test func detailCarriesCodesAndMessage() {
@@ -122,9 +153,11 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         (response(429, headers: [PushHeader("Retry-After", "soon")]), "retry rate_limited -"),
         (response(429, headers: [PushHeader("Retry-After", "Thu, 14 Jul 2026 25:35:20 GMT")]), "retry rate_limited -"),
         (response(429, headers: [PushHeader("Retry-After", "-5")]), "retry rate_limited -"),
-        (response(400), "channel bad_request"),
-        (response(401), "channel vapid_unauthorized"),
-        (response(403), "channel vapid_forbidden"),
+        (response(400), "failed bad_request"),
+        (response(401), "failed vapid_unauthorized"),
+        (response(403), "failed vapid_forbidden"),
+        (response(408), "retry request_timeout -"),
+        (response(415), "failed unsupported_media_type"),
         (response(500), "retry http_500 -"),
         (response(503, headers: [PushHeader("Retry-After", "7200")]), "retry http_503 3600"),
         (response(302), "failed http_302"),
@@ -137,10 +170,31 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         #expect(shape(WebPushResponseClassifier.classify(input, now: now)) == expected)
     }
 
+    /// The statuses of RFC 8030 §5 / §7 / §8.4 and RFC 8292 §4.2 with their fault class; `true` marks an
+    /// answer that suspects the channel but, alone, fails only the delivery.
+    static let faults: [(Int, ProviderFault, Bool)] = [
+        (201, .accepted, false), (200, .accepted, false), (202, .accepted, false),
+        (400, .delivery, true), (401, .delivery, true), (403, .subscription, true),
+        (404, .subscription, false), (410, .subscription, false),
+        (408, .transient, false), (429, .transient, false), (500, .transient, false), (503, .transient, false),
+        (413, .delivery, false), (415, .delivery, false), (406, .delivery, false), (302, .delivery, false),
+    ]
+
+    @Test(arguments: 0..<faults.count)
+    func faultClass(_ index: Int) {
+        let (status, fault, suspect) = Self.faults[index]
+        let answer = WebPushResponseClassifier.answer(response(status), now: now)
+        #expect(answer.fault == fault)
+        #expect(answer.suspectsChannel == suspect)
+        // No single Web Push answer pauses a channel or retries without end.
+        if case .channelError = answer.outcome { Issue.record("\(status) must not pause the channel by itself") }
+        #expect(!answer.invalidatesWhenCredentialsWork)
+    }
+
     @Test func detailIsAShortCleanExcerpt() {
         let body = "\u{0}bad\u{7}" + String(repeating: "é", count: 1000)
-        guard case .channelError(_, let detail, _) = WebPushResponseClassifier.classify(response(403, body), now: now) else {
-            Issue.record("expected a channel error")
+        guard case .failed(_, let detail, false) = WebPushResponseClassifier.classify(response(403, body), now: now) else {
+            Issue.record("expected a failure")
             return
         }
         #expect(detail["status"] == 403)

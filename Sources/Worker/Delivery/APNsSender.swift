@@ -11,17 +11,22 @@ import Synchronization
 /// key, so the provider token is reused by every request and refreshed about every 50 minutes. The key
 /// material is part of the identity: two tenants naming the same team and key ids with different keys never
 /// share (or spoil) each other's tokens. Channel settings are parsed once and cached until the row's JSON
-/// changes, so a corrected key takes effect without a restart.
+/// changes, so a corrected key takes effect without a restart. Both caches are bounded (``CacheBounds``).
+///
+/// Answers naming the credential (any 403) pause the channel at once; `DeviceTokenNotForTopic` and
+/// `BadPath` pause it only on the evidence of ``ChannelFaultEvidence/Policy/singleOrigin``.
 public final class APNsSender: ProviderSender {
     public let provider = "apns"
     /// Apple's production and development hosts ("Sending notification requests to APNs").
     public static let productionOrigin = HTTP2Origin(scheme: .https, host: "api.push.apple.com", port: 443)
     public static let sandboxOrigin = HTTP2Origin(scheme: .https, host: "api.sandbox.push.apple.com", port: 443)
 
-    private struct Channel: Sendable {
+    struct Channel: Sendable {
         var credentials: APNsCredentials
-        var tokenManager: APNsTokenManager
+        /// The ``tokenManagers`` key: team, key id and the public key's fingerprint.
+        var tokenManagerKey: String
         var origin: HTTP2Origin?
+        var evidence: ChannelEvidence
     }
 
     /// Request-building errors caused by the app's channel settings rather than by the message.
@@ -30,11 +35,18 @@ public final class APNsSender: ProviderSender {
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    private let channels = ChannelCache<Channel>()
-    private let tokenManagers = Mutex<[String: APNsTokenManager]>([:])
+    let channels: ChannelCache<Channel>
+    let tokenManagers: SharedInstances<APNsTokenManager>
 
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
-    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    }
+
+    /// - Parameter bounds: the cache sizes (tests use small ones).
+    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+        channels = ChannelCache(capacity: bounds.channels)
+        tokenManagers = SharedInstances(capacity: bounds.apnsTokenManagers)
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -48,7 +60,7 @@ public final class APNsSender: ProviderSender {
             // A configuration error of the app's channel: pause it, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
-        let tokenManager = channel.tokenManager
+        let tokenManager = tokenManager(for: channel)
         let request: PushRequest
         do {
             let bearer = try tokenManager.bearerToken()
@@ -72,7 +84,8 @@ public final class APNsSender: ProviderSender {
         if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
             tokenManager.invalidate()
         }
-        return APNsResponseClassifier.classify(pushResponse, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
+        let answer = APNsResponseClassifier.answer(pushResponse, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
+        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
     }
 
     /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).
@@ -87,19 +100,20 @@ public final class APNsSender: ProviderSender {
             if let endpoint, !endpoint.isEmpty {
                 origin = try HTTP2Origin(parsing: endpoint)
             }
-            return Channel(credentials: credentials, tokenManager: tokenManager(for: credentials), origin: origin)
+            let fingerprint = Base64URL.encode(SHA256.hash(Array(credentials.privateKey.publicKey.x963Representation)))
+            return Channel(
+                credentials: credentials, tokenManagerKey: "\(credentials.teamID).\(credentials.keyID).\(fingerprint)",
+                origin: origin, evidence: ChannelEvidence(policy: .singleOrigin))
         }
     }
 
-    private func tokenManager(for credentials: APNsCredentials) -> APNsTokenManager {
-        let fingerprint = Base64URL.encode(SHA256.hash(Array(credentials.privateKey.publicKey.x963Representation)))
-        return tokenManagers.withLock { managers in
-            let key = "\(credentials.teamID).\(credentials.keyID).\(fingerprint)"
-            if let manager = managers[key] { return manager }
-            let manager = APNsTokenManager(
-                teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey)
-            managers[key] = manager
-            return manager
+    /// The shared manager of the channel's key (looked up per send, so an evicted manager is not kept
+    /// alive by the channel cache).
+    private func tokenManager(for channel: Channel) -> APNsTokenManager {
+        tokenManagers.value(forKey: channel.tokenManagerKey) {
+            APNsTokenManager(
+                teamID: channel.credentials.teamID, keyID: channel.credentials.keyID,
+                privateKey: channel.credentials.privateKey)
         }
     }
 }

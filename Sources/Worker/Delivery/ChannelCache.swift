@@ -1,17 +1,47 @@
+import DeliveryCore
 import Foundation
+import PushCrypto
 import Synchronization
 
-/// An app's parsed channel (credentials, token manager, origin) per app, reused until the row's `settings`
-/// JSON or `endpoint` changes, so a corrected key takes effect without a restart and nothing is parsed per
-/// delivery. Shared by every provider sender.
+/// How many entries the senders keep per tenant-chosen key. Each cache is an ``LRUCache``: past its bound
+/// the least recently used entry is dropped and rebuilt on its next use (a parse, a signature, an access
+/// token fetch), so a tenant creating many apps, keys or push-service origins costs CPU, never unbounded
+/// memory. docs/security.md lists the bounds.
+struct CacheBounds: Sendable {
+    /// Parsed channels per provider sender (one per app with a channel of that provider).
+    var channels = 4096
+    /// APNs token managers (one per team + key id + key), each holding one provider token.
+    var apnsTokenManagers = 4096
+    /// Google access-token caches (one per service account), each holding one access token.
+    var googleTokenCaches = 4096
+    /// VAPID token managers (one per key + subject), each caching at most
+    /// `VAPIDTokenManager.maximumCachedOrigins` tokens.
+    var vapidTokenManagers = 1024
+
+    /// The bounds the worker runs with.
+    static let standard = CacheBounds()
+}
+
+/// An app's parsed channel (credentials, origin, fault evidence) per app, reused until the row's `settings`
+/// JSON or `endpoint` changes, so a corrected key takes effect without a restart (and with fresh evidence)
+/// and nothing is parsed per delivery. Shared by every provider sender; at most `capacity` apps are kept
+/// (least recently used dropped). The settings are remembered by SHA-256, not by text, so a large settings
+/// document costs its digest only.
 final class ChannelCache<Channel: Sendable>: Sendable {
     private struct Entry: Sendable {
-        var settingsJSON: String
+        var settingsDigest: [UInt8]
         var endpoint: String?
         var channel: Channel
     }
 
-    private let entries = Mutex<[UUID: Entry]>([:])
+    private let entries: Mutex<LRUCache<UUID, Entry>>
+
+    init(capacity: Int = CacheBounds.standard.channels) {
+        entries = Mutex(LRUCache(capacity: capacity))
+    }
+
+    /// Apps currently cached.
+    var count: Int { entries.withLock { $0.count } }
 
     /// The cached channel for the delivery's app, or the one `build` makes from the row's settings JSON
     /// (`{}` when the row has none) and endpoint.
@@ -20,15 +50,54 @@ final class ChannelCache<Channel: Sendable>: Sendable {
         throws -> Channel
     {
         let settingsJSON = delivery.channelSettingsJSON ?? "{}"
-        if let cached = entries.withLock({ $0[delivery.appID] }),
-            cached.settingsJSON == settingsJSON, cached.endpoint == delivery.channelEndpoint
+        let digest = SHA256.hash(Array(settingsJSON.utf8))
+        if let cached = entries.withLock({ $0.value(forKey: delivery.appID) }),
+            cached.settingsDigest == digest, cached.endpoint == delivery.channelEndpoint
         {
             return cached.channel
         }
         let channel = try build(settingsJSON, delivery.channelEndpoint)
         entries.withLock {
-            $0[delivery.appID] = Entry(settingsJSON: settingsJSON, endpoint: delivery.channelEndpoint, channel: channel)
+            _ = $0.insert(Entry(settingsDigest: digest, endpoint: delivery.channelEndpoint, channel: channel), forKey: delivery.appID)
         }
         return channel
+    }
+}
+
+/// One value per key, built on first use and kept in an ``LRUCache`` of `capacity` keys: the senders'
+/// token managers and access-token caches, shared by every app using the same key.
+final class SharedInstances<Value: Sendable>: Sendable {
+    private let entries: Mutex<LRUCache<String, Value>>
+
+    init(capacity: Int) {
+        entries = Mutex(LRUCache(capacity: capacity))
+    }
+
+    /// Keys currently held.
+    var count: Int { entries.withLock { $0.count } }
+
+    /// The value for `key`, made by `make` (under the lock, so one value per key) when missing.
+    func value(forKey key: String, make: () -> Value) -> Value {
+        entries.withLock { entries in
+            if let value = entries.value(forKey: key) { return value }
+            let value = make()
+            entries.insert(value, forKey: key)
+            return value
+        }
+    }
+}
+
+/// The fault evidence of one cached channel (``ChannelFaultEvidence`` behind a lock): fed every provider
+/// answer, it turns a suspect refusal into a channel pause only on enough evidence.
+final class ChannelEvidence: Sendable {
+    private let evidence: Mutex<ChannelFaultEvidence>
+
+    init(policy: ChannelFaultEvidence.Policy) {
+        evidence = Mutex(ChannelFaultEvidence(policy: policy))
+    }
+
+    /// See ``ChannelFaultEvidence/judge(_:subscription:origin:at:)``.
+    func judge(_ answer: ProviderAnswer, subscription: UUID, origin: String, now: Date) -> DeliveryOutcome {
+        evidence.withLock { $0.judge(answer, subscription: subscription, origin: origin, at: now) }
     }
 }

@@ -72,7 +72,7 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 ///
 /// - Channel settings are parsed once per app and cached until the row's JSON or `endpoint` changes.
 /// - One ``GoogleAccessTokenCache`` per service account (client email + key + token URI), shared by apps
-///   using the same account; its fetch POSTs the JWT-bearer grant (RFC 7523 §2.1) to `token_uri` over the
+///   using the same account (both caches bounded, ``CacheBounds``); its fetch POSTs the JWT-bearer grant (RFC 7523 §2.1) to `token_uri` over the
 ///   shared ``HTTP2Client`` (Google's token endpoint speaks HTTP/2).
 /// - The send goes to the channel's `endpoint` when set, else `https://fcm.googleapis.com`.
 /// - A 401 the classifier says needs a new token (``FCMResponseClassifier/requiresNewAccessToken(_:)``)
@@ -82,19 +82,28 @@ public final class FCMSender: ProviderSender {
     /// FCM's production origin.
     public static let defaultOrigin = HTTP2Origin(scheme: .https, host: FCMRequestFactory.host, port: 443)
 
-    private struct Channel: Sendable {
+    struct Channel: Sendable {
         var origin: HTTP2Origin
-        var tokens: GoogleAccessTokenCache
+        var settings: FCMChannelSettings
+        var tokenURI: (origin: HTTP2Origin, path: String)
+        var evidence: ChannelEvidence
     }
 
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    private let channels = ChannelCache<Channel>()
-    private let tokenCaches = Mutex<[String: GoogleAccessTokenCache]>([:])
+    let channels: ChannelCache<Channel>
+    let tokenCaches: SharedInstances<GoogleAccessTokenCache>
 
     /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
-    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    }
+
+    /// - Parameter bounds: the cache sizes (tests use small ones).
+    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+        channels = ChannelCache(capacity: bounds.channels)
+        tokenCaches = SharedInstances(capacity: bounds.googleTokenCaches)
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -108,13 +117,14 @@ public final class FCMSender: ProviderSender {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
+        let tokens = tokenCache(for: channel.settings, tokenURI: channel.tokenURI)
         let fcmDelivery = DeliveryRendering.fcmDelivery(
-            for: delivery, message: message, projectID: channel.tokens.account.projectID, now: now)
+            for: delivery, message: message, projectID: tokens.account.projectID, now: now)
         var refreshed = false
         while true {
             let accessToken: String
             do {
-                accessToken = try await channel.tokens.accessToken()
+                accessToken = try await tokens.accessToken()
             } catch let error as FCMTokenFetchError {
                 if let transport = error.transportError {
                     return ProviderTransport.outcome(for: transport, origin: "token_uri")
@@ -139,11 +149,13 @@ public final class FCMSender: ProviderSender {
             }
             if !refreshed, FCMResponseClassifier.requiresNewAccessToken(pushResponse) {
                 // Expired or revoked token: only this token is dropped, so concurrent refusals refresh once.
-                channel.tokens.invalidate(rejectedToken: accessToken)
+                tokens.invalidate(rejectedToken: accessToken)
                 refreshed = true
                 continue
             }
-            return FCMResponseClassifier.classify(pushResponse, now: now)
+            let answer = FCMResponseClassifier.answer(pushResponse, now: now)
+            return channel.evidence.judge(
+                answer, subscription: delivery.subscriptionID, origin: channel.origin.description, now: Date())
         }
     }
 
@@ -156,7 +168,8 @@ public final class FCMSender: ProviderSender {
                 origin = try HTTP2Origin(parsing: endpoint)
             }
             let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
-            return Channel(origin: origin, tokens: tokenCache(for: settings, tokenURI: tokenURI))
+            return Channel(
+                origin: origin, settings: settings, tokenURI: tokenURI, evidence: ChannelEvidence(policy: .singleOrigin))
         }
     }
 
@@ -170,22 +183,18 @@ public final class FCMSender: ProviderSender {
         return (origin, path)
     }
 
-    /// One cache per account, so apps sharing a service account share its access token.
+    /// One cache per account, so apps sharing a service account share its access token (looked up per send,
+    /// so an evicted cache is not kept alive by the channel cache).
     private func tokenCache(for settings: FCMChannelSettings, tokenURI: (origin: HTTP2Origin, path: String))
         -> GoogleAccessTokenCache
     {
-        let account = settings.account
-        let key = settings.accountFingerprint
-        return tokenCaches.withLock { caches in
-            if let cache = caches[key] { return cache }
+        tokenCaches.value(forKey: settings.accountFingerprint) {
             let client = self.client
             let timeout = requestTimeout
-            let cache = GoogleAccessTokenCache(account: account) { assertion in
+            return GoogleAccessTokenCache(account: settings.account) { assertion in
                 try await Self.fetchToken(
                     assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
             }
-            caches[key] = cache
-            return cache
         }
     }
 

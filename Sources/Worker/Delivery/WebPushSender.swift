@@ -48,22 +48,36 @@ public struct WebPushChannelSettingsError: Error, CustomStringConvertible, Senda
 /// column is not used: requests go to the endpoint's origin over the shared ``HTTP2Client``, which keeps
 /// one pool per origin. One ``VAPIDTokenManager`` per key (shared by apps with the same key), which caches
 /// one token per push-service origin. Channel settings are parsed once and cached until the row's JSON
-/// changes.
+/// changes. Every cache is bounded (``CacheBounds``, ``VAPIDTokenManager/maximumCachedOrigins``).
+///
+/// A 400/401/403 from one push service about one subscription fails that delivery only; the channel
+/// pauses on the evidence of ``ChannelFaultEvidence/Policy/webPush`` (several subscriptions at several
+/// origins refused, none accepted, within the window).
 public final class WebPushSender: ProviderSender {
     public let provider = "webpush"
 
-    private struct Channel: Sendable {
-        var vapid: VAPIDTokenManager
+    struct Channel: Sendable {
+        var settings: WebPushChannelSettings
+        /// The ``tokenManagers`` key: the public key's fingerprint and the subject.
+        var tokenManagerKey: String
+        var evidence: ChannelEvidence
     }
 
     private let client: HTTP2Client
     private let requestTimeout: Duration
     private let logger: Logger
-    private let channels = ChannelCache<Channel>()
-    private let tokenManagers = Mutex<[String: VAPIDTokenManager]>([:])
+    let channels: ChannelCache<Channel>
+    let tokenManagers: SharedInstances<VAPIDTokenManager>
 
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
-    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    }
+
+    /// - Parameter bounds: the cache sizes (tests use small ones).
+    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+        channels = ChannelCache(capacity: bounds.channels)
+        tokenManagers = SharedInstances(capacity: bounds.vapidTokenManagers)
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -89,7 +103,7 @@ public final class WebPushSender: ProviderSender {
                     detail: ["message": .string("the web subscription has no web_p256dh / web_auth")])
             }
             request = try WebPushRequestSealer.seal(
-                plaintext, endpoint: endpoint, p256dh: p256dh, auth: auth, vapid: channel.vapid)
+                plaintext, endpoint: endpoint, p256dh: p256dh, auth: auth, vapid: tokenManager(for: channel))
         } catch {
             // vapid_failed is the channel's key failing to sign; everything else is this push or subscription.
             if error.reason == "vapid_failed" {
@@ -104,7 +118,8 @@ public final class WebPushSender: ProviderSender {
         case .success(let response): pushResponse = response
         case .failure(let failure): return failure.outcome
         }
-        return WebPushResponseClassifier.classify(pushResponse, now: now)
+        let answer = WebPushResponseClassifier.answer(pushResponse, now: now)
+        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
     }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {
@@ -117,19 +132,18 @@ public final class WebPushSender: ProviderSender {
             } catch {
                 throw WebPushChannelSettingsError("the settings are not valid JSON")
             }
-            return Channel(vapid: tokenManager(for: settings))
+            let fingerprint = Base64URL.encode(SHA256.hash(Array(settings.privateKey.publicKey.x963Representation)))
+            return Channel(
+                settings: settings, tokenManagerKey: "\(fingerprint) \(settings.subject.value)",
+                evidence: ChannelEvidence(policy: .webPush))
         }
     }
 
-    /// One manager per key + subject, so apps sharing a key share its per-origin tokens.
-    private func tokenManager(for settings: WebPushChannelSettings) -> VAPIDTokenManager {
-        let fingerprint = Base64URL.encode(SHA256.hash(Array(settings.privateKey.publicKey.x963Representation)))
-        return tokenManagers.withLock { managers in
-            let key = "\(fingerprint) \(settings.subject.value)"
-            if let manager = managers[key] { return manager }
-            let manager = VAPIDTokenManager(privateKey: settings.privateKey, subject: settings.subject)
-            managers[key] = manager
-            return manager
+    /// One manager per key + subject, so apps sharing a key share its per-origin tokens (looked up per send,
+    /// so an evicted manager is not kept alive by the channel cache).
+    private func tokenManager(for channel: Channel) -> VAPIDTokenManager {
+        tokenManagers.value(forKey: channel.tokenManagerKey) {
+            VAPIDTokenManager(privateKey: channel.settings.privateKey, subject: channel.settings.subject)
         }
     }
 }

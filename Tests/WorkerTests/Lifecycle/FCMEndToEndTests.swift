@@ -72,9 +72,12 @@ struct FCMEndToEndTests {
                     #expect(try events("unavailable") == ["retrying/unavailable", "sent"])
                     #expect(try connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
 
-                    let gone: Set<UUID> = [subscriptions["unregistered"]!, subscriptions["mismatch"]!, subscriptions["invalid"]!]
+                    let gone: Set<UUID> = [subscriptions["unregistered"]!, subscriptions["invalid"]!]
                     for row in try connection.query("SELECT id, status FROM subscriptions") {
                         let id = try row.decode(UUID.self, "id")
+                        // SENDER_ID_MISMATCH invalidates only once a send of this batch proved the account
+                        // (ChannelFaultEvidenceTests); the order of concurrent sends is not fixed here.
+                        if id == subscriptions["mismatch"]! { continue }
                         #expect(row["status"] == (gone.contains(id) ? "invalid" : "active"))
                     }
                     // The quota retry waited for the emulator's `retry-after` (1 s), not the 0.05 s test backoff.

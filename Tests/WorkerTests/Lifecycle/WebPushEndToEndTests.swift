@@ -136,49 +136,135 @@ struct WebPushEndToEndTests {
         }
     }
 
-    @Test func vapidRefusalsPauseTheChannelNotTheSubscription() async throws {
+    /// Issue row 3: one subscription whose push service answers 400, 401 or 403 used to pause the app's
+    /// whole channel (healthy subscriptions waited as `channel_paused`, the bad one paused it again every
+    /// 5 minutes until its ttl). Now each bad delivery fails alone, once, and the rest are sent at once.
+    @Test func oneRefusedSubscriptionFailsAloneAndTheRestAreSent() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
                 let origin = emulator.endpoint
                 let ids = try await onThread {
-                    var result: [(subscription: UUID, app: UUID)] = []
-                    for id in ["e401a", "e403a", "e400a"] {
-                        let seed = try Seed(url)
-                        try seed.app()
-                        try seed.webPushChannel(settings: emulator.webPushChannelSettings)
-                        let subscription = try seed.webSubscription(try emulator.webSubscription(id), origin: origin)
-                        try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
-                        result.append((subscription, seed.appID))
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try seed.webPushChannel(settings: emulator.webPushChannelSettings)
+                    let user = try seed.user("u")
+                    var subscriptions: [String: UUID] = [:]
+                    for id in ["e403a", "e400a", "e401a", "okay1", "okay2", "okay3"] {
+                        subscriptions[id] = try seed.webSubscription(try emulator.webSubscription(id), origin: origin, user: user)
                     }
-                    // A channel whose key is not a key: paused as invalid_channel_settings.
+                    try seed.notification(target: #"{"include_external_ids": ["u"]}"#)
+                    // A channel whose key is not a key names its own settings: paused at once.
                     let broken = try Seed(url)
                     try broken.app()
                     try broken.webPushChannel(settings: #"{"vapid_private_key": "not a key", "subject": "mailto:a@b.example"}"#)
-                    let subscription = try broken.webSubscription(try emulator.webSubscription("okay2"), origin: origin)
-                    try broken.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
-                    result.append((subscription, broken.appID))
-                    return result
+                    subscriptions["broken"] = try broken.webSubscription(try emulator.webSubscription("okay9"), origin: origin)
+                    try broken.notification(target: #"{"include_subscription_ids": ["\#(subscriptions["broken"]!)"]}"#)
+                    return (subscriptions, seed.appID, broken.appID)
                 }
+                let (subscriptions, app, brokenApp) = ids
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 let runtime = try WorkerRuntime(
                     configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "false"]),
                     logger: quietLogger)
-                try await runUntil(runtime, "four deliveries have an outcome") {
+                try await runUntil(runtime, "seven deliveries have an outcome") {
                     let rows = try await database.query("SELECT count(DISTINCT subscription_id) AS n FROM delivery_events")
-                    return rows[0]["n"] == "4"
+                    return rows[0]["n"] == "7"
                 }
-                let expected = ["vapid_unauthorized", "vapid_forbidden", "bad_request", "invalid_channel_settings"]
-                for (index, pair) in ids.enumerated() {
+                let expected = [
+                    "e403a": "failed/vapid_forbidden", "e400a": "failed/bad_request", "e401a": "failed/vapid_unauthorized",
+                    "okay1": "sent", "okay2": "sent", "okay3": "sent", "broken": "retrying/invalid_channel_settings",
+                ]
+                for (name, event) in expected {
                     let events = try await database.query(
-                        "SELECT event, reason, detail::text AS d FROM delivery_events WHERE subscription_id = $1", [pair.subscription])
-                    #expect(events.map { "\($0["event"] ?? "")/\($0["reason"] ?? "")" } == ["retrying/\(expected[index])"])
-                    // The key never leaks into events.
-                    #expect(events.allSatisfy { $0["d"]?.contains("PRIVATE KEY") == false })
-                    let channel = try await database.query(
-                        "SELECT paused_until IS NOT NULL AS paused FROM app_channels WHERE app_id = $1", [pair.app])
-                    #expect(channel.first?["paused"] == "t")
-                    let subscription = try await database.query("SELECT status FROM subscriptions WHERE id = $1", [pair.subscription])
-                    #expect(subscription.first?["status"] == "active")
+                        "SELECT event || coalesce('/' || reason, '') AS e, detail::text AS d FROM delivery_events WHERE subscription_id = $1",
+                        [subscriptions[name]!])
+                    #expect(events.map { $0["e"] ?? "" } == [event], "\(name)")
+                    #expect(events.allSatisfy { $0["d"]?.contains("PRIVATE KEY") == false && $0["d"]?.contains("/wpush/") == false })
+                }
+                // Nothing of the healthy app waits: no queue rows, no pause, every subscription still active.
+                let left = try await database.query("SELECT count(*) AS n FROM deliveries WHERE app_id = $1", [app])
+                #expect(left.first?["n"] == "0")
+                let channels = try await database.query(
+                    "SELECT app_id, paused_until IS NOT NULL AS paused FROM app_channels WHERE provider = 'webpush'")
+                for row in channels {
+                    #expect(row["paused"] == (try row.decode(UUID.self, "app_id") == brokenApp ? "t" : "f"))
+                }
+                let statuses = try await database.query("SELECT DISTINCT status FROM subscriptions")
+                #expect(statuses.map { $0["status"] ?? "" } == ["active"])
+                #expect(emulator.webPush.acceptedMessages.count == 3)
+                await database.shutdown()
+            }
+        }
+    }
+
+    /// The evidence that does pause a channel: distinct subscriptions at distinct push-service origins
+    /// refused within the window, none accepted. After the pause a healthy subscription of the app waits as
+    /// `channel_paused`, and the documented resume procedure sends it.
+    @Test func refusalsAtSeveralOriginsPauseTheChannel() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                // Two origins of the one emulator (its certificate names both).
+                let origins = [emulator.endpoint, "https://127.0.0.1:\(emulator.port)", emulator.endpoint]
+                let (subscriptions, app) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try seed.webPushChannel(settings: emulator.webPushChannelSettings)
+                    var subscriptions: [UUID] = []
+                    for (index, id) in ["e403b", "e403c", "e401d"].enumerated() {
+                        let subscription = try seed.webSubscription(try emulator.webSubscription(id), origin: origins[index])
+                        try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
+                        subscriptions.append(subscription)
+                    }
+                    return (subscriptions, seed.appID)
+                }
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let configuration = try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "false"])
+                try await runUntil(try WorkerRuntime(configuration: configuration, logger: quietLogger), "the channel is paused") {
+                    let rows = try await database.query(
+                        "SELECT count(*) AS n FROM app_channels WHERE app_id = $1 AND paused_until > now()", [app])
+                    let events = try await database.query("SELECT count(DISTINCT subscription_id) AS n FROM delivery_events")
+                    return rows[0]["n"] == "1" && events[0]["n"] == "3"
+                }
+                let events = try await database.query(
+                    "SELECT event, reason, detail->>'refused_origins' AS origins FROM delivery_events WHERE subscription_id = ANY($1::uuid[])",
+                    [subscriptions])
+                // Two refusals were one subscription's own; the third completed the evidence and paused.
+                #expect(events.filter { $0["event"] == "failed" }.count == 2)
+                let pausing = events.filter { $0["event"] == "retrying" }
+                #expect(pausing.count == 1)
+                #expect(pausing.first?["origins"] == "2")
+                #expect(["vapid_forbidden", "vapid_unauthorized"].contains(pausing.first?["reason"] ?? ""))
+                let channel = try await database.query("SELECT paused_reason FROM app_channels WHERE app_id = $1", [app])
+                #expect(channel.first?["paused_reason"] == pausing.first?["reason"])
+
+                // A healthy subscription of the paused app waits as channel_paused...
+                let healthy = try await onThread {
+                    let connection = try PostgresConnection(connectionString: url)
+                    let subscription = try connection.query(
+                        """
+                        INSERT INTO subscriptions (app_id, platform, token, web_p256dh, web_auth, language)
+                        VALUES ($1, 'web', $2, $3, $4, 'en') RETURNING id
+                        """,
+                        [app, try emulator.webSubscription("okay5").endpoint(origin: emulator.endpoint),
+                         try emulator.webSubscription("okay5").p256dh, try emulator.webSubscription("okay5").auth]
+                    )[0].decode(UUID.self, "id")
+                    _ = try connection.query(
+                        "INSERT INTO notifications (app_id, message, target) VALUES ($1, '{\"contents\": {\"en\": \"hi\"}}', $2::jsonb)",
+                        [app, #"{"include_subscription_ids": ["\#(subscription)"]}"#])
+                    return subscription
+                }
+                try await runUntil(try WorkerRuntime(configuration: configuration, logger: quietLogger), "the healthy delivery waits") {
+                    let rows = try await database.query(
+                        "SELECT count(*) AS n FROM delivery_events WHERE subscription_id = $1 AND reason = 'channel_paused'", [healthy])
+                    return rows[0]["n"] == "1"
+                }
+                // ...and the documented resume (README) sends it at once.
+                _ = try await database.query("UPDATE app_channels SET paused_until = NULL WHERE app_id = $1", [app])
+                _ = try await database.query("UPDATE deliveries SET run_at = now() WHERE app_id = $1 AND leased_by IS NULL", [app])
+                try await runUntil(try WorkerRuntime(configuration: configuration, logger: quietLogger), "the healthy delivery is sent") {
+                    let rows = try await database.query(
+                        "SELECT count(*) AS n FROM delivery_events WHERE subscription_id = $1 AND event = 'sent'", [healthy])
+                    return rows[0]["n"] == "1"
                 }
                 await database.shutdown()
             }
