@@ -86,10 +86,10 @@ extension QueueStore {
             let rows = try connection.query(
                 """
                 SELECT id, app_id, target::text AS target, expansion_cursor,
-                       CASE WHEN octet_length((message->'ttl')::text) <= $1 THEN (message->'ttl')::text
-                            ELSE '"(too long)"' END AS ttl,
-                       CASE WHEN octet_length((message->'priority')::text) <= $1 THEN (message->'priority')::text
-                            ELSE '"(too long)"' END AS priority,
+                       CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
+                            ELSE (message->'ttl')::text END AS ttl,
+                       CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
+                            ELSE (message->'priority')::text END AS priority,
                        coalesce(send_after, created_at) AS start_at, now() AS now
                 FROM notifications
                 WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
