@@ -659,6 +659,44 @@ extension ExpansionTests {
         }
     }
 
+    /// Rows 1 and 2 of the issue through a real expand-only worker: before, every poll failed (22008, 22003) and
+    /// the worker never drained; now the poisoned notification fails, the tag does not match, the rest expand.
+    @Test func anExpandOnlyWorkerDrainsPastTheIssuesPoisonRows() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let ids = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    for (name, tags) in [("odd", #"{"level": "1e999999"}"#), ("fine", #"{"level": 7}"#)] {
+                        let user = try seed.connection.query(
+                            "INSERT INTO users (app_id, external_id, tags) VALUES ($1, $2, $3::jsonb) RETURNING id",
+                            [seed.appID, name, tags])[0].decode(UUID.self, "id")
+                        try seed.subscription(user: user)
+                    }
+                    let ttl = try seed.notification(message: #"{"ttl": 1e13, "contents": {"en": "x"}}"#, target: #"{"all": true}"#)
+                    let filtered = try seed.notification(
+                        target: #"{"filters": [{"field": "tag", "key": "level", "relation": ">", "value": 5}]}"#)
+                    return (ttl, filtered, try Self.goodNotificationOfAnotherApp(url).notification)
+                }
+                try await runUntilDrained(
+                    try WorkerRuntime(
+                        configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_ROLES": "expand"]),
+                        logger: quietLogger),
+                    limit: 30)
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let rows = try await database.query("SELECT id, status, status_reason, targeted_count FROM notifications")
+                await database.shutdown()
+                var found: [UUID: PostgresRow] = [:]
+                for row in rows { found[try row.decode(UUID.self, "id")] = row }
+                #expect(found[ids.0]?["status"] == "failed")
+                #expect(found[ids.0]?["status_reason"]?.hasPrefix("invalid_message: ttl") == true)
+                #expect(found[ids.1]?["status"] == "expanded")
+                #expect(found[ids.1]?["targeted_count"] == "1")
+                #expect(found[ids.2]?["status"] == "expanded")
+            }
+        }
+    }
+
     /// Defence in depth: a statement that still fails on one notification's data (here a trigger raising a
     /// data exception and an integrity violation for it) fails that notification alone, with the SQLSTATE.
     @Test func aStatementFailingOnOneNotificationsDataFailsItAloneAndTheLoopMovesOn() async throws {
