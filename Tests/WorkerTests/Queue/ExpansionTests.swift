@@ -708,22 +708,17 @@ extension ExpansionTests {
                 let dataException = try seed.notification(target: #"{"all": true}"#)
                 let integrity = try seed.notification(target: #"{"all": true}"#)
                 let good = try Self.goodNotificationOfAnotherApp(url)
-                _ = try seed.connection.query(
+                try seed.poisonDeliveries(
+                    before: "INSERT",
                     """
-                    CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN
-                        IF NEW.notification_id = '\(dataException)' THEN
-                            RAISE EXCEPTION 'value out of range: "token-like secret"' USING ERRCODE = '22003',
-                                DETAIL = 'a detail that must not be copied';
-                        END IF;
-                        IF NEW.notification_id = '\(integrity)' THEN
-                            RAISE EXCEPTION 'check failed' USING ERRCODE = '23514';
-                        END IF;
-                        RETURN NEW;
-                    END $$
+                    IF NEW.notification_id = '\(dataException)' THEN
+                        RAISE EXCEPTION 'value out of range: "token-like secret"' USING ERRCODE = '22003',
+                            DETAIL = 'a detail that must not be copied';
+                    END IF;
+                    IF NEW.notification_id = '\(integrity)' THEN
+                        RAISE EXCEPTION 'check failed' USING ERRCODE = '23514';
+                    END IF;
                     """)
-                _ = try seed.connection.query(
-                    "CREATE TRIGGER poison BEFORE INSERT ON deliveries FOR EACH ROW EXECUTE FUNCTION poison()")
                 let outcome = try Self.expandAll(seed)
                 #expect(outcome[dataException]?.status == "failed")
                 #expect(outcome[dataException]?.reason?.hasPrefix("data_exception: SQLSTATE 22003: value out of range") == true)

@@ -36,18 +36,13 @@ struct PoisonRowTests {
                 let ids = try seed.connection.query("SELECT id FROM deliveries ORDER BY id").map { try $0.decode(Int64.self, "id") }
                 let bad = [ids[2], ids[7]]
                 // A claim of these rows fails as a data error in the claim statement would.
-                _ = try seed.connection.query(
+                try seed.poisonDeliveries(
+                    before: "UPDATE",
                     """
-                    CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN
-                        IF NEW.fence > OLD.fence AND OLD.id = ANY('{\(bad.map(String.init).joined(separator: ","))}'::bigint[]) THEN
-                            RAISE EXCEPTION 'division by zero' USING ERRCODE = '22012';
-                        END IF;
-                        RETURN NEW;
-                    END $$
+                    IF NEW.fence > OLD.fence AND OLD.id = ANY('{\(bad.map(String.init).joined(separator: ","))}'::bigint[]) THEN
+                        RAISE EXCEPTION 'division by zero' USING ERRCODE = '22012';
+                    END IF;
                     """)
-                _ = try seed.connection.query(
-                    "CREATE TRIGGER poison BEFORE UPDATE ON deliveries FOR EACH ROW EXECUTE FUNCTION poison()")
 
                 let claimed = try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A")
                 #expect(Set(claimed.map(\.id)) == Set(ids).subtracting(bad))
