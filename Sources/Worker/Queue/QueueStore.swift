@@ -12,10 +12,13 @@ public enum QueueStore {
     /// One row never stalls claiming. A claimed row that cannot be read into a ``ClaimedDelivery`` is set
     /// aside (deleted under its fence, with a `failed` event) and the others are returned. If the statement
     /// itself fails with a data error (SQLSTATE class 22 / 23; nothing was claimed, the statement is atomic),
-    /// the due candidates are claimed again by id in halves until the rows that fail are single; each of those
-    /// is set aside. `k` bad rows among `limit` cost at most about `2k·log2(limit)` extra statements.
-    /// - Throws: ``PostgresError`` other than a data error of one row (connection problems, or setting a row
-    ///   aside failed).
+    /// the due candidates are claimed again by id in halves until the rows that fail are single. Those are set
+    /// aside only on evidence that the fault is theirs, not the statement's: another due row was claimed in
+    /// the same call (from the candidates, or by a claim that excludes the failing rows). An error every row
+    /// meets (say a broken trigger) is thrown as before and fails nothing; failing rows with no other due row
+    /// stay until one is. `k` bad rows among `limit` cost at most about `2k·log2(limit) + 2` statements.
+    /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
+    ///   due row meets, or setting a row aside failed for another reason than a data error).
     public static func claim(
         on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String
     ) throws -> [ClaimedDelivery] {
@@ -24,19 +27,20 @@ public enum QueueStore {
                 try connection.query(claimSQL(picking: .due), [limit, leaseSeconds, workerID]), on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
-                on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID)
+                on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID, error: error)
         }
     }
 
     /// The fallback of ``claim(on:limit:leaseSeconds:workerID:)`` after a data error: the candidates (read
     /// without locks, in claim order) are claimed by id, a failing set split in two until single rows remain.
     private static func claimIsolatingBadRows(
-        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String
+        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String, error: PostgresError
     ) throws -> [ClaimedDelivery] {
         let candidates = try connection.query(
             "SELECT id FROM deliveries WHERE run_at <= now() ORDER BY priority DESC, run_at LIMIT $1", [limit]
         ).map { try $0.decode(Int64.self, "id") }
         var claimed: [ClaimedDelivery] = []
+        var failing: [(id: Int64, error: PostgresError)] = []
         func claimSet(_ ids: ArraySlice<Int64>) throws {
             guard !ids.isEmpty else { return }
             do {
@@ -46,7 +50,7 @@ public enum QueueStore {
                     on: connection)
             } catch let error as PostgresError where error.isDataError {
                 guard ids.count > 1 else {
-                    try setAsideIfPossible(on: connection, deliveryID: ids[ids.startIndex], fence: nil, error: error)
+                    failing.append((ids[ids.startIndex], error))
                     return
                 }
                 let middle = ids.startIndex + ids.count / 2
@@ -55,6 +59,20 @@ public enum QueueStore {
             }
         }
         try claimSet(candidates[...])
+        guard !failing.isEmpty else { return claimed }
+        if claimed.isEmpty {
+            // Every candidate failed: is it these rows, or the statement? Claim around them to find out (an
+            // error here too means every row meets it: nothing is set aside).
+            claimed = try decodeClaimed(
+                try connection.query(
+                    claimSQL(picking: .unlisted), [limit, leaseSeconds, workerID, failing.map(\.id)]),
+                on: connection)
+            // No other row is due: no evidence either way; they are tried again with the next claim.
+            if claimed.isEmpty { return [] }
+        }
+        for row in failing {
+            try setAsideIfPossible(on: connection, deliveryID: row.id, fence: nil, error: row.error)
+        }
         return claimed
     }
 
@@ -124,13 +142,15 @@ public enum QueueStore {
         case due
         /// Those of the due rows whose id is in `$4::bigint[]`.
         case listed
+        /// The due rows whose id is not in `$4::bigint[]`.
+        case unlisted
     }
 
     static func claimSQL(picking: ClaimPicking) -> String {
         """
         WITH picked AS (
             SELECT id FROM deliveries
-            WHERE run_at <= now()\(picking == .listed ? " AND id = ANY($4::bigint[])" : "")
+            WHERE run_at <= now()\(picking == .due ? "" : picking == .listed ? " AND id = ANY($4::bigint[])" : " AND id <> ALL($4::bigint[])")
             ORDER BY priority DESC, run_at
             LIMIT $1
             FOR UPDATE SKIP LOCKED

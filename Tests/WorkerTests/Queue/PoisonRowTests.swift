@@ -44,6 +44,14 @@ struct PoisonRowTests {
                     END IF;
                     """)
 
+                // Only the bad rows are due: no evidence that the fault is theirs, so nothing is set aside.
+                _ = try seed.connection.query(
+                    "UPDATE deliveries SET run_at = now() + interval '1 hour' WHERE id <> ALL($1::bigint[])", [bad])
+                #expect(try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A").isEmpty)
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "9")
+
+                _ = try seed.connection.query("UPDATE deliveries SET run_at = now()")
                 let claimed = try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A")
                 #expect(Set(claimed.map(\.id)) == Set(ids).subtracting(bad))
                 let events = try seed.connection.query(
@@ -58,6 +66,22 @@ struct PoisonRowTests {
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE id = ANY($1::bigint[])", [bad])[0]["n"] == "0")
                 // Nothing is due now; the bad rows no longer cost anything.
                 #expect(try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A").isEmpty)
+            }
+        }
+    }
+
+    @Test func anErrorEveryRowMeetsFailsTheClaimAndSetsNothingAside() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                _ = try Self.queue(seed, 5)
+                try seed.poisonDeliveries(
+                    before: "UPDATE", "RAISE EXCEPTION 'broken everywhere' USING ERRCODE = '22023';")
+                #expect(throws: PostgresError.self) {
+                    try QueueStore.claim(on: seed.connection, limit: 3, leaseSeconds: 600, workerID: "A")
+                }
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE attempt = 0")[0]["n"] == "5")
             }
         }
     }
