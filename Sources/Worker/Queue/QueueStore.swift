@@ -264,18 +264,22 @@ public enum QueueStore {
             FROM input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NOT NULL
             RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt
+        ), missing AS MATERIALIZED (
+            -- Only completions that settled nothing (usually none) are looked up: is their queue row gone?
+            SELECT i.id, i.app_id, i.notification_id, i.subscription_id, i.attempt
+            FROM input i
+            WHERE i.notification_id IS NOT NULL
+              AND i.id NOT IN (SELECT id FROM terminal UNION ALL SELECT id FROM rescheduled)
+              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = i.id)
         ), vanished AS (
             -- The row is gone because its subscription or notification (or their app) was deleted while the
             -- push was in flight (ON DELETE CASCADE): the outcome is still written. A row another worker
             -- completed is gone too, but its parents exist (or that worker wrote the final event): ignored.
-            SELECT i.id, i.app_id, i.notification_id, i.subscription_id, i.attempt
-            FROM input i
-            WHERE i.notification_id IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = i.id)
-              AND (NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = i.notification_id)
-                   OR NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = i.subscription_id))
+            SELECT m.* FROM missing m
+            WHERE (NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = m.notification_id)
+                   OR NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = m.subscription_id))
               AND NOT EXISTS (SELECT 1 FROM delivery_events e
-                              WHERE e.notification_id = i.notification_id AND e.subscription_id = i.subscription_id
+                              WHERE e.notification_id = m.notification_id AND e.subscription_id = m.subscription_id
                                 AND e.event IN ('sent', 'failed', 'skipped'))
         ), settled AS (
             SELECT *, false AS deleted FROM terminal
