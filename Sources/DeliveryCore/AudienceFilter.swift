@@ -32,7 +32,9 @@ public struct AudienceFilter: Sendable, Equatable {
         /// `in`: the text is one of these (1 to ``AudienceTarget/maximumIDs`` values).
         case oneOf([String])
         /// `>`: a tag whose value reads as a number greater than this one (tags only). The number is kept as
-        /// its decimal text, cast to `numeric` by PostgreSQL.
+        /// its decimal text, that of an `Int64` or a finite `Double` (so within a double's range, and its cast
+        /// to `numeric` by PostgreSQL cannot fail); a tag that is not a sane number never matches
+        /// (`pushizo_tag_number`, docs/targets.md "Tag numbers").
         case greaterThan(String)
         /// `<`: as `>`, less than.
         case lessThan(String)

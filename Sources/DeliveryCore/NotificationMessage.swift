@@ -194,19 +194,7 @@ public struct NotificationMessage: Sendable, Hashable {
             }
         }
         data = try reader.object("data")
-        if let ttl = try reader.integer("ttl") {
-            guard (0...Self.maximumTTL).contains(ttl) else {
-                throw MessageError(code: .invalidValue, field: "ttl",
-                                   message: "must be a whole number of seconds from 0 to \(Self.maximumTTL) (28 days) (got \(ttl))")
-            }
-            self.ttl = ttl
-        }
-        if let priority = try reader.string("priority") {
-            guard let parsed = Priority(rawValue: priority) else {
-                throw MessageError(code: .invalidValue, field: "priority", message: "must be high or normal (got \"\(priority)\")")
-            }
-            self.priority = parsed
-        }
+        (ttl, priority) = try Self.scheduling(ttl: members["ttl"], priority: members["priority"])
         if let collapseID = try reader.string("collapse_id") {
             // It becomes the `apns-collapse-id` header: CR/LF would be refused by HTTP/2 on every retry.
             guard HTTPFieldValue.isValid(collapseID) else {
@@ -229,6 +217,34 @@ public struct NotificationMessage: Sendable, Hashable {
             throw MessageError(code: .missing, field: "contents",
                                message: "a visible notification needs text in at least one language (or content_available: true for a silent push)")
         }
+    }
+}
+
+extension NotificationMessage {
+    /// Validates the two members audience expansion reads before any delivery exists, by the same rules as
+    /// ``init(json:)``: `ttl` a whole number of seconds in 0...``maximumTTL``, `priority` `high` or `normal`
+    /// (`null` or absent: `nil`). Expansion checks them first so that no statement ever uses an unchecked
+    /// producer number (a `ttl` of `1e13` is refused here, not by PostgreSQL's interval arithmetic).
+    /// - Throws: ``MessageError`` naming `ttl` or `priority`: the wrong type, or a value out of range.
+    public static func scheduling(ttl: JSONValue?, priority: JSONValue?) throws(MessageError)
+        -> (ttl: Int?, priority: Priority?)
+    {
+        let reader = FieldReader(members: ["ttl": ttl ?? .null, "priority": priority ?? .null])
+        var result: (ttl: Int?, priority: Priority?) = (nil, nil)
+        if let ttl = try reader.integer("ttl") {
+            guard (0...maximumTTL).contains(ttl) else {
+                throw MessageError(code: .invalidValue, field: "ttl",
+                                   message: "must be a whole number of seconds from 0 to \(maximumTTL) (28 days) (got \(ttl))")
+            }
+            result.ttl = ttl
+        }
+        if let priority = try reader.string("priority") {
+            guard let parsed = Priority(rawValue: priority) else {
+                throw MessageError(code: .invalidValue, field: "priority", message: "must be high or normal (got \"\(priority)\")")
+            }
+            result.priority = parsed
+        }
+        return result
     }
 }
 

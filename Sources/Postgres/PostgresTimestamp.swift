@@ -9,10 +9,16 @@ enum PostgresTimestamp {
         if date == .distantFuture { return "infinity" }
         if date == .distantPast { return "-infinity" }
         // From the reference date (2001), Date's own storage, so no precision is lost converting epochs.
-        let totalMicros = Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded()) + referenceMicros
-        var days = totalMicros / 86_400_000_000
-        var micros = totalMicros % 86_400_000_000
+        // Beyond PostgreSQL's range (or NaN) it is `infinity` / `-infinity`, never a trap or a value the server
+        // refuses: a producer's far-future timestamp read back and written again must not fail a statement.
+        let sinceReference = (date.timeIntervalSinceReferenceDate * 1_000_000).rounded()
+        guard sinceReference >= Double(firstMicros) else { return "-infinity" }
+        guard sinceReference < Double(endMicros) else { return "infinity" }
+        let referenceDayMicros = Int64(sinceReference)
+        var days = referenceDayMicros / 86_400_000_000
+        var micros = referenceDayMicros % 86_400_000_000
         if micros < 0 { micros += 86_400_000_000; days -= 1 }
+        days += referenceDays
         let (year, month, day) = civil(fromDays: days)
         let seconds = micros / 1_000_000
         let fraction = micros % 1_000_000
@@ -102,13 +108,21 @@ enum PostgresTimestamp {
             year = 1 - year
             i = b.count
         }
-        let days = daysFromCivil(year: year, month: month, day: day)
-        let utcMicros = days * 86_400_000_000 + micros - offsetSeconds * 1_000_000
-        return Date(timeIntervalSinceReferenceDate: Double(utcMicros - referenceMicros) / 1_000_000)
+        // Microseconds since 2001 fit Int64 for every instant PostgreSQL can store (year 294276 included);
+        // a longer year in malformed text is refused rather than trapping on overflow.
+        let days = daysFromCivil(year: year, month: month, day: day) - referenceDays
+        let (dayMicros, o1) = days.multipliedReportingOverflow(by: 86_400_000_000)
+        let (utcMicros, o2) = dayMicros.addingReportingOverflow(micros - offsetSeconds * 1_000_000)
+        guard !o1, !o2 else { return nil }
+        return Date(timeIntervalSinceReferenceDate: Double(utcMicros) / 1_000_000)
     }
 
-    /// 2001-01-01 00:00:00 UTC (Foundation's reference date) in microseconds since 1970.
-    private static let referenceMicros: Int64 = 978_307_200_000_000
+    /// 2001-01-01 (Foundation's reference date) in days since 1970-01-01.
+    private static let referenceDays: Int64 = 11_323
+    /// PostgreSQL's first and after-last storable instants (4714-11-24 00:00 BC, 294277-01-01 00:00), in
+    /// microseconds since 2001 (its `MIN_TIMESTAMP` / `END_TIMESTAMP` count from 2000, 366 days earlier).
+    private static let firstMicros: Int64 = -211_813_488_000_000_000 - 31_622_400_000_000
+    private static let endMicros: Int64 = 9_223_371_331_200_000_000 - 31_622_400_000_000
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
     static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {

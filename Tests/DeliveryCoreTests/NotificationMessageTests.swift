@@ -184,3 +184,31 @@ import Testing
         #expect(error.outcome.eventName == "failed")
     }
 }
+
+/// The members expansion validates before any SQL uses them: the same rules as the full parse.
+@Suite struct SchedulingFieldsTests {
+    @Test func validValuesAndAbsenceParse() throws {
+        #expect(try NotificationMessage.scheduling(ttl: nil, priority: nil) == (nil, nil))
+        #expect(try NotificationMessage.scheduling(ttl: .null, priority: .null) == (nil, nil))
+        #expect(try NotificationMessage.scheduling(ttl: 0, priority: "high") == (0, .high))
+        #expect(try NotificationMessage.scheduling(ttl: .double(2_419_200), priority: "normal") == (2_419_200, .normal))
+    }
+
+    @Test func producerNumbersOutOfRangeAreRefusedNamingTheField() {
+        let cases: [(JSONValue?, JSONValue?, String)] = [
+            (.double(1e13), nil, "ttl"), (.double(-1e13), nil, "ttl"), (.double(1e308), nil, "ttl"),
+            (.double(1.5), nil, "ttl"), (-1, nil, "ttl"), (2_419_201, nil, "ttl"), ("60", nil, "ttl"),
+            (.int(Int64.min), nil, "ttl"), (nil, 10, "priority"), (nil, "urgent", "priority"),
+        ]
+        for (ttl, priority, field) in cases {
+            #expect(throws: MessageError.self, "\(String(describing: ttl)) \(String(describing: priority))") {
+                try NotificationMessage.scheduling(ttl: ttl, priority: priority)
+            }
+            do {
+                _ = try NotificationMessage.scheduling(ttl: ttl, priority: priority)
+            } catch {
+                #expect(error.field == field)
+            }
+        }
+    }
+}

@@ -154,4 +154,30 @@ struct CodecTests {
         #expect(PostgresTimestamp.parse("2024-01-01T00:00:00Z") == Date(timeIntervalSince1970: 1_704_067_200))
         #expect(PostgresTimestamp.parse("2024-01-01 05:30:00+05:30") == Date(timeIntervalSince1970: 1_704_067_200))
     }
+
+    /// A producer may store any instant PostgreSQL accepts; reading one back or writing it again must never
+    /// trap (an overflow used to crash the worker on year 294276) nor produce text the server refuses.
+    @Test func timestampsAtTheEdgesOfPostgresRangeNeitherTrapNorOverflow() async throws {
+        #expect(PostgresTimestamp.parse("9999999-12-31 23:59:59+00") == nil)
+        #expect(PostgresTimestamp.format(Date(timeIntervalSinceReferenceDate: 1e300)) == "infinity")
+        #expect(PostgresTimestamp.format(Date(timeIntervalSinceReferenceDate: -1e300)) == "-infinity")
+        #expect(PostgresTimestamp.format(Date(timeIntervalSinceReferenceDate: .nan)) == "-infinity")
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let connection = try PostgresConnection(connectionString: url)
+            defer { connection.close() }
+            for text in ["294276-12-31 00:00:00+00", "4714-11-24 00:00:00+00 BC", "0001-01-01 00:00:00+00 BC"] {
+                let stored = try connection.query("SELECT $1::timestamptz AS t", [text])[0]
+                let date = try stored.decode(Date.self, "t")
+                // A Double holds about 2 ms of resolution in the year 294276: equal to that, never refused.
+                let back = try connection.query(
+                    "SELECT abs(extract(epoch FROM $1::timestamptz - $2::timestamptz)) < 0.01 AS same", [date, text])[0]
+                #expect(back["same"] == "t", "\(text)")
+            }
+            // Past the last storable instant: written as infinity rather than refused.
+            let beyond = try connection.query(
+                "SELECT $1::timestamptz AS t", [Date(timeIntervalSinceReferenceDate: 9.3e12)])[0]
+            #expect(beyond["t"] == "infinity")
+        }
+    }
 }

@@ -289,9 +289,11 @@ public enum CompletionFactory {
         func make(_ event: String, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
             var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
             if let provider, members["provider"] == nil { members["provider"] = .string(provider) }
-            return DeliveryCompletion(
+            var completion = DeliveryCompletion(
                 deliveryID: delivery.id, fence: delivery.fence, event: event, reason: reason,
                 detailJSON: JSONValue.object(members).jsonText, nextRunAt: next)
+            completion.claimedAs = DeliveryCompletion.Claim(delivery)
+            return completion
         }
         switch outcome {
         case .sent(let providerMessageID):

@@ -51,13 +51,16 @@ struct AudienceQuery {
                     case .notExists:
                         matchPredicates.append("NOT coalesce(u.tags ? \(keyParameter), false)")
                         continue
+                    // pushizo_tag_number (migration 0004) is total: a tag that is not a sane number in range
+                    // is NULL and does not match; `number` is the text of an Int64 or a finite Double, so its
+                    // cast cannot fail either.
                     case .greaterThan(let number):
                         matchPredicates.append(
-                            "pushizo_numeric_or_null(u.tags ->> \(keyParameter)) > \(bind(number, "numeric"))")
+                            "pushizo_tag_number(u.tags -> \(keyParameter)) > \(bind(number, "numeric"))")
                         continue
                     case .lessThan(let number):
                         matchPredicates.append(
-                            "pushizo_numeric_or_null(u.tags ->> \(keyParameter)) < \(bind(number, "numeric"))")
+                            "pushizo_tag_number(u.tags -> \(keyParameter)) < \(bind(number, "numeric"))")
                         continue
                     default:
                         subject = "(u.tags ->> \(keyParameter))"

@@ -89,6 +89,32 @@ public struct DeliveryCompletion: Sendable {
     /// completion transaction gives the notification's grant back when no device of the key got it and none
     /// is left in the queue (see ``QueueStore/releaseFrequencyCapGrants(on:_:)``).
     public var capRelease: FrequencyCapRelease? = nil
+    /// Whose delivery this was and which attempt, as claimed. With it, the event is still written when the
+    /// delivery row vanished while the push was in flight because its subscription, notification or app
+    /// was deleted (the cascade took the row, not another worker). `nil`: such a completion writes nothing.
+    public var claimedAs: Claim? = nil
+
+    /// The identity of a claimed delivery, carried so its event can be written without the queue row.
+    public struct Claim: Sendable, Equatable {
+        public var appID: UUID
+        public var notificationID: UUID
+        public var subscriptionID: UUID
+        /// The claim's attempt number (`deliveries.attempt` after the claim).
+        public var attempt: Int
+
+        public init(appID: UUID, notificationID: UUID, subscriptionID: UUID, attempt: Int) {
+            self.appID = appID
+            self.notificationID = notificationID
+            self.subscriptionID = subscriptionID
+            self.attempt = attempt
+        }
+
+        public init(_ delivery: ClaimedDelivery) {
+            self.init(
+                appID: delivery.appID, notificationID: delivery.notificationID,
+                subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
+        }
+    }
 
     public init(
         deliveryID: Int64, fence: Int64, event: String, reason: String?, detailJSON: String, nextRunAt: Date?,

@@ -13,8 +13,10 @@ extension QueueStore {
         case expanded(notificationID: UUID, created: Int)
         /// A chunk committed and more subscriptions remain (status `expanding`, cursor saved).
         case expanding(notificationID: UUID, created: Int)
-        /// The notification is `failed` with `reason`: a refused target (`invalid_target: ...`), or its `ttl`
-        /// ran out before expansion finished (`expired: ...`). No further chunk is expanded.
+        /// The notification is `failed` with `reason`: a refused target (`invalid_target: ...`), a refused
+        /// `ttl` / `priority` (`invalid_message: ...`), its `ttl` ran out before expansion finished
+        /// (`expired: ...`), or a statement failed on its data (`data_exception: SQLSTATE 22...: ...`,
+        /// `integrity_constraint_violation: SQLSTATE 23...: ...`). No further chunk is expanded.
         case failed(notificationID: UUID, reason: String)
     }
 
@@ -22,38 +24,82 @@ extension QueueStore {
     ///
     /// Picks a `pending` or `expanding` notification whose `send_after` has passed, least recently served
     /// first (never-served ones before the next chunk of a broadcast), locked `FOR UPDATE SKIP LOCKED` so
-    /// several workers expand different notifications at once. Then: validates its target (a refused one marks
-    /// it `failed` and creates nothing); stops it as `failed`/`expired` when its message `ttl` (> 0) has run out
-    /// since `coalesce(send_after, created_at)`; otherwise inserts deliveries for the next `chunkSize`
-    /// subscriptions after `expansion_cursor` (keyset pagination by `subscriptions.id`) and saves the new
-    /// cursor, the running `targeted_count` and the status in the same transaction, so a crash between chunks
-    /// resumes after the last committed one; `ON CONFLICT DO NOTHING` is the last guard against duplicates.
-    /// Canceled notifications are never picked (their status is no longer pending/expanding).
+    /// several workers expand different notifications at once. Then: validates its target and its message's
+    /// `ttl` and `priority` in Swift before any statement uses them (a refused one marks it `failed` with
+    /// `invalid_target: ...` / `invalid_message: ...` and creates nothing); stops it as `failed`/`expired` when
+    /// its `ttl` (> 0) has run out since `coalesce(send_after, created_at)`; otherwise inserts deliveries for
+    /// the next `chunkSize` subscriptions after `expansion_cursor` (keyset pagination by `subscriptions.id`)
+    /// and saves the new cursor, the running `targeted_count` and the status in the same transaction, so a
+    /// crash between chunks resumes after the last committed one; `ON CONFLICT DO NOTHING` is the last guard
+    /// against duplicates. Canceled notifications are never picked (their status is no longer
+    /// pending/expanding).
+    ///
+    /// One notification's data never stops the others: if a statement of its chunk still fails with a
+    /// PostgreSQL data error (SQLSTATE class 22, data exception, or 23, integrity constraint violation), the
+    /// chunk is rolled back and the notification alone is marked `failed` in a second short transaction with
+    /// a reason naming the SQLSTATE (``dataErrorReason(_:)``); the call returns `.failed` and the next call
+    /// expands the next notification. The one class-23 error a healthy chunk can meet, a foreign-key
+    /// violation because a subscription was deleted while its page was read, is retried first.
     ///
     /// Delivery priority (claimed highest first): 10 for `priority: "high"`, else 5, plus 1 for the id-list
     /// forms, so a message to a few listed users overtakes a broadcast's backlog of the same urgency.
     /// - Returns: `nil` when no notification is due.
-    /// - Throws: ``PostgresError`` from the database (the transaction is rolled back; nothing is lost).
+    /// - Throws: ``PostgresError`` from the database other than a data error of the picked notification
+    ///   (the transaction is rolled back; nothing is lost).
     public static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
         -> ExpansionResult?
     {
+        var attempt = 0
+        while true {
+            attempt += 1
+            var picked: UUID?
+            do {
+                return try expandChunk(on: connection, chunkSize: chunkSize, picked: &picked)
+            } catch let error as PostgresError where error.isDataError {
+                guard let notificationID = picked else { throw error }
+                // A subscription deleted between reading the page and inserting its delivery: the next
+                // attempt no longer sees it.
+                if error.sqlState == "23503" && attempt < 3 { continue }
+                let reason = dataErrorReason(error)
+                try connection.transaction { connection in
+                    _ = try connection.query(
+                        """
+                        UPDATE notifications
+                        SET status = 'failed', status_reason = $2, expansion_touched_at = clock_timestamp()
+                        WHERE id = $1 AND status IN ('pending', 'expanding')
+                        """, [notificationID, reason])
+                }
+                return .failed(notificationID: notificationID, reason: reason)
+            }
+        }
+    }
+
+    /// Longest JSON text of `message.ttl` / `message.priority` read for validation; valid ones are far shorter.
+    static let schedulingMemberBytes = 64
+
+    private static func expandChunk(on connection: PostgresConnection, chunkSize: Int, picked: inout UUID?) throws
+        -> ExpansionResult?
+    {
         try connection.transaction { connection in
+            // Nothing here casts producer data: jsonb members come out as text (bounded in length), timestamps
+            // as they are (`infinity` included), so this statement cannot fail on one notification's data.
             let rows = try connection.query(
                 """
                 SELECT id, app_id, target::text AS target, expansion_cursor,
-                       message->>'priority' = 'high' AS high,
-                       CASE WHEN jsonb_typeof(message->'ttl') = 'number' AND (message->>'ttl')::float8 > 0
-                            THEN coalesce(send_after, created_at)
-                                 + make_interval(secs => (message->>'ttl')::float8) <= now()
-                            ELSE false END AS expired
+                       CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
+                            ELSE (message->'ttl')::text END AS ttl,
+                       CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
+                            ELSE (message->'priority')::text END AS priority,
+                       coalesce(send_after, created_at) AS start_at, now() AS now
                 FROM notifications
                 WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
                 ORDER BY expansion_touched_at NULLS FIRST, created_at
                 LIMIT 1
                 FOR UPDATE SKIP LOCKED
-                """)
+                """, [schedulingMemberBytes])
             guard let row = rows.first else { return nil }
             let notificationID = try row.decode(UUID.self, "id")
+            picked = notificationID
             let appID = try row.decode(UUID.self, "app_id")
             let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
             let selection: AudienceSelection
@@ -72,13 +118,27 @@ extension QueueStore {
                 try markFailed(connection, notificationID, reason: reason)
                 return .failed(notificationID: notificationID, reason: reason)
             }
-            if try row.decodeIfPresent(Bool.self, "expired") == true {
+            func member(_ column: String) throws -> JSONValue? {
+                guard let text = try row.decodeIfPresent(String.self, column) else { return nil }
+                return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
+            }
+            let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
+            do {
+                scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
+            } catch let error as MessageError {
+                let reason = "invalid_message: \(error.field) \(error.message)"
+                try markFailed(connection, notificationID, reason: reason)
+                return .failed(notificationID: notificationID, reason: reason)
+            }
+            // In Swift, not SQL: `start + ttl` must not overflow timestamptz (a `created_at` near year 294276).
+            if let ttl = scheduling.ttl, ttl > 0,
+                try row.decode(Date.self, "start_at").addingTimeInterval(Double(ttl)) <= row.decode(Date.self, "now")
+            {
                 let reason = "expired: the message's ttl ran out before expansion finished"
                 try markFailed(connection, notificationID, reason: reason)
                 return .failed(notificationID: notificationID, reason: reason)
             }
-            let high = try row.decodeIfPresent(Bool.self, "high") == true
-            let priority = (high ? 10 : 5) + (selection.target.isListed ? 1 : 0)
+            let priority = (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0)
             let query = AudienceQuery(selection: selection, first: cursor == nil)
             let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
             let parameters: [any PostgresEncodable] =

@@ -8,56 +8,149 @@ public enum QueueStore {
     /// Claims up to `limit` due deliveries, highest priority first, skipping rows other workers hold
     /// (`FOR UPDATE SKIP LOCKED`). The claim moves `run_at` to the lease's expiry (so a worker that dies loses
     /// its claims after `leaseSeconds`), counts an attempt and bumps the fence, all in one statement.
+    ///
+    /// One row never stalls claiming. A claimed row that cannot be read into a ``ClaimedDelivery`` is set
+    /// aside (deleted under its fence, with a `failed` event) and the others are returned. If the statement
+    /// itself fails with a data error (SQLSTATE class 22 / 23; nothing was claimed, the statement is atomic),
+    /// the due candidates are claimed again by id in halves until the rows that fail are single. Those are set
+    /// aside only on evidence that the fault is theirs, not the statement's: another due row was claimed in
+    /// the same call (from the candidates, or by a claim that excludes the failing rows). An error every row
+    /// meets (say a broken trigger) is thrown as before and fails nothing; failing rows with no other due row
+    /// stay until one is. `k` bad rows among `limit` cost at most about `2k·log2(limit) + 2` statements.
+    /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
+    ///   due row meets, or setting a row aside failed for another reason than a data error).
     public static func claim(
         on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String
     ) throws -> [ClaimedDelivery] {
-        let rows = try connection.query(claimSQL, [limit, leaseSeconds, workerID])
+        do {
+            return try decodeClaimed(
+                try connection.query(claimSQL(picking: .due), [limit, leaseSeconds, workerID]), on: connection)
+        } catch let error as PostgresError where error.isDataError {
+            return try claimIsolatingBadRows(
+                on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID, error: error)
+        }
+    }
+
+    /// The fallback of ``claim(on:limit:leaseSeconds:workerID:)`` after a data error: the candidates (read
+    /// without locks, in claim order) are claimed by id, a failing set split in two until single rows remain.
+    private static func claimIsolatingBadRows(
+        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String, error: PostgresError
+    ) throws -> [ClaimedDelivery] {
+        let candidates = try connection.query(
+            "SELECT id FROM deliveries WHERE run_at <= now() ORDER BY priority DESC, run_at LIMIT $1", [limit]
+        ).map { try $0.decode(Int64.self, "id") }
         var claimed: [ClaimedDelivery] = []
-        claimed.reserveCapacity(rows.count)
-        for row in rows {
-            claimed.append(
-                ClaimedDelivery(
-                    id: try row.decode(Int64.self, "id"),
-                    fence: try row.decode(Int64.self, "fence"),
-                    attempt: try row.decode(Int.self, "attempt"),
-                    notificationID: try row.decode(UUID.self, "notification_id"),
-                    subscriptionID: try row.decode(UUID.self, "subscription_id"),
-                    appID: try row.decode(UUID.self, "app_id"),
-                    apnsID: try row.decode(UUID.self, "apns_id"),
-                    messageVersion: try row.decode(String.self, "message_version"),
-                    campaignID: try row.decodeIfPresent(String.self, "campaign_id"),
-                    notificationStatus: try row.decode(String.self, "notification_status"),
-                    notificationStart: try row.decode(Date.self, "notification_start"),
-                    platform: try row.decode(String.self, "platform"),
-                    token: try row.decode(String.self, "token"),
-                    apnsEnvironment: try row.decodeIfPresent(String.self, "apns_environment"),
-                    language: try row.decodeIfPresent(String.self, "language"),
-                    timezone: try row.decodeIfPresent(String.self, "timezone"),
-                    country: try row.decodeIfPresent(String.self, "country"),
-                    subscriptionStatus: try row.decode(String.self, "subscription_status"),
-                    tokenUpdatedAt: try row.decode(Date.self, "token_updated_at"),
-                    userTagsJSON: try row.decodeIfPresent(String.self, "user_tags"),
-                    userID: try row.decodeIfPresent(UUID.self, "user_id"),
-                    webP256DH: try row.decodeIfPresent(String.self, "web_p256dh"),
-                    webAuth: try row.decodeIfPresent(String.self, "web_auth"),
-                    defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
-                    defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
-                    quietHoursStart: try row.decodeIfPresent(String.self, "quiet_hours_start"),
-                    quietHoursEnd: try row.decodeIfPresent(String.self, "quiet_hours_end"),
-                    signingKey: try row.decode([UInt8].self, "signing_key"),
-                    frequencyCapsJSON: try row.decodeIfPresent(String.self, "frequency_caps"),
-                    channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
-                    channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
-                    channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
-                    channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until")))
+        var failing: [(id: Int64, error: PostgresError)] = []
+        func claimSet(_ ids: ArraySlice<Int64>) throws {
+            guard !ids.isEmpty else { return }
+            do {
+                claimed += try decodeClaimed(
+                    try connection.query(
+                        claimSQL(picking: .listed), [ids.count, leaseSeconds, workerID, Array(ids)]),
+                    on: connection)
+            } catch let error as PostgresError where error.isDataError {
+                guard ids.count > 1 else {
+                    failing.append((ids[ids.startIndex], error))
+                    return
+                }
+                let middle = ids.startIndex + ids.count / 2
+                try claimSet(ids[..<middle])
+                try claimSet(ids[middle...])
+            }
+        }
+        try claimSet(candidates[...])
+        guard !failing.isEmpty else { return claimed }
+        if claimed.isEmpty {
+            // Every candidate failed: is it these rows, or the statement? Claim around them to find out (an
+            // error here too means every row meets it: nothing is set aside).
+            claimed = try decodeClaimed(
+                try connection.query(
+                    claimSQL(picking: .unlisted), [limit, leaseSeconds, workerID, failing.map(\.id)]),
+                on: connection)
+            // No other row is due: no evidence either way; they are tried again with the next claim.
+            if claimed.isEmpty { return [] }
+        }
+        for row in failing {
+            try setAsideIfPossible(on: connection, deliveryID: row.id, fence: nil, error: row.error)
         }
         return claimed
     }
 
-    static let claimSQL = """
+    /// Reads claimed rows; a row that cannot be read is set aside under the fence it was just claimed with.
+    private static func decodeClaimed(_ rows: PostgresQueryResult, on connection: PostgresConnection) throws
+        -> [ClaimedDelivery]
+    {
+        var claimed: [ClaimedDelivery] = []
+        claimed.reserveCapacity(rows.count)
+        for row in rows {
+            do {
+                claimed.append(try ClaimedDelivery(claimedRow: row))
+            } catch let error as PostgresError {
+                let id = try row.decode(Int64.self, "id")
+                try setAsideIfPossible(
+                    on: connection, deliveryID: id, fence: try row.decode(Int64.self, "fence"), error: error)
+            }
+        }
+        return claimed
+    }
+
+    /// ``setAside(on:deliveryID:fence:error:)``, tolerating a data error of its own (say a trigger refuses the
+    /// delete): the row then stays, costing the next claims their bisection (or its lease), never a stall.
+    private static func setAsideIfPossible(
+        on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, error: PostgresError
+    ) throws {
+        do {
+            try setAside(on: connection, deliveryID: deliveryID, fence: fence, error: error)
+        } catch let failure as PostgresError where failure.isDataError {
+            return
+        }
+    }
+
+    /// Deletes one delivery that cannot be claimed or read and appends its `failed` event, in one statement:
+    /// reason `data_exception` / `integrity_constraint_violation` (the SQLSTATE's class) or `unreadable_row`
+    /// (a column Swift could not decode), `detail.error` naming the SQLSTATE and PostgreSQL's message. With a
+    /// `fence` (the row was claimed) only under that fence; without one only while no lease is live.
+    static func setAside(on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, error: PostgresError)
+        throws
+    {
+        let reason: String
+        let detail: JSONValue
+        if error.isDataError {
+            let text = dataErrorReason(error)
+            reason = String(text.prefix { $0 != ":" })
+            detail = ["error": .string(text), "sqlstate": .string(error.sqlState ?? "")]
+        } else {
+            reason = "unreadable_row"
+            // Not the message: it quotes the column's text.
+            detail = ["error": .string("a column of the claimed row could not be read (\(error.code))")]
+        }
+        _ = try connection.query(
+            """
+            WITH gone AS (
+                DELETE FROM deliveries
+                WHERE id = $1 AND (CASE WHEN $2::bigint IS NULL THEN run_at <= now() ELSE fence = $2::bigint END)
+                RETURNING app_id, notification_id, subscription_id, attempt
+            )
+            INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
+            SELECT app_id, notification_id, subscription_id, 'failed', $3, attempt, $4::jsonb FROM gone
+            """, [deliveryID, fence, reason, detail.jsonText])
+    }
+
+    /// Which rows the claim statement picks.
+    enum ClaimPicking {
+        /// The due rows in claim order (`$1` limit, `$2` lease seconds, `$3` worker id).
+        case due
+        /// Those of the due rows whose id is in `$4::bigint[]`.
+        case listed
+        /// The due rows whose id is not in `$4::bigint[]`.
+        case unlisted
+    }
+
+    static func claimSQL(picking: ClaimPicking) -> String {
+        """
         WITH picked AS (
             SELECT id FROM deliveries
-            WHERE run_at <= now()
+            WHERE run_at <= now()\(picking == .due ? "" : picking == .listed ? " AND id = ANY($4::bigint[])" : " AND id <> ALL($4::bigint[])")
             ORDER BY priority DESC, run_at
             LIMIT $1
             FOR UPDATE SKIP LOCKED
@@ -90,6 +183,7 @@ public enum QueueStore {
         LEFT JOIN app_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
             WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
         """
+    }
 
     /// Writes a batch of completions in one transaction: terminal rows are deleted from the queue, the others
     /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches.
@@ -112,6 +206,10 @@ public enum QueueStore {
                     completions.map(\.nextRunAt),
                     completions.map { $0.nextRunAt == nil ? nil : $0.reason },
                     completions.map(\.refundsAttempt),
+                    completions.map(\.claimedAs?.appID),
+                    completions.map(\.claimedAs?.notificationID),
+                    completions.map(\.claimedAs?.subscriptionID),
+                    completions.map(\.claimedAs?.attempt),
                 ])
             let invalidations = completions.compactMap(\.invalidation)
             if !invalidations.isEmpty {
@@ -151,8 +249,10 @@ public enum QueueStore {
     static let completeSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                                 $6::timestamptz[], $7::text[], $8::bool[])
-                AS i(id, fence, event, reason, detail, next_run_at, last_error, refund)
+                                 $6::timestamptz[], $7::text[], $8::bool[],
+                                 $9::uuid[], $10::uuid[], $11::uuid[], $12::integer[])
+                AS i(id, fence, event, reason, detail, next_run_at, last_error, refund,
+                     app_id, notification_id, subscription_id, attempt)
         ), terminal AS (
             DELETE FROM deliveries d USING input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NULL
@@ -164,12 +264,33 @@ public enum QueueStore {
             FROM input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NOT NULL
             RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt
+        ), missing AS MATERIALIZED (
+            -- Only completions that settled nothing (usually none) are looked up: is their queue row gone?
+            SELECT i.id, i.app_id, i.notification_id, i.subscription_id, i.attempt
+            FROM input i
+            WHERE i.notification_id IS NOT NULL
+              AND i.id NOT IN (SELECT id FROM terminal UNION ALL SELECT id FROM rescheduled)
+              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = i.id)
+        ), vanished AS (
+            -- The row is gone because its subscription or notification (or their app) was deleted while the
+            -- push was in flight (ON DELETE CASCADE): the outcome is still written. A row another worker
+            -- completed is gone too, but its parents exist (or that worker wrote the final event): ignored.
+            SELECT m.* FROM missing m
+            WHERE (NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = m.notification_id)
+                   OR NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = m.subscription_id))
+              AND NOT EXISTS (SELECT 1 FROM delivery_events e
+                              WHERE e.notification_id = m.notification_id AND e.subscription_id = m.subscription_id
+                                AND e.event IN ('sent', 'failed', 'skipped'))
         ), settled AS (
-            SELECT * FROM terminal UNION ALL SELECT * FROM rescheduled
+            SELECT *, false AS deleted FROM terminal
+            UNION ALL SELECT *, false FROM rescheduled
+            UNION ALL SELECT *, true FROM vanished
         )
         INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
+        -- jsonb refuses the escape \\u0000 that JSON allows (a NUL from a provider's answer): never fail on it.
         SELECT s.app_id, s.notification_id, s.subscription_id, i.event, i.reason, s.attempt,
-               coalesce(i.detail::jsonb, '{}'::jsonb)
+               coalesce(replace(i.detail, '\\u0000', '\\ufffd')::jsonb, '{}'::jsonb)
+                   || CASE WHEN s.deleted THEN '{"delivery_deleted": true}'::jsonb ELSE '{}'::jsonb END
         FROM settled s JOIN input i ON i.id = s.id
         """
 
@@ -226,4 +347,45 @@ public enum QueueStore {
         return try rows.first?.decode(Bool.self, "drained") ?? false
     }
 
+}
+
+extension ClaimedDelivery {
+    /// Reads one row of the claim statement.
+    /// - Throws: ``PostgresError`` (`decodingFailed`) when a column is missing or cannot be read.
+    init(claimedRow row: PostgresRow) throws {
+        self.init(
+            id: try row.decode(Int64.self, "id"),
+            fence: try row.decode(Int64.self, "fence"),
+            attempt: try row.decode(Int.self, "attempt"),
+            notificationID: try row.decode(UUID.self, "notification_id"),
+            subscriptionID: try row.decode(UUID.self, "subscription_id"),
+            appID: try row.decode(UUID.self, "app_id"),
+            apnsID: try row.decode(UUID.self, "apns_id"),
+            messageVersion: try row.decode(String.self, "message_version"),
+            campaignID: try row.decodeIfPresent(String.self, "campaign_id"),
+            notificationStatus: try row.decode(String.self, "notification_status"),
+            notificationStart: try row.decode(Date.self, "notification_start"),
+            platform: try row.decode(String.self, "platform"),
+            token: try row.decode(String.self, "token"),
+            apnsEnvironment: try row.decodeIfPresent(String.self, "apns_environment"),
+            language: try row.decodeIfPresent(String.self, "language"),
+            timezone: try row.decodeIfPresent(String.self, "timezone"),
+            country: try row.decodeIfPresent(String.self, "country"),
+            subscriptionStatus: try row.decode(String.self, "subscription_status"),
+            tokenUpdatedAt: try row.decode(Date.self, "token_updated_at"),
+            userTagsJSON: try row.decodeIfPresent(String.self, "user_tags"),
+            userID: try row.decodeIfPresent(UUID.self, "user_id"),
+            webP256DH: try row.decodeIfPresent(String.self, "web_p256dh"),
+            webAuth: try row.decodeIfPresent(String.self, "web_auth"),
+            defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
+            defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
+            quietHoursStart: try row.decodeIfPresent(String.self, "quiet_hours_start"),
+            quietHoursEnd: try row.decodeIfPresent(String.self, "quiet_hours_end"),
+            signingKey: try row.decode([UInt8].self, "signing_key"),
+            frequencyCapsJSON: try row.decodeIfPresent(String.self, "frequency_caps"),
+            channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
+            channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
+            channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
+            channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until"))
+    }
 }

@@ -450,3 +450,284 @@ struct ExpansionTests {
         }
     }
 }
+
+/// Poison rows (one notification's or one user's data) never stop expansion for everyone else.
+extension ExpansionTests {
+    /// Expands everything due, one chunk per call as the worker's loop does, and returns each notification's
+    /// final status and reason. A thrown error fails the test: it would stall the loop for every app.
+    static func expandAll(_ seed: Seed) throws -> [UUID: (status: String, reason: String?)] {
+        var calls = 0
+        while try QueueStore.expandNext(on: seed.connection, chunkSize: 50) != nil {
+            calls += 1
+            if calls > 1_000 { Issue.record("expansion does not end"); break }
+        }
+        var result: [UUID: (status: String, reason: String?)] = [:]
+        for row in try seed.connection.query("SELECT id, status, status_reason FROM notifications") {
+            result[try row.decode(UUID.self, "id")] = (row["status"] ?? "", row["status_reason"])
+        }
+        return result
+    }
+
+    /// Another app with one subscription and a notification to it: what a poisoned tenant must not delay.
+    static func goodNotificationOfAnotherApp(_ url: String) throws -> (notification: UUID, subscription: UUID) {
+        let other = try Seed(url)
+        try other.app()
+        let subscription = try other.subscription()
+        let notification = try other.notification(target: #"{"all": true}"#)
+        return (notification, subscription)
+    }
+
+    @Test func aHugeOrMalformedTTLFailsItsNotificationAndTheOthersExpand() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 3)
+                // Row 1 of the issue first, then variants; each is older than the good notification.
+                let cases: [(String, String)] = [
+                    (#"{"ttl": 1e13, "contents": {"en": "x"}}"#, "invalid_message: ttl must be a whole number of seconds from 0 to 2419200"),
+                    (#"{"ttl": -1e13}"#, "invalid_message: ttl must be a whole number of seconds from 0 to 2419200"),
+                    (#"{"ttl": 1e308}"#, "invalid_message: ttl must be a whole number"),
+                    (#"{"ttl": -1}"#, "invalid_message: ttl must be a whole number of seconds from 0 to 2419200"),
+                    (#"{"ttl": 2419201}"#, "invalid_message: ttl must be a whole number of seconds from 0 to 2419200"),
+                    (#"{"ttl": "60"}"#, "invalid_message: ttl must be a whole number"),
+                    (#"{"ttl": 1.5}"#, "invalid_message: ttl must be a whole number"),
+                    (#"{"ttl": {"seconds": 60}}"#, "invalid_message: ttl must be a whole number"),
+                    (#"{"ttl": 1\#(String(repeating: "0", count: 400))}"#, "invalid_message: ttl must be a whole number"),
+                    (#"{"priority": 10}"#, "invalid_message: priority must be a string"),
+                    (#"{"priority": "urgent"}"#, #"invalid_message: priority must be high or normal (got "urgent")"#),
+                ]
+                var poisoned: [UUID: String] = [:]
+                for (message, reason) in cases { poisoned[try seed.notification(message: message, target: #"{"all": true}"#)] = reason }
+                let good = try Self.goodNotificationOfAnotherApp(url)
+                // Valid edges still expand: ttl 0 and the maximum, null members, a string priority.
+                let edges = try [
+                    #"{"ttl": 0}"#, #"{"ttl": 2419200, "priority": "high"}"#, #"{"ttl": null, "priority": null}"#,
+                    #"{"ttl": 60.0}"#,
+                ].map { try seed.notification(message: $0, target: #"{"all": true}"#) }
+
+                let outcome = try Self.expandAll(seed)
+                for (id, reason) in poisoned {
+                    #expect(outcome[id]?.status == "failed")
+                    #expect(outcome[id]?.reason?.hasPrefix(reason) == true, "\(outcome[id]?.reason ?? "nil")")
+                }
+                #expect(outcome[good.notification]?.status == "expanded")
+                for id in edges { #expect(outcome[id]?.status == "expanded") }
+                let made = try seed.connection.query(
+                    "SELECT count(*) AS n FROM deliveries WHERE notification_id = ANY($1::uuid[])", [Array(poisoned.keys)])
+                #expect(made[0]["n"] == "0")
+                #expect(try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "A").count == 13)
+            }
+        }
+    }
+
+    @Test func sendAfterAndCreatedAtAtTheEdgesOfTimestamptzNeverFailAPoll() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 2)
+                func make(_ message: String, _ set: String) throws -> UUID {
+                    let id = try seed.notification(message: message, target: #"{"all": true}"#)
+                    _ = try seed.connection.query("UPDATE notifications SET \(set) WHERE id = $1", [id])
+                    return id
+                }
+                // start + ttl beyond timestamptz's last day: used to fail every poll with 22008.
+                let lateCreated = try make(#"{"ttl": 2419200}"#, "created_at = '294276-12-31 00:00:00+00'")
+                let infiniteCreated = try make(#"{"ttl": 60}"#, "created_at = 'infinity'")
+                let farFuture = try make(#"{"ttl": 60}"#, "send_after = '294276-12-31 00:00:00+00'")
+                let never = try make(#"{}"#, "send_after = 'infinity'")
+                let ancient = try make(#"{"ttl": 60}"#, "send_after = '4713-01-01 00:00:00+00 BC'")
+                let minusInfinity = try make(#"{"ttl": 2419200}"#, "send_after = '-infinity'")
+                let ancientWithoutTTL = try make(#"{}"#, "send_after = '0001-01-01 00:00:00+00 BC'")
+                let good = try Self.goodNotificationOfAnotherApp(url)
+
+                let outcome = try Self.expandAll(seed)
+                #expect(outcome[lateCreated]?.status == "expanded")
+                #expect(outcome[infiniteCreated]?.status == "expanded")
+                #expect(outcome[farFuture]?.status == "pending")
+                #expect(outcome[never]?.status == "pending")
+                #expect(outcome[ancient]?.reason?.hasPrefix("expired") == true)
+                #expect(outcome[minusInfinity]?.reason?.hasPrefix("expired") == true)
+                // No ttl: the send pipeline applies the default and skips its deliveries as expired.
+                #expect(outcome[ancientWithoutTTL]?.status == "expanded")
+                #expect(outcome[good.notification]?.status == "expanded")
+                #expect(try QueueStore.isExpansionDrained(on: seed.connection))
+                // The claim reads those instants too (infinity and the year 294276 included).
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "A")
+                #expect(claimed.count == 7)
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
+            }
+        }
+    }
+
+    @Test func aTagThatIsNotASaneNumberNeverMatchesAndNeverFailsAPoll() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                // tags JSON -> whether `level > 5` holds (nil: not a number, neither > 5 nor < 5 holds).
+                let digits400 = "1" + String(repeating: "0", count: 399)
+                let tags: [(String, Bool?)] = [
+                    (#"{"level": "1e999999"}"#, nil),  // row 2 of the issue
+                    (#"{"level": "1e-999999"}"#, nil),
+                    (#"{"level": "NaN"}"#, nil),
+                    (#"{"level": "nan"}"#, nil),
+                    (#"{"level": "Infinity"}"#, nil),
+                    (#"{"level": "-Infinity"}"#, nil),
+                    (#"{"level": "\#(digits400)"}"#, nil),
+                    (#"{"level": \#(digits400)}"#, nil),
+                    (#"{"level": "1.8e308"}"#, nil),
+                    (#"{"level": "0x10"}"#, nil),
+                    (#"{"level": "\u2003 9"}"#, nil),
+                    (#"{"level": "٩"}"#, nil),
+                    (#"{"level": ""}"#, nil),
+                    (#"{"level": "."}"#, nil),
+                    (#"{"level": "gold"}"#, nil),
+                    (#"{"level": true}"#, nil),
+                    (#"{"level": [9]}"#, nil),
+                    (#"{"level": {"v": 9}}"#, nil),
+                    (#"{"level": null}"#, nil),
+                    (#"{"level": "9"}"#, true),
+                    (#"{"level": " 9 "}"#, true),
+                    (#"{"level": 9}"#, true),
+                    (#"{"level": "1e308"}"#, true),
+                    (#"{"level": 1e300}"#, true),
+                    (#"{"level": "-1.7976931348623157e308"}"#, false),
+                    (#"{"level": "1e-999"}"#, false),
+                    (#"{"level": "+2.5"}"#, false),
+                    (#"{"level": -3}"#, false),
+                ]
+                var expected: [UUID: Bool?] = [:]
+                for (index, (json, greater)) in tags.enumerated() {
+                    let user = try seed.connection.query(
+                        "INSERT INTO users (app_id, external_id, tags) VALUES ($1, $2, $3::jsonb) RETURNING id",
+                        [seed.appID, "u\(index)", json])[0].decode(UUID.self, "id")
+                    expected[try seed.subscription(user: user)] = greater
+                }
+                let greater = try seed.notification(
+                    target: #"{"filters": [{"field": "tag", "key": "level", "relation": ">", "value": 5}]}"#)
+                let less = try seed.notification(
+                    target: #"{"filters": [{"field": "tag", "key": "level", "relation": "<", "value": 5}]}"#)
+                let good = try Self.goodNotificationOfAnotherApp(url)
+                let outcome = try Self.expandAll(seed)
+                #expect(outcome[greater]?.status == "expanded")
+                #expect(outcome[less]?.status == "expanded")
+                #expect(outcome[good.notification]?.status == "expanded")
+                func reached(_ notification: UUID) throws -> Set<UUID> {
+                    Set(try seed.connection.query(
+                        "SELECT subscription_id FROM deliveries WHERE notification_id = $1", [notification]
+                    ).map { try $0.decode(UUID.self, "subscription_id") })
+                }
+                #expect(try reached(greater) == Set(expected.filter { $0.value == true }.keys))
+                #expect(try reached(less) == Set(expected.filter { $0.value == false }.keys))
+            }
+        }
+    }
+
+    @Test func numericFilterValuesAtAndBeyondTheirRange() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let user = try seed.connection.query(
+                    "INSERT INTO users (app_id, external_id, tags) VALUES ($1, 'u', '{\"level\": 7}') RETURNING id",
+                    [seed.appID])[0].decode(UUID.self, "id")
+                try seed.subscription(user: user)
+                func filter(_ relation: String, _ value: String) -> String {
+                    #"{"filters": [{"field": "tag", "key": "level", "relation": "\#(relation)", "value": \#(value)}]}"#
+                }
+                let matching = try [filter(">", "-1.7976931348623157e308"), filter("<", "1e308"), filter(">", "5e-324"),
+                                    filter("<", "9223372036854775807"), filter(">", "-9223372036854775808")]
+                    .map { try seed.notification(target: $0) }
+                let none = try [filter(">", "1e308"), filter("<", "-1e308"), filter("<", "5e-324")]
+                    .map { try seed.notification(target: $0) }
+                // Beyond a double: refused as the target's fault, never sent to SQL.
+                let refused = try [filter(">", "1e400"), filter("<", "-1e400"), filter(">", "1" + String(repeating: "0", count: 400))]
+                    .map { try seed.notification(target: $0) }
+                let outcome = try Self.expandAll(seed)
+                for id in matching + none { #expect(outcome[id]?.status == "expanded") }
+                for id in refused {
+                    #expect(outcome[id]?.status == "failed")
+                    #expect(outcome[id]?.reason?.hasPrefix("invalid_target: ") == true, "\(outcome[id]?.reason ?? "nil")")
+                }
+                let counts = try seed.connection.query(
+                    "SELECT notification_id, count(*) AS n FROM deliveries GROUP BY notification_id")
+                let reached = Set(try counts.map { try $0.decode(UUID.self, "notification_id") })
+                #expect(reached == Set(matching))
+            }
+        }
+    }
+
+    /// Rows 1 and 2 of the issue through a real expand-only worker: before, every poll failed (22008, 22003) and
+    /// the worker never drained; now the poisoned notification fails, the tag does not match, the rest expand.
+    @Test func anExpandOnlyWorkerDrainsPastTheIssuesPoisonRows() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let ids = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    for (name, tags) in [("odd", #"{"level": "1e999999"}"#), ("fine", #"{"level": 7}"#)] {
+                        let user = try seed.connection.query(
+                            "INSERT INTO users (app_id, external_id, tags) VALUES ($1, $2, $3::jsonb) RETURNING id",
+                            [seed.appID, name, tags])[0].decode(UUID.self, "id")
+                        try seed.subscription(user: user)
+                    }
+                    let ttl = try seed.notification(message: #"{"ttl": 1e13, "contents": {"en": "x"}}"#, target: #"{"all": true}"#)
+                    let filtered = try seed.notification(
+                        target: #"{"filters": [{"field": "tag", "key": "level", "relation": ">", "value": 5}]}"#)
+                    return (ttl, filtered, try Self.goodNotificationOfAnotherApp(url).notification)
+                }
+                try await runUntilDrained(
+                    try WorkerRuntime(
+                        configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_ROLES": "expand"]),
+                        logger: quietLogger),
+                    limit: 30)
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let rows = try await database.query("SELECT id, status, status_reason, targeted_count FROM notifications")
+                await database.shutdown()
+                var found: [UUID: PostgresRow] = [:]
+                for row in rows { found[try row.decode(UUID.self, "id")] = row }
+                #expect(found[ids.0]?["status"] == "failed")
+                #expect(found[ids.0]?["status_reason"]?.hasPrefix("invalid_message: ttl") == true)
+                #expect(found[ids.1]?["status"] == "expanded")
+                #expect(found[ids.1]?["targeted_count"] == "1")
+                #expect(found[ids.2]?["status"] == "expanded")
+            }
+        }
+    }
+
+    /// Defence in depth: a statement that still fails on one notification's data (here a trigger raising a
+    /// data exception and an integrity violation for it) fails that notification alone, with the SQLSTATE.
+    @Test func aStatementFailingOnOneNotificationsDataFailsItAloneAndTheLoopMovesOn() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 3)
+                let dataException = try seed.notification(target: #"{"all": true}"#)
+                let integrity = try seed.notification(target: #"{"all": true}"#)
+                let good = try Self.goodNotificationOfAnotherApp(url)
+                try seed.poisonDeliveries(
+                    before: "INSERT",
+                    """
+                    IF NEW.notification_id = '\(dataException)' THEN
+                        RAISE EXCEPTION 'value out of range: "token-like secret"' USING ERRCODE = '22003',
+                            DETAIL = 'a detail that must not be copied';
+                    END IF;
+                    IF NEW.notification_id = '\(integrity)' THEN
+                        RAISE EXCEPTION 'check failed' USING ERRCODE = '23514';
+                    END IF;
+                    """)
+                let outcome = try Self.expandAll(seed)
+                #expect(outcome[dataException]?.status == "failed")
+                #expect(outcome[dataException]?.reason?.hasPrefix("data_exception: SQLSTATE 22003: value out of range") == true)
+                #expect(outcome[dataException]?.reason?.contains("must not be copied") == false)
+                #expect(outcome[integrity]?.status == "failed")
+                #expect(outcome[integrity]?.reason == "integrity_constraint_violation: SQLSTATE 23514: check failed")
+                #expect(outcome[good.notification]?.status == "expanded")
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "1")
+            }
+        }
+    }
+}

@@ -113,6 +113,15 @@ struct Seed {
         )[0].decode(UUID.self, "id")
     }
 
+    /// Installs a `BEFORE <event> ON deliveries FOR EACH ROW` trigger running `body` (PL/pgSQL statements that
+    /// may `RAISE`), then `RETURN NEW`: how tests make one row fail a statement as bad data would.
+    func poisonDeliveries(before event: String, _ body: String) throws {
+        _ = try connection.query(
+            "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \(body) RETURN NEW; END $$")
+        _ = try connection.query(
+            "CREATE TRIGGER poison BEFORE \(event) ON deliveries FOR EACH ROW EXECUTE FUNCTION poison()")
+    }
+
     /// A random 64-hex-digit device token with the given 4-digit prefix (the emulator's conventions).
     static func token(prefix: String = "a0a0") -> String {
         var text = prefix
