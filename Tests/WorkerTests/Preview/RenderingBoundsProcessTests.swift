@@ -10,12 +10,7 @@ import Glibc
 /// Rendering bounds through the real executable and the worker's own parsing of tags.
 @Suite("Rendering bounds")
 struct RenderingBoundsProcessTests {
-    static var executable: String {
-        if let configured = ProcessInfo.processInfo.environment["PUSHIZO_TEST_EXECUTABLE"] { return configured }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/pushizo-worker").path
-    }
+    static var executable: String { GracefulShutdownTests.executable }
 
     /// A preview document for an iOS subscription whose user has `tags` and whose message has `contents`.
     static func document(contents: String, tags: JSONValue) -> JSONValue {
