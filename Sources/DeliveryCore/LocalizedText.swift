@@ -16,7 +16,9 @@ public struct LocalizedText: Sendable, Hashable {
         self.body = body
     }
 
-    /// Picks and fills the three texts of `message` for a subscriber.
+    /// Picks and fills the three texts of `message` for a subscriber. Each text is at most
+    /// ``Placeholders/maximumOutputBytes`` (4096) bytes of UTF-8: longer results (a long template, or
+    /// placeholders filled from long tags) are cut there, as no provider could send them whole anyway.
     /// - Parameters:
     ///   - subscriberLanguage: `subscriptions.language` (a BCP 47 tag such as `pt-BR`), if known.
     ///   - appDefaultLanguage: `apps.default_language`, if set.

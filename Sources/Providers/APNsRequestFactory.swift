@@ -44,7 +44,8 @@ public enum APNsRequestFactory {
     /// - `on`: `msgId`, `campaignId`, `url`, `image`, `actions` (`[{id, title, url?}]` from `buttons`), `data`.
     ///
     /// When the body exceeds 4096 bytes, the alert `body`, then `subtitle`, then `title` is shortened at a
-    /// grapheme-cluster boundary with `…` and the payload measured again (issue 3 item 6).
+    /// grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: the cut is
+    /// computed from byte counts, JSON escapes included, and the payload serialized once more).
     /// - Throws: `APNsRequestError` with reason `bad_device_token_format` (not 64...200 hex characters),
     ///   `missing_topic`, `invalid_topic` (not visible ASCII, e.g. a space or CR/LF in the bundle ID),
     ///   `invalid_provider_token` (the bearer token is empty or not visible ASCII; the token is not echoed),
@@ -112,8 +113,8 @@ public enum APNsRequestFactory {
                                          appDefaultLanguage: delivery.appDefaultLanguage,
                                          placeholderValues: delivery.placeholderValues)
         let aps = apsWithoutAlert(message)
-        // Shorten body, then subtitle, then title; each by binary search over grapheme clusters.
-        let outcome = TextShortener.fit(alert, limit: maximumPayloadSize) { alert in
+        // Shorten body, then subtitle, then title at grapheme-cluster boundaries; serialized twice at most.
+        let outcome = TextShortener.fit(alert, limit: maximumPayloadSize, counting: .jsonString) { alert in
             var aps = aps
             aps["alert"] = alertJSON(alert)
             let bytes = JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()

@@ -38,7 +38,8 @@ public enum FCMRequestFactory {
     /// - `android.collapse_key`: `collapse_id`, when set and not empty.
     ///
     /// Size: when ``payloadSize(of:)`` exceeds 4096, `on.body`, then `on.subtitle`, then `on.title` is
-    /// shortened at a grapheme-cluster boundary with `…` and measured again (``TextShortener``).
+    /// shortened at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``,
+    /// counting UTF-8 bytes as ``payloadSize(of:)`` does).
     /// - Throws: `FCMRequestError` with reason `bad_device_token_format` (empty, longer than 4096 bytes, or
     ///   not visible ASCII), `missing_project_id`, `invalid_project_id` (anything but ASCII letters, digits,
     ///   `-`, `_`, `.`, `:`; it goes into the path), `invalid_access_token` (empty or not visible ASCII; never
@@ -96,7 +97,7 @@ public enum FCMRequestFactory {
         let text = message.isSilent ? LocalizedText()
             : LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
                                    appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
-        let outcome = TextShortener.fit(text, limit: maximumPayloadSize) { text in
+        let outcome = TextShortener.fit(text, limit: maximumPayloadSize, counting: .utf8) { text in
             var data = fixed
             if let title = text.title { data[FCMDataLayout.title] = title }
             if let subtitle = text.subtitle { data[FCMDataLayout.subtitle] = subtitle }

@@ -35,7 +35,8 @@ public enum WebPushRequestFactory {
     /// There is no subtitle or sound (the Notification API has neither).
     ///
     /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, `body`, then `title` is shortened
-    /// at a grapheme-cluster boundary with `…` and measured again (``TextShortener``).
+    /// at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: computed
+    /// from byte counts with JSON escapes, then serialized once more).
     /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``) or
     ///   `payload_too_large` (still over 3993 bytes with every text shortened).
     public static func makePlaintextRequest(_ delivery: WebPushDelivery) throws(WebPushRequestError) -> PushRequest {
@@ -72,7 +73,7 @@ public enum WebPushRequestFactory {
                                         appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
             text.subtitle = nil
         }
-        let outcome = TextShortener.fit(text, limit: maximumPlaintextSize) { text in
+        let outcome = TextShortener.fit(text, limit: maximumPlaintextSize, counting: .jsonString) { text in
             var members = fixed
             if let title = text.title { members["title"] = .string(title) }
             if let body = text.body { members["body"] = .string(body) }

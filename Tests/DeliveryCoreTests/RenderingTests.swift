@@ -35,7 +35,7 @@ import DeliveryCore
 
     @Test func fittingTextIsUntouched() {
         let text = LocalizedText(title: "t", body: "b")
-        guard case .fitted(let output, let used) = TextShortener.fit(text, limit: 2, render: measure) else {
+        guard case .fitted(let output, let used) = TextShortener.fit(text, limit: 2, counting: .utf8, render: measure) else {
             Issue.record("must fit")
             return
         }
@@ -45,7 +45,7 @@ import DeliveryCore
     @Test func bodyThenSubtitleThenTitleAtGraphemeBoundaries() {
         let text = LocalizedText(title: "TTTTTT", subtitle: "SSSS", body: "e\u{301}e\u{301}e\u{301}")  // 6 + 4 + 9 bytes
         func fitted(_ limit: Int) -> LocalizedText? {
-            if case .fitted(let output, let used) = TextShortener.fit(text, limit: limit, render: measure) {
+            if case .fitted(let output, let used) = TextShortener.fit(text, limit: limit, counting: .utf8, render: measure) {
                 #expect(output == used)
                 return output
             }
@@ -61,7 +61,7 @@ import DeliveryCore
 
     @Test func tooLargeReportsTheLastMeasure() {
         let text = LocalizedText(title: "TTTT", subtitle: nil, body: "")
-        guard case .tooLarge(let size) = TextShortener.fit(text, limit: 2, render: measure) else { Issue.record("must not fit"); return }
+        guard case .tooLarge(let size) = TextShortener.fit(text, limit: 2, counting: .utf8, render: measure) else { Issue.record("must not fit"); return }
         #expect(size == 3, "title shortened to … (3 bytes); the empty body was skipped")
     }
 }

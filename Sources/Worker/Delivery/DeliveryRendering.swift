@@ -7,11 +7,25 @@ import PushCrypto
 /// and for `preview`: placeholder values (user tags, then subscription fields), the signed msgId, and the
 /// message's own deadline.
 public enum DeliveryRendering {
+    /// The largest `users.tags` used for placeholders, in bytes of the `jsonb` as PostgreSQL prints it:
+    /// 65,536. The claim reads no larger document (its user renders as having no tags: every placeholder
+    /// takes its default), so one user's tags cost each claimed delivery at most this much to carry and
+    /// parse. Tags are meant for short values (a name, a level); a payload holds 4 KB in all.
+    public static let maximumUserTagsBytes = 65_536
+
     /// User tags first, then the subscription's `language`, `country`, `timezone` (issue 3 item 3).
+    /// Tags over ``maximumUserTagsBytes`` are not parsed (the claim already leaves them out), and a string
+    /// tag longer than ``Placeholders/maximumOutputBytes`` is cut there on a scalar boundary: no filled
+    /// text keeps more, so the cut changes nothing that is sent.
     public static func placeholderValues(for delivery: ClaimedDelivery) -> PlaceholderValues {
         var tags: [String: JSONValue] = [:]
-        if let tagsJSON = delivery.userTagsJSON, let object = (try? JSONValue(parsing: tagsJSON))?.objectValue {
-            tags = object
+        if let tagsJSON = delivery.userTagsJSON, tagsJSON.utf8.count <= maximumUserTagsBytes,
+           let object = (try? JSONValue(parsing: tagsJSON))?.objectValue
+        {
+            tags = object.mapValues { value in
+                guard case .string(let text) = value, text.utf8.count > Placeholders.maximumOutputBytes else { return value }
+                return .string(Placeholders.prefix(text, maximumBytes: Placeholders.maximumOutputBytes))
+            }
         }
         return PlaceholderValues(
             tags: tags, language: delivery.language, country: delivery.country, timezone: delivery.timezone)

@@ -95,7 +95,7 @@ struct PreviewInput {
             country: try Self.string(subscription["country"], "subscription.country"),
             subscriptionStatus: try Self.string(subscription["status"], "subscription.status") ?? "active",
             tokenUpdatedAt: at,
-            userTagsJSON: try Self.tags(user["tags"]),
+            userTagsJSON: try Self.tags(user["tags"], notes: &notes),
             defaultLanguage: try Self.string(app["default_language"], "app.default_language") ?? "en",
             defaultTimezone: try Self.string(app["default_timezone"], "app.default_timezone"),
             signingKey: signingKey,
@@ -183,10 +183,22 @@ struct PreviewInput {
         return date
     }
 
-    private static func tags(_ value: JSONValue?) throws(PreviewError) -> String? {
+    /// `user.tags` as JSON text; `nil` (no tags, as the worker's claim reads them) when PostgreSQL would
+    /// print them longer than ``DeliveryRendering/maximumUserTagsBytes``.
+    private static func tags(_ value: JSONValue?, notes: inout [JSONValue]) throws(PreviewError) -> String? {
         guard let value, !value.isNull else { return nil }
         guard value.objectValue != nil else { throw PreviewError("user.tags must be an object") }
-        return value.jsonText
+        let text = value.jsonText
+        let postgresBytes = text.utf8.count + postgresSeparatorSpaces(value)
+        guard postgresBytes <= DeliveryRendering.maximumUserTagsBytes else {
+            notes.append(
+                .string(
+                    "user.tags is \(postgresBytes) bytes as PostgreSQL prints it, over the "
+                        + "\(DeliveryRendering.maximumUserTagsBytes)-byte limit: the worker renders placeholders "
+                        + "as if the user had no tags"))
+            return nil
+        }
+        return text
     }
 
     /// Spaces PostgreSQL's jsonb output adds to the compact form: one after each `:` and each `,`.

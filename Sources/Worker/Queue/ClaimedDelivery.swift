@@ -33,7 +33,8 @@ public struct ClaimedDelivery: Sendable {
     public var subscriptionStatus: String
     /// Compared before invalidating, so a token re-registered meanwhile is never marked invalid.
     public var tokenUpdatedAt: Date
-    /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription), for
+    /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription, and for
+    /// tags over ``DeliveryRendering/maximumUserTagsBytes``, which the claim does not read), for
     /// placeholders.
     public var userTagsJSON: String?
     /// `subscriptions.user_id` (`nil` for an anonymous subscription).

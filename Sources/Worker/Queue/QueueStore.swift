@@ -168,7 +168,10 @@ public enum QueueStore {
                n.xmin::text AS message_version, n.campaign_id, n.status AS notification_status,
                coalesce(n.send_after, n.created_at) AS notification_start,
                s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
-               s.status AS subscription_status, s.token_updated_at, u.tags::text AS user_tags, s.user_id,
+               s.status AS subscription_status, s.token_updated_at,
+               CASE WHEN octet_length(u.tags::text) <= \(DeliveryRendering.maximumUserTagsBytes) THEN u.tags::text END
+                   AS user_tags,
+               s.user_id,
                s.web_p256dh, s.web_auth,
                a.default_language, a.default_timezone, a.signing_key,
                a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
