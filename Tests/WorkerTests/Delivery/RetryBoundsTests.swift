@@ -69,6 +69,29 @@ struct RetryBoundsTests {
         #expect(!completion.countsUncountedRetry)
     }
 
+    @Test func noSendStartsOnALeaseAboutToRunOut() async {
+        let sender = DeliveryPipelineTests.RecordingSender()
+        let pipeline = DeliveryPipeline(
+            senders: [sender], maxAttempts: 3, retryPolicy: policy, logger: Logger(label: "test", minimumLevel: .error),
+            deliveryTimeout: 10,
+            loadMessages: { ids in
+                Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: 26, json: #"{"contents": {"en": "hi"}}"#)) })
+            },
+            reserveFrequencyCap: { _ in .granted(reused: false) })
+        var late = delivery(uncountedRetries: 0)
+        late.notificationStart = Date()
+        late.leaseExpiry = .now + .seconds(5)
+        let putBack = await pipeline.process(late)
+        #expect(putBack.reason == CompletionFactory.leaseExpiringReason)
+        #expect(putBack.refundsAttempt && !putBack.writesEvent)
+        #expect(sender.sends.value == 0)
+        var fresh = late
+        fresh.leaseExpiry = .now + .seconds(60)
+        let sent = await pipeline.process(fresh)
+        #expect(sent.event == "sent")
+        #expect(sender.sends.value == 1)
+    }
+
     @Test func aSendOverrunningItsDeadlineIsCancelled() async {
         let outcome = await DeliveryPipeline.send(within: 0.05) {
             try? await Task.sleep(for: .seconds(600))
