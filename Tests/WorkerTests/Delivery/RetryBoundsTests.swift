@@ -11,13 +11,8 @@ struct RetryBoundsTests {
     let policy = RetryPolicy(baseDelay: 2, maximumDelay: 60)
 
     func delivery(uncountedRetries: Int) -> ClaimedDelivery {
-        var delivery = ClaimedDelivery(
-            id: 7, fence: 3, attempt: 1, notificationID: UUID(), subscriptionID: UUID(), appID: UUID(),
-            apnsID: UUID(), messageVersion: "1", campaignID: nil, notificationStatus: "expanded",
-            notificationStart: Self.now, platform: "ios", token: "a0", apnsEnvironment: nil, language: nil,
-            timezone: nil, country: nil, subscriptionStatus: "active", tokenUpdatedAt: Self.now, userTagsJSON: nil,
-            defaultLanguage: "en", defaultTimezone: "UTC", signingKey: [1], channelProvider: "apns",
-            channelSettingsJSON: "{}", channelEndpoint: nil, channelPausedUntil: nil)
+        var delivery = CompletionFactoryTests().delivery(attempt: 1)
+        delivery.notificationStart = Self.now
         delivery.uncountedRetries = uncountedRetries
         return delivery
     }

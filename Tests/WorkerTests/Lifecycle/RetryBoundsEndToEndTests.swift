@@ -10,14 +10,7 @@ struct RetryBoundsEndToEndTests {
     @Test func anUnreachableProviderEndsInRetriesExhaustedWithBoundedEvents() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
-                let subscription = try await onThread {
-                    let seed = try Seed(url)
-                    // A port nothing listens on: connection refused, `provider_unreachable`, no attempt spent.
-                    try seed.app(channelSettings: emulator.channelSettings, endpoint: "https://127.0.0.1:9")
-                    let subscription = try seed.subscription()
-                    try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
-                    return subscription
-                }
+                let subscription = try await onThread { try Seed.deliveryToAnUnreachableProvider(url, emulator: emulator) }
                 let runtime = try WorkerRuntime(
                     configuration: try emulator.workerConfiguration(
                         databaseURL: url, extra: [
@@ -42,5 +35,18 @@ struct RetryBoundsEndToEndTests {
                 await database.shutdown()
             }
         }
+    }
+}
+
+extension Seed {
+    /// An app whose APNs channel points at a port nothing listens on (connection refused:
+    /// `provider_unreachable`, no attempt spent) and one notification to one subscription; returns the
+    /// subscription.
+    static func deliveryToAnUnreachableProvider(_ url: String, emulator: EmulatorHarness) throws -> UUID {
+        let seed = try Seed(url)
+        try seed.app(channelSettings: emulator.channelSettings, endpoint: "https://127.0.0.1:9")
+        let subscription = try seed.subscription()
+        try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
+        return subscription
     }
 }
