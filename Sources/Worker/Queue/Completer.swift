@@ -62,11 +62,11 @@ final class Completer: Sendable {
     /// Queues one completion; it is written within about `maximumDelay` seconds.
     /// - Parameter leaseExpiry: when the claim it completes runs out (its lease is renewed before that).
     func add(_ completion: DeliveryCompletion, leaseExpiry: ContinuousClock.Instant? = nil) {
-        let count = state.withLock { state in
+        let queued = state.withLock { state in
             state.backlog.add(CompletionBacklog.Entry(completion: completion, leaseExpiry: leaseExpiry))
-            return state.backlog.count
+            return state.backlog.queuedCount
         }
-        if count == 1 || count >= batchSize { wake.signal() }
+        if queued == 1 || queued >= batchSize { wake.signal() }
     }
 
     /// See ``CompletionBacklog/adopt(deliveryID:fence:leaseExpiry:)``: `true` when a completion of this

@@ -49,6 +49,9 @@ struct CompletionBacklog: Sendable {
     /// Completions set aside after being refused alone.
     var isolatedCount: Int { isolated.count }
 
+    /// Completions queued for their first write.
+    var queuedCount: Int { queued.count }
+
     mutating func add(_ entry: Entry) {
         queued.append(entry)
     }
