@@ -17,6 +17,17 @@ struct RetryBoundsTests {
         return delivery
     }
 
+    /// A pipeline whose messages all parse and whose frequency caps always grant.
+    func pipeline(_ sender: any ProviderSender, deliveryTimeout: Double) -> DeliveryPipeline {
+        DeliveryPipeline(
+            senders: [sender], maxAttempts: 3, retryPolicy: policy, logger: Logger(label: "test", minimumLevel: .error),
+            deliveryTimeout: deliveryTimeout,
+            loadMessages: { ids in
+                Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: 26, json: #"{"contents": {"en": "hi"}}"#)) })
+            },
+            reserveFrequencyCap: { _ in .granted(reused: false) })
+    }
+
     func completion(_ outcome: DeliveryOutcome, uncountedRetries: Int, max: Int = 10) -> DeliveryCompletion {
         CompletionFactory.completion(
             for: delivery(uncountedRetries: uncountedRetries), outcome: outcome, provider: "apns", maxAttempts: 3,
@@ -66,13 +77,7 @@ struct RetryBoundsTests {
 
     @Test func noSendStartsOnALeaseAboutToRunOut() async {
         let sender = DeliveryPipelineTests.RecordingSender()
-        let pipeline = DeliveryPipeline(
-            senders: [sender], maxAttempts: 3, retryPolicy: policy, logger: Logger(label: "test", minimumLevel: .error),
-            deliveryTimeout: 10,
-            loadMessages: { ids in
-                Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: 26, json: #"{"contents": {"en": "hi"}}"#)) })
-            },
-            reserveFrequencyCap: { _ in .granted(reused: false) })
+        let pipeline = pipeline(sender, deliveryTimeout: 10)
         var late = delivery(uncountedRetries: 0)
         late.notificationStart = Date()
         late.leaseExpiry = .now + .seconds(5)
@@ -85,6 +90,30 @@ struct RetryBoundsTests {
         let sent = await pipeline.process(fresh)
         #expect(sent.event == "sent")
         #expect(sender.sends.value == 1)
+    }
+
+    /// A provider exchange that never ends on its own (a token endpoint or push service that holds the
+    /// request): it notes whether it was cancelled.
+    final class HangingSender: ProviderSender {
+        let provider = "apns"
+        let cancelled = Counter()
+        func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
+            try? await Task.sleep(for: .seconds(600))
+            if Task.isCancelled { cancelled.increment() }
+            return .sent(providerMessageID: nil)
+        }
+    }
+
+    @Test func theDeliveryDeadlineCancelsTheWholeExchange() async {
+        let sender = HangingSender()
+        let pipeline = pipeline(sender, deliveryTimeout: 0.05)
+        var claimed = delivery(uncountedRetries: 0)
+        claimed.notificationStart = Date()
+        let completion = await pipeline.process(claimed)
+        #expect(completion.event == "retrying")
+        #expect(completion.reason == "deadline_exceeded")
+        #expect(!completion.refundsAttempt)
+        #expect(sender.cancelled.value == 1)
     }
 
     @Test func aSendOverrunningItsDeadlineIsCancelled() async {
