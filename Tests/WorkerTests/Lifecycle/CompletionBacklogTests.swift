@@ -143,4 +143,48 @@ struct CompletionBacklogTests {
             }
         }
     }
+
+    @Test func whenLeasesCannotBeRenewedEitherTheWorkersOwnNewClaimIsNotSentAgain() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                try await onThread {
+                    let connection = try Seed(url).connection
+                    try Self.installRefusingTrigger(on: connection)
+                    // Renewals keep the fence; claims bump it: only renewals are refused.
+                    try connection.execute(
+                        """
+                        CREATE FUNCTION refuse_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN
+                            IF NEW.fence = OLD.fence THEN RAISE EXCEPTION 'deliveries refuses lease renewals'; END IF;
+                            RETURN NEW;
+                        END;
+                        $$;
+                        CREATE TRIGGER refuse_renewals BEFORE UPDATE ON deliveries
+                            FOR EACH ROW EXECUTE FUNCTION refuse_renewals();
+                        """)
+                }
+                _ = try await onThread { try Self.seed(url, emulator: emulator, count: 2) }
+                let log = FileManager.default.temporaryDirectory.appendingPathComponent("backlog-\(UUID()).log").path
+                defer { try? FileManager.default.removeItem(atPath: log) }
+                // Room to claim while the two completions wait, so the expired leases are claimed again.
+                let process = try Self.startWorker(url: url, emulator: emulator, log: log, extra: ["--concurrency", "4"])
+                #expect(try await Self.wait { emulator.apns.acceptedCount >= 2 })
+                #expect(try await Self.wait {
+                    ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("not sending them again")
+                })
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                _ = try await database.query("DROP TRIGGER refuse_events ON delivery_events")
+                _ = try await database.query("DROP TRIGGER refuse_renewals ON deliveries")
+                #expect(try await Self.wait {
+                    let rows = try await database.query("SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'")
+                    return rows[0]["n"] == "2"
+                })
+                #expect(emulator.apns.acceptedCount == 2)
+                #expect(try await database.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
+                #expect(try await Self.stop(process))
+                #expect(process.terminationStatus == 0)
+                await database.shutdown()
+            }
+        }
+    }
 }
