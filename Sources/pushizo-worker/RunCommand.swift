@@ -15,8 +15,21 @@ enum RunCommand {
             SystemdNotifier.notify("STOPPING=1\nSTATUS=finishing in-flight sends")
             logger.notice("signal received", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
             runtime.requestStop()
+            // Last resort: the stop is bounded by PUSHIZO_SHUTDOWN_TIMEOUT; should closing connections hang
+            // past it, the process ends anyway (leases rescue what it held).
+            let limit = configuration.shutdownTimeout + 10
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: limit)
+                logger.error("shutdown did not finish in time; exiting", ["after_s": "\(Int(limit))"])
+                _exit(70)  // EX_SOFTWARE
+            }
         }
         await runtime.run()
         withExtendedLifetime(signals) {}
+        let unwritten = runtime.service.unwrittenCompletions
+        if unwritten > 0 {
+            // EX_TEMPFAIL: events were lost with the process; their deliveries are sent again (same apns-id).
+            exit(75)
+        }
     }
 }

@@ -84,6 +84,14 @@ extension ConfigurationKey {
         "PUSHIZO_SHUTDOWN_TIMEOUT",
         "seconds to finish in-flight sends after SIGTERM before giving up on them (leases rescue them) (1...3600)",
         default: "30")
+    public static let deliveryTimeout = ConfigurationKey(
+        "PUSHIZO_DELIVERY_TIMEOUT",
+        "seconds for one delivery's whole provider exchange (token fetch, send, refresh, resend); at least PUSHIZO_REQUEST_TIMEOUT, at most half of PUSHIZO_LEASE_SECONDS (1...3600)",
+        default: "min(2 x PUSHIZO_REQUEST_TIMEOUT, PUSHIZO_LEASE_SECONDS / 2)")
+    public static let maxUncountedRetries = ConfigurationKey(
+        "PUSHIZO_MAX_UNCOUNTED_RETRIES",
+        "retries that spend no attempt (provider unreachable, channel paused, ...) before a delivery fails with retries_exhausted (1...100000)",
+        default: "100")
     public static let roles = ConfigurationKey(
         "PUSHIZO_ROLES",
         "what this worker does, comma-separated: expand (notifications into deliveries), send (claim and send deliveries)",
@@ -133,7 +141,7 @@ extension ConfigurationKey {
         databaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
-        quietHoursSpread, roles,
+        quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
     ]

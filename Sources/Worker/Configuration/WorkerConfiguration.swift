@@ -1,5 +1,6 @@
 import Foundation
 import DeliveryCore
+import PushCrypto
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -38,12 +39,18 @@ public struct WorkerConfiguration: Sendable {
     public var quietHoursSpread: Int
     /// What this worker does (`PUSHIZO_ROLES`); never empty.
     public var roles: Set<WorkerRole>
+    /// Seconds one delivery's provider exchange may take in all (token fetch, send, refresh, resend); at
+    /// least ``requestTimeout``, at most half of ``leaseSeconds``. A delivery whose lease has less than this
+    /// left is not sent but put back in the queue.
+    public var deliveryTimeout: Double
+    /// Retries that spend no attempt before a delivery fails with `retries_exhausted`.
+    public var maxUncountedRetries: Int
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
-        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles,
+        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
     ]
 
     /// Reads and validates every key.
@@ -64,8 +71,8 @@ public struct WorkerConfiguration: Sendable {
         retryPolicy = RetryPolicy(baseDelay: retryBase, maximumDelay: retryMax)
         databaseConnections = try reader.int(.databaseConnections, default: 4, in: 2...64)
         caFile = reader.string(.caFile)
-        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            throw ConfigurationError(key: ConfigurationKey.caFile.name, problem: "\(caFile) is not a readable file")
+        if let caFile {
+            try Self.checkCertificateBundle(caFile)
         }
         connectionsPerOrigin = try reader.int(.connectionsPerOrigin, default: 2, in: 1...64)
         requestTimeout = try reader.double(.requestTimeout, default: 30, in: 1...300)
@@ -85,10 +92,40 @@ public struct WorkerConfiguration: Sendable {
             throw ConfigurationError(key: ConfigurationKey.roles.name, problem: "names no role (expand, send)")
         }
         self.roles = roles
-        guard leaseSeconds > requestTimeout else {
+        maxUncountedRetries = try reader.int(.maxUncountedRetries, default: 100, in: 1...100_000)
+        // A send must end well within its lease: the other half covers the wait before the send and the
+        // completion's write, so no lease runs out under a send in flight.
+        deliveryTimeout = try reader.double(
+            .deliveryTimeout, default: min(2 * requestTimeout, leaseSeconds / 2), in: 1...3600)
+        guard requestTimeout <= deliveryTimeout else {
+            let setting = reader.string(.deliveryTimeout) == nil ? "PUSHIZO_LEASE_SECONDS / 2" : "PUSHIZO_DELIVERY_TIMEOUT"
             throw ConfigurationError(
-                key: ConfigurationKey.leaseSeconds.name,
-                problem: "must exceed PUSHIZO_REQUEST_TIMEOUT (\(requestTimeout) s), or sends in flight get rescued")
+                key: ConfigurationKey.requestTimeout.name,
+                problem: "\(requestTimeout) s exceeds the per-delivery deadline \(deliveryTimeout) s (\(setting)); "
+                    + "lower PUSHIZO_REQUEST_TIMEOUT or raise PUSHIZO_LEASE_SECONDS")
+        }
+        guard deliveryTimeout <= leaseSeconds / 2 else {
+            throw ConfigurationError(
+                key: ConfigurationKey.deliveryTimeout.name,
+                problem: "\(deliveryTimeout) s is more than half of PUSHIZO_LEASE_SECONDS (\(leaseSeconds) s), "
+                    + "so a lease could run out under a send in flight")
+        }
+    }
+
+    /// Refuses a `PUSHIZO_CA_FILE` that cannot be read or does not parse as PEM certificates (every TLS
+    /// handshake would fail later, one delivery at a time).
+    static func checkCertificateBundle(_ path: String) throws {
+        let key = ConfigurationKey.caFile.name
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            attributes[.type] as? FileAttributeType == .typeRegular,
+            let data = FileManager.default.contents(atPath: path)
+        else {
+            throw ConfigurationError(key: key, problem: "\(path) is not a readable file")
+        }
+        do {
+            _ = try PEMCertificates.count(in: Array(data))
+        } catch {
+            throw ConfigurationError(key: key, problem: "\(path) is not a PEM certificate bundle: \(error.message)")
         }
     }
 

@@ -14,6 +14,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
 
     private let senders: [String: any ProviderSender]
     private let maxAttempts: Int
+    private let maxUncountedRetries: Int
+    /// Seconds one delivery's whole provider exchange may take; `nil`: no deadline (tests).
+    private let deliveryTimeout: Double?
     private let retryPolicy: RetryPolicy
     private let logger: Logger
     /// One line per app and cause per hour; channel pauses once per pause period.
@@ -42,11 +45,17 @@ public final class DeliveryPipeline: DeliveryProcessing {
     ///     ``QueueStore/messages(on:notificationIDs:maximumBytes:)``).
     ///   - reserveFrequencyCap: the frequency-cap reservation, run for a delivery that passed every other
     ///     check when its app has caps and its message is neither exempt nor silent.
+    ///   - maxUncountedRetries: retries spending no attempt before `failed` / `retries_exhausted`.
+    ///   - deliveryTimeout: seconds the sender may take in all (token fetch, send, refresh, resend); past it
+    ///     the send is cancelled and retried (`deadline_exceeded`, a counted attempt). A delivery whose
+    ///     lease (``ClaimedDelivery/leaseExpiry``) has less than this left is put back in the queue unsent.
     public init(
         senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
-        quietHoursSpread: Int = 0, loadMessages: @escaping MessageCache.Loader,
-        reserveFrequencyCap: @escaping FrequencyCapReserver
+        quietHoursSpread: Int = 0, maxUncountedRetries: Int = .max, deliveryTimeout: Double? = nil,
+        loadMessages: @escaping MessageCache.Loader, reserveFrequencyCap: @escaping FrequencyCapReserver
     ) {
+        self.maxUncountedRetries = maxUncountedRetries
+        self.deliveryTimeout = deliveryTimeout
         self.reserveFrequencyCap = reserveFrequencyCap
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
@@ -65,7 +74,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
         let (outcome, provider) = await decide(delivery, now: now)
         var completion = CompletionFactory.completion(
             for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
-            retryPolicy: retryPolicy, now: now, unitRandom: Double.random(in: 0..<1))
+            maxUncountedRetries: maxUncountedRetries, retryPolicy: retryPolicy, now: now,
+            unitRandom: Double.random(in: 0..<1))
         // A notification that reached no device of the key gives its grant back (issue 4 item 7); the
         // completion transaction decides, under the key's lock, whether any device got it or still may.
         if completion.nextRunAt == nil, completion.event != "sent", completion.reason != "frequency_capped",
@@ -185,11 +195,38 @@ public final class DeliveryPipeline: DeliveryProcessing {
             guard let sender = senders[provider] else {
                 return (.failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider)
             }
+            // No send on a lease about to run out: another worker could claim the delivery mid-send. Before the
+            // frequency caps, so a delivery put back uses no grant.
+            if let deliveryTimeout, let expiry = delivery.leaseExpiry, expiry - .now < .seconds(deliveryTimeout) {
+                return (.retry(reason: CompletionFactory.leaseExpiringReason), provider)
+            }
             // Last, as it needs the database and counts: a delivery stopped by anything else uses no grant.
             if let stop = await checkFrequencyCaps(delivery, message: message) {
                 return (stop, provider)
             }
-            return (await sender.send(delivery, message: message, now: now), provider)
+            guard let deliveryTimeout else {
+                return (await sender.send(delivery, message: message, now: now), provider)
+            }
+            return (await Self.send(within: deliveryTimeout) { await sender.send(delivery, message: message, now: now) }, provider)
+        }
+    }
+}
+
+extension DeliveryPipeline {
+    /// Runs `send`, cancelling it after `seconds`: one deadline for the whole provider exchange (token fetch,
+    /// send, a refresh and its resend), so a delivery never outlives its lease. A cancelled send becomes a
+    /// counted retry, `deadline_exceeded` (the request may have reached the provider).
+    static func send(within seconds: Double, _ send: @escaping @Sendable () async -> DeliveryOutcome) async -> DeliveryOutcome {
+        await withTaskGroup(of: DeliveryOutcome?.self) { group in
+            group.addTask { await send() }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            if let first { return first }
+            return .retry(reason: "deadline_exceeded", detail: ["deadline_s": .double(seconds)])
         }
     }
 }
@@ -279,12 +316,23 @@ public enum CompletionFactory {
         "channel_paused", "provider_unreachable", "message_unavailable", "cap_unavailable",
     ]
 
+    /// How many retries spending no attempt write a `retrying` event; later ones change the queue row only
+    /// (its `last_error`), so a long outage adds a bounded number of events per delivery.
+    public static let retryingEventsWithoutAttempt = 5
+
+    /// The retry reason of a delivery put back in the queue unsent because its lease had less than the
+    /// per-delivery deadline left: no attempt spent, no event written, not counted as an uncounted retry
+    /// (the worker, not the delivery, was late).
+    public static let leaseExpiringReason = "lease_expiring"
+
     /// - Parameters:
+    ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
     ///   - unitRandom: jitter draw in `0..<1` for the retry time.
-    /// A counted `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`.
+    /// A counted `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`; an
+    /// uncounted one (or a channel error) past `maxUncountedRetries` becomes `failed` / `retries_exhausted`.
     public static func completion(
         for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
-        retryPolicy: RetryPolicy, now: Date, unitRandom: Double
+        maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: Double
     ) -> DeliveryCompletion {
         func make(_ event: String, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
             var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
@@ -308,6 +356,11 @@ public enum CompletionFactory {
                     subscriptionID: delivery.subscriptionID, reason: reason, tokenUpdatedAt: delivery.tokenUpdatedAt)
             }
             return completion
+        case .retry(let reason, _, _) where reason == leaseExpiringReason:
+            var completion = make("retrying", reason, .object([:]), next: now)
+            completion.refundsAttempt = true
+            completion.writesEvent = false
+            return completion
         case .retry(let reason, let detail, let notBefore):
             let counted = !uncountedRetryReasons.contains(reason)
             if counted && delivery.attempt >= maxAttempts {
@@ -315,6 +368,9 @@ public enum CompletionFactory {
                 members["last_reason"] = .string(reason)
                 members["attempts"] = .int(Int64(delivery.attempt))
                 return make("failed", "max_attempts", .object(members), next: nil)
+            }
+            if !counted && delivery.uncountedRetries >= maxUncountedRetries {
+                return make("failed", "retries_exhausted", exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
             }
             // Uncounted retries back off by how long the message has waited, not by attempts.
             let next =
@@ -327,15 +383,27 @@ public enum CompletionFactory {
             members["next_attempt_at"] = .string(next.formatted(.iso8601))
             var completion = make("retrying", reason, .object(members), next: next)
             completion.refundsAttempt = !counted
+            completion.countsUncountedRetry = !counted
+            completion.writesEvent = counted || delivery.uncountedRetries < retryingEventsWithoutAttempt
             return completion
         case .channelError(let reason, let detail, let pausedUntil):
             let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause)
+            if delivery.uncountedRetries >= maxUncountedRetries {
+                // The channel still pauses (the event carries it); this delivery waits no more.
+                var completion = make("failed", "retries_exhausted", exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                if let provider {
+                    completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
+                }
+                return completion
+            }
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(until.formatted(.iso8601))
             members["channel_paused_until"] = .string(until.formatted(.iso8601))
             var completion = make("retrying", reason, .object(members), next: until)
-            // The provider refused the app's credentials, not this push: the attempt does not count.
+            // The provider refused the app's credentials, not this push: the attempt does not count. Its event
+            // is always written (it carries the channel pause), so these are bounded by maxUncountedRetries.
             completion.refundsAttempt = true
+            completion.countsUncountedRetry = true
             if let provider {
                 completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
             }
@@ -349,5 +417,13 @@ public enum CompletionFactory {
             completion.refundsAttempt = true
             return completion
         }
+    }
+
+    /// `detail` of a `retries_exhausted` failure: the last retry's detail, its reason and the count.
+    private static func exhaustedDetail(_ detail: JSONValue, reason: String, count: Int) -> JSONValue {
+        var members = detail.objectValue ?? [:]
+        members["last_reason"] = .string(reason)
+        members["uncounted_retries"] = .int(Int64(count))
+        return .object(members)
     }
 }

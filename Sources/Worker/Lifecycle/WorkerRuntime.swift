@@ -32,7 +32,8 @@ public final class WorkerRuntime: Sendable {
                 FCMSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("fcm")),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
-            quietHoursSpread: configuration.quietHoursSpread,
+            quietHoursSpread: configuration.quietHoursSpread, maxUncountedRetries: configuration.maxUncountedRetries,
+            deliveryTimeout: configuration.deliveryTimeout,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
                     try QueueStore.messages(

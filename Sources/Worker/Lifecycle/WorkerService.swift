@@ -19,9 +19,14 @@ extension DeliveryProcessing {
 /// The `run` service: expands notifications, claims due deliveries in batches, sends them concurrently through
 /// a ``DeliveryProcessing``, and writes completions back in batches. Wakes on NOTIFY and polls as a floor.
 ///
+/// A delivery holds one of `concurrency` slots from its claim until its completion is written (not merely
+/// until its send ends), so claiming stops while completions back up (see ``Completer``).
+///
 /// Lifecycle (swift-service-lifecycle's shape, without the package): ``run()`` returns after
-/// ``requestStop()`` once claiming has stopped, every in-flight send has finished (or
-/// `shutdownTimeout` passed) and every completion is written.
+/// ``requestStop()`` once claiming has stopped, every in-flight send has finished and every completion is
+/// written, or `shutdownTimeout` seconds after the stop request (sends still in flight are then cancelled,
+/// and the final flush ends at the same deadline, or one second after the cancelled sends end; what it could
+/// not write is logged and counted in ``unwrittenCompletions``).
 public final class WorkerService: Sendable {
     private let configuration: WorkerConfiguration
     private let database: PostgresClient
@@ -32,6 +37,7 @@ public final class WorkerService: Sendable {
     private let expansionWake = WakeSignal()
     private let capacityWake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
+    private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let inFlight = Atomic<Int>(0)
     private let claimedTotal = Atomic<Int>(0)
     private let onReady: @Sendable () -> Void
@@ -46,13 +52,21 @@ public final class WorkerService: Sendable {
         self.database = database
         self.processor = processor
         self.logger = logger
-        self.completer = Completer(database: database, logger: logger.named("completer"))
+        let capacityWake = self.capacityWake
+        self.completer = Completer(
+            database: database, logger: logger.named("completer"), leaseSeconds: configuration.leaseSeconds,
+            onProgress: { capacityWake.signal() })
         self.onReady = onReady
     }
+
+    /// Completions given up at the shutdown deadline (0 after a clean stop): their deliveries are sent again
+    /// once their leases run out.
+    public var unwrittenCompletions: Int { completer.unwritten }
 
     /// Stops claiming; in-flight sends finish and their events are written before ``run()`` returns.
     /// Safe to call from any thread, any number of times.
     public func requestStop() {
+        stopRequestedAt.withLock { $0 = $0 ?? .now }
         if stopping.exchange(true, ordering: .sequentiallyConsistent) { return }
         logger.notice("stop requested: no new claims; finishing in-flight sends", ["in_flight": "\(inFlight.load(ordering: .relaxed))"])
         claimWake.signal()
@@ -86,7 +100,11 @@ public final class WorkerService: Sendable {
                 await expandOnlyUntilStop()
             }
             listener.shutdown()
-            completer.finish()
+            // The final flush shares the shutdown deadline; completions of sends cancelled at the deadline get
+            // one more second.
+            let stoppedAt = stopRequestedAt.withLock { $0 } ?? .now
+            completer.finish(
+                deadline: max(stoppedAt + .milliseconds(Int64(configuration.shutdownTimeout * 1000)), .now + .seconds(1)))
             expansionWake.signal()
             await background.waitForAll()
         }
@@ -94,7 +112,7 @@ public final class WorkerService: Sendable {
             "worker stopped",
             [
                 "claimed": "\(claimedTotal.load(ordering: .relaxed))", "settled": "\(completer.settled)",
-                "lost_leases": "\(completer.lostLeases)",
+                "lost_leases": "\(completer.lostLeases)", "unwritten": "\(completer.unwritten)",
                 "peak_rss_mb": ProcessStatistics.peakResidentBytes().map { String($0 / 1_048_576) } ?? "?",
             ])
     }
@@ -175,7 +193,8 @@ public final class WorkerService: Sendable {
             await withDiscardingTaskGroup { sends in
                 var failures = 0
                 while !isStopping {
-                    let free = configuration.concurrency - inFlight.load(ordering: .acquiring)
+                    // Unwritten completions hold their slots: claiming stops while they back up.
+                    let free = configuration.concurrency - inFlight.load(ordering: .acquiring) - completer.pending
                     // Wait for room for a worthwhile batch rather than claiming one row at a time.
                     let wanted = min(configuration.claimBatch, configuration.concurrency)
                     if free < max(1, wanted / 2) {
@@ -183,13 +202,25 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     let limit = min(wanted, free)
-                    let claimed: [ClaimedDelivery]
+                    var claimed: [ClaimedDelivery]
                     do {
                         let configuration = self.configuration
+                        // Before the statement: the lease (from the database's now()) ends no earlier.
+                        let leaseExpiry = ContinuousClock.now + .milliseconds(Int64(configuration.leaseSeconds * 1000))
                         claimed = try await database.withConnection { connection in
                             try QueueStore.claim(
                                 on: connection, limit: limit, leaseSeconds: configuration.leaseSeconds,
                                 workerID: configuration.workerID)
+                        }
+                        for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
+                        // A delivery this worker already answered, claimed again because its lease ran out
+                        // while the completion waited: the waiting completion takes the new claim; no resend.
+                        let fetched = claimed.count
+                        claimed.removeAll { completer.adopt($0) }
+                        if claimed.count < fetched {
+                            logger.warning(
+                                "claimed deliveries whose completions still wait; not sending them again",
+                                ["count": "\(fetched - claimed.count)"])
                         }
                         failures = 0
                     } catch {
@@ -205,7 +236,7 @@ public final class WorkerService: Sendable {
                         for delivery in claimed {
                             sends.addTask {
                                 let completion = await self.processor.process(delivery)
-                                self.completer.add(completion)
+                                self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
                                 self.inFlight.subtract(1, ordering: .acquiringAndReleasing)
                                 self.capacityWake.signal()
                             }
@@ -225,7 +256,8 @@ public final class WorkerService: Sendable {
         let timeout = configuration.shutdownTimeout
         let watchdog = Task {
             while !self.isStopping { try await Task.sleep(for: .milliseconds(200)) }
-            try await Task.sleep(for: .seconds(timeout))
+            let stoppedAt = self.stopRequestedAt.withLock { $0 } ?? .now
+            try await Task.sleep(until: stoppedAt + .milliseconds(Int64(timeout * 1000)), clock: .continuous)
             self.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.inFlight.load(ordering: .relaxed))"])
             sendTask.cancel()
         }

@@ -59,6 +59,13 @@ public struct ClaimedDelivery: Sendable {
     public var channelSettingsJSON: String?
     public var channelEndpoint: String?
     public var channelPausedUntil: Date?
+
+    /// `deliveries.uncounted_retries`: retries so far that spent no attempt.
+    public var uncountedRetries: Int = 0
+    /// When this worker's claim runs out, on this process's monotonic clock (set by the claim loop from the
+    /// instant before the claim's statement, so never later than the real expiry); `nil` outside the claim
+    /// loop (tests, `preview`): no lease guard.
+    public var leaseExpiry: ContinuousClock.Instant? = nil
 }
 
 extension ClaimedDelivery {
@@ -86,6 +93,12 @@ public struct DeliveryCompletion: Sendable {
     /// The claim is not counted as a send attempt (the request never reached the provider: a paused
     /// channel, an unreachable provider), so waiting out an outage never ends in `max_attempts`.
     public var refundsAttempt = false
+    /// `false`: no `delivery_events` row is written, only the queue row changes (a retry past the first
+    /// ``CompletionFactory/retryingEventsWithoutAttempt`` uncounted ones, a delivery put back because its
+    /// lease was about to run out).
+    public var writesEvent = true
+    /// A retry that spends no attempt: `deliveries.uncounted_retries` grows by one.
+    public var countsUncountedRetry = false
     /// Set on a terminal completion other than `sent` of a delivery whose app has frequency caps: the
     /// completion transaction gives the notification's grant back when no device of the key got it and none
     /// is left in the queue (see ``QueueStore/releaseFrequencyCapGrants(on:_:)``).

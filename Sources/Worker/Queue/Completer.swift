@@ -3,92 +3,135 @@ import Postgres
 import Synchronization
 
 /// Collects completions from concurrent sends and writes them in batches (one transaction per batch), so
-/// writing events costs a round trip per batch rather than per delivery. A failed write keeps its batch and
-/// tries again with backoff: a completion is never dropped while the process lives (and if it dies, the
-/// lease expires and the delivery is sent again with the same `apns-id`).
+/// writing events costs a round trip per batch rather than per delivery.
+///
+/// While a completion waits it holds its delivery's concurrency slot (``pending`` counts against the
+/// claim loop's free capacity), so claiming stops when completions back up, and its lease is kept alive
+/// (renewed, fenced, whenever less than half of it is left), so no other worker sends the delivery again.
+/// A batch PostgreSQL refuses is split until the refused completions stand alone; those are retried alone
+/// with backoff (logged at most once a minute) while the others are written (``CompletionBacklog``). At
+/// shutdown the final flush ends at a deadline: what is still unwritten is logged and counted
+/// (``unwritten``); those leases then run out and the deliveries are sent again with the same `apns-id`.
 final class Completer: Sendable {
     private struct State {
-        var buffer: [DeliveryCompletion] = []
+        var backlog: CompletionBacklog
         var finishing = false
+        var deadline: ContinuousClock.Instant?
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let wake = WakeSignal()
-    private let drainedSignal = WakeSignal()
     private let database: PostgresClient
     private let logger: Logger
     private let batchSize: Int
     /// Seconds a completion may wait for companions before its batch is written.
     private let maximumDelay: Double
+    /// Seconds a claim lasts (`PUSHIZO_LEASE_SECONDS`), for lease renewals.
+    private let leaseSeconds: Double
+    private let onProgress: @Sendable () -> Void
     private let settledCount = Atomic<Int>(0)
     private let lostLeaseCount = Atomic<Int>(0)
+    private let unwrittenCount = Atomic<Int>(0)
+    private let refusalLog = LogRateLimiter(interval: 60)
 
-    init(database: PostgresClient, logger: Logger, batchSize: Int = 500, maximumDelay: Double = 0.005) {
+    /// - Parameters:
+    ///   - leaseSeconds: the claim's lifetime; leases of waiting completions are renewed by this much.
+    ///   - onProgress: called after each write (slots may have become free).
+    init(
+        database: PostgresClient, logger: Logger, leaseSeconds: Double, batchSize: Int = 500,
+        maximumDelay: Double = 0.005, onProgress: @escaping @Sendable () -> Void = {}
+    ) {
         self.database = database
         self.logger = logger
         self.batchSize = batchSize
         self.maximumDelay = maximumDelay
+        self.leaseSeconds = leaseSeconds
+        self.onProgress = onProgress
+        state = Mutex(State(backlog: CompletionBacklog(batchSize: batchSize)))
     }
 
     /// Completions written so far.
     var settled: Int { settledCount.load(ordering: .relaxed) }
     /// Completions ignored because the delivery had been claimed again (fence mismatch).
     var lostLeases: Int { lostLeaseCount.load(ordering: .relaxed) }
-    /// Completions waiting to be written.
-    var pending: Int { state.withLock { $0.buffer.count } }
+    /// Completions not written yet (queued, being written, or set aside after a refusal).
+    var pending: Int { state.withLock { $0.backlog.count } }
+    /// Completions given up at the shutdown deadline.
+    var unwritten: Int { unwrittenCount.load(ordering: .relaxed) }
 
     /// Queues one completion; it is written within about `maximumDelay` seconds.
-    func add(_ completion: DeliveryCompletion) {
-        let count = state.withLock { state in
-            state.buffer.append(completion)
-            return state.buffer.count
+    /// - Parameter leaseExpiry: when the claim it completes runs out (its lease is renewed before that).
+    func add(_ completion: DeliveryCompletion, leaseExpiry: ContinuousClock.Instant? = nil) {
+        let queued = state.withLock { state in
+            state.backlog.add(CompletionBacklog.Entry(completion: completion, leaseExpiry: leaseExpiry))
+            return state.backlog.queuedCount
         }
-        if count == 1 || count >= batchSize { wake.signal() }
+        if queued == 1 || queued >= batchSize { wake.signal() }
     }
 
-    /// Asks ``run()`` to write what is left and return.
-    func finish() {
-        state.withLock { $0.finishing = true }
+    /// See ``CompletionBacklog/adopt(deliveryID:fence:leaseExpiry:)``: `true` when a completion of this
+    /// delivery still waits here, so the new claim must not be sent.
+    func adopt(_ delivery: ClaimedDelivery) -> Bool {
+        state.withLock { $0.backlog.adopt(deliveryID: delivery.id, fence: delivery.fence, leaseExpiry: delivery.leaseExpiry) }
+    }
+
+    /// Asks ``run()`` to write what is left and return, at the latest at `deadline` (then what is left is
+    /// logged and counted in ``unwritten``).
+    func finish(deadline: ContinuousClock.Instant) {
+        state.withLock {
+            $0.finishing = true
+            $0.deadline = deadline
+        }
         wake.signal()
     }
 
-    /// The write loop; returns after ``finish()`` once the buffer is empty.
+    /// The write loop; returns after ``finish(deadline:)`` once everything is written or the deadline passed.
     func run() async {
         var failures = 0
         while true {
-            let (batch, finishing): ([DeliveryCompletion], Bool) = state.withLock { state in
-                let take = min(state.buffer.count, batchSize)
-                let batch = Array(state.buffer.prefix(take))
-                state.buffer.removeFirst(take)
-                return (batch, state.finishing)
+            await renewLeases()
+            let now = ContinuousClock.now
+            let (next, finishing, deadline, nextRetry) = state.withLock { state in
+                (state.backlog.nextBatch(now: now), state.finishing, state.deadline, state.backlog.nextIsolatedRetry)
+            }
+            let batch = next.entries
+            if finishing, let deadline, now >= deadline {
+                if !batch.isEmpty { state.withLock { _ = $0.backlog.refused(batch, dataError: false, now: now) } }
+                giveUp()
+                return
             }
             if batch.isEmpty {
-                if finishing { return }
-                await wake.wait(timeout: 1)
+                if finishing && nextRetry == nil { return }
+                // Wake for set-aside completions' retries and for lease renewals.
+                var wait = min(1.0, leaseSeconds / 4)
+                if let nextRetry { wait = min(wait, max(0.01, Self.seconds(nextRetry - now))) }
+                if let deadline { wait = min(wait, max(0.01, Self.seconds(deadline - now))) }
+                await wake.wait(timeout: wait)
                 continue
             }
             // Give concurrent sends a moment to join a small batch.
-            if batch.count < batchSize && !finishing && maximumDelay > 0 {
+            var full = batch
+            if batch.count < batchSize && !next.isSplit && !finishing && maximumDelay > 0 {
                 try? await Task.sleep(for: .seconds(maximumDelay))
-                let more: [DeliveryCompletion] = state.withLock { state in
-                    let take = min(state.buffer.count, batchSize - batch.count)
-                    let more = Array(state.buffer.prefix(take))
-                    state.buffer.removeFirst(take)
-                    return more
-                }
-                await write(batch + more, failures: &failures)
-            } else {
-                await write(batch, failures: &failures)
+                full += state.withLock { $0.backlog.takeQueued(upTo: batchSize - batch.count) }
             }
+            await write(full, failures: &failures, deadline: deadline)
+            onProgress()
         }
     }
 
-    private func write(_ batch: [DeliveryCompletion], failures: inout Int) async {
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private func write(_ batch: [CompletionBacklog.Entry], failures: inout Int, deadline: ContinuousClock.Instant?) async {
+        let completions = batch.map(\.completion)
         do {
             let applied = try await database.withConnection { connection in
-                try QueueStore.complete(on: connection, batch)
+                try QueueStore.completeBatch(on: connection, completions)
             }
             failures = 0
+            state.withLock { $0.backlog.written(batch) }
             settledCount.add(applied, ordering: .relaxed)
             if applied < batch.count {
                 lostLeaseCount.add(batch.count - applied, ordering: .relaxed)
@@ -97,13 +140,71 @@ final class Completer: Sendable {
                     ["count": "\(batch.count - applied)"])
             }
         } catch {
-            failures += 1
-            let delay = min(5.0, 0.1 * pow(2, Double(min(failures, 6))))
-            logger.error(
-                "writing completions failed; keeping them and retrying",
-                ["count": "\(batch.count)", "error": "\(error)", "retry_in_s": String(format: "%.1f", delay)])
-            state.withLock { $0.buffer.insert(contentsOf: batch, at: 0) }
-            try? await Task.sleep(for: .seconds(delay))
+            let dataError = (error as? PostgresError).map { $0.code == .queryFailed && !$0.isConnectionProblem } ?? false
+            let now = ContinuousClock.now
+            let refusal = state.withLock { $0.backlog.refused(batch, dataError: dataError, now: now) }
+            switch refusal {
+            case .split:
+                break
+            case .isolated(let deliveryID, let count, let retryIn):
+                if refusalLog.allow("isolated") {
+                    logger.error(
+                        "completion refused by the database; retrying it alone with backoff while the others are written "
+                            + "(more such lines within a minute are not logged)",
+                        [
+                            "delivery_id": "\(deliveryID)", "failures": "\(count)",
+                            "retry_in_s": String(format: "%.2f", Self.seconds(retryIn)),
+                            "set_aside": "\(state.withLock { $0.backlog.isolatedCount })", "error": "\(error)",
+                        ])
+                }
+            case .requeued:
+                failures += 1
+                var delay = min(5.0, 0.1 * pow(2, Double(min(failures, 6))), leaseSeconds / 4)
+                if let deadline { delay = min(delay, max(0, Self.seconds(deadline - now))) }
+                if refusalLog.allow("requeued") {
+                    logger.error(
+                        "writing completions failed; keeping them and retrying",
+                        ["count": "\(batch.count)", "error": "\(error)", "retry_in_s": String(format: "%.1f", delay)])
+                }
+                try? await Task.sleep(for: .seconds(delay))
+            }
         }
+    }
+
+    /// Renews, fenced, the leases of waiting completions that have less than half a lease left.
+    private func renewLeases() async {
+        let now = ContinuousClock.now
+        let leaseSeconds = self.leaseSeconds
+        let due = state.withLock { $0.backlog.leasesToRenew(now: now, leaseSeconds: leaseSeconds) }
+        guard !due.isEmpty else { return }
+        do {
+            let renewed = try await database.withConnection { connection in
+                try QueueStore.renewLeases(
+                    on: connection, deliveryIDs: due.map(\.id), fences: due.map(\.fence), leaseSeconds: leaseSeconds)
+            }
+            // Counted from before the statement: the lease really runs at least this long.
+            state.withLock { $0.backlog.renewed(renewed, until: now + .milliseconds(Int64(leaseSeconds * 1000))) }
+        } catch {
+            if refusalLog.allow("renew") {
+                logger.error(
+                    "renewing the leases of unwritten completions failed; if they run out, other workers may send those deliveries again",
+                    ["count": "\(due.count)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// At the shutdown deadline: logs and counts what was not written.
+    private func giveUp() {
+        let left = state.withLock { $0.backlog.removeAll() }
+        guard !left.isEmpty else { return }
+        unwrittenCount.add(left.count, ordering: .relaxed)
+        logger.error(
+            "completions not written before the shutdown timeout; their leases will run out and the deliveries will be sent again (same apns-id)",
+            [
+                "count": "\(left.count)",
+                "delivery_ids": left.prefix(20).map { "\($0.completion.deliveryID)" }.joined(separator: ","),
+                "events": left.prefix(20).map { "\($0.completion.event)\($0.completion.reason.map { "/\($0)" } ?? "")" }
+                    .joined(separator: ","),
+            ])
     }
 }

@@ -162,7 +162,8 @@ public enum QueueStore {
                 leased_by = $3
             FROM picked
             WHERE d.id = picked.id
-            RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id
+            RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
+                      d.uncounted_retries
         )
         SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
                n.xmin::text AS message_version, n.campaign_id, n.status AS notification_status,
@@ -177,7 +178,8 @@ public enum QueueStore {
                a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
                a.frequency_caps::text AS frequency_caps,
                ch.provider AS channel_provider, ch.settings::text AS channel_settings,
-               ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until
+               ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until,
+               c.uncounted_retries
         FROM claimed c
         JOIN notifications n ON n.id = c.notification_id
         JOIN subscriptions s ON s.id = c.subscription_id
@@ -389,6 +391,7 @@ extension ClaimedDelivery {
             channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
             channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
             channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
-            channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until"))
+            channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until"),
+            uncountedRetries: try row.decodeIfPresent(Int.self, "uncounted_retries") ?? 0)
     }
 }

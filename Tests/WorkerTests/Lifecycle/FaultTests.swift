@@ -58,14 +58,7 @@ struct FaultTests {
     @Test func anUnreachableProviderCostsNoAttempts() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
-                let subscription = try await onThread {
-                    let seed = try Seed(url)
-                    // A port nothing listens on: connection refused.
-                    try seed.app(channelSettings: emulator.channelSettings, endpoint: "https://127.0.0.1:9")
-                    let subscription = try seed.subscription()
-                    try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
-                    return subscription
-                }
+                let subscription = try await onThread { try Seed.deliveryToAnUnreachableProvider(url, emulator: emulator) }
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 let runtime = try WorkerRuntime(
                     configuration: try emulator.workerConfiguration(
