@@ -67,18 +67,57 @@ struct SocketAddress: @unchecked Sendable {
     }
 }
 
-/// Resolves on a short-lived thread (getaddrinfo blocks) and delivers the result on the loop thread.
-func resolveOffLoop(_ host: String, port: Int, loop: HTTP2EventLoop,
+/// Resolves `host` for a connection and delivers the checked addresses on the loop thread; call it on the loop
+/// thread.
+///
+/// The host is parsed first (``EgressHost``): an invalid spelling fails with `.forbiddenAddress`, an address
+/// literal in any spelling is checked against `policy` at once. A name is looked up on `resolver` (a bounded
+/// pool, never a thread per lookup) and every address of the answer is checked (``checkResolved``) before the
+/// result reaches the loop; the caller connects to exactly these addresses. A lookup that takes longer than
+/// `timeout` fails with `.connectFailed` (safe to retry); its late answer is dropped.
+func resolveOffLoop(_ host: String, port: Int, policy: EgressPolicy = .unrestricted, loop: HTTP2EventLoop,
+                    resolver: HostResolver = .shared, timeout: Duration = .seconds(10),
                     _ completion: @escaping @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void) {
-    if let literal = SocketAddress.literal(host, port: port) {
-        completion(.success([literal]))
+    let parsed: EgressHost
+    do {
+        parsed = try policy.check(host: host)
+    } catch {
+        completion(.failure(HTTP2Error(.forbiddenAddress, "refused \(host): \(error.message)")))
         return
     }
-    let thread = Thread {
-        let result = SocketAddress.resolve(host, port: port)
-        loop.execute { completion(result) }
+    let name: String
+    switch parsed {
+    case .address(let address):
+        completion(.success([SocketAddress(address, port: port)]))
+        return
+    case .name(let text):
+        name = text
     }
-    thread.start()
+    // Loop-confined: the answer and the timer both run on the loop thread; the first one wins.
+    final class Pending: @unchecked Sendable {
+        var completion: ((Result<[SocketAddress], HTTP2Error>) -> Void)?
+        var timer: LoopTimerID?
+    }
+    let pending = Pending()
+    pending.completion = completion
+    let core = loop.core
+    pending.timer = core.schedule(after: timeout) {
+        pending.timer = nil
+        let completion = pending.completion
+        pending.completion = nil
+        completion?(.failure(HTTP2Error(.connectFailed, "cannot resolve \(host): no answer within \(timeout)", isSafeToRetry: true)))
+    }
+    resolver.resolve(name, port: port) { result in
+        let checked = result.flatMap { checkResolved(host, $0, policy: policy) }
+        let delivered = loop.execute {
+            core.cancelTimer(pending.timer)
+            let completion = pending.completion
+            pending.completion = nil
+            completion?(checked)
+        }
+        // A stopped loop never runs it; its stop hooks fail whatever was waiting.
+        _ = delivered
+    }
 }
 
 /// Opens a non-blocking TCP socket and starts connecting. Returns the fd (connect may still be in progress).
