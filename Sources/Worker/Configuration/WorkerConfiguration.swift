@@ -1,5 +1,6 @@
 import Foundation
 import DeliveryCore
+import HTTP2
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -38,12 +39,17 @@ public struct WorkerConfiguration: Sendable {
     public var quietHoursSpread: Int
     /// What this worker does (`PUSHIZO_ROLES`); never empty.
     public var roles: Set<WorkerRole>
+    /// `PUSHIZO_ALLOW_PRIVATE_NETWORKS`: the operator switch that lifts the egress policy (off by default).
+    public var allowPrivateNetworks: Bool
+
+    /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
+    public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
-        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles,
+        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .allowPrivateNetworks,
     ]
 
     /// Reads and validates every key.
@@ -72,6 +78,7 @@ public struct WorkerConfiguration: Sendable {
         shutdownTimeout = try reader.double(.shutdownTimeout, default: 30, in: 1...3600)
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
         quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
+        allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
         var roles: Set<WorkerRole> = []
         for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
             let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()

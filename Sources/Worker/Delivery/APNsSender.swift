@@ -28,13 +28,19 @@ public final class APNsSender: ProviderSender {
     static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
 
     private let client: HTTP2Client
+    private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
     private let channels = ChannelCache<Channel>()
     private let tokenManagers = Mutex<[String: APNsTokenManager]>([:])
 
+    /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
+    ///   addresses); checked here before a request is built.
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
-    public init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
+    public init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+    ) {
+        self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -67,7 +73,8 @@ public final class APNsSender: ProviderSender {
         let pushResponse: PushResponse
         switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
         case .success(let response): pushResponse = response
-        case .failure(let failure): return failure.outcome
+        case .failure(let failure):
+            return channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
         }
         if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
             tokenManager.invalidate()
@@ -85,7 +92,7 @@ public final class APNsSender: ProviderSender {
             let credentials = try APNsCredentials(settings: try JSONValue(parsing: settingsJSON))
             var origin: HTTP2Origin?
             if let endpoint, !endpoint.isEmpty {
-                origin = try HTTP2Origin(parsing: endpoint)
+                origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
             }
             return Channel(credentials: credentials, tokenManager: tokenManager(for: credentials), origin: origin)
         }
