@@ -10,26 +10,13 @@ struct SocketAddress: @unchecked Sendable {
 
     /// Parses an IP literal without touching DNS; nil for a host name.
     static func literal(_ host: String, port: Int) -> SocketAddress? {
-        var address = SocketAddress()
-        var v4 = sockaddr_in()
-        if inet_pton(AF_INET, host, &v4.sin_addr) == 1 {
-            v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeMutableBytes(of: &address.storage) { raw in
-                withUnsafeBytes(of: v4) { raw.copyMemory(from: $0) }
-            }
-            address.length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            return address
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1, let address = withUnsafeBytes(of: v4, { IPAddress(bytes: Array($0)) }) {
+            return SocketAddress(address, port: port)
         }
-        var v6 = sockaddr_in6()
-        if inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 {
-            v6.sin6_family = sa_family_t(AF_INET6)
-            v6.sin6_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeMutableBytes(of: &address.storage) { raw in
-                withUnsafeBytes(of: v6) { raw.copyMemory(from: $0) }
-            }
-            address.length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-            return address
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, host, &v6) == 1, let address = withUnsafeBytes(of: v6, { IPAddress(bytes: Array($0)) }) {
+            return SocketAddress(address, port: port)
         }
         return nil
     }
