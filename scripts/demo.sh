@@ -76,7 +76,8 @@ psql_demo -v key="$(cat "$demo/AuthKey_$key_id.p8")" -v team="$team" -v key_id="
     -v fcm_key="$(cat "$demo/fcm-service-account.pem")" -v fcm_email="$fcm_email" -f scripts/demo-seed.sql
 
 echo "==> running the worker until the queue is drained"
-PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 \
+# The emulator is on 127.0.0.1: the operator switch lets the worker connect there (never in production).
+PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true \
     "$bin" run --exit-when-drained 2>"$demo/worker.log" || { tail -n 30 "$demo/worker.log" >&2; exit 1; }
 grep -E "worker (running|stopped)|notification (expanded|failed)" "$demo/worker.log" | sed 's/^<[0-9]>/    /' || true
 

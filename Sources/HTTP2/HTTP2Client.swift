@@ -373,7 +373,7 @@ final class OriginPool {
         let origin = self.origin
         // The completion runs on the loop thread (resolveOffLoop hops back), where the pool lives.
         let box = UncheckedBox(self)
-        resolveOffLoop(origin.host, port: origin.port, loop: loop) { result in
+        resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop) { result in
             box.value.connect(result)
         }
     }

@@ -19,6 +19,12 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// How often a request refused with REFUSED_STREAM or left unprocessed by GOAWAY is resent before failing.
     public var maximumRetries: Int = 3
 
+    /// Which addresses connections may go to: every resolved address (and every address literal) is checked
+    /// before connecting, and a refused one fails the request with `.forbiddenAddress`. The library default
+    /// allows everything; the worker sets ``EgressPolicy/publicInternetOnly`` unless the operator allows private
+    /// networks.
+    public var egressPolicy: EgressPolicy = .unrestricted
+
     /// Testing hook: a fixed SO_SNDBUF (bytes) for new connections, so tests can fill the socket deterministically
     /// (the kernel otherwise grows the buffer on its own). Not public: production keeps the kernel's autotuning.
     var testingSendBufferSize: Int32?

@@ -11,6 +11,10 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
         public static let invalidURL = Code("invalidURL")
         /// Name resolution or TCP connect failed (refused, unreachable).
         public static let connectFailed = Code("connectFailed")
+        /// The origin's host is an address, or resolves to one, that `HTTP2ClientConfiguration.egressPolicy`
+        /// refuses (loopback, private, link-local, ...; see ``EgressPolicy``), or is not a valid host spelling.
+        /// Nothing was connected to. Permanent for that host under that policy.
+        public static let forbiddenAddress = Code("forbiddenAddress")
         /// TCP connect + TLS handshake + first SETTINGS took longer than `connectTimeout`.
         public static let connectTimeout = Code("connectTimeout")
         /// TLS handshake failed for a reason other than certificate verification.

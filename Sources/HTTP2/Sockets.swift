@@ -10,26 +10,13 @@ struct SocketAddress: @unchecked Sendable {
 
     /// Parses an IP literal without touching DNS; nil for a host name.
     static func literal(_ host: String, port: Int) -> SocketAddress? {
-        var address = SocketAddress()
-        var v4 = sockaddr_in()
-        if inet_pton(AF_INET, host, &v4.sin_addr) == 1 {
-            v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeMutableBytes(of: &address.storage) { raw in
-                withUnsafeBytes(of: v4) { raw.copyMemory(from: $0) }
-            }
-            address.length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            return address
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1, let address = withUnsafeBytes(of: v4, { IPAddress(bytes: Array($0)) }) {
+            return SocketAddress(address, port: port)
         }
-        var v6 = sockaddr_in6()
-        if inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 {
-            v6.sin6_family = sa_family_t(AF_INET6)
-            v6.sin6_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeMutableBytes(of: &address.storage) { raw in
-                withUnsafeBytes(of: v6) { raw.copyMemory(from: $0) }
-            }
-            address.length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-            return address
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, host, &v6) == 1, let address = withUnsafeBytes(of: v6, { IPAddress(bytes: Array($0)) }) {
+            return SocketAddress(address, port: port)
         }
         return nil
     }
@@ -67,18 +54,57 @@ struct SocketAddress: @unchecked Sendable {
     }
 }
 
-/// Resolves on a short-lived thread (getaddrinfo blocks) and delivers the result on the loop thread.
-func resolveOffLoop(_ host: String, port: Int, loop: HTTP2EventLoop,
+/// Resolves `host` for a connection and delivers the checked addresses on the loop thread; call it on the loop
+/// thread.
+///
+/// The host is parsed first (``EgressHost``): an invalid spelling fails with `.forbiddenAddress`, an address
+/// literal in any spelling is checked against `policy` at once. A name is looked up on `resolver` (a bounded
+/// pool, never a thread per lookup) and every address of the answer is checked (``checkResolved``) before the
+/// result reaches the loop; the caller connects to exactly these addresses. A lookup that takes longer than
+/// `timeout` fails with `.connectFailed` (safe to retry); its late answer is dropped.
+func resolveOffLoop(_ host: String, port: Int, policy: EgressPolicy = .unrestricted, loop: HTTP2EventLoop,
+                    resolver: HostResolver = .shared, timeout: Duration = .seconds(10),
                     _ completion: @escaping @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void) {
-    if let literal = SocketAddress.literal(host, port: port) {
-        completion(.success([literal]))
+    let parsed: EgressHost
+    do {
+        parsed = try policy.check(host: host)
+    } catch {
+        completion(.failure(HTTP2Error(.forbiddenAddress, "refused \(host): \(error.message)")))
         return
     }
-    let thread = Thread {
-        let result = SocketAddress.resolve(host, port: port)
-        loop.execute { completion(result) }
+    let name: String
+    switch parsed {
+    case .address(let address):
+        completion(.success([SocketAddress(address, port: port)]))
+        return
+    case .name(let text):
+        name = text
     }
-    thread.start()
+    // Loop-confined: the answer and the timer both run on the loop thread; the first one wins.
+    final class Pending: @unchecked Sendable {
+        var completion: ((Result<[SocketAddress], HTTP2Error>) -> Void)?
+        var timer: LoopTimerID?
+    }
+    let pending = Pending()
+    pending.completion = completion
+    let core = loop.core
+    pending.timer = core.schedule(after: timeout) {
+        pending.timer = nil
+        let completion = pending.completion
+        pending.completion = nil
+        completion?(.failure(HTTP2Error(.connectFailed, "cannot resolve \(host): no answer within \(timeout)", isSafeToRetry: true)))
+    }
+    resolver.resolve(name, port: port) { result in
+        let checked = result.flatMap { checkResolved(host, $0, policy: policy) }
+        let delivered = loop.execute {
+            core.cancelTimer(pending.timer)
+            let completion = pending.completion
+            pending.completion = nil
+            completion?(checked)
+        }
+        // A stopped loop never runs it; its stop hooks fail whatever was waiting.
+        _ = delivered
+    }
 }
 
 /// Opens a non-blocking TCP socket and starts connecting. Returns the fd (connect may still be in progress).

@@ -75,10 +75,15 @@ public final class PostgresConnection {
             ("client_encoding", "UTF8"),
             ("dbname", connectionString),
         ]
+        // libpq's own parse finds the passwords to mask; a string it cannot parse fails here, its message masked.
+        let secrets: [String]
+        switch PostgresRedaction.parse(connectionString) {
+        case .success(let found): secrets = found
+        case .failure(let error):
+            throw PostgresError(code: .connectionFailed, message: "invalid connection string: \(error.message)")
+        }
         func failure(_ message: String) -> PostgresError {
-            PostgresError(
-                code: .connectionFailed,
-                message: PostgresRedaction.redact(message, connectionString: connectionString))
+            PostgresError(code: .connectionFailed, message: PostgresRedaction.redact(message, secrets: secrets))
         }
         let started: OpaquePointer? = withCStringArray(parameters.map(\.0)) { keys in
             withCStringArray(parameters.map(\.1)) { values in

@@ -5,17 +5,35 @@ import Providers
 import Worker
 
 /// `pushizo-worker check`: what an operator runs before (re)starting a fleet. Exit 0 only when the
-/// configuration is valid, the database answers, no migration is pending and every channel parses.
+/// configuration is valid, the database answers, no migration is pending and every channel parses and has an
+/// endpoint the egress policy allows. Everything printed (rows, settings, errors) goes through
+/// ``TerminalText/sanitized(_:)``: no terminal escapes, no URL user info.
 enum CheckCommand {
     static func main(environment: [String: String], arguments: [String]) async throws {
+        do {
+            try await run(environment: environment, arguments: arguments)
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("pushizo-worker: \(oneLine(error))\n".utf8))
+            exit(78)
+        } catch {
+            FileHandle.standardError.write(Data("pushizo-worker check: \(oneLine(error))\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run(environment: [String: String], arguments: [String]) async throws {
         let keys = WorkerConfiguration.keys + [.migrationsDirectory]
         let reader = try ConfigurationReader(
             environment: environment, arguments: arguments, keys: keys,
-            booleanKeys: [ConfigurationKey.exitWhenDrained.name])
+            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
         let configuration = try WorkerConfiguration(reader)
         _ = try LoggerConfiguration.make(reader, label: "check")
         let directory = try MigrationsLocation.resolve(reader)
-        print("configuration: ok (worker \(configuration.workerID), concurrency \(configuration.concurrency))")
+        let policy = configuration.egressPolicy
+        output("configuration: ok (worker \(configuration.workerID), concurrency \(configuration.concurrency))")
+        if policy.allowsPrivateNetworks {
+            output("egress: PUSHIZO_ALLOW_PRIVATE_NETWORKS=true: private addresses and http:// overrides are allowed (tests and emulators only)")
+        }
         let migrator = try PostgresMigrator(directory: directory)
         let database = PostgresClient(connectionString: configuration.databaseURL, maximumConnections: 1)
         let outcome = await capture { try await database.withConnection { connection in
@@ -38,13 +56,24 @@ enum CheckCommand {
                 let app = channel["app_id"] ?? "?"
                 let provider = channel["provider"] ?? "?"
                 var line = "channel \(app) \(provider)"
-                if let endpoint = channel["endpoint"] { line += " endpoint=\(endpoint)" }
+                var endpointProblem: String?
+                var invalidSettings = false
+                if let endpoint = channel["endpoint"] {
+                    line += " endpoint=\(endpoint)"
+                    if provider == "apns" || provider == "fcm" {
+                        do throws(ChannelEndpointError) {
+                            _ = try ChannelEndpoint.origin(endpoint, policy: policy)
+                        } catch {
+                            endpointProblem = error.message
+                        }
+                    }
+                }
                 if provider == "apns" {
                     do {
                         let credentials = try APNsCredentials(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
                         line += ": ok (team \(credentials.teamID), key \(credentials.keyID), topic \(credentials.topic))"
                     } catch {
-                        problems += 1
+                        invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
                     }
                 } else if provider == "webpush" {
@@ -52,34 +81,52 @@ enum CheckCommand {
                         _ = try WebPushChannelSettings(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
                         line += ": ok (VAPID key and subject)"
                     } catch {
-                        problems += 1
+                        invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
                     }
                 } else if provider == "fcm" {
                     do {
                         let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
+                        do throws(ChannelEndpointError) {
+                            _ = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
+                        } catch {
+                            endpointProblem = endpointProblem ?? error.message
+                        }
                         line += ": ok (project \(settings.account.projectID), service account \(settings.account.clientEmail))"
                     } catch {
-                        problems += 1
+                        invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
                     }
                 } else {
                     line += ": unknown provider"
                 }
+                if let endpointProblem { line += " INVALID ENDPOINT: \(endpointProblem)" }
+                if invalidSettings || endpointProblem != nil { problems += 1 }
                 if let paused = channel["paused_until"] { line += " [paused until \(paused): \(channel["paused_reason"] ?? "")]" }
                 lines.append(line)
             }
             if channels.isEmpty { lines.append("channels: none configured") }
-            if problems > 0 { lines.append("FAILED: \(problems) channel(s) with invalid settings") }
+            if problems > 0 { lines.append("FAILED: \(problems) channel(s) with invalid settings or endpoints") }
             return lines
         } }
         await database.shutdown()
         let report = try outcome.get()
-        for line in report { print(line) }
+        for line in report { output(line) }
         if report.contains(where: { $0.hasPrefix("FAILED") || $0.hasPrefix("migrations: ") && $0.contains("pending") }) {
             exit(1)
         }
     }
+}
+
+/// An error as one sanitized line: libpq's multi-line messages joined with spaces.
+private func oneLine(_ error: any Error) -> String {
+    TerminalText.sanitized(
+        "\(error)".split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " "))
+}
+
+/// One line of `check`'s report on stdout, sanitized.
+private func output(_ line: String) {
+    print(TerminalText.sanitized(line))
 }
 
 /// `Result(catching:)` for async work.

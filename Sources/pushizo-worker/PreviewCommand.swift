@@ -1,12 +1,17 @@
 import DeliveryCore
 import Foundation
+import HTTP2
 import Worker
 
 /// `pushizo-worker preview [FILE]`: reads one preview document (docs/preview.md) from FILE or stdin and prints
-/// the decision and the exact provider request as JSON. Contacts nothing. Exit 0 with the decision (even
+/// the decision and the exact provider request as JSON. Contacts nothing. `PUSHIZO_ALLOW_PRIVATE_NETWORKS` applies
+/// as for `run` (endpoint overrides, Web Push hosts). Exit 0 with the decision (even
 /// "fail"), 2 when the document itself is malformed.
 enum PreviewCommand {
-    static func main(arguments: [String]) throws {
+    static func main(environment: [String: String], arguments: [String]) throws {
+        // The worker's egress switch decides what preview accepts, so it shows what `run` would do.
+        let reader = try ConfigurationReader(environment: environment, arguments: [], keys: [])
+        let egressPolicy = EgressPolicy(allowsPrivateNetworks: try reader.bool(.allowPrivateNetworks, default: false))
         guard arguments.count <= 1 else {
             throw PreviewError("usage: pushizo-worker preview [FILE]  (reads stdin without FILE)")
         }
@@ -25,7 +30,7 @@ enum PreviewCommand {
         } catch {
             throw PreviewError("the input is not JSON")
         }
-        let output = try Preview.run(input)
+        let output = try Preview.run(input, egressPolicy: egressPolicy)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let text = (try? encoder.encode(output)).map { String(decoding: $0, as: UTF8.self) } ?? output.jsonText

@@ -5,7 +5,7 @@ enum RunCommand {
     static func main(environment: [String: String], arguments: [String]) async throws {
         let reader = try ConfigurationReader(
             environment: environment, arguments: arguments, keys: WorkerConfiguration.keys,
-            booleanKeys: [ConfigurationKey.exitWhenDrained.name])
+            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
         let configuration = try WorkerConfiguration(reader)
         let logger = try LoggerConfiguration.make(reader, label: "worker")
         let runtime = try WorkerRuntime(

@@ -22,7 +22,7 @@ do {
         try EmulatorSubscriptionCommand.main(arguments: rest)
     case "preview":
         do {
-            try PreviewCommand.main(arguments: rest)
+            try PreviewCommand.main(environment: environment, arguments: rest)
         } catch let error as PreviewError {
             FileHandle.standardError.write(Data("pushizo-worker preview: \(error)\n".utf8))
             exit(2)

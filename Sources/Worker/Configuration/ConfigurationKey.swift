@@ -104,6 +104,10 @@ extension ConfigurationKey {
         "PUSHIZO_EXIT_WHEN_DRAINED",
         "true: exit 0 once nothing is due: no due notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
         default: "false")
+    public static let allowPrivateNetworks = ConfigurationKey(
+        "PUSHIZO_ALLOW_PRIVATE_NETWORKS",
+        "true: provider connections may go to loopback, private, link-local and other non-public addresses, and channel endpoint overrides may be cleartext http:// (tests, the demo, emulators); never in production",
+        default: "false")
 
     // `emulator`
     public static let emulatorListen = ConfigurationKey(
@@ -141,7 +145,7 @@ extension ConfigurationKey {
         databaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
-        quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries,
+        quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
     ]

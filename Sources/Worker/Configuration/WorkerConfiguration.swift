@@ -1,6 +1,7 @@
 import Foundation
 import DeliveryCore
 import PushCrypto
+import HTTP2
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -45,12 +46,18 @@ public struct WorkerConfiguration: Sendable {
     public var deliveryTimeout: Double
     /// Retries that spend no attempt before a delivery fails with `retries_exhausted`.
     public var maxUncountedRetries: Int
+    /// `PUSHIZO_ALLOW_PRIVATE_NETWORKS`: the operator switch that lifts the egress policy (off by default).
+    public var allowPrivateNetworks: Bool
+
+    /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
+    public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
         .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
+        .allowPrivateNetworks,
     ]
 
     /// Reads and validates every key.
@@ -79,6 +86,7 @@ public struct WorkerConfiguration: Sendable {
         shutdownTimeout = try reader.double(.shutdownTimeout, default: 30, in: 1...3600)
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
         quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
+        allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
         var roles: Set<WorkerRole> = []
         for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
             let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()

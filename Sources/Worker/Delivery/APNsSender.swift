@@ -33,20 +33,31 @@ public final class APNsSender: ProviderSender {
     static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
 
     private let client: HTTP2Client
+    private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
     let tokenManagers: SharedInstances<APNsTokenManager>
 
+    /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
+    ///   addresses); checked here before a request is built.
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
-    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
-        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    public convenience init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+    ) {
+        self.init(
+            client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
+            bounds: .standard)
     }
 
     /// - Parameter bounds: the cache sizes (tests use small ones).
-    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+    init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        bounds: CacheBounds
+    ) {
         channels = ChannelCache(capacity: bounds.channels)
         tokenManagers = SharedInstances(capacity: bounds.apnsTokenManagers)
+        self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -79,7 +90,8 @@ public final class APNsSender: ProviderSender {
         let pushResponse: PushResponse
         switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
         case .success(let response): pushResponse = response
-        case .failure(let failure): return failure.outcome
+        case .failure(let failure):
+            return channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
         }
         if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
             tokenManager.invalidate()
@@ -98,7 +110,7 @@ public final class APNsSender: ProviderSender {
             let credentials = try APNsCredentials(settings: try JSONValue(parsing: settingsJSON))
             var origin: HTTP2Origin?
             if let endpoint, !endpoint.isEmpty {
-                origin = try HTTP2Origin(parsing: endpoint)
+                origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
             }
             let fingerprint = Base64URL.encode(SHA256.hash(Array(credentials.privateKey.publicKey.x963Representation)))
             return Channel(

@@ -90,20 +90,31 @@ public final class FCMSender: ProviderSender {
     }
 
     private let client: HTTP2Client
+    private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
     let tokenCaches: SharedInstances<GoogleAccessTokenCache>
 
+    /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
+    ///   addresses); checked here before a request is built.
     /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
-    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
-        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    public convenience init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+    ) {
+        self.init(
+            client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
+            bounds: .standard)
     }
 
     /// - Parameter bounds: the cache sizes (tests use small ones).
-    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+    init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        bounds: CacheBounds
+    ) {
         channels = ChannelCache(capacity: bounds.channels)
         tokenCaches = SharedInstances(capacity: bounds.googleTokenCaches)
+        self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -127,7 +138,8 @@ public final class FCMSender: ProviderSender {
                 accessToken = try await tokens.accessToken()
             } catch let error as FCMTokenFetchError {
                 if let transport = error.transportError {
-                    return ProviderTransport.outcome(for: transport, origin: "token_uri")
+                    // token_uri is the channel's choice: a refused address there is its configuration at fault.
+                    return ProviderTransport.channelEndpointOutcome(ProviderTransport.outcome(for: transport, origin: "token_uri"))
                 }
                 return .channelError(reason: "access_token_failed", detail: ["error": .string(error.message)])
             } catch {
@@ -145,7 +157,9 @@ public final class FCMSender: ProviderSender {
             let pushResponse: PushResponse
             switch await ProviderTransport.send(request, to: channel.origin, client: client, timeout: requestTimeout) {
             case .success(let response): pushResponse = response
-            case .failure(let failure): return failure.outcome
+            case .failure(let failure):
+                return channel.origin == Self.defaultOrigin
+                    ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
             }
             if !refreshed, FCMResponseClassifier.requiresNewAccessToken(pushResponse) {
                 // Expired or revoked token: only this token is dropped, so concurrent refusals refresh once.
@@ -165,8 +179,9 @@ public final class FCMSender: ProviderSender {
             let settings = try FCMChannelSettings(settingsJSON: settingsJSON)
             var origin = Self.defaultOrigin
             if let endpoint, !endpoint.isEmpty {
-                origin = try HTTP2Origin(parsing: endpoint)
+                origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
             }
+            _ = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: egressPolicy)
             let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
             return Channel(
                 origin: origin, settings: settings, tokenURI: tokenURI, evidence: ChannelEvidence(policy: .singleOrigin))

@@ -5,7 +5,8 @@ import Providers
 /// Sends a provider request over the shared HTTP/2 client and maps a transport failure to an outcome the
 /// same way for every provider: a request HTTP/2 refuses to carry fails for good (`invalid_request`); a
 /// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`);
-/// anything else is a counted retry (`transport_error`).
+/// anything else is a counted retry (`transport_error`); an endpoint the egress policy refuses fails for good
+/// (`forbidden_endpoint`).
 enum ProviderTransport {
     /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
     static func send(
@@ -35,9 +36,27 @@ enum ProviderTransport {
         if error.code == .invalidRequest {
             return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
         }
+        if error.code == .forbiddenAddress {
+            return forbiddenEndpoint
+        }
         return .retry(
             reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
             detail: ["error": .string(error.description), "origin": .string(origin)])
+    }
+
+    /// An endpoint the egress policy refuses (``EgressPolicy``): failed at once, never retried (the same host
+    /// is refused again). The detail is one fixed sentence: nothing from the network (no errno text, no
+    /// resolved address), so events cannot be used to scan networks or to learn what internal names resolve to.
+    static let forbiddenEndpoint = DeliveryOutcome.failed(
+        reason: "forbidden_endpoint",
+        detail: ["error": "refused before connecting: the endpoint's host is not a public internet address"])
+
+    /// For an endpoint the app's channel chose (an `app_channels.endpoint` override, an FCM `token_uri`): a refused
+    /// endpoint is the channel's configuration at fault, so the channel pauses (`invalid_channel_settings`) and
+    /// the delivery waits instead of failing.
+    static func channelEndpointOutcome(_ outcome: DeliveryOutcome) -> DeliveryOutcome {
+        guard case .failed("forbidden_endpoint", let detail, _) = outcome else { return outcome }
+        return .channelError(reason: "invalid_channel_settings", detail: detail)
     }
 
     struct Failure: Error {

@@ -64,20 +64,31 @@ public final class WebPushSender: ProviderSender {
     }
 
     private let client: HTTP2Client
+    private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
     let tokenManagers: SharedInstances<VAPIDTokenManager>
 
+    /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
+    ///   addresses); checked here before a request is built.
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
-    public convenience init(client: HTTP2Client, requestTimeout: Double, logger: Logger) {
-        self.init(client: client, requestTimeout: requestTimeout, logger: logger, bounds: .standard)
+    public convenience init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+    ) {
+        self.init(
+            client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
+            bounds: .standard)
     }
 
     /// - Parameter bounds: the cache sizes (tests use small ones).
-    init(client: HTTP2Client, requestTimeout: Double, logger: Logger, bounds: CacheBounds) {
+    init(
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        bounds: CacheBounds
+    ) {
         channels = ChannelCache(capacity: bounds.channels)
         tokenManagers = SharedInstances(capacity: bounds.vapidTokenManagers)
+        self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         self.logger = logger
@@ -96,6 +107,9 @@ public final class WebPushSender: ProviderSender {
         do {
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now)
             endpoint = try WebPushEndpoint(parsing: webDelivery.endpoint)
+            // A literal forbidden address (in any spelling) is refused before anything is signed or the client
+            // asked; a name is checked by the client once resolved, against the same policy.
+            if (try? egressPolicy.check(host: endpoint.host)) == nil { return ProviderTransport.forbiddenEndpoint }
             let plaintext = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
             guard let p256dh = delivery.webP256DH, let auth = delivery.webAuth else {
                 return .failed(

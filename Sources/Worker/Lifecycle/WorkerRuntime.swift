@@ -21,15 +21,22 @@ public final class WorkerRuntime: Sendable {
         var clientConfiguration = HTTP2ClientConfiguration()
         clientConfiguration.maximumConnectionsPerOrigin = configuration.connectionsPerOrigin
         clientConfiguration.requestTimeout = .milliseconds(Int64(configuration.requestTimeout * 1000))
+        clientConfiguration.egressPolicy = configuration.egressPolicy
         http = HTTP2Client(
             eventLoop: eventLoop,
             tls: TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system),
             configuration: clientConfiguration)
         let pipeline = DeliveryPipeline(
             senders: [
-                APNsSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns")),
-                WebPushSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("webpush")),
-                FCMSender(client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("fcm")),
+                APNsSender(
+                    client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns"),
+                    egressPolicy: configuration.egressPolicy),
+                WebPushSender(
+                    client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("webpush"),
+                    egressPolicy: configuration.egressPolicy),
+                FCMSender(
+                    client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("fcm"),
+                    egressPolicy: configuration.egressPolicy),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: configuration.quietHoursSpread, maxUncountedRetries: configuration.maxUncountedRetries,

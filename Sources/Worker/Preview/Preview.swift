@@ -24,12 +24,17 @@ public enum Preview {
     public static let providerTokenPlaceholder = "<provider-token>"
 
     /// Decides and builds the request for one preview document.
+    /// - Parameter egressPolicy: the worker's policy (`PUSHIZO_ALLOW_PRIVATE_NETWORKS`): an endpoint override
+    ///   it refuses is shown as the channel error the worker records, a refused Web Push endpoint as
+    ///   `forbidden_endpoint`. Host names are not resolved here (the worker checks their addresses).
     /// - Throws: ``PreviewError`` naming the input field that is missing or malformed.
-    public static func run(_ input: JSONValue) throws(PreviewError) -> JSONValue {
+    public static func run(_ input: JSONValue, egressPolicy: EgressPolicy = .publicInternetOnly) throws(PreviewError)
+        -> JSONValue
+    {
         var notes: [JSONValue] = []
         let document = try PreviewInput(input, notes: &notes)
         var output: [String: JSONValue] = [:]
-        let (decision, request) = evaluate(document, notes: &notes)
+        let (decision, request) = evaluate(document, egressPolicy: egressPolicy, notes: &notes)
         output["decision"] = decision
         if let request { output["request"] = request }
         if request != nil, let provider = decision["provider"]?.stringValue, provider == "fcm" {
@@ -44,7 +49,9 @@ public enum Preview {
         return .object(output)
     }
 
-    static func evaluate(_ input: PreviewInput, notes: inout [JSONValue]) -> (decision: JSONValue, request: JSONValue?) {
+    static func evaluate(_ input: PreviewInput, egressPolicy: EgressPolicy, notes: inout [JSONValue])
+        -> (decision: JSONValue, request: JSONValue?)
+    {
         let delivery = input.delivery
         if delivery.notificationStatus == "canceled" {
             return (decision(for: .skipped(reason: "canceled"), provider: nil), nil)
@@ -66,7 +73,7 @@ public enum Preview {
             return (decision(for: outcome, provider: provider), nil)
         case .send(let provider):
             guard let caps = input.frequencyCaps, !message.frequencyCapExempt, !message.isSilent else {
-                return build(provider: provider, delivery: delivery, message: message, input: input)
+                return build(provider: provider, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
             }
             // The worker's reservation counts grants in PostgreSQL; here the caller may list them.
             if let recent = input.recentNotifications,
@@ -77,7 +84,8 @@ public enum Preview {
                     detail: ["max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)), "used": .int(Int64(used))])
                 return (decision(for: outcome, provider: provider), nil)
             }
-            var built = build(provider: provider, delivery: delivery, message: message, input: input)
+            var built = build(
+                provider: provider, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
             if case .object(var members) = built.decision, members["action"] == "send" {
                 var detail = members["detail"]?.objectValue ?? [:]
                 detail["frequency_caps"] = caps.jsonValue
@@ -102,9 +110,13 @@ public enum Preview {
         return nil
     }
 
-    static func build(provider: String, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput)
-        -> (decision: JSONValue, request: JSONValue?)
-    {
+    static func build(
+        provider: String, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput,
+        egressPolicy: EgressPolicy
+    ) -> (decision: JSONValue, request: JSONValue?) {
+        func refusedEndpoint(_ error: ChannelEndpointError) -> (decision: JSONValue, request: JSONValue?) {
+            (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": .string(error.message)]), provider: provider), nil)
+        }
         switch provider {
         case "apns":
             guard let topic = input.channel?["topic"]?.stringValue, !topic.isEmpty else {
@@ -112,10 +124,11 @@ public enum Preview {
             }
             var origin = APNsSender.origin(forEnvironment: delivery.apnsEnvironment).description
             if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
-                guard let parsed = try? HTTP2Origin(parsing: endpoint) else {
-                    return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "endpoint is not a URL"]), provider: provider), nil)
+                do {
+                    origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy).description
+                } catch {
+                    return refusedEndpoint(error)
                 }
-                origin = parsed.description
             }
             let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
             do {
@@ -137,11 +150,15 @@ public enum Preview {
                 return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
             }
             var origin = FCMSender.defaultOrigin.description
-            if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
-                guard let parsed = try? HTTP2Origin(parsing: endpoint) else {
-                    return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "endpoint is not a URL"]), provider: provider), nil)
+            do {
+                if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
+                    origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy).description
                 }
-                origin = parsed.description
+                if let tokenURI = settings?["token_uri"]?.stringValue ?? settings?["service_account"]?["token_uri"]?.stringValue {
+                    _ = try ChannelEndpoint.origin(tokenURI, field: "token_uri", policy: egressPolicy)
+                }
+            } catch {
+                return refusedEndpoint(error)
             }
             let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: projectID, now: input.at)
             do {
@@ -154,6 +171,9 @@ public enum Preview {
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
             do {
                 let endpoint = try WebPushEndpoint(parsing: delivery.token)
+                if (try? egressPolicy.check(host: endpoint.host)) == nil {
+                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider), nil)
+                }
                 let request = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
                 return (["action": "send", "provider": .string(provider)], describe(request, origin: endpoint.origin))
             } catch {

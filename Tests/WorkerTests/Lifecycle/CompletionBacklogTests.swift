@@ -48,6 +48,8 @@ struct CompletionBacklogTests {
             ] + extra
         process.environment = [
             "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "notice",
+            // The emulator listens on 127.0.0.1, which the egress policy refuses by default.
+            "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true",
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
         ]
         process.standardError = FileHandle(forWritingAtPath: log)

@@ -123,6 +123,7 @@ struct FrequencyCapEndToEndTests {
                         "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "error",
                         "PUSHIZO_EXIT_WHEN_DRAINED": "true", "PUSHIZO_WORKER_ID": "race-\(index)",
                         "PUSHIZO_DATABASE_CONNECTIONS": "6",
+                        "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true",
                         "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
                     ]
                     try process.run()

@@ -37,6 +37,7 @@ struct GracefulShutdownTests {
                 process.arguments = ["run", "--concurrency", "40", "--claim-batch", "20", "--poll-interval", "0.05"]
                 process.environment = [
                     "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "warning",
+                    "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true",
                     "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
                 ]
                 try process.run()

@@ -100,7 +100,8 @@ struct EmulatorHarness: Sendable {
         }
     }
 
-    /// A worker configuration for tests: fast polls and retries, exit once the queue is drained.
+    /// A worker configuration for tests: fast polls and retries, exit once the queue is drained, private networks
+    /// allowed (the emulator is on 127.0.0.1; `extra` may set `PUSHIZO_ALLOW_PRIVATE_NETWORKS` back to false).
     func workerConfiguration(databaseURL: String, workerID: String = "test-worker", extra: [String: String] = [:])
         throws -> WorkerConfiguration
     {
@@ -108,6 +109,8 @@ struct EmulatorHarness: Sendable {
             "PUSHIZO_DATABASE_URL": databaseURL, "PUSHIZO_CA_FILE": caFile, "PUSHIZO_EXIT_WHEN_DRAINED": "true",
             "PUSHIZO_POLL_INTERVAL": "0.05", "PUSHIZO_RETRY_BASE": "0.05", "PUSHIZO_RETRY_MAX": "1",
             "PUSHIZO_WORKER_ID": workerID, "PUSHIZO_REQUEST_TIMEOUT": "10", "PUSHIZO_LEASE_SECONDS": "60",
+            // The emulator listens on 127.0.0.1: the egress policy would refuse it.
+            "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true",
         ]
         environment.merge(extra) { _, new in new }
         return try WorkerConfiguration(

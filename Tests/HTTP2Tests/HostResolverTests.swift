@@ -1,0 +1,159 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import HTTP2
+
+@Suite("Bounded DNS resolver and the egress check on resolved addresses")
+struct HostResolverTests {
+    /// A lookup that blocks until the test releases it, counting how many run at once.
+    final class BlockingLookup: Sendable {
+        let release = DispatchSemaphore(value: 0)
+        let running = Mutex((now: 0, peak: 0))
+        let answer: [SocketAddress]
+
+        init(answer: [IPAddress]) { self.answer = answer.map { SocketAddress($0, port: 443) } }
+
+        func lookup(_ host: String, _ port: Int) -> Result<[SocketAddress], HTTP2Error> {
+            running.withLock {
+                $0.now += 1
+                $0.peak = max($0.peak, $0.now)
+            }
+            release.wait()
+            running.withLock { $0.now -= 1 }
+            return .success(answer)
+        }
+    }
+
+    /// 50 lookups against 2 threads and a queue of 8: 2 run, 8 wait, the other 40 fail at once with
+    /// `.connectFailed` (safe to retry); no third thread is ever started; released, the waiting ones finish.
+    @Test func queueAndThreadsAreBounded() async throws {
+        let blocking = BlockingLookup(answer: [IPAddress(ipv4: 0x0808_0808)])
+        let resolver = HostResolver(threads: 2, queueCapacity: 8, lookup: blocking.lookup)
+        let results = Mutex<[Result<[SocketAddress], HTTP2Error>]>([])
+        for index in 0..<50 {
+            resolver.resolve("host\(index).example", port: 443) { result in results.withLock { $0.append(result) } }
+            // Let the two threads take their first jobs, so exactly 2 + 8 are accepted.
+            if index == 1 { while resolver.queuedCount > 0 { try await Task.sleep(for: .milliseconds(1)) } }
+        }
+        let refused = results.withLock { $0 }
+        #expect(refused.count == 40)
+        #expect(refused.allSatisfy { (try? $0.get()) == nil })
+        for result in refused {
+            if case .failure(let error) = result {
+                #expect(error.code == .connectFailed)
+                #expect(error.isSafeToRetry)
+            }
+        }
+        #expect(resolver.startedThreads == 2)
+        for _ in 0..<10 { blocking.release.signal() }
+        while results.withLock({ $0.count }) < 50 { try await Task.sleep(for: .milliseconds(5)) }
+        let all = results.withLock { $0 }
+        #expect(all.filter { (try? $0.get()) != nil }.count == 10)
+        #expect(blocking.running.withLock { $0.peak } == 2)
+    }
+
+    /// A lookup that never answers fails after the timeout; its late answer is dropped (the completion runs once).
+    @Test func lookupTimesOut() async throws {
+        let blocking = BlockingLookup(answer: [IPAddress(ipv4: 0x0808_0808)])
+        let resolver = HostResolver(threads: 1, queueCapacity: 1, lookup: blocking.lookup)
+        let loop = try HTTP2EventLoop(name: "test-resolver")
+        defer { loop.shutdown() }
+        let calls = Mutex<[Result<[SocketAddress], HTTP2Error>]>([])
+        let done = Gate()
+        _ = loop.execute {
+            resolveOffLoop("slow.example", port: 443, policy: .publicInternetOnly, loop: loop, resolver: resolver,
+                           timeout: .milliseconds(50)) { result in
+                calls.withLock { $0.append(result) }
+                done.open()
+            }
+        }
+        await done.wait()
+        blocking.release.signal()
+        // The late answer hops to the loop and must find the request already answered.
+        while blocking.running.withLock({ $0.now }) > 0 { try await Task.sleep(for: .milliseconds(5)) }
+        await withCheckedContinuation { continuation in _ = loop.execute { continuation.resume() } }
+        let recorded = calls.withLock { $0 }
+        #expect(recorded.count == 1)
+        guard case .failure(let error) = recorded.first else {
+            Issue.record("expected a timeout")
+            return
+        }
+        #expect(error.code == .connectFailed)
+        #expect(error.isSafeToRetry)
+    }
+
+    /// The answer is checked before it reaches the pool: one forbidden address among public ones refuses the
+    /// whole answer; an all-public answer passes unchanged, in order.
+    @Test(arguments: [
+        ([IPAddress(ipv4: 0x0808_0808)], true),
+        ([IPAddress(ipv4: 0x0808_0808), IPAddress(ipv4: 0x0101_0101)], true),
+        ([IPAddress(ipv4: 0x0808_0808), IPAddress(ipv4: 0xa9fe_a9fe)], false),
+        ([IPAddress(ipv4: 0x7f00_0001), IPAddress(ipv4: 0x0808_0808)], false),
+        ([IPAddress(bytes: [0xfd] + [UInt8](repeating: 0, count: 14) + [1])!], false),
+        ([IPAddress(bytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1])!], false),
+    ])
+    func everyResolvedAddressIsChecked(_ answer: [IPAddress], _ allowed: Bool) async throws {
+        let blocking = BlockingLookup(answer: answer)
+        blocking.release.signal()
+        let resolver = HostResolver(threads: 1, queueCapacity: 1, lookup: blocking.lookup)
+        let loop = try HTTP2EventLoop(name: "test-resolver")
+        defer { loop.shutdown() }
+        for policy in [EgressPolicy.publicInternetOnly, .unrestricted] {
+            let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[SocketAddress], HTTP2Error>, Never>) in
+                _ = loop.execute {
+                    resolveOffLoop("mixed.example", port: 443, policy: policy, loop: loop, resolver: resolver) {
+                        continuation.resume(returning: $0)
+                    }
+                }
+            }
+            if policy.allowsPrivateNetworks || allowed {
+                #expect(try result.get().compactMap { $0.ipAddress } == answer)
+            } else {
+                #expect(throws: HTTP2Error.self) { try result.get() }
+                if case .failure(let error) = result { #expect(error.code == .forbiddenAddress) }
+            }
+            blocking.release.signal()
+        }
+    }
+
+    /// `localhost` through the real `getaddrinfo` (from /etc/hosts) resolves to loopback, which is refused.
+    @Test func realLookupOfLocalhostIsRefused() async throws {
+        let loop = try HTTP2EventLoop(name: "test-resolver")
+        defer { loop.shutdown() }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[SocketAddress], HTTP2Error>, Never>) in
+            _ = loop.execute {
+                resolveOffLoop("localhost", port: 443, policy: .publicInternetOnly, loop: loop) { continuation.resume(returning: $0) }
+            }
+        }
+        guard case .failure(let error) = result else {
+            Issue.record("localhost was not refused")
+            return
+        }
+        #expect(error.code == .forbiddenAddress)
+    }
+
+    /// The client with the public-only policy refuses 127.0.0.1 in any spelling before connecting: a listening
+    /// socket there never sees a connection, and the error is `.forbiddenAddress`.
+    @Test func clientRefusesLoopbackWithoutConnecting() async throws {
+        let (fd, port) = try listenSocket(host: "127.0.0.1", port: 0)
+        defer { close(fd) }
+        let loop = try HTTP2EventLoop(name: "test-egress-client")
+        defer { loop.shutdown() }
+        var configuration = HTTP2ClientConfiguration()
+        configuration.egressPolicy = .publicInternetOnly
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        for host in ["127.0.0.1", "0x7f.1", "2130706433", "127.1", "localhost"] {
+            do {
+                _ = try await client.send(HTTP2Request(method: "GET", path: "/"), to: HTTP2Origin(scheme: .https, host: host, port: port))
+                Issue.record("\(host): sent")
+            } catch let error as HTTP2Error {
+                #expect(error.code == .forbiddenAddress, "\(host): \(error)")
+            }
+        }
+        await client.shutdown()
+        // Nothing ever connected: accept has nothing to take.
+        let accepted = accept(fd, nil, nil)
+        #expect(accepted < 0)
+        if accepted >= 0 { close(accepted) }
+    }
+}
