@@ -47,6 +47,11 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         var status: Int?
         var headers: [HTTP2Header] = []
         var body: [UInt8] = []
+        /// Header bytes as RFC 9113 §6.5.2 counts them (name + value + 32 per field) and fields, all blocks.
+        var headerListSize = 0
+        var headerCount = 0
+        /// Set once the response went beyond a read bound: the stream is being reset and nothing more is kept.
+        var overLimit: HTTP2Error?
         init(_ request: PendingRequest) { self.request = request }
     }
 
@@ -131,6 +136,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+            // Advisory for the peer (RFC 9113 §6.5.2); `onHeader` enforces it.
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                                   value: UInt32(clamping: pool.configuration.maximumResponseHeaderListSize)),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         // A larger connection window so many concurrent response bodies do not stall (RFC 9113 §6.9.2).
@@ -167,20 +175,61 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         return 0
     }
 
-    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 {
-        guard let stream = streams[frame.streamID] else { return 0 }
-        if name == ":status" {
+    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let stream = streams[frame.streamID], stream.overLimit == nil else { return 0 }
+        // Counted before anything is kept: an HPACK block can name one dynamic-table entry thousands of times
+        // at one byte each (RFC 7541 §6.1), so the decoded size, not the bytes received, is what is bounded.
+        let configuration = pool.configuration
+        stream.headerListSize += name.count + value.count + 32
+        stream.headerCount += 1
+        if stream.headerListSize > configuration.maximumResponseHeaderListSize {
+            exceeded(stream, "its header list exceeds maximumResponseHeaderListSize (\(configuration.maximumResponseHeaderListSize) bytes, counting 32 per field as RFC 9113 §6.5.2 does)",
+                     resetWith: NGHTTP2_ENHANCE_YOUR_CALM)
+            return 0
+        }
+        if stream.headerCount > configuration.maximumResponseHeaderCount {
+            exceeded(stream, "it has more than maximumResponseHeaderCount (\(configuration.maximumResponseHeaderCount)) header fields",
+                     resetWith: NGHTTP2_ENHANCE_YOUR_CALM)
+            return 0
+        }
+        if name.first == UInt8(ascii: ":") {
             // 1xx responses are interim (RFC 9110 §15.2); the final status replaces them.
-            stream.status = Int(value)
-        } else if !name.hasPrefix(":") {
-            stream.headers.append(HTTP2Header(name, value))
+            if name.text == ":status" { stream.status = Int(value.text) }
+        } else {
+            stream.headers.append(HTTP2Header(name.text, value.text))
         }
         return 0
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        streams[streamID]?.body.append(contentsOf: data)
+        guard let stream = streams[streamID], stream.overLimit == nil else { return 0 }
+        let limit = pool.configuration.maximumResponseBodySize
+        if stream.body.count + data.count > limit {
+            // Nothing more is needed from this stream (RFC 9113 §8.7 CANCEL); DATA already in flight is dropped
+            // by nghttp2, which still credits the connection window.
+            exceeded(stream, "its body exceeds maximumResponseBodySize (\(limit) bytes)", resetWith: NGHTTP2_CANCEL)
+            return 0
+        }
+        stream.body.append(contentsOf: data)
         return 0
+    }
+
+    /// Stops keeping anything of `stream`'s response and resets it; its request fails with `.responseTooLarge`
+    /// when nghttp2 reports the stream closed.
+    private func exceeded(_ stream: Stream, _ what: String, resetWith code: nghttp2_error_code) {
+        let status = stream.status.map { " (status \($0))" } ?? ""
+        stream.overLimit = HTTP2Error(.responseTooLarge, "the response from \(pool.origin)\(status) was not read: \(what); stream reset with \(String(cString: nghttp2_http2_strerror(code.rawValue)))")
+        stream.body = []
+        stream.headers = []
+        if let session {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.request.streamID, code.rawValue)
+        }
+    }
+
+    override func headerBlockTooLong(streamID: Int32) -> HTTP2Error {
+        let error = HTTP2Error(.responseTooLarge, "\(pool.origin) sent a header block over more than \(Self.maximumHeaderBlockFrames) frames (HEADERS and CONTINUATION); connection closed with ENHANCE_YOUR_CALM")
+        if let stream = streams[streamID], stream.overLimit == nil { stream.overLimit = error }
+        return error
     }
 
     override func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
@@ -189,6 +238,10 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         request.connection = nil
         defer { pool.scheduleDispatch() }
         guard !request.isFinished else { return 0 }
+        if let error = stream.overLimit {
+            pool.complete(request, .failure(error))
+            return 0
+        }
         if errorCode == NGHTTP2_NO_ERROR.rawValue, let status = stream.status, status >= 200 {
             pool.complete(request, .success(HTTP2Response(status: status, headers: stream.headers, body: stream.body)))
             return 0
@@ -309,7 +362,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             let request = stream.request
             request.connection = nil
             guard !request.isFinished else { continue }
-            if goingAway && streamID > goAwayLastStreamID {
+            if let overLimit = stream.overLimit {
+                pool.complete(request, .failure(overLimit))
+            } else if goingAway && streamID > goAwayLastStreamID {
                 pool.retry(request, reason: HTTP2Error(.goAway, "\(pool.origin) went away before processing the request", isSafeToRetry: true))
             } else if !request.headersSent {
                 // Its HEADERS never left nghttp2: the peer cannot have seen it.

@@ -18,6 +18,18 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var reconnectBackoffMaximum: Duration = .seconds(30)
     /// How often a request refused with REFUSED_STREAM or left unprocessed by GOAWAY is resent before failing.
     public var maximumRetries: Int = 3
+    /// Largest response body (bytes) read per request. Push providers answer with small JSON; a stream whose
+    /// DATA goes beyond this is reset with CANCEL (RFC 9113 §8.7) and its request fails with
+    /// `.responseTooLarge`.
+    public var maximumResponseBodySize: Int = 64 * 1024
+    /// Largest response header list (bytes), counted as RFC 9113 §6.5.2 does: name + value + 32 octets per field,
+    /// over every header block of one response (interim 1xx, final, trailers). Advertised as
+    /// SETTINGS_MAX_HEADER_LIST_SIZE; a stream beyond it is reset with ENHANCE_YOUR_CALM and its request fails
+    /// with `.responseTooLarge`.
+    public var maximumResponseHeaderListSize: Int = 16 * 1024
+    /// Most header fields (pseudo-headers included) accepted in one response, enforced like
+    /// `maximumResponseHeaderListSize`: many tiny fields cost per-field work the size cap barely sees.
+    public var maximumResponseHeaderCount: Int = 100
 
     /// Testing hook: a fixed SO_SNDBUF (bytes) for new connections, so tests can fill the socket deterministically
     /// (the kernel otherwise grows the buffer on its own). Not public: production keeps the kernel's autotuning.
