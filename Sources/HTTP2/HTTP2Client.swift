@@ -403,22 +403,13 @@ final class OriginPool {
             case .success(let c):
                 context = c
             }
-            guard let s = SSL_new(context.ctx) else {
+            switch context.clientSession(fd: fd, host: origin.host, origin: origin) {
+            case .failure(let error):
                 _ = Glibc.close(fd)
-                connectFailed(HTTP2Error(.tlsHandshakeFailed, "SSL_new failed: \(drainOpenSSLErrors())", isSafeToRetry: true))
+                connectFailed(error)
                 return
-            }
-            ssl = s
-            SSL_set_fd(s, fd)
-            SSL_set_connect_state(s)
-            let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
-            _ = SSL_set_alpn_protos(s, alpn, UInt32(alpn.count))
-            if SocketAddress.literal(origin.host, port: origin.port) != nil {
-                // IP hosts: check the IP SAN (RFC 6125 §1.7.2); no SNI for IP literals (RFC 6066 §3).
-                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), origin.host)
-            } else {
-                _ = pz_SSL_set_tlsext_host_name(s, origin.host)
-                SSL_set1_host(s, origin.host)
+            case .success(let s):
+                ssl = s
             }
         }
         let connection = ClientConnection(pool: self, fd: fd, ssl: ssl, remainingAddresses: remaining)
