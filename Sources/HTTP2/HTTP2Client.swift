@@ -227,8 +227,15 @@ final class ClientCore: @unchecked Sendable {
             case .open(let id, let origin):
                 open(id, origin)
             case .start(let requestID, let connectionID):
-                guard let request = requests[requestID], let connection = live[connectionID] else {
+                guard let request = requests[requestID] else {
                     machine.streamClosed(connectionID, now: .now)
+                    continue
+                }
+                guard let connection = live[connectionID] else {
+                    // Not expected (slots come from live connections only); never lose the request.
+                    machine.streamClosed(connectionID, now: .now)
+                    _ = machine.unprocessed(requestID, at: request.origin, retries: 0)
+                    scheduleDispatch(request.origin)
                     continue
                 }
                 request.isQueued = false

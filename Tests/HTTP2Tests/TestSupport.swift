@@ -220,9 +220,11 @@ enum BenchFetch {
         process.standardInput = input
         process.standardError = FileHandle.nullDevice
         try process.run()
+        // Done once VmHWM is read: SIGKILL, never a blocking wait here (this runs on the cooperative pool) nor
+        // reliance on stdin's EOF (another child spawned meanwhile may hold a copy of the pipe's write end).
         defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             try? input.fileHandleForWriting.close()
-            process.waitUntilExit()
         }
         let line = try await onThread { () -> String in
             var bytes: [UInt8] = []
