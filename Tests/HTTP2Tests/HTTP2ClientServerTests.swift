@@ -126,7 +126,8 @@ struct HTTP2ClientServerTests {
         let port = try server.start()
         var configuration = HTTP2ClientConfiguration()
         configuration.maximumConnectionsPerOrigin = 2
-        configuration.requestTimeout = .seconds(10)
+        // A hang guard only: under a loaded full suite the handler tasks may wait long for the cooperative pool.
+        configuration.requestTimeout = .seconds(60)
         let client = HTTP2Client(eventLoop: loop, configuration: configuration)
         let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
         let ok = await withTaskGroup(of: Bool.self) { group in
