@@ -47,10 +47,18 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         var status: Int?
         var headers: [HTTP2Header] = []
         var body: [UInt8] = []
+        /// Header bytes as RFC 9113 §6.5.2 counts them (name + value + 32 per field) and fields, all blocks.
+        var headerListSize = 0
+        var headerCount = 0
+        /// Set once the response went beyond a read bound: the stream is being reset and nothing more is kept.
+        var overLimit: HTTP2Error?
         init(_ request: PendingRequest) { self.request = request }
     }
 
-    let pool: OriginPool
+    let core: ClientCore
+    /// This connection's id in the pool's `PoolStateMachine`.
+    let id: PoolStateMachine.ConnectionID
+    let origin: HTTP2Origin
     /// True after the server's first SETTINGS (its stream limit is known).
     private(set) var isReady = false
     private(set) var goingAway = false
@@ -66,29 +74,29 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     /// Addresses of the origin not tried yet (the next is used when TCP connect fails).
     let remainingAddresses: [SocketAddress]
 
-    init(pool: OriginPool, fd: Int32, ssl: OpaquePointer?, remainingAddresses: [SocketAddress]) {
-        self.pool = pool
+    init(core: ClientCore, id: PoolStateMachine.ConnectionID, origin: HTTP2Origin, fd: Int32, ssl: OpaquePointer?,
+         remainingAddresses: [SocketAddress]) {
+        self.core = core
+        self.id = id
+        self.origin = origin
         self.remainingAddresses = remainingAddresses
-        super.init(loop: pool.loop.core, fd: fd, ssl: ssl, connecting: true)
+        super.init(loop: core.loop.core, fd: fd, ssl: ssl, connecting: true)
     }
 
     /// Starts connecting; the connect timer covers TCP, TLS and the first SETTINGS.
     func begin(timeout: Duration) {
         connectTimer = loop.schedule(after: timeout) { [weak self] in
             guard let self else { return }
-            self.close(HTTP2Error(.connectTimeout, "no HTTP/2 connection to \(self.pool.origin) within \(timeout)", isSafeToRetry: true))
+            self.close(HTTP2Error(.connectTimeout, "no HTTP/2 connection to \(self.origin) within \(timeout)", isSafeToRetry: true))
         }
         start()
     }
 
-    /// Streams this connection may still open (the peer's SETTINGS_MAX_CONCURRENT_STREAMS, RFC 9113 §6.5.2).
-    var freeStreamSlots: Int {
-        guard isReady, !goingAway, !closeRequested, state == .open, let session else { return 0 }
-        let limit = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
-        return max(0, limit - streams.count)
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2; unlimited until it says otherwise).
+    var peerStreamLimit: Int {
+        guard let session else { return 0 }
+        return Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
     }
-
-    var isConnecting: Bool { !isReady && state != .closed }
 
     // MARK: TLS
 
@@ -100,7 +108,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         let selected = data.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? ""
         if selected != "h2" {
             return HTTP2Error(.alpnNotNegotiated,
-                              "\(pool.origin) did not negotiate ALPN h2 (selected: \(selected.isEmpty ? "none" : selected))",
+                              "\(origin) did not negotiate ALPN h2 (selected: \(selected.isEmpty ? "none" : selected))",
                               isSafeToRetry: true)
         }
         return nil
@@ -111,15 +119,15 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             let verify = SSL_get_verify_result(ssl)
             if verify != X509_V_OK {
                 return HTTP2Error(.certificateVerificationFailed,
-                                  "certificate of \(pool.origin) did not verify: \(String(cString: X509_verify_cert_error_string(verify)))",
+                                  "certificate of \(origin) did not verify: \(String(cString: X509_verify_cert_error_string(verify)))",
                                   isSafeToRetry: true)
             }
         }
         if reason.contains("no application protocol") {
             // The server refused our ALPN list with a fatal alert (RFC 7301 §3.2).
-            return HTTP2Error(.alpnNotNegotiated, "\(pool.origin) does not speak h2 (ALPN refused: \(reason))", isSafeToRetry: true)
+            return HTTP2Error(.alpnNotNegotiated, "\(origin) does not speak h2 (ALPN refused: \(reason))", isSafeToRetry: true)
         }
-        return HTTP2Error(.tlsHandshakeFailed, "TLS handshake with \(pool.origin) failed: \(reason)", isSafeToRetry: true)
+        return HTTP2Error(.tlsHandshakeFailed, "TLS handshake with \(origin) failed: \(reason)", isSafeToRetry: true)
     }
 
     // MARK: Session
@@ -131,6 +139,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+            // Advisory for the peer (RFC 9113 §6.5.2); `onHeader` enforces it.
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                                   value: UInt32(clamping: core.configuration.maximumResponseHeaderListSize)),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         // A larger connection window so many concurrent response bodies do not stall (RFC 9113 §6.9.2).
@@ -146,18 +157,18 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
                 loop.cancelTimer(connectTimer)
                 connectTimer = nil
                 schedulePing()
-                loop.runSoon { [pool, weak self] in
-                    if let self { pool.connectionReady(self) }
+                loop.runSoon { [core, weak self] in
+                    if let self { core.connectionReady(self) }
                 }
             } else {
-                // The stream limit may have grown.
-                pool.scheduleDispatch()
+                // The stream limit may have changed.
+                core.settingsChanged(self)
             }
         case NGHTTP2_GOAWAY.rawValue:
             goingAway = true
             goAwayLastStreamID = min(goAwayLastStreamID, frame.pointee.goaway.last_stream_id)
             goAwayErrorCode = frame.pointee.goaway.error_code
-            pool.scheduleDispatch()
+            core.goingAway(self)
         case NGHTTP2_PING.rawValue where frame.has(NGHTTP2_FLAG_ACK):
             loop.cancelTimer(pongTimer)
             pongTimer = nil
@@ -167,45 +178,90 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         return 0
     }
 
-    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 {
-        guard let stream = streams[frame.streamID] else { return 0 }
-        if name == ":status" {
+    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let stream = streams[frame.streamID], stream.overLimit == nil else { return 0 }
+        // Counted before anything is kept: an HPACK block can name one dynamic-table entry thousands of times
+        // at one byte each (RFC 7541 §6.1), so the decoded size, not the bytes received, is what is bounded.
+        let configuration = core.configuration
+        stream.headerListSize += name.count + value.count + 32
+        stream.headerCount += 1
+        if stream.headerListSize > configuration.maximumResponseHeaderListSize {
+            exceeded(stream, "its header list exceeds maximumResponseHeaderListSize (\(configuration.maximumResponseHeaderListSize) bytes, counting 32 per field as RFC 9113 §6.5.2 does)",
+                     resetWith: NGHTTP2_ENHANCE_YOUR_CALM)
+            return 0
+        }
+        if stream.headerCount > configuration.maximumResponseHeaderCount {
+            exceeded(stream, "it has more than maximumResponseHeaderCount (\(configuration.maximumResponseHeaderCount)) header fields",
+                     resetWith: NGHTTP2_ENHANCE_YOUR_CALM)
+            return 0
+        }
+        if name.first == UInt8(ascii: ":") {
             // 1xx responses are interim (RFC 9110 §15.2); the final status replaces them.
-            stream.status = Int(value)
-        } else if !name.hasPrefix(":") {
-            stream.headers.append(HTTP2Header(name, value))
+            if name.text == ":status" { stream.status = Int(value.text) }
+        } else {
+            stream.headers.append(HTTP2Header(name.text, value.text))
         }
         return 0
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        streams[streamID]?.body.append(contentsOf: data)
+        guard let stream = streams[streamID], stream.overLimit == nil else { return 0 }
+        let limit = core.configuration.maximumResponseBodySize
+        if stream.body.count + data.count > limit {
+            // Nothing more is needed from this stream (RFC 9113 §8.7 CANCEL); DATA already in flight is dropped
+            // by nghttp2, which still credits the connection window.
+            exceeded(stream, "its body exceeds maximumResponseBodySize (\(limit) bytes)", resetWith: NGHTTP2_CANCEL)
+            return 0
+        }
+        stream.body.append(contentsOf: data)
         return 0
+    }
+
+    /// Stops keeping anything of `stream`'s response and resets it; its request fails with `.responseTooLarge`
+    /// when nghttp2 reports the stream closed.
+    private func exceeded(_ stream: Stream, _ what: String, resetWith code: nghttp2_error_code) {
+        let status = stream.status.map { " (status \($0))" } ?? ""
+        stream.overLimit = HTTP2Error(.responseTooLarge, "the response from \(origin)\(status) was not read: \(what); stream reset with \(String(cString: nghttp2_http2_strerror(code.rawValue)))")
+        stream.body = []
+        stream.headers = []
+        if let session {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.request.streamID, code.rawValue)
+        }
+    }
+
+    override func headerBlockTooLong(streamID: Int32) -> HTTP2Error {
+        let error = HTTP2Error(.responseTooLarge, "\(origin) sent a header block over more than \(Self.maximumHeaderBlockFrames) frames (HEADERS and CONTINUATION); connection closed with ENHANCE_YOUR_CALM")
+        if let stream = streams[streamID], stream.overLimit == nil { stream.overLimit = error }
+        return error
     }
 
     override func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
         guard let stream = streams.removeValue(forKey: streamID) else { return 0 }
         let request = stream.request
         request.connection = nil
-        defer { pool.scheduleDispatch() }
+        defer { core.streamClosed(self) }
         guard !request.isFinished else { return 0 }
+        if let error = stream.overLimit {
+            core.finish(request, .failure(error))
+            return 0
+        }
         if errorCode == NGHTTP2_NO_ERROR.rawValue, let status = stream.status, status >= 200 {
-            pool.complete(request, .success(HTTP2Response(status: status, headers: stream.headers, body: stream.body)))
+            core.finish(request, .success(HTTP2Response(status: status, headers: stream.headers, body: stream.body)))
             return 0
         }
         let unprocessed = goingAway && streamID > goAwayLastStreamID
         if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || unprocessed {
             // Not processed by the peer (RFC 9113 §8.7): safe to send again, on another connection.
-            pool.retry(request, reason: unprocessed
-                ? HTTP2Error(.goAway, "\(pool.origin) sent GOAWAY before processing the request", isSafeToRetry: true)
-                : HTTP2Error(.refusedStream, "\(pool.origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
+            core.retry(request, reason: unprocessed
+                ? HTTP2Error(.goAway, "\(origin) sent GOAWAY before processing the request", isSafeToRetry: true)
+                : HTTP2Error(.refusedStream, "\(origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
             return 0
         }
         let reason = String(cString: nghttp2_http2_strerror(errorCode))
         if errorCode == NGHTTP2_NO_ERROR.rawValue {
-            pool.complete(request, .failure(HTTP2Error(.protocolError, "stream closed without a final response")))
+            core.finish(request, .failure(HTTP2Error(.protocolError, "stream closed without a final response")))
         } else {
-            pool.complete(request, .failure(HTTP2Error(.streamReset, "\(pool.origin) reset the stream: \(reason) (\(errorCode))")))
+            core.finish(request, .failure(HTTP2Error(.streamReset, "\(origin) reset the stream: \(reason) (\(errorCode))")))
         }
         return 0
     }
@@ -223,13 +279,16 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
 
     // MARK: Requests
 
-    /// Opens a stream for `request`; on failure the request is completed with the error.
-    func startStream(_ request: PendingRequest) {
-        guard let session else { return }
+    /// Opens a stream for `request`; on failure the request is completed with the error and false returned.
+    func startStream(_ request: PendingRequest) -> Bool {
+        guard let session, state == .open, !closeRequested else {
+            core.finish(request, .failure(HTTP2Error(.connectionClosed, "connection to \(origin) closed before the request was sent", isSafeToRetry: true)))
+            return false
+        }
         let r = request.request
         var fields: [(String, String)] = [
-            (":method", r.method), (":scheme", pool.origin.scheme.rawValue),
-            (":authority", pool.origin.authority), (":path", r.path),
+            (":method", r.method), (":scheme", origin.scheme.rawValue),
+            (":authority", origin.authority), (":path", r.path),
         ]
         fields.reserveCapacity(4 + r.headers.count + 1)
         for header in r.headers { fields.append((header.name.lowercased(), header.value)) }
@@ -240,8 +299,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             nghttp2_submit_request(session, nil, nva, count, provider, nil)
         }
         guard streamID > 0 else {
-            pool.complete(request, .failure(HTTP2Error(.protocolError, "cannot submit request: \(String(cString: nghttp2_strerror(streamID)))")))
-            return
+            core.finish(request, .failure(HTTP2Error(.protocolError, "cannot submit request: \(String(cString: nghttp2_strerror(streamID)))")))
+            return false
         }
         request.connection = self
         request.streamID = streamID
@@ -250,9 +309,10 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         // (days at APNs rates). Drain this one near the end; the pool opens a successor.
         if nghttp2_session_get_next_stream_id(session) > UInt32(Int32.max - 1000) {
             goingAway = true
-            pool.scheduleDispatch()
+            core.goingAway(self)
         }
         scheduleFlush()
+        return true
     }
 
     /// Resets a stream whose request timed out or was cancelled (RST_STREAM CANCEL, RFC 9113 §8.7).
@@ -280,12 +340,12 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     // MARK: Keepalive
 
     private func schedulePing() {
-        pingTimer = loop.schedule(after: pool.configuration.pingInterval) { [weak self] in
+        pingTimer = loop.schedule(after: core.configuration.pingInterval) { [weak self] in
             guard let self, self.state == .open, let session = self.session else { return }
-            // Only idle connections are probed (in-flight requests have their own deadlines).
-            if self.streams.isEmpty && !self.readSinceLastPing && self.pongTimer == nil {
+            // Silent for a whole interval, no streams (those have their own deadlines), used within the idle timeout.
+            if !self.readSinceLastPing && self.pongTimer == nil && self.core.machine.keepaliveWanted(self.id, now: .now) {
                 nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
-                let timeout = self.pool.configuration.pingTimeout
+                let timeout = self.core.configuration.pingTimeout
                 self.pongTimer = self.loop.schedule(after: timeout) { [weak self] in
                     self?.close(HTTP2Error(.connectionClosed, "keepalive PING unanswered within \(timeout)"))
                 }
@@ -309,20 +369,22 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             let request = stream.request
             request.connection = nil
             guard !request.isFinished else { continue }
-            if goingAway && streamID > goAwayLastStreamID {
-                pool.retry(request, reason: HTTP2Error(.goAway, "\(pool.origin) went away before processing the request", isSafeToRetry: true))
+            if let overLimit = stream.overLimit {
+                core.finish(request, .failure(overLimit))
+            } else if goingAway && streamID > goAwayLastStreamID {
+                core.retry(request, reason: HTTP2Error(.goAway, "\(origin) went away before processing the request", isSafeToRetry: true))
             } else if !request.headersSent {
                 // Its HEADERS never left nghttp2: the peer cannot have seen it.
-                let base = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection")
+                let base = error ?? HTTP2Error(.connectionClosed, "\(origin) closed the connection")
                 let code: HTTP2Error.Code = base.code == .shutdown ? .shutdown : .connectionClosed
-                pool.complete(request, .failure(HTTP2Error(code, "connection to \(pool.origin) closed before the request was sent: \(base.message)", isSafeToRetry: true)))
+                core.finish(request, .failure(HTTP2Error(code, "connection to \(origin) closed before the request was sent: \(base.message)", isSafeToRetry: true)))
             } else {
-                let base = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection")
+                let base = error ?? HTTP2Error(.connectionClosed, "\(origin) closed the connection")
                 let code: HTTP2Error.Code = base.code == .shutdown ? .shutdown : .connectionClosed
-                pool.complete(request, .failure(HTTP2Error(code, "connection to \(pool.origin) closed with the request in flight: \(base.message)")))
+                core.finish(request, .failure(HTTP2Error(code, "connection to \(origin) closed with the request in flight: \(base.message)")))
             }
         }
-        let poolError = error ?? HTTP2Error(.connectionClosed, "\(pool.origin) closed the connection before SETTINGS", isSafeToRetry: true)
-        loop.runSoon { [pool] in pool.connectionClosed(self, wasReady: wasReady, error: poolError) }
+        let poolError = error ?? HTTP2Error(.connectionClosed, "\(origin) closed the connection before SETTINGS", isSafeToRetry: true)
+        loop.runSoon { [core] in core.connectionClosed(self, wasReady: wasReady, error: poolError) }
     }
 }

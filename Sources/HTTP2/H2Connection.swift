@@ -29,6 +29,15 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     /// Request or response bodies being sent, by stream id (read by the data provider callback).
     private var outgoingBodies: [Int32: OutgoingBody] = [:]
     private static let readBufferSize = 64 * 1024
+    /// Frames one header block may span (HEADERS or PUSH_PROMISE plus CONTINUATIONs). nghttp2 before 1.61 reads
+    /// an endless header block and decodes it (HPACK state must stay in sync) even after the stream is reset
+    /// (CVE-2024-28182); patched builds stop after 8 CONTINUATIONs with a bare protocol error, so this bound
+    /// (7 CONTINUATIONs) comes first and names the cause. With 16,384-byte frames that is room for 131 KB of
+    /// encoded fields, far above any header list cap in use here.
+    static let maximumHeaderBlockFrames = 8
+    private var headerBlockFrames = 0
+    /// Set by a callback that fails the session (NGHTTP2_ERR_CALLBACK_FAILURE): the error the connection closes with.
+    private var callbackFailure: HTTP2Error?
     private static let outboundHighWater = 256 * 1024
     private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: H2Connection.readBufferSize)
 
@@ -62,7 +71,14 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     func tlsFailed(_ reason: String) -> HTTP2Error { HTTP2Error(.tlsHandshakeFailed, "TLS handshake failed: \(reason)") }
     func sessionStarted() {}
     func onBeginHeaders(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
-    func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 { 0 }
+    /// One decoded header field. Raw bytes, valid during the call only: a subclass over its bounds skips the
+    /// field without building strings.
+    func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    /// A header block of `streamID` went on for more frames than `maximumHeaderBlockFrames`;
+    /// the connection is closed with the returned error after GOAWAY(ENHANCE_YOUR_CALM).
+    func headerBlockTooLong(streamID: Int32) -> HTTP2Error {
+        HTTP2Error(.protocolError, "a header block went on for more than \(Self.maximumHeaderBlockFrames) frames (HEADERS and CONTINUATION)")
+    }
     func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
     func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 { 0 }
@@ -207,6 +223,13 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             guard let session else { return }
             let consumed = nghttp2_session_mem_recv(session, readBuffer, count)
             if consumed < 0 {
+                if let failure = callbackFailure {
+                    // A bound was exceeded: tell the peer why (RFC 9113 §7 ENHANCE_YOUR_CALM) before closing.
+                    nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
+                    flush()
+                    close(failure)
+                    return
+                }
                 let text = String(cString: nghttp2_strerror(Int32(consumed)))
                 // Let nghttp2's GOAWAY for the violation go out before closing.
                 flush()
@@ -377,11 +400,15 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             guard let frame, let userData else { return 0 }
             return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onBeginHeaders(frame)
         }
+        nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks) { _, header, userData in
+            guard let header, let userData else { return 0 }
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onBeginFrame(header.pointee)
+        }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
             guard let frame, let name, let value, let userData else { return 0 }
-            let n = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
-            let v = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onHeader(frame, name: n, value: v)
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
+                .onHeader(frame, name: UnsafeBufferPointer(start: name, count: nameLength),
+                          value: UnsafeBufferPointer(start: value, count: valueLength))
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
             guard let frame, let userData else { return 0 }
@@ -402,6 +429,23 @@ class H2Connection: LoopHandler, @unchecked Sendable {
             connection.outgoingBodies[streamID] = nil
             return connection.onStreamClosed(streamID: streamID, errorCode: errorCode)
         }
+    }
+
+    /// Counts the frames of each header block (this callback, unlike on_frame_recv, sees each of them).
+    private func onBeginFrame(_ header: nghttp2_frame_hd) -> Int32 {
+        switch UInt32(header.type) {
+        case NGHTTP2_HEADERS.rawValue, NGHTTP2_PUSH_PROMISE.rawValue:
+            headerBlockFrames = 1
+        case NGHTTP2_CONTINUATION.rawValue:
+            headerBlockFrames += 1
+            if headerBlockFrames > Self.maximumHeaderBlockFrames {
+                callbackFailure = headerBlockTooLong(streamID: header.stream_id)
+                return NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
+            }
+        default:
+            break
+        }
+        return 0
     }
 
     var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
@@ -428,6 +472,11 @@ func withNameValues<T>(_ headers: [(String, String)], _ body: (UnsafePointer<ngh
         }
         return nvs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
     }
+}
+
+extension UnsafeBufferPointer<UInt8> {
+    /// The bytes as text (header names and values are ASCII; anything else is replaced, never trusted).
+    var text: String { String(decoding: self, as: UTF8.self) }
 }
 
 extension UnsafePointer where Pointee == nghttp2_frame {

@@ -4,9 +4,11 @@ internal import CPushizoShims
 internal import Glibc
 
 /// An HTTP/2 client with a connection pool per origin (RFC 9113). Requests share connections up to the peer's
-/// SETTINGS_MAX_CONCURRENT_STREAMS; the rest wait in the origin's queue; up to
-/// `maximumConnectionsPerOrigin` connections are opened. GOAWAY and REFUSED_STREAM are handled by resending
-/// unprocessed requests on a fresh connection (RFC 9113 §6.8, §8.7).
+/// SETTINGS_MAX_CONCURRENT_STREAMS and `maximumInFlightPerOrigin`; the rest wait in the origin's queue; up to
+/// `maximumConnectionsPerOrigin` connections are opened per origin and `maximumConnections` in all; idle ones
+/// close after `idleTimeout` (decisions: `PoolStateMachine`). GOAWAY and REFUSED_STREAM are handled by resending
+/// unprocessed requests on a fresh connection (RFC 9113 §6.8, §8.7). Responses are read within the
+/// configuration's body and header bounds.
 ///
 /// All connection state lives on `eventLoop`'s thread; `send` only hands work to it and awaits a continuation.
 public final class HTTP2Client: Sendable {
@@ -27,7 +29,8 @@ public final class HTTP2Client: Sendable {
     /// Sends `request` to `origin` over a pooled connection and returns the complete response (any status).
     /// - Throws: `HTTP2Error` (`.connectFailed`, `.connectTimeout`, `.tlsHandshakeFailed`,
     ///   `.certificateVerificationFailed`, `.alpnNotNegotiated`, `.connectionClosed`, `.goAway`, `.refusedStream`,
-    ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`); `.invalidRequest` at once, before
+    ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`, `.responseTooLarge` past a read bound);
+    ///   `.invalidRequest` at once, before
     ///   anything is queued, for a header field HTTP/2 forbids (RFC 9113 §8.2.1, §8.2.2); `CancellationError` when
     ///   the calling task is cancelled (the stream is reset with CANCEL). Once `send` has thrown, the request is
     ///   never sent afterwards (it is dropped from the queue, or its stream reset before its HEADERS leave).
@@ -88,15 +91,19 @@ public final class HTTP2Client: Sendable {
     }
 }
 
-/// The client's loop-side state. `@unchecked Sendable`: created on any thread, then used only on the loop thread.
+/// The client's loop-side state: requests, live connections, and the pool's `PoolStateMachine`, whose actions it
+/// carries out. `@unchecked Sendable`: created on any thread, then used only on the loop thread.
 final class ClientCore: @unchecked Sendable {
     let loop: HTTP2EventLoop
     let tlsConfiguration: TLSClientConfiguration
     let configuration: HTTP2ClientConfiguration
     private var tlsContext: Result<TLSContext, HTTP2Error>?
-    private var pools: [HTTP2Origin: OriginPool] = [:]
+    private(set) var machine: PoolStateMachine
+    private var live: [PoolStateMachine.ConnectionID: ClientConnection] = [:]
     var requests: [UInt64: PendingRequest] = [:]
     private var cancelledEarly: Set<UInt64> = []
+    private var dispatchScheduled: Set<HTTP2Origin> = []
+    private var sweepTimer: LoopTimerID?
     private var shuttingDown = false
     private var loopStopped = false
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
@@ -105,6 +112,7 @@ final class ClientCore: @unchecked Sendable {
         self.loop = loop
         self.tlsConfiguration = tls
         self.configuration = configuration
+        self.machine = PoolStateMachine(limits: .init(configuration))
     }
 
     func attach() {
@@ -116,6 +124,7 @@ final class ClientCore: @unchecked Sendable {
             for waiter in shutdownWaiters { waiter.resume() }
             shutdownWaiters = []
         }
+        scheduleSweep()
     }
 
     func tls() -> Result<TLSContext, HTTP2Error> {
@@ -173,7 +182,8 @@ final class ClientCore: @unchecked Sendable {
                                            // below withdraws them): the peer never saw it.
                                            isSafeToRetry: !pending.headersSent))
         }
-        pool(for: origin).enqueue(pending)
+        pending.isQueued = true
+        run(machine.enqueue(id, to: origin, now: .now))
     }
 
     func cancel(id: UInt64) {
@@ -196,9 +206,11 @@ final class ClientCore: @unchecked Sendable {
         loop.core.cancelTimer(pending.timer)
         requests[pending.id] = nil
         pending.finish(result)
-        // Answered while waiting (timeout, cancellation): it must never be dispatched now; the queue skips
-        // answered entries and drops them in bulk (their bodies are released).
-        if pending.isQueued { pools[pending.origin]?.queuedRequestFinished() }
+        // Answered while waiting (timeout, cancellation): it must never be dispatched now.
+        if pending.isQueued {
+            pending.isQueued = false
+            machine.answeredWhileQueued(pending.id, at: pending.origin)
+        }
         if shuttingDown && requests.isEmpty {
             // Not from inside an nghttp2 callback (this may run in one): closing flushes the sessions.
             loop.core.runSoon { [self] in
@@ -207,12 +219,159 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    func pool(for origin: HTTP2Origin) -> OriginPool {
-        if let pool = pools[origin] { return pool }
-        let pool = OriginPool(origin: origin, core: self)
-        pools[origin] = pool
-        return pool
+    // MARK: Carrying out the pool's decisions
+
+    private func run(_ actions: [PoolStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .open(let id, let origin):
+                open(id, origin)
+            case .start(let requestID, let connectionID):
+                guard let request = requests[requestID] else {
+                    machine.streamClosed(connectionID, now: .now)
+                    continue
+                }
+                guard let connection = live[connectionID] else {
+                    // Not expected (slots come from live connections only); never lose the request.
+                    machine.streamClosed(connectionID, now: .now)
+                    _ = machine.unprocessed(requestID, at: request.origin, retries: 0)
+                    scheduleDispatch(request.origin)
+                    continue
+                }
+                request.isQueued = false
+                if !connection.startStream(request) { machine.streamClosed(connectionID, now: .now) }
+            case .fail(let ids, let error):
+                for id in ids {
+                    guard let request = requests[id] else { continue }
+                    request.isQueued = false
+                    finish(request, .failure(error))
+                }
+            case .close(let id):
+                live[id]?.terminate()
+            case .wakeUp(let origin, let delay):
+                _ = loop.core.schedule(after: delay) { [weak self] in
+                    guard let self else { return }
+                    self.run(self.machine.wokeUp(origin, now: .now))
+                }
+            }
+        }
     }
+
+    /// Dispatches `origin`'s waiting requests after the current nghttp2 callback has returned.
+    func scheduleDispatch(_ origin: HTTP2Origin) {
+        guard dispatchScheduled.insert(origin).inserted else { return }
+        loop.core.runSoon { [weak self] in
+            guard let self else { return }
+            self.dispatchScheduled.remove(origin)
+            self.run(self.machine.dispatch(origin, now: .now))
+        }
+    }
+
+    /// Idle connections and forgotten origins are checked a few times per `idleTimeout`.
+    private func scheduleSweep() {
+        let interval = min(max(configuration.idleTimeout / 4, .milliseconds(10)), .seconds(30))
+        sweepTimer = loop.core.schedule(after: interval) { [weak self] in
+            guard let self, !self.shuttingDown else { return }
+            self.run(self.machine.sweep(now: .now))
+            self.scheduleSweep()
+        }
+    }
+
+    /// Puts an unprocessed request back in its origin's queue, or fails it past the retry limit.
+    func retry(_ request: PendingRequest, reason: HTTP2Error) {
+        request.retries += 1
+        request.headersSent = false
+        switch machine.unprocessed(request.id, at: request.origin, retries: request.retries) {
+        case .giveUp:
+            finish(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
+        case .requeued:
+            request.isQueued = true
+            scheduleDispatch(request.origin)
+        }
+    }
+
+    func connectionReady(_ connection: ClientConnection) {
+        machine.connected(connection.id, maxStreams: connection.peerStreamLimit, now: .now)
+        run(machine.dispatch(connection.origin, now: .now))
+    }
+
+    func settingsChanged(_ connection: ClientConnection) {
+        machine.settingsChanged(connection.id, maxStreams: connection.peerStreamLimit)
+        scheduleDispatch(connection.origin)
+    }
+
+    func goingAway(_ connection: ClientConnection) {
+        machine.goingAway(connection.id)
+        scheduleDispatch(connection.origin)
+    }
+
+    func streamClosed(_ connection: ClientConnection) {
+        machine.streamClosed(connection.id, now: .now)
+        scheduleDispatch(connection.origin)
+        for origin in machine.takeStarved() { scheduleDispatch(origin) }
+    }
+
+    func connectionClosed(_ connection: ClientConnection, wasReady: Bool, error: HTTP2Error) {
+        guard live[connection.id] === connection else { return }
+        live[connection.id] = nil
+        if !wasReady && error.code == .connectFailed && !connection.remainingAddresses.isEmpty
+            && machine.waiting(at: connection.origin) > 0 {
+            // TCP connect to one address failed: try the origin's next address before backing off.
+            connect(connection.id, connection.origin, .success(connection.remainingAddresses))
+            return
+        }
+        run(machine.connectionClosed(connection.id, error: wasReady ? nil : error, now: .now))
+    }
+
+    // MARK: Opening connections
+
+    private func open(_ id: PoolStateMachine.ConnectionID, _ origin: HTTP2Origin) {
+        // The one place names are resolved; the completion runs on the loop thread (resolveOffLoop hops back).
+        let box = UncheckedBox(self)
+        resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop) { result in
+            box.value.connect(id, origin, result)
+        }
+    }
+
+    private func connect(_ id: PoolStateMachine.ConnectionID, _ origin: HTTP2Origin, _ resolved: Result<[SocketAddress], HTTP2Error>) {
+        let fd: Int32
+        let remaining = (try? resolved.get().dropFirst()).map(Array.init) ?? []
+        switch resolved.flatMap({ startConnect($0[0]) }) {
+        case .failure(let error):
+            run(machine.connectionClosed(id, error: error, now: .now))
+            return
+        case .success(let descriptor):
+            fd = descriptor
+        }
+        if var size = configuration.testingSendBufferSize {
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var ssl: OpaquePointer?
+        if origin.scheme == .https {
+            let context: TLSContext
+            switch tls() {
+            case .failure(let error):
+                _ = Glibc.close(fd)
+                run(machine.connectionClosed(id, error: error, now: .now))
+                return
+            case .success(let c):
+                context = c
+            }
+            switch context.clientSession(fd: fd, host: origin.host, origin: origin) {
+            case .failure(let error):
+                _ = Glibc.close(fd)
+                run(machine.connectionClosed(id, error: error, now: .now))
+                return
+            case .success(let s):
+                ssl = s
+            }
+        }
+        let connection = ClientConnection(core: self, id: id, origin: origin, fd: fd, ssl: ssl, remainingAddresses: remaining)
+        live[id] = connection
+        connection.begin(timeout: configuration.connectTimeout)
+    }
+
+    // MARK: Shutdown
 
     func shutdown(_ continuation: CheckedContinuation<Void, Never>) {
         shuttingDown = true
@@ -225,248 +384,11 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private func closeEverything() {
-        for pool in pools.values { pool.closeAll() }
-        pools = [:]
+        loop.core.cancelTimer(sweepTimer)
+        for id in machine.closeAll() { live[id]?.terminate() }
         let waiters = shutdownWaiters
         shutdownWaiters = []
         for waiter in waiters { waiter.resume() }
-    }
-}
-
-/// Connections and waiting requests for one origin (loop thread only).
-final class OriginPool {
-    let origin: HTTP2Origin
-    let core: ClientCore
-    var loop: HTTP2EventLoop { core.loop }
-    var configuration: HTTP2ClientConfiguration { core.configuration }
-    private var connections: [ClientConnection] = []
-    private var queue: [PendingRequest] = []
-    private var queueHead = 0
-    private var resolving = false
-    private var consecutiveFailures = 0
-    private var backoffUntil: ContinuousClock.Instant?
-    private var backoffTimer: LoopTimerID?
-    private var dispatchScheduled = false
-    /// Entries in `queue[queueHead...]` whose caller was already answered.
-    private var finishedInQueue = 0
-
-    init(origin: HTTP2Origin, core: ClientCore) {
-        self.origin = origin
-        self.core = core
-    }
-
-    func enqueue(_ request: PendingRequest) {
-        request.isQueued = true
-        queue.append(request)
-        dispatch()
-    }
-
-    /// Puts an unprocessed request back at the front of the queue, or fails it past the retry limit.
-    func retry(_ request: PendingRequest, reason: HTTP2Error) {
-        request.retries += 1
-        request.headersSent = false
-        if request.retries > configuration.maximumRetries {
-            complete(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
-            return
-        }
-        request.isQueued = true
-        if queueHead > 0 {
-            queueHead -= 1
-            queue[queueHead] = request
-        } else {
-            queue.insert(request, at: 0)
-        }
-        scheduleDispatch()
-    }
-
-    func complete(_ request: PendingRequest, _ result: Result<HTTP2Response, any Error>) {
-        core.finish(request, result)
-    }
-
-    /// Dispatches after the current nghttp2 callback has returned.
-    func scheduleDispatch() {
-        guard !dispatchScheduled else { return }
-        dispatchScheduled = true
-        loop.core.runSoon { [weak self] in
-            guard let self else { return }
-            self.dispatchScheduled = false
-            self.dispatch()
-        }
-    }
-
-    private func popWaiting() -> PendingRequest? {
-        while queueHead < queue.count {
-            let request = queue[queueHead]
-            queueHead += 1
-            request.isQueued = false
-            if !request.isFinished { return request }
-            finishedInQueue -= 1
-        }
-        return nil
-    }
-
-    private var hasWaiting: Bool {
-        while queueHead < queue.count {
-            if !queue[queueHead].isFinished { return true }
-            queue[queueHead].isQueued = false
-            finishedInQueue -= 1
-            queueHead += 1
-        }
-        return false
-    }
-
-    /// A waiting request was answered. Once answered entries are many and at least half the queue, they are
-    /// removed (a provider outage can time out thousands of queued requests at once).
-    func queuedRequestFinished() {
-        finishedInQueue += 1
-        guard finishedInQueue >= 32, finishedInQueue * 2 >= queue.count - queueHead else { return }
-        var kept: [PendingRequest] = []
-        kept.reserveCapacity(queue.count - queueHead - finishedInQueue)
-        for request in queue[queueHead...] {
-            if request.isFinished { request.isQueued = false } else { kept.append(request) }
-        }
-        queue = kept
-        queueHead = 0
-        finishedInQueue = 0
-    }
-
-    /// Entries still stored in the queue, answered ones included (testing and diagnostics).
-    var storedCount: Int { queue.count - queueHead }
-
-    /// Assigns waiting requests to connections with free stream slots, opening a connection when none has any.
-    func dispatch() {
-        while hasWaiting {
-            var best: ClientConnection?
-            var bestSlots = 0
-            for connection in connections {
-                let slots = connection.freeStreamSlots
-                if slots > bestSlots { best = connection; bestSlots = slots }
-            }
-            guard let connection = best else { break }
-            for _ in 0..<bestSlots {
-                guard let request = popWaiting() else { break }
-                connection.startStream(request)
-            }
-        }
-        if queueHead > 64 && queueHead * 2 > queue.count {
-            queue.removeFirst(queueHead)
-            queueHead = 0
-        }
-        guard hasWaiting else { return }
-        let usable = connections.filter { !$0.goingAway }
-        if usable.contains(where: { $0.isConnecting }) || resolving { return }
-        guard usable.count < configuration.maximumConnectionsPerOrigin else { return }
-        if let until = backoffUntil, until > .now {
-            if backoffTimer == nil {
-                backoffTimer = loop.core.schedule(after: until - .now) { [weak self] in
-                    self?.backoffTimer = nil
-                    self?.dispatch()
-                }
-            }
-            return
-        }
-        openConnection()
-    }
-
-    private func openConnection() {
-        resolving = true
-        let origin = self.origin
-        // The completion runs on the loop thread (resolveOffLoop hops back), where the pool lives.
-        let box = UncheckedBox(self)
-        resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop) { result in
-            box.value.connect(result)
-        }
-    }
-
-    private func connect(_ resolved: Result<[SocketAddress], HTTP2Error>) {
-        resolving = false
-        let fd: Int32
-        let remaining = (try? resolved.get().dropFirst()).map(Array.init) ?? []
-        switch resolved.flatMap({ startConnect($0[0]) }) {
-        case .failure(let error):
-            connectFailed(error)
-            return
-        case .success(let descriptor):
-            fd = descriptor
-        }
-        if var size = configuration.testingSendBufferSize {
-            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var ssl: OpaquePointer?
-        if origin.scheme == .https {
-            let context: TLSContext
-            switch core.tls() {
-            case .failure(let error):
-                _ = Glibc.close(fd)
-                connectFailed(error)
-                return
-            case .success(let c):
-                context = c
-            }
-            guard let s = SSL_new(context.ctx) else {
-                _ = Glibc.close(fd)
-                connectFailed(HTTP2Error(.tlsHandshakeFailed, "SSL_new failed: \(drainOpenSSLErrors())", isSafeToRetry: true))
-                return
-            }
-            ssl = s
-            SSL_set_fd(s, fd)
-            SSL_set_connect_state(s)
-            let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
-            _ = SSL_set_alpn_protos(s, alpn, UInt32(alpn.count))
-            if SocketAddress.literal(origin.host, port: origin.port) != nil {
-                // IP hosts: check the IP SAN (RFC 6125 §1.7.2); no SNI for IP literals (RFC 6066 §3).
-                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), origin.host)
-            } else {
-                _ = pz_SSL_set_tlsext_host_name(s, origin.host)
-                SSL_set1_host(s, origin.host)
-            }
-        }
-        let connection = ClientConnection(pool: self, fd: fd, ssl: ssl, remainingAddresses: remaining)
-        connections.append(connection)
-        connection.begin(timeout: configuration.connectTimeout)
-    }
-
-    private func connectFailed(_ error: HTTP2Error) {
-        consecutiveFailures += 1
-        let initial = configuration.reconnectBackoffInitial
-        var delay = initial * (1 << min(consecutiveFailures - 1, 20))
-        if delay > configuration.reconnectBackoffMaximum { delay = configuration.reconnectBackoffMaximum }
-        backoffUntil = .now + delay
-        // Without any live connection the waiting requests would only wait for the next attempt: fail them now
-        // with the connect error so callers can decide (they were never sent, so retrying is safe).
-        if !connections.contains(where: { $0.isReady && !$0.goingAway }) {
-            // Requests only go out after the server's SETTINGS, so none of these reached the server.
-            let failure = HTTP2Error(error.code, error.message, isSafeToRetry: true)
-            while let request = popWaiting() {
-                complete(request, .failure(failure))
-            }
-        }
-        scheduleDispatch()
-    }
-
-    func connectionReady(_ connection: ClientConnection) {
-        consecutiveFailures = 0
-        backoffUntil = nil
-        dispatch()
-    }
-
-    func connectionClosed(_ connection: ClientConnection, wasReady: Bool, error: HTTP2Error) {
-        connections.removeAll { $0 === connection }
-        if !wasReady && error.code == .connectFailed && !connection.remainingAddresses.isEmpty && hasWaiting {
-            // TCP connect to one address failed: try the origin's next address before backing off.
-            resolving = true
-            connect(.success(connection.remainingAddresses))
-        } else if !wasReady {
-            connectFailed(error)
-        } else {
-            scheduleDispatch()
-        }
-    }
-
-    func closeAll() {
-        loop.core.cancelTimer(backoffTimer)
-        for connection in connections { connection.terminate() }
-        connections = []
     }
 }
 

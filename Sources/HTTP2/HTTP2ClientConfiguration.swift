@@ -6,8 +6,8 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var connectTimeout: Duration = .seconds(10)
     /// Default per-request deadline (`HTTP2Request.timeout` overrides it), counted from `send`.
     public var requestTimeout: Duration = .seconds(30)
-    /// A keepalive PING (RFC 9113 §6.7) is sent on a connection without open streams that received nothing
-    /// for this long.
+    /// A keepalive PING (RFC 9113 §6.7) is sent on a connection without open streams that received nothing for
+    /// this long and was used within `idleTimeout` (connections unused longer are closed, not kept alive).
     public var pingInterval: Duration = .seconds(60)
     /// A PING not acknowledged within this time drops the connection (its in-flight requests fail with
     /// `.connectionClosed`).
@@ -18,6 +18,28 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var reconnectBackoffMaximum: Duration = .seconds(30)
     /// How often a request refused with REFUSED_STREAM or left unprocessed by GOAWAY is resent before failing.
     public var maximumRetries: Int = 3
+    /// Connections open at once over all origins (the global cap; keep it well below the process's
+    /// LimitNOFILE). At the cap the least recently used idle connection is closed to make room; when none is idle,
+    /// requests for a new origin wait for one to close.
+    public var maximumConnections: Int = 1024
+    /// Streams open at once to one origin, whatever its SETTINGS_MAX_CONCURRENT_STREAMS: one slow endpoint cannot
+    /// take every stream. Further requests to it wait in its queue (until their deadline).
+    public var maximumInFlightPerOrigin: Int = 256
+    /// A connection without streams for this long is closed (GOAWAY); an origin with no connection left, nothing
+    /// waiting and no backoff pending is then forgotten.
+    public var idleTimeout: Duration = .seconds(120)
+    /// Largest response body (bytes) read per request. Push providers answer with small JSON; a stream whose
+    /// DATA goes beyond this is reset with CANCEL (RFC 9113 §8.7) and its request fails with
+    /// `.responseTooLarge`.
+    public var maximumResponseBodySize: Int = 64 * 1024
+    /// Largest response header list (bytes), counted as RFC 9113 §6.5.2 does: name + value + 32 octets per field,
+    /// over every header block of one response (interim 1xx, final, trailers). Advertised as
+    /// SETTINGS_MAX_HEADER_LIST_SIZE; a stream beyond it is reset with ENHANCE_YOUR_CALM and its request fails
+    /// with `.responseTooLarge`.
+    public var maximumResponseHeaderListSize: Int = 16 * 1024
+    /// Most header fields (pseudo-headers included) accepted in one response, enforced like
+    /// `maximumResponseHeaderListSize`: many tiny fields cost per-field work the size cap barely sees.
+    public var maximumResponseHeaderCount: Int = 100
 
     /// Which addresses connections may go to: every resolved address (and every address literal) is checked
     /// before connecting, and a refused one fails the request with `.forbiddenAddress`. The library default

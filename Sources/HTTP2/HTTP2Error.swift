@@ -41,6 +41,12 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
         /// connection-specific header, or a value with NUL/CR/LF or leading/trailing whitespace). Never sent, and
         /// sending it again cannot succeed, so `isSafeToRetry` is false.
         public static let invalidRequest = Code("invalidRequest")
+        /// The response went beyond a read bound (`HTTP2ClientConfiguration.maximumResponseBodySize`,
+        /// `maximumResponseHeaderListSize` or `maximumResponseHeaderCount`, or a header block spread over too many
+        /// CONTINUATION frames); the message names the bound. The stream was reset (or, for a CONTINUATION flood,
+        /// the connection closed). The peer had the whole request and may have acted on it (a push provider may
+        /// have accepted the notification), so `isSafeToRetry` is false: a resend counts as an attempt.
+        public static let responseTooLarge = Code("responseTooLarge")
         /// Server set-up failed (bind, listen, certificate/key files) or certificate generation failed.
         public static let setupFailed = Code("setupFailed")
     }

@@ -50,6 +50,22 @@ public struct HTTP2ServerResponse: Sendable {
     }
 }
 
+/// What `HTTP2Server` reads of one request at most. The server is the provider emulator: push requests are a
+/// few kilobytes, so these bounds are far above real traffic and only stop a client from exhausting memory.
+public struct HTTP2ServerLimits: Sendable {
+    /// Largest request body (bytes); beyond it the request is answered `413 Content Too Large` (RFC 9110
+    /// §15.5.14) and the rest of its DATA is dropped.
+    public var maximumRequestBodySize: Int = 1 << 20
+    /// Largest request header list (bytes), counted as RFC 9113 §6.5.2 does (name + value + 32 per field);
+    /// advertised as SETTINGS_MAX_HEADER_LIST_SIZE. Beyond it: `431 Request Header Fields Too Large`
+    /// (RFC 6585 §5).
+    public var maximumHeaderListSize: Int = 16 * 1024
+    /// Most header fields (pseudo-headers included) per request; beyond it: 431 as above.
+    public var maximumHeaderCount: Int = 100
+
+    public init() {}
+}
+
 /// An HTTP/2 server over TLS (ALPN `h2`) or cleartext h2c with prior knowledge (RFC 9113 §3.3), driven by an
 /// `HTTP2EventLoop`. Each complete request stream runs `handler` in its own task; the response goes back to the
 /// loop thread for nghttp2. Used by the provider emulator and the tests.
@@ -63,13 +79,14 @@ public final class HTTP2Server: Sendable {
     ///   - port: TCP port; 0 picks a free one (see `start()`'s result).
     ///   - tls: certificate + key for TLS, or nil for cleartext h2c.
     ///   - maxConcurrentStreams: sent as SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2) and enforced by nghttp2.
+    ///   - limits: read bounds per request; a request beyond them is answered 413 or 431 without reaching `handler`.
     ///   - handler: called once per request, concurrently.
     public init(eventLoop: HTTP2EventLoop, host: String = "127.0.0.1", port: Int = 0, tls: TLSServerConfiguration?,
-                maxConcurrentStreams: UInt32 = 1000,
+                maxConcurrentStreams: UInt32 = 1000, limits: HTTP2ServerLimits = .init(),
                 handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
         self.eventLoop = eventLoop
         self.core = ServerCore(loop: eventLoop, host: host, port: port, tls: tls,
-                               maxConcurrentStreams: maxConcurrentStreams, handler: handler)
+                               maxConcurrentStreams: maxConcurrentStreams, limits: limits, handler: handler)
     }
 
     /// Binds and listens; returns the bound TCP port.
@@ -124,6 +141,7 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     let port: Int
     let tls: TLSServerConfiguration?
     let maxConcurrentStreams: UInt32
+    let limits: HTTP2ServerLimits
     let handler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse
     var goAwayAboveStreamID: Int32?
     /// Testing hook: the next `count` request streams are reset with REFUSED_STREAM unprocessed.
@@ -139,12 +157,13 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
     init(loop: HTTP2EventLoop, host: String, port: Int, tls: TLSServerConfiguration?, maxConcurrentStreams: UInt32,
-         handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
+         limits: HTTP2ServerLimits, handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
         self.loop = loop
         self.host = host
         self.port = port
         self.tls = tls
         self.maxConcurrentStreams = maxConcurrentStreams
+        self.limits = limits
         self.handler = handler
     }
 
@@ -170,7 +189,11 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
                     close(fd)
                     continue
                 }
-                SSL_set_fd(s, fd)
+                guard SSL_set_fd(s, fd) == 1 else {
+                    SSL_free(s)
+                    close(fd)
+                    continue
+                }
                 SSL_set_accept_state(s)
                 ssl = s
             }
@@ -224,6 +247,10 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         var headers: [HTTP2Header] = []
         var body: [UInt8] = []
         var dispatched = false
+        var headerListSize = 0
+        var headerCount = 0
+        /// 413 or 431 once the request went beyond `HTTP2ServerLimits`: nothing more is kept, the handler never runs.
+        var rejection: Int?
     }
 
     private let server: ServerCore
@@ -258,6 +285,8 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: server.maxConcurrentStreams),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                                   value: UInt32(clamping: server.limits.maximumHeaderListSize)),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
@@ -281,25 +310,57 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         return 0
     }
 
-    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: String, value: String) -> Int32 {
-        guard let stream = streams[frame.streamID] else { return 0 }
-        switch name {
+    override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let stream = streams[frame.streamID], stream.rejection == nil else { return 0 }
+        stream.headerListSize += name.count + value.count + 32
+        stream.headerCount += 1
+        if stream.headerListSize > server.limits.maximumHeaderListSize || stream.headerCount > server.limits.maximumHeaderCount {
+            // Answered once the HEADERS frame is complete (`onFrameReceived`).
+            stream.rejection = 431
+            stream.headers = []
+            return 0
+        }
+        let value = value.text
+        switch name.text {
         case ":method": stream.method = value
         case ":scheme": stream.scheme = value
         case ":authority": stream.authority = value
         case ":path": stream.path = value
-        default: stream.headers.append(HTTP2Header(name, value))
+        case let name: stream.headers.append(HTTP2Header(name, value))
         }
         return 0
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        streams[streamID]?.body.append(contentsOf: data)
+        guard let stream = streams[streamID], stream.rejection == nil, !stream.dispatched else { return 0 }
+        if stream.body.count + data.count > server.limits.maximumRequestBodySize {
+            stream.rejection = 413
+            stream.body = []
+            reject(streamID: streamID, stream)
+            return 0
+        }
+        stream.body.append(contentsOf: data)
         return 0
+    }
+
+    /// Answers a request beyond `HTTP2ServerLimits` without running the handler. The rest of its body, if any, is
+    /// dropped as it arrives.
+    private func reject(streamID: Int32, _ stream: Stream) {
+        guard !stream.dispatched, let status = stream.rejection, let session else { return }
+        stream.dispatched = true
+        let fields = [(":status", String(status))]
+        _ = submit(existingStream: streamID, headers: fields, body: []) { nva, count, provider in
+            nghttp2_submit_response(session, streamID, nva, count, provider)
+        }
+        scheduleFlush()
     }
 
     override func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         let type = frame.frameType
+        if type == NGHTTP2_HEADERS.rawValue, let stream = streams[frame.streamID], stream.rejection != nil {
+            reject(streamID: frame.streamID, stream)
+            return 0
+        }
         guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue, frame.has(NGHTTP2_FLAG_END_STREAM),
               let stream = streams[frame.streamID], !stream.dispatched else { return 0 }
         stream.dispatched = true

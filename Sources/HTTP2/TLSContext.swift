@@ -51,6 +51,52 @@ final class TLSContext: @unchecked Sendable {
         return context
     }
 
+    /// A client `SSL` on the connected socket `fd`, set to verify `host` and to offer ALPN `h2`. Fails closed:
+    /// every set-up call is checked, and a failure frees the `SSL` and returns an error rather than a
+    /// connection whose peer would go unverified (or be verified against another name).
+    /// - Parameters:
+    ///   - host: the origin's host: an IP literal is checked against the certificate's IP SANs (RFC 6125
+    ///     §1.7.2) and sends no SNI (RFC 6066 §3); a name is sent as SNI and checked against the DNS SANs.
+    ///   - origin: for messages only.
+    /// - Returns: the `SSL` (the caller owns it) or `.tlsHandshakeFailed` naming the call that failed; safe to
+    ///   retry, since nothing was sent.
+    func clientSession(fd: Int32, host: String, origin: HTTP2Origin) -> Result<OpaquePointer, HTTP2Error> {
+        func failure(_ what: String) -> HTTP2Error {
+            HTTP2Error(.tlsHandshakeFailed, "TLS set-up for \(origin) failed (\(what)): \(drainOpenSSLErrors())", isSafeToRetry: true)
+        }
+        ERR_clear_error()
+        guard let ssl = SSL_new(ctx) else { return .failure(failure("SSL_new")) }
+        let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
+        let error: HTTP2Error? = {
+            guard SSL_set_fd(ssl, fd) == 1 else { return failure("SSL_set_fd") }
+            SSL_set_connect_state(ssl)
+            // The one OpenSSL setter that returns 0 on success.
+            guard SSL_set_alpn_protos(ssl, alpn, UInt32(alpn.count)) == 0 else { return failure("SSL_set_alpn_protos") }
+            if SocketAddress.literal(host, port: 443) != nil {
+                guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1 else {
+                    return failure("X509_VERIFY_PARAM_set1_ip_asc refused the address")
+                }
+                return nil
+            }
+            // SSL_set1_host's setter with an explicit length (SSL_set1_host takes a C string): a name with an
+            // embedded NUL is refused instead of being cut short and verified as its prefix.
+            // An empty name would set no check at all.
+            let bytes = Array(host.utf8)
+            guard !bytes.isEmpty, X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), bytes.map { CChar(bitPattern: $0) }, bytes.count) == 1 else {
+                return failure("SSL_set1_host refused the host name")
+            }
+            guard !bytes.contains(0), pz_SSL_set_tlsext_host_name(ssl, host) == 1 else {
+                return failure("SNI host name refused")
+            }
+            return nil
+        }()
+        if let error {
+            SSL_free(ssl)
+            return .failure(error)
+        }
+        return .success(ssl)
+    }
+
     /// Installs a client certificate chain and key from PEM bytes.
     private func useIdentity(chainPEM: [UInt8], keyPEM: [UInt8]) throws {
         let certificates = try chainPEM.withUnsafeBytes { raw -> [OpaquePointer] in

@@ -4,6 +4,12 @@
 //
 // Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, the way the worker
 // sends (one `send` per delivery), and prints `requests_per_second=<r> failures=<f>`.
+//
+//   pushizo-bench fetch URL [--max-body BYTES] [--max-header-list BYTES] [--ca FILE]
+//
+// Sends one empty POST with the client's default read bounds (or the caps given, to measure without them), prints
+// `status=<n> body_bytes=<b>` or `error=<HTTP2Error code>`, then waits for standard input to close, so that a
+// test can read this process's peak RSS (VmHWM in /proc/<pid>/status) while it is still alive.
 import Foundation
 import HTTP2
 
@@ -13,8 +19,12 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "fetch", arguments.count >= 2 {
+    await fetch(Array(arguments.dropFirst()))
+    exit(0)
+}
 guard arguments.first == "transport", arguments.count >= 2 else {
-    fail("usage: pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE]")
+    fail("usage: pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE] | fetch URL [--max-body BYTES] [--max-header-list BYTES] [--ca FILE]")
 }
 let url = arguments[1]
 var options: [String: String] = [:]
@@ -70,3 +80,43 @@ let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.att
 print(String(format: "requests_per_second=%.0f failures=%d", Double(requests) / seconds, failures))
 await client.shutdown()
 eventLoop.shutdown()
+
+func fetch(_ arguments: [String]) async {
+    var options: [String: String] = [:]
+    var index = 1
+    while index + 1 < arguments.count {
+        options[arguments[index]] = arguments[index + 1]
+        index += 2
+    }
+    let origin: HTTP2Origin
+    do { origin = try HTTP2Origin(parsing: arguments[0]) } catch { fail("\(error)") }
+    let path = URLComponents(string: arguments[0])?.path ?? "/"
+    var configuration = HTTP2ClientConfiguration()
+    if let text = options["--max-body"] {
+        guard let bytes = Int(text), bytes > 0 else { fail("bad --max-body") }
+        configuration.maximumResponseBodySize = bytes
+    }
+    if let text = options["--max-header-list"] {
+        guard let bytes = Int(text), bytes > 0 else { fail("bad --max-header-list") }
+        configuration.maximumResponseHeaderListSize = bytes
+        configuration.maximumResponseHeaderCount = bytes
+    }
+    guard let eventLoop = try? HTTP2EventLoop(name: "fetch-io") else { fail("cannot start the event loop") }
+    let client = HTTP2Client(
+        eventLoop: eventLoop, tls: TLSClientConfiguration(trustRoots: options["--ca"].map { .pemFile($0) } ?? .system),
+        configuration: configuration)
+    let outcome: String
+    do {
+        let response = try await client.send(HTTP2Request(path: path.isEmpty ? "/" : path), to: origin)
+        outcome = "status=\(response.status) body_bytes=\(response.body.count)"
+    } catch let error as HTTP2Error {
+        outcome = "error=\(error.code)"
+    } catch {
+        outcome = "error=\(error)"
+    }
+    // Unbuffered, so the waiting test sees the line at once.
+    FileHandle.standardOutput.write(Data((outcome + "\n").utf8))
+    while readLine() != nil {}
+    await client.shutdown()
+    eventLoop.shutdown()
+}

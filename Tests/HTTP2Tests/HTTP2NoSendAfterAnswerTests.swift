@@ -40,7 +40,7 @@ struct HTTP2NoSendAfterAnswerTests {
         // Answered requests leave the queue in bulk (a handful may stay until the next dispatch skips them).
         let core = client.core
         let stored = await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
-            _ = loop.execute { c.resume(returning: core.pool(for: origin).storedCount) }
+            _ = loop.execute { c.resume(returning: core.machine.storedCount(at: origin)) }
         }
         #expect(stored < 32)
 

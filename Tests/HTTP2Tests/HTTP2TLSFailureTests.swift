@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import HTTP2
 
@@ -33,6 +34,32 @@ struct HTTP2TLSFailureTests {
         // The same CA and the right name work.
         let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(good.caCertificate)))
         #expect(try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .https, host: "localhost", port: port)).status == 200)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func aHostNameTheVerifierRefusesFailsClosed() async throws {
+        // "localhost\0.example" reads as "localhost" to every C-string API: resolved and checked as "localhost",
+        // it would reach a server whose certificate names only localhost, verified against the wrong name.
+        let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("nul-host"), hostnames: ["localhost"])
+        let loop = try HTTP2EventLoop(name: "test-nul-host")
+        defer { loop.shutdown() }
+        let reached = Atomic<Int>(0)
+        let server = HTTP2Server(eventLoop: loop, tls: TLSServerConfiguration(certificateChainFile: files.certificateChain,
+                                                                                privateKeyFile: files.privateKey)) { _ in
+            reached.add(1, ordering: .relaxed)
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)))
+        await #expect {
+            _ = try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .https, host: "localhost\u{0}.example", port: port))
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return error.code == .tlsHandshakeFailed && error.message.contains("SSL_set1_host") && error.isSafeToRetry
+        }
+        // TCP connected (the address is checked first), then closed before any TLS byte: no request arrived.
+        #expect(reached.load(ordering: .relaxed) == 0)
         await client.shutdown()
         await server.shutdown()
     }
@@ -105,7 +132,8 @@ struct HTTP2TLSFailureTests {
         try await waitForListener(port: plainPort)
         try await waitForListener(port: tlsPort)
 
-        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)))
+        let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)),
+                                 configuration: .largeBodies)
         for origin in [HTTP2Origin(scheme: .http, host: "127.0.0.1", port: plainPort),
                        HTTP2Origin(scheme: .https, host: "localhost", port: tlsPort)] {
             let response = try await client.send(HTTP2Request(method: "GET", path: "/blob.bin"), to: origin)

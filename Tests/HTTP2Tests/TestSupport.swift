@@ -39,6 +39,24 @@ let echoHandler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse = {
                                                HTTP2Header("x-authority", request.authority)], body: request.body)
 }
 
+extension HTTP2ClientConfiguration {
+    /// For tests that move megabytes on purpose (flow control, TLS records): response bodies up to 8 MiB.
+    static var largeBodies: HTTP2ClientConfiguration {
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumResponseBodySize = 8 << 20
+        return configuration
+    }
+}
+
+extension HTTP2ServerLimits {
+    /// Request bodies up to 8 MiB (see `HTTP2ClientConfiguration.largeBodies`).
+    static var largeBodies: HTTP2ServerLimits {
+        var limits = HTTP2ServerLimits()
+        limits.maximumRequestBodySize = 8 << 20
+        return limits
+    }
+}
+
 /// Starts an external program and kills it when the returned object is stopped.
 final class ExternalProcess: @unchecked Sendable {
     let process = Process()
@@ -89,4 +107,146 @@ func freePort() throws -> Int {
     }
     guard rc == 0 else { throw HTTP2Error(.setupFailed, "no free port") }
     return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A hostile HTTP/2 server written with raw frames (RFC 9113 §4.1), for responses nghttp2 would never build:
+/// it sends an empty SETTINGS, acknowledges the client's, and answers every request HEADERS with `respond`'s
+/// bytes. One connection at a time, blocking I/O on its own thread.
+final class RawHTTP2Peer: @unchecked Sendable {
+    let port: Int
+    private let listenFD: Int32
+    private let stopped = Atomic<Bool>(false)
+    private let finished = Gate()
+
+    init(respond: @escaping @Sendable (Int32) -> [UInt8]) throws {
+        // Blocking: accept and recv wait on this peer's own thread.
+        let (fd, port) = try listenSocket(host: "127.0.0.1", port: 0)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        self.listenFD = fd
+        self.port = port
+        let thread = Thread { [self] in
+            while !stopped.load(ordering: .relaxed) {
+                let connection = accept(fd, nil, nil)
+                if connection < 0 { break }
+                serve(connection, respond)
+                close(connection)
+            }
+            finished.open()
+        }
+        thread.start()
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        shutdown(listenFD, Int32(SHUT_RDWR))
+        close(listenFD)
+    }
+
+    private func serve(_ fd: Int32, _ respond: (Int32) -> [UInt8]) {
+        func read(_ count: Int) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var got = 0
+            while got < count {
+                let n = bytes.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
+                if n <= 0 { return nil }
+                got += n
+            }
+            return bytes
+        }
+        func write(_ bytes: [UInt8]) -> Bool {
+            var sent = 0
+            while sent < bytes.count {
+                let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { return false }
+                sent += n
+            }
+            return true
+        }
+        guard read(24) != nil, write(Self.frame(type: 4, flags: 0, stream: 0, [])) else { return }
+        while let header = read(9) {
+            let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
+            guard let _ = read(length) else { return }
+            let type = header[3], flags = header[4]
+            let stream = Int32(header[5] & 0x7f) << 24 | Int32(header[6]) << 16 | Int32(header[7]) << 8 | Int32(header[8])
+            if type == 4 && flags & 1 == 0 {
+                guard write(Self.frame(type: 4, flags: 1, stream: 0, [])) else { return }
+            } else if type == 1 {
+                guard write(respond(stream)) else { return }
+            }
+        }
+    }
+
+    static func frame(type: UInt8, flags: UInt8, stream: Int32, _ payload: [UInt8]) -> [UInt8] {
+        let n = payload.count
+        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+                UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+    }
+
+    /// `:status 200`, one 4,000-byte field added to the HPACK dynamic table (RFC 7541 §6.2.1), then one-byte
+    /// references to it (index 62, §6.1) filling a HEADERS frame and `continuations` CONTINUATION frames of
+    /// 16,384 bytes: about 36 references per KB on the wire, 4 KB each once decoded.
+    static func hpackBomb(streamID: Int32, continuations: Int) -> [UInt8] {
+        var block: [UInt8] = [0x88, 0x40, 0x01, UInt8(ascii: "x"), 0x7f, 0xa1, 0x1e] + [UInt8](repeating: 0x61, count: 4000)
+        let frameSize = 16_384
+        block += [UInt8](repeating: 0xbe, count: frameSize * (continuations + 1) - block.count)
+        var bytes: [UInt8] = []
+        for index in 0...continuations {
+            let chunk = Array(block[(index * frameSize)..<((index + 1) * frameSize)])
+            let last: UInt8 = index == continuations ? 0x4 : 0  // END_HEADERS
+            bytes += index == 0 ? frame(type: 1, flags: 0x1 | last, stream: streamID, chunk)  // END_STREAM
+                                : frame(type: 9, flags: last, stream: streamID, chunk)
+        }
+        return bytes
+    }
+}
+
+/// Runs `pushizo-bench fetch URL` (the HTTP/2 client with its default bounds) as a child process and returns
+/// its one-line outcome and its peak RSS in bytes (VmHWM from /proc/<pid>/status, read while it waits on stdin).
+enum BenchFetch {
+    static var executable: String {
+        if let worker = ProcessInfo.processInfo.environment["PUSHIZO_TEST_EXECUTABLE"] {
+            return URL(fileURLWithPath: worker).deletingLastPathComponent().appendingPathComponent("pushizo-bench").path
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/pushizo-bench").path
+    }
+
+    static func run(_ url: String, _ extra: [String] = []) async throws -> (outcome: String, peakBytes: Int) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["fetch", url] + extra
+        let output = Pipe(), input = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Done once VmHWM is read: SIGKILL, never a blocking wait here (this runs on the cooperative pool) nor
+        // reliance on stdin's EOF (another child spawned meanwhile may hold a copy of the pipe's write end).
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            try? input.fileHandleForWriting.close()
+        }
+        let line = try await onThread { () -> String in
+            var bytes: [UInt8] = []
+            while !bytes.contains(UInt8(ascii: "\n")) {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                bytes += chunk
+            }
+            return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let status = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        guard let field = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Int(field.split(separator: " ", omittingEmptySubsequences: true)[1]) else {
+            throw HTTP2Error(.setupFailed, "no VmHWM for pushizo-bench (exited early? output: \(line))")
+        }
+        return (line, kilobytes * 1024)
+    }
+
+    /// Runs blocking work on its own thread (never on the cooperative pool).
+    private static func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async throws -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: work()) }.start()
+        }
+    }
 }

@@ -5,8 +5,10 @@ import Providers
 /// Sends a provider request over the shared HTTP/2 client and maps a transport failure to an outcome the
 /// same way for every provider: a request HTTP/2 refuses to carry fails for good (`invalid_request`); a
 /// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`);
-/// anything else is a counted retry (`transport_error`); an endpoint the egress policy refuses fails for good
-/// (`forbidden_endpoint`).
+/// a response over the HTTP/2 client's read bounds is a counted retry (`response_too_large`: the provider had
+/// the whole request and may have accepted the push, so the retry spends an attempt and the delivery ends in
+/// `max_attempts`); an endpoint the egress policy refuses fails for good (`forbidden_endpoint`); anything else
+/// is a counted retry (`transport_error`).
 enum ProviderTransport {
     /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
     static func send(
@@ -38,6 +40,10 @@ enum ProviderTransport {
         }
         if error.code == .forbiddenAddress {
             return forbiddenEndpoint
+        }
+        if error.code == .responseTooLarge {
+            return .retry(
+                reason: "response_too_large", detail: ["error": .string(error.description), "origin": .string(origin)])
         }
         return .retry(
             reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",

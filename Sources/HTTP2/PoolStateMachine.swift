@@ -1,0 +1,334 @@
+/// The connection pool's decisions, as a value without I/O (in the manner of postgres-nio's `PoolStateMachine`):
+/// which request goes on which connection, when a connection is opened, when an origin backs off, which
+/// connections are closed (idle timeout, least recently used at the global cap) and which origins are forgotten.
+/// `ClientCore` feeds it events (with the time) and carries out the `Action`s it returns; sockets, TLS and
+/// nghttp2 never appear here, so every decision is tested without them.
+///
+/// Bounds it keeps:
+/// - at most `connectionsPerOrigin` connections per origin and `connections` in all (the global cap, below
+///   the process's file descriptor limit); at the global cap the least recently used idle connection of any
+///   origin is closed to make room, and when none is idle the origin waits for one to close;
+/// - at most `inFlightPerOrigin` streams per origin, whatever the peers' SETTINGS_MAX_CONCURRENT_STREAMS, so one
+///   slow endpoint cannot take every stream; further requests wait in the origin's queue (until their deadline);
+/// - a connection without streams for `idleTimeout` is closed; an origin with no connection, nothing waiting
+///   and no backoff pending is forgotten (Web Push has one origin per push service a subscriber chose).
+struct PoolStateMachine {
+    typealias RequestID = UInt64
+    typealias ConnectionID = Int
+    typealias Instant = ContinuousClock.Instant
+
+    /// The limits and timings used, taken from `HTTP2ClientConfiguration`.
+    struct Limits {
+        var connectionsPerOrigin: Int
+        var connections: Int
+        var inFlightPerOrigin: Int
+        var idleTimeout: Duration
+        var pingInterval: Duration
+        var backoffInitial: Duration
+        var backoffMaximum: Duration
+        var maximumRetries: Int
+
+        init(_ configuration: HTTP2ClientConfiguration) {
+            connectionsPerOrigin = max(1, configuration.maximumConnectionsPerOrigin)
+            connections = max(1, configuration.maximumConnections)
+            inFlightPerOrigin = max(1, configuration.maximumInFlightPerOrigin)
+            idleTimeout = configuration.idleTimeout
+            pingInterval = configuration.pingInterval
+            backoffInitial = configuration.reconnectBackoffInitial
+            backoffMaximum = configuration.reconnectBackoffMaximum
+            maximumRetries = configuration.maximumRetries
+        }
+    }
+
+    enum Action {
+        /// Resolve the origin and connect; report `connected` or `connectionClosed` for this id.
+        case open(ConnectionID, HTTP2Origin)
+        /// Open a stream for the request on the connection (report `streamClosed` when it ends, or at once if
+        /// the request is gone or the stream cannot be opened).
+        case start(RequestID, on: ConnectionID)
+        /// Fail these waiting requests with the error (never sent).
+        case fail([RequestID], HTTP2Error)
+        /// Close the connection gracefully (GOAWAY, RFC 9113 §6.8): idle too long, or evicted at the global cap.
+        case close(ConnectionID)
+        /// Call `wokeUp` for the origin after this delay (its reconnect backoff ends).
+        case wakeUp(HTTP2Origin, after: Duration)
+    }
+
+    /// What to do with a request the peer did not process (REFUSED_STREAM, or above GOAWAY's last-stream-id).
+    enum RetryDecision: Equatable { case requeued, giveUp }
+
+    private struct Connection {
+        let origin: HTTP2Origin
+        var ready = false
+        var goingAway = false
+        /// Set once `close` was returned: no new streams, not counted against the caps.
+        var closing = false
+        var maxStreams = 0
+        var streams = 0
+        var lastUsed: Instant
+
+        var usable: Bool { !goingAway && !closing }
+        var freeSlots: Int { ready && usable ? max(0, maxStreams - streams) : 0 }
+    }
+
+    private struct Origin {
+        var queue: [RequestID] = []
+        var head = 0
+        /// Queued entries whose caller was already answered (timeout, cancellation): skipped, then dropped.
+        var answered: Set<RequestID> = []
+        var connections: [ConnectionID] = []
+        var consecutiveFailures = 0
+        var backoffUntil: Instant?
+        var wakeUpPending = false
+        /// The last connect failed because the egress policy refused every address of the origin: until the
+        /// backoff ends, requests fail with it at once instead of waiting (the answer will not change sooner).
+        var refusal: HTTP2Error?
+
+        var waiting: Int { queue.count - head - answered.count }
+
+        mutating func pop() -> RequestID? {
+            while head < queue.count {
+                let id = queue[head]
+                head += 1
+                if answered.remove(id) == nil { return id }
+            }
+            return nil
+        }
+
+        mutating func compact() {
+            if head > 64 && head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    let limits: Limits
+    private var connections: [ConnectionID: Connection] = [:]
+    private var origins: [HTTP2Origin: Origin] = [:]
+    private var nextConnectionID: ConnectionID = 1
+    /// Origins with waiting requests that found the global cap reached and no idle connection to close.
+    private var starved: Set<HTTP2Origin> = []
+
+    init(limits: Limits) {
+        self.limits = limits
+    }
+
+    // MARK: Queries
+
+    /// Connections counted against the global cap (closing ones are on their way out).
+    var openConnections: Int { connections.values.count { !$0.closing } }
+    /// Origins currently remembered.
+    var originCount: Int { origins.count }
+    /// Requests waiting for a stream at `origin`.
+    func waiting(at origin: HTTP2Origin) -> Int { origins[origin]?.waiting ?? 0 }
+    /// Entries stored in `origin`'s queue, answered ones included (bounded by compaction).
+    func storedCount(at origin: HTTP2Origin) -> Int { origins[origin].map { $0.queue.count - $0.head } ?? 0 }
+    /// Streams open at `origin`.
+    func inFlight(at origin: HTTP2Origin) -> Int {
+        origins[origin]?.connections.reduce(0) { $0 + (connections[$1]?.streams ?? 0) } ?? 0
+    }
+
+    /// Whether a keepalive PING (RFC 9113 §6.7) is worth sending on `connection`: it has no streams (streams have
+    /// their own deadlines) and was used within `idleTimeout`. A connection nobody uses is closed at its idle
+    /// timeout instead of being kept alive.
+    func keepaliveWanted(_ connection: ConnectionID, now: Instant) -> Bool {
+        guard let c = connections[connection], c.ready, !c.closing else { return false }
+        return c.streams == 0 && now - c.lastUsed < limits.idleTimeout
+    }
+
+    // MARK: Requests
+
+    /// A new request for `origin`: queued, then dispatched.
+    mutating func enqueue(_ request: RequestID, to origin: HTTP2Origin, now: Instant) -> [Action] {
+        origins[origin, default: Origin()].queue.append(request)
+        return dispatch(origin, now: now)
+    }
+
+    /// A queued request was answered before it got a stream (timeout, cancellation): it is skipped. Once such
+    /// entries are many and at least half the queue they are dropped at once (an outage can time out thousands).
+    mutating func answeredWhileQueued(_ request: RequestID, at origin: HTTP2Origin) {
+        guard var o = origins[origin] else { return }
+        o.answered.insert(request)
+        if o.answered.count >= 32, o.answered.count * 2 >= o.queue.count - o.head {
+            o.queue = o.queue[o.head...].filter { !o.answered.contains($0) }
+            o.head = 0
+            o.answered = []
+        }
+        origins[origin] = o
+    }
+
+    /// The peer did not process `request` (RFC 9113 §8.7): back to the front of the queue, or given up after
+    /// `maximumRetries` resends. Dispatch follows separately (this runs inside nghttp2 callbacks).
+    mutating func unprocessed(_ request: RequestID, at origin: HTTP2Origin, retries: Int) -> RetryDecision {
+        guard retries <= limits.maximumRetries else { return .giveUp }
+        var o = origins[origin, default: Origin()]
+        if o.head > 0 {
+            o.head -= 1
+            o.queue[o.head] = request
+        } else {
+            o.queue.insert(request, at: 0)
+        }
+        origins[origin] = o
+        return .requeued
+    }
+
+    // MARK: Connection events
+
+    /// The connection's first SETTINGS arrived: it may carry `maxStreams` streams.
+    mutating func connected(_ connection: ConnectionID, maxStreams: Int, now: Instant) {
+        guard var c = connections[connection] else { return }
+        c.ready = true
+        c.maxStreams = maxStreams
+        c.lastUsed = now
+        connections[connection] = c
+        origins[c.origin]?.consecutiveFailures = 0
+        origins[c.origin]?.backoffUntil = nil
+        origins[c.origin]?.refusal = nil
+    }
+
+    /// A later SETTINGS changed the peer's stream limit.
+    mutating func settingsChanged(_ connection: ConnectionID, maxStreams: Int) {
+        connections[connection]?.maxStreams = maxStreams
+    }
+
+    /// GOAWAY arrived (or stream ids ran out): no new streams on it.
+    mutating func goingAway(_ connection: ConnectionID) {
+        connections[connection]?.goingAway = true
+    }
+
+    /// A stream of `connection` ended (or could not be opened).
+    mutating func streamClosed(_ connection: ConnectionID, now: Instant) {
+        guard var c = connections[connection] else { return }
+        c.streams = max(0, c.streams - 1)
+        c.lastUsed = now
+        connections[connection] = c
+    }
+
+    /// `connection` closed. `error` is why (nil = orderly). A connection that never got ready counts as a failed
+    /// connect: the origin backs off (doubling from `backoffInitial` up to `backoffMaximum`), and when it has no
+    /// ready connection its waiting requests fail now with `error` (never sent: safe to retry) rather than wait for
+    /// the next attempt. Then waiting requests are dispatched, here and at origins that waited for a free slot
+    /// under the global cap.
+    mutating func connectionClosed(_ connection: ConnectionID, error: HTTP2Error?, now: Instant) -> [Action] {
+        guard let c = connections.removeValue(forKey: connection) else { return [] }
+        var actions: [Action] = []
+        if var o = origins[c.origin] {
+            o.connections.removeAll { $0 == connection }
+            if !c.ready && !c.closing {
+                o.consecutiveFailures += 1
+                var delay = limits.backoffInitial * (1 << min(o.consecutiveFailures - 1, 20))
+                if delay > limits.backoffMaximum { delay = limits.backoffMaximum }
+                o.backoffUntil = now + delay
+                o.refusal = error.flatMap { $0.code == .forbiddenAddress ? HTTP2Error($0.code, $0.message, isSafeToRetry: true) : nil }
+                let anyReady = o.connections.contains { connections[$0].map { $0.ready && !$0.goingAway } ?? false }
+                if !anyReady {
+                    var failed: [RequestID] = []
+                    while let id = o.pop() { failed.append(id) }
+                    o.compact()
+                    if !failed.isEmpty {
+                        let base = error ?? HTTP2Error(.connectionClosed, "\(c.origin) closed the connection before SETTINGS")
+                        actions.append(.fail(failed, HTTP2Error(base.code, base.message, isSafeToRetry: true)))
+                    }
+                }
+            }
+            origins[c.origin] = o
+        }
+        actions += dispatch(c.origin, now: now)
+        // A global slot opened.
+        for origin in takeStarved() { actions += dispatch(origin, now: now) }
+        return actions
+    }
+
+    /// Origins that wait for room under the global cap; the owner dispatches them again when a stream ends
+    /// (a connection may have gone idle, so it can be closed for them).
+    mutating func takeStarved() -> [HTTP2Origin] {
+        defer { starved = [] }
+        return Array(starved)
+    }
+
+    /// The backoff wake-up for `origin` fired.
+    mutating func wokeUp(_ origin: HTTP2Origin, now: Instant) -> [Action] {
+        origins[origin]?.wakeUpPending = false
+        return dispatch(origin, now: now)
+    }
+
+    // MARK: Decisions
+
+    /// Assigns waiting requests of `origin` to connections with free slots (most free first) within the per-origin
+    /// in-flight cap; opens a connection when requests still wait and the limits, backoff and global cap allow.
+    mutating func dispatch(_ origin: HTTP2Origin, now: Instant) -> [Action] {
+        guard var o = origins[origin] else { return [] }
+        defer { origins[origin] = o }
+        var actions: [Action] = []
+        var inFlight = o.connections.reduce(0) { $0 + (connections[$1]?.streams ?? 0) }
+        while o.waiting > 0, inFlight < limits.inFlightPerOrigin {
+            guard let best = o.connections.max(by: { (connections[$0]?.freeSlots ?? 0) < (connections[$1]?.freeSlots ?? 0) }),
+                  var c = connections[best], c.freeSlots > 0 else { break }
+            for _ in 0..<min(c.freeSlots, limits.inFlightPerOrigin - inFlight) {
+                guard let id = o.pop() else { break }
+                actions.append(.start(id, on: best))
+                c.streams += 1
+                inFlight += 1
+            }
+            c.lastUsed = now
+            connections[best] = c
+        }
+        o.compact()
+        guard o.waiting > 0, inFlight < limits.inFlightPerOrigin else { return actions }
+        let usable = o.connections.compactMap { connections[$0] }.filter(\.usable)
+        if usable.contains(where: { !$0.ready }) || usable.count >= limits.connectionsPerOrigin { return actions }
+        if let until = o.backoffUntil, until > now {
+            if let refusal = o.refusal, usable.isEmpty {
+                var failed: [RequestID] = []
+                while let id = o.pop() { failed.append(id) }
+                o.compact()
+                if !failed.isEmpty { actions.append(.fail(failed, refusal)) }
+                return actions
+            }
+            if !o.wakeUpPending {
+                o.wakeUpPending = true
+                actions.append(.wakeUp(origin, after: until - now))
+            }
+            return actions
+        }
+        if openConnections >= limits.connections {
+            // Make room: close the least recently used idle connection, of any origin.
+            guard let victim = connections.filter({ $0.value.ready && !$0.value.closing && $0.value.streams == 0 })
+                .min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key else {
+                // Every connection is busy: wait until one closes or goes idle (see `takeStarved`).
+                starved.insert(origin)
+                return actions
+            }
+            connections[victim]?.closing = true
+            actions.append(.close(victim))
+        }
+        starved.remove(origin)
+        let id = nextConnectionID
+        nextConnectionID += 1
+        connections[id] = Connection(origin: origin, lastUsed: now)
+        o.connections.append(id)
+        actions.append(.open(id, origin))
+        return actions
+    }
+
+    /// Periodic sweep: closes connections idle (no streams) for `idleTimeout` and forgets origins with nothing
+    /// left (no connection, nothing waiting, no backoff pending).
+    mutating func sweep(now: Instant) -> [Action] {
+        var actions: [Action] = []
+        for (id, c) in connections where c.ready && !c.closing && c.streams == 0 && now - c.lastUsed >= limits.idleTimeout {
+            connections[id]?.closing = true
+            actions.append(.close(id))
+        }
+        origins = origins.filter { _, o in
+            !o.connections.isEmpty || o.waiting > 0 || o.wakeUpPending || (o.backoffUntil.map { $0 > now } ?? false)
+        }
+        return actions
+    }
+
+    /// Every connection, for shutdown (each then reports `connectionClosed`).
+    mutating func closeAll() -> [ConnectionID] {
+        for id in connections.keys { connections[id]?.closing = true }
+        return Array(connections.keys)
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import HTTP2
+
+/// What the client and the server read of one response or request is bounded: the body, the number of header
+/// fields and their RFC 9113 §6.5.2 size, and the CONTINUATION frames of one header block.
+@Suite("HTTP2 read bounds")
+struct HTTP2ReadBoundsTests {
+    private static func expectTooLarge(_ result: () async throws -> HTTP2Response, naming bound: String) async {
+        do {
+            let response = try await result()
+            Issue.record("expected responseTooLarge, got status \(response.status) with \(response.body.count) body bytes")
+        } catch let error as HTTP2Error {
+            #expect(error.code == .responseTooLarge, "\(error)")
+            #expect(error.message.contains(bound), "\(error)")
+            // The peer had the whole request: resending must count as an attempt.
+            #expect(!error.isSafeToRetry)
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test func responseBodyOverTheCapResetsOnlyThatStream() async throws {
+        let loop = try HTTP2EventLoop(name: "test-body-cap")
+        defer { loop.shutdown() }
+        // GET /<n> answers n body bytes.
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            HTTP2ServerResponse(status: 201, body: [UInt8](repeating: 0x7b, count: Int(request.path.dropFirst()) ?? 0))
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let limit = HTTP2ClientConfiguration().maximumResponseBodySize
+        #expect(limit == 64 * 1024)
+        #expect(try await client.send(HTTP2Request(path: "/\(limit)"), to: origin).body.count == limit)
+        await Self.expectTooLarge({ try await client.send(HTTP2Request(path: "/\(limit + 1)"), to: origin) },
+                                  naming: "maximumResponseBodySize")
+        // Reset with CANCEL, not a connection error: the connection keeps serving.
+        #expect(try await client.send(HTTP2Request(path: "/5"), to: origin).body.count == 5)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+
+        var small = HTTP2ClientConfiguration()
+        small.maximumResponseBodySize = 10
+        let strict = HTTP2Client(eventLoop: loop, configuration: small)
+        #expect(try await strict.send(HTTP2Request(path: "/10"), to: origin).body.count == 10)
+        await Self.expectTooLarge({ try await strict.send(HTTP2Request(path: "/11"), to: origin) }, naming: "(10 bytes)")
+        await strict.shutdown()
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func headerCountAndHeaderListSizeAreCapped() async throws {
+        let loop = try HTTP2EventLoop(name: "test-header-caps")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            switch request.path {
+            case "/many": HTTP2ServerResponse(status: 200, headers: (0..<150).map { HTTP2Header("x-h\($0)", "v") })
+            case "/big": HTTP2ServerResponse(status: 200, headers: [HTTP2Header("x-big", String(repeating: "a", count: 20_000))])
+            default: HTTP2ServerResponse(status: 200, headers: (0..<90).map { HTTP2Header("x-h\($0)", "v") })
+            }
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        #expect(try await client.send(HTTP2Request(path: "/ninety"), to: origin).headers.count == 90)
+        await Self.expectTooLarge({ try await client.send(HTTP2Request(path: "/many"), to: origin) },
+                                  naming: "maximumResponseHeaderCount")
+        await Self.expectTooLarge({ try await client.send(HTTP2Request(path: "/big"), to: origin) },
+                                  naming: "maximumResponseHeaderListSize")
+        #expect(try await client.send(HTTP2Request(path: "/ninety"), to: origin).status == 200)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func hpackReferencesToOneTableEntryAreCountedDecoded() async throws {
+        // 8 frames of one-byte references to a 4 KB dynamic-table entry: 131 KB on the wire, 520 MB decoded.
+        let peer = try RawHTTP2Peer { streamID in RawHTTP2Peer.hpackBomb(streamID: streamID, continuations: 7) }
+        let loop = try HTTP2EventLoop(name: "test-hpack-bomb")
+        defer { loop.shutdown() }
+        let client = HTTP2Client(eventLoop: loop)
+        await Self.expectTooLarge({ try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: peer.port)) },
+                                  naming: "maximumResponseHeaderListSize")
+        await client.shutdown()
+        peer.stop()
+    }
+
+    @Test func endlessContinuationFramesCloseTheConnection() async throws {
+        // One small field per CONTINUATION: no size cap is reached, the header block just never ends.
+        let peer = try RawHTTP2Peer { streamID in
+            var bytes = RawHTTP2Peer.frame(type: 1, flags: 0, stream: streamID, [0x88])
+            for _ in 0..<50 {
+                bytes += RawHTTP2Peer.frame(type: 9, flags: 0, stream: streamID, [0x00, 0x01, UInt8(ascii: "x"), 0x01, UInt8(ascii: "y")])
+            }
+            return bytes
+        }
+        let loop = try HTTP2EventLoop(name: "test-continuations")
+        defer { loop.shutdown() }
+        let client = HTTP2Client(eventLoop: loop)
+        await Self.expectTooLarge({ try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: peer.port)) },
+                                  naming: "CONTINUATION")
+        await client.shutdown()
+        peer.stop()
+    }
+
+    @Test func serverAnswers413And431WithoutRunningTheHandler() async throws {
+        let loop = try HTTP2EventLoop(name: "test-server-caps")
+        defer { loop.shutdown() }
+        let handled = Mutex(0)
+        var limits = HTTP2ServerLimits()
+        limits.maximumRequestBodySize = 1000
+        let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits) { request in
+            handled.withLock { $0 += 1 }
+            return HTTP2ServerResponse(status: 200, body: request.body)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        #expect(try await client.send(HTTP2Request(path: "/", body: [UInt8](repeating: 1, count: 1000)), to: origin).status == 200)
+        #expect(try await client.send(HTTP2Request(path: "/", body: [UInt8](repeating: 1, count: 1001)), to: origin).status == 413)
+        // 2 MB: beyond the stream window, so the server must keep reading (and dropping) after answering.
+        #expect(try await client.send(HTTP2Request(path: "/", body: [UInt8](repeating: 1, count: 2 << 20)), to: origin).status == 413)
+        let many = (0..<120).map { HTTP2Header("x-h\($0)", "v") }
+        #expect(try await client.send(HTTP2Request(path: "/", headers: many), to: origin).status == 431)
+        let big = [HTTP2Header("x-big", String(repeating: "a", count: 17_000))]
+        #expect(try await client.send(HTTP2Request(path: "/", headers: big), to: origin).status == 431)
+        #expect(handled.withLock { $0 } == 1)
+        #expect(try await client.send(HTTP2Request(path: "/", body: [1]), to: origin).status == 200)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+        await client.shutdown()
+        await server.shutdown()
+    }
+}
+
+/// Rows 4 and 5 of the threat model, measured in a separate process (`pushizo-bench fetch`, the client with its
+/// default bounds) so its peak RSS is its own: a 1 GiB streamed body and an HPACK reference bomb.
+@Suite("HTTP2 client memory stays flat under hostile responses")
+struct HTTP2HostileResponseMemoryTests {
+    /// Far above the client's ~30 MB baseline, far below what either response costs unbounded (1 GiB, 580 MB).
+    static let peakLimit = 100 << 20
+
+    @Test func oneGibibyteStreamedBody() async throws {
+        let docroot = temporaryDirectory("huge-body")
+        // Sparse: nghttpd streams 1 GiB of zeros (with flow control) without using disk.
+        #expect(FileManager.default.createFile(atPath: docroot + "/huge.bin", contents: nil))
+        #expect(truncate(docroot + "/huge.bin", 1 << 30) == 0)
+        let port = try freePort()
+        let nghttpd = try ExternalProcess("/usr/sbin/nghttpd", ["--no-tls", "-d", docroot, String(port)])
+        defer { nghttpd.stop() }
+        try await waitForListener(port: port)
+        let (outcome, peak) = try await BenchFetch.run("http://127.0.0.1:\(port)/huge.bin")
+        #expect(outcome == "error=responseTooLarge")
+        #expect(peak < Self.peakLimit, "peak RSS \(peak >> 20) MB")
+    }
+
+    @Test func hpackReferenceBomb() async throws {
+        let peer = try RawHTTP2Peer { streamID in RawHTTP2Peer.hpackBomb(streamID: streamID, continuations: 7) }
+        defer { peer.stop() }
+        let (outcome, peak) = try await BenchFetch.run("http://127.0.0.1:\(peer.port)/")
+        #expect(outcome == "error=responseTooLarge")
+        #expect(peak < Self.peakLimit, "peak RSS \(peak >> 20) MB")
+    }
+}
