@@ -38,9 +38,10 @@ struct HTTP2TLSFailureTests {
         await server.shutdown()
     }
 
-    @Test func aHostNameTheVerifierRefusesFailsClosed() async throws {
+    @Test func aHostNameTheVerifierWouldReadDifferentlyNeverConnects() async throws {
         // "localhost\0.example" reads as "localhost" to every C-string API: resolved and checked as "localhost",
-        // it would reach a server whose certificate names only localhost, verified against the wrong name.
+        // it would reach a server whose certificate names only localhost, verified against the wrong name. The
+        // host parser refuses it before any lookup (first line); the TLS set-up refuses it too (test below).
         let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("nul-host"), hostnames: ["localhost"])
         let loop = try HTTP2EventLoop(name: "test-nul-host")
         defer { loop.shutdown() }
@@ -55,13 +56,28 @@ struct HTTP2TLSFailureTests {
         await #expect {
             _ = try await client.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .https, host: "localhost\u{0}.example", port: port))
         } throws: { error in
-            guard let error = error as? HTTP2Error else { return false }
-            return error.code == .tlsHandshakeFailed && error.message.contains("SSL_set1_host") && error.isSafeToRetry
+            (error as? HTTP2Error)?.code == .forbiddenAddress
         }
-        // TCP connected (the address is checked first), then closed before any TLS byte: no request arrived.
         #expect(reached.load(ordering: .relaxed) == 0)
         await client.shutdown()
         await server.shutdown()
+    }
+
+    @Test(arguments: ["localhost\u{0}.example", ""])
+    func theTLSSetUpRefusesAHostNameTheVerifierWouldReadDifferently(host: String) throws {
+        // Below the host parser: SSL_set1_host gets the name with its explicit length, so an embedded NUL or an
+        // empty name (which would switch the check off) fails the set-up instead of verifying something else.
+        let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("nul-host-tls"), hostnames: ["localhost"])
+        let context = try TLSContext.client(TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)))
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let result = context.clientSession(fd: fds[0], host: host, origin: HTTP2Origin(scheme: .https, host: "localhost", port: 443))
+        guard case .failure(let error) = result else {
+            Issue.record("the TLS set-up accepted \(host.debugDescription)")
+            return
+        }
+        #expect(error.code == .tlsHandshakeFailed && error.message.contains("SSL_set1_host") && error.isSafeToRetry)
     }
 
     @Test func clientCertificateAuthentication() async throws {
