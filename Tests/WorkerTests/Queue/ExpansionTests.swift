@@ -847,4 +847,36 @@ extension ExpansionTests {
             }
         }
     }
+
+    /// Test (c) through a real expand-only worker: its loop goes on at once after setting suspects aside (no
+    /// backoff), the good notification's chunk convicts the poisoned ones, and the worker drains.
+    @Test func anExpandOnlyWorkerFailsThreePoisonedNotificationsAndExpandsTheGoodOne() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (poisoned, good) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try Self.seedSubscriptions(seed, 2)
+                    let poisoned = try (0..<3).map { _ in try seed.notification(target: #"{"all": true}"#) }
+                    try seed.poisonDeliveries(
+                        before: "INSERT",
+                        """
+                        IF NEW.app_id = '\(seed.appID)' THEN RAISE EXCEPTION 'out of range' USING ERRCODE = '22003'; END IF;
+                        """)
+                    return (poisoned, try Self.goodNotificationOfAnotherApp(url).notification)
+                }
+                try await runUntilDrained(
+                    try WorkerRuntime(
+                        configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_ROLES": "expand"]),
+                        logger: quietLogger),
+                    limit: 30)
+                let outcome = try await onThread { try Self.statuses(try Seed(url)) }
+                for id in poisoned {
+                    #expect(outcome[id]?.status == "failed")
+                    #expect(outcome[id]?.reason == "data_exception: SQLSTATE 22003: out of range")
+                }
+                #expect(outcome[good]?.status == "expanded")
+            }
+        }
+    }
 }
