@@ -42,14 +42,19 @@ public struct ExpansionSuspects: Sendable, Equatable {
     public let capacity: Int
     /// Seconds after its last failure a suspect may be forgotten to make room (say it was canceled meanwhile).
     public let forgetAfter: TimeInterval
+    /// The suspects by notification id.
     public private(set) var suspects: [UUID: Suspect] = [:]
     /// When the last chunk that created at least one delivery was picked.
     public private(set) var lastSuccess: Date?
     /// When the first failure after ``lastSuccess`` was picked (`nil` while no chunk failed since).
     public private(set) var roundStart: Date?
 
+    /// ``capacity`` unless told otherwise: about 256 KiB at most.
     public static let defaultCapacity = 4_096
 
+    /// - Parameters:
+    ///   - capacity: most suspects remembered (at least 1).
+    ///   - forgetAfter: seconds after its last failure a suspect may be dropped to make room.
     public init(capacity: Int = defaultCapacity, forgetAfter: TimeInterval = 3_600) {
         self.capacity = max(1, capacity)
         self.forgetAfter = forgetAfter
