@@ -40,6 +40,9 @@ public final class WorkerService: Sendable {
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let inFlight = Atomic<Int>(0)
     private let claimedTotal = Atomic<Int>(0)
+    /// Data-error suspects of this worker's expand loop (the loop is its only user; see ``ExpansionSuspects``).
+    private let expansionSuspects = Mutex(ExpansionSuspects())
+    private let expansionStallLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
 
     /// - Parameters:
@@ -162,22 +165,47 @@ public final class WorkerService: Sendable {
                 }
                 // One chunk per call, then yield: the next call picks the least recently served notification,
                 // so one created during a broadcast is expanded before the broadcast's next chunk.
-                let result = try await database.withConnection { try QueueStore.expandNext(on: $0) }
-                failures = 0
+                let result = try await database.withConnection { connection in
+                    try self.expansionSuspects.withLock { try QueueStore.expandNext(on: connection, suspects: &$0) }
+                }
                 switch result {
                 case .expanded(let id, let created)?:
+                    failures = 0
                     logger.info("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
                     claimWake.signal()
                     continue
                 case .expanding(_, let created)?:
+                    failures = 0
                     if created > 0 { claimWake.signal() }
                     await Task.yield()
                     continue
                 case .failed(let id, let reason)?:
+                    failures = 0
                     logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])
                     continue
+                case .setAside?:
+                    // Suspects pushed behind the others; the next call tries the others (no backoff: a producer's
+                    // poisoned notifications must not delay anyone else's).
+                    await Task.yield()
+                    continue
+                case .stalled(_, let sqlState)?:
+                    // A fault every chunk meets: fail nothing, wait for the operator (or a new notification, or a
+                    // stop request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
+                    failures += 1
+                    if expansionStallLog.allow(sqlState) {
+                        logger.error(
+                            "expansion stalled: every due notification's chunk failed on data since the last one that "
+                                + "succeeded; none is failed until a chunk succeeds (check triggers and constraints on deliveries)",
+                            [
+                                "sqlstate": sqlState,
+                                "condition": sqlState.hasPrefix("23") ? "integrity_constraint_violation" : "data_exception",
+                                "suspects": "\(expansionSuspects.withLock { $0.suspects.count })",
+                            ])
+                    }
+                    await expansionWake.wait(timeout: min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                    continue
                 case nil:
-                    break
+                    failures = 0
                 }
             } catch {
                 failures += 1

@@ -7,7 +7,11 @@ extension QueueStore {
     /// that a chunk's transaction stays short, large enough that a million subscriptions take 200 chunks.
     public static let expansionChunkSize = 5_000
 
-    /// The outcome of one call to ``expandNext(on:chunkSize:)``.
+    /// Data-error suspects one call of ``expandNext(on:chunkSize:suspects:)`` sets aside at most before it
+    /// returns (so a call, and the connection it holds, stays short).
+    public static let expansionSetAsidePerCall = 16
+
+    /// The outcome of one call to ``expandNext(on:chunkSize:suspects:)``.
     public enum ExpansionResult: Sendable, Equatable {
         /// The last chunk committed: the notification is `expanded`. `created` counts this chunk's new rows.
         case expanded(notificationID: UUID, created: Int)
@@ -16,8 +20,26 @@ extension QueueStore {
         /// The notification is `failed` with `reason`: a refused target (`invalid_target: ...`), a refused
         /// `ttl` / `priority` (`invalid_message: ...`), its `ttl` ran out before expansion finished
         /// (`expired: ...`), or a statement failed on its data (`data_exception: SQLSTATE 22...: ...`,
-        /// `integrity_constraint_violation: SQLSTATE 23...: ...`). No further chunk is expanded.
+        /// `integrity_constraint_violation: SQLSTATE 23...: ...`) again after another notification's chunk
+        /// committed. No further chunk is expanded.
         case failed(notificationID: UUID, reason: String)
+        /// The chunks of these notifications failed on data (SQLSTATE class 22/23) with no evidence yet that
+        /// the fault is theirs: each was rolled back and pushed behind the other due notifications, and stays
+        /// `pending` / `expanding`. Call again.
+        case setAside(notificationIDs: [UUID])
+        /// Every due notification's chunk failed on data since this worker's last successful chunk, the last
+        /// one (`notificationID`) with `sqlState`: a fault every chunk meets (a trigger or constraint on
+        /// `deliveries`). Nothing was failed; back off before calling again.
+        case stalled(notificationID: UUID, sqlState: String)
+    }
+
+    /// ``expandNext(on:chunkSize:suspects:)`` with no memory of earlier calls: a data error is then never
+    /// blamed on one notification (for one-off calls; a loop keeps its ``ExpansionSuspects``).
+    static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
+        -> ExpansionResult?
+    {
+        var suspects = ExpansionSuspects()
+        return try expandNext(on: connection, chunkSize: chunkSize, suspects: &suspects)
     }
 
     /// Expands one chunk of the next due notification (docs/targets.md), in one short transaction.
@@ -34,50 +56,101 @@ extension QueueStore {
     /// against duplicates. Canceled notifications are never picked (their status is no longer
     /// pending/expanding).
     ///
-    /// One notification's data never stops the others: if a statement of its chunk still fails with a
-    /// PostgreSQL data error (SQLSTATE class 22, data exception, or 23, integrity constraint violation), the
-    /// chunk is rolled back and the notification alone is marked `failed` in a second short transaction with
-    /// a reason naming the SQLSTATE (``dataErrorReason(_:)``); the call returns `.failed` and the next call
-    /// expands the next notification. The one class-23 error a healthy chunk can meet, a foreign-key
-    /// violation because a subscription was deleted while its page was read, is retried first.
+    /// One notification's data never stops the others, and a fault every chunk meets fails nothing. If a
+    /// statement of its chunk still fails with a PostgreSQL data error (SQLSTATE class 22, data exception, or
+    /// 23, integrity constraint violation), the chunk is rolled back and `suspects` decides
+    /// (``ExpansionSuspects/chunkFailed(_:lastTouched:at:)``): with evidence that the fault is the
+    /// notification's own, it alone is marked `failed` in a second short transaction with a reason naming the
+    /// SQLSTATE (``dataErrorReason(_:)``) and the call returns `.failed`; otherwise its `expansion_touched_at`
+    /// is bumped in a short transaction (so picks reach the others first) and the call goes on with the next
+    /// notification, returning `.setAside` after ``expansionSetAsidePerCall`` of them (or when none is left),
+    /// or `.stalled` when every due notification failed since the last success. The one class-23 error a
+    /// healthy chunk can meet, a foreign-key violation because a subscription was deleted while its page was
+    /// read, is retried first.
     ///
     /// Delivery priority (claimed highest first): 10 for `priority: "high"`, else 5, plus 1 for the id-list
     /// forms, so a message to a few listed users overtakes a broadcast's backlog of the same urgency.
+    /// - Parameter suspects: this worker's memory of data-error suspects, kept by the caller across calls.
     /// - Returns: `nil` when no notification is due.
-    /// - Throws: ``PostgresError`` from the database other than a data error of the picked notification
+    /// - Throws: ``PostgresError`` from the database other than a data error of a picked notification's chunk
     ///   (the transaction is rolled back; nothing is lost).
-    public static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
-        -> ExpansionResult?
-    {
-        var attempt = 0
+    public static func expandNext(
+        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, suspects: inout ExpansionSuspects
+    ) throws -> ExpansionResult? {
+        var setAside: [UUID] = []
+        var foreignKeyRetries = 0
         while true {
-            attempt += 1
-            var picked: UUID?
+            var picked: PickedNotification?
             do {
-                return try expandChunk(on: connection, chunkSize: chunkSize, picked: &picked)
+                let result = try expandChunk(on: connection, chunkSize: chunkSize, picked: &picked)
+                switch result {
+                case .expanded(let id, let created)?, .expanding(let id, let created)?:
+                    if let picked { suspects.chunkCommitted(id, created: created, at: picked.now) }
+                case .failed(let id, _)?:
+                    suspects.forget(id)
+                case nil:
+                    return setAside.isEmpty ? nil : .setAside(notificationIDs: setAside)
+                case .setAside?, .stalled?:
+                    break
+                }
+                return result
             } catch let error as PostgresError where error.isDataError {
-                guard let notificationID = picked else { throw error }
+                guard let picked else { throw error }
                 // A subscription deleted between reading the page and inserting its delivery: the next
                 // attempt no longer sees it.
-                if error.sqlState == "23503" && attempt < 3 { continue }
-                let reason = dataErrorReason(error)
-                try connection.transaction { connection in
-                    _ = try connection.query(
-                        """
-                        UPDATE notifications
-                        SET status = 'failed', status_reason = $2, expansion_touched_at = clock_timestamp()
-                        WHERE id = $1 AND status IN ('pending', 'expanding')
-                        """, [notificationID, reason])
+                if error.sqlState == "23503" && foreignKeyRetries < 2 {
+                    foreignKeyRetries += 1
+                    continue
                 }
-                return .failed(notificationID: notificationID, reason: reason)
+                foreignKeyRetries = 0
+                switch suspects.chunkFailed(picked.id, lastTouched: picked.touchedAt, at: picked.now) {
+                case .fail:
+                    let reason = dataErrorReason(error)
+                    try connection.transaction { connection in
+                        _ = try connection.query(
+                            """
+                            UPDATE notifications
+                            SET status = 'failed', status_reason = $2, expansion_touched_at = clock_timestamp()
+                            WHERE id = $1 AND status IN ('pending', 'expanding')
+                            """, [picked.id, reason])
+                    }
+                    return .failed(notificationID: picked.id, reason: reason)
+                case .setAside:
+                    try pushBehind(picked.id, on: connection)
+                    setAside.append(picked.id)
+                    if setAside.count >= expansionSetAsidePerCall { return .setAside(notificationIDs: setAside) }
+                case .stalled:
+                    try pushBehind(picked.id, on: connection)
+                    return .stalled(notificationID: picked.id, sqlState: error.sqlState ?? "?????")
+                }
             }
         }
+    }
+
+    /// What the pick statement read about the notification a chunk works on.
+    struct PickedNotification {
+        let id: UUID
+        /// Its `expansion_touched_at` before this chunk.
+        let touchedAt: Date?
+        /// The transaction's `now()`.
+        let now: Date
+    }
+
+    /// Moves a suspect behind the other due notifications (the pick takes the least recently touched first).
+    private static func pushBehind(_ notificationID: UUID, on connection: PostgresConnection) throws {
+        _ = try connection.query(
+            """
+            UPDATE notifications SET expansion_touched_at = clock_timestamp()
+            WHERE id = $1 AND status IN ('pending', 'expanding')
+            """, [notificationID])
     }
 
     /// Longest JSON text of `message.ttl` / `message.priority` read for validation; valid ones are far shorter.
     static let schedulingMemberBytes = 64
 
-    private static func expandChunk(on connection: PostgresConnection, chunkSize: Int, picked: inout UUID?) throws
+    private static func expandChunk(
+        on connection: PostgresConnection, chunkSize: Int, picked: inout PickedNotification?
+    ) throws
         -> ExpansionResult?
     {
         try connection.transaction { connection in
@@ -85,7 +158,7 @@ extension QueueStore {
             // as they are (`infinity` included), so this statement cannot fail on one notification's data.
             let rows = try connection.query(
                 """
-                SELECT id, app_id, target::text AS target, expansion_cursor,
+                SELECT id, app_id, target::text AS target, expansion_cursor, expansion_touched_at,
                        CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
                             ELSE (message->'ttl')::text END AS ttl,
                        CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
@@ -99,7 +172,9 @@ extension QueueStore {
                 """, [schedulingMemberBytes])
             guard let row = rows.first else { return nil }
             let notificationID = try row.decode(UUID.self, "id")
-            picked = notificationID
+            picked = PickedNotification(
+                id: notificationID, touchedAt: try row.decodeIfPresent(Date.self, "expansion_touched_at"),
+                now: try row.decode(Date.self, "now"))
             let appID = try row.decode(UUID.self, "app_id")
             let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
             let selection: AudienceSelection

@@ -230,7 +230,7 @@ struct ExpansionTests {
                     switch result {
                     case .expanding(_, let count): created.append(count)
                     case .expanded(_, let count): created.append(count); break loop
-                    case .failed(_, let reason): Issue.record("failed: \(reason)"); break loop
+                    default: Issue.record("\(result)"); break loop
                     }
                 }
                 #expect(created == [5, 5, 5, 3])
@@ -269,7 +269,7 @@ struct ExpansionTests {
                             while let result = try QueueStore.expandNext(on: connection, chunkSize: 5) {
                                 switch result {
                                 case .expanding(let id, _), .expanded(let id, _): seen.insert(id)
-                                case .failed(_, let reason): Issue.record("failed: \(reason)")
+                                default: Issue.record("\(result)")
                                 }
                             }
                             return seen
@@ -455,12 +455,23 @@ struct ExpansionTests {
 extension ExpansionTests {
     /// Expands everything due, one chunk per call as the worker's loop does, and returns each notification's
     /// final status and reason. A thrown error fails the test: it would stall the loop for every app.
-    static func expandAll(_ seed: Seed) throws -> [UUID: (status: String, reason: String?)] {
-        var calls = 0
-        while try QueueStore.expandNext(on: seed.connection, chunkSize: 50) != nil {
+    /// A `.stalled` result fails the test too: with a poisoned notification and a good one there is evidence.
+    static func expandAll(_ seed: Seed, calls: inout Int) throws -> [UUID: (status: String, reason: String?)] {
+        var suspects = ExpansionSuspects()
+        while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 50, suspects: &suspects) {
             calls += 1
+            if case .stalled = result { Issue.record("expansion stalled: \(result)"); break }
             if calls > 1_000 { Issue.record("expansion does not end"); break }
         }
+        return try statuses(seed)
+    }
+
+    static func expandAll(_ seed: Seed) throws -> [UUID: (status: String, reason: String?)] {
+        var calls = 0
+        return try expandAll(seed, calls: &calls)
+    }
+
+    static func statuses(_ seed: Seed) throws -> [UUID: (status: String, reason: String?)] {
         var result: [UUID: (status: String, reason: String?)] = [:]
         for row in try seed.connection.query("SELECT id, status, status_reason FROM notifications") {
             result[try row.decode(UUID.self, "id")] = (row["status"] ?? "", row["status_reason"])
@@ -727,6 +738,144 @@ extension ExpansionTests {
                 #expect(outcome[integrity]?.reason == "integrity_constraint_violation: SQLSTATE 23514: check failed")
                 #expect(outcome[good.notification]?.status == "expanded")
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "1")
+            }
+        }
+    }
+
+    /// Test (a) with three: three notifications whose inserts a trigger refuses, created before a good one of
+    /// another app. The good one's chunk is the evidence: it expands in the first call, and each poisoned one
+    /// fails on its next try, one call each. Promptly: five calls, no timer.
+    @Test func threePoisonedNotificationsAndAGoodOneEndFailedAndExpandedInFiveCalls() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 3)
+                let poisoned = try (0..<3).map { _ in try seed.notification(target: #"{"all": true}"#) }
+                let good = try Self.goodNotificationOfAnotherApp(url)
+                try seed.poisonDeliveries(
+                    before: "INSERT",
+                    """
+                    IF NEW.notification_id = ANY('{\(poisoned.map(\.uuidString).joined(separator: ","))}'::uuid[]) THEN
+                        RAISE EXCEPTION 'refused' USING ERRCODE = '23514';
+                    END IF;
+                    """)
+                var suspects = ExpansionSuspects()
+                let first = try QueueStore.expandNext(on: seed.connection, suspects: &suspects)
+                #expect(first == .expanded(notificationID: good.notification, created: 1))
+                #expect(Set(suspects.suspects.keys) == Set(poisoned))
+                var failed: [UUID] = []
+                while let result = try QueueStore.expandNext(on: seed.connection, suspects: &suspects) {
+                    guard case .failed(let id, let reason) = result else {
+                        Issue.record("unexpected \(result)")
+                        break
+                    }
+                    #expect(reason == "integrity_constraint_violation: SQLSTATE 23514: refused")
+                    failed.append(id)
+                }
+                #expect(failed == poisoned)
+                let outcome = try Self.statuses(seed)
+                for id in poisoned { #expect(outcome[id]?.status == "failed") }
+                #expect(outcome[good.notification]?.status == "expanded")
+                #expect(suspects.suspects.isEmpty)
+            }
+        }
+    }
+
+    /// Test (b): a trigger refusing every insert into `deliveries` (an operator's broken trigger). However
+    /// often the workers poll, nothing is failed: every notification stays pending / expanding and the calls
+    /// say `.stalled` once every notification was tried. Once the trigger is dropped, all expand in full.
+    @Test func aFaultEveryChunkMeetsFailsNothingAndEverythingExpandsOnceFixed() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.seedSubscriptions(seed, 3)
+                let broadcast = try seed.notification(target: #"{"all": true}"#)
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 2)
+                        == .expanding(notificationID: broadcast, created: 2))
+                let others = try (0..<3).map { _ in try seed.notification(target: #"{"all": true}"#) }
+                let good = try Self.goodNotificationOfAnotherApp(url)
+                try seed.poisonDeliveries(before: "INSERT", "RAISE EXCEPTION 'broken trigger' USING ERRCODE = '22023';")
+                // Two workers, each with its own memory, polling many times.
+                let second = try PostgresConnection(connectionString: url)
+                defer { second.close() }
+                var suspects = [ExpansionSuspects(), ExpansionSuspects()]
+                var stalled = 0
+                for poll in 0..<40 {
+                    let result = try QueueStore.expandNext(
+                        on: poll % 2 == 0 ? seed.connection : second, chunkSize: 2, suspects: &suspects[poll % 2])
+                    switch result {
+                    case .stalled(_, let sqlState)?:
+                        stalled += 1
+                        #expect(sqlState == "22023")
+                    case .setAside?:
+                        break
+                    default:
+                        Issue.record("poll \(poll): \(String(describing: result))")
+                    }
+                }
+                #expect(stalled >= 30)
+                let during = try Self.statuses(seed)
+                #expect(during.count == 5)
+                for (id, row) in during {
+                    #expect(row.status == (id == broadcast ? "expanding" : "pending"))
+                    #expect(row.reason == nil)
+                }
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "2")
+
+                _ = try seed.connection.query("DROP TRIGGER poison ON deliveries")
+                var calls = 0
+                while let result = try QueueStore.expandNext(on: second, chunkSize: 2, suspects: &suspects[1]) {
+                    calls += 1
+                    if case .expanded = result {} else if case .expanding = result {} else {
+                        Issue.record("after the fix: \(result)")
+                    }
+                    if calls > 50 { break }
+                }
+                let after = try Self.statuses(seed)
+                for id in [broadcast, good.notification] + others { #expect(after[id]?.status == "expanded") }
+                let counts = try seed.connection.query(
+                    "SELECT notification_id, count(*) AS n FROM deliveries GROUP BY notification_id")
+                #expect(counts.count == 5)
+                for row in counts {
+                    let id = try row.decode(UUID.self, "notification_id")
+                    #expect(row["n"] == (id == good.notification ? "1" : "3"))
+                }
+                #expect(suspects[1].suspects.isEmpty)
+            }
+        }
+    }
+
+    /// Test (c) through a real expand-only worker: its loop goes on at once after setting suspects aside (no
+    /// backoff), the good notification's chunk convicts the poisoned ones, and the worker drains.
+    @Test func anExpandOnlyWorkerFailsThreePoisonedNotificationsAndExpandsTheGoodOne() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (poisoned, good) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try Self.seedSubscriptions(seed, 2)
+                    let poisoned = try (0..<3).map { _ in try seed.notification(target: #"{"all": true}"#) }
+                    try seed.poisonDeliveries(
+                        before: "INSERT",
+                        """
+                        IF NEW.app_id = '\(seed.appID)' THEN RAISE EXCEPTION 'out of range' USING ERRCODE = '22003'; END IF;
+                        """)
+                    return (poisoned, try Self.goodNotificationOfAnotherApp(url).notification)
+                }
+                try await runUntilDrained(
+                    try WorkerRuntime(
+                        configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_ROLES": "expand"]),
+                        logger: quietLogger),
+                    limit: 30)
+                let outcome = try await onThread { try Self.statuses(try Seed(url)) }
+                for id in poisoned {
+                    #expect(outcome[id]?.status == "failed")
+                    #expect(outcome[id]?.reason == "data_exception: SQLSTATE 22003: out of range")
+                }
+                #expect(outcome[good]?.status == "expanded")
             }
         }
     }
