@@ -278,7 +278,7 @@ struct WebPushEndToEndTests {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
                 let origin = emulator.endpoint
-                let (standard, urlSafe) = try await onThread {
+                let (standard, urlSafe, signingKey) = try await onThread {
                     let seed = try Seed(url)
                     try seed.app()
                     try seed.webPushChannel(settings: emulator.webPushChannelSettings)
@@ -301,7 +301,9 @@ struct WebPushEndToEndTests {
                     try seed.notification(
                         message: #"{"content_available": true, "data": {"sync": "inbox"}}"#,
                         target: #"{"include_subscription_ids": ["\#(urlSafe)"]}"#)
-                    return (standard, urlSafe)
+                    let signingKey = try seed.connection.query(
+                        "SELECT encode(signing_key, 'base64') AS k FROM apps WHERE id = $1", [seed.appID])[0]["k"] ?? ""
+                    return (standard, urlSafe, signingKey)
                 }
                 let runtime = try WorkerRuntime(configuration: try emulator.workerConfiguration(databaseURL: url), logger: quietLogger)
                 try await runUntilDrained(runtime)
@@ -329,6 +331,18 @@ struct WebPushEndToEndTests {
                     #expect(payload["body"] as? String == "Sale")
                 }
                 #expect(emulator.webPush.statusCounts == [201: 2], "the silent push never reached the push service")
+                // `preview` says the same for the silent push.
+                let preview = try Preview.run([
+                    "at": "2026-11-29T21:30:00Z",
+                    "app": ["default_language": "en", "signing_key": .string(signingKey), "channels": ["webpush": [:]]],
+                    "subscription": [
+                        "id": .string(urlSafe.uuidString), "platform": "web", "language": "en",
+                        "token": .string(try emulator.webSubscription("okay2").endpoint(origin: origin)),
+                    ],
+                    "notification": ["id": .string(UUID().uuidString), "message": ["content_available": true, "data": ["sync": "inbox"]]],
+                ])
+                #expect(preview["decision"]?["action"]?.stringValue == "skip")
+                #expect(preview["decision"]?["reason"]?.stringValue == "silent_push_unsupported")
             }
         }
     }
