@@ -32,6 +32,10 @@ import PushCrypto
         #expect(try WebPushEndpoint(parsing: "https://push.пример.com/x").host == "push.xn--e1afmkfd.com")
         #expect(try WebPushEndpoint(parsing: "https://Bücher.example/x").host == "xn--bcher-kva.example")
         #expect(try WebPushEndpoint(parsing: "https://faß.de/x").host == "xn--fa-hia.de", "non-transitional, as the WHATWG URL Standard")
+        // RFC 3492 §7.1 sample strings: (B) Chinese (simplified), and (L) "3<nen>B<gumi><kinpachi><sensei>",
+        // whose "B" UTS #46 lower-cases first (Punycode keeps the case of basic code points).
+        #expect(try WebPushEndpoint(parsing: "https://他们为什么不说中文.example/x").host == "xn--ihqwcrb4cv8a8dqg056pqjye.example")
+        #expect(try WebPushEndpoint(parsing: "https://3年B組金八先生.example/x").host == "xn--3b-ww4c5e180e575a65lsy2b.example")
     }
 
     @Test func trailingDotBracketsAndPercentSigns() throws {
