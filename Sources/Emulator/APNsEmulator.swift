@@ -71,7 +71,11 @@ public struct APNsAcceptedNotification: Sendable, Hashable {
 ///    `PayloadEmpty`); JSON (400 `BadPayload`, an emulator-only reason: Apple does not document one).
 /// 5. Device-token conventions (docs/emulator.md): the first four hex digits pick an answer.
 ///
-/// Everything else is accepted: 200 with `apns-id` (the request's, else a new lower-case UUID).
+/// Everything else is accepted: 200 with `apns-id` and no body. Every answer, errors included, carries
+/// `apns-id`: the request's when it is a UUID, else a new lower-case UUID (Apple: "If you don't specify an
+/// apns-id field in your request, APNs creates a new UUID and returns it in this header"). There is no
+/// `apns-unique-id`: Apple sends it only in the development environment, and the emulator answers as
+/// production does.
 public final class APNsEmulator: EmulatedProvider {
     /// Apple's `apns-push-type` values.
     public static let pushTypes: Set<String> = [
@@ -122,11 +126,13 @@ public final class APNsEmulator: EmulatedProvider {
 
     public func handle(_ request: EmulatorRequest) -> EmulatorResponse {
         let current = now()
+        // Apple returns `apns-id` on every response, errors included: the request's, else a new UUID.
+        let responseID = request.header("apns-id").flatMap { UUID(uuidString: $0) == nil ? nil : $0 } ?? UUID().uuidString.lowercased()
         let response: EmulatorResponse
         var accepted: APNsAcceptedNotification?
-        switch evaluate(request, at: current) {
+        switch evaluate(request, at: current, apnsID: responseID) {
         case .reject(let status, let reason, let timestamp):
-            response = Self.error(status, reason, timestamp: timestamp)
+            response = Self.error(status, reason, timestamp: timestamp, apnsID: responseID)
         case .accept(let notification):
             accepted = notification
             response = EmulatorResponse(status: 200, headers: [EmulatorHeader("apns-id", notification.apnsID)])
@@ -144,7 +150,8 @@ public final class APNsEmulator: EmulatedProvider {
         case accept(APNsAcceptedNotification)
     }
 
-    private func evaluate(_ request: EmulatorRequest, at current: Date) -> Verdict {
+    /// - Parameter responseID: the `apns-id` the answer carries (the request's when it is a UUID).
+    private func evaluate(_ request: EmulatorRequest, at current: Date, apnsID responseID: String) -> Verdict {
         guard request.method == "POST" else { return .reject(405, "MethodNotAllowed") }
         let prefix = "/3/device/"
         guard request.path.hasPrefix(prefix) else { return .reject(404, "BadPath") }
@@ -187,7 +194,7 @@ public final class APNsEmulator: EmulatedProvider {
             return convention
         }
         return .accept(APNsAcceptedNotification(
-            receivedAt: current, apnsID: apnsID ?? UUID().uuidString.lowercased(), deviceToken: token, topic: topic,
+            receivedAt: current, apnsID: responseID, deviceToken: token, topic: topic,
             pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID, payload: request.body))
     }
 
@@ -242,12 +249,15 @@ public final class APNsEmulator: EmulatedProvider {
         }
     }
 
-    /// Apple's error body: `{"reason": "<Reason>"}` plus `"timestamp"` (ms since epoch) on 410.
-    static func error(_ status: Int, _ reason: String, timestamp: Date?) -> EmulatorResponse {
+    /// Apple's error answer ("Handling notification responses from APNs"): headers `content-type:
+    /// application/json` and `apns-id`, body `{"reason": "<Reason>"}` plus `"timestamp"` (ms since epoch) on 410.
+    static func error(_ status: Int, _ reason: String, timestamp: Date?, apnsID: String) -> EmulatorResponse {
         var body = #"{"reason":"\#(reason)""#
         if let timestamp { body += #","timestamp":\#(Int64((timestamp.timeIntervalSince1970 * 1000).rounded(.down)))"# }
         body += "}"
-        return EmulatorResponse(status: status, headers: [EmulatorHeader("content-type", "application/json")], body: Array(body.utf8))
+        return EmulatorResponse(
+            status: status, headers: [EmulatorHeader("content-type", "application/json"), EmulatorHeader("apns-id", apnsID)],
+            body: Array(body.utf8))
     }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -169,6 +169,9 @@ public final class FCMEmulator: EmulatedProvider {
         case .reject(let status, let code, let detailCode, let message, let headers):
             response = Self.fcmError(status, code, detailCode, message, headers: headers)
             state.withLock { $0.errorCounts[detailCode ?? code, default: 0] += 1 }
+        case .fieldViolation(let field, let message):
+            response = Self.badRequest(field: field, message: message)
+            state.withLock { $0.errorCounts["INVALID_ARGUMENT", default: 0] += 1 }
         case .accept(let message):
             accepted = message
             response = Self.json(200, ["name": message.name])
@@ -181,6 +184,8 @@ public final class FCMEmulator: EmulatedProvider {
     private enum Verdict {
         /// HTTP status, `error.status`, the FcmError `errorCode` (if any), message, extra headers.
         case reject(Int, String, String?, String, [EmulatorHeader] = [])
+        /// 400 `INVALID_ARGUMENT` with a `google.rpc.BadRequest` detail naming the field (no FcmError).
+        case fieldViolation(field: String, message: String)
         case accept(FCMAcceptedMessage)
     }
 
@@ -205,9 +210,11 @@ public final class FCMEmulator: EmulatedProvider {
         var data: [String: String] = [:]
         if let raw = message["data"] {
             guard let object = raw as? [String: Any] else { return invalid("message.data is not an object") }
-            for (key, value) in object {
+            for (index, key) in object.keys.sorted().enumerated() {
+                let value = object[key]!
                 guard let text = value as? String else {
-                    return invalid("Invalid value at 'message.data[0].value' (TYPE_STRING), \(key) is not a string")
+                    let field = "message.data[\(index)].value"
+                    return .fieldViolation(field: field, message: "Invalid value at '\(field)' (TYPE_STRING), \(Self.jsonText(value))")
                 }
                 if ["from", "notification", "message_type"].contains(key) || key.hasPrefix("google.") || key.hasPrefix("gcm.") {
                     return invalid("Invalid data payload key: \(key)")
@@ -268,6 +275,22 @@ public final class FCMEmulator: EmulatedProvider {
         var response = json(status, ["error": error])
         response.headers += headers
         return response
+    }
+
+    /// Google's answer to a field of the wrong type (FCM "Error codes", example 1): 400 `INVALID_ARGUMENT`
+    /// whose `details` hold one `type.googleapis.com/google.rpc.BadRequest` with `fieldViolations`.
+    static func badRequest(field: String, message: String) -> EmulatorResponse {
+        json(400, ["error": [
+            "code": 400, "message": message, "status": "INVALID_ARGUMENT",
+            "details": [["@type": "type.googleapis.com/google.rpc.BadRequest",
+                         "fieldViolations": [["field": field, "description": message]]]],
+        ] as [String: Any]])
+    }
+
+    /// A JSON value as compact text (`12`, `true`, `{"a":1}`), for error messages.
+    static func jsonText(_ value: Any) -> String {
+        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys]) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
     }
 
     static func json(_ status: Int, _ object: [String: Any]) -> EmulatorResponse {

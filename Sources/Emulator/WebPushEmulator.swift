@@ -39,7 +39,9 @@ public struct WebPushAcceptedMessage: Sendable, Hashable {
 ///    `ES256`, the signature verifies with `k`, `aud` equals `https://<:authority>` (`:443` dropped), `exp`
 ///    an integer in the future and at most 24 h ahead (RFC 8292 §2), `sub` a `mailto:` or `https:` URI;
 ///    anything else 401. (Real services differ between 401 and 403; 403 is a convention here.)
-/// 3. `ttl` a non-negative integer (400, RFC 8030 §5.2); `content-encoding: aes128gcm` (415, RFC 8291 §4).
+/// 3. `ttl` a non-negative integer (400, RFC 8030 §5.2); `urgency`, when present, one of `very-low`, `low`,
+///    `normal`, `high` (400, RFC 8030 §5.3); `topic`, when present, valid (``isValidTopic(_:)``, 400, RFC 8030
+///    §5.4); `content-encoding: aes128gcm` (415, RFC 8291 §4).
 /// 4. Body at most 4096 bytes (413, RFC 8030 §7.2); decrypts with the subscription's key (400); the
 ///    plaintext is JSON (400; an emulator rule: pushizo always sends JSON).
 /// 5. Subscription-id conventions (docs/emulator.md): the id's prefix picks an answer.
@@ -136,6 +138,12 @@ public final class WebPushEmulator: EmulatedProvider {
         guard let ttlText = request.header("ttl"), let ttl = Int(ttlText), ttl >= 0 else {
             return .reject(400, "the ttl header is missing or not a non-negative integer")
         }
+        if let urgency = request.header("urgency"), !Self.urgencies.contains(urgency) {
+            return .reject(400, "the urgency header must be very-low, low, normal or high")
+        }
+        if let topic = request.header("topic"), !Self.isValidTopic(topic) {
+            return .reject(400, "the topic header must be at most 32 characters of the URL-safe base64 alphabet and decode as base64url")
+        }
         guard request.header("content-encoding")?.lowercased() == "aes128gcm" else {
             return .reject(415, "content-encoding must be aes128gcm")
         }
@@ -153,6 +161,18 @@ public final class WebPushEmulator: EmulatedProvider {
             receivedAt: current, subscriptionID: id, location: "\(origin)/wpush-message/\(UUID().uuidString.lowercased())",
             ttl: ttl, urgency: request.header("urgency"), topic: request.header("topic"), subject: subject,
             plaintext: plaintext))
+    }
+
+    /// RFC 8030 §5.3's `urgency` values.
+    public static let urgencies: Set<String> = ["very-low", "low", "normal", "high"]
+
+    /// RFC 8030 §5.4: 1...32 characters of the URL-safe base64 alphabet; and a length that is not 1 mod 4,
+    /// since Apple's service refuses a topic that does not decode as base64url (the strictest service wins).
+    public static func isValidTopic(_ topic: String) -> Bool {
+        let bytes = Array(topic.utf8)
+        return (1...32).contains(bytes.count) && bytes.count % 4 != 1 && bytes.allSatisfy {
+            ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2d || $0 == 0x5f
+        }
     }
 
     private func subscription(_ id: String) -> WebPushEmulatorSubscription? {

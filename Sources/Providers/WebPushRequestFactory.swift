@@ -24,21 +24,14 @@ public enum WebPushRequestFactory {
 
     /// Builds `POST <endpoint path+query>` with headers, in this order: `ttl` (always; whole seconds, the
     /// earlier of `ttl` and `expiration`, 0...2,419,200, ``defaultTTL`` when neither is set; RFC 8030 §5.2),
-    /// `urgency` (`high` for `priority: high`, else `normal`; RFC 8030 §5.3), `topic` (from `collapse_id`
-    /// through ``topic(for:)``; RFC 8030 §5.4), `content-type: application/json`.
+    /// `urgency` (RFC 8030 §5.3: `high` for `priority: high`, else `normal`; the contract has no
+    /// `very-low` / `low`), `topic` (from `collapse_id` through ``topic(for:)``; RFC 8030 §5.4), the push
+    /// service's own headers (``WebPushService/extraHeaders(ttl:)``, e.g. WNS's `x-wns-cache-policy`),
+    /// `content-type: application/json`.
     ///
-    /// Body: the normalized message (DESIGN.md §2) as compact JSON (sorted keys, non-ASCII as UTF-8, `/`
-    /// unescaped): `{"actions"?: [{"id","title","url"?}], "body"?, "campaignId"?, "data"?: {string: string},
-    /// "image"?, "msgId", "silent"?: true, "title"?, "url"?}`. `title` and `body` are in the subscriber's
-    /// language with placeholders filled and are left out on a silent push; `data` values are
-    /// ``NormalizedData/text(of:)``, the same strings FCM carries; `silent` appears only on a silent push.
-    /// There is no subtitle or sound (the Notification API has neither).
-    ///
-    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, `body`, then `title` is shortened
-    /// at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: computed
-    /// from byte counts with JSON escapes, then serialized once more).
-    /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``) or
-    ///   `payload_too_large` (still over 3993 bytes with every text shortened).
+    /// Body: see ``plaintext(for:)``.
+    /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``),
+    ///   `silent_push_unsupported` (a skip, see ``plaintext(for:)``) or `payload_too_large`.
     public static func makePlaintextRequest(_ delivery: WebPushDelivery) throws(WebPushRequestError) -> PushRequest {
         let endpoint = try WebPushEndpoint(parsing: delivery.endpoint)
         let message = delivery.message
@@ -50,29 +43,41 @@ public enum WebPushRequestFactory {
         if let collapse = message.collapseID, let topic = topic(for: collapse) {
             headers.append(PushHeader("topic", topic))
         }
+        headers += WebPushService(host: endpoint.host).extraHeaders(ttl: ttl)
         headers.append(PushHeader("content-type", "application/json"))
         return PushRequest(method: "POST", path: endpoint.path, headers: headers, body: try plaintext(for: delivery))
     }
 
     /// The plaintext body alone (what `makePlaintextRequest` sends before encryption), for previews, tests
-    /// and the encrypting sender.
-    /// - Throws: `WebPushRequestError` `payload_too_large`.
+    /// and the encrypting sender: the normalized message as compact JSON (sorted keys, non-ASCII as UTF-8,
+    /// `/` unescaped): `{"actions"?: [{"id","title","url"?}], "body"?, "campaignId"?, "data"?: {string:
+    /// string}, "image"?, "msgId", "title"?, "url"?}`. `title` and `body` are in the subscriber's language
+    /// with placeholders filled; `data` values are ``NormalizedData/text(of:)``, the same strings FCM
+    /// carries. There is no subtitle or sound (the Notification API has neither).
+    ///
+    /// A silent push (`content_available: true`) is never built: browsers only allow pushes that show a
+    /// notification (Push API `userVisibleOnly`), and Apple: "Safari doesn't support invisible push
+    /// notifications. [...] If you don't, Safari revokes the push notification permission for your site."
+    /// ("Sending web push notifications in web apps and browsers"). It throws a skip,
+    /// ``silentPushUnsupported``, so the subscription is kept alive.
+    ///
+    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, `body`, then `title` is shortened
+    /// at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: computed
+    /// from byte counts with JSON escapes, then serialized once more).
+    /// - Throws: `WebPushRequestError` `silent_push_unsupported` (skip) or `payload_too_large` (still over
+    ///   3993 bytes with every text shortened).
     public static func plaintext(for delivery: WebPushDelivery) throws(WebPushRequestError) -> [UInt8] {
         let message = delivery.message
+        guard !message.isSilent else { throw silentPushUnsupported }
         var fixed: [String: JSONValue] = ["msgId": .string(delivery.msgID)]
         if let campaign = delivery.campaignID { fixed["campaignId"] = .string(campaign) }
         if let url = message.url { fixed["url"] = .string(url) }
         if let image = message.image { fixed["image"] = .string(image) }
         if !message.buttons.isEmpty { fixed["actions"] = NormalizedFields.actions(message.buttons) }
         if let data = message.data { fixed["data"] = .object(NormalizedData.strings(data).mapValues { .string($0) }) }
-        var text = LocalizedText()
-        if message.isSilent {
-            fixed["silent"] = true
-        } else {
-            text = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
+        var text = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
                                         appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
-            text.subtitle = nil
-        }
+        text.subtitle = nil
         let outcome = TextShortener.fit(text, limit: maximumPlaintextSize, counting: .jsonString) { text in
             var members = fixed
             if let title = text.title { members["title"] = .string(title) }
@@ -88,16 +93,29 @@ public enum WebPushRequestFactory {
         }
     }
 
-    /// The `topic` header for a `collapse_id` (RFC 8030 §5.4: at most 32 characters of the URL-safe
-    /// base64 alphabet `A-Z a-z 0-9 - _`): the id itself when it already is one; otherwise the first 32
-    /// characters of base64url(SHA-256(UTF-8 of the id)), which is deterministic (retries and later pushes
-    /// with the same `collapse_id` replace each other) and 192 bits wide. `nil` for an empty id.
+    /// The skip for a silent push to a web subscription: `skipped` / `silent_push_unsupported`.
+    public static let silentPushUnsupported = WebPushRequestError(
+        reason: "silent_push_unsupported",
+        detail: "a silent push (content_available) cannot go to a browser: Web Push requires a visible notification",
+        skips: true)
+
+    /// The `topic` header for a `collapse_id`: the id itself when it already is a valid topic (``isValidTopic(_:)``,
+    /// e.g. `order-1`); otherwise the first 32 characters of base64url(SHA-256(UTF-8 of the id)) (the first
+    /// 24 bytes of the digest, so exactly 32 characters that decode), which is deterministic (retries and
+    /// later pushes with the same `collapse_id` replace each other) and 192 bits wide. `promo` (5
+    /// characters) is derived, not sent. `nil` for an empty id.
     public static func topic(for collapseID: String) -> String? {
         guard !collapseID.isEmpty else { return nil }
-        if collapseID.utf8.count <= maximumTopicLength, collapseID.utf8.allSatisfy(isBase64URLByte) {
-            return collapseID
-        }
+        if isValidTopic(collapseID) { return collapseID }
         return String(Base64URL.encode(SHA256.hash(Array(collapseID.utf8))).prefix(maximumTopicLength))
+    }
+
+    /// RFC 8030 §5.4: 1...32 characters of the URL-safe base64 alphabet `A-Z a-z 0-9 - _`; and text that
+    /// decodes as unpadded base64url, so not a length of 1 mod 4 (`promo`, `a`), since Apple's web push
+    /// service refuses a topic that does not decode (400).
+    public static func isValidTopic(_ topic: String) -> Bool {
+        let count = topic.utf8.count
+        return (1...maximumTopicLength).contains(count) && count % 4 != 1 && topic.utf8.allSatisfy(isBase64URLByte)
     }
 
     static func isBase64URLByte(_ byte: UInt8) -> Bool {

@@ -135,6 +135,37 @@ import Testing
         #expect(emulator.acceptedCount == 0)
     }
 
+    /// RFC 8030 §5.3 (urgency values) and §5.4 (topic: at most 32 characters of the URL-safe base64
+    /// alphabet; and decodable, as Apple's service demands): anything else is a 400, and a valid one is
+    /// recorded as sent.
+    @Test func urgencyAndTopicAreChecked() throws {
+        func status(_ extra: [PushHeader]) throws -> Int {
+            emulator.handle(try request("okay", headers: [PushHeader("ttl", "60")] + extra)).status
+        }
+        for urgency in ["very-low", "low", "normal", "high"] { #expect(try status([PushHeader("urgency", urgency)]) == 201) }
+        for urgency in ["urgent", "HIGH", ""] { #expect(try status([PushHeader("urgency", urgency)]) == 400, "\(urgency)") }
+        for topic in ["ab", "order-1", "promo-12", String(repeating: "A", count: 32)] {
+            #expect(try status([PushHeader("topic", topic)]) == 201, "\(topic)")
+        }
+        for topic in ["promo", "a", "order:1", "a=", String(repeating: "A", count: 33), ""] {
+            #expect(try status([PushHeader("topic", topic)]) == 400, "\(topic)")
+        }
+        // What the worker derives for "promo" is accepted.
+        #expect(try status([PushHeader("topic", try #require(WebPushRequestFactory.topic(for: "promo")))]) == 201)
+        #expect(emulator.acceptedMessages.last?.topic == "vO8RtqPt7XudSoF_0G-I_DAotWDbWJPi")
+    }
+
+    /// RFC 8030 §5: "A 201 (Created) response indicates that the push message was accepted. A URI for the
+    /// push message resource that was created in response to the request is included in the Location
+    /// header field." §5.2: the push service returns the (possibly shortened) `TTL` it kept.
+    @Test func successIsCreatedWithLocationAndTTL() throws {
+        let response = emulator.handle(try request("okay", headers: [PushHeader("ttl", "60")]))
+        #expect(response.status == 201)
+        #expect(response.header("location")?.hasPrefix("https://push.example:8443/wpush-message/") == true)
+        #expect(response.header("ttl") == "60")
+        #expect(response.body.isEmpty)
+    }
+
     @Test func conventions() throws {
         for (id, status) in [("e400x", 400), ("e401x", 401), ("e403x", 403), ("e404x", 404), ("e410x", 410),
                              ("e413x", 413), ("e500x", 500), ("e599x", 503)] {

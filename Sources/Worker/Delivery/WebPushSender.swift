@@ -106,10 +106,12 @@ public final class WebPushSender: ProviderSender {
         let request: PushRequest
         do {
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now)
-            endpoint = try WebPushEndpoint(parsing: webDelivery.endpoint)
             // A literal forbidden address (in any spelling) is refused before anything is signed or the client
             // asked; a name is checked by the client once resolved, against the same policy.
-            if (try? egressPolicy.check(host: endpoint.host)) == nil { return ProviderTransport.forbiddenEndpoint }
+            guard let checked = Self.checkedEndpoint(try WebPushEndpoint(parsing: webDelivery.endpoint), policy: egressPolicy) else {
+                return ProviderTransport.forbiddenEndpoint
+            }
+            endpoint = checked
             let plaintext = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
             guard let p256dh = delivery.webP256DH, let auth = delivery.webAuth else {
                 return .failed(
@@ -134,6 +136,19 @@ public final class WebPushSender: ProviderSender {
         }
         let answer = WebPushResponseClassifier.answer(pushResponse, now: now)
         return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
+    }
+
+    /// The endpoint with its host as the egress policy reads it (``EgressHost``: a name, or an address in its
+    /// canonical text, so `0x7f.1` is `127.0.0.1`), so the connection, `:authority` and the VAPID `aud` name
+    /// the same host; `nil` when the policy refuses the host (an invalid spelling or a forbidden literal).
+    static func checkedEndpoint(_ endpoint: WebPushEndpoint, policy: EgressPolicy) -> WebPushEndpoint? {
+        guard let parsed = try? policy.check(host: endpoint.host) else { return nil }
+        var checked = endpoint
+        switch parsed {
+        case .name(let name): checked.host = name
+        case .address(let address): checked.host = address.description
+        }
+        return checked
     }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {

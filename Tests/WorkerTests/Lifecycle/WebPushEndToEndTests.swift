@@ -271,6 +271,82 @@ struct WebPushEndToEndTests {
         }
     }
 
+    /// Issue rows 4, 5 and 6 through the worker: keys stored in standard base64 (`+`, `/`, `=`) are used,
+    /// `collapse_id: "promo"` (1 mod 4, which Apple and the emulator refuse) goes out as a derived valid
+    /// topic, and a silent push to a browser is skipped with a reason, the subscription kept.
+    @Test func standardBase64KeysDerivedTopicAndSkippedSilentPush() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let origin = emulator.endpoint
+                let (standard, urlSafe, signingKey) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try seed.webPushChannel(settings: emulator.webPushChannelSettings)
+                    let user = try seed.user("u")
+                    let browser = try emulator.webSubscription("okay1")
+                    func standardBase64(_ text: String) -> String { Data(Base64URL.decode(text) ?? []).base64EncodedString() }
+                    let p256dh = standardBase64(browser.p256dh)
+                    let auth = standardBase64(browser.auth)
+                    #expect(p256dh.hasSuffix("=") && auth.hasSuffix("="), "the row really is padded standard base64")
+                    let standard = try seed.connection.query(
+                        """
+                        INSERT INTO subscriptions (app_id, user_id, platform, token, web_p256dh, web_auth, language)
+                        VALUES ($1, $2, 'web', $3, $4, $5, 'en') RETURNING id
+                        """,
+                        [seed.appID, user, browser.endpoint(origin: origin), p256dh, auth])[0].decode(UUID.self, "id")
+                    let urlSafe = try seed.webSubscription(try emulator.webSubscription("okay2"), origin: origin, user: user)
+                    try seed.notification(
+                        message: #"{"contents": {"en": "Sale"}, "collapse_id": "promo", "priority": "high", "ttl": 600}"#,
+                        target: #"{"include_external_ids": ["u"]}"#)
+                    try seed.notification(
+                        message: #"{"content_available": true, "data": {"sync": "inbox"}}"#,
+                        target: #"{"include_subscription_ids": ["\#(urlSafe)"]}"#)
+                    let signingKey = try seed.connection.query(
+                        "SELECT encode(signing_key, 'base64') AS k FROM apps WHERE id = $1", [seed.appID])[0]["k"] ?? ""
+                    return (standard, urlSafe, signingKey)
+                }
+                let runtime = try WorkerRuntime(configuration: try emulator.workerConfiguration(databaseURL: url), logger: quietLogger)
+                try await runUntilDrained(runtime)
+                try await onThread {
+                    let connection = try PostgresConnection(connectionString: url)
+                    func events(_ id: UUID) throws -> [String] {
+                        try connection.query(
+                            "SELECT event || coalesce('/' || reason, '') AS e FROM delivery_events WHERE subscription_id = $1",
+                            [id]
+                        ).map { $0["e"] ?? "" }.sorted()
+                    }
+                    #expect(try events(standard) == ["sent"])
+                    #expect(try events(urlSafe) == ["sent", "skipped/silent_push_unsupported"])
+                    let statuses = try connection.query("SELECT DISTINCT status FROM subscriptions")
+                    #expect(statuses.map { $0["status"] ?? "" } == ["active"])
+                }
+                let accepted = emulator.webPush.acceptedMessages
+                #expect(Set(accepted.map(\.subscriptionID)) == ["okay1", "okay2"])
+                for message in accepted {
+                    // base64url(SHA-256("promo"))[..<32], from Python's hashlib.
+                    #expect(message.topic == "vO8RtqPt7XudSoF_0G-I_DAotWDbWJPi")
+                    #expect(message.urgency == "high")
+                    #expect((590...600).contains(message.ttl), "600 s less the time spent queued")
+                    let payload = try #require(try JSONSerialization.jsonObject(with: Data(message.plaintext)) as? [String: Any])
+                    #expect(payload["body"] as? String == "Sale")
+                }
+                #expect(emulator.webPush.statusCounts == [201: 2], "the silent push never reached the push service")
+                // `preview` says the same for the silent push.
+                let preview = try Preview.run([
+                    "at": "2026-11-29T21:30:00Z",
+                    "app": ["default_language": "en", "signing_key": .string(signingKey), "channels": ["webpush": [:]]],
+                    "subscription": [
+                        "id": .string(urlSafe.uuidString), "platform": "web", "language": "en",
+                        "token": .string(try emulator.webSubscription("okay2").endpoint(origin: origin)),
+                    ],
+                    "notification": ["id": .string(UUID().uuidString), "message": ["content_available": true, "data": ["sync": "inbox"]]],
+                ])
+                #expect(preview["decision"]?["action"]?.stringValue == "skip")
+                #expect(preview["decision"]?["reason"]?.stringValue == "silent_push_unsupported")
+            }
+        }
+    }
+
     @Test func anUnreachablePushServiceIsRetriedWithoutCountingAttempts() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
