@@ -2,12 +2,12 @@ import DeliveryCore
 import Foundation
 import Synchronization
 
-/// The per-delivery path: checks in a fixed order (abandoned -> canceled -> message valid -> expired ->
-/// subscription active -> quiet hours -> platform and channel -> frequency caps -> send), then the provider
-/// sender, then the completion.
+/// The per-delivery path: ``DeliveryDecision`` (the checks in their fixed order, shared with `preview`)
+/// driven with the worker's I/O (message cache, frequency-cap reservation, provider senders), then the
+/// completion.
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
-    public static let defaultTTL: Int64 = 2_419_200
+    public static let defaultTTL: Int64 = DeliveryDecision.defaultTTL
     /// Seconds a channel stays paused after a credential or configuration error when the provider gave no
     /// better hint.
     public static let defaultChannelPause: Double = 300
@@ -112,28 +112,17 @@ public final class DeliveryPipeline: DeliveryProcessing {
         return parsed
     }
 
-    /// The frequency-cap step (issue 4 items 5-7): `nil` to send, else the outcome that stops the send.
-    func checkFrequencyCaps(_ delivery: ClaimedDelivery, message: NotificationMessage) async -> DeliveryOutcome? {
-        // Exempt messages and silent pushes neither check nor count.
-        guard !message.frequencyCapExempt, !message.isSilent, let caps = frequencyCaps(of: delivery), !caps.isEmpty
-        else { return nil }
+    /// The frequency-cap step (docs/frequency-caps.md): the reservation in PostgreSQL, as the decision's answer.
+    func reserveFrequencyCap(_ delivery: ClaimedDelivery, caps: FrequencyCaps) async -> FrequencyCapAnswer {
         let request = FrequencyCapRequest(
             appID: delivery.appID, capKey: delivery.capKey, notificationID: delivery.notificationID, caps: caps)
         do {
             switch try await reserveFrequencyCap(request) {
-            case .granted:
-                return nil
-            case .denied(let rule, let used):
-                return .skipped(
-                    reason: "frequency_capped",
-                    detail: [
-                        "max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)),
-                        "used": .int(Int64(used)), "cap_key": .string(delivery.capKey.uuidString.lowercased()),
-                    ])
+            case .granted: return .granted
+            case .denied(let rule, let used): return .denied(rule: rule, used: used)
             }
         } catch {
-            // Not knowing is not a denial: try again later, without counting an attempt.
-            return .retry(reason: "cap_unavailable", detail: ["error": .string("\(error)")])
+            return .unavailable(error: "\(error)")
         }
     }
 
@@ -157,58 +146,69 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
     }
 
+    /// Drives ``DeliveryDecision`` for one delivery, carrying out its I/O steps (message, cap, send).
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
-        // Claimed more often than attempts allow, yet never completed: a worker died on it each time (a crash
-        // or a kill). Stop here so one poisonous row cannot take the fleet down forever.
-        if delivery.attempt > maxAttempts {
-            return (.failed(reason: "max_attempts", detail: ["abandoned_claims": .int(Int64(delivery.attempt))]), nil)
+        var facts = delivery.decisionFacts(maxAttempts: maxAttempts, quietHoursSpread: quietHoursSpread)
+        facts.frequencyCaps = frequencyCaps(of: delivery)
+        facts.providersWithSender = Set(senders.keys.compactMap(Provider.init(rawValue:)))
+        facts.deliveryTimeout = deliveryTimeout
+        if let expiry = delivery.leaseExpiry {
+            let left = (expiry - .now).components
+            facts.leaseRemaining = Double(left.seconds) + Double(left.attoseconds) / 1e18
         }
-        if delivery.notificationStatus == "canceled" {
-            return (.skipped(reason: "canceled"), nil)
-        }
-        let message: NotificationMessage
-        switch await messages.message(for: delivery.notificationID, version: delivery.messageVersion) {
-        case .success(let parsed): message = parsed
-        case .failure(let problem): return (problem.outcome, nil)
-        }
-        let verdict = DeliveryChecks.evaluate(
-            delivery, message: message, now: now, quietHoursSpread: quietHoursSpread
-        ) { zone in
-            unknownZoneCount.add(1, ordering: .relaxed)
-            if zoneWarnings.allow(LogText.shortened(zone)) {
-                logger.warning(
-                    "unknown time zone name; using the fallback (the app's default zone, else UTC)",
-                    ["zone": LogText.shortened(zone), "app_id": delivery.appID.uuidString.lowercased(),
-                     "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
+        var decision = DeliveryDecision(facts, now: now)
+        while true {
+            switch decision.next() {
+            case .loadMessage:
+                switch await messages.message(for: delivery.notificationID, version: delivery.messageVersion) {
+                case .success(let parsed): decision.messageLoaded(parsed)
+                case .failure(let problem): decision.messageUnusable(problem.outcome)
+                }
+                for zone in decision.unknownZones { reportUnknownZone(zone, of: delivery) }
+            case .reserveFrequencyCap(let caps, _):
+                decision.frequencyCapAnswered(await reserveFrequencyCap(delivery, caps: caps))
+            case .complete(let outcome, let provider):
+                if case .skipped(reason: DeliveryReason.noChannel.rawValue, _) = outcome, let provider,
+                    warnings.allow("no_channel:\(delivery.appID):\(provider)")
+                {
+                    logger.warning("app has no channel for this provider; its deliveries are skipped",
+                                   ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider.rawValue])
+                }
+                return (outcome, provider?.rawValue)
+            case .send(let provider):
+                guard let sender = senders[provider.rawValue], let message = decision.message else {
+                    return (.failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]), provider.rawValue)
+                }
+                guard let deliveryTimeout else {
+                    return (await sender.send(delivery, message: message, now: now), provider.rawValue)
+                }
+                return (await Self.send(within: deliveryTimeout) { await sender.send(delivery, message: message, now: now) }, provider.rawValue)
             }
         }
-        switch verdict {
-        case .stop(let outcome, let provider):
-            if case .skipped(reason: "no_channel", _) = outcome, let provider,
-                warnings.allow("no_channel:\(delivery.appID):\(provider)")
-            {
-                logger.warning("app has no channel for this provider; its deliveries are skipped",
-                               ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider])
-            }
-            return (outcome, provider)
-        case .send(let provider):
-            guard let sender = senders[provider] else {
-                return (.failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider)
-            }
-            // No send on a lease about to run out: another worker could claim the delivery mid-send. Before the
-            // frequency caps, so a delivery put back uses no grant.
-            if let deliveryTimeout, let expiry = delivery.leaseExpiry, expiry - .now < .seconds(deliveryTimeout) {
-                return (.retry(reason: CompletionFactory.leaseExpiringReason), provider)
-            }
-            // Last, as it needs the database and counts: a delivery stopped by anything else uses no grant.
-            if let stop = await checkFrequencyCaps(delivery, message: message) {
-                return (stop, provider)
-            }
-            guard let deliveryTimeout else {
-                return (await sender.send(delivery, message: message, now: now), provider)
-            }
-            return (await Self.send(within: deliveryTimeout) { await sender.send(delivery, message: message, now: now) }, provider)
+    }
+
+    private func reportUnknownZone(_ zone: String, of delivery: ClaimedDelivery) {
+        unknownZoneCount.add(1, ordering: .relaxed)
+        if zoneWarnings.allow(LogText.shortened(zone)) {
+            logger.warning(
+                "unknown time zone name; using the fallback (the app's default zone, else UTC)",
+                ["zone": LogText.shortened(zone), "app_id": delivery.appID.uuidString.lowercased(),
+                 "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
         }
+    }
+}
+
+extension ClaimedDelivery {
+    /// The claim's columns as the decision reads them (caps, senders and the lease are the pipeline's to add).
+    func decisionFacts(maxAttempts: Int, quietHoursSpread: Int) -> DeliveryFacts {
+        var facts = DeliveryFacts(
+            attempt: attempt, maxAttempts: maxAttempts, notificationCanceled: notificationStatus == "canceled",
+            notificationStart: notificationStart, subscriptionID: subscriptionID, capKey: capKey,
+            subscriptionStatus: subscriptionStatus, platform: Platform(platform), hasChannel: channelProvider != nil,
+            channelPausedUntil: channelPausedUntil, quietHoursStart: quietHoursStart, quietHoursEnd: quietHoursEnd,
+            timezone: timezone, defaultTimezone: defaultTimezone)
+        facts.quietHoursSpread = quietHoursSpread
+        return facts
     }
 }
 
@@ -231,83 +231,6 @@ extension DeliveryPipeline {
     }
 }
 
-/// The checks between a parsed message and a send, in their fixed order (issue 4: expired -> subscription
-/// active -> quiet hours -> send, where sending needs a known platform and a present, unpaused channel),
-/// without I/O: the worker and `preview` share them. Frequency caps need the database and come after a
-/// `send` verdict (``DeliveryPipeline/checkFrequencyCaps(_:message:)``; `preview` reports them).
-public enum DeliveryChecks {
-    public enum Verdict: Sendable, Equatable {
-        /// Send through `provider` (`apns`, `fcm`, `webpush`).
-        case send(provider: String)
-        /// Do not send; record `outcome`. `provider` when the platform maps to one.
-        case stop(DeliveryOutcome, provider: String?)
-    }
-
-    /// - Parameters:
-    ///   - quietHoursSpread: seconds over which deliveries deferred by quiet hours are released after the
-    ///     window ends, hashed by subscription (docs/quiet-hours.md); 0 releases them all at the end.
-    ///   - onUnknownZone: told each time neither the subscription's time zone name nor the app's resolves
-    ///     (the fallback then applies), with the name that failed.
-    public static func evaluate(
-        _ delivery: ClaimedDelivery, message: NotificationMessage, now: Date, quietHoursSpread: Int = 0,
-        onUnknownZone: (String) -> Void = { _ in }
-    ) -> Verdict {
-        let ttl = message.ttl.map(Int64.init) ?? DeliveryPipeline.defaultTTL
-        let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
-        // ttl 0 means "now or never" (APNs `apns-expiration: 0`, FCM `ttl: 0s`): one attempt, however late
-        // it is claimed, and no retry.
-        if ttl == 0 ? delivery.attempt > 1 : expiresAt < now {
-            return .stop(.skipped(reason: "expired", detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]), provider: nil)
-        }
-        if delivery.subscriptionStatus != "active" {
-            return .stop(
-                .skipped(reason: "subscription_inactive", detail: ["status": .string(delivery.subscriptionStatus)]),
-                provider: nil)
-        }
-        guard let provider = PlatformProvider.provider(forPlatform: delivery.platform) else {
-            return .stop(.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), provider: nil)
-        }
-        guard delivery.channelProvider != nil else {
-            return .stop(.skipped(reason: "no_channel", detail: ["provider": .string(provider)]), provider: provider)
-        }
-        if !message.quietHoursExempt,
-            let window = try? QuietHoursWindow(start: delivery.quietHoursStart, end: delivery.quietHoursEnd)
-        {
-            let decision = QuietHours.decide(
-                window: window, subscriberZone: delivery.timezone, appDefaultZone: delivery.defaultTimezone, at: now,
-                spreadSeconds: quietHoursSpread, spreadKey: delivery.subscriptionID)
-            decision.unknownZones.forEach(onUnknownZone)
-            if let until = decision.deferUntil {
-                // It would expire before the window ends (ttl 0 cannot wait at all): skip it now.
-                if ttl == 0 || decision.expiresBeforeRelease(expiresAt) {
-                    return .stop(
-                        .skipped(
-                            reason: "expired",
-                            detail: [
-                                "expired_at": .string(expiresAt.formatted(.iso8601)),
-                                "quiet_hours_until": .string(until.formatted(.iso8601)),
-                            ]),
-                        provider: provider)
-                }
-                return .stop(
-                    .deferred(
-                        until: until,
-                        detail: [
-                            "zone": .string(decision.zone),
-                            "window": .string("\(window.start)-\(window.end)"),
-                        ]),
-                    provider: provider)
-            }
-        }
-        if let pausedUntil = delivery.channelPausedUntil, pausedUntil > now {
-            return .stop(
-                .retry(reason: "channel_paused", detail: ["provider": .string(provider)], notBefore: pausedUntil),
-                provider: provider)
-        }
-        return .send(provider: provider)
-    }
-}
-
 /// Turns an outcome into the queue change and the event row (DESIGN.md §3 event names).
 public enum CompletionFactory {
     /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
@@ -323,7 +246,7 @@ public enum CompletionFactory {
     /// The retry reason of a delivery put back in the queue unsent because its lease had less than the
     /// per-delivery deadline left: no attempt spent, no event written, not counted as an uncounted retry
     /// (the worker, not the delivery, was late).
-    public static let leaseExpiringReason = "lease_expiring"
+    public static let leaseExpiringReason = DeliveryReason.leaseExpiring.rawValue
 
     /// - Parameters:
     ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
