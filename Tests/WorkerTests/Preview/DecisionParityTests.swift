@@ -53,7 +53,7 @@ struct DecisionParityTests {
         ("unknown platform", with([(["subscription", "platform"], "fridge")])),
         ("no channel", with([(["app", "channels"], [:])])),
         ("paused", with([(["app", "channels", "apns", "paused_until"], "2026-11-30T00:00:00Z")])),
-        ("quiet hours", with(allDay)),
+        ("quiet hours", with(allDay + [(["notification", "message", "ttl"], .null)])),
         ("quiet hours, ttl too short", with(allDay + [(["notification", "message", "ttl"], 60)])),
         ("quiet hours, silent", with(allDay + [(["notification", "message"], silent)])),
         ("quiet hours, silent android", with(allDay + android + [(["notification", "message"], silent)])),
@@ -66,7 +66,7 @@ struct DecisionParityTests {
         ("caps, room", with(caps + [(["recent_notifications"], [])])),
         ("caps, full", with(caps + [(["recent_notifications"], ["2026-11-29T18:00:00Z"])])),
         ("caps, full, silent", with(caps + [(["recent_notifications"], ["2026-11-29T18:00:00Z"]), (["notification", "message"], silent)])),
-        ("caps, full, in quiet hours", with(caps + allDay + [(["recent_notifications"], ["2026-11-29T18:00:00Z"])])),
+        ("caps, full, in quiet hours", with(caps + allDay + [(["recent_notifications"], ["2026-11-29T18:00:00Z"]), (["notification", "message", "ttl"], .null)])),
     ]
 
     @Test(arguments: 0..<documents.count) func sameDecision(index: Int) async throws {
