@@ -103,6 +103,8 @@ public enum DeliveryReason: String, Sendable, Hashable, CaseIterable, CustomStri
     case leaseExpiring = "lease_expiring"
     /// `retrying` (no attempt spent): the message could not be read from the database.
     case messageUnavailable = "message_unavailable"
+    /// `retrying` (no attempt spent): the provider could not be reached (the request never left).
+    case providerUnreachable = "provider_unreachable"
     /// `retrying`: the whole provider exchange took longer than the per-delivery deadline.
     case deadlineExceeded = "deadline_exceeded"
     /// `failed`: no sender serves the platform's provider.

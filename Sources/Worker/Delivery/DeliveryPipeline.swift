@@ -78,7 +78,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
             unitRandom: Double.random(in: 0..<1))
         // A notification that reached no device of the key gives its grant back (issue 4 item 7); the
         // completion transaction decides, under the key's lock, whether any device got it or still may.
-        if completion.nextRunAt == nil, completion.event != "sent", completion.reason != "frequency_capped",
+        if completion.nextRunAt == nil, completion.event != DeliveryEvent.sent.rawValue, completion.reason != DeliveryReason.frequencyCapped.rawValue,
             let caps = frequencyCaps(of: delivery), !caps.isEmpty
         {
             completion.capRelease = FrequencyCapRelease(
@@ -138,7 +138,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 ["app_id": app, "provider": pause.provider, "reason": pause.reason, "until": pause.until.formatted(.iso8601)])
             return
         }
-        guard completion.event == "failed" || completion.event == "retrying", let reason = completion.reason else { return }
+        guard completion.event == DeliveryEvent.failed.rawValue || completion.event == DeliveryEvent.retrying.rawValue, let reason = completion.reason else { return }
         if warnings.allow("\(app):\(completion.event):\(reason)") {
             logger.warning(
                 "delivery \(completion.event); more of this kind for the app within the hour go to delivery_events only",
@@ -226,7 +226,7 @@ extension DeliveryPipeline {
             let first = await group.next() ?? nil
             group.cancelAll()
             if let first { return first }
-            return .retry(reason: "deadline_exceeded", detail: ["deadline_s": .double(seconds)])
+            return .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
         }
     }
 }
@@ -236,7 +236,8 @@ public enum CompletionFactory {
     /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
     /// Such deliveries wait out the outage (backing off) until their `ttl` expires, never `max_attempts`.
     public static let uncountedRetryReasons: Set<String> = [
-        "channel_paused", "provider_unreachable", "message_unavailable", "cap_unavailable",
+        DeliveryReason.channelPaused.rawValue, DeliveryReason.providerUnreachable.rawValue, DeliveryReason.messageUnavailable.rawValue,
+        DeliveryReason.capUnavailable.rawValue,
     ]
 
     /// How many retries spending no attempt write a `retrying` event; later ones change the queue row only
@@ -257,11 +258,11 @@ public enum CompletionFactory {
         for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
         maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: Double
     ) -> DeliveryCompletion {
-        func make(_ event: String, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
+        func make(_ event: DeliveryEvent, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
             var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
             if let provider, members["provider"] == nil { members["provider"] = .string(provider) }
             var completion = DeliveryCompletion(
-                deliveryID: delivery.id, fence: delivery.fence, event: event, reason: reason,
+                deliveryID: delivery.id, fence: delivery.fence, event: event.rawValue, reason: reason,
                 detailJSON: JSONValue.object(members).jsonText, nextRunAt: next)
             completion.claimedAs = DeliveryCompletion.Claim(delivery)
             return completion
@@ -270,17 +271,17 @@ public enum CompletionFactory {
         case .sent(let providerMessageID):
             var detail: [String: JSONValue] = [:]
             if let providerMessageID { detail["provider_message_id"] = .string(providerMessageID) }
-            if provider == "apns" { detail["apns_id"] = .string(providerMessageID ?? delivery.apnsID.uuidString.lowercased()) }
-            return make("sent", nil, .object(detail), next: nil)
+            if provider == Provider.apns.rawValue { detail["apns_id"] = .string(providerMessageID ?? delivery.apnsID.uuidString.lowercased()) }
+            return make(.sent, nil, .object(detail), next: nil)
         case .failed(let reason, let detail, let invalidate):
-            var completion = make("failed", reason, detail, next: nil)
+            var completion = make(.failed, reason, detail, next: nil)
             if invalidate {
                 completion.invalidation = SubscriptionInvalidation(
                     subscriptionID: delivery.subscriptionID, reason: reason, tokenUpdatedAt: delivery.tokenUpdatedAt)
             }
             return completion
         case .retry(let reason, _, _) where reason == leaseExpiringReason:
-            var completion = make("retrying", reason, .object([:]), next: now)
+            var completion = make(.retrying, reason, .object([:]), next: now)
             completion.refundsAttempt = true
             completion.writesEvent = false
             return completion
@@ -290,10 +291,10 @@ public enum CompletionFactory {
                 var members = detail.objectValue ?? [:]
                 members["last_reason"] = .string(reason)
                 members["attempts"] = .int(Int64(delivery.attempt))
-                return make("failed", "max_attempts", .object(members), next: nil)
+                return make(.failed, DeliveryReason.maxAttempts.rawValue, .object(members), next: nil)
             }
             if !counted && delivery.uncountedRetries >= maxUncountedRetries {
-                return make("failed", "retries_exhausted", exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                return make(.failed, DeliveryReason.retriesExhausted.rawValue, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
             }
             // Uncounted retries back off by how long the message has waited, not by attempts.
             let next =
@@ -304,7 +305,7 @@ public enum CompletionFactory {
                     notBefore: notBefore)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(next.formatted(.iso8601))
-            var completion = make("retrying", reason, .object(members), next: next)
+            var completion = make(.retrying, reason, .object(members), next: next)
             completion.refundsAttempt = !counted
             completion.countsUncountedRetry = !counted
             completion.writesEvent = counted || delivery.uncountedRetries < retryingEventsWithoutAttempt
@@ -313,7 +314,7 @@ public enum CompletionFactory {
             let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause)
             if delivery.uncountedRetries >= maxUncountedRetries {
                 // The channel still pauses (the event carries it); this delivery waits no more.
-                var completion = make("failed", "retries_exhausted", exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                var completion = make(.failed, DeliveryReason.retriesExhausted.rawValue, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
                 if let provider {
                     completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
                 }
@@ -322,7 +323,7 @@ public enum CompletionFactory {
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(until.formatted(.iso8601))
             members["channel_paused_until"] = .string(until.formatted(.iso8601))
-            var completion = make("retrying", reason, .object(members), next: until)
+            var completion = make(.retrying, reason, .object(members), next: until)
             // The provider refused the app's credentials, not this push: the attempt does not count. Its event
             // is always written (it carries the channel pause), so these are bounded by maxUncountedRetries.
             completion.refundsAttempt = true
@@ -332,11 +333,11 @@ public enum CompletionFactory {
             }
             return completion
         case .skipped(let reason, let detail):
-            return make("skipped", reason, detail, next: nil)
+            return make(.skipped, reason, detail, next: nil)
         case .deferred(let until, let detail):
             var members = detail.objectValue ?? [:]
             members["until"] = .string(until.formatted(.iso8601))
-            var completion = make("deferred", "quiet_hours", .object(members), next: until)
+            var completion = make(.deferred, DeliveryReason.quietHours.rawValue, .object(members), next: until)
             completion.refundsAttempt = true
             return completion
         }
