@@ -84,7 +84,7 @@ public enum Preview {
                 let message = decision.message ?? NotificationMessage()
                 notes.append(contentsOf: silentPushNotes(message, provider: provider))
                 var built = build(
-                    provider: provider.rawValue, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
+                    provider: provider, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
                 if let caps = reportedCaps, case .object(var members) = built.decision, members["action"] == "send" {
                     var detail = members["detail"]?.objectValue ?? [:]
                     detail["frequency_caps"] = caps.jsonValue
@@ -142,16 +142,16 @@ public enum Preview {
     }
 
     static func build(
-        provider: String, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput,
+        provider: Provider, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput,
         egressPolicy: EgressPolicy
     ) -> (decision: JSONValue, request: JSONValue?) {
         func refusedEndpoint(_ error: ChannelEndpointError) -> (decision: JSONValue, request: JSONValue?) {
-            (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": .string(error.message)]), provider: provider), nil)
+            (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": .string(error.message)]), provider: provider.rawValue), nil)
         }
         switch provider {
-        case "apns":
+        case .apns:
             guard let topic = input.channel?["topic"]?.stringValue, !topic.isEmpty else {
-                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.apns.topic is missing"]), provider: provider), nil)
+                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.apns.topic is missing"]), provider: provider.rawValue), nil)
             }
             var origin = APNsSender.origin(forEnvironment: delivery.apnsEnvironment).description
             if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
@@ -164,21 +164,21 @@ public enum Preview {
             let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
             do {
                 let request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: providerTokenPlaceholder)
-                return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
+                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
             } catch {
                 let outcome: DeliveryOutcome =
                     APNsSender.channelRequestErrors.contains(error.reason)
                     ? .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
                     : .failed(reason: error.reason, detail: ["error": .string(error.detail)])
-                return (decision(for: outcome, provider: provider), nil)
+                return (decision(for: outcome, provider: provider.rawValue), nil)
             }
-        case "fcm":
+        case .fcm:
             let settings = input.channel
             guard
                 let projectID = settings?["project_id"]?.stringValue
                     ?? settings?["service_account"]?["project_id"]?.stringValue
             else {
-                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
+                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider.rawValue), nil)
             }
             var origin = FCMSender.defaultOrigin.description
             do {
@@ -194,24 +194,22 @@ public enum Preview {
             let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: projectID, now: input.at)
             do {
                 let request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: providerTokenPlaceholder)
-                return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
+                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
             } catch {
-                return (decision(for: error.outcome, provider: provider), nil)
+                return (decision(for: error.outcome, provider: provider.rawValue), nil)
             }
-        case "webpush":
+        case .webpush:
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
             do {
                 let endpoint = try WebPushEndpoint(parsing: delivery.token)
                 if (try? egressPolicy.check(host: endpoint.host)) == nil {
-                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider), nil)
+                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider.rawValue), nil)
                 }
                 let request = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
-                return (["action": "send", "provider": .string(provider)], describe(request, origin: endpoint.origin))
+                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: endpoint.origin))
             } catch {
-                return (decision(for: error.outcome, provider: provider), nil)
+                return (decision(for: error.outcome, provider: provider.rawValue), nil)
             }
-        default:
-            return (decision(for: .failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider: provider), nil)
         }
     }
 
