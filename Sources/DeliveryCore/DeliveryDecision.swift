@@ -98,7 +98,7 @@ public struct DeliveryDecision: Sendable {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
     public static let defaultTTL: Int64 = 2_419_200
 
-    public let facts: DeliveryFacts
+    public private(set) var facts: DeliveryFacts
     public let now: Date
     /// The parsed message once loaded.
     public private(set) var message: NotificationMessage?
@@ -123,6 +123,12 @@ public struct DeliveryDecision: Sendable {
     /// The message cannot be used: `outcome` (invalid, too large, gone, or unavailable) completes the delivery.
     public mutating func messageUnusable(_ outcome: DeliveryOutcome) {
         messageProblem = outcome
+    }
+
+    /// Seconds left on the claim now: the owner refreshes it before each ``next()``, since loading the
+    /// message takes time and the lease guard must see what is left at the send, not at the claim.
+    public mutating func leaseRemaining(_ seconds: Double?) {
+        facts.leaseRemaining = seconds
     }
 
     /// The answer to ``DeliveryStep/reserveFrequencyCap(_:provider:)``.

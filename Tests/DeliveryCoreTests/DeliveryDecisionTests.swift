@@ -141,6 +141,19 @@ import Testing
         #expect(decide(short) == .complete(.retry(reason: "lease_expiring"), provider: .apns))
         short.leaseRemaining = 10
         #expect(decide(short) == .reserveFrequencyCap(Self.caps, provider: .apns))
+        // What is left is refreshed by the owner before each step (loading the message takes time).
+        var decision = DeliveryDecision(facts(caps: Self.caps), now: now)
+        decision.messageLoaded(message())
+        decision.frequencyCapAnswered(.granted)
+        #expect(decision.next() == .send(.apns))
+        var timed = facts()
+        timed.deliveryTimeout = 10
+        timed.leaseRemaining = 60
+        decision = DeliveryDecision(timed, now: now)
+        decision.messageLoaded(message())
+        #expect(decision.next() == .send(.apns))
+        decision.leaseRemaining(3)
+        #expect(decision.next() == .complete(.retry(reason: "lease_expiring"), provider: .apns))
         // No deadline or no lease: no guard.
         short.deliveryTimeout = nil
         short.leaseRemaining = 0

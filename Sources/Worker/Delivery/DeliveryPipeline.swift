@@ -152,12 +152,12 @@ public final class DeliveryPipeline: DeliveryProcessing {
         facts.frequencyCaps = frequencyCaps(of: delivery)
         facts.providersWithSender = Set(senders.keys.compactMap(Provider.init(rawValue:)))
         facts.deliveryTimeout = deliveryTimeout
-        if let expiry = delivery.leaseExpiry {
-            let left = (expiry - .now).components
-            facts.leaseRemaining = Double(left.seconds) + Double(left.attoseconds) / 1e18
-        }
         var decision = DeliveryDecision(facts, now: now)
         while true {
+            if let expiry = delivery.leaseExpiry {
+                let left = (expiry - .now).components
+                decision.leaseRemaining(Double(left.seconds) + Double(left.attoseconds) / 1e18)
+            }
             switch decision.next() {
             case .loadMessage:
                 switch await messages.message(for: delivery.notificationID, version: delivery.messageVersion) {
