@@ -113,3 +113,25 @@ struct DecisionParityTests {
         ]))
     }
 }
+
+@Suite("preview: what a silent push drops")
+struct SilentPushNotesTests {
+    @Test func notesNameTheDroppedFieldsPerProvider() throws {
+        let silent: JSONValue = [
+            "content_available": true, "contents": ["en": "hidden"], "ios_sound": "ding.caf",
+            "ios_badge_type": "SetTo", "ios_badge_count": 2, "android_sound": "ding", "data": ["sync": "inbox"],
+        ]
+        let ios = try Preview.run(DecisionParityTests.with([(["notification", "message"], silent)]))
+        let iosNotes = ios["notes"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let iosDrops = try #require(iosNotes.first { $0.contains("drops") })
+        #expect(iosDrops.contains("headings, contents and subtitle") && iosDrops.contains("ios_sound") && iosDrops.contains("ios_badge_type"))
+        #expect(!iosDrops.contains("android_sound"))
+        #expect(iosNotes.contains { $0.contains("quiet hours do not hold it") })
+        let android = try Preview.run(DecisionParityTests.with(DecisionParityTests.android + [(["notification", "message"], silent)]))
+        let androidDrops = try #require(android["notes"]?.arrayValue?.compactMap(\.stringValue).first { $0.contains("drops") })
+        #expect(androidDrops.contains("android_sound") && !androidDrops.contains("ios_sound"))
+        // A visible push gets no such note.
+        let visible = try Preview.run(DecisionParityTests.base)
+        #expect(!(visible["notes"]?.arrayValue?.compactMap(\.stringValue) ?? []).contains { $0.contains("silent push") })
+    }
+}
