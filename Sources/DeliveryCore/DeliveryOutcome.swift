@@ -34,15 +34,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
 
 extension DeliveryOutcome {
     /// The `delivery_events.event` value this outcome writes. A channel error writes `retrying`.
-    public var eventName: String {
-        switch self {
-        case .sent: "sent"
-        case .failed: "failed"
-        case .retry, .channelError: "retrying"
-        case .skipped: "skipped"
-        case .deferred: "deferred"
-        }
-    }
+    public var eventName: String { event.rawValue }
 
     /// `true` when the delivery leaves the queue (`sent`, `failed`, `skipped`).
     public var isTerminal: Bool {

@@ -104,6 +104,19 @@ public struct NotificationMessage: Sendable, Hashable {
     /// `true` for a silent (background) push: `content_available: true`.
     public var isSilent: Bool { contentAvailable }
 
+    /// `true` when `contents` or `headings` has text in some language: something a notification can show.
+    public var hasVisibleText: Bool {
+        contents.values.contains { !$0.isEmpty } || headings.values.contains { !$0.isEmpty }
+    }
+
+    /// `true` when the message sets the iOS badge (`SetTo`) or plays an iOS sound: enough for an APNs alert
+    /// push without text (Apple, "Sending notification requests to APNs": the `alert` push type is for an
+    /// alert, a sound or a badge). An `Increase` alone is not: the SDK's service extension applies it, and
+    /// iOS runs that extension only for a push that shows an alert.
+    public var setsBadgeOrSound: Bool {
+        iosBadgeType == .setTo && iosBadgeCount != nil || !(iosSound ?? "").isEmpty || iosCriticalSound != nil
+    }
+
     /// Parses and validates a `notifications.message` document.
     /// - Throws: `MessageError` naming the first offending field: a wrong JSON type, an unknown
     ///   `ios_interruption_level` / `ios_badge_type` / `priority`, a volume or relevance score outside
@@ -111,7 +124,7 @@ public struct NotificationMessage: Sendable, Hashable {
     ///   or without a badge type, a `collapse_id` that cannot be an HTTP header value (a control character
     ///   such as CR / LF / NUL, or leading / trailing whitespace: ``HTTPFieldValue/isValid(_:)``), `data` not
     ///   an object, a button without an `id` or `text`, or a visible (not silent) message without any
-    ///   `contents` text.
+    ///   `contents` text, badge or sound (``setsBadgeOrSound``).
     public init(json: JSONValue) throws(MessageError) {
         guard let members = json.objectValue else {
             throw MessageError(code: .wrongType, field: "message", message: "must be a JSON object")
@@ -213,9 +226,11 @@ public struct NotificationMessage: Sendable, Hashable {
         quietHoursExempt = try reader.bool("quiet_hours_exempt") ?? false
         frequencyCapExempt = try reader.bool("frequency_cap_exempt") ?? false
 
-        if !isSilent, !contents.values.contains(where: { !$0.isEmpty }) {
+        // Apple's alert push type covers an alert, a sound or a badge: a badge-only or sound-only push is valid
+        // (it reaches APNs only; other providers skip it as `nothing_to_show`).
+        if !isSilent, !contents.values.contains(where: { !$0.isEmpty }), !setsBadgeOrSound {
             throw MessageError(code: .missing, field: "contents",
-                               message: "a visible notification needs text in at least one language (or content_available: true for a silent push)")
+                               message: "a visible notification needs text in at least one language, a badge or a sound (or content_available: true for a silent push)")
         }
     }
 }

@@ -41,6 +41,8 @@ public enum APNsRequestFactory {
     ///   APNs badges are absolute); `thread-id`, `category`, `interruption-level`, `relevance-score`, and
     ///   always `mutable-content: 1` (the SDK's Notification Service Extension records `received`).
     /// - silent push (`content_available: true`): `aps` is only `{"content-available":1}`; no alert, sound or badge.
+    /// - badge-only or sound-only push (no `contents` or `headings`): push type `alert`, `aps` without `alert`
+    ///   and without `mutable-content`, e.g. `{"badge":0}` (Apple: the alert push type covers alert, sound or badge).
     /// - `on`: `msgId`, `campaignId`, `url`, `image`, `actions` (`[{id, title, url?}]` from `buttons`), `data`.
     ///
     /// When the body exceeds 4096 bytes, the alert `body`, then `subtitle`, then `title` is shortened at a
@@ -106,6 +108,15 @@ public enum APNsRequestFactory {
         let onDictionary = customDictionary(delivery)
         if message.isSilent {
             let body = JSONValue.object(["aps": ["content-available": 1], "on": onDictionary]).serialized()
+            guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
+            return body
+        }
+        if !message.hasVisibleText {
+            // A badge-only or sound-only push: no `alert`, and no `mutable-content` (iOS runs a service
+            // extension only for a push that shows an alert).
+            var aps = apsWithoutAlert(message)
+            aps["mutable-content"] = nil
+            let body = JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
             guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
             return body
         }

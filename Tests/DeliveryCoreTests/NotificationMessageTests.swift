@@ -85,7 +85,19 @@ import Testing
         (["headings": ["en": "only a title"]], "contents"),
         (["contents": ["en": ""]], "contents"),
         ([:], "contents"),
+        // An Increase alone needs the SDK's extension, which iOS runs only for a push with an alert.
+        (["ios_badge_type": "Increase", "ios_badge_count": 1], "contents"),
+        (["ios_sound": ""], "contents"),
     ]
+
+    /// Apple's alert push type covers an alert, a sound or a badge: no text is needed for those.
+    @Test func badgeOnlyAndSoundOnlyMessagesAreValid() throws {
+        let badge = try NotificationMessage(json: ["ios_badge_type": "SetTo", "ios_badge_count": 0])
+        #expect(badge.setsBadgeOrSound && !badge.hasVisibleText && !badge.isSilent)
+        #expect(try NotificationMessage(json: ["ios_sound": "default"]).setsBadgeOrSound)
+        #expect(try NotificationMessage(json: ["ios_critical_sound": ["name": "alarm.caf"], "ios_interruption_level": "critical"]).setsBadgeOrSound)
+        #expect(try NotificationMessage(json: ["headings": ["en": "t"], "ios_sound": "default"]).hasVisibleText)
+    }
 
     @Test(arguments: 0..<invalid.count) func errorsNameTheField(index: Int) {
         let (json, field) = Self.invalid[index]

@@ -66,6 +66,17 @@ import PushCrypto
         #expect(text(request) == #"{"aps":{"content-available":1},"on":{"campaignId":"spring","data":{"sync":"inbox"},"msgId":"MSGID"}}"#)
     }
 
+    /// A badge-only push is an alert push without `alert` and without `mutable-content` (no extension runs).
+    @Test func badgeOnlyAndSoundOnlyGolden() throws {
+        let badge = try APNsRequestFactory.makeRequest(delivery(["ios_badge_type": "SetTo", "ios_badge_count": 0]), bearerToken: "JWT")
+        #expect(badge.header("apns-push-type") == "alert")
+        #expect(badge.header("apns-priority") == "10")
+        #expect(text(badge) == #"{"aps":{"badge":0},"on":{"campaignId":"spring","msgId":"MSGID"}}"#)
+        let sound = try APNsRequestFactory.makeRequest(delivery(["ios_sound": "chime.caf", "thread_id": "t"]), bearerToken: "JWT")
+        #expect(sound.header("apns-push-type") == "alert")
+        #expect(text(sound) == #"{"aps":{"sound":"chime.caf","thread-id":"t"},"on":{"campaignId":"spring","msgId":"MSGID"}}"#)
+    }
+
     @Test func criticalSoundOnlyForCriticalLevel() throws {
         let critical = try APNsRequestFactory.makeRequest(delivery([
             "contents": ["en": "Smoke detected"], "ios_interruption_level": "critical",

@@ -2,12 +2,12 @@ import DeliveryCore
 import Foundation
 import Synchronization
 
-/// The per-delivery path: checks in a fixed order (abandoned -> canceled -> message valid -> expired ->
-/// subscription active -> quiet hours -> platform and channel -> frequency caps -> send), then the provider
-/// sender, then the completion.
+/// The per-delivery path: ``DeliveryDecision`` (the checks in their fixed order, shared with `preview`)
+/// driven with the worker's I/O (message cache, frequency-cap reservation, provider senders), then the
+/// completion.
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
-    public static let defaultTTL: Int64 = 2_419_200
+    public static let defaultTTL: Int64 = DeliveryDecision.defaultTTL
     /// Seconds a channel stays paused after a credential or configuration error when the provider gave no
     /// better hint.
     public static let defaultChannelPause: Double = 300
@@ -78,7 +78,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
             unitRandom: Double.random(in: 0..<1))
         // A notification that reached no device of the key gives its grant back (issue 4 item 7); the
         // completion transaction decides, under the key's lock, whether any device got it or still may.
-        if completion.nextRunAt == nil, completion.event != "sent", completion.reason != "frequency_capped",
+        if completion.nextRunAt == nil, completion.event != DeliveryEvent.sent.rawValue, completion.reason != DeliveryReason.frequencyCapped.rawValue,
             let caps = frequencyCaps(of: delivery), !caps.isEmpty
         {
             completion.capRelease = FrequencyCapRelease(
@@ -112,28 +112,17 @@ public final class DeliveryPipeline: DeliveryProcessing {
         return parsed
     }
 
-    /// The frequency-cap step (issue 4 items 5-7): `nil` to send, else the outcome that stops the send.
-    func checkFrequencyCaps(_ delivery: ClaimedDelivery, message: NotificationMessage) async -> DeliveryOutcome? {
-        // Exempt messages and silent pushes neither check nor count.
-        guard !message.frequencyCapExempt, !message.isSilent, let caps = frequencyCaps(of: delivery), !caps.isEmpty
-        else { return nil }
+    /// The frequency-cap step (docs/frequency-caps.md): the reservation in PostgreSQL, as the decision's answer.
+    func reserveFrequencyCap(_ delivery: ClaimedDelivery, caps: FrequencyCaps) async -> FrequencyCapAnswer {
         let request = FrequencyCapRequest(
             appID: delivery.appID, capKey: delivery.capKey, notificationID: delivery.notificationID, caps: caps)
         do {
             switch try await reserveFrequencyCap(request) {
-            case .granted:
-                return nil
-            case .denied(let rule, let used):
-                return .skipped(
-                    reason: "frequency_capped",
-                    detail: [
-                        "max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)),
-                        "used": .int(Int64(used)), "cap_key": .string(delivery.capKey.uuidString.lowercased()),
-                    ])
+            case .granted: return .granted
+            case .denied(let rule, let used): return .denied(rule: rule, used: used)
             }
         } catch {
-            // Not knowing is not a denial: try again later, without counting an attempt.
-            return .retry(reason: "cap_unavailable", detail: ["error": .string("\(error)")])
+            return .unavailable(error: "\(error)")
         }
     }
 
@@ -149,7 +138,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 ["app_id": app, "provider": pause.provider, "reason": pause.reason, "until": pause.until.formatted(.iso8601)])
             return
         }
-        guard completion.event == "failed" || completion.event == "retrying", let reason = completion.reason else { return }
+        guard completion.event == DeliveryEvent.failed.rawValue || completion.event == DeliveryEvent.retrying.rawValue, let reason = completion.reason else { return }
         if warnings.allow("\(app):\(completion.event):\(reason)") {
             logger.warning(
                 "delivery \(completion.event); more of this kind for the app within the hour go to delivery_events only",
@@ -157,58 +146,69 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
     }
 
+    /// Drives ``DeliveryDecision`` for one delivery, carrying out its I/O steps (message, cap, send).
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
-        // Claimed more often than attempts allow, yet never completed: a worker died on it each time (a crash
-        // or a kill). Stop here so one poisonous row cannot take the fleet down forever.
-        if delivery.attempt > maxAttempts {
-            return (.failed(reason: "max_attempts", detail: ["abandoned_claims": .int(Int64(delivery.attempt))]), nil)
-        }
-        if delivery.notificationStatus == "canceled" {
-            return (.skipped(reason: "canceled"), nil)
-        }
-        let message: NotificationMessage
-        switch await messages.message(for: delivery.notificationID, version: delivery.messageVersion) {
-        case .success(let parsed): message = parsed
-        case .failure(let problem): return (problem.outcome, nil)
-        }
-        let verdict = DeliveryChecks.evaluate(
-            delivery, message: message, now: now, quietHoursSpread: quietHoursSpread
-        ) { zone in
-            unknownZoneCount.add(1, ordering: .relaxed)
-            if zoneWarnings.allow(LogText.shortened(zone)) {
-                logger.warning(
-                    "unknown time zone name; using the fallback (the app's default zone, else UTC)",
-                    ["zone": LogText.shortened(zone), "app_id": delivery.appID.uuidString.lowercased(),
-                     "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
+        var facts = delivery.decisionFacts(maxAttempts: maxAttempts, quietHoursSpread: quietHoursSpread)
+        facts.frequencyCaps = frequencyCaps(of: delivery)
+        facts.providersWithSender = Set(senders.keys.compactMap(Provider.init(rawValue:)))
+        facts.deliveryTimeout = deliveryTimeout
+        var decision = DeliveryDecision(facts, now: now)
+        while true {
+            if let expiry = delivery.leaseExpiry {
+                let left = (expiry - .now).components
+                decision.leaseRemaining(Double(left.seconds) + Double(left.attoseconds) / 1e18)
+            }
+            switch decision.next() {
+            case .loadMessage:
+                switch await messages.message(for: delivery.notificationID, version: delivery.messageVersion) {
+                case .success(let parsed): decision.messageLoaded(parsed)
+                case .failure(let problem): decision.messageUnusable(problem.outcome)
+                }
+                for zone in decision.unknownZones { reportUnknownZone(zone, of: delivery) }
+            case .reserveFrequencyCap(let caps, _):
+                decision.frequencyCapAnswered(await reserveFrequencyCap(delivery, caps: caps))
+            case .complete(let outcome, let provider):
+                if case .skipped(reason: DeliveryReason.noChannel.rawValue, _) = outcome, let provider,
+                    warnings.allow("no_channel:\(delivery.appID):\(provider)")
+                {
+                    logger.warning("app has no channel for this provider; its deliveries are skipped",
+                                   ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider.rawValue])
+                }
+                return (outcome, provider?.rawValue)
+            case .send(let provider):
+                guard let sender = senders[provider.rawValue], let message = decision.message else {
+                    return (.failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]), provider.rawValue)
+                }
+                guard let deliveryTimeout else {
+                    return (await sender.send(delivery, message: message, now: now), provider.rawValue)
+                }
+                return (await Self.send(within: deliveryTimeout) { await sender.send(delivery, message: message, now: now) }, provider.rawValue)
             }
         }
-        switch verdict {
-        case .stop(let outcome, let provider):
-            if case .skipped(reason: "no_channel", _) = outcome, let provider,
-                warnings.allow("no_channel:\(delivery.appID):\(provider)")
-            {
-                logger.warning("app has no channel for this provider; its deliveries are skipped",
-                               ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider])
-            }
-            return (outcome, provider)
-        case .send(let provider):
-            guard let sender = senders[provider] else {
-                return (.failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider)
-            }
-            // No send on a lease about to run out: another worker could claim the delivery mid-send. Before the
-            // frequency caps, so a delivery put back uses no grant.
-            if let deliveryTimeout, let expiry = delivery.leaseExpiry, expiry - .now < .seconds(deliveryTimeout) {
-                return (.retry(reason: CompletionFactory.leaseExpiringReason), provider)
-            }
-            // Last, as it needs the database and counts: a delivery stopped by anything else uses no grant.
-            if let stop = await checkFrequencyCaps(delivery, message: message) {
-                return (stop, provider)
-            }
-            guard let deliveryTimeout else {
-                return (await sender.send(delivery, message: message, now: now), provider)
-            }
-            return (await Self.send(within: deliveryTimeout) { await sender.send(delivery, message: message, now: now) }, provider)
+    }
+
+    private func reportUnknownZone(_ zone: String, of delivery: ClaimedDelivery) {
+        unknownZoneCount.add(1, ordering: .relaxed)
+        if zoneWarnings.allow(LogText.shortened(zone)) {
+            logger.warning(
+                "unknown time zone name; using the fallback (the app's default zone, else UTC)",
+                ["zone": LogText.shortened(zone), "app_id": delivery.appID.uuidString.lowercased(),
+                 "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
         }
+    }
+}
+
+extension ClaimedDelivery {
+    /// The claim's columns as the decision reads them (caps, senders and the lease are the pipeline's to add).
+    func decisionFacts(maxAttempts: Int, quietHoursSpread: Int) -> DeliveryFacts {
+        var facts = DeliveryFacts(
+            attempt: attempt, maxAttempts: maxAttempts, notificationCanceled: notificationStatus == "canceled",
+            notificationStart: notificationStart, subscriptionID: subscriptionID, capKey: capKey,
+            subscriptionStatus: subscriptionStatus, platform: Platform(platform), hasChannel: channelProvider != nil,
+            channelPausedUntil: channelPausedUntil, quietHoursStart: quietHoursStart, quietHoursEnd: quietHoursEnd,
+            timezone: timezone, defaultTimezone: defaultTimezone)
+        facts.quietHoursSpread = quietHoursSpread
+        return facts
     }
 }
 
@@ -226,85 +226,8 @@ extension DeliveryPipeline {
             let first = await group.next() ?? nil
             group.cancelAll()
             if let first { return first }
-            return .retry(reason: "deadline_exceeded", detail: ["deadline_s": .double(seconds)])
+            return .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
         }
-    }
-}
-
-/// The checks between a parsed message and a send, in their fixed order (issue 4: expired -> subscription
-/// active -> quiet hours -> send, where sending needs a known platform and a present, unpaused channel),
-/// without I/O: the worker and `preview` share them. Frequency caps need the database and come after a
-/// `send` verdict (``DeliveryPipeline/checkFrequencyCaps(_:message:)``; `preview` reports them).
-public enum DeliveryChecks {
-    public enum Verdict: Sendable, Equatable {
-        /// Send through `provider` (`apns`, `fcm`, `webpush`).
-        case send(provider: String)
-        /// Do not send; record `outcome`. `provider` when the platform maps to one.
-        case stop(DeliveryOutcome, provider: String?)
-    }
-
-    /// - Parameters:
-    ///   - quietHoursSpread: seconds over which deliveries deferred by quiet hours are released after the
-    ///     window ends, hashed by subscription (docs/quiet-hours.md); 0 releases them all at the end.
-    ///   - onUnknownZone: told each time neither the subscription's time zone name nor the app's resolves
-    ///     (the fallback then applies), with the name that failed.
-    public static func evaluate(
-        _ delivery: ClaimedDelivery, message: NotificationMessage, now: Date, quietHoursSpread: Int = 0,
-        onUnknownZone: (String) -> Void = { _ in }
-    ) -> Verdict {
-        let ttl = message.ttl.map(Int64.init) ?? DeliveryPipeline.defaultTTL
-        let expiresAt = delivery.notificationStart.addingTimeInterval(Double(ttl))
-        // ttl 0 means "now or never" (APNs `apns-expiration: 0`, FCM `ttl: 0s`): one attempt, however late
-        // it is claimed, and no retry.
-        if ttl == 0 ? delivery.attempt > 1 : expiresAt < now {
-            return .stop(.skipped(reason: "expired", detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]), provider: nil)
-        }
-        if delivery.subscriptionStatus != "active" {
-            return .stop(
-                .skipped(reason: "subscription_inactive", detail: ["status": .string(delivery.subscriptionStatus)]),
-                provider: nil)
-        }
-        guard let provider = PlatformProvider.provider(forPlatform: delivery.platform) else {
-            return .stop(.failed(reason: "unknown_platform", detail: ["platform": .string(delivery.platform)]), provider: nil)
-        }
-        guard delivery.channelProvider != nil else {
-            return .stop(.skipped(reason: "no_channel", detail: ["provider": .string(provider)]), provider: provider)
-        }
-        if !message.quietHoursExempt,
-            let window = try? QuietHoursWindow(start: delivery.quietHoursStart, end: delivery.quietHoursEnd)
-        {
-            let decision = QuietHours.decide(
-                window: window, subscriberZone: delivery.timezone, appDefaultZone: delivery.defaultTimezone, at: now,
-                spreadSeconds: quietHoursSpread, spreadKey: delivery.subscriptionID)
-            decision.unknownZones.forEach(onUnknownZone)
-            if let until = decision.deferUntil {
-                // It would expire before the window ends (ttl 0 cannot wait at all): skip it now.
-                if ttl == 0 || decision.expiresBeforeRelease(expiresAt) {
-                    return .stop(
-                        .skipped(
-                            reason: "expired",
-                            detail: [
-                                "expired_at": .string(expiresAt.formatted(.iso8601)),
-                                "quiet_hours_until": .string(until.formatted(.iso8601)),
-                            ]),
-                        provider: provider)
-                }
-                return .stop(
-                    .deferred(
-                        until: until,
-                        detail: [
-                            "zone": .string(decision.zone),
-                            "window": .string("\(window.start)-\(window.end)"),
-                        ]),
-                    provider: provider)
-            }
-        }
-        if let pausedUntil = delivery.channelPausedUntil, pausedUntil > now {
-            return .stop(
-                .retry(reason: "channel_paused", detail: ["provider": .string(provider)], notBefore: pausedUntil),
-                provider: provider)
-        }
-        return .send(provider: provider)
     }
 }
 
@@ -313,7 +236,8 @@ public enum CompletionFactory {
     /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
     /// Such deliveries wait out the outage (backing off) until their `ttl` expires, never `max_attempts`.
     public static let uncountedRetryReasons: Set<String> = [
-        "channel_paused", "provider_unreachable", "message_unavailable", "cap_unavailable",
+        DeliveryReason.channelPaused.rawValue, DeliveryReason.providerUnreachable.rawValue, DeliveryReason.messageUnavailable.rawValue,
+        DeliveryReason.capUnavailable.rawValue,
     ]
 
     /// How many retries spending no attempt write a `retrying` event; later ones change the queue row only
@@ -323,7 +247,7 @@ public enum CompletionFactory {
     /// The retry reason of a delivery put back in the queue unsent because its lease had less than the
     /// per-delivery deadline left: no attempt spent, no event written, not counted as an uncounted retry
     /// (the worker, not the delivery, was late).
-    public static let leaseExpiringReason = "lease_expiring"
+    public static let leaseExpiringReason = DeliveryReason.leaseExpiring.rawValue
 
     /// - Parameters:
     ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
@@ -334,11 +258,11 @@ public enum CompletionFactory {
         for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
         maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: Double
     ) -> DeliveryCompletion {
-        func make(_ event: String, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
+        func make(_ event: DeliveryEvent, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
             var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
             if let provider, members["provider"] == nil { members["provider"] = .string(provider) }
             var completion = DeliveryCompletion(
-                deliveryID: delivery.id, fence: delivery.fence, event: event, reason: reason,
+                deliveryID: delivery.id, fence: delivery.fence, event: event.rawValue, reason: reason,
                 detailJSON: JSONValue.object(members).jsonText, nextRunAt: next)
             completion.claimedAs = DeliveryCompletion.Claim(delivery)
             return completion
@@ -347,17 +271,17 @@ public enum CompletionFactory {
         case .sent(let providerMessageID):
             var detail: [String: JSONValue] = [:]
             if let providerMessageID { detail["provider_message_id"] = .string(providerMessageID) }
-            if provider == "apns" { detail["apns_id"] = .string(providerMessageID ?? delivery.apnsID.uuidString.lowercased()) }
-            return make("sent", nil, .object(detail), next: nil)
+            if provider == Provider.apns.rawValue { detail["apns_id"] = .string(providerMessageID ?? delivery.apnsID.uuidString.lowercased()) }
+            return make(.sent, nil, .object(detail), next: nil)
         case .failed(let reason, let detail, let invalidate):
-            var completion = make("failed", reason, detail, next: nil)
+            var completion = make(.failed, reason, detail, next: nil)
             if invalidate {
                 completion.invalidation = SubscriptionInvalidation(
                     subscriptionID: delivery.subscriptionID, reason: reason, tokenUpdatedAt: delivery.tokenUpdatedAt)
             }
             return completion
         case .retry(let reason, _, _) where reason == leaseExpiringReason:
-            var completion = make("retrying", reason, .object([:]), next: now)
+            var completion = make(.retrying, reason, .object([:]), next: now)
             completion.refundsAttempt = true
             completion.writesEvent = false
             return completion
@@ -367,10 +291,10 @@ public enum CompletionFactory {
                 var members = detail.objectValue ?? [:]
                 members["last_reason"] = .string(reason)
                 members["attempts"] = .int(Int64(delivery.attempt))
-                return make("failed", "max_attempts", .object(members), next: nil)
+                return make(.failed, DeliveryReason.maxAttempts.rawValue, .object(members), next: nil)
             }
             if !counted && delivery.uncountedRetries >= maxUncountedRetries {
-                return make("failed", "retries_exhausted", exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                return make(.failed, DeliveryReason.retriesExhausted.rawValue, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
             }
             // Uncounted retries back off by how long the message has waited, not by attempts.
             let next =
@@ -381,7 +305,7 @@ public enum CompletionFactory {
                     notBefore: notBefore)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(next.formatted(.iso8601))
-            var completion = make("retrying", reason, .object(members), next: next)
+            var completion = make(.retrying, reason, .object(members), next: next)
             completion.refundsAttempt = !counted
             completion.countsUncountedRetry = !counted
             completion.writesEvent = counted || delivery.uncountedRetries < retryingEventsWithoutAttempt
@@ -390,7 +314,7 @@ public enum CompletionFactory {
             let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause)
             if delivery.uncountedRetries >= maxUncountedRetries {
                 // The channel still pauses (the event carries it); this delivery waits no more.
-                var completion = make("failed", "retries_exhausted", exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                var completion = make(.failed, DeliveryReason.retriesExhausted.rawValue, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
                 if let provider {
                     completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
                 }
@@ -399,7 +323,7 @@ public enum CompletionFactory {
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(until.formatted(.iso8601))
             members["channel_paused_until"] = .string(until.formatted(.iso8601))
-            var completion = make("retrying", reason, .object(members), next: until)
+            var completion = make(.retrying, reason, .object(members), next: until)
             // The provider refused the app's credentials, not this push: the attempt does not count. Its event
             // is always written (it carries the channel pause), so these are bounded by maxUncountedRetries.
             completion.refundsAttempt = true
@@ -409,11 +333,11 @@ public enum CompletionFactory {
             }
             return completion
         case .skipped(let reason, let detail):
-            return make("skipped", reason, detail, next: nil)
+            return make(.skipped, reason, detail, next: nil)
         case .deferred(let until, let detail):
             var members = detail.objectValue ?? [:]
             members["until"] = .string(until.formatted(.iso8601))
-            var completion = make("deferred", "quiet_hours", .object(members), next: until)
+            var completion = make(.deferred, DeliveryReason.quietHours.rawValue, .object(members), next: until)
             completion.refundsAttempt = true
             return completion
         }

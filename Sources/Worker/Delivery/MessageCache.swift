@@ -68,11 +68,11 @@ public final class MessageCache: Sendable {
         do {
             stored = try await load([notificationID])
         } catch {
-            return .failure(Problem(outcome: .retry(reason: "message_unavailable", detail: ["error": .string("\(error)")])))
+            return .failure(Problem(outcome: .retry(reason: DeliveryReason.messageUnavailable.rawValue, detail: ["error": .string("\(error)")])))
         }
         guard let message = stored[notificationID] else {
             // The row was deleted after the claim (its deliveries go with it, by foreign key).
-            return .failure(Problem(outcome: .skipped(reason: "canceled", detail: ["note": "the notification row is gone"])))
+            return .failure(Problem(outcome: .skipped(reason: DeliveryReason.canceled.rawValue, detail: ["note": "the notification row is gone"])))
         }
         return insert(notificationID, message)
     }
@@ -98,7 +98,7 @@ public final class MessageCache: Sendable {
             return .failure(
                 Problem(
                     outcome: .failed(
-                        reason: "payload_too_large",
+                        reason: DeliveryReason.payloadTooLarge.rawValue,
                         detail: [
                             "message_bytes": .int(Int64(stored.byteCount)), "limit": .int(Int64(maximumMessageBytes)),
                         ])))
@@ -109,7 +109,7 @@ public final class MessageCache: Sendable {
             return .failure(Problem(outcome: error.outcome))
         } catch {
             return .failure(
-                Problem(outcome: .failed(reason: "invalid_message", detail: ["error": "message is not valid JSON"])))
+                Problem(outcome: .failed(reason: DeliveryReason.invalidMessage.rawValue, detail: ["error": "message is not valid JSON"])))
         }
     }
 }

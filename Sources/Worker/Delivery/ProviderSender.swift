@@ -9,15 +9,3 @@ public protocol ProviderSender: Sendable {
     var provider: String { get }
     func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome
 }
-
-/// `subscriptions.platform` -> `app_channels.provider` (DESIGN.md §3).
-public enum PlatformProvider {
-    public static func provider(forPlatform platform: String) -> String? {
-        switch platform {
-        case "ios": "apns"
-        case "android": "fcm"
-        case "web": "webpush"
-        default: nil
-        }
-    }
-}

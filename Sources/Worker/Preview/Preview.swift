@@ -49,54 +49,85 @@ public enum Preview {
         return .object(output)
     }
 
+    /// Drives the worker's ``DeliveryDecision`` over the preview document: the message is parsed as the
+    /// worker's cache parses it, the frequency-cap step is reported instead of reserved (decided when
+    /// `recent_notifications` is given), and a send builds the request without sending it.
     static func evaluate(_ input: PreviewInput, egressPolicy: EgressPolicy, notes: inout [JSONValue])
         -> (decision: JSONValue, request: JSONValue?)
     {
         let delivery = input.delivery
-        if delivery.notificationStatus == "canceled" {
-            return (decision(for: .skipped(reason: "canceled"), provider: nil), nil)
-        }
-        let message: NotificationMessage
-        switch MessageCache.parse(input.storedMessage) {
-        case .success(let parsed): message = parsed
-        case .failure(let problem): return (decision(for: problem.outcome, provider: nil), nil)
-        }
-        var unknownZones: [String] = []
-        let verdict = DeliveryChecks.evaluate(
-            delivery, message: message, now: input.at, quietHoursSpread: input.quietHoursSpread
-        ) { unknownZones.append($0) }
-        for zone in Set(unknownZones).sorted() {
-            notes.append(.string("time zone \"\(LogText.shortened(zone))\" is unknown: the fallback applies (the app's default zone, else UTC)"))
-        }
-        switch verdict {
-        case .stop(let outcome, let provider):
-            return (decision(for: outcome, provider: provider), nil)
-        case .send(let provider):
-            guard let caps = input.frequencyCaps, !message.frequencyCapExempt, !message.isSilent else {
-                return build(provider: provider, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
-            }
-            // The worker's reservation counts grants in PostgreSQL; here the caller may list them.
-            if let recent = input.recentNotifications,
-                let (rule, used) = firstFullRule(caps, recent: recent, at: input.at)
-            {
-                let outcome = DeliveryOutcome.skipped(
-                    reason: "frequency_capped",
-                    detail: ["max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)), "used": .int(Int64(used))])
-                return (decision(for: outcome, provider: provider), nil)
-            }
-            var built = build(
-                provider: provider, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
-            if case .object(var members) = built.decision, members["action"] == "send" {
-                var detail = members["detail"]?.objectValue ?? [:]
-                detail["frequency_caps"] = caps.jsonValue
-                if input.recentNotifications == nil {
-                    detail["frequency_caps_note"] = "subject to the caps: the worker sends it only if the user has room in every rule (give recent_notifications to decide here)"
+        var facts = delivery.decisionFacts(maxAttempts: input.maxAttempts, quietHoursSpread: input.quietHoursSpread)
+        facts.frequencyCaps = input.frequencyCaps
+        var decision = DeliveryDecision(facts, now: input.at)
+        var reportedCaps: FrequencyCaps?
+        while true {
+            switch decision.next() {
+            case .loadMessage:
+                switch MessageCache.parse(input.storedMessage) {
+                case .success(let parsed): decision.messageLoaded(parsed)
+                case .failure(let problem): decision.messageUnusable(problem.outcome)
                 }
-                members["detail"] = .object(detail)
-                built.decision = .object(members)
+                for zone in Set(decision.unknownZones).sorted() {
+                    notes.append(.string("time zone \"\(LogText.shortened(zone))\" is unknown: the fallback applies (the app's default zone, else UTC)"))
+                }
+            case .reserveFrequencyCap(let caps, _):
+                // The worker's reservation counts grants in PostgreSQL; here the caller may list them.
+                if let recent = input.recentNotifications, let (rule, used) = firstFullRule(caps, recent: recent, at: input.at) {
+                    decision.frequencyCapAnswered(.denied(rule: rule, used: used))
+                } else {
+                    reportedCaps = caps
+                    decision.frequencyCapAnswered(.granted)
+                }
+            case .complete(let outcome, let provider):
+                return (Self.decision(for: outcome, provider: provider?.rawValue), nil)
+            case .send(let provider):
+                let message = decision.message ?? NotificationMessage()
+                notes.append(contentsOf: silentPushNotes(message, provider: provider))
+                var built = build(
+                    provider: provider, delivery: delivery, message: message, input: input, egressPolicy: egressPolicy)
+                if let caps = reportedCaps, case .object(var members) = built.decision, members["action"] == "send" {
+                    var detail = members["detail"]?.objectValue ?? [:]
+                    detail["frequency_caps"] = caps.jsonValue
+                    if input.recentNotifications == nil {
+                        detail["frequency_caps_note"] = "subject to the caps: the worker sends it only if the user has room in every rule (give recent_notifications to decide here)"
+                    }
+                    members["detail"] = .object(detail)
+                    built.decision = .object(members)
+                }
+                return built
             }
-            return built
         }
+    }
+
+    /// What a silent push (`content_available: true`) leaves out of the request, naming the message's fields
+    /// that are set but not sent, and the rules it is not subject to.
+    static func silentPushNotes(_ message: NotificationMessage, provider: Provider) -> [JSONValue] {
+        guard message.isSilent else { return [] }
+        var dropped: [String] = []
+        if message.hasVisibleText || message.subtitle.values.contains(where: { !$0.isEmpty }) {
+            dropped.append("headings, contents and subtitle")
+        }
+        switch provider {
+        case .apns:
+            if message.iosSound != nil || message.iosCriticalSound != nil { dropped.append("ios_sound / ios_critical_sound") }
+            if message.iosBadgeType != nil { dropped.append("ios_badge_type / ios_badge_count") }
+            if message.iosInterruptionLevel != nil { dropped.append("ios_interruption_level") }
+            if message.threadID != nil { dropped.append("thread_id") }
+            if message.iosCategory != nil { dropped.append("ios_category") }
+            if message.iosRelevanceScore != nil { dropped.append("ios_relevance_score") }
+        case .fcm:
+            if message.androidChannelID != nil { dropped.append("android_channel_id") }
+            if message.androidSound != nil { dropped.append("android_sound") }
+        case .webpush:
+            break
+        }
+        var notes: [JSONValue] = [
+            "a silent push (content_available: true) shows nothing: quiet hours do not hold it and frequency caps do not count it",
+        ]
+        if !dropped.isEmpty {
+            notes.append(.string("the silent push drops what it cannot show: \(dropped.joined(separator: ", "))"))
+        }
+        return notes
     }
 
     /// The first rule with no room for one more notification at `at`, counting `recent` grants younger than
@@ -111,16 +142,16 @@ public enum Preview {
     }
 
     static func build(
-        provider: String, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput,
+        provider: Provider, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput,
         egressPolicy: EgressPolicy
     ) -> (decision: JSONValue, request: JSONValue?) {
         func refusedEndpoint(_ error: ChannelEndpointError) -> (decision: JSONValue, request: JSONValue?) {
-            (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": .string(error.message)]), provider: provider), nil)
+            (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": .string(error.message)]), provider: provider.rawValue), nil)
         }
         switch provider {
-        case "apns":
+        case .apns:
             guard let topic = input.channel?["topic"]?.stringValue, !topic.isEmpty else {
-                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.apns.topic is missing"]), provider: provider), nil)
+                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.apns.topic is missing"]), provider: provider.rawValue), nil)
             }
             var origin = APNsSender.origin(forEnvironment: delivery.apnsEnvironment).description
             if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
@@ -133,21 +164,21 @@ public enum Preview {
             let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
             do {
                 let request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: providerTokenPlaceholder)
-                return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
+                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
             } catch {
                 let outcome: DeliveryOutcome =
                     APNsSender.channelRequestErrors.contains(error.reason)
                     ? .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
                     : .failed(reason: error.reason, detail: ["error": .string(error.detail)])
-                return (decision(for: outcome, provider: provider), nil)
+                return (decision(for: outcome, provider: provider.rawValue), nil)
             }
-        case "fcm":
+        case .fcm:
             let settings = input.channel
             guard
                 let projectID = settings?["project_id"]?.stringValue
                     ?? settings?["service_account"]?["project_id"]?.stringValue
             else {
-                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
+                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider.rawValue), nil)
             }
             var origin = FCMSender.defaultOrigin.description
             do {
@@ -163,24 +194,22 @@ public enum Preview {
             let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: projectID, now: input.at)
             do {
                 let request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: providerTokenPlaceholder)
-                return (["action": "send", "provider": .string(provider)], describe(request, origin: origin))
+                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
             } catch {
-                return (decision(for: error.outcome, provider: provider), nil)
+                return (decision(for: error.outcome, provider: provider.rawValue), nil)
             }
-        case "webpush":
+        case .webpush:
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
             do {
                 let endpoint = try WebPushEndpoint(parsing: delivery.token)
                 if (try? egressPolicy.check(host: endpoint.host)) == nil {
-                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider), nil)
+                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider.rawValue), nil)
                 }
                 let request = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
-                return (["action": "send", "provider": .string(provider)], describe(request, origin: endpoint.origin))
+                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: endpoint.origin))
             } catch {
-                return (decision(for: error.outcome, provider: provider), nil)
+                return (decision(for: error.outcome, provider: provider.rawValue), nil)
             }
-        default:
-            return (decision(for: .failed(reason: "provider_not_supported", detail: ["provider": .string(provider)]), provider: provider), nil)
         }
     }
 

@@ -9,6 +9,10 @@ struct PreviewInput {
     var storedMessage: QueueStore.StoredMessage
     /// The settings of the app's channel for the subscription's provider, if given.
     var channel: JSONValue?
+    /// `delivery.max_attempts`: the worker's `PUSHIZO_MAX_ATTEMPTS` (default 10); a `delivery.attempt` past
+    /// it is a claim abandoned that often, which fails `max_attempts`.
+    var maxAttempts: Int
+    static let defaultMaxAttempts = 10
     /// Seconds of quiet-hours release spread (`quiet_hours_spread`, default the worker's 900).
     var quietHoursSpread: Int
     /// `app.frequency_caps`, validated (`nil`: none, or malformed, which the worker treats as none).
@@ -64,6 +68,7 @@ struct PreviewInput {
             notes.append("delivery.apns_id not given: derived from the ids (the worker draws one per delivery)")
         }
         let attempt = try Self.int(deliveryFields["attempt"], "delivery.attempt", in: 1...1_000) ?? 1
+        maxAttempts = try Self.int(deliveryFields["max_attempts"], "delivery.max_attempts", in: 1...100) ?? Self.defaultMaxAttempts
         var channels: [String: JSONValue] = [:]
         if let value = app["channels"], !value.isNull {
             guard let members = value.objectValue else {
@@ -71,7 +76,7 @@ struct PreviewInput {
             }
             channels = members
         }
-        let provider = PlatformProvider.provider(forPlatform: platform)
+        let provider = Platform(platform).provider?.rawValue
         let channel = provider.flatMap { channels[$0] }
         if let channel, channel.objectValue == nil {
             throw PreviewError("app.channels.\(provider ?? "?") must be an object")

@@ -37,7 +37,9 @@ struct FrequencyCapsPreviewTests {
         // at is 2026-11-29T18:30:00Z; two grants within the hour fill the rule.
         let full = try Preview.run(Self.input(recent: ["2026-11-29T18:00:00Z", "2026-11-29T17:45:00+00:00"]))
         #expect(full["decision"] == ["action": "skip", "provider": "apns", "reason": "frequency_capped",
-                                     "detail": ["max": 2, "per_seconds": 3600, "used": 2]])
+                                     "detail": ["max": 2, "per_seconds": 3600, "used": 2,
+                                                // The worker's detail: the user, else the subscription.
+                                                "cap_key": "6f1c6e0e-5a0b-4d6e-9d5e-6b6a1c2d3e4f"]])
         #expect(full["request"] == nil)
         // One of them is older than the window: room for one more.
         let room = try Preview.run(Self.input(recent: ["2026-11-29T18:00:00Z", "2026-11-29T17:29:59Z"]))
