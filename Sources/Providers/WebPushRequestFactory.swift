@@ -34,10 +34,11 @@ public enum WebPushRequestFactory {
     /// ``NormalizedData/text(of:)``, the same strings FCM carries; `silent` appears only on a silent push.
     /// There is no subtitle or sound (the Notification API has neither).
     ///
-    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, `body`, then `title` is shortened
-    /// at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: computed
-    /// from byte counts with JSON escapes, then serialized once more).
-    /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``) or
+    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, the longer of `title` and `body`
+    /// is shortened first, at grapheme-cluster boundaries with `…` (``TextShortener``: computed from byte
+    /// counts with JSON escapes, then serialized once more).
+    /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``),
+    ///   `invalid_message` (a text renders empty in every language or is not a valid template), or
     ///   `payload_too_large` (still over 3993 bytes with every text shortened).
     public static func makePlaintextRequest(_ delivery: WebPushDelivery) throws(WebPushRequestError) -> PushRequest {
         let endpoint = try WebPushEndpoint(parsing: delivery.endpoint)
@@ -56,7 +57,7 @@ public enum WebPushRequestFactory {
 
     /// The plaintext body alone (what `makePlaintextRequest` sends before encryption), for previews, tests
     /// and the encrypting sender.
-    /// - Throws: `WebPushRequestError` `payload_too_large`.
+    /// - Throws: `WebPushRequestError` `payload_too_large` or `invalid_message`.
     public static func plaintext(for delivery: WebPushDelivery) throws(WebPushRequestError) -> [UInt8] {
         let message = delivery.message
         var fixed: [String: JSONValue] = ["msgId": .string(delivery.msgID)]
@@ -69,9 +70,16 @@ public enum WebPushRequestFactory {
         if message.isSilent {
             fixed["silent"] = true
         } else {
-            text = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
-                                        appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
-            text.subtitle = nil
+            // The Notification API has no subtitle: it is neither rendered nor checked.
+            var shown = message
+            shown.subtitle = [:]
+            do {
+                text = try LocalizedText.render(shown, subscriberLanguage: delivery.subscriberLanguage,
+                                                appDefaultLanguage: delivery.appDefaultLanguage,
+                                                placeholderValues: delivery.placeholderValues)
+            } catch {
+                throw WebPushRequestError(reason: "invalid_message", detail: error.description)
+            }
         }
         let outcome = TextShortener.fit(text, limit: maximumPlaintextSize, counting: .jsonString) { text in
             var members = fixed
