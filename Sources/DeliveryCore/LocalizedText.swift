@@ -55,7 +55,9 @@ public struct LocalizedText: Sendable, Hashable {
                 }
                 if !filled.allSatisfy(\.isWhitespace) { return filled }
                 tried.append(picked.language)
-                remaining[picked.language] = nil
+                // The selector names the key as written in the map; if it ever did not, stop rather than
+                // pick the same entry again.
+                guard remaining.removeValue(forKey: picked.language) != nil else { break }
             }
             guard !tried.isEmpty else { return nil }
             let shown = tried.prefix(5).joined(separator: ", ") + (tried.count > 5 ? ", …" : "")

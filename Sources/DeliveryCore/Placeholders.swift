@@ -338,8 +338,8 @@ private struct Filler {
             return arguments.count == 2 && arguments.allSatisfy(isText) ? nil : "takes two quoted arguments"
         case "truncate":
             guard arguments.count <= 2 else { return "takes a length and an optional quoted ellipsis" }
-            if let first = arguments.first, case .integer(let n) = first, n >= 0 {} else if !arguments.isEmpty {
-                return "takes a length (a whole number, 0 or more) first"
+            if let first = arguments.first {
+                guard case .integer(let length) = first, length >= 0 else { return "takes a length (a whole number, 0 or more) first" }
             }
             if arguments.count == 2, !isText(arguments[1]) { return "takes a quoted ellipsis second" }
             return nil
