@@ -16,24 +16,56 @@ public struct LocalizedText: Sendable, Hashable {
         self.body = body
     }
 
-    /// Picks and fills the three texts of `message` for a subscriber. Each text is at most
-    /// ``Placeholders/maximumOutputBytes`` (4096) bytes of UTF-8: longer results (a long template, or
-    /// placeholders filled from long tags) are cut there, as no provider could send them whole anyway.
+    /// Picks and fills the three texts of `message` for a subscriber, so that what the message validation
+    /// demands of text holds after rendering too. Each text is at most ``Placeholders/maximumOutputBytes``
+    /// (4096) bytes of UTF-8: longer results (a long template, or placeholders filled from long tags) are
+    /// cut there, as no provider could send them whole anyway.
+    ///
+    /// Fallback: for each field, the languages are tried in ``LanguageSelector``'s order (the language it
+    /// picks, then what it picks once that one is set aside, and so on). The first whose text renders to
+    /// something other than empty or whitespace is used; so `{"en": "{{ first_name }}", "de": "Hallo"}`
+    /// gives `Hallo` to a subscriber without a `first_name` tag. A field without text in any language stays
+    /// `nil`.
     /// - Parameters:
     ///   - subscriberLanguage: `subscriptions.language` (a BCP 47 tag such as `pt-BR`), if known.
     ///   - appDefaultLanguage: `apps.default_language`, if set.
     ///   - placeholderValues: user tags and subscription fields; `nil` renders every placeholder as missing
     ///     (its default, or empty text).
+    /// - Throws: ``MessageError`` `invalidValue` naming the field: `headings`, `subtitle` or `contents`
+    ///   when it has text but every language renders empty for this subscriber, or e.g. `contents.en` when
+    ///   the first language reached is not a valid template (``TemplateError``: an unknown filter, an
+    ///   unterminated `{{`, a `{%` tag). The worker fails the delivery with reason `invalid_message`.
     public static func render(_ message: NotificationMessage, subscriberLanguage: String?, appDefaultLanguage: String?,
-                              placeholderValues: PlaceholderValues?) -> LocalizedText
+                              placeholderValues: PlaceholderValues?) throws(MessageError) -> LocalizedText
     {
         let values = placeholderValues ?? PlaceholderValues()
-        func render(_ texts: [String: String]) -> String? {
-            guard let picked = LanguageSelector.pick(from: texts, subscriberLanguage: subscriberLanguage,
+        func render(_ texts: [String: String], field: String) throws(MessageError) -> String? {
+            var remaining = texts
+            var tried: [String] = []
+            while let picked = LanguageSelector.pick(from: remaining, subscriberLanguage: subscriberLanguage,
                                                      appDefaultLanguage: appDefaultLanguage)
-            else { return nil }
-            return Placeholders.fill(picked.text, values: values)
+            {
+                let filled: String
+                do {
+                    filled = try Placeholders.fill(picked.text, values: values)
+                } catch {
+                    let name = picked.language == "und" ? field : "\(field).\(picked.language)"
+                    throw MessageError(code: .invalidValue, field: name,
+                                       message: "is not a valid template: \(error.message); see the placeholder language in docs/wire-formats.md")
+                }
+                if !filled.allSatisfy(\.isWhitespace) { return filled }
+                tried.append(picked.language)
+                // The selector names the key as written in the map; if it ever did not, stop rather than
+                // pick the same entry again.
+                guard remaining.removeValue(forKey: picked.language) != nil else { break }
+            }
+            guard !tried.isEmpty else { return nil }
+            let shown = tried.prefix(5).joined(separator: ", ") + (tried.count > 5 ? ", …" : "")
+            throw MessageError(code: .invalidValue, field: field,
+                               message: "renders empty for this subscriber in every language (\(shown)): placeholders without a value and without `default`")
         }
-        return LocalizedText(title: render(message.headings), subtitle: render(message.subtitle), body: render(message.contents))
+        return LocalizedText(title: try render(message.headings, field: "headings"),
+                             subtitle: try render(message.subtitle, field: "subtitle"),
+                             body: try render(message.contents, field: "contents"))
     }
 }

@@ -1,14 +1,17 @@
-/// Fits a payload under a provider's size limit by shortening its visible texts (issue 3 item 6): the
-/// `body` first, then `subtitle`, then `title`, each cut at a grapheme-cluster boundary (a Swift
-/// `Character`, so a ZWJ emoji sequence or a letter with its combining accent is never split and no lone
-/// surrogate can appear) and ended with `…` (U+2026, 3 UTF-8 bytes). Each cut keeps the longest prefix
-/// that fits.
+/// Fits a payload under a provider's size limit by shortening its visible texts (issue 3 item 6), longest
+/// first ("water-filling"): the largest cut line `L` (in bytes as the payload counts them, at least 3) is
+/// chosen such that, with every text longer than `L` bytes cut to at most `L` (its longest prefix within
+/// `L - 3` bytes, then `…`), the payload fits. Texts of `L` bytes or fewer keep every character, so a
+/// short body survives beside an oversized title, and two long texts are cut to about the same size.
+/// Cuts fall on grapheme-cluster boundaries (a Swift `Character`, so a ZWJ emoji sequence or a letter
+/// with its combining accent is never split and no lone surrogate can appear) and end with `…` (U+2026,
+/// 3 UTF-8 bytes).
 ///
 /// The payload is serialized at most twice, whatever the texts' lengths: once as given (most payloads fit
 /// and are done), and once more with the shortened texts. In between, sizes are arithmetic: a text field's
 /// bytes in the payload depend only on its own characters (``Counting``), so the size of everything else
-/// is the first measure minus the texts' bytes, and each cut point is found by one walk over a field's
-/// characters that adds up their bytes. The second serialization is measured too and must equal the
+/// is the first measure minus the texts' bytes, and one walk over each field's characters records
+/// its cumulative byte costs; the cut line is then found by binary search (O(n + log² n) in all). The second serialization is measured too and must equal the
 /// predicted size; if it ever did not (a serializer escaping differently from ``Counting``), the fit falls
 /// back to measuring a rendered payload per step of a binary search, so the result is never wrong.
 /// Serialized JSON is never sliced, so escapes (`\"`, `\\`, `\n`) are counted exactly as they go on the wire.
@@ -54,15 +57,15 @@ public enum TextShortener {
         }
     }
 
-    /// The field order of shortening.
-    static var order: [WritableKeyPath<LocalizedText, String?>] { [\.body, \.subtitle, \.title] }
+    /// The fields shortening may cut, in the order the cut line applies to them (the rule treats them alike).
+    static var order: [WritableKeyPath<LocalizedText, String?>] { [\.title, \.subtitle, \.body] }
     /// `…`, U+2026: 3 bytes in UTF-8 and in JSON (never escaped).
     static let ellipsis = "…"
     static let ellipsisBytes = 3
 
-    /// Renders `text`, and if the measure exceeds `limit`, shortens `body`, then `subtitle`, then `title`
-    /// (a field that is `nil` or empty is skipped; a field that cannot help even as `…` stays `…` and the
-    /// next one is cut), then renders once more.
+    /// Renders `text`, and if the measure exceeds `limit`, cuts every text longer than the largest cut
+    /// line that fits (see the type's documentation; a `nil` or empty field is left alone), then renders
+    /// once more.
     /// - Parameters:
     ///   - limit: the largest acceptable size, in the unit `render` measures (bytes for every provider).
     ///   - counting: how each character of `title`, `subtitle` and `body` counts in `render`'s size. The
@@ -78,76 +81,126 @@ public enum TextShortener {
         let planned = plan(text, wholeSize: whole.size, limit: limit, counting: counting)
         let rendered = render(planned.text)
         guard rendered.size == planned.size else {
-            return searchByRendering(text, limit: limit, render: render)
+            return searchByRendering(text, limit: limit, counting: counting, render: render)
         }
         return planned.fits ? .fitted(rendered.output, text: planned.text) : .tooLarge(size: rendered.size)
+    }
+
+    /// One non-empty text field and the cumulative cost of its characters.
+    struct Field {
+        var path: WritableKeyPath<LocalizedText, String?>
+        var original: String
+        /// `ends[k]` is the index after character `k`; `costs[k]` the bytes of characters `0...k`.
+        var ends: [String.Index]
+        var costs: [Int]
+        var total: Int { costs.last ?? 0 }
+    }
+
+    /// Every non-empty field with its character costs: one walk, O(length of the texts).
+    static func fields(of text: LocalizedText, counting: Counting) -> [Field] {
+        order.compactMap { path in
+            guard let original = text[keyPath: path], !original.isEmpty else { return nil }
+            var field = Field(path: path, original: original, ends: [], costs: [])
+            var sum = 0
+            var index = original.startIndex
+            while index < original.endIndex {
+                let next = original.index(after: index)
+                sum += counting.bytes(of: original[index..<next])
+                field.ends.append(next)
+                field.costs.append(sum)
+                index = next
+            }
+            return field
+        }
+    }
+
+    /// `text` with every field longer than `line` bytes cut to at most `line` (its longest prefix within
+    /// `line - 3` bytes, then `…`), and the bytes of all fields after the cut. O(fields × log length).
+    static func cut(_ text: LocalizedText, _ fields: [Field], line: Int) -> (text: LocalizedText, bytes: Int) {
+        cut(text, fields, line: line, build: true)
+    }
+
+    /// The bytes of all fields after cutting at `line`, without building the texts: O(fields × log length).
+    static func bytes(_ fields: [Field], line: Int) -> Int {
+        cut(LocalizedText(), fields, line: line, build: false).bytes
+    }
+
+    private static func cut(_ text: LocalizedText, _ fields: [Field], line: Int, build: Bool) -> (text: LocalizedText, bytes: Int) {
+        var text = text
+        var bytes = 0
+        for field in fields {
+            guard field.total > line else {
+                bytes += field.total
+                continue
+            }
+            // Characters kept: the number of cumulative costs within the budget (costs only grow).
+            let budget = line - ellipsisBytes
+            var low = 0, high = field.costs.count
+            while low < high {
+                let middle = (low + high) / 2
+                if field.costs[middle] <= budget { low = middle + 1 } else { high = middle }
+            }
+            if build {
+                let end = low == 0 ? field.original.startIndex : field.ends[low - 1]
+                text[keyPath: field.path] = String(field.original[..<end]) + ellipsis
+            }
+            bytes += (low == 0 ? 0 : field.costs[low - 1]) + ellipsisBytes
+        }
+        return (text, bytes)
+    }
+
+    /// The largest line in `3 ..< longest field` for which `fits` holds, or `nil`: a binary search, as the
+    /// size after ``cut(_:_:line:)`` never shrinks as the line grows.
+    static func largestLine(_ fields: [Field], fits: (Int) -> Bool) -> Int? {
+        let longest = fields.map(\.total).max() ?? 0
+        var low = ellipsisBytes, high = longest - 1
+        guard low <= high, fits(low) else { return nil }
+        while low < high {
+            let middle = low + (high - low + 1) / 2
+            if fits(middle) { low = middle } else { high = middle - 1 }
+        }
+        return low
     }
 
     /// The shortened text and its predicted size, from arithmetic alone: O(length of the texts).
     static func plan(_ text: LocalizedText, wholeSize: Int, limit: Int, counting: Counting)
         -> (text: LocalizedText, size: Int, fits: Bool)
     {
-        var text = text
-        var fieldBytes = order.map { text[keyPath: $0].map { counting.bytes(of: $0) } ?? 0 }
+        let fields = fields(of: text, counting: counting)
         // Everything but the texts: keys, punctuation, the rest of the payload.
-        let fixed = wholeSize - fieldBytes.reduce(0, +)
-        for (position, field) in order.enumerated() {
-            guard let original = text[keyPath: field], !original.isEmpty else { continue }
-            let others = fixed + fieldBytes.enumerated().reduce(0) { $0 + ($1.offset == position ? 0 : $1.element) }
-            let budget = limit - others - ellipsisBytes  // bytes left for the kept prefix
-            if budget >= 0 {
-                // The longest prefix of whole characters within the budget (never all of them: that was
-                // measured and did not fit).
-                var kept = 0
-                var end = original.startIndex
-                var index = original.startIndex
-                while index < original.endIndex {
-                    let next = original.index(after: index)
-                    let cost = counting.bytes(of: original[index..<next])
-                    guard kept + cost <= budget, next < original.endIndex else { break }
-                    kept += cost
-                    end = next
-                    index = next
-                }
-                text[keyPath: field] = String(original[..<end]) + ellipsis
-                return (text, others + kept + ellipsisBytes, true)
-            }
-            text[keyPath: field] = ellipsis  // this field cannot help more; move to the next
-            fieldBytes[position] = ellipsisBytes
+        let fixed = wholeSize - fields.reduce(0) { $0 + $1.total }
+        if let line = largestLine(fields, fits: { fixed + bytes(fields, line: $0) <= limit }) {
+            let result = cut(text, fields, line: line)
+            return (result.text, fixed + result.bytes, true)
         }
-        return (text, fixed + fieldBytes.reduce(0, +), false)
+        // Even the shortest cut (every text over 3 bytes as `…`) does not fit.
+        let shortest = cut(text, fields, line: ellipsisBytes)
+        return (shortest.text, fixed + shortest.bytes, false)
     }
 
-    /// The same search, measuring a rendered payload at every step: O(log n) renders per field. Used only
-    /// when a rendered size disagrees with ``Counting``.
-    static func searchByRendering<Output>(_ text: LocalizedText, limit: Int,
+    /// The same search, measuring a rendered payload at every step of the binary search over the line:
+    /// O(log n) renders. Used only when a rendered size disagrees with ``Counting``.
+    static func searchByRendering<Output>(_ text: LocalizedText, limit: Int, counting: Counting,
                                           render: (LocalizedText) -> (output: Output, size: Int)) -> Outcome<Output>
     {
-        var text = text
-        var current = render(text)
+        let current = render(text)
         if current.size <= limit { return .fitted(current.output, text: text) }
-        for field in order {
-            guard let original = text[keyPath: field], !original.isEmpty else { continue }
-            let characters = Array(original)
-            var low = 0                      // fewest characters still worth trying
-            var high = characters.count - 1  // keeping everything did not fit
-            var best: (output: Output, text: LocalizedText)?
-            while low <= high {
-                let keep = (low + high) / 2
-                var candidate = text
-                candidate[keyPath: field] = String(characters[..<keep]) + ellipsis
-                let rendered = render(candidate)
-                if rendered.size <= limit {
-                    best = (rendered.output, candidate)
-                    low = keep + 1
-                } else {
-                    high = keep - 1
-                }
-            }
-            if let best { return .fitted(best.output, text: best.text) }
-            text[keyPath: field] = ellipsis
-            current = render(text)
+        let fields = fields(of: text, counting: counting)
+        var best: (output: Output, text: LocalizedText)?
+        let line = largestLine(fields) { line in
+            let candidate = cut(text, fields, line: line).text
+            let rendered = render(candidate)
+            guard rendered.size <= limit else { return false }
+            best = (rendered.output, candidate)
+            return true
         }
-        return .tooLarge(size: current.size)
+        if let line {
+            // The last fitting render is not always the chosen line's: render that one.
+            let candidate = cut(text, fields, line: line).text
+            if let best, best.text == candidate { return .fitted(best.output, text: candidate) }
+            let rendered = render(candidate)
+            return .fitted(rendered.output, text: candidate)
+        }
+        return .tooLarge(size: render(cut(text, fields, line: ellipsisBytes).text).size)
     }
 }

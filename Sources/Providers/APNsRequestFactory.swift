@@ -45,13 +45,14 @@ public enum APNsRequestFactory {
     ///   and without `mutable-content`, e.g. `{"badge":0}` (Apple: the alert push type covers alert, sound or badge).
     /// - `on`: `msgId`, `campaignId`, `url`, `image`, `actions` (`[{id, title, url?}]` from `buttons`), `data`.
     ///
-    /// When the body exceeds 4096 bytes, the alert `body`, then `subtitle`, then `title` is shortened at a
-    /// grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: the cut is
+    /// When the body exceeds 4096 bytes, the longest of the alert's `title`, `subtitle` and `body` are
+    /// shortened first, at grapheme-cluster boundaries with `…` (``TextShortener``: the cut line is
     /// computed from byte counts, JSON escapes included, and the payload serialized once more).
     /// - Throws: `APNsRequestError` with reason `bad_device_token_format` (not 64...200 hex characters),
     ///   `missing_topic`, `invalid_topic` (not visible ASCII, e.g. a space or CR/LF in the bundle ID),
     ///   `invalid_provider_token` (the bearer token is empty or not visible ASCII; the token is not echoed),
-    ///   `invalid_message` (collapse id over 64 bytes or not a clean header value), or `payload_too_large`
+    ///   `invalid_message` (collapse id over 64 bytes or not a clean header value; a text that renders
+    ///   empty in every language or is not a valid template), or `payload_too_large`
     ///   (still over 4096 bytes with every text shortened, e.g. `data` alone is too big).
     public static func makeRequest(_ delivery: APNsDelivery, bearerToken: String) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
@@ -102,7 +103,8 @@ public enum APNsRequestFactory {
     }
 
     /// The serialized payload alone (what `makeRequest` puts in the body), for previews and tests.
-    /// - Throws: `APNsRequestError` `payload_too_large`.
+    /// - Throws: `APNsRequestError` `payload_too_large`, or `invalid_message` when a text renders empty in
+    ///   every language or is not a valid template (``LocalizedText/render(_:subscriberLanguage:appDefaultLanguage:placeholderValues:)``).
     public static func payload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
         let message = delivery.message
         let onDictionary = customDictionary(delivery)
@@ -120,11 +122,16 @@ public enum APNsRequestFactory {
             guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
             return body
         }
-        let alert = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
-                                         appDefaultLanguage: delivery.appDefaultLanguage,
-                                         placeholderValues: delivery.placeholderValues)
+        let alert: LocalizedText
+        do {
+            alert = try LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
+                                             appDefaultLanguage: delivery.appDefaultLanguage,
+                                             placeholderValues: delivery.placeholderValues)
+        } catch {
+            throw APNsRequestError(reason: "invalid_message", detail: error.description)
+        }
         let aps = apsWithoutAlert(message)
-        // Shorten body, then subtitle, then title at grapheme-cluster boundaries; serialized twice at most.
+        // Shorten the longest texts first at grapheme-cluster boundaries; serialized twice at most.
         let outcome = TextShortener.fit(alert, limit: maximumPayloadSize, counting: .jsonString) { alert in
             var aps = aps
             aps["alert"] = alertJSON(alert)

@@ -37,14 +37,14 @@ public enum FCMRequestFactory {
     ///   FCM's maximum); `"0s"` means now or never; left out when neither is set (FCM's default, 4 weeks).
     /// - `android.collapse_key`: `collapse_id`, when set and not empty.
     ///
-    /// Size: when ``payloadSize(of:)`` exceeds 4096, `on.body`, then `on.subtitle`, then `on.title` is
-    /// shortened at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``,
-    /// counting UTF-8 bytes as ``payloadSize(of:)`` does).
+    /// Size: when ``payloadSize(of:)`` exceeds 4096, the longest of `on.title`, `on.subtitle` and `on.body`
+    /// are shortened first, at grapheme-cluster boundaries with `…` (``TextShortener``, counting UTF-8 bytes
+    /// as ``payloadSize(of:)`` does).
     /// - Throws: `FCMRequestError` with reason `bad_device_token_format` (empty, longer than 4096 bytes, or
     ///   not visible ASCII), `missing_project_id`, `invalid_project_id` (anything but ASCII letters, digits,
     ///   `-`, `_`, `.`, `:`; it goes into the path), `invalid_access_token` (empty or not visible ASCII; never
-    ///   echoed), or `payload_too_large` (still over the limit with every text shortened, e.g. `data` alone
-    ///   is too big).
+    ///   echoed), `invalid_message` (a text renders empty in every language or is not a valid template), or
+    ///   `payload_too_large` (still over the limit with every text shortened, e.g. `data` alone is too big).
     public static func makeRequest(_ delivery: FCMDelivery, accessToken: String) throws(FCMRequestError) -> PushRequest {
         let token = delivery.registrationToken
         guard HTTPFieldValue.isVisibleASCII(token), token.utf8.count <= maximumTokenLength else {
@@ -76,7 +76,7 @@ public enum FCMRequestFactory {
 
     /// The `message.data` map alone, already shortened to fit (what `makeRequest` sends), for previews and
     /// tests.
-    /// - Throws: `FCMRequestError` `payload_too_large`.
+    /// - Throws: `FCMRequestError` `payload_too_large` or `invalid_message`.
     public static func data(for delivery: FCMDelivery) throws(FCMRequestError) -> [String: String] {
         let message = delivery.message
         var fixed: [String: String] = [FCMDataLayout.msgID: delivery.msgID]
@@ -94,9 +94,16 @@ public enum FCMRequestFactory {
             fixed[FCMDataLayout.appKey(key)] = value
         }
         // A silent push shows nothing: no title, subtitle or body (as APNs sends no alert).
-        let text = message.isSilent ? LocalizedText()
-            : LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
-                                   appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
+        var text = LocalizedText()
+        if !message.isSilent {
+            do {
+                text = try LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
+                                                appDefaultLanguage: delivery.appDefaultLanguage,
+                                                placeholderValues: delivery.placeholderValues)
+            } catch {
+                throw FCMRequestError(reason: "invalid_message", detail: error.description)
+            }
+        }
         let outcome = TextShortener.fit(text, limit: maximumPayloadSize, counting: .utf8) { text in
             var data = fixed
             if let title = text.title { data[FCMDataLayout.title] = title }

@@ -31,7 +31,8 @@ public enum WebPushRequestFactory {
     ///
     /// Body: see ``plaintext(for:)``.
     /// - Throws: `WebPushRequestError` `invalid_endpoint` (see ``WebPushEndpoint/init(parsing:)``),
-    ///   `silent_push_unsupported` (a skip, see ``plaintext(for:)``) or `payload_too_large`.
+    ///   `silent_push_unsupported` (a skip, see ``plaintext(for:)``), `invalid_message` (a text renders empty
+    ///   in every language or is not a valid template), or `payload_too_large`.
     public static func makePlaintextRequest(_ delivery: WebPushDelivery) throws(WebPushRequestError) -> PushRequest {
         let endpoint = try WebPushEndpoint(parsing: delivery.endpoint)
         let message = delivery.message
@@ -53,7 +54,8 @@ public enum WebPushRequestFactory {
     /// `/` unescaped): `{"actions"?: [{"id","title","url"?}], "body"?, "campaignId"?, "data"?: {string:
     /// string}, "image"?, "msgId", "title"?, "url"?}`. `title` and `body` are in the subscriber's language
     /// with placeholders filled; `data` values are ``NormalizedData/text(of:)``, the same strings FCM
-    /// carries. There is no subtitle or sound (the Notification API has neither).
+    /// carries. There is no subtitle or sound (the Notification API has neither), so the subtitle is neither
+    /// rendered nor checked.
     ///
     /// A silent push (`content_available: true`) is never built: browsers only allow pushes that show a
     /// notification (Push API `userVisibleOnly`), and Apple: "Safari doesn't support invisible push
@@ -61,11 +63,12 @@ public enum WebPushRequestFactory {
     /// ("Sending web push notifications in web apps and browsers"). It throws a skip,
     /// ``silentPushUnsupported``, so the subscription is kept alive.
     ///
-    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, `body`, then `title` is shortened
-    /// at a grapheme-cluster boundary with `…` to the longest prefix that fits (``TextShortener``: computed
-    /// from byte counts with JSON escapes, then serialized once more).
-    /// - Throws: `WebPushRequestError` `silent_push_unsupported` (skip) or `payload_too_large` (still over
-    ///   3993 bytes with every text shortened).
+    /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, the longer of `title` and `body`
+    /// is shortened first, at grapheme-cluster boundaries with `…` (``TextShortener``: computed from byte
+    /// counts with JSON escapes, then serialized once more).
+    /// - Throws: `WebPushRequestError` `silent_push_unsupported` (skip), `invalid_message` (a text renders
+    ///   empty in every language or is not a valid template) or `payload_too_large` (still over 3993 bytes
+    ///   with every text shortened).
     public static func plaintext(for delivery: WebPushDelivery) throws(WebPushRequestError) -> [UInt8] {
         let message = delivery.message
         guard !message.isSilent else { throw silentPushUnsupported }
@@ -75,9 +78,17 @@ public enum WebPushRequestFactory {
         if let image = message.image { fixed["image"] = .string(image) }
         if !message.buttons.isEmpty { fixed["actions"] = NormalizedFields.actions(message.buttons) }
         if let data = message.data { fixed["data"] = .object(NormalizedData.strings(data).mapValues { .string($0) }) }
-        var text = LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
-                                        appDefaultLanguage: delivery.appDefaultLanguage, placeholderValues: delivery.placeholderValues)
-        text.subtitle = nil
+        // The Notification API has no subtitle: it is neither rendered nor checked.
+        var shown = message
+        shown.subtitle = [:]
+        let text: LocalizedText
+        do {
+            text = try LocalizedText.render(shown, subscriberLanguage: delivery.subscriberLanguage,
+                                            appDefaultLanguage: delivery.appDefaultLanguage,
+                                            placeholderValues: delivery.placeholderValues)
+        } catch {
+            throw WebPushRequestError(reason: "invalid_message", detail: error.description)
+        }
         let outcome = TextShortener.fit(text, limit: maximumPlaintextSize, counting: .jsonString) { text in
             var members = fixed
             if let title = text.title { members["title"] = .string(title) }

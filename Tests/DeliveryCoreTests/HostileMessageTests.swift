@@ -84,19 +84,19 @@ import DeliveryCore
 }
 
 @Suite struct PlaceholderBoundsTests {
-    @Test func defaultsUpToTheLimitFillAndLongerOnesStayAsTyped() {
+    @Test func defaultsUpToTheLimitFillAndLongerOnesAreRefused() throws {
         let values = PlaceholderValues()
         let fits = String(repeating: "d", count: Placeholders.maximumDefaultLength)
-        #expect(Placeholders.fill("{{ name | default: \"\(fits)\" }}", values: values) == fits)
+        #expect(try Placeholders.fill("{{ name | default: \"\(fits)\" }}", values: values) == fits)
         let tooLong = "{{ name | default: \"\(fits)d\" }}"
-        #expect(Placeholders.fill(tooLong, values: values) == tooLong)
+        #expect(throws: TemplateError.self) { try Placeholders.fill(tooLong, values: values) }
     }
 
-    /// Each `{{` opens an unterminated quote: before the bound, every one rescanned to the end of the text.
-    @Test func manyUnterminatedDefaultsStayAsTyped() {
+    /// Each `{{` opens an unterminated quote: once every one rescanned to the end of the text. The first
+    /// malformed placeholder now ends filling with an error, after one pass.
+    @Test func manyUnterminatedDefaultsAreRefused() {
         let text = String(repeating: "{{a|default:\"", count: 20_000)
-        #expect(Placeholders.fill(text, values: PlaceholderValues(tags: ["a": "x"]), maximumBytes: .max) == text)
-        // With the usual output bound, the same text cut at 4096 bytes.
-        #expect(Placeholders.fill(text, values: PlaceholderValues(tags: ["a": "x"])) == String(decoding: text.utf8.prefix(4096), as: UTF8.self))
+        #expect(throws: TemplateError.self) { try Placeholders.fill(text, values: PlaceholderValues(tags: ["a": "x"]), maximumBytes: .max) }
+        #expect(throws: TemplateError.self) { try Placeholders.fill(text, values: PlaceholderValues(tags: ["a": "x"])) }
     }
 }

@@ -167,25 +167,46 @@ import Testing
         ("Hi {{ empty | default: \"friend\" }}", "Hi friend"),
         ("Hi {{ name | default: \"friend\" }}", "Hi Işıl"),
         ("Hi {{ nickname }}.", "Hi ."),
-        ("Hi {{ name", "Hi {{ name"),
         ("Hi { name }}", "Hi { name }}"),
-        ("Hi {{ name | upcase }}", "Hi {{ name | upcase }}"),
-        ("Hi {{ name | default: friend }}", "Hi {{ name | default: friend }}"),
-        ("{{ 1 + 1 }}", "{{ 1 + 1 }}"),
+        ("Hi {{ name | upcase }}", "Hi IŞIL"),
         ("{{{ name }}}", "{Işıl}"),
-        ("{{}}", "{{}}"),
         ("no placeholders ı İ", "no placeholders ı İ"),
         ("👩‍👩‍👧{{ name }}́", "👩‍👩‍👧Işıĺ"),
     ]
 
-    @Test(arguments: 0..<cases.count) func fills(index: Int) {
+    @Test(arguments: 0..<cases.count) func fills(index: Int) throws {
         let (input, expected) = Self.cases[index]
-        #expect(Placeholders.fill(input, values: values) == expected)
+        #expect(try Placeholders.fill(input, values: values) == expected)
     }
 
-    @Test func tagsWinOverSubscriptionFields() {
+    /// Text that would still be a template after filling is refused, never sent as typed.
+    static let refused: [(String, String)] = [
+        ("Hi {{ name", "unterminated `{{`"),
+        ("Hi {{ name | default: friend }}", "an argument must be quoted text or a whole number"),
+        ("{{ 1 + 1 }}", "expected `}}`"),
+        ("{{}}", "expected a name or quoted text"),
+        ("Hi {{ name | shout }}", "unknown filter `shout`"),
+        ("{{ name | escape }}", "unknown filter `escape`"),
+        ("{% if vip %}VIP{% endif %}", "Liquid tags are not supported"),
+        ("{{ name | upcase: 1 }}", "filter `upcase` takes no argument"),
+        ("{{ name | replace: \"a\" }}", "filter `replace` takes two quoted arguments"),
+        ("{{ name | truncate: \"x\" }}", "filter `truncate` takes a length"),
+        ("{{ name | default: 'x }}", "unterminated quote"),
+    ]
+
+    @Test(arguments: 0..<refused.count) func refuses(index: Int) {
+        let (input, problem) = Self.refused[index]
+        #expect(throws: TemplateError.self) { try Placeholders.fill(input, values: values) }
+        do {
+            _ = try Placeholders.fill(input, values: values)
+        } catch {
+            #expect(error.message.contains(problem), "\(error.message)")
+        }
+    }
+
+    @Test func tagsWinOverSubscriptionFields() throws {
         let values = PlaceholderValues(tags: ["language": "Deutsch"], language: "de")
-        #expect(Placeholders.fill("{{ language }}", values: values) == "Deutsch")
+        #expect(try Placeholders.fill("{{ language }}", values: values) == "Deutsch")
     }
 }
 

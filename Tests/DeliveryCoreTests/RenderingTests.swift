@@ -14,15 +14,15 @@ import DeliveryCore
 }
 
 @Suite struct LocalizedTextTests {
-    @Test func rendersEachFieldForTheSubscriber() {
+    @Test func rendersEachFieldForTheSubscriber() throws {
         var message = NotificationMessage()
         message.headings = ["en": "Hi {{ name }}", "tr": "Selam {{ name }}"]
         message.subtitle = ["de": "Nur Deutsch"]
         message.contents = ["tr-TR": "{{ city | default: \"İzmir\" }}"]
-        let text = LocalizedText.render(message, subscriberLanguage: "tr_tr", appDefaultLanguage: "en",
+        let text = try LocalizedText.render(message, subscriberLanguage: "tr_tr", appDefaultLanguage: "en",
                                         placeholderValues: PlaceholderValues(tags: ["name": "Işık"]))
         #expect(text == LocalizedText(title: "Selam Işık", subtitle: "Nur Deutsch", body: "İzmir"))
-        let none = LocalizedText.render(NotificationMessage(), subscriberLanguage: nil, appDefaultLanguage: nil, placeholderValues: nil)
+        let none = try LocalizedText.render(NotificationMessage(), subscriberLanguage: nil, appDefaultLanguage: nil, placeholderValues: nil)
         #expect(none == LocalizedText())
     }
 }
@@ -42,7 +42,7 @@ import DeliveryCore
         #expect(output == text && used == text)
     }
 
-    @Test func bodyThenSubtitleThenTitleAtGraphemeBoundaries() {
+    @Test func longestFirstAtGraphemeBoundaries() {
         let text = LocalizedText(title: "TTTTTT", subtitle: "SSSS", body: "e\u{301}e\u{301}e\u{301}")  // 6 + 4 + 9 bytes
         func fitted(_ limit: Int) -> LocalizedText? {
             if case .fitted(let output, let used) = TextShortener.fit(text, limit: limit, counting: .utf8, render: measure) {
@@ -53,9 +53,12 @@ import DeliveryCore
         }
         // The body keeps one é (e + combining accent, never split) and its …: 6 + 4 + 6 = 16.
         #expect(fitted(16) == LocalizedText(title: "TTTTTT", subtitle: "SSSS", body: "e\u{301}…"))
-        #expect(fitted(13) == LocalizedText(title: "TTTTTT", subtitle: "SSSS", body: "…"))
-        #expect(fitted(12) == LocalizedText(title: "TTTTTT", subtitle: "…", body: "…"))
-        #expect(fitted(10) == LocalizedText(title: "T…", subtitle: "…", body: "…"))
+        // Cut line 5: the title (6) and the body (9) are cut to at most 5 bytes (the body's first é and …
+        // would be 6, so only …); the subtitle (4) is under the line and keeps every character.
+        #expect(fitted(13) == LocalizedText(title: "TT…", subtitle: "SSSS", body: "…"))
+        #expect(fitted(12) == LocalizedText(title: "TT…", subtitle: "SSSS", body: "…"))
+        // Line 4 would be 4 + 4 + 3 = 11; line 3 cuts everything to …: 9.
+        #expect(fitted(10) == LocalizedText(title: "…", subtitle: "…", body: "…"))
         #expect(fitted(8) == nil)
     }
 

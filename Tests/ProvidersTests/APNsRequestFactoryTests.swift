@@ -182,17 +182,18 @@ import PushCrypto
         #expect(body.hasPrefix(String(result.body.dropLast())))
     }
 
-    @Test func bodyThenSubtitleThenTitle() throws {
+    @Test func longestFirst() throws {
+        // The reported message: a 5,000-character title with a short subtitle and body. Only the title is
+        // cut, to exactly what fits.
+        let huge = String(repeating: "a", count: 5_000)
+        let row = try shortened("Short body", title: huge, subtitle: "Sub")
+        #expect(row.body == "Short body" && row.subtitle == "Sub")
+        #expect(row.title.hasSuffix("a…") && row.payload.count == 4096)
+        // Three long texts are cut to the same line, and the payload is as full as that line allows.
         let big = String(repeating: "a", count: 3_000)
         let first = try shortened(big, title: big, subtitle: big)
-        #expect(first.body == "…")
-        #expect(first.subtitle?.hasSuffix("…") == true && (first.subtitle?.count ?? 0) > 900)
-        #expect(first.title == big)
-        let huge = String(repeating: "a", count: 5_000)
-        let second = try shortened(big, title: huge, subtitle: big)
-        #expect(second.body == "…")
-        #expect(second.subtitle == "…")
-        #expect(second.title.hasSuffix("…") && second.title.count > 3_000)
+        #expect(first.body.hasSuffix("a…") && first.body == first.title && first.title == first.subtitle)
+        #expect(first.payload.count > 4096 - 3)
     }
 
     @Test func payloadThatCannotShrinkIsTooLarge() throws {

@@ -111,8 +111,8 @@ import DeliveryCore
         let request = try FCMRequestFactory.makeRequest(delivery(message, language: "TR-tr", tags: ["name": "ılgın İNCİ"]), accessToken: "T")
         let data = try sentData(request)
         #expect(data[FCMDataLayout.title] == "Selam ılgın İNCİ")
-        // Non-ASCII placeholder names are malformed and stay as typed (issue 3 item 3).
-        #expect(data[FCMDataLayout.body] == "{{ şehir | default: \"İstanbul\" }} için indirim, {{ İsim }}")
+        // Names may hold non-ASCII letters (tag keys are any text); missing ones take their default.
+        #expect(data[FCMDataLayout.body] == "İstanbul için indirim, ")
         // `tİ` is not `ti`: a subscriber asking for `ti` gets the app default (en).
         let other = try sentData(FCMRequestFactory.makeRequest(delivery(message, language: "ti"), accessToken: "T"))
         #expect(other[FCMDataLayout.title] == "Hi ")
@@ -240,17 +240,25 @@ import DeliveryCore
         #expect(FCMRequestFactory.payloadSize(of: whole) == FCMRequestFactory.maximumPayloadSize)
     }
 
-    @Test func bodyThenSubtitleThenTitle() throws {
+    @Test func longestFirst() throws {
+        // A 5,000-character title beside a short subtitle and body: only the title is cut.
+        let huge = String(repeating: "a", count: 5_000)
+        let row = try shortened("Short body", title: huge, subtitle: "Sub")
+        #expect(row[FCMDataLayout.body] == "Short body")
+        #expect(row[FCMDataLayout.subtitle] == "Sub")
+        expectMaximal(row, key: FCMDataLayout.title, original: huge)
+        // Three long texts are cut to the same line.
         let big = String(repeating: "a", count: 3_000)
         let first = try shortened(big, title: big, subtitle: big)
-        #expect(first[FCMDataLayout.body] == "…")
-        expectMaximal(first, key: FCMDataLayout.subtitle, original: big)
-        #expect(first[FCMDataLayout.title] == big)
-        let huge = String(repeating: "a", count: 5_000)
-        let second = try shortened(big, title: huge, subtitle: big)
-        #expect(second[FCMDataLayout.body] == "…")
-        #expect(second[FCMDataLayout.subtitle] == "…")
-        expectMaximal(second, key: FCMDataLayout.title, original: huge)
+        let lengths = [FCMDataLayout.title, FCMDataLayout.subtitle, FCMDataLayout.body].map { first[$0]?.count ?? 0 }
+        #expect(Set(lengths).count == 1 && first[FCMDataLayout.body]?.hasSuffix("a…") == true, "\(lengths)")
+        #expect(FCMRequestFactory.payloadSize(of: first) > FCMRequestFactory.maximumPayloadSize - 3)
+        // A text under the line keeps every character while the two longer ones share the rest.
+        let medium = String(repeating: "m", count: 600)
+        let second = try shortened(medium, title: huge, subtitle: big)
+        #expect(second[FCMDataLayout.body] == medium)
+        #expect(second[FCMDataLayout.title]?.count == second[FCMDataLayout.subtitle]?.count)
+        #expect(second[FCMDataLayout.title]?.hasSuffix("a…") == true)
     }
 
     @Test func dataThatCannotShrinkIsTooLarge() throws {

@@ -174,11 +174,17 @@ import DeliveryCore
         #expect(result.bytes.count > WebPushRequestFactory.maximumPlaintextSize - 6)
     }
 
-    @Test func bodyThenTitle() throws {
+    @Test func longestFirst() throws {
+        // An oversized title beside a short body: only the title is cut, as much as fits.
         let huge = String(repeating: "b", count: 5_000)
-        let result = try shortened(huge, title: huge)
-        #expect(result.body == "…")
-        try expectMaximal(result, original: huge, field: "title")
+        let row = try shortened("Short body", title: huge)
+        #expect(row.body == "Short body")
+        try expectMaximal(row, original: huge, field: "title")
+        // Two oversized texts are cut to the same line.
+        let both = try shortened(huge, title: huge)
+        #expect(both.body?.hasSuffix("b…") == true && both.title?.hasSuffix("b…") == true)
+        #expect(abs((both.body?.count ?? 0) - (both.title?.count ?? 0)) <= 1)
+        #expect(both.bytes.count > WebPushRequestFactory.maximumPlaintextSize - 2)
     }
 
     @Test func dataThatCannotShrinkIsTooLarge() throws {
