@@ -207,7 +207,24 @@ struct JSONParser {
 /// `.withoutEscapingSlashes` (keys in code-point order, `\u00xx` for other control characters, doubles by
 /// their shortest round-trip text without a trailing `.0`), plus `.number` literals written as they came.
 enum JSONWriter {
-    static func write(_ value: JSONValue, to output: inout [UInt8]) {
+    /// - Parameter indent: `nil` for compact output; otherwise the depth for `JSONEncoder`'s
+    ///   `.prettyPrinted` layout (two spaces a level, `"key" : value`, an empty container as `[` blank line `]`).
+    static func write(_ value: JSONValue, to output: inout [UInt8], indent: Int? = nil) {
+        func newline(_ depth: Int) {
+            output.append(0x0A)
+            output.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
+        }
+        func container<Element>(_ open: Character, _ close: Character, _ elements: [Element], _ each: (Element, Int?) -> Void) {
+            output.append(contentsOf: String(open).utf8)
+            if indent != nil, elements.isEmpty { output.append(0x0A) }
+            for (position, element) in elements.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                if let indent { newline(indent + 1) }
+                each(element, indent.map { $0 + 1 })
+            }
+            if let indent { newline(indent) }
+            output.append(contentsOf: String(close).utf8)
+        }
         switch value {
         case .null: output.append(contentsOf: "null".utf8)
         case .bool(let flag): output.append(contentsOf: (flag ? "true" : "false").utf8)
@@ -216,22 +233,14 @@ enum JSONWriter {
         case .number(let text): output.append(contentsOf: text.utf8)
         case .string(let text): writeString(text, to: &output)
         case .array(let elements):
-            output.append(UInt8(ascii: "["))
-            for (position, element) in elements.enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                write(element, to: &output)
-            }
-            output.append(UInt8(ascii: "]"))
+            container("[", "]", elements) { element, depth in write(element, to: &output, indent: depth) }
         case .object(let members):
-            output.append(UInt8(ascii: "{"))
             let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            for (position, member) in sorted.enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
+            container("{", "}", sorted) { member, depth in
                 writeString(member.key, to: &output)
-                output.append(UInt8(ascii: ":"))
-                write(member.value, to: &output)
+                output.append(contentsOf: (depth == nil ? ":" : " : ").utf8)
+                write(member.value, to: &output, indent: depth)
             }
-            output.append(UInt8(ascii: "}"))
         }
     }
 

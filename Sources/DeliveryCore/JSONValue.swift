@@ -160,6 +160,14 @@ extension JSONValue {
 
     /// ``serialized()`` as a `String`.
     public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
+
+    /// The same JSON laid out for people, as `JSONEncoder`'s `.prettyPrinted` with `.sortedKeys` and
+    /// `.withoutEscapingSlashes` lays it out (two spaces a level), numbers as written.
+    public var prettyJSONText: String {
+        var output: [UInt8] = []
+        JSONWriter.write(self, to: &output, indent: 0)
+        return String(decoding: output, as: UTF8.self)
+    }
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,

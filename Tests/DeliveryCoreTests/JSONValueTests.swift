@@ -44,6 +44,13 @@ import Testing
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         #expect(value.jsonText == String(decoding: try encoder.encode(value), as: UTF8.self))
         #expect(JSONValue.double(.nan).jsonText == "null")
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let nested: JSONValue = ["b": ["x": [1, 2], "e": [], "o": [:]], "a": [:], "s": "t"]
+        let nestedExpected = String(decoding: try encoder.encode(nested), as: UTF8.self)
+        #expect(nested.prettyJSONText == nestedExpected, "\(nestedExpected)")
+        let valueExpected = String(decoding: try encoder.encode(value), as: UTF8.self)
+        #expect(value.prettyJSONText == valueExpected, "\(valueExpected)")
+        #expect(JSONValue.number("12345678901234567890").prettyJSONText == "12345678901234567890")
     }
 
     @Test func stringsRoundTrip() throws {

@@ -148,6 +148,34 @@ struct ExpansionTests {
         }
     }
 
+    /// OneSignal-style filters send the operand of `>` / `<` as a string; it compares as a number, exactly
+    /// (`numeric`, never a double), against tags stored as JSON numbers or numeric strings alike.
+    @Test func numericStringOperandsCompareAsNumbers() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let a = try Audience(url)
+                func tag(_ relation: String, _ value: String) -> String {
+                    #"{"filters": [{"field": "tag", "key": "level", "relation": "\#(relation)", "value": \#(value)}]}"#
+                }
+                let cases: [(String, Set<UUID>)] = [
+                    (tag(">", #""15""#), []),
+                    (tag(">", #""3""#), [a.a1, a.a2]),
+                    (tag("<", #"" 3 ""#), [a.b1]),
+                    (tag(">", #""1.5e0""#), [a.a1, a.a2, a.b1]),
+                    (tag("<", #""+5""#), [a.b1]),
+                    (tag(">", #""-.5""#), [a.a1, a.a2, a.b1]),
+                    // As doubles both sides would be 5.0; as numeric 5 is greater.
+                    (tag(">", #""4.99999999999999999999""#), [a.a1, a.a2]),
+                    (tag(">", "4.99999999999999999999"), [a.a1, a.a2]),
+                    (tag("<", "12345678901234567890"), [a.a1, a.a2, a.b1]),
+                ]
+                for (target, expected) in cases {
+                    #expect(try a.expand(target) == expected, "\(target)")
+                }
+            }
+        }
+    }
+
     @Test func badTargetsFailTheirNotificationAndTheNextOneStillExpands() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -160,7 +188,7 @@ struct ExpansionTests {
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": "like", "value": "x"}]}"#,
                      #"invalid_target: filters[0].relation "like" is unknown"#),
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": "many"}]}"#,
-                     "invalid_target: filters[0].value must be a number for >"),
+                     "invalid_target: filters[0].value must be a number or a numeric string"),
                     (#"{"filters": []}"#, "invalid_target: filters is empty"),
                     // Valid jsonb, but beyond what a Double holds: refused, never retried forever.
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": 1e400}]}"#, "invalid_target: "),
