@@ -69,11 +69,30 @@ import Testing
         #expect(LanguageSelector.canonical("PT-br") == "pt-BR")
         #expect(LanguageSelector.canonical(" zh-hant-tw ") == "zh-Hant-TW")
         #expect(LanguageSelector.canonical("iw") == "he")
+        #expect(LanguageSelector.canonical("zh-yue") == "yue")
+        #expect(LanguageSelector.canonical("art-lojban") == "jbo")
+        #expect(LanguageSelector.canonical("no") == "no")
         #expect(LanguageSelector.canonical("") == nil)
         #expect(LanguageSelector.canonical("und") == nil)
         // What ICU cannot parse is compared as written, ASCII-folded only.
         #expect(LanguageSelector.canonical("en--US") == "en--us")
         #expect(LanguageSelector.canonical("İT") == "İt")
+    }
+
+    /// The second example table of docs/localization.md.
+    @Test(arguments: [
+        ("pt_br", nil, "pt-BR"), ("pt-PT", nil, "pt"), ("sr-ME", nil, "sr-Latn"), ("sr", nil, "sr-Cyrl"), ("sr-RS", nil, "sr-Cyrl"),
+        ("iw-IL", nil, "he"), ("ko", "pt-BR", "pt-BR"), ("ko", "ja", "en"),
+    ] as [(String, String?, String)])
+    func documentedExamples(subscriber: String, appDefault: String?, expected: String) {
+        let texts = ["en": "Hi", "pt": "Olá", "pt-BR": "Oi", "sr-Latn": "Zdravo", "sr-Cyrl": "Здраво", "he": "שלום"]
+        #expect(LanguageSelector.pick(from: texts, subscriberLanguage: subscriber, appDefaultLanguage: appDefault)?.language == expected)
+    }
+
+    /// Lookup, not distance matching: a sibling region is not preferred over the bare language.
+    @Test func siblingRegionsAreNotPreferred() {
+        #expect(LanguageSelector.pick(from: ["en-US": "a", "en": "b"], subscriberLanguage: "en-GB", appDefaultLanguage: nil)?.language == "en")
+        #expect(LanguageSelector.pick(from: ["pt-BR": "a", "fr": "b"], subscriberLanguage: "pt-PT", appDefaultLanguage: "fr")?.language == "fr")
     }
 
     @Test func appDefaultAndEnglishGoThroughTheSameChain() {
