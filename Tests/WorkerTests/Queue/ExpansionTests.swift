@@ -176,6 +176,57 @@ struct ExpansionTests {
         }
     }
 
+    /// The example table of docs/targets.md ("Every operator with an example"), row by row.
+    @Test func documentedFilterExamples() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let user = try seed.connection.query(
+                    "INSERT INTO users (app_id, external_id, tags) VALUES ($1, 'u', $2::jsonb) RETURNING id",
+                    [seed.appID, #"{"level": 5, "plan": "gold", "score": "12.5", "vip": true}"#])[0].decode(UUID.self, "id")
+                let subscription = try seed.subscription(user: user, platform: "ios", language: "tr")
+                let examples: [(String, Bool?)] = [
+                    (#"{"field": "tag", "key": "plan", "relation": "=", "value": "gold"}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": "=", "value": "5"}"#, true),
+                    (#"{"field": "tag", "key": "vip", "relation": "=", "value": true}"#, true),
+                    (#"{"field": "language", "relation": "=", "value": "TR"}"#, false),
+                    (#"{"field": "tag", "key": "plan", "relation": "!=", "value": "silver"}"#, true),
+                    (#"{"field": "tag", "key": "city", "relation": "!=", "value": "Izmir"}"#, true),
+                    (#"{"field": "country", "relation": "!=", "value": "TR"}"#, true),
+                    (#"{"field": "tag", "key": "plan", "relation": "exists"}"#, true),
+                    (#"{"field": "country", "relation": "exists"}"#, false),
+                    (#"{"field": "tag", "key": "city", "relation": "not_exists"}"#, true),
+                    (#"{"field": "tag", "key": "plan", "relation": "in", "value": ["gold", "silver"]}"#, true),
+                    (#"{"field": "platform", "relation": "in", "value": ["ios", "web"]}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": 3}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": "15"}"#, false),
+                    (#"{"field": "tag", "key": "score", "relation": "<", "value": "12.50000000000000000001"}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": " 4.5 "}"#, true),
+                    (#"{"field": "tag", "key": "plan", "relation": ">", "value": 1}"#, false),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": "five"}"#, nil),
+                    (#"{"field": "language", "relation": ">", "value": 1}"#, nil),
+                ]
+                for (filter, matches) in examples {
+                    let id = try seed.notification(target: #"{"filters": [\#(filter)]}"#)
+                    var failed = false
+                    while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 10) {
+                        if case .failed = result { failed = true; break }
+                        if case .expanded = result { break }
+                    }
+                    let reached = try seed.connection.query(
+                        "SELECT subscription_id FROM deliveries WHERE notification_id = $1", [id]
+                    ).map { try $0.decode(UUID.self, "subscription_id") }
+                    if let matches {
+                        #expect(!failed && reached == (matches ? [subscription] : []), "\(filter)")
+                    } else {
+                        #expect(failed && reached.isEmpty, "\(filter)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func badTargetsFailTheirNotificationAndTheNextOneStillExpands() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
