@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Chooses the text for a subscriber from a language map (`headings`, `contents`, `subtitle`) by BCP 47
 /// (RFC 5646) language tags. The chain, with examples, is in docs/localization.md.
@@ -8,7 +9,7 @@ public enum LanguageSelector {
     /// The best entry of `texts` for the subscriber: the first of ``ranked(from:subscriberLanguage:appDefaultLanguage:)``.
     /// - Returns: the key as written in the map and its text, or `nil` when no entry has text.
     public static func pick(from texts: [String: String], subscriberLanguage: String?, appDefaultLanguage: String?) -> (language: String, text: String)? {
-        ranked(from: texts, subscriberLanguage: subscriberLanguage, appDefaultLanguage: appDefaultLanguage).first
+        order(texts, subscriberLanguage: subscriberLanguage, appDefaultLanguage: appDefaultLanguage, firstOnly: true).first
     }
 
     /// Every entry of `texts` that has text, best first:
@@ -25,34 +26,38 @@ public enum LanguageSelector {
     /// Keys get the same canonicalization as tags; two keys that canonicalize alike are ordered by the key as
     /// written. Entries with empty text are skipped.
     public static func ranked(from texts: [String: String], subscriberLanguage: String?, appDefaultLanguage: String?) -> [(language: String, text: String)] {
-        let entries = texts.filter { !$0.value.isEmpty }
-            .map { Entry(key: $0.key, text: $0.value, canonical: comparable(canonical($0.key) ?? normalize($0.key))) }
-            .sorted { ($0.canonical, $0.key) < ($1.canonical, $1.key) }
-        guard !entries.isEmpty else { return [] }
-        var maximalOfEntry: [String: String] = [:]
-        func maximal(_ entry: Entry) -> String {
-            if let known = maximalOfEntry[entry.canonical] { return known }
-            let value = maximalForm(of: entry.canonical)
-            maximalOfEntry[entry.canonical] = value
-            return value
-        }
+        order(texts, subscriberLanguage: subscriberLanguage, appDefaultLanguage: appDefaultLanguage, firstOnly: false)
+    }
+
+    private static func order(_ texts: [String: String], subscriberLanguage: String?, appDefaultLanguage: String?,
+                              firstOnly: Bool) -> [(language: String, text: String)]
+    {
+        let withText = texts.filter { !$0.value.isEmpty }
+        guard !withText.isEmpty else { return [] }
+        let tags = [subscriberLanguage, appDefaultLanguage, "en"].compactMap { $0 }
+        let resolved = resolve(Array(withText.keys) + tags)
+        let entries = withText.map { key, text in
+            Entry(key: key, text: text, canonical: resolved[key]?.comparable ?? normalize(key), maximal: resolved[key]?.maximal ?? "")
+        }.sorted { ($0.canonical, $0.key) < ($1.canonical, $1.key) }
         var result: [(language: String, text: String)] = []
         var taken = Set<String>()
         func take(_ matches: (Entry) -> Bool) {
             for entry in entries where !taken.contains(entry.key) && matches(entry) {
                 taken.insert(entry.key)
                 result.append((entry.key, entry.text))
+                if firstOnly { return }
             }
         }
-        for tag in [subscriberLanguage, appDefaultLanguage, "en"] {
-            guard let tag, let canonicalTag = canonical(tag) else { continue }
-            let chain = lookupChain(comparable(canonicalTag))
+        for tag in tags {
+            guard let comparableTag = resolved[tag]?.comparable, let maximal = resolved[tag]?.maximal else { continue }
+            let chain = lookupChain(comparableTag, maximal: maximal)
             for range in chain.ranges { take { $0.canonical == range } }
             if let maximalTag = chain.maximal {
-                take { maximal($0) == maximalTag }
+                take { $0.maximal == maximalTag }
                 if let script = chain.languageScript { take { $0.canonical == script } }
             }
             take { $0.canonical == chain.language }
+            if firstOnly, !result.isEmpty { return result }
         }
         take { _ in true }
         return result
@@ -87,6 +92,44 @@ public enum LanguageSelector {
         let text: String
         /// ``canonical(_:)`` with ASCII letters lower-cased: tags compare case-insensitively (RFC 5646 §2.1.1).
         let canonical: String
+        let maximal: String
+    }
+
+    /// One tag's canonical form (lower-cased, `nil` for no language) and likely-subtags form.
+    private struct Resolved: Sendable {
+        let comparable: String?
+        let maximal: String
+    }
+
+    /// The most tags whose ICU results are kept. ICU's canonicalization and likely-subtags lookups cost
+    /// hundreds of microseconds per map; the tags in use (device languages, map keys) are few, so a small
+    /// cache makes a pick cost dictionary lookups. Bounded, because tags are tenant-chosen text.
+    static let maximumCachedTags = 1024
+    /// Tags longer than this are resolved every time rather than cached (no registered tag comes close).
+    static let maximumCachedTagBytes = 64
+    private static let cache = Mutex(LRUCache<String, Resolved>(capacity: maximumCachedTags))
+
+    /// ``Resolved`` for each tag: cached ones under one lock, the others computed outside it.
+    private static func resolve(_ tags: [String]) -> [String: Resolved] {
+        var result: [String: Resolved] = [:]
+        cache.withLock { cache in
+            for tag in tags where tag.utf8.count <= maximumCachedTagBytes {
+                if let known = cache.value(forKey: tag) { result[tag] = known }
+            }
+        }
+        var computed: [(String, Resolved)] = []
+        for tag in tags where result[tag] == nil {
+            let comparableTag = canonical(tag).map(comparable)
+            let resolved = Resolved(comparable: comparableTag, maximal: comparableTag.map(maximalForm(of:)) ?? "")
+            result[tag] = resolved
+            if tag.utf8.count <= maximumCachedTagBytes { computed.append((tag, resolved)) }
+        }
+        if !computed.isEmpty {
+            cache.withLock { cache in
+                for (tag, resolved) in computed { cache.insert(resolved, forKey: tag) }
+            }
+        }
+        return result
     }
 
     private struct Chain {
@@ -98,7 +141,7 @@ public enum LanguageSelector {
         var language: String
     }
 
-    private static func lookupChain(_ tag: String) -> Chain {
+    private static func lookupChain(_ tag: String, maximal: String) -> Chain {
         var subtags = tag.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
         var ranges: [String] = []
         while subtags.count > 1 {
@@ -108,7 +151,6 @@ public enum LanguageSelector {
             while subtags.count > 1, subtags.last?.utf8.count == 1 { subtags.removeLast() }
         }
         let language = subtags.first ?? tag
-        let maximal = maximalForm(of: tag)
         let parts = maximal.split(separator: "-")
         let hasScript = parts.count >= 2 && parts[1].utf8.count == 4
         return Chain(ranges: ranges, maximal: hasScript ? maximal : nil,

@@ -1,4 +1,4 @@
-import DeliveryCore
+@testable import DeliveryCore
 import Testing
 
 /// BCP 47 matching: canonical forms from the IANA registry, scripts from CLDR likely subtags, then
@@ -99,6 +99,19 @@ import Testing
         let texts = ["zh-Hant": "妳好", "en-US": "Hi", "fr": "Salut"]
         #expect(LanguageSelector.pick(from: texts, subscriberLanguage: "ja", appDefaultLanguage: "zh-TW")?.language == "zh-Hant")
         #expect(LanguageSelector.pick(from: texts, subscriberLanguage: "ja", appDefaultLanguage: "ko")?.language == "en-US")
+    }
+
+    /// ICU results are cached per tag, bounded: more distinct tags than the cache holds, and tags too long
+    /// to cache, still resolve the same.
+    @Test func manyDistinctAndLongTagsResolveTheSame() {
+        for index in 0..<(LanguageSelector.maximumCachedTags + 100) {
+            let texts = ["en": "Hi", "x-\(index)": "private"]
+            #expect(LanguageSelector.pick(from: texts, subscriberLanguage: "x-\(index)", appDefaultLanguage: nil)?.language == "x-\(index)")
+        }
+        let long = "zh-Hant-TW-" + Array(repeating: "abcdefgh", count: 10).joined(separator: "-")
+        #expect(long.utf8.count > LanguageSelector.maximumCachedTagBytes)
+        #expect(LanguageSelector.pick(from: Self.chinese, subscriberLanguage: long, appDefaultLanguage: nil)?.language == "zh-Hant")
+        #expect(LanguageSelector.pick(from: Self.chinese, subscriberLanguage: "zh-TW", appDefaultLanguage: nil)?.language == "zh-Hant")
     }
 
     @Test func rankedListsTheWholeChainOnce() {
