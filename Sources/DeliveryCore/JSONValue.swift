@@ -3,7 +3,7 @@ import Foundation
 /// A JSON document as a value: what `jsonb` columns (`message`, `target`, `settings`, `detail`) hold.
 ///
 /// Numbers keep their exact JSON text (RFC 8259 §6: a number's precision is up to the implementation, so
-/// a relay must not round it): ``init(parsing:)-(Collection<UInt8>)`` turns an integer written canonically that fits
+/// a relay must not round it): `init(parsing:)` turns an integer written canonically that fits
 /// `Int64` into ``int(_:)`` and every other number (`12345678901234567890`, `1.10`, `1e3`, `-0`) into
 /// ``number(_:)`` holding the literal as written, and ``serialized()`` writes that literal back unchanged.
 /// ``double(_:)`` is for numbers computed in code (an APNs `relevance-score`), never produced by parsing.
@@ -136,7 +136,7 @@ extension JSONValue {
     /// as in PostgreSQL's `jsonb`.
     /// - Throws: `DecodingError.dataCorrupted` naming the byte offset when the bytes are not JSON: bad
     ///   syntax, invalid UTF-8, an unpaired `\u` surrogate, a raw control character in a string, or arrays
-    ///   and objects nested deeper than ``JSONParser/maximumDepth``.
+    ///   and objects nested deeper than 512 levels (the bound `JSONDecoder` applies too).
     public init(parsing bytes: some Collection<UInt8>) throws {
         var parser = JSONParser(bytes: Array(bytes))
         self = try parser.document()
