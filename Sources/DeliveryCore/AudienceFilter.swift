@@ -31,9 +31,10 @@ public struct AudienceFilter: Sendable, Equatable {
         case notExists
         /// `in`: the text is one of these (1 to ``AudienceTarget/maximumIDs`` values).
         case oneOf([String])
-        /// `>`: a tag whose value reads as a number greater than this one (tags only). The number is kept as
-        /// its decimal text, that of an `Int64` or a finite `Double` (so within a double's range, and its cast
-        /// to `numeric` by PostgreSQL cannot fail); a tag that is not a sane number never matches
+        /// `>`: a tag whose value reads as a number greater than this one (tags only). The operand is a JSON
+        /// number or a numeric string (`"15"`), kept as its exact decimal text (``numberText(_:)``: within a
+        /// double's range, so its cast to `numeric` by PostgreSQL cannot fail); a tag that is not a sane
+        /// number never matches
         /// (`pushizo_tag_number`, docs/targets.md "Tag numbers").
         case greaterThan(String)
         /// `<`: as `>`, less than.
@@ -51,7 +52,7 @@ public struct AudienceFilter: Sendable, Equatable {
     /// Parses `filters[index]`.
     /// - Throws: ``AudienceTargetError`` naming `filters[index]`: not an object, unknown keys, unknown
     ///   `field` or `relation`, a missing or empty tag `key`, a `value` of the wrong type (a string or number
-    ///   for `=`/`!=`, a number for `>`/`<`, a non-empty array for `in`, none for `exists`/`not_exists`), `>`/`<`
+    ///   for `=`/`!=`, a number or numeric string for `>`/`<`, a non-empty array for `in`, none for `exists`/`not_exists`), `>`/`<`
     ///   on a field other than a tag, or an unknown platform.
     public init(parsing json: JSONValue, index: Int) throws(AudienceTargetError) {
         let name = "filters[\(index)]"
@@ -102,11 +103,9 @@ public struct AudienceFilter: Sendable, Equatable {
             guard case .tag = field else {
                 throw AudienceTargetError("\(name).relation \(relationName) applies to tag filters only")
             }
-            let number: String
-            switch value {
-            case .int(let integer)?: number = String(integer)
-            case .double(let double)? where double.isFinite: number = String(double)
-            default: throw AudienceTargetError("\(name).value must be a number for \(relationName)")
+            guard let number = Self.numberText(value) else {
+                throw AudienceTargetError(
+                    "\(name).value must be a number or a numeric string (\"15\", \"-2.5\", \"1e3\") for \(relationName)")
             }
             relation = relationName == ">" ? .greaterThan(number) : .lessThan(number)
         default:
@@ -132,10 +131,59 @@ public struct AudienceFilter: Sendable, Equatable {
     {
         switch value {
         case .string(let text)?: return text
-        case .int(let integer)?: return String(integer)
-        case .double(let double)? where double.isFinite: return String(double)
+        case .int?, .double?, .number?:
+            guard let text = value?.numberText, value?.doubleValue?.isFinite == true else { break }
+            return text
         case .bool(let flag)?: return flag ? "true" : "false"
-        default: throw AudienceTargetError("\(name).value must be a string or a number for \(relation)")
+        default: break
         }
+        throw AudienceTargetError("\(name).value must be a string or a number for \(relation)")
+    }
+
+    /// The operand of `>` / `<` as decimal text PostgreSQL's `numeric` reads: a JSON number as written, or a
+    /// string holding one (OneSignal's filters send `"value": "15"`), in the grammar tag strings are read
+    /// with (`pushizo_numeric_or_null`: optional sign, digits with an optional point, optional exponent of
+    /// at most three digits, surrounding ASCII whitespace ignored, at most 100 bytes). `nil` for anything else
+    /// or a number beyond a double's range.
+    static func numberText(_ value: JSONValue?) -> String? {
+        let text: String
+        switch value {
+        case .string(let string)?:
+            guard string.utf8.count <= 100 else { return nil }
+            let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+            let trimmed = string.utf8.drop(while: { whitespace.contains($0) }).reversed().drop(while: { whitespace.contains($0) }).reversed()
+            guard isDecimalNumber(Array(trimmed)) else { return nil }
+            text = String(decoding: trimmed, as: UTF8.self)
+        case .int?, .double?, .number?:
+            guard let literal = value?.numberText else { return nil }
+            text = literal
+        default:
+            return nil
+        }
+        guard let double = Double(text), double.isFinite else { return nil }
+        return text
+    }
+
+    /// `[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,3})?` over ASCII bytes.
+    private static func isDecimalNumber(_ bytes: [UInt8]) -> Bool {
+        var index = 0
+        func digits() -> Int {
+            let start = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            return index - start
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") || bytes[index] == UInt8(ascii: "+") { index += 1 }
+        var mantissa = digits()
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            mantissa += digits()
+        }
+        guard mantissa > 0 else { return false }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") || bytes[index] == UInt8(ascii: "+") { index += 1 }
+            guard (1...3).contains(digits()) else { return false }
+        }
+        return index == bytes.count
     }
 }

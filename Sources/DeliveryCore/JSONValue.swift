@@ -2,13 +2,20 @@ import Foundation
 
 /// A JSON document as a value: what `jsonb` columns (`message`, `target`, `settings`, `detail`) hold.
 ///
-/// Numbers keep their source form: integers that fit `Int64` decode as ``int(_:)``, the rest as
-/// ``double(_:)``, so `ttl: 3600` never turns into `3600.0` on the way back out.
+/// Numbers keep their exact JSON text (RFC 8259 §6: a number's precision is up to the implementation, so
+/// a relay must not round it): `init(parsing:)` turns an integer written canonically that fits
+/// `Int64` into ``int(_:)`` and every other number (`12345678901234567890`, `1.10`, `1e3`, `-0`) into
+/// ``number(_:)`` holding the literal as written, and ``serialized()`` writes that literal back unchanged.
+/// ``double(_:)`` is for numbers computed in code (an APNs `relevance-score`), never produced by parsing.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case int(Int64)
     case double(Double)
+    /// A JSON number as its literal text, already checked against the RFC 8259 §6 grammar
+    /// (`-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`); compare with ``doubleValue`` or
+    /// ``int64Value``, never by text.
+    case number(String)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -33,20 +40,35 @@ extension JSONValue {
         return nil
     }
 
-    /// An integral number (`.int`, or a `.double` with no fraction that fits `Int64`), else `nil`.
+    /// An integral number (`.int`, or a `.double` / `.number` with no fraction that fits `Int64`, such as
+    /// `3600.0` or `36e2`), else `nil`.
     public var int64Value: Int64? {
         switch self {
         case .int(let number): return number
+        case .number(let text):
+            if let exact = Int64(text) { return exact }
+            return JSONValue.double(Double(text) ?? .nan).int64Value
         case .double(let number) where number.rounded() == number && abs(number) < 9.2e18: return Int64(number)
         default: return nil
         }
     }
 
-    /// Any number as a `Double`, else `nil`.
+    /// Any number as a `Double` (a `.number` too large for a double is infinite), else `nil`.
     public var doubleValue: Double? {
         switch self {
         case .int(let number): return Double(number)
         case .double(let number): return number
+        case .number(let text): return Double(text)
+        default: return nil
+        }
+    }
+
+    /// The JSON text of a number (`.int`, `.double` or the `.number` literal as written), else `nil`.
+    public var numberText: String? {
+        switch self {
+        case .int(let number): return String(number)
+        case .double(let number): return number.isFinite ? JSONWriter.text(of: number) : nil
+        case .number(let text): return text
         default: return nil
         }
     }
@@ -97,6 +119,10 @@ extension JSONValue: Codable {
         case .bool(let flag): try container.encode(flag)
         case .int(let number): try container.encode(number)
         case .double(let number): try container.encode(number)
+        // An `Encoder` has no raw-number hook: exact integers stay exact, the rest go through `Double`.
+        // ``serialized()`` is the exact form.
+        case .number(let text):
+            if let exact = Int64(text) { try container.encode(exact) } else { try container.encode(Double(text) ?? 0) }
         case .string(let text): try container.encode(text)
         case .array(let elements): try container.encode(elements)
         case .object(let members): try container.encode(members)
@@ -105,10 +131,15 @@ extension JSONValue: Codable {
 }
 
 extension JSONValue {
-    /// Parses one JSON document from UTF-8 bytes.
-    /// - Throws: `DecodingError` from Foundation's `JSONDecoder` when the bytes are not JSON.
+    /// Parses one JSON document (RFC 8259; any value at the top, whitespace around it) from UTF-8 bytes.
+    /// Numbers keep their literal text (see ``JSONValue``); for a repeated object key the last one wins,
+    /// as in PostgreSQL's `jsonb`.
+    /// - Throws: `DecodingError.dataCorrupted` naming the byte offset when the bytes are not JSON: bad
+    ///   syntax, invalid UTF-8, an unpaired `\u` surrogate, a raw control character in a string, or arrays
+    ///   and objects nested deeper than 512 levels (the bound `JSONDecoder` applies too).
     public init(parsing bytes: some Collection<UInt8>) throws {
-        self = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        var parser = JSONParser(bytes: Array(bytes))
+        self = try parser.document()
     }
 
     /// Parses one JSON document from text.
@@ -117,17 +148,26 @@ extension JSONValue {
         try self.init(parsing: Array(text.utf8))
     }
 
-    /// Serializes as compact UTF-8 JSON with sorted keys, `/` unescaped and non-ASCII written as itself
-    /// (never `\u` sequences), so byte counts against provider limits are the bytes that go on the wire.
+    /// Serializes as compact UTF-8 JSON with keys sorted by code point, `/` unescaped and non-ASCII written
+    /// as itself (never `\u` sequences), so byte counts against provider limits are the bytes that go on the
+    /// wire. Numbers parsed from text come out as written; a non-finite `.double` (which JSON cannot
+    /// express) is written as `null`.
     public func serialized() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a JSONValue cannot fail except for non-finite doubles, which JSON cannot express.
-        return (try? Array(encoder.encode(self))) ?? Array("null".utf8)
+        var output: [UInt8] = []
+        JSONWriter.write(self, to: &output)
+        return output
     }
 
     /// ``serialized()`` as a `String`.
     public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
+
+    /// The same JSON laid out for people, as `JSONEncoder`'s `.prettyPrinted` with `.sortedKeys` and
+    /// `.withoutEscapingSlashes` lays it out (two spaces a level), numbers as written.
+    public var prettyJSONText: String {
+        var output: [UInt8] = []
+        JSONWriter.write(self, to: &output, indent: 0)
+        return String(decoding: output, as: UTF8.self)
+    }
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,

@@ -5,7 +5,8 @@ public enum NormalizedData {
     /// The string form of one `data` value:
     /// - a string: itself, unchanged;
     /// - a boolean: `true` / `false`;
-    /// - a number: its JSON text (`1`, `0.5`, `-3`; integers never gain a `.0`);
+    /// - a number: its JSON text exactly as written (`1`, `0.5`, `-3`, `12345678901234567890`, `1.10`;
+    ///   never rounded through `Double`, RFC 8259 §6);
     /// - an object or array: its compact JSON text with sorted keys, non-ASCII as UTF-8, `/` unescaped
     ///   (`{"a":[1]}`);
     /// - `null`: `nil`: the key is left out, since a `Record<string, string>` has no null and the text
@@ -15,7 +16,7 @@ public enum NormalizedData {
         case .null: nil
         case .string(let text): text
         case .bool(let flag): flag ? "true" : "false"
-        case .int, .double, .array, .object: value.jsonText
+        case .int, .double, .number, .array, .object: value.jsonText
         }
     }
 

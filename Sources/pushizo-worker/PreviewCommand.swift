@@ -31,9 +31,7 @@ enum PreviewCommand {
             throw PreviewError("the input is not JSON")
         }
         let output = try Preview.run(input, egressPolicy: egressPolicy)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let text = (try? encoder.encode(output)).map { String(decoding: $0, as: UTF8.self) } ?? output.jsonText
-        print(text)
+        // Not JSONEncoder: it would round numbers in `data` through Double; this keeps their text.
+        print(output.prettyJSONText)
     }
 }

@@ -64,7 +64,16 @@ struct AudienceTargetTests {
         (["filters": [["field": "tag", "key": "a", "relation": "~", "value": "x"]]], "relation \"~\" is unknown"),
         (["filters": [["field": "tag", "relation": "=", "value": "x"]]], "filters[0].key must be a non-empty string"),
         (["filters": [["field": "city", "relation": "=", "value": "x"]]], "field \"city\" is unknown"),
-        (["filters": [["field": "tag", "key": "a", "relation": ">", "value": "3"]]], "value must be a number for >"),
+        (["filters": [["field": "tag", "key": "a", "relation": ">", "value": "three"]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": "0x10"]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": "1e400"]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": "1e1000"]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": "inf"]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": ""]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": "."]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": "1 000"]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": "<", "value": true]]], "value must be a number or a numeric string"),
+        (["filters": [["field": "tag", "key": "a", "relation": ">", "value": .number("1e400")]]], "value must be a number or a numeric string"),
         (["filters": [["field": "language", "relation": ">", "value": 3]]], "applies to tag filters only"),
         (["filters": [["field": "tag", "key": "a", "relation": "=", "value": ["x"]]]], "value must be a string or a number"),
         (["filters": [["field": "tag", "key": "a", "relation": "=", "value": .null]]], "value must be a string or a number"),
@@ -81,6 +90,27 @@ struct AudienceTargetTests {
         } throws: { error in
             (error as? AudienceTargetError)?.message.contains(expected) == true
         }
+    }
+
+    /// OneSignal's filters send numbers as strings (`"value": "15"`); `>` and `<` read them as the tag
+    /// strings are read (`pushizo_numeric_or_null`), and JSON numbers keep their exact text.
+    @Test(arguments: [
+        (JSONValue.string("15"), "15"), (" 15 ", "15"), ("-2.5", "-2.5"), ("+7", "+7"), ("15.", "15."), (".5", ".5"),
+        ("1e3", "1e3"), ("1E-3", "1E-3"), ("\t8\n", "8"), (15, "15"), (2.5, "2.5"),
+        (.number("12345678901234567890"), "12345678901234567890"), (.number("1.10"), "1.10"),
+    ] as [(JSONValue, String)])
+    func numericStringsAndExactNumbersCompare(value: JSONValue, expected: String) throws {
+        for (relation, expectedRelation) in [(">", AudienceFilter.Relation.greaterThan(expected)), ("<", .lessThan(expected))] {
+            let selection = try AudienceSelection(
+                parsing: ["filters": [["field": "tag", "key": "level", "relation": .string(relation), "value": value]]])
+            #expect(selection.target == .filters([AudienceFilter(field: .tag(key: "level"), relation: expectedRelation)]))
+        }
+    }
+
+    @Test func equalityKeepsTheNumberAsWritten() throws {
+        let target = try JSONValue(parsing: #"{"filters": [{"field": "tag", "key": "id", "relation": "=", "value": 12345678901234567890}]}"#)
+        #expect(try AudienceSelection(parsing: target).target
+            == .filters([AudienceFilter(field: .tag(key: "id"), relation: .equals("12345678901234567890"))]))
     }
 
     @Test func refusesTooManyFiltersAndInValues() {

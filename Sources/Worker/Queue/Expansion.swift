@@ -183,9 +183,9 @@ extension QueueStore {
                 do {
                     json = try JSONValue(parsing: try row.decode(String.self, "target"))
                 } catch {
-                    // jsonb PostgreSQL accepts but Foundation cannot read (e.g. a number beyond Double): refuse
-                    // it rather than fail this transaction forever and block the notifications behind it.
-                    throw AudienceTargetError("target is JSON this worker cannot read (e.g. a number out of range)")
+                    // jsonb's text is always JSON (numbers of any size included: JSONValue keeps their text), but
+                    // a failure here must fail this notification, never this transaction forever.
+                    throw AudienceTargetError("target is JSON this worker cannot read")
                 }
                 selection = try AudienceSelection(parsing: json)
             } catch let error as AudienceTargetError {

@@ -148,6 +148,85 @@ struct ExpansionTests {
         }
     }
 
+    /// OneSignal-style filters send the operand of `>` / `<` as a string; it compares as a number, exactly
+    /// (`numeric`, never a double), against tags stored as JSON numbers or numeric strings alike.
+    @Test func numericStringOperandsCompareAsNumbers() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let a = try Audience(url)
+                func tag(_ relation: String, _ value: String) -> String {
+                    #"{"filters": [{"field": "tag", "key": "level", "relation": "\#(relation)", "value": \#(value)}]}"#
+                }
+                let cases: [(String, Set<UUID>)] = [
+                    (tag(">", #""15""#), []),
+                    (tag(">", #""3""#), [a.a1, a.a2]),
+                    (tag("<", #"" 3 ""#), [a.b1]),
+                    (tag(">", #""1.5e0""#), [a.a1, a.a2, a.b1]),
+                    (tag("<", #""+5""#), [a.b1]),
+                    (tag(">", #""-.5""#), [a.a1, a.a2, a.b1]),
+                    // As doubles both sides would be 5.0; as numeric 5 is greater.
+                    (tag(">", #""4.99999999999999999999""#), [a.a1, a.a2]),
+                    (tag(">", "4.99999999999999999999"), [a.a1, a.a2]),
+                    (tag("<", "12345678901234567890"), [a.a1, a.a2, a.b1]),
+                ]
+                for (target, expected) in cases {
+                    #expect(try a.expand(target) == expected, "\(target)")
+                }
+            }
+        }
+    }
+
+    /// The example table of docs/targets.md ("Every operator with an example"), row by row.
+    @Test func documentedFilterExamples() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let user = try seed.connection.query(
+                    "INSERT INTO users (app_id, external_id, tags) VALUES ($1, 'u', $2::jsonb) RETURNING id",
+                    [seed.appID, #"{"level": 5, "plan": "gold", "score": "12.5", "vip": true}"#])[0].decode(UUID.self, "id")
+                let subscription = try seed.subscription(user: user, platform: "ios", language: "tr")
+                let examples: [(String, Bool?)] = [
+                    (#"{"field": "tag", "key": "plan", "relation": "=", "value": "gold"}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": "=", "value": "5"}"#, true),
+                    (#"{"field": "tag", "key": "vip", "relation": "=", "value": true}"#, true),
+                    (#"{"field": "language", "relation": "=", "value": "TR"}"#, false),
+                    (#"{"field": "tag", "key": "plan", "relation": "!=", "value": "silver"}"#, true),
+                    (#"{"field": "tag", "key": "city", "relation": "!=", "value": "Izmir"}"#, true),
+                    (#"{"field": "country", "relation": "!=", "value": "TR"}"#, true),
+                    (#"{"field": "tag", "key": "plan", "relation": "exists"}"#, true),
+                    (#"{"field": "country", "relation": "exists"}"#, false),
+                    (#"{"field": "tag", "key": "city", "relation": "not_exists"}"#, true),
+                    (#"{"field": "tag", "key": "plan", "relation": "in", "value": ["gold", "silver"]}"#, true),
+                    (#"{"field": "platform", "relation": "in", "value": ["ios", "web"]}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": 3}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": "15"}"#, false),
+                    (#"{"field": "tag", "key": "score", "relation": "<", "value": "12.50000000000000000001"}"#, true),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": " 4.5 "}"#, true),
+                    (#"{"field": "tag", "key": "plan", "relation": ">", "value": 1}"#, false),
+                    (#"{"field": "tag", "key": "level", "relation": ">", "value": "five"}"#, nil),
+                    (#"{"field": "language", "relation": ">", "value": 1}"#, nil),
+                ]
+                for (filter, matches) in examples {
+                    let id = try seed.notification(target: #"{"filters": [\#(filter)]}"#)
+                    var failed = false
+                    while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 10) {
+                        if case .failed = result { failed = true; break }
+                        if case .expanded = result { break }
+                    }
+                    let reached = try seed.connection.query(
+                        "SELECT subscription_id FROM deliveries WHERE notification_id = $1", [id]
+                    ).map { try $0.decode(UUID.self, "subscription_id") }
+                    if let matches {
+                        #expect(!failed && reached == (matches ? [subscription] : []), "\(filter)")
+                    } else {
+                        #expect(failed && reached.isEmpty, "\(filter)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func badTargetsFailTheirNotificationAndTheNextOneStillExpands() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -160,7 +239,7 @@ struct ExpansionTests {
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": "like", "value": "x"}]}"#,
                      #"invalid_target: filters[0].relation "like" is unknown"#),
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": "many"}]}"#,
-                     "invalid_target: filters[0].value must be a number for >"),
+                     "invalid_target: filters[0].value must be a number or a numeric string"),
                     (#"{"filters": []}"#, "invalid_target: filters is empty"),
                     // Valid jsonb, but beyond what a Double holds: refused, never retried forever.
                     (#"{"filters": [{"field": "tag", "key": "a", "relation": ">", "value": 1e400}]}"#, "invalid_target: "),
