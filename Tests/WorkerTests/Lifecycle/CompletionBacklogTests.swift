@@ -130,6 +130,11 @@ struct CompletionBacklogTests {
                     let rows = try await database.query("SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'")
                     return rows[0]["n"] == "4"
                 })
+                // The refused completion may reach the completer after the other four: drop the trigger only
+                // once the worker has said it set that one aside.
+                #expect(try await Self.wait {
+                    ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("completion refused")
+                })
                 _ = try await database.query("DROP TRIGGER refuse_events ON delivery_events")
                 #expect(try await Self.wait {
                     let rows = try await database.query(
