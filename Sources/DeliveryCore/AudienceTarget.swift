@@ -1,6 +1,6 @@
 import Foundation
 
-/// A notification's `target` (DESIGN.md §3, docs/targets.md), validated. Parsing never touches the database; a
+/// A notification's `target` (docs/targets.md), validated. Parsing never touches the database; a
 /// target that fails here marks the notification `failed` with the error's text and creates no deliveries.
 public enum AudienceTarget: Sendable, Equatable {
     /// `{"include_subscription_ids": ["<uuid>", ...]}`

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What one send attempt of one delivery came to, as decided by a provider's response classifier
-/// (or by policy before any send). The worker turns it into a `delivery_events` row (DESIGN.md §3) and
+/// (or by policy before any send). The worker turns it into a `delivery_events` row (docs/producer-contract.md) and
 /// into the queue change that goes with it.
 public enum DeliveryOutcome: Sendable, Equatable {
     /// The provider accepted the push. Event `sent`; `providerMessageID` goes to `detail` (APNs's

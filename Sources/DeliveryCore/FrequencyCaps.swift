@@ -1,5 +1,5 @@
 /// One rule of `apps.frequency_caps`: at most `max` capped notifications per cap key (a user, or a
-/// subscription without a user) in any rolling window of `perSeconds` seconds (issue 4 item 5,
+/// subscription without a user) in any rolling window of `perSeconds` seconds (docs/frequency-caps.md,
 /// docs/frequency-caps.md).
 public struct FrequencyCapRule: Sendable, Equatable, Hashable {
     /// Most notifications granted per window; 0 caps every capped notification.

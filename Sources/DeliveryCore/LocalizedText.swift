@@ -1,6 +1,6 @@
 /// The visible texts of one notification for one subscriber: `title` from `headings`, `subtitle`, and
 /// `body` from `contents`, each picked by ``LanguageSelector`` and filled by ``Placeholders``
-/// (issue 3 items 2 and 3). Every wire format (APNs `aps.alert`, FCM `on.title`/`on.body`, the Web Push
+/// (docs/localization.md, docs/wire-formats.md). Every wire format (APNs `aps.alert`, FCM `on.title`/`on.body`, the Web Push
 /// body) starts from this, so a subscriber reads the same words on every platform.
 public struct LocalizedText: Sendable, Hashable {
     /// From `headings`; `nil` when the message has no heading text in any language.

@@ -1,5 +1,5 @@
 /// Why a `notifications.message` document cannot be delivered. The worker fails the delivery with reason
-/// `invalid_message` and `description` as the detail (issue 3 item 1).
+/// `invalid_message` and `description` as the detail.
 public struct MessageError: Error, CustomStringConvertible, Sendable, Equatable {
     /// An extensible error code (new codes may be added; switch with a `default`).
     public struct Code: Hashable, Sendable, CustomStringConvertible {

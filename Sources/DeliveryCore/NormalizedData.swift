@@ -1,4 +1,4 @@
-/// The app's `data` object as the normalized message's `Record<string, string>` (DESIGN.md §2): what FCM
+/// The app's `data` object as the normalized message's `Record<string, string>` (docs/wire-formats.md): what FCM
 /// requires (every data value a string, Firebase: "About FCM messages") and what the Web Push body carries,
 /// so an SDK hands app code the same strings on Android and on the web.
 public enum NormalizedData {

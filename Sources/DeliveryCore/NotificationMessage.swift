@@ -1,5 +1,5 @@
-/// The content of one `notifications.message` document, with the seed's field names (DESIGN.md §2,
-/// issue 3 item 1), validated. Unknown members are ignored so producers can add fields before the worker
+/// The content of one `notifications.message` document, with the seed's field names (docs/producer-contract.md,
+/// docs/wire-formats.md), validated. Unknown members are ignored so producers can add fields before the worker
 /// knows them.
 ///
 /// `headings`, `contents` and `subtitle` are maps of language tag -> text; a plain string is accepted too

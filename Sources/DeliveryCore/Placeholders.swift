@@ -1,5 +1,5 @@
 /// The values placeholders are filled from: the user's tags first, then the subscription's own fields
-/// (issue 3 item 3).
+/// (docs/wire-formats.md).
 public struct PlaceholderValues: Sendable, Hashable {
     /// `users.tags` (any JSON values; strings are used as-is, numbers and booleans as their JSON text).
     public var tags: [String: JSONValue]

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Which time zone a quiet-hours decision used (issue 4 item 1: subscriber's zone, else the app's
+/// Which time zone a quiet-hours decision used (docs/quiet-hours.md: subscriber's zone, else the app's
 /// `default_timezone`, else UTC).
 public enum ZoneResolution: Sendable, Equatable, Hashable {
     /// `subscriptions.timezone`, exactly as stored.
@@ -23,7 +23,7 @@ public struct QuietHoursDecision: Sendable, Equatable {
     /// Where `zone` came from.
     public var resolution: ZoneResolution
     /// Non-nil zone names that did not resolve (empty text, `Etc/Unknown`, `Americas/Vancouver`), subscriber's
-    /// first. The caller logs each name once per process and counts every occurrence (issue 4 item 1).
+    /// first. The caller logs each name once per process and counts every occurrence.
     public var unknownZones: [String]
 
     public init(deferUntil: Date?, windowEnd: Date?, zone: String, resolution: ZoneResolution, unknownZones: [String]) {
@@ -36,7 +36,7 @@ public struct QuietHoursDecision: Sendable, Equatable {
 
     /// True when the delivery is deferred and the notification expires before it would be released:
     /// `expiresAt < deferUntil`. The worker then skips it with reason `expired` instead of deferring
-    /// (issue 4 item 3). Uses the worker's own rule that a notification is expired once `expiresAt < now`.
+    /// (docs/quiet-hours.md). Uses the worker's own rule that a notification is expired once `expiresAt < now`.
     public func expiresBeforeRelease(_ expiresAt: Date?) -> Bool {
         guard let deferUntil, let expiresAt else { return false }
         return expiresAt < deferUntil
@@ -44,7 +44,7 @@ public struct QuietHoursDecision: Sendable, Equatable {
 }
 
 /// Quiet hours: whether a delivery falls inside the app's quiet window in the subscriber's local wall-clock
-/// time, and if so until when it waits (issue 4 items 1, 2, 4; DESIGN.md §4). Pure: no I/O, no clock, no
+/// time, and if so until when it waits (docs/quiet-hours.md). Pure: no I/O, no clock, no
 /// dependence on the process's own time zone; the tz database is read through Foundation's `TimeZone`.
 /// Semantics, with the DST rules, are in docs/quiet-hours.md.
 public enum QuietHours {
@@ -80,7 +80,7 @@ public enum QuietHours {
         guard seconds.isFinite, abs(seconds) < WallClock.limit else { return decision }
         let now = Int64(seconds.rounded(.down))
 
-        // The "inside" test uses the real local wall clock at the instant (issue 4 item 2).
+        // The "inside" test uses the real local wall clock at the instant.
         let local = clock.local(now)
         let day = floorDivide(local, 86_400)
         let timeOfDay = Int(local - day * 86_400)

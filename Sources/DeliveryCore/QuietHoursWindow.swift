@@ -98,7 +98,7 @@ public struct QuietHoursError: Error, CustomStringConvertible, Sendable, Equatab
     public var description: String { "`\(field)`: \(message)" }
 }
 
-/// An app's quiet-hours window: local wall-clock `start..<end` in the subscriber's zone (issue 4 item 1).
+/// An app's quiet-hours window: local wall-clock `start..<end` in the subscriber's zone (docs/quiet-hours.md).
 ///
 /// - `start < end`: a window within one day, e.g. 00:00–08:00.
 /// - `start > end`: the window wraps midnight, e.g. 22:00–08:00 is 22:00..<24:00 plus 00:00..<08:00.

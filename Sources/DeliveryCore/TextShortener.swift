@@ -1,4 +1,4 @@
-/// Fits a payload under a provider's size limit by shortening its visible texts (issue 3 item 6), longest
+/// Fits a payload under a provider's size limit by shortening its visible texts (docs/wire-formats.md), longest
 /// first ("water-filling"): the largest cut line `L` (in bytes as the payload counts them, at least 3) is
 /// chosen such that, with every text longer than `L` bytes cut to at most `L` (its longest prefix within
 /// `L - 3` bytes, then `…`), the payload fits. Texts of `L` bytes or fewer keep every character, so a

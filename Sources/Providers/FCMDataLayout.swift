@@ -1,6 +1,6 @@
 import DeliveryCore
 
-/// The keys of the flat FCM `data` map (DESIGN.md §2: "FCM a flat, data-only message; all values strings").
+/// The keys of the flat FCM `data` map (docs/wire-formats.md: a flat, data-only message; all values strings).
 ///
 /// Pushizo's normalized fields are `on.` + a name without a dot (`on.title`); the app's own `data` keys
 /// are `on.d.` + the app's key, unchanged (`count` -> `on.d.count`). Why a prefix for both:

@@ -1,7 +1,7 @@
 import DeliveryCore
 import Foundation
 
-/// Pieces of the normalized message (DESIGN.md §2) that every wire format writes the same way.
+/// Pieces of the normalized message (docs/wire-formats.md) that every wire format writes the same way.
 enum NormalizedFields {
     /// `buttons` as the normalized `actions`: `[{"id", "title", "url"?}]`, in the message's order.
     static func actions(_ buttons: [NotificationMessage.Button]) -> JSONValue {

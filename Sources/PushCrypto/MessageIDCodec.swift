@@ -2,7 +2,7 @@ import Foundation
 
 /// The signed msgId carried in every push (`on.msgId` for APNs): the SDK reports `received` / `opened` /
 /// `clicked` with it, and the API trusts the report because only the app's `signing_key` can make a valid
-/// one (DESIGN.md §2, issue 3 item 4). Format (see `docs/msgid.md`):
+/// one. Format (see `docs/msgid.md`):
 ///
 ///     msgId = base64url_nopad( 0x01 || notification_id[16] || subscription_id[16] || tag[15] )
 ///     tag   = first 15 bytes of HMAC-SHA256(signing_key, "pushizo-msgid" || 0x01 || notification_id || subscription_id)

@@ -76,7 +76,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
             for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
             maxUncountedRetries: maxUncountedRetries, retryPolicy: retryPolicy, now: now,
             unitRandom: Double.random(in: 0..<1))
-        // A notification that reached no device of the key gives its grant back (issue 4 item 7); the
+        // A notification that reached no device of the key gives its grant back (docs/frequency-caps.md); the
         // completion transaction decides, under the key's lock, whether any device got it or still may.
         if completion.nextRunAt == nil, completion.event != DeliveryEvent.sent.rawValue, completion.reason != DeliveryReason.frequencyCapped.rawValue,
             let caps = frequencyCaps(of: delivery), !caps.isEmpty
@@ -231,7 +231,7 @@ extension DeliveryPipeline {
     }
 }
 
-/// Turns an outcome into the queue change and the event row (DESIGN.md §3 event names).
+/// Turns an outcome into the queue change and the event row (the event names of docs/producer-contract.md).
 public enum CompletionFactory {
     /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
     /// Such deliveries wait out the outage (backing off) until their `ttl` expires, never `max_attempts`.

@@ -13,7 +13,7 @@ public enum DeliveryRendering {
     /// parse. Tags are meant for short values (a name, a level); a payload holds 4 KB in all.
     public static let maximumUserTagsBytes = 65_536
 
-    /// User tags first, then the subscription's `language`, `country`, `timezone` (issue 3 item 3).
+    /// User tags first, then the subscription's `language`, `country`, `timezone` (docs/wire-formats.md).
     /// Tags over ``maximumUserTagsBytes`` are not parsed (the claim already leaves them out), and a string
     /// tag longer than ``Placeholders/maximumOutputBytes`` is cut there on a scalar boundary: no filled
     /// text keeps more, so the cut changes nothing that is sent.

@@ -70,7 +70,7 @@ public struct ClaimedDelivery: Sendable {
 
 extension ClaimedDelivery {
     /// What frequency caps count against: the subscription's user, else the subscription itself
-    /// (issue 4 item 5).
+    /// (docs/frequency-caps.md).
     public var capKey: UUID { userID ?? subscriptionID }
 }
 

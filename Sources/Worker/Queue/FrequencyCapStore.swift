@@ -29,7 +29,7 @@ public enum FrequencyCapDecision: Sendable, Equatable {
 
 /// Where a finished delivery may give its notification's grant back: a terminal completion other than
 /// `sent` of a delivery whose app has caps. The grant goes only if no device of the key got the notification
-/// and none is still queued (issue 4 item 7: a notification that failed everywhere does not count).
+/// and none is still queued (docs/frequency-caps.md: a notification that failed everywhere does not count).
 public struct FrequencyCapRelease: Sendable, Equatable {
     public var appID: UUID
     public var capKey: UUID

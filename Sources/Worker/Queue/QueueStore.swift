@@ -3,7 +3,7 @@ import Foundation
 import Postgres
 
 /// The queue's SQL, each operation one short transaction on a connection the caller owns. No row lock is held
-/// once a function returns, so nothing is locked while a provider request is in flight (DESIGN.md §4).
+/// once a function returns, so nothing is locked while a provider request is in flight (README, "How it works").
 public enum QueueStore {
     /// Claims up to `limit` due deliveries, highest priority first, skipping rows other workers hold
     /// (`FOR UPDATE SKIP LOCKED`). The claim moves `run_at` to the lease's expiry (so a worker that dies loses
