@@ -37,6 +37,9 @@ public struct DeliveryFacts: Sendable {
     public var deliveryTimeout: Double?
     /// Seconds left on this worker's claim of the delivery; `nil`: no lease guard (tests, `preview`).
     public var leaseRemaining: Double?
+    /// Columns of the delivery's rows too long to be read (e.g. `subscriptions.token`): the delivery fails
+    /// `oversized_column` before anything else is looked at.
+    public var oversizedColumns: [String] = []
 
     public init(
         attempt: Int, maxAttempts: Int, notificationCanceled: Bool, notificationStart: Date, subscriptionID: UUID,
@@ -143,6 +146,12 @@ public struct DeliveryDecision: Sendable {
         if facts.attempt > facts.maxAttempts {
             return .complete(
                 .failed(reason: DeliveryReason.maxAttempts.rawValue, detail: ["abandoned_claims": .int(Int64(facts.attempt))]),
+                provider: nil)
+        }
+        if !facts.oversizedColumns.isEmpty {
+            return .complete(
+                .failed(reason: DeliveryReason.oversizedColumn.rawValue,
+                        detail: ["columns": .array(facts.oversizedColumns.map { .string($0) })]),
                 provider: nil)
         }
         if facts.notificationCanceled {

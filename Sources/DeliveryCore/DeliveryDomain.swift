@@ -78,6 +78,9 @@ public enum DeliveryReason: String, Sendable, Hashable, CaseIterable, CustomStri
     case maxAttempts = "max_attempts"
     /// `failed`: retries that spent no attempt went past `PUSHIZO_MAX_UNCOUNTED_RETRIES`.
     case retriesExhausted = "retries_exhausted"
+    /// `failed`: a producer- or subscriber-written column of the delivery's rows (e.g. `subscriptions.token`)
+    /// is longer than the worker reads; `detail.columns` names them.
+    case oversizedColumn = "oversized_column"
     /// `skipped`: the notification was canceled, or its row deleted.
     case canceled
     /// `skipped`: past `ttl` (or `ttl` 0 on a second attempt, or quiet hours end after the expiry).

@@ -208,6 +208,7 @@ extension ClaimedDelivery {
             channelPausedUntil: channelPausedUntil, quietHoursStart: quietHoursStart, quietHoursEnd: quietHoursEnd,
             timezone: timezone, defaultTimezone: defaultTimezone)
         facts.quietHoursSpread = quietHoursSpread
+        facts.oversizedColumns = oversizedColumns
         return facts
     }
 }

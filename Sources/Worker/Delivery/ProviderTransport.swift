@@ -10,9 +10,13 @@ import Providers
 /// `max_attempts`); an endpoint the egress policy refuses fails for good (`forbidden_endpoint`); anything else
 /// is a counted retry (`transport_error`).
 enum ProviderTransport {
+    /// - Parameter subscriberChosen: the origin came from a subscriber (a Web Push endpoint): a transport
+    ///   failure's detail then carries a fixed sentence instead of the network's own text (see
+    ///   ``outcome(for:origin:subscriberChosen:)``).
     /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
     static func send(
-        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration
+        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration,
+        subscriberChosen: Bool = false
     ) async -> Result<PushResponse, Failure> {
         do {
             let response = try await client.send(
@@ -26,28 +30,44 @@ enum ProviderTransport {
                     status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
                     body: response.body))
         } catch let error as HTTP2Error {
-            return .failure(Failure(outcome: outcome(for: error, origin: origin.description)))
+            return .failure(
+                Failure(outcome: outcome(for: error, origin: origin.description, subscriberChosen: subscriberChosen)))
         } catch {
             return .failure(Failure(outcome: .retry(reason: "transport_error", detail: ["error": .string("\(error)")])))
         }
     }
 
     /// The outcome for a transport error. `origin` names where it happened (scheme, host, port only: a Web Push
-    /// endpoint's path is a capability and never appears).
-    static func outcome(for error: HTTP2Error, origin: String) -> DeliveryOutcome {
+    /// endpoint's path is a capability and never appears). With `subscriberChosen` (a Web Push endpoint) the
+    /// detail's `error` is one fixed sentence per outcome, never the network's text (errno, resolver or TLS
+    /// messages): anyone who can read `delivery_events` could otherwise use subscriptions to scan ports and
+    /// learn which names resolve.
+    static func outcome(for error: HTTP2Error, origin: String, subscriberChosen: Bool = false) -> DeliveryOutcome {
+        if subscriberChosen, error.code != .invalidRequest, error.code != .forbiddenAddress {
+            let sentence =
+                error.code == .responseTooLarge
+                ? "the push service's answer went beyond the client's read bounds"
+                : "the push service could not be reached or did not answer (the network's own message is not recorded)"
+            let withheld = HTTP2Error(error.code, sentence, isSafeToRetry: error.isSafeToRetry)
+            return outcome(for: withheld, origin: origin, detailError: sentence)
+        }
+        return outcome(for: error, origin: origin, detailError: error.description)
+    }
+
+    private static func outcome(for error: HTTP2Error, origin: String, detailError: String) -> DeliveryOutcome {
         if error.code == .invalidRequest {
-            return .failed(reason: "invalid_request", detail: ["error": .string(error.description)])
+            return .failed(reason: "invalid_request", detail: ["error": .string(detailError)])
         }
         if error.code == .forbiddenAddress {
             return forbiddenEndpoint
         }
         if error.code == .responseTooLarge {
             return .retry(
-                reason: "response_too_large", detail: ["error": .string(error.description), "origin": .string(origin)])
+                reason: "response_too_large", detail: ["error": .string(detailError), "origin": .string(origin)])
         }
         return .retry(
             reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
-            detail: ["error": .string(error.description), "origin": .string(origin)])
+            detail: ["error": .string(detailError), "origin": .string(origin)])
     }
 
     /// An endpoint the egress policy refuses (``EgressPolicy``): failed at once, never retried (the same host

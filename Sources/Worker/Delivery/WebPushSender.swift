@@ -130,7 +130,9 @@ public final class WebPushSender: ProviderSender {
         let origin = HTTP2Origin(scheme: .https, host: endpoint.host, port: endpoint.port)
         // The origin is a capability-free host:port (the path, which is the secret, never appears).
         let pushResponse: PushResponse
-        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
+        switch await ProviderTransport.send(
+            request, to: origin, client: client, timeout: requestTimeout, subscriberChosen: true)
+        {
         case .success(let response): pushResponse = response
         case .failure(let failure): return failure.outcome
         }

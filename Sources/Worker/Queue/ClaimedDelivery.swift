@@ -66,6 +66,10 @@ public struct ClaimedDelivery: Sendable {
     /// instant before the claim's statement, so never later than the real expiry); `nil` outside the claim
     /// loop (tests, `preview`): no lease guard.
     public var leaseExpiry: ContinuousClock.Instant? = nil
+    /// Columns of this delivery's rows whose text was longer than the claim reads (e.g.
+    /// `subscriptions.token`); such values are not shipped to the worker, and the delivery fails
+    /// `oversized_column`.
+    public var oversizedColumns: [String] = []
 }
 
 extension ClaimedDelivery {

@@ -7,6 +7,10 @@ extension QueueStore {
     /// that a chunk's transaction stays short, large enough that a million subscriptions take 200 chunks.
     public static let expansionChunkSize = 5_000
 
+    /// The most bytes of `notifications.target` (as PostgreSQL prints the jsonb) the worker reads: 20,000 ids
+    /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
+    public static let maximumTargetBytes = 4 << 20
+
     /// Data-error suspects one call of ``expandNext(on:chunkSize:suspects:)`` sets aside at most before it
     /// returns (so a call, and the connection it holds, stays short).
     public static let expansionSetAsidePerCall = 16
@@ -158,7 +162,9 @@ extension QueueStore {
             // as they are (`infinity` included), so this statement cannot fail on one notification's data.
             let rows = try connection.query(
                 """
-                SELECT id, app_id, target::text AS target, expansion_cursor, expansion_touched_at,
+                SELECT id, app_id,
+                       CASE WHEN octet_length(target::text) <= \(maximumTargetBytes) THEN target::text END AS target,
+                       expansion_cursor, expansion_touched_at,
                        CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
                             ELSE (message->'ttl')::text END AS ttl,
                        CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
@@ -180,8 +186,12 @@ extension QueueStore {
             let selection: AudienceSelection
             do {
                 let json: JSONValue
+                guard let text = try row.decodeIfPresent(String.self, "target") else {
+                    // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
+                    throw AudienceTargetError("target is larger than \(maximumTargetBytes) bytes of JSON")
+                }
                 do {
-                    json = try JSONValue(parsing: try row.decode(String.self, "target"))
+                    json = try JSONValue(parsing: text)
                 } catch {
                     // jsonb's text is always JSON (numbers of any size included: JSONValue keeps their text), but
                     // a failure here must fail this notification, never this transaction forever.

@@ -146,6 +146,17 @@ public enum QueueStore {
         case unlisted
     }
 
+    /// `expression AS name`, or NULL (`''` with `orEmpty`, for columns read as non-optional) when its text is
+    /// longer than the column's bound in ``ClaimedColumnBounds``: an oversized value is never shipped to the
+    /// worker (the claim's `oversized_columns` names it, and the delivery fails `oversized_column`).
+    private static func bounded(_ expression: String, as name: String, orEmpty: Bool = false) -> String {
+        guard let bound = ClaimedColumnBounds.all.first(where: { $0.expression == expression }) else {
+            preconditionFailure("no bound declared for \(expression)")
+        }
+        return "CASE WHEN octet_length(\(expression)) <= \(bound.maximumBytes) THEN \(expression)"
+            + (orEmpty ? " ELSE ''" : "") + " END AS \(name)"
+    }
+
     static func claimSQL(picking: ClaimPicking) -> String {
         """
         WITH picked AS (
@@ -166,20 +177,25 @@ public enum QueueStore {
                       d.uncounted_retries
         )
         SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
-               n.xmin::text AS message_version, n.campaign_id, n.status AS notification_status,
+               n.xmin::text AS message_version, \(bounded("n.campaign_id", as: "campaign_id")),
+               n.status AS notification_status,
                coalesce(n.send_after, n.created_at) AS notification_start,
-               s.platform, s.token, s.apns_environment, s.language, s.timezone, s.country,
+               \(bounded("s.platform", as: "platform", orEmpty: true)), \(bounded("s.token", as: "token", orEmpty: true)),
+               s.apns_environment, \(bounded("s.language", as: "language")), \(bounded("s.timezone", as: "timezone")),
+               \(bounded("s.country", as: "country")),
                s.status AS subscription_status, s.token_updated_at,
                CASE WHEN octet_length(u.tags::text) <= \(DeliveryRendering.maximumUserTagsBytes) THEN u.tags::text END
                    AS user_tags,
                s.user_id,
-               s.web_p256dh, s.web_auth,
-               a.default_language, a.default_timezone, a.signing_key,
+               \(bounded("s.web_p256dh", as: "web_p256dh")), \(bounded("s.web_auth", as: "web_auth")),
+               \(bounded("a.default_language", as: "default_language")),
+               \(bounded("a.default_timezone", as: "default_timezone")), a.signing_key,
                a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
-               a.frequency_caps::text AS frequency_caps,
-               ch.provider AS channel_provider, ch.settings::text AS channel_settings,
-               ch.endpoint AS channel_endpoint, ch.paused_until AS channel_paused_until,
-               c.uncounted_retries
+               \(bounded("a.frequency_caps::text", as: "frequency_caps")),
+               ch.provider AS channel_provider, \(bounded("ch.settings::text", as: "channel_settings")),
+               \(bounded("ch.endpoint", as: "channel_endpoint")), ch.paused_until AS channel_paused_until,
+               c.uncounted_retries,
+               concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
         FROM claimed c
         JOIN notifications n ON n.id = c.notification_id
         JOIN subscriptions s ON s.id = c.subscription_id
@@ -393,5 +409,37 @@ extension ClaimedDelivery {
             channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
             channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until"),
             uncountedRetries: try row.decodeIfPresent(Int.self, "uncounted_retries") ?? 0)
+        oversizedColumns = (try row.decodeIfPresent(String.self, "oversized_columns") ?? "")
+            .split(separator: ",").map(String.init)
     }
+}
+
+/// The most bytes of each producer- or subscriber-written text column a claim reads (as PostgreSQL prints it).
+/// Generous for every real value (a Web Push endpoint URL is a few hundred bytes, a BCP 47 tag a few dozen),
+/// and small enough that a row holding hundreds of megabytes in one of them costs the worker nothing: the
+/// value stays in the database and the delivery fails `oversized_column` naming the column.
+enum ClaimedColumnBounds {
+    struct Bound {
+        /// The SQL expression in the claim statement.
+        var expression: String
+        /// The column as `delivery_events.detail` names it.
+        var column: String
+        var maximumBytes: Int
+    }
+
+    static let all: [Bound] = [
+        Bound(expression: "n.campaign_id", column: "notifications.campaign_id", maximumBytes: 1_024),
+        Bound(expression: "s.platform", column: "subscriptions.platform", maximumBytes: 64),
+        Bound(expression: "s.token", column: "subscriptions.token", maximumBytes: 8_192),
+        Bound(expression: "s.language", column: "subscriptions.language", maximumBytes: 256),
+        Bound(expression: "s.timezone", column: "subscriptions.timezone", maximumBytes: 256),
+        Bound(expression: "s.country", column: "subscriptions.country", maximumBytes: 256),
+        Bound(expression: "s.web_p256dh", column: "subscriptions.web_p256dh", maximumBytes: 256),
+        Bound(expression: "s.web_auth", column: "subscriptions.web_auth", maximumBytes: 256),
+        Bound(expression: "a.default_language", column: "apps.default_language", maximumBytes: 256),
+        Bound(expression: "a.default_timezone", column: "apps.default_timezone", maximumBytes: 256),
+        Bound(expression: "a.frequency_caps::text", column: "apps.frequency_caps", maximumBytes: 16_384),
+        Bound(expression: "ch.settings::text", column: "app_channels.settings", maximumBytes: 65_536),
+        Bound(expression: "ch.endpoint", column: "app_channels.endpoint", maximumBytes: 2_048),
+    ]
 }

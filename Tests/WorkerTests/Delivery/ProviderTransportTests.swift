@@ -23,4 +23,27 @@ struct ProviderTransportTests {
         #expect(reason(ProviderTransport.outcome(for: HTTP2Error(.tlsHandshakeFailed, "x", isSafeToRetry: true), origin: "o")) == "provider_unreachable")
         #expect(reason(ProviderTransport.outcome(for: HTTP2Error(.connectionClosed, "x"), origin: "o")) == "transport_error")
     }
+
+    @Test(arguments: [
+        HTTP2Error(.connectFailed, "connect failed: Connection refused", isSafeToRetry: true),
+        HTTP2Error(.connectFailed, "cannot resolve internal.example: Name or service not known", isSafeToRetry: true),
+        HTTP2Error(.certificateVerificationFailed, "certificate for 10.0.0.5 did not verify: IP address mismatch"),
+        HTTP2Error(.responseTooLarge, "response body over 65536 bytes (status 200)"),
+    ])
+    func aSubscriberChosenEndpointsFailureRecordsNoNetworkText(error: HTTP2Error) {
+        let origin = "https://push.example:8443"
+        let withheld = ProviderTransport.outcome(for: error, origin: origin, subscriberChosen: true)
+        let plain = ProviderTransport.outcome(for: error, origin: origin)
+        // Same decision either way; only the detail's text differs.
+        #expect(withheld.reason == plain.reason && withheld.isTerminal == plain.isTerminal)
+        guard case .retry(_, let detail, _) = withheld else {
+            Issue.record("expected a retry, got \(withheld)")
+            return
+        }
+        let text = detail["error"]?.stringValue ?? ""
+        #expect(!text.contains(error.message) && !text.contains("refused") && !text.contains("resolve"))
+        #expect(detail["origin"]?.stringValue == origin)
+        guard case .retry(_, let plainDetail, _) = plain else { return }
+        #expect(plainDetail["error"]?.stringValue?.contains(error.message) == true)
+    }
 }
