@@ -24,6 +24,6 @@ demo: deps
 clean:
 	rm -rf .build var
 
-# DESIGN.md §6 targets as ratios against h2load and pgbench, measured in one run.
+# The performance targets (README, Measuring) as ratios against h2load and pgbench, measured in one run.
 bench: deps
 	scripts/bench.sh

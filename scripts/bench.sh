@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# `make bench`: the DESIGN.md §6 targets as ratios measured in one run, on this machine, against baselines
+# `make bench`: the performance targets as ratios measured in one run, on this machine, against baselines
 # run on the same server in the same run. Prints ratios, never pass/fail timings.
 #   1. transport: APNs-sized POSTs (3.9 KB) over 1 connection x 100 streams to nghttpd (h2c):
 #      pushizo-bench (the worker's HTTP/2 client) vs h2load.                      target >= 0.8x
 #   2. end to end: notifications rows -> worker -> APNs emulator (TLS) -> events, vs pgbench running the
 #      worker's claim/complete SQL alone on the same PostgreSQL.                  target >= 0.5x
 #   3. the worker's peak RSS during (2).                                          target < 150 MB
-#   4. expansion of 1,000,000 subscriptions into deliveries ({"all": true}).     target < 30 s
+#   4. expansion of 1,000,000 subscriptions into deliveries ({"all": true}).     target < 10 s
+# Targets not measured here: p99 send latency < 50 ms at 1,000 deliveries/s; the claim rate on a 10M-row
+# queue within 20% of its rate on a 100k-row queue; CPU <= 20 µs per delivery.
+# Its knobs are PUSHIZO_BENCH_* variables, a prefix the worker reserves and ignores (README, Configuration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -107,8 +110,8 @@ expansion_seconds=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(extract(epo
 echo "    $(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM deliveries WHERE app_id = '00000000-0000-4000-8000-0000000e8a10'") deliveries in ${expansion_seconds:-?} s"
 
 echo
-echo "==> ratios (DESIGN.md §6)"
+echo "==> ratios against the targets"
 printf "  %-55s %6.2fx   (target >= 0.80)\n" "HTTP/2 transport vs h2load" "$(calc "$ours_rps / $h2load_rps")"
 printf "  %-55s %6.2fx   (target >= 0.50)\n" "end to end (worker jobs/s vs pgbench claim/complete)" "$(calc "$worker_jps / $pgbench_jps")"
 printf "  %-55s %6s MB   (target < 150)\n" "worker peak RSS" "${peak_rss:-?}"
-printf "  %-55s %6s s    (target < 30)\n" "expansion of $expansion_size subscriptions" "${expansion_seconds:-?}"
+printf "  %-55s %6s s    (target < 10)\n" "expansion of $expansion_size subscriptions" "${expansion_seconds:-?}"

@@ -68,7 +68,7 @@ public struct NotificationMessage: Sendable, Hashable {
     /// `content_available: true` makes a silent (background) push: no alert, no sound, no badge.
     public var contentAvailable: Bool = false
     /// `mutable_content` as given (`nil` when absent). Visible alerts always carry `mutable-content: 1`
-    /// whatever this says, because the SDK's Notification Service Extension records `received` (DESIGN §2).
+    /// whatever this says, because the SDK's Notification Service Extension records `received` (docs/wire-formats.md).
     public var mutableContent: Bool?
     public var url: String?
     public var image: String?

@@ -1,9 +1,10 @@
 import Worker
 
+/// `pushizo-worker help`: the settings part is generated from ``ConfigurationKey/all`` so it cannot drift.
 enum Help {
     static var text: String {
         var text = """
-            pushizo-worker: the Pushizo delivery worker (queue in PostgreSQL, pushes over HTTP/2; APNs in this version)
+            pushizo-worker: the Pushizo delivery worker (queue in PostgreSQL, pushes over HTTP/2 to APNs, FCM and Web Push)
 
             usage: pushizo-worker <command> [--flag value ...]
 
@@ -12,14 +13,16 @@ enum Help {
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
               preview    show what one device would get: decision + exact provider request (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
-              emulator   serve the built-in provider emulator (APNs, Web Push) over HTTP/2, TLS or h2c
+              emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions
               help       this text
 
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag
             derived from its name; flags win. An unknown PUSHIZO_* variable or a bad value stops start-up
-            naming the key (exit status 78).
+            naming the key (exit status 78). PUSHIZO_TEST_* and PUSHIZO_BENCH_* are reserved for the test
+            suite and `make bench` and ignored. systemd (Type=notify) gets READY=1 after the first successful
+            database round trip.
 
             settings:
 

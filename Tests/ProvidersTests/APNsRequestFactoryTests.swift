@@ -134,7 +134,7 @@ import PushCrypto
         #expect(try APNsRequestFactory.makeRequest(exactly64, bearerToken: "JWT").header("apns-collapse-id")?.utf8.count == 64)
     }
 
-    // MARK: Size rules (issue 3 item 6)
+    // MARK: Size rules (docs/wire-formats.md)
 
     func shortened(_ body: String, title: String = "T", subtitle: String? = nil) throws -> (payload: [UInt8], body: String, title: String, subtitle: String?) {
         var message: [String: JSONValue] = ["contents": ["en": .string(body)], "headings": ["en": .string(title)]]

@@ -170,7 +170,7 @@ import DeliveryCore
         }
     }
 
-    // MARK: Size rules (issue 3 item 6)
+    // MARK: Size rules (docs/wire-formats.md)
 
     func shortened(_ body: String, title: String = "T", subtitle: String? = nil, data: JSONValue? = nil) throws -> [String: String] {
         var message: [String: JSONValue] = ["contents": ["en": .string(body)], "headings": ["en": .string(title)]]

@@ -117,7 +117,7 @@ import DeliveryCore
         }
     }
 
-    // MARK: Size rules (issue 3 item 6)
+    // MARK: Size rules (docs/wire-formats.md)
 
     func shortened(_ body: String, title: String = "T", data: JSONValue? = nil) throws -> (bytes: [UInt8], title: String?, body: String?) {
         var message: [String: JSONValue] = ["contents": ["en": .string(body)], "headings": ["en": .string(title)],

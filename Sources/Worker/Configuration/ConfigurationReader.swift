@@ -1,9 +1,14 @@
 /// Merges `PUSHIZO_*` environment variables with command-line flags (flags win) and parses typed values.
 ///
 /// Unknown `PUSHIZO_*` variables and unknown flags are errors naming the key, so a typo never silently falls
-/// back to a default. Flags take `--name value` or `--name=value`; a boolean flag alone means `true`.
+/// back to a default. Two prefixes are reserved for the repository's own scripts and never read:
+/// ``reservedPrefixes`` (`PUSHIZO_TEST_*` for the test suite, `PUSHIZO_BENCH_*` for `make bench`). Flags take `--name value` or `--name=value`; a boolean flag alone means `true`.
 public struct ConfigurationReader: Sendable {
     private var values: [String: String]
+
+    /// Environment prefixes the daemon ignores: the test suite's (`scripts/run-tests.sh`) and the benchmark's
+    /// (`scripts/bench.sh`) knobs, which stay in the environment of the worker those scripts start.
+    public static let reservedPrefixes = ["PUSHIZO_TEST_", "PUSHIZO_BENCH_"]
 
     /// - Parameters:
     ///   - environment: the process environment (only `PUSHIZO_*` entries are read).
@@ -18,8 +23,7 @@ public struct ConfigurationReader: Sendable {
         var values: [String: String] = [:]
         let known = Set(ConfigurationKey.all.map(\.name))
         for (name, value) in environment where name.hasPrefix("PUSHIZO_") {
-            // PUSHIZO_TEST_* belongs to the test suite, not to the daemon.
-            if name.hasPrefix("PUSHIZO_TEST_") { continue }
+            if Self.reservedPrefixes.contains(where: { name.hasPrefix($0) }) { continue }
             guard known.contains(name) else {
                 throw ConfigurationError(key: name, problem: "unknown key (see `pushizo-worker help`)")
             }

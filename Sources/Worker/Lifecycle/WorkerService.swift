@@ -44,9 +44,12 @@ public final class WorkerService: Sendable {
     private let expansionSuspects = Mutex(ExpansionSuspects())
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
+    private let reachedDatabase = Atomic<Bool>(false)
 
     /// - Parameters:
-    ///   - onReady: called once the service listens and polls (the executable sends systemd `READY=1`).
+    ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
+    ///     (the executable sends systemd `READY=1`). While the database cannot be reached the loops retry and
+    ///     `onReady` waits; it is never called if the service stops before reaching the database.
     public init(
         configuration: WorkerConfiguration, database: PostgresClient, processor: any DeliveryProcessing,
         logger: Logger, onReady: @escaping @Sendable () -> Void = {}
@@ -90,7 +93,6 @@ public final class WorkerService: Sendable {
                 background.addTask { await self.expandLoop() }
             }
             background.addTask { await self.completer.run() }
-            onReady()
             logger.info(
                 "worker running",
                 [
@@ -118,6 +120,13 @@ public final class WorkerService: Sendable {
                 "lost_leases": "\(completer.lostLeases)", "unwritten": "\(completer.unwritten)",
                 "peak_rss_mb": ProcessStatistics.peakResidentBytes().map { String($0 / 1_048_576) } ?? "?",
             ])
+    }
+
+    /// Called after each successful round trip of a loop; the first one makes the service ready.
+    private func databaseReached() {
+        if reachedDatabase.exchange(true, ordering: .acquiringAndReleasing) { return }
+        logger.info("database reached; ready")
+        onReady()
     }
 
     // MARK: Loops
@@ -155,7 +164,9 @@ public final class WorkerService: Sendable {
         while !isStopping {
             do {
                 // Cancellations first: they are cheap and stop work that would otherwise be claimed.
-                if let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) }) {
+                let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) })
+                databaseReached()
+                if let swept {
                     failures = 0
                     logger.info(
                         "canceled notification's pending deliveries skipped",
@@ -240,6 +251,7 @@ public final class WorkerService: Sendable {
                                 on: connection, limit: limit, leaseSeconds: configuration.leaseSeconds,
                                 workerID: configuration.workerID)
                         }
+                        databaseReached()
                         for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
                         // A delivery this worker already answered, claimed again because its lease ran out
                         // while the completion waited: the waiting completion takes the new claim; no resend.

@@ -41,6 +41,22 @@ struct ConfigurationTests {
         }
     }
 
+    /// `PUSHIZO_BENCH_DELIVERIES=200000 make bench` starts the worker with the bench's knobs still set.
+    @Test func theTestSuitesAndTheBenchmarksKnobsAreIgnored() throws {
+        var environment = base
+        environment["PUSHIZO_BENCH_DELIVERIES"] = "200000"
+        environment["PUSHIZO_BENCH_WRAPPER"] = "perf record -g"
+        environment["PUSHIZO_TEST_PG_PORT"] = "55541"
+        #expect(try configuration(environment).concurrency == 512)
+        // The reserved prefix is whole: a near miss is still an unknown key.
+        environment["PUSHIZO_BENCHDELIVERIES"] = "5"
+        #expect {
+            try configuration(environment)
+        } throws: { error in
+            (error as? ConfigurationError)?.key == "PUSHIZO_BENCHDELIVERIES"
+        }
+    }
+
     @Test func unknownFlagNamesTheFlag() {
         #expect {
             try configuration(base, ["--claim-bach", "5"])

@@ -3,7 +3,7 @@ import Postgres
 import Testing
 @testable import Worker
 
-/// Frequency caps through real workers, the APNs emulator and PostgreSQL (issue 4 items 5-8).
+/// Frequency caps through real workers, the APNs emulator and PostgreSQL (docs/frequency-caps.md).
 @Suite("Frequency caps end to end", .serialized)
 struct FrequencyCapEndToEndTests {
     @Test func oneGrantServesEveryDeviceAndExemptSilentAndFailedNotificationsDoNotCount() async throws {
@@ -77,7 +77,7 @@ struct FrequencyCapEndToEndTests {
         }
     }
 
-    /// Issue 4's race: four worker processes on one database; 100 users with 1-3 devices; 10 capped
+    /// The race between workers: four worker processes on one database; 100 users with 1-3 devices; 10 capped
     /// notifications per user under {"max": 3, "per_seconds": 86400}, plus 2 exempt ones.
     @Test func fourWorkerProcessesNeverGiveAUserAFourthNotification() async throws {
         let users = 100

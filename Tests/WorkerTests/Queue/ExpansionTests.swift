@@ -4,7 +4,7 @@ import Postgres
 import Testing
 @testable import Worker
 
-/// Audience expansion (issue 6, docs/targets.md) against a real PostgreSQL.
+/// Audience expansion (docs/targets.md) against a real PostgreSQL.
 @Suite("Audience expansion against PostgreSQL")
 struct ExpansionTests {
     /// A small audience covering every field a target can select on, plus rows no target may reach.

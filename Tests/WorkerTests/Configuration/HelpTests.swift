@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+import Worker
+
+/// `pushizo-worker help` lists every setting: its text is generated from ``ConfigurationKey/all``, and every key
+/// declared in ConfigurationKey.swift must be in that list (else the worker would also refuse it as unknown).
+@Suite("pushizo-worker help")
+struct HelpTests {
+    static func helpText() async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
+        process.arguments = ["help"]
+        process.environment = ["PATH": "/usr/bin:/bin"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = try await onThread { String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        try await onThread { process.waitUntilExit() }
+        #expect(process.terminationStatus == 0)
+        return text
+    }
+
+    @Test func everyKeyAndItsFlagAppear() async throws {
+        let text = try await Self.helpText()
+        for key in ConfigurationKey.all {
+            #expect(text.contains(key.name), "\(key.name) missing from help")
+            #expect(text.contains(key.flag + " "), "\(key.flag) missing from help")
+        }
+        #expect(!text.contains("in this version"))
+    }
+
+    /// Every `ConfigurationKey("PUSHIZO_...")` declared in the source is in ``ConfigurationKey/all``.
+    @Test func everyDeclaredKeyIsListed() throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/Worker/Configuration/ConfigurationKey.swift")
+        let text = try String(contentsOf: source, encoding: .utf8)
+        let declared = Set(
+            text.matches(of: /ConfigurationKey\(\s*"(PUSHIZO_[A-Z0-9_]+)"/).map { String($0.output.1) })
+        #expect(declared.count > 20)
+        #expect(declared == Set(ConfigurationKey.all.map(\.name)))
+    }
+}

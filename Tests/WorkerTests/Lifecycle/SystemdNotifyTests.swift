@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+
+/// The sd_notify protocol as systemd sees it (`Type=notify`): the test binds the `$NOTIFY_SOCKET` datagram
+/// socket and starts the real executable. `READY=1` means the database answered, not merely that the process
+/// started.
+@Suite("systemd notifications of pushizo-worker run")
+struct SystemdNotifyTests {
+    /// A Unix datagram socket bound at a fresh path, read with a timeout.
+    final class NotifySocket: @unchecked Sendable {
+        let path: String
+        private let fd: Int32
+
+        init() throws {
+            path = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID()).sock").path
+            fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+            guard fd >= 0 else { throw POSIXError(.EMFILE) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let bytes = Array(path.utf8)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard bound == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        }
+
+        deinit {
+            close(fd)
+            unlink(path)
+        }
+
+        /// The datagrams waiting now, without blocking.
+        func pending() -> [String] {
+            var messages: [String] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if count <= 0 { return messages }
+                messages.append(String(decoding: buffer[0..<count], as: UTF8.self))
+            }
+        }
+
+        /// Waits (on its own thread) up to `seconds` for one datagram; nil on timeout.
+        func next(within seconds: Int) async throws -> String? {
+            try await onThread { [fd] in
+                var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let count = recv(fd, &buffer, buffer.count, 0)
+                return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : nil
+            }
+        }
+    }
+
+    static func start(databaseURL: String, notifySocket: String) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
+        process.arguments = ["run", "--poll-interval", "0.05"]
+        process.environment = [
+            "PUSHIZO_DATABASE_URL": databaseURL, "NOTIFY_SOCKET": notifySocket,
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        return (process, errors)
+    }
+
+    @Test func readyIsSentOnlyOnceTheDatabaseAnswered() async throws {
+        let socket = try NotifySocket()
+
+        // Nothing listens on port 1: the worker retries and must not claim readiness. Wait for its first
+        // failed claim (proof it tried), then look at what it sent by then.
+        let (down, downErrors) = try Self.start(
+            databaseURL: "host=127.0.0.1 port=1 dbname=pushizo connect_timeout=2", notifySocket: socket.path)
+        let sawFailure = try await onThread {
+            var text = ""
+            while !text.contains("claiming deliveries failed") {
+                let chunk = downErrors.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text.contains("claiming deliveries failed")
+        }
+        #expect(sawFailure)
+        let whileDown = socket.pending()
+        #expect(!whileDown.contains { $0.contains("READY=1") }, "sent while the database was down: \(whileDown)")
+        kill(down.processIdentifier, SIGKILL)
+        try await onThread { down.waitUntilExit() }
+
+        try await TestDatabase.withMigratedDatabase { url in
+            let (up, _) = try Self.start(databaseURL: url, notifySocket: socket.path)
+            defer { kill(up.processIdentifier, SIGKILL); up.waitUntilExit() }
+            // Hang guard: 30 s; the first claim answers at once.
+            var ready = false
+            while let message = try await socket.next(within: 30) {
+                if message.contains("READY=1") { ready = true; break }
+            }
+            #expect(ready)
+        }
+    }
+}
