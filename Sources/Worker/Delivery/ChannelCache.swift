@@ -44,7 +44,8 @@ final class ChannelCache<Channel: Sendable>: Sendable {
     var count: Int { entries.withLock { $0.count } }
 
     /// The cached channel for the delivery's app, or the one `build` makes from the row's settings JSON
-    /// (`{}` when the row has none) and endpoint.
+    /// (`{}` when the row has none) and endpoint. Every caller gets the one cached instance, even when several
+    /// built one at the same time.
     /// - Throws: whatever `build` throws; nothing is cached then.
     func channel(for delivery: ClaimedDelivery, build: (_ settingsJSON: String, _ endpoint: String?) throws -> Channel)
         throws -> Channel
@@ -56,11 +57,19 @@ final class ChannelCache<Channel: Sendable>: Sendable {
         {
             return cached.channel
         }
-        let channel = try build(settingsJSON, delivery.channelEndpoint)
-        entries.withLock {
-            _ = $0.insert(Entry(settingsDigest: digest, endpoint: delivery.channelEndpoint, channel: channel), forKey: delivery.appID)
+        // Built outside the lock (a PEM parse or a signature); concurrent first uses of an app may each build
+        // one, and the first stored wins for all of them: a channel carries state (fault evidence) that every
+        // delivery of the app must share.
+        let built = try build(settingsJSON, delivery.channelEndpoint)
+        return entries.withLock { cache in
+            if let raced = cache.value(forKey: delivery.appID), raced.settingsDigest == digest,
+                raced.endpoint == delivery.channelEndpoint
+            {
+                return raced.channel
+            }
+            _ = cache.insert(Entry(settingsDigest: digest, endpoint: delivery.channelEndpoint, channel: built), forKey: delivery.appID)
+            return built
         }
-        return channel
     }
 }
 

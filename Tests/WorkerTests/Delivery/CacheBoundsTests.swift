@@ -58,6 +58,31 @@ struct CacheBoundsTests {
         #expect(cache.count == 4)
     }
 
+    @Test func concurrentFirstUsesOfAnAppAllGetTheOneCachedChannel() async throws {
+        // A channel carries the app's fault evidence: deliveries that race to build it must still share one.
+        final class Built: Sendable {}
+        let cache = ChannelCache<Built>(capacity: 8)
+        let app = UUID()
+        let delivery = delivery(app: app, settings: #"{"k": 1}"#)
+        let instances = await withTaskGroup(of: ObjectIdentifier.self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    let channel = try! cache.channel(for: delivery) { _, _ in
+                        // Slow enough that the first uses overlap.
+                        Thread.sleep(forTimeInterval: 0.01)
+                        return Built()
+                    }
+                    return ObjectIdentifier(channel)
+                }
+            }
+            var seen = Set<ObjectIdentifier>()
+            for await id in group { seen.insert(id) }
+            return seen
+        }
+        #expect(instances.count == 1)
+        #expect(cache.count == 1)
+    }
+
     @Test func sharedInstancesKeepOnePerKeyWithinTheirCapacity() {
         let shared = SharedInstances<BuildCounter>(capacity: 3)
         let first = shared.value(forKey: "k0") { BuildCounter() }
