@@ -48,8 +48,7 @@ enum ProviderTransport {
                 error.code == .responseTooLarge
                 ? "the push service's answer went beyond the client's read bounds"
                 : "the push service could not be reached or did not answer (the network's own message is not recorded)"
-            let withheld = HTTP2Error(error.code, sentence, isSafeToRetry: error.isSafeToRetry)
-            return outcome(for: withheld, origin: origin, detailError: sentence)
+            return outcome(for: error, origin: origin, detailError: sentence)
         }
         return outcome(for: error, origin: origin, detailError: error.description)
     }
