@@ -8,8 +8,9 @@
 --      sequence's position is carried over to the new parent's identity);
 --   2. the partitioned parent `delivery_events` is created with the same columns;
 --   3. a table with rows is attached as the partition [MINVALUE, the UTC day after its newest event or
---      today); attaching scans it once to check the bound, and builds the (id, at) unique index the
---      parent's primary key needs; its existing indexes are adopted as they are. An empty table is dropped;
+--      today); attaching scans it once to check the bound; the (id, at) unique index the parent's primary key
+--      needs is built first (or adopted, when an operator built it CONCURRENTLY beforehand under the name
+--      delivery_events_id_at); its other indexes are adopted as they are. An empty table is dropped;
 --   4. the count deltas are seeded from the existing events (one scan, grouped by notification);
 --   5. daily partitions from there to 7 days ahead, and a DEFAULT partition as a safety net.
 -- Every statement runs under the ACCESS EXCLUSIVE lock the rename takes, so producers' and workers' writes to
@@ -22,6 +23,9 @@ ALTER TABLE delivery_events RENAME TO delivery_events_legacy;
 ALTER INDEX delivery_events_pkey RENAME TO delivery_events_legacy_pkey;
 ALTER INDEX delivery_events_notification RENAME TO delivery_events_legacy_notification;
 ALTER INDEX delivery_events_subscription_at RENAME TO delivery_events_legacy_subscription_at;
+-- Built beforehand by an operator (CREATE UNIQUE INDEX CONCURRENTLY delivery_events_id_at ON delivery_events
+-- (id, at)), the key's index is adopted below instead of built under the lock.
+ALTER INDEX IF EXISTS delivery_events_id_at RENAME TO delivery_events_legacy_id_at;
 ALTER TABLE delivery_events_legacy ALTER COLUMN id DROP IDENTITY;
 
 -- 2. The partitioned parent: the same columns (the producer contract), the primary key widened by the
@@ -136,8 +140,16 @@ BEGIN
     GROUP BY notification_id;
     SELECT ((greatest(max(at), now()) AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC'
     INTO v_upper FROM delivery_events_legacy;
-    -- The parent's primary key needs a unique index on (id, at): built here, so the attach adopts it.
-    CREATE UNIQUE INDEX delivery_events_legacy_id_at ON delivery_events_legacy (id, at);
+    -- The parent's primary key needs a unique index on (id, at): built here unless a valid one was built
+    -- beforehand; the attach adopts it.
+    IF NOT EXISTS (SELECT 1 FROM pg_index
+                   WHERE indexrelid = to_regclass('delivery_events_legacy_id_at')
+                     AND indrelid = 'delivery_events_legacy'::regclass
+                     AND indisunique AND indisvalid AND indpred IS NULL AND indexprs IS NULL
+                     AND indkey::text = '1 2') THEN
+        DROP INDEX IF EXISTS delivery_events_legacy_id_at;
+        CREATE UNIQUE INDEX delivery_events_legacy_id_at ON delivery_events_legacy (id, at);
+    END IF;
     ALTER TABLE delivery_events_legacy DROP CONSTRAINT delivery_events_legacy_pkey;
     EXECUTE format('ALTER TABLE delivery_events ATTACH PARTITION delivery_events_legacy FOR VALUES FROM (MINVALUE) TO (%L)',
                    v_upper);
