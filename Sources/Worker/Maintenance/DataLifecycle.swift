@@ -212,8 +212,7 @@ public enum DataLifecycle {
     private static func locked<T>(
         _ connection: PostgresConnection, _ settings: MaintenanceSettings, _ body: (PostgresConnection) throws -> T
     ) throws -> T {
-        let milliseconds = max(1, Int(settings.lockTimeout.components.seconds * 1000)
-            + Int(settings.lockTimeout.components.attoseconds / 1_000_000_000_000_000))
+        let milliseconds = max(1, Int(settings.lockTimeout / .milliseconds(1)))
         return try connection.transaction { connection in
             try connection.execute("SET LOCAL lock_timeout = '\(milliseconds)ms'")
             return try body(connection)
