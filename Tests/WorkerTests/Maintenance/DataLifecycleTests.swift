@@ -394,8 +394,8 @@ struct DataLifecycleTests {
             ]
             try process.run()
             let database = PostgresClient(connectionString: url, maximumConnections: 1)
-            // Hang guard only: the first round runs at start.
-            let deadline = ContinuousClock.now + .seconds(30)
+            // Hang guard only (generous for a loaded machine): the first round runs at start.
+            let deadline = ContinuousClock.now + .seconds(90)
             var created = false
             while ContinuousClock.now < deadline, !created {
                 created = try await database.query("SELECT to_regclass($1) IS NOT NULL AS e", [missing])[0].decode(Bool.self, "e")
