@@ -13,6 +13,8 @@ enum Help {
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
               preview    show what one device would get: decision + exact provider request (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
+              maintain   data lifecycle now: create event partitions ahead, drop those past PUSHIZO_EVENT_RETENTION,
+                         prune old frequency-cap grants and finished notifications (docs/data-lifecycle.md)
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions

@@ -108,6 +108,19 @@ extension ConfigurationKey {
         "PUSHIZO_ALLOW_PRIVATE_NETWORKS",
         "true: provider connections may go to loopback, private, link-local and other non-public addresses, and channel endpoint overrides may be cleartext http:// (tests, the demo, emulators); never in production",
         default: "false")
+    // Data lifecycle: `run` (on a schedule) and `maintain` (docs/data-lifecycle.md)
+    public static let eventRetention = ConfigurationKey(
+        "PUSHIZO_EVENT_RETENTION",
+        "how long delivery_events are kept: whole daily partitions older than this are dropped; a duration such as 30d, 12h, 90m or seconds (1d...3650d)",
+        default: "30d")
+    public static let notificationRetention = ConfigurationKey(
+        "PUSHIZO_NOTIFICATION_RETENTION",
+        "finished notifications (expanded, failed or canceled, no delivery left) older than this are deleted with their counts; a duration, or off (1d...3650d)",
+        default: "90d")
+    public static let maintenanceInterval = ConfigurationKey(
+        "PUSHIZO_MAINTENANCE_INTERVAL",
+        "how often `run` does the data-lifecycle maintenance (one worker of the fleet at a time, under an advisory lock); a duration, or off (10s...1d)",
+        default: "1h")
 
     // `emulator`
     public static let emulatorListen = ConfigurationKey(
@@ -146,6 +159,7 @@ extension ConfigurationKey {
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
+        eventRetention, notificationRetention, maintenanceInterval,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
     ]

@@ -48,6 +48,10 @@ public struct WorkerConfiguration: Sendable {
     public var maxUncountedRetries: Int
     /// `PUSHIZO_ALLOW_PRIVATE_NETWORKS`: the operator switch that lifts the egress policy (off by default).
     public var allowPrivateNetworks: Bool
+    /// Retention of events and notifications (`PUSHIZO_EVENT_RETENTION`, `PUSHIZO_NOTIFICATION_RETENTION`).
+    public var maintenance: MaintenanceSettings
+    /// How often `run` does the data-lifecycle maintenance; `nil` = never (`PUSHIZO_MAINTENANCE_INTERVAL=off`).
+    public var maintenanceInterval: Duration?
 
     /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
     public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
@@ -57,7 +61,7 @@ public struct WorkerConfiguration: Sendable {
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
         .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
-        .allowPrivateNetworks,
+        .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval,
     ]
 
     /// Reads and validates every key.
@@ -87,6 +91,9 @@ public struct WorkerConfiguration: Sendable {
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
         quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
         allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
+        maintenance = try MaintenanceSettings(reader)
+        maintenanceInterval = try reader.durationSetting(
+            .maintenanceInterval, default: .seconds(3600), in: .seconds(10) ... .seconds(86_400), allowingOff: true)
         var roles: Set<WorkerRole> = []
         for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
             let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()

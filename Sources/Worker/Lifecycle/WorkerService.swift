@@ -36,6 +36,7 @@ public final class WorkerService: Sendable {
     private let claimWake = WakeSignal()
     private let expansionWake = WakeSignal()
     private let capacityWake = WakeSignal()
+    private let maintenanceWake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let inFlight = Atomic<Int>(0)
@@ -78,6 +79,7 @@ public final class WorkerService: Sendable {
         claimWake.signal()
         expansionWake.signal()
         capacityWake.signal()
+        maintenanceWake.signal()
     }
 
     public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
@@ -93,6 +95,9 @@ public final class WorkerService: Sendable {
                 background.addTask { await self.expandLoop() }
             }
             background.addTask { await self.completer.run() }
+            if let interval = configuration.maintenanceInterval {
+                background.addTask { await self.maintenanceLoop(every: interval) }
+            }
             logger.info(
                 "worker running",
                 [
@@ -224,6 +229,40 @@ public final class WorkerService: Sendable {
                 try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
             }
             await expansionWake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    /// The data-lifecycle maintenance (``DataLifecycle``) at start and then every `interval`: this worker does it
+    /// when no other worker of the fleet is (advisory lock), and skips the round otherwise.
+    private func maintenanceLoop(every interval: Duration) async {
+        let settings = configuration.maintenance
+        let seconds = Double(interval.components.seconds)
+        while !isStopping {
+            do {
+                let report = try await database.withConnection { connection in
+                    try DataLifecycle.maintain(
+                        on: connection, settings: settings, waitForLock: false,
+                        shouldContinue: { !self.isStopping })
+                }
+                if let report {
+                    for problem in report.problems {
+                        logger.warning("data-lifecycle maintenance step failed; retried next round", ["problem": problem])
+                    }
+                    if report.didWork {
+                        logger.notice("data-lifecycle maintenance done", report.fields)
+                    }
+                    if report.expiredDefaultRows > 0 {
+                        logger.warning(
+                            "events older than the retention were found in delivery_events_default and deleted",
+                            ["rows": "\(report.expiredDefaultRows)"])
+                    }
+                } else {
+                    logger.debug("data-lifecycle maintenance skipped: another worker is doing it")
+                }
+            } catch {
+                logger.warning("data-lifecycle maintenance failed; retried next round", ["error": "\(error)"])
+            }
+            await maintenanceWake.wait(timeout: seconds)
         }
     }
 

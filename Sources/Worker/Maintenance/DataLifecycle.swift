@@ -1,0 +1,278 @@
+import DeliveryCore
+import Foundation
+import Postgres
+
+/// How long events and finished notifications are kept (`PUSHIZO_EVENT_RETENTION`,
+/// `PUSHIZO_NOTIFICATION_RETENTION`), and the bounds of one maintenance run.
+public struct MaintenanceSettings: Sendable, Equatable {
+    /// Events older than this go with their whole daily partition.
+    public var eventRetention: Duration
+    /// Finished notifications older than this are deleted with their counts; `nil` = kept for ever.
+    public var notificationRetention: Duration?
+    /// `lock_timeout` of each statement that locks `delivery_events` (creating or dropping a partition takes
+    /// ACCESS EXCLUSIVE on it for a moment): a long query on the table makes that step give up and wait for
+    /// the next run, instead of queueing every insert behind it.
+    public var lockTimeout: Duration = .seconds(5)
+    /// Rows deleted (grants, notifications) or folded (counts) per statement, so no transaction is long.
+    public var batchSize: Int = 5_000
+
+    public init(eventRetention: Duration = .seconds(30 * 86_400), notificationRetention: Duration? = .seconds(90 * 86_400)) {
+        self.eventRetention = eventRetention
+        self.notificationRetention = notificationRetention
+    }
+
+    /// Reads `PUSHIZO_EVENT_RETENTION` (default 30 days) and `PUSHIZO_NOTIFICATION_RETENTION` (default 90 days,
+    /// `off` = never).
+    /// - Throws: ``ConfigurationError`` naming the key.
+    public init(_ reader: ConfigurationReader) throws {
+        let days = { (count: Int64) in Duration.seconds(count * 86_400) }
+        eventRetention = try reader.durationSetting(.eventRetention, default: days(30), in: days(1)...days(3650)) ?? days(30)
+        notificationRetention = try reader.durationSetting(
+            .notificationRetention, default: days(90), in: days(1)...days(3650), allowingOff: true)
+    }
+}
+
+/// What one maintenance run did.
+public struct MaintenanceReport: Sendable, Equatable {
+    public var createdPartitions: [String] = []
+    public var droppedPartitions: [String] = []
+    /// Rows of the DEFAULT partition older than the retention, deleted (normally 0; see docs/data-lifecycle.md).
+    public var expiredDefaultRows = 0
+    /// Notifications whose count deltas were folded into one row.
+    public var foldedCounts = 0
+    public var prunedGrants = 0
+    public var prunedNotifications = 0
+    /// Steps that failed (a lock not obtained within `lockTimeout`, ...); the others still ran.
+    public var problems: [String] = []
+
+    public init() {}
+
+    /// `key=value` pairs for logs and `pushizo-worker maintain`.
+    public var fields: [String: String] {
+        [
+            "partitions_created": createdPartitions.isEmpty ? "0" : createdPartitions.joined(separator: ","),
+            "partitions_dropped": droppedPartitions.isEmpty ? "0" : droppedPartitions.joined(separator: ","),
+            "default_rows_expired": "\(expiredDefaultRows)", "counts_folded": "\(foldedCounts)",
+            "grants_pruned": "\(prunedGrants)", "notifications_pruned": "\(prunedNotifications)",
+            "problems": "\(problems.count)",
+        ]
+    }
+
+    /// Whether the run changed anything.
+    public var didWork: Bool {
+        !createdPartitions.isEmpty || !droppedPartitions.isEmpty || expiredDefaultRows > 0 || foldedCounts > 0
+            || prunedGrants > 0 || prunedNotifications > 0
+    }
+}
+
+/// The data lifecycle's maintenance (docs/data-lifecycle.md): partitions of `delivery_events` created ahead and
+/// dropped past the retention (never a `DELETE` of events), count deltas folded, frequency-cap grants outside
+/// every cap window and finished notifications past their retention deleted in small batches.
+///
+/// One run at a time across the fleet: a session-level advisory lock (``advisoryLockKey``) is held for the run.
+/// The worker's schedule tries it and skips when another worker holds it; `pushizo-worker maintain` waits for it.
+/// Each step is its own short transaction; a step that fails is reported and the next one still runs.
+public enum DataLifecycle {
+    /// `pg_advisory_lock` key of the maintenance ("PUSHLIFE" in ASCII), distinct from the migrator's.
+    public static let advisoryLockKey: Int64 = 0x5055_5348_4C49_4645
+
+    /// Runs every step once on `connection` (a session of its own: the advisory lock belongs to it).
+    /// - Parameters:
+    ///   - waitForLock: `true` waits for another run to end; `false` returns `nil` at once when one is running.
+    ///   - shouldContinue: asked between batches; `false` (a stop request) ends the run early.
+    /// - Returns: the report, or `nil` when the lock was held elsewhere and `waitForLock` is `false`.
+    /// - Throws: ``PostgresError`` when the lock cannot be asked for (the connection failed).
+    public static func maintain(
+        on connection: PostgresConnection, settings: MaintenanceSettings, waitForLock: Bool,
+        shouldContinue: () -> Bool = { true }
+    ) throws -> MaintenanceReport? {
+        if waitForLock {
+            _ = try connection.query("SELECT pg_advisory_lock($1)", [advisoryLockKey])
+        } else {
+            let locked = try connection.query("SELECT pg_try_advisory_lock($1) AS locked", [advisoryLockKey])
+            guard try locked.first?.decode(Bool.self, "locked") == true else { return nil }
+        }
+        defer {
+            if !connection.isConnectionBad {
+                _ = try? connection.query("SELECT pg_advisory_unlock($1)", [advisoryLockKey])
+            }
+        }
+        var report = MaintenanceReport()
+        func step(_ name: String, _ body: () throws -> Void) {
+            guard shouldContinue() else { return }
+            do {
+                try body()
+            } catch {
+                report.problems.append("\(name): \(error)")
+            }
+        }
+        let retentionSeconds = Double(settings.eventRetention.components.seconds)
+        step("partitions") { try maintainPartitions(on: connection, settings: settings, report: &report) }
+        step("default partition") {
+            report.expiredDefaultRows = try locked(connection, settings) {
+                try $0.query(
+                    "DELETE FROM delivery_events_default WHERE at < now() - make_interval(secs => $1::float8)",
+                    [retentionSeconds]
+                ).affectedRows
+            }
+        }
+        step("counts") {
+            var folded = settings.batchSize
+            while folded == settings.batchSize, shouldContinue() {
+                folded = try connection.query(
+                    "SELECT pushizo_compact_notification_counts($1) AS folded", [settings.batchSize]
+                ).first?.decode(Int.self, "folded") ?? 0
+                report.foldedCounts += folded
+            }
+        }
+        step("frequency-cap grants") {
+            report.prunedGrants = try inBatches(settings.batchSize, shouldContinue) {
+                try connection.query(
+                    pruneGrantsSQL,
+                    [Double(QueueStore.minimumGrantRetention), Double(FrequencyCaps.longestWindow), $0]
+                ).affectedRows
+            }
+        }
+        if let retention = settings.notificationRetention {
+            step("notifications") {
+                report.prunedNotifications = try inBatches(settings.batchSize, shouldContinue) {
+                    try connection.query(
+                        pruneNotificationsSQL, [Double(retention.components.seconds), $0]
+                    ).affectedRows
+                }
+            }
+        }
+        return report
+    }
+
+    /// Creates the days the ``PartitionPlan`` asks for, then drops the expired partitions, one transaction each.
+    static func maintainPartitions(
+        on connection: PostgresConnection, settings: MaintenanceSettings, report: inout MaintenanceReport
+    ) throws {
+        let retentionSeconds = Double(settings.eventRetention.components.seconds)
+        let partitions = try connection.query(
+            """
+            SELECT name, extract(epoch FROM lower_bound)::float8 AS lower_bound,
+                   extract(epoch FROM upper_bound)::float8 AS upper_bound, is_default
+            FROM pushizo_event_partitions()
+            """
+        ).map {
+            EventPartition(
+                name: try $0.decode(String.self, "name"), lowerBound: try $0.decodeIfPresent(Double.self, "lower_bound"),
+                upperBound: try $0.decodeIfPresent(Double.self, "upper_bound"), isDefault: try $0.decode(Bool.self, "is_default"))
+        }
+        let now = try connection.query("SELECT extract(epoch FROM now())::float8 AS now")[0].decode(Double.self, "now")
+        // Days whose events wait in DEFAULT (normally none: a bounded look at a table that should be empty).
+        let waiting = try connection.query(
+            """
+            SELECT DISTINCT ((at AT TIME ZONE 'UTC')::date - date '1970-01-01') AS day
+            FROM (SELECT at FROM delivery_events_default
+                  WHERE at >= now() - make_interval(secs => $1::float8) LIMIT 100000) AS d
+            """, [retentionSeconds]
+        ).map { try $0.decode(Int.self, "day") }
+        let plan = PartitionPlan(
+            partitions: partitions, now: now, retentionSeconds: retentionSeconds, daysWithDefaultRows: waiting)
+        var failures: [String] = []
+        for day in plan.daysToCreate {
+            do {
+                let name = try locked(connection, settings) {
+                    try $0.query("SELECT pushizo_create_event_partition(date '1970-01-01' + $1::integer) AS name", [day])
+                        .first?.decodeIfPresent(String.self, "name")
+                }
+                if let name { report.createdPartitions.append(name) }
+            } catch {
+                failures.append("creating the partition of day \(day): \(error)")
+            }
+        }
+        for name in plan.partitionsToDrop {
+            do {
+                try locked(connection, settings) { connection in
+                    // Checked again under the lock: still a partition of delivery_events, still expired.
+                    let expired = try connection.query(
+                        """
+                        SELECT EXISTS (SELECT 1 FROM pushizo_event_partitions()
+                                       WHERE name = $1 AND NOT is_default
+                                         AND upper_bound <= now() - make_interval(secs => $2::float8)) AS expired
+                        """, [name, retentionSeconds]
+                    ).first?.decode(Bool.self, "expired") ?? false
+                    guard expired else { return }
+                    try connection.execute("DROP TABLE \(try connection.quoteIdentifier(name))")
+                    report.droppedPartitions.append(name)
+                }
+            } catch {
+                failures.append("dropping \(name): \(error)")
+            }
+        }
+        if !failures.isEmpty {
+            throw PostgresError(code: .queryFailed, message: failures.joined(separator: "; "))
+        }
+    }
+
+    /// Runs `body` in a transaction whose statements wait at most `lockTimeout` for a lock.
+    private static func locked<T>(
+        _ connection: PostgresConnection, _ settings: MaintenanceSettings, _ body: (PostgresConnection) throws -> T
+    ) throws -> T {
+        let milliseconds = max(1, Int(settings.lockTimeout / .milliseconds(1)))
+        return try connection.transaction { connection in
+            try connection.execute("SET LOCAL lock_timeout = '\(milliseconds)ms'")
+            return try body(connection)
+        }
+    }
+
+    /// Repeats `batch(limit)` while it affects a whole batch; returns the rows affected in all.
+    private static func inBatches(_ limit: Int, _ shouldContinue: () -> Bool, _ batch: (Int) throws -> Int) throws -> Int {
+        var total = 0
+        while shouldContinue() {
+            let affected = try batch(limit)
+            total += affected
+            if affected < limit { break }
+        }
+        return total
+    }
+
+    /// Deletes up to `$3` grants that no cap window of their app can count any more: older than the app's
+    /// longest rule window and than `$1` seconds (the grant retention the reservation keeps, 28 days). A rule
+    /// the worker could not read counts as the longest window allowed (`$2`, 366 days), so a malformed setting
+    /// never loses a grant a corrected one would count.
+    static let pruneGrantsSQL = """
+        WITH keep AS (
+            SELECT a.id AS app_id,
+                   greatest($1::float8, coalesce(max(
+                       CASE WHEN jsonb_typeof(r.rule) = 'object' AND jsonb_typeof(r.rule -> 'per_seconds') = 'number'
+                            THEN least((r.rule ->> 'per_seconds')::numeric, $2::numeric) ELSE $2::numeric END), 0)::float8)
+                       AS keep_seconds
+            FROM apps a
+            LEFT JOIN LATERAL jsonb_array_elements(
+                CASE WHEN jsonb_typeof(a.frequency_caps) = 'array' THEN a.frequency_caps ELSE '[]'::jsonb END
+            ) AS r(rule) ON true
+            GROUP BY a.id
+        ), doomed AS (
+            SELECT g.app_id, g.cap_key, g.notification_id
+            FROM frequency_cap_grants g JOIN keep k ON k.app_id = g.app_id
+            WHERE g.granted_at < now() - make_interval(secs => $1::float8)
+              AND g.granted_at < now() - make_interval(secs => k.keep_seconds)
+            LIMIT $3
+        )
+        DELETE FROM frequency_cap_grants g USING doomed d
+        WHERE g.app_id = d.app_id AND g.cap_key = d.cap_key AND g.notification_id = d.notification_id
+        """
+
+    /// Deletes up to `$2` finished notifications older than `$1` seconds, with their count deltas. Finished:
+    /// `expanded`, `failed` or `canceled`, and no delivery of it left in the queue (so no worker will write
+    /// another event for it); its age is from `expanded_at`, else `created_at`. Rows another transaction holds
+    /// (an expansion chunk, a producer's update) are skipped until the next run.
+    static let pruneNotificationsSQL = """
+        WITH doomed AS (
+            SELECT n.id FROM notifications n
+            WHERE n.status IN ('expanded', 'failed', 'canceled')
+              AND n.created_at < now() - make_interval(secs => $1::float8)
+              AND coalesce(n.expanded_at, n.created_at) < now() - make_interval(secs => $1::float8)
+              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id)
+            LIMIT $2
+            FOR UPDATE OF n SKIP LOCKED
+        ), counts AS (
+            DELETE FROM notification_event_counts c USING doomed WHERE c.notification_id = doomed.id
+        )
+        DELETE FROM notifications n USING doomed WHERE n.id = doomed.id
+        """
+}

@@ -1,0 +1,30 @@
+import Foundation
+import Postgres
+import Worker
+
+/// `pushizo-worker maintain`: one data-lifecycle maintenance run now (docs/data-lifecycle.md), for operators and
+/// cron-like timers; waits while a worker of the fleet is running one. Exit status 1 when a step failed.
+enum MaintainCommand {
+    static let keys: [ConfigurationKey] = [
+        .databaseURL, .logLevel, .logFormat, .eventRetention, .notificationRetention,
+    ]
+
+    static func main(environment: [String: String], arguments: [String]) throws {
+        let reader = try ConfigurationReader(environment: environment, arguments: arguments, keys: keys)
+        let logger = try LoggerConfiguration.make(reader, label: "maintain")
+        let databaseURL = try reader.requiredString(.databaseURL)
+        let settings = try MaintenanceSettings(reader)
+        let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-maintain")
+        defer { connection.close() }
+        guard let report = try DataLifecycle.maintain(on: connection, settings: settings, waitForLock: true) else {
+            return
+        }
+        for problem in report.problems {
+            logger.error("maintenance step failed", ["problem": problem])
+        }
+        for (key, value) in report.fields.sorted(by: { $0.key < $1.key }) {
+            print("\(key)=\(value)")
+        }
+        if !report.problems.isEmpty { exit(1) }
+    }
+}
