@@ -213,4 +213,48 @@ struct SmallNotificationExpansionTests {
             }
         }
     }
+
+    /// Migration 0008 replaced the foreign key deliveries.subscription_id by a statement-level trigger: deleting
+    /// subscriptions (directly, or through their app) still deletes their queued deliveries.
+    @Test func deletingSubscriptionsStillDeletesTheirQueuedDeliveries() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let devices = try Self.subscribers(seed, 3)
+                for device in devices { _ = try Self.oneDevice(seed, device) }
+                let other = try Seed(url)
+                try other.app()
+                _ = try Self.oneDevice(other, try other.subscription())
+                var suspects = ExpansionSuspects()
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 4)
+                _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [devices[0]])
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "3")
+                _ = try seed.connection.query("DELETE FROM apps WHERE id = $1", [seed.appID])
+                let left = try seed.connection.query("SELECT app_id FROM deliveries")
+                #expect(try left.map { try $0.decode(UUID.self, "app_id") } == [other.appID])
+            }
+        }
+    }
+
+    /// The race the foreign key used to close (a delivery inserted while its subscription is deleted) leaves a
+    /// delivery without its subscription: it is claimed as status `deleted` (the send pipeline skips it as
+    /// subscription_inactive), never leased again and again unseen.
+    @Test func aDeliveryWhoseSubscriptionIsGoneIsClaimedAsDeleted() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                let gone = UUID()
+                _ = try seed.connection.query(
+                    "INSERT INTO deliveries (notification_id, subscription_id, app_id) VALUES ($1, $2, $3)",
+                    [notification, gone, seed.appID])
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 60, workerID: "test")
+                #expect(claimed.count == 1)
+                #expect(claimed.first?.subscriptionID == gone)
+                #expect(claimed.first?.subscriptionStatus == "deleted")
+            }
+        }
+    }
 }
