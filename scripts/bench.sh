@@ -172,6 +172,7 @@ for rate in $steady_rates; do
     done
 done
 kill "$steady_worker" 2>/dev/null || true; wait "$steady_worker" 2>/dev/null || true
+# The request log is complete once the emulator stops (it flushes on SIGTERM).
 kill "$steady_emulator" 2>/dev/null || true; wait "$steady_emulator" 2>/dev/null || true
 # Receipt time (the emulator's record) minus insert time (notifications.created_at) at the first (lowest) rate.
 latency_rate=${steady_rates%% *}
@@ -199,6 +200,12 @@ FROM generate_series(1, :n) i;
 VACUUM ANALYZE notifications;
 SQL
 }
+"$bindir/pushizo-worker" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$work/tls" \
+    --emulator-apns-keys "BENCHTEAM1:BENCHKEY01:$work/key.p8" --emulator-ready-file "$work/emulator-burst.port" \
+    --log-level warning 2>"$work/emulator-burst.log" &
+pids+=($!)
+for _ in $(seq 1 100); do [ -s "$work/emulator-burst.port" ] && break; sleep 0.1; done
+psql "$PUSHIZO_DATABASE_URL" -qc "UPDATE app_channels SET endpoint = 'https://localhost:$(cat "$work/emulator-burst.port")' WHERE app_id = '00000000-0000-4000-8000-00000000057d'"
 burst_fill
 started=$(date +%s.%N)
 PUSHIZO_CA_FILE=$work/tls/ca.pem PUSHIZO_ALLOW_PRIVATE_NETWORKS=true PUSHIZO_POLL_INTERVAL=0.05 "$bindir/pushizo-worker" run --exit-when-drained 2>"$work/worker-burst.log"

@@ -161,23 +161,34 @@ public final class WorkerService: Sendable {
 
     private func expandLoop() async {
         var failures = 0
+        // Under a steady stream of small notifications every hint wakes this loop: the checks that usually
+        // find nothing (cancellations, other notifications) run at most this often while they find nothing,
+        // so a wake-up costs one bulk pass, not three transactions.
+        let idleSweepInterval = Duration.seconds(1)
+        let idleChunkInterval = Duration.milliseconds(100)
+        var nextSweep = ContinuousClock.now
+        var nextChunk = ContinuousClock.now
         while !isStopping {
             do {
                 // Cancellations first: they are cheap and stop work that would otherwise be claimed.
-                let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) })
-                databaseReached()
-                if let swept {
-                    failures = 0
-                    logger.debug(
-                        "canceled notification's pending deliveries skipped",
-                        ["notification_id": swept.notificationID.uuidString.lowercased(), "deliveries": "\(swept.skipped)"])
-                    await Task.yield()
-                    continue
+                if ContinuousClock.now >= nextSweep {
+                    let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) })
+                    databaseReached()
+                    if let swept {
+                        failures = 0
+                        logger.debug(
+                            "canceled notification's pending deliveries skipped",
+                            ["notification_id": swept.notificationID.uuidString.lowercased(), "deliveries": "\(swept.skipped)"])
+                        await Task.yield()
+                        continue
+                    }
+                    nextSweep = .now + idleSweepInterval
                 }
                 // Small notifications (id lists) in bulk: many per transaction and statement.
                 let small = try await database.withConnection { connection in
                     try self.expansionSuspects.withLock { try QueueStore.expandSmallNotifications(on: connection, suspects: &$0) }
                 }
+                databaseReached()
                 if small.picked > 0 {
                     if small.created > 0 { claimWake.signal() }
                     logger.debug(
@@ -201,11 +212,17 @@ public final class WorkerService: Sendable {
                 // Then one chunk of anything else, and yield: the next call picks the least recently served
                 // notification, so one created during a broadcast is expanded before the broadcast's next chunk,
                 // and a broadcast's next chunk runs between two bulk passes however steady the small stream.
-                let result = try await database.withConnection { connection in
-                    try self.expansionSuspects.withLock {
-                        try QueueStore.expandNext(on: connection, suspects: &$0, pick: .skippingSmall)
+                // (Skipped for a moment after it found nothing, unless the pass found nothing either.)
+                let chunkSkipped = small.picked > 0 && ContinuousClock.now < nextChunk
+                let result =
+                    chunkSkipped
+                    ? nil
+                    : try await database.withConnection { connection in
+                        try self.expansionSuspects.withLock {
+                            try QueueStore.expandNext(on: connection, suspects: &$0, pick: .skippingSmall)
+                        }
                     }
-                }
+                nextChunk = result == nil ? (chunkSkipped ? nextChunk : .now + idleChunkInterval) : .now
                 switch result {
                 case .expanded(let id, let created)?:
                     failures = 0
@@ -235,9 +252,14 @@ public final class WorkerService: Sendable {
                     continue
                 case nil:
                     failures = 0
-                    // The bulk pass did work: look again before sleeping (more may have arrived meanwhile).
-                    if small.picked > 0 {
+                    // A full pass: more are likely waiting. Otherwise the wake flag is sticky: a hint that came
+                    // during the pass ends the wait below at once.
+                    if small.picked >= QueueStore.smallNotificationBatch {
                         await Task.yield()
+                        continue
+                    }
+                    if chunkSkipped {
+                        await expansionWake.wait(timeout: min(configuration.pollInterval, 0.1))
                         continue
                     }
                 }
