@@ -11,11 +11,11 @@ extension QueueStore {
     /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
     public static let maximumTargetBytes = 4 << 20
 
-    /// Data-error suspects one call of ``expandNext(on:chunkSize:suspects:)`` sets aside at most before it
+    /// Data-error suspects one call of ``expandNext(on:chunkSize:suspects:pick:)`` sets aside at most before it
     /// returns (so a call, and the connection it holds, stays short).
     public static let expansionSetAsidePerCall = 16
 
-    /// The outcome of one call to ``expandNext(on:chunkSize:suspects:)``.
+    /// The outcome of one call to ``expandNext(on:chunkSize:suspects:pick:)``.
     public enum ExpansionResult: Sendable, Equatable {
         /// The last chunk committed: the notification is `expanded`. `created` counts this chunk's new rows.
         case expanded(notificationID: UUID, created: Int)
@@ -37,7 +37,7 @@ extension QueueStore {
         case stalled(notificationID: UUID, sqlState: String)
     }
 
-    /// ``expandNext(on:chunkSize:suspects:)`` with no memory of earlier calls: a data error is then never
+    /// ``expandNext(on:chunkSize:suspects:pick:)`` with no memory of earlier calls: a data error is then never
     /// blamed on one notification (for one-off calls; a loop keeps its ``ExpansionSuspects``).
     static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
         -> ExpansionResult?
@@ -78,7 +78,8 @@ extension QueueStore {
     /// - Returns: `nil` when no notification is due.
     /// - Throws: ``PostgresError`` from the database other than a data error of a picked notification's chunk
     ///   (the transaction is rolled back; nothing is lost).
-    /// - Parameter pick: which due notifications are candidates (``ExpansionPick``); `.any` by default.
+    /// - Parameter pick: which due notifications are candidates (``ExpansionPick``); `.any` by default. With
+    ///   `.only`, a set-aside or stalled notification ends the call at once (there is no other to go on with).
     public static func expandNext(
         on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, suspects: inout ExpansionSuspects,
         pick: ExpansionPick = .any
