@@ -166,28 +166,72 @@ public final class WorkerService: Sendable {
 
     private func expandLoop() async {
         var failures = 0
+        // Under a steady stream of small notifications every hint wakes this loop: the checks that usually
+        // find nothing (cancellations, other notifications) run at most this often while they find nothing,
+        // so a wake-up costs one bulk pass, not three transactions.
+        let idleSweepInterval = Duration.seconds(1)
+        let idleChunkInterval = Duration.milliseconds(100)
+        var nextSweep = ContinuousClock.now
+        var nextChunk = ContinuousClock.now
         while !isStopping {
             do {
                 // Cancellations first: they are cheap and stop work that would otherwise be claimed.
-                let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) })
+                if ContinuousClock.now >= nextSweep {
+                    let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) })
+                    databaseReached()
+                    if let swept {
+                        failures = 0
+                        logger.debug(
+                            "canceled notification's pending deliveries skipped",
+                            ["notification_id": swept.notificationID.uuidString.lowercased(), "deliveries": "\(swept.skipped)"])
+                        await Task.yield()
+                        continue
+                    }
+                    nextSweep = .now + idleSweepInterval
+                }
+                // Small notifications (id lists) in bulk: many per transaction and statement.
+                let small = try await database.withConnection { connection in
+                    try self.expansionSuspects.withLock { try QueueStore.expandSmallNotifications(on: connection, suspects: &$0) }
+                }
                 databaseReached()
-                if let swept {
+                if small.picked > 0 {
+                    if small.created > 0 { claimWake.signal() }
+                    logger.debug(
+                        "small notifications expanded",
+                        [
+                            "notifications": "\(small.picked)", "expanded": "\(small.expanded)", "deliveries": "\(small.created)",
+                            "transactions": "\(small.transactions)", "one_at_a_time": "\(small.fellBack)",
+                        ])
+                    for failed in small.failed {
+                        logger.warning(
+                            "notification failed", ["notification_id": failed.notificationID.uuidString.lowercased(), "reason": failed.reason])
+                    }
+                    if let sqlState = small.stalledSQLState {
+                        failures += 1
+                        logStall(sqlState)
+                        await expansionWake.wait(timeout: min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                        continue
+                    }
                     failures = 0
-                    logger.info(
-                        "canceled notification's pending deliveries skipped",
-                        ["notification_id": swept.notificationID.uuidString.lowercased(), "deliveries": "\(swept.skipped)"])
-                    await Task.yield()
-                    continue
                 }
-                // One chunk per call, then yield: the next call picks the least recently served notification,
-                // so one created during a broadcast is expanded before the broadcast's next chunk.
-                let result = try await database.withConnection { connection in
-                    try self.expansionSuspects.withLock { try QueueStore.expandNext(on: connection, suspects: &$0) }
-                }
+                // Then one chunk of anything else, and yield: the next call picks the least recently served
+                // notification, so one created during a broadcast is expanded before the broadcast's next chunk,
+                // and a broadcast's next chunk runs between two bulk passes however steady the small stream.
+                // (Skipped for a moment after it found nothing, unless the pass found nothing either.)
+                let chunkSkipped = small.picked > 0 && ContinuousClock.now < nextChunk
+                let result =
+                    chunkSkipped
+                    ? nil
+                    : try await database.withConnection { connection in
+                        try self.expansionSuspects.withLock {
+                            try QueueStore.expandNext(on: connection, suspects: &$0, pick: .skippingSmall)
+                        }
+                    }
+                nextChunk = result == nil ? (chunkSkipped ? nextChunk : .now + idleChunkInterval) : .now
                 switch result {
                 case .expanded(let id, let created)?:
                     failures = 0
-                    logger.info("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
+                    logger.debug("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
                     claimWake.signal()
                     continue
                 case .expanding(_, let created)?:
@@ -208,20 +252,21 @@ public final class WorkerService: Sendable {
                     // A fault every chunk meets: fail nothing, wait for the operator (or a new notification, or a
                     // stop request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
                     failures += 1
-                    if expansionStallLog.allow(sqlState) {
-                        logger.error(
-                            "expansion stalled: every due notification's chunk failed on data since the last one that "
-                                + "succeeded; none is failed until a chunk succeeds (check triggers and constraints on deliveries)",
-                            [
-                                "sqlstate": sqlState,
-                                "condition": sqlState.hasPrefix("23") ? "integrity_constraint_violation" : "data_exception",
-                                "suspects": "\(expansionSuspects.withLock { $0.suspects.count })",
-                            ])
-                    }
+                    logStall(sqlState)
                     await expansionWake.wait(timeout: min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
                     continue
                 case nil:
                     failures = 0
+                    // A full pass: more are likely waiting. Otherwise the wake flag is sticky: a hint that came
+                    // during the pass ends the wait below at once.
+                    if small.picked >= QueueStore.smallNotificationBatch {
+                        await Task.yield()
+                        continue
+                    }
+                    if chunkSkipped {
+                        await expansionWake.wait(timeout: min(configuration.pollInterval, 0.1))
+                        continue
+                    }
                 }
             } catch {
                 failures += 1
@@ -264,6 +309,20 @@ public final class WorkerService: Sendable {
             }
             await maintenanceWake.wait(timeout: seconds)
         }
+    }
+
+    /// Logs a stalled expansion once a minute per SQLSTATE. Only the SQLSTATE is logged; PostgreSQL's own log
+    /// has the statement and message.
+    private func logStall(_ sqlState: String) {
+        guard expansionStallLog.allow(sqlState) else { return }
+        logger.error(
+            "expansion stalled: every due notification's chunk failed on data since the last one that "
+                + "succeeded; none is failed until a chunk succeeds (check triggers and constraints on deliveries)",
+            [
+                "sqlstate": sqlState,
+                "condition": sqlState.hasPrefix("23") ? "integrity_constraint_violation" : "data_exception",
+                "suspects": "\(expansionSuspects.withLock { $0.suspects.count })",
+            ])
     }
 
     private func claimAndSend() async {

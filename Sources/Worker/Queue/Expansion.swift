@@ -11,11 +11,11 @@ extension QueueStore {
     /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
     public static let maximumTargetBytes = 4 << 20
 
-    /// Data-error suspects one call of ``expandNext(on:chunkSize:suspects:)`` sets aside at most before it
+    /// Data-error suspects one call of ``expandNext(on:chunkSize:suspects:pick:)`` sets aside at most before it
     /// returns (so a call, and the connection it holds, stays short).
     public static let expansionSetAsidePerCall = 16
 
-    /// The outcome of one call to ``expandNext(on:chunkSize:suspects:)``.
+    /// The outcome of one call to ``expandNext(on:chunkSize:suspects:pick:)``.
     public enum ExpansionResult: Sendable, Equatable {
         /// The last chunk committed: the notification is `expanded`. `created` counts this chunk's new rows.
         case expanded(notificationID: UUID, created: Int)
@@ -37,7 +37,7 @@ extension QueueStore {
         case stalled(notificationID: UUID, sqlState: String)
     }
 
-    /// ``expandNext(on:chunkSize:suspects:)`` with no memory of earlier calls: a data error is then never
+    /// ``expandNext(on:chunkSize:suspects:pick:)`` with no memory of earlier calls: a data error is then never
     /// blamed on one notification (for one-off calls; a loop keeps its ``ExpansionSuspects``).
     static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
         -> ExpansionResult?
@@ -78,15 +78,18 @@ extension QueueStore {
     /// - Returns: `nil` when no notification is due.
     /// - Throws: ``PostgresError`` from the database other than a data error of a picked notification's chunk
     ///   (the transaction is rolled back; nothing is lost).
+    /// - Parameter pick: which due notifications are candidates (``ExpansionPick``); `.any` by default. With
+    ///   `.only`, a set-aside or stalled notification ends the call at once (there is no other to go on with).
     public static func expandNext(
-        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, suspects: inout ExpansionSuspects
+        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, suspects: inout ExpansionSuspects,
+        pick: ExpansionPick = .any
     ) throws -> ExpansionResult? {
         var setAside: [UUID] = []
         var foreignKeyRetries = 0
         while true {
             var picked: PickedNotification?
             do {
-                let result = try expandChunk(on: connection, chunkSize: chunkSize, picked: &picked)
+                let result = try expandChunk(on: connection, chunkSize: chunkSize, pick: pick, picked: &picked)
                 switch result {
                 case .expanded(let id, let created)?, .expanding(let id, let created)?:
                     if let picked { suspects.chunkCommitted(id, created: created, at: picked.now) }
@@ -123,6 +126,8 @@ extension QueueStore {
                     try pushBehind(picked.id, on: connection)
                     setAside.append(picked.id)
                     if setAside.count >= expansionSetAsidePerCall { return .setAside(notificationIDs: setAside) }
+                    // One named notification: there is no next one to go on with.
+                    if case .only = pick { return .setAside(notificationIDs: setAside) }
                 case .stalled:
                     try pushBehind(picked.id, on: connection)
                     return .stalled(notificationID: picked.id, sqlState: error.sqlState ?? "?????")
@@ -152,30 +157,45 @@ extension QueueStore {
     /// Longest JSON text of `message.ttl` / `message.priority` read for validation; valid ones are far shorter.
     static let schedulingMemberBytes = 64
 
+    /// The columns a pick reads (`$1` = ``schedulingMemberBytes``). Nothing here casts producer data: jsonb
+    /// members come out as text (bounded in length), timestamps as they are (`infinity` included), so a pick
+    /// cannot fail on one notification's data.
+    static let pickColumns = """
+        id, app_id,
+        CASE WHEN octet_length(target::text) <= \(maximumTargetBytes) THEN target::text END AS target,
+        expansion_cursor, expansion_touched_at,
+        CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
+             ELSE (message->'ttl')::text END AS ttl,
+        CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
+             ELSE (message->'priority')::text END AS priority,
+        coalesce(send_after, created_at) AS start_at, now() AS now
+        """
+
     private static func expandChunk(
-        on connection: PostgresConnection, chunkSize: Int, picked: inout PickedNotification?
+        on connection: PostgresConnection, chunkSize: Int, pick: ExpansionPick, picked: inout PickedNotification?
     ) throws
         -> ExpansionResult?
     {
         try connection.transaction { connection in
-            // Nothing here casts producer data: jsonb members come out as text (bounded in length), timestamps
-            // as they are (`infinity` included), so this statement cannot fail on one notification's data.
+            var parameters: [any PostgresEncodable] = [schedulingMemberBytes]
+            let narrowing: String
+            switch pick {
+            case .any: narrowing = ""
+            case .skippingSmall: narrowing = "AND NOT (\(smallNotificationPredicate))"
+            case .only(let id):
+                parameters.append(id)
+                narrowing = "AND id = $2"
+            }
             let rows = try connection.query(
                 """
-                SELECT id, app_id,
-                       CASE WHEN octet_length(target::text) <= \(maximumTargetBytes) THEN target::text END AS target,
-                       expansion_cursor, expansion_touched_at,
-                       CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
-                            ELSE (message->'ttl')::text END AS ttl,
-                       CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
-                            ELSE (message->'priority')::text END AS priority,
-                       coalesce(send_after, created_at) AS start_at, now() AS now
+                SELECT \(pickColumns)
                 FROM notifications
                 WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+                  \(narrowing)
                 ORDER BY expansion_touched_at NULLS FIRST, created_at
                 LIMIT 1
                 FOR UPDATE SKIP LOCKED
-                """, [schedulingMemberBytes])
+                """, parameters)
             guard let row = rows.first else { return nil }
             let notificationID = try row.decode(UUID.self, "id")
             picked = PickedNotification(
@@ -183,53 +203,22 @@ extension QueueStore {
                 now: try row.decode(Date.self, "now"))
             let appID = try row.decode(UUID.self, "app_id")
             let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
-            let selection: AudienceSelection
-            do {
-                let json: JSONValue
-                guard let text = try row.decodeIfPresent(String.self, "target") else {
-                    // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
-                    throw AudienceTargetError("target is larger than \(maximumTargetBytes) bytes of JSON")
-                }
-                do {
-                    json = try JSONValue(parsing: text)
-                } catch {
-                    // jsonb's text is always JSON (numbers of any size included: JSONValue keeps their text), but
-                    // a failure here must fail this notification, never this transaction forever.
-                    throw AudienceTargetError("target is JSON this worker cannot read")
-                }
-                selection = try AudienceSelection(parsing: json)
-            } catch let error as AudienceTargetError {
-                let reason = "invalid_target: \(error.message)"
+            let checked: (selection: AudienceSelection, priority: Int)
+            switch try checkPicked(row) {
+            case .refused(let reason):
                 try markFailed(connection, notificationID, reason: reason)
                 return .failed(notificationID: notificationID, reason: reason)
+            case .accepted(let selection, let priority):
+                checked = (selection, priority)
             }
-            func member(_ column: String) throws -> JSONValue? {
-                guard let text = try row.decodeIfPresent(String.self, column) else { return nil }
-                return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
-            }
-            let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
-            do {
-                scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
-            } catch let error as MessageError {
-                let reason = "invalid_message: \(error.field) \(error.message)"
-                try markFailed(connection, notificationID, reason: reason)
-                return .failed(notificationID: notificationID, reason: reason)
-            }
-            // In Swift, not SQL: `start + ttl` must not overflow timestamptz (a `created_at` near year 294276).
-            if let ttl = scheduling.ttl, ttl > 0,
-                try row.decode(Date.self, "start_at").addingTimeInterval(Double(ttl)) <= row.decode(Date.self, "now")
-            {
-                let reason = "expired: the message's ttl ran out before expansion finished"
-                try markFailed(connection, notificationID, reason: reason)
-                return .failed(notificationID: notificationID, reason: reason)
-            }
-            let priority = (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0)
+            let selection = checked.selection
+            let priority = checked.priority
             let query = AudienceQuery(selection: selection, first: cursor == nil)
             let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-            let parameters: [any PostgresEncodable] =
+            let chunkParameters: [any PostgresEncodable] =
                 [notificationID, appID, cursor ?? nilUUID, chunkSize, priority, selection.platforms]
                 + query.parameters
-            let chunk = try connection.query(query.sql, parameters)[0]
+            let chunk = try connection.query(query.sql, chunkParameters)[0]
             let scanned = try chunk.decode(Int.self, "scanned")
             let created = try chunk.decode(Int.self, "created")
             let done = scanned < chunkSize

@@ -183,7 +183,8 @@ public enum QueueStore {
                \(bounded("s.platform", as: "platform", orEmpty: true)), \(bounded("s.token", as: "token", orEmpty: true)),
                s.apns_environment, \(bounded("s.language", as: "language")), \(bounded("s.timezone", as: "timezone")),
                \(bounded("s.country", as: "country")),
-               s.status AS subscription_status, s.token_updated_at,
+               coalesce(s.status, 'deleted') AS subscription_status,
+               coalesce(s.token_updated_at, '-infinity') AS token_updated_at,
                CASE WHEN octet_length(u.tags::text) <= \(DeliveryRendering.maximumUserTagsBytes) THEN u.tags::text END
                    AS user_tags,
                s.user_id,
@@ -198,7 +199,9 @@ public enum QueueStore {
                concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
         FROM claimed c
         JOIN notifications n ON n.id = c.notification_id
-        JOIN subscriptions s ON s.id = c.subscription_id
+        -- LEFT: a delivery inserted while its subscription was deleted (no foreign key since migration 0008)
+        -- is claimed as status 'deleted' and skipped, rather than leased again forever.
+        LEFT JOIN subscriptions s ON s.id = c.subscription_id
         JOIN apps a ON a.id = c.app_id
         LEFT JOIN users u ON u.id = s.user_id
         LEFT JOIN app_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform

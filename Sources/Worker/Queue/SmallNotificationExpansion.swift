@@ -1,0 +1,272 @@
+import DeliveryCore
+import Foundation
+import Postgres
+
+/// Which due notifications a call of ``QueueStore/expandNext(on:chunkSize:suspects:pick:)`` may pick.
+public enum ExpansionPick: Sendable, Equatable {
+    /// Any due notification, least recently served first.
+    case any
+    /// Any due notification except the small ones ``QueueStore/expandSmallNotifications(on:limit:suspects:)``
+    /// takes in bulk: the expand loop calls this after each bulk pass, so a broadcast's next chunk runs
+    /// between two passes however steady the stream of small notifications.
+    case skippingSmall
+    /// This notification only, if it is still due and not locked by another worker.
+    case only(UUID)
+}
+
+extension QueueStore {
+    /// Most small notifications one ``expandSmallNotifications(on:limit:suspects:)`` call takes (one
+    /// transaction, three statements).
+    public static let smallNotificationBatch = 500
+
+    /// Largest `target` (bytes of JSON text as PostgreSQL prints it) a notification may have to be expanded in
+    /// bulk: about 200 UUIDs. A batch then reads at most ``smallNotificationBatch`` x 8 KiB = 4 MiB of targets.
+    public static let smallTargetBytes = 8_192
+
+    /// A notification expanded in bulk: never touched by expansion (so no suspect, nothing to resume), an
+    /// id-list target of at most ``smallTargetBytes``. Total: it reads columns and tests key presence only,
+    /// so it cannot fail on data. Swift still validates the target before any statement uses it.
+    static let smallNotificationPredicate = """
+        status = 'pending' AND expansion_touched_at IS NULL AND expansion_cursor IS NULL
+        AND (target ? 'include_subscription_ids' OR target ? 'include_external_ids')
+        AND octet_length(target::text) <= \(smallTargetBytes)
+        """
+
+    /// What one ``expandSmallNotifications(on:limit:suspects:)`` call did.
+    public struct SmallExpansionResult: Sendable, Equatable {
+        /// Notifications picked (locked) by the bulk statement.
+        public var picked = 0
+        /// Notifications now `expanded`, and the deliveries they created.
+        public var expanded = 0
+        public var created = 0
+        /// Notifications failed (refused target or message, expired, or convicted of a data error), with reason.
+        public var failed: [Failed] = []
+        /// Notifications whose insert failed on data without evidence yet: pushed behind the others.
+        public var setAside: [UUID] = []
+        /// Set when every notification's insert failed on data (``ExpansionResult/stalled(notificationID:sqlState:)``).
+        public var stalledSQLState: String?
+        /// `true` when the bulk insert failed on data and the group was expanded one at a time.
+        public var fellBack = false
+        /// Transactions committed (1 for a bulk pass; more after a fall-back).
+        public var transactions = 0
+
+        public struct Failed: Sendable, Equatable {
+            public var notificationID: UUID
+            public var reason: String
+        }
+    }
+
+    /// What a picked row's target and scheduling members say, checked in Swift before any statement uses them.
+    enum PickedCheck {
+        /// The notification fails with this reason (`invalid_target: ...`, `invalid_message: ...`, `expired: ...`).
+        case refused(String)
+        /// Its audience and delivery priority.
+        case accepted(AudienceSelection, priority: Int)
+    }
+
+    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`
+    /// and `priority` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
+    /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
+    /// the id-list forms.
+    /// - Throws: ``PostgresError`` when a column cannot be decoded.
+    static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
+        let selection: AudienceSelection
+        do {
+            guard let text = try row.decodeIfPresent(String.self, "target") else {
+                // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
+                throw AudienceTargetError("target is larger than \(maximumTargetBytes) bytes of JSON")
+            }
+            let json: JSONValue
+            do {
+                json = try JSONValue(parsing: text)
+            } catch {
+                // jsonb's text is always JSON (numbers of any size included: JSONValue keeps their text), but a
+                // failure here must fail this notification, never this transaction forever.
+                throw AudienceTargetError("target is JSON this worker cannot read")
+            }
+            selection = try AudienceSelection(parsing: json)
+        } catch let error as AudienceTargetError {
+            return .refused("invalid_target: \(error.message)")
+        }
+        func member(_ column: String) throws -> JSONValue? {
+            guard let text = try row.decodeIfPresent(String.self, column) else { return nil }
+            return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
+        }
+        let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
+        do {
+            scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
+        } catch let error as MessageError {
+            return .refused("invalid_message: \(error.field) \(error.message)")
+        }
+        if let ttl = scheduling.ttl, ttl > 0,
+            try row.decode(Date.self, "start_at").addingTimeInterval(Double(ttl)) <= row.decode(Date.self, "now")
+        {
+            return .refused("expired: the message's ttl ran out before expansion finished")
+        }
+        return .accepted(selection, priority: (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0))
+    }
+
+    /// Expands up to `limit` small notifications at once (docs/targets.md, "Small notifications in bulk"): due,
+    /// never touched by expansion, with an id-list target of at most ``smallTargetBytes``. One transaction: one
+    /// statement picks them `FOR UPDATE SKIP LOCKED` (oldest first), Swift validates each (a refused one is
+    /// marked `failed` in the same transaction), one `INSERT ... SELECT` creates every delivery (subscription
+    /// ids by primary key, external ids through `users (app_id, external_id)` and `subscriptions (user_id)`),
+    /// `ON CONFLICT DO NOTHING`, and one `UPDATE` marks them `expanded` with their `targeted_count`. A crash
+    /// rolls the whole pass back; nothing is half-expanded.
+    ///
+    /// If the insert fails on data (SQLSTATE class 22/23), the pass is rolled back and every picked
+    /// notification is expanded one at a time (``expandNext(on:chunkSize:suspects:pick:)`` with `.only`), so
+    /// the poison-row rules of ``ExpansionSuspects`` apply to each alone: the faulty one is set aside (and
+    /// failed on evidence later), the others expand.
+    /// - Returns: what was done; `picked == 0` when no small notification was due.
+    /// - Throws: ``PostgresError`` other than a data error of the insert (the transaction is rolled back).
+    public static func expandSmallNotifications(
+        on connection: PostgresConnection, limit: Int = smallNotificationBatch, suspects: inout ExpansionSuspects
+    ) throws -> SmallExpansionResult {
+        var result = SmallExpansionResult()
+        var pickedIDs: [UUID] = []
+        var now = Date()
+        do {
+            try connection.transaction { connection in
+                let rows = try connection.query(
+                    """
+                    SELECT \(pickColumns)
+                    FROM notifications
+                    WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+                      AND \(smallNotificationPredicate)
+                    ORDER BY expansion_touched_at NULLS FIRST, created_at
+                    LIMIT $2
+                    FOR UPDATE SKIP LOCKED
+                    """, [schedulingMemberBytes, max(1, limit)])
+                guard !rows.isEmpty else { return }
+                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?]) = ([], [], [], [])
+                var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
+                var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
+                var refused: [SmallExpansionResult.Failed] = []
+                for row in rows {
+                    let id = try row.decode(UUID.self, "id")
+                    now = try row.decode(Date.self, "now")
+                    pickedIDs.append(id)
+                    switch try checkPicked(row) {
+                    case .refused(let reason):
+                        refused.append(.init(notificationID: id, reason: reason))
+                    case .accepted(let selection, let priority):
+                        notifications.ids.append(id)
+                        notifications.apps.append(try row.decode(UUID.self, "app_id"))
+                        notifications.priorities.append(priority)
+                        // Validated platform names (ios, android, web): no comma can occur in one.
+                        notifications.platforms.append(selection.platforms?.joined(separator: ","))
+                        switch selection.target {
+                        case .subscriptionIDs(let ids):
+                            listedSubscriptions.notifications += repeatElement(id, count: ids.count)
+                            listedSubscriptions.ids += ids
+                        case .externalIDs(let ids):
+                            listedUsers.notifications += repeatElement(id, count: ids.count)
+                            listedUsers.externalIDs += ids
+                        case .all, .filters:
+                            // The pick asked for id lists, but a target naming one plus another form is refused
+                            // above; should one still get here, it expands with no audience rather than wrongly.
+                            break
+                        }
+                    }
+                }
+                result.picked = pickedIDs.count
+                if !refused.isEmpty {
+                    _ = try connection.query(
+                        """
+                        UPDATE notifications n SET status = 'failed', status_reason = f.reason
+                        FROM unnest($1::uuid[], $2::text[]) AS f(id, reason) WHERE n.id = f.id
+                        """, [refused.map(\.notificationID), refused.map(\.reason)])
+                    result.failed = refused
+                }
+                guard !notifications.ids.isEmpty else { return }
+                let created = try connection.query(
+                    smallInsertSQL,
+                    [
+                        notifications.ids, notifications.apps, notifications.priorities, notifications.platforms,
+                        listedSubscriptions.notifications, listedSubscriptions.ids,
+                        listedUsers.notifications, listedUsers.externalIDs,
+                    ])
+                var counts: [UUID: Int] = [:]
+                for row in created { counts[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "n") }
+                _ = try connection.query(
+                    """
+                    UPDATE notifications n
+                    SET status = 'expanded', expanded_at = now(), targeted_count = coalesce(n.targeted_count, 0) + c.created,
+                        expansion_touched_at = clock_timestamp()
+                    FROM unnest($1::uuid[], $2::integer[]) AS c(id, created)
+                    WHERE n.id = c.id
+                    """, [notifications.ids, notifications.ids.map { counts[$0] ?? 0 }])
+                result.expanded = notifications.ids.count
+                result.created = counts.values.reduce(0, +)
+            }
+        } catch let error as PostgresError where error.isDataError && !pickedIDs.isEmpty {
+            return try expandOneAtATime(pickedIDs, on: connection, suspects: &suspects)
+        }
+        if result.picked > 0 {
+            result.transactions = 1
+            if result.created > 0 {
+                for id in pickedIDs { suspects.chunkCommitted(id, created: 1, at: now) }
+            }
+        }
+        return result
+    }
+
+    /// The fall-back of a bulk pass whose insert failed on data: each notification alone, under the poison-row
+    /// rules. Stops at a stall (every insert failing: a fault of the table, not of a notification).
+    private static func expandOneAtATime(
+        _ ids: [UUID], on connection: PostgresConnection, suspects: inout ExpansionSuspects
+    ) throws -> SmallExpansionResult {
+        var result = SmallExpansionResult(picked: ids.count, fellBack: true)
+        for id in ids {
+            switch try expandNext(on: connection, suspects: &suspects, pick: .only(id)) {
+            case .expanded(_, let created)?, .expanding(_, let created)?:
+                result.expanded += 1
+                result.created += created
+                result.transactions += 1
+            case .failed(let id, let reason)?:
+                result.failed.append(.init(notificationID: id, reason: reason))
+                result.transactions += 1
+            case .setAside(let ids)?:
+                result.setAside += ids
+            case .stalled(_, let sqlState)?:
+                result.stalledSQLState = sqlState
+                return result
+            case nil:
+                // Canceled or taken by another worker meanwhile.
+                break
+            }
+        }
+        return result
+    }
+
+    /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
+    /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs.
+    /// Only active subscriptions of the notification's own app are reached, as in the chunked path. Returns one
+    /// row per notification that got deliveries: `notification_id`, `n`.
+    static let smallInsertSQL = """
+        WITH n AS (
+            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[]) AS n(id, app_id, priority, platforms)
+        ), wanted AS (
+            SELECT l.notification_id, s.id AS subscription_id, s.platform
+            FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
+            JOIN n ON n.id = l.notification_id
+            JOIN subscriptions s ON s.id = l.subscription_id AND s.app_id = n.app_id AND s.status = 'active'
+            UNION ALL
+            SELECT l.notification_id, s.id, s.platform
+            FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
+            JOIN n ON n.id = l.notification_id
+            JOIN users u ON u.app_id = n.app_id AND u.external_id = l.external_id
+            JOIN subscriptions s ON s.user_id = u.id AND s.app_id = n.app_id AND s.status = 'active'
+        ), inserted AS (
+            INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
+            SELECT w.notification_id, w.subscription_id, n.app_id, n.priority
+            FROM wanted w JOIN n ON n.id = w.notification_id
+            WHERE n.platforms IS NULL OR w.platform = ANY(string_to_array(n.platforms, ','))
+            ORDER BY w.notification_id, w.subscription_id
+            ON CONFLICT (notification_id, subscription_id) DO NOTHING
+            RETURNING notification_id
+        )
+        SELECT notification_id, count(*) AS n FROM inserted GROUP BY notification_id
+        """
+}

@@ -1,0 +1,260 @@
+import DeliveryCore
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// Small notifications expanded in bulk (docs/targets.md, "Small notifications in bulk") against a real PostgreSQL.
+@Suite("Small notifications expanded in bulk")
+struct SmallNotificationExpansionTests {
+    /// `count` subscriptions of `seed`'s app, each with its own user `user-<n>`, in creation order.
+    static func subscribers(_ seed: Seed, _ count: Int, platform: String = "ios") throws -> [UUID] {
+        try (0..<count).map { index in
+            try seed.subscription(user: try seed.user("user-\(platform)-\(index)"), platform: platform)
+        }
+    }
+
+    static func oneDevice(_ seed: Seed, _ subscription: UUID) throws -> UUID {
+        try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription.uuidString.lowercased())"]}"#)
+    }
+
+    /// deliveries per notification, and the notifications' status and targeted_count.
+    static func outcome(_ seed: Seed) throws -> [UUID: (status: String, targeted: String?, deliveries: Int, reason: String?)] {
+        var result: [UUID: (status: String, targeted: String?, deliveries: Int, reason: String?)] = [:]
+        for row in try seed.connection.query(
+            """
+            SELECT n.id, n.status, n.targeted_count, n.status_reason,
+                   (SELECT count(*) FROM deliveries d WHERE d.notification_id = n.id) AS deliveries
+            FROM notifications n
+            """)
+        {
+            result[try row.decode(UUID.self, "id")] = (
+                row["status"] ?? "", row["targeted_count"], try row.decode(Int.self, "deliveries"), row["status_reason"]
+            )
+        }
+        return result
+    }
+
+    @Test func manySmallNotificationsExpandInOneTransactionWithExactlyTheirAudience() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let devices = try Self.subscribers(seed, 120)
+                let android = try seed.subscription(user: try seed.user("two-devices"), platform: "android")
+                let iosOfSameUser = try seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, user_id, platform, token) SELECT app_id, user_id, 'ios', 'ab' FROM
+                    subscriptions WHERE id = $1 RETURNING id
+                    """, [android])[0].decode(UUID.self, "id")
+                let small = try devices.map { try Self.oneDevice(seed, $0) }
+                // External ids (two devices of one user), a platform narrowing, an unknown id, a listed duplicate.
+                let byUser = try seed.notification(target: #"{"include_external_ids": ["two-devices", "nobody"]}"#)
+                let onlyAndroid = try seed.notification(
+                    target: #"{"include_external_ids": ["two-devices"], "platforms": ["android"]}"#)
+                let duplicate = try seed.notification(
+                    target: #"{"include_subscription_ids": ["\#(devices[0])", "\#(devices[0])", "\#(UUID())"]}"#)
+                // Not small: a broadcast and a refused target are not taken (the refused one fails in the pass).
+                let broadcast = try seed.notification(target: #"{"all": true}"#)
+                let refused = try seed.notification(target: #"{"include_subscription_ids": ["not-a-uuid"]}"#)
+
+                var suspects = ExpansionSuspects()
+                let pass = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                #expect(pass.picked == small.count + 4)
+                #expect(pass.transactions == 1)
+                #expect(pass.expanded == small.count + 3)
+                #expect(pass.failed.map(\.notificationID) == [refused])
+                #expect(!pass.fellBack)
+                let outcome = try Self.outcome(seed)
+                for (index, id) in small.enumerated() {
+                    #expect(outcome[id]?.status == "expanded")
+                    #expect(outcome[id]?.deliveries == 1)
+                    #expect(outcome[id]?.targeted == "1")
+                    let reached = try seed.connection.query(
+                        "SELECT subscription_id, priority FROM deliveries WHERE notification_id = $1", [id])
+                    #expect(try reached.first?.decode(UUID.self, "subscription_id") == devices[index])
+                    // Listed forms are claimed ahead of broadcasts of the same urgency.
+                    #expect(reached.first?["priority"] == "6")
+                }
+                let reachedByUser = Set(
+                    try seed.connection.query("SELECT subscription_id FROM deliveries WHERE notification_id = $1", [byUser])
+                        .map { try $0.decode(UUID.self, "subscription_id") })
+                #expect(reachedByUser == [android, iosOfSameUser])
+                #expect(outcome[byUser]?.targeted == "2")
+                #expect(outcome[onlyAndroid]?.deliveries == 1)
+                #expect(outcome[duplicate]?.deliveries == 1)
+                #expect(outcome[duplicate]?.targeted == "1")
+                #expect(outcome[refused]?.status == "failed")
+                #expect(outcome[refused]?.reason?.hasPrefix("invalid_target:") == true)
+                #expect(outcome[broadcast]?.status == "pending")
+                // Nothing small is left; a second pass picks nothing and the broadcast goes the chunked way.
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                let next = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                #expect(next == .expanded(notificationID: broadcast, created: devices.count + 2))
+            }
+        }
+    }
+
+    @Test func theBatchSizeBoundsAPassAndTheRestFollowOldestFirst() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let devices = try Self.subscribers(seed, 7)
+                let small = try devices.map { try Self.oneDevice(seed, $0) }
+                var suspects = ExpansionSuspects()
+                var passes: [Int] = []
+                while true {
+                    let pass = try QueueStore.expandSmallNotifications(on: seed.connection, limit: 3, suspects: &suspects)
+                    if pass.picked == 0 { break }
+                    passes.append(pass.expanded)
+                    #expect(pass.transactions == 1)
+                }
+                #expect(passes == [3, 3, 1])
+                let order = try seed.connection.query("SELECT id FROM notifications ORDER BY expanded_at, expansion_touched_at")
+                    .map { try $0.decode(UUID.self, "id") }
+                #expect(Array(order.prefix(3)).sorted { $0.uuidString < $1.uuidString } == Array(small.prefix(3)).sorted { $0.uuidString < $1.uuidString })
+            }
+        }
+    }
+
+    /// A statement of the pass fails on one notification's data (a trigger raising 22003 for it): the pass is
+    /// rolled back and redone one at a time, so the others expand at once and the poisoned one is set aside,
+    /// then failed on evidence with its SQLSTATE on its next try.
+    @Test func aPoisonedNotificationAmongSmallOnesFailsAloneAndTheOthersExpand() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let devices = try Self.subscribers(seed, 20)
+                let small = try devices.map { try Self.oneDevice(seed, $0) }
+                let poisoned = small[7]
+                try seed.poisonDeliveries(
+                    before: "INSERT",
+                    """
+                    IF NEW.notification_id = '\(poisoned)' THEN
+                        RAISE EXCEPTION 'value out of range' USING ERRCODE = '22003';
+                    END IF;
+                    """)
+                var suspects = ExpansionSuspects()
+                let pass = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                #expect(pass.fellBack)
+                #expect(pass.picked == 20)
+                #expect(pass.expanded == 19)
+                #expect(pass.setAside == [poisoned])
+                #expect(pass.failed.isEmpty)
+                var outcome = try Self.outcome(seed)
+                for id in small where id != poisoned {
+                    #expect(outcome[id]?.status == "expanded")
+                    #expect(outcome[id]?.deliveries == 1)
+                }
+                #expect(outcome[poisoned]?.status == "pending")
+                // No longer small (touched): the chunked path takes it and convicts it.
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                let next = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                guard case .failed(poisoned, let reason)? = next else {
+                    Issue.record("expected the poisoned notification to fail, got \(String(describing: next))")
+                    return
+                }
+                #expect(reason.hasPrefix("data_exception: SQLSTATE 22003"))
+                outcome = try Self.outcome(seed)
+                #expect(outcome[poisoned]?.status == "failed")
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "19")
+            }
+        }
+    }
+
+    /// The expand loop's order of calls: a bulk pass, then one chunk of anything else. A broadcast in flight
+    /// still gets a chunk after every pass although small notifications keep arriving, and every small one
+    /// created during the broadcast is expanded before the broadcast's next chunk.
+    @Test func aBroadcastAndAStreamOfSmallNotificationsInterleave() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let devices = try Self.subscribers(seed, 10)
+                let broadcast = try seed.notification(target: #"{"all": true}"#)
+                var suspects = ExpansionSuspects()
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 2, suspects: &suspects)
+                        == .expanding(notificationID: broadcast, created: 2))
+                var broadcastChunks = 1
+                var round = 0
+                while true {
+                    round += 1
+                    // Two new small notifications per round, created before the pass...
+                    let arrived = try devices.prefix(2).map { try Self.oneDevice(seed, $0) }
+                    let pass = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    // (with the two that arrived after the previous pass)
+                    #expect(pass.expanded == (round == 1 ? 2 : 4))
+                    // ...and two more right after it: the broadcast's chunk still comes first.
+                    let late = try devices.suffix(2).map { try Self.oneDevice(seed, $0) }
+                    let chunk = try QueueStore.expandNext(on: seed.connection, chunkSize: 2, suspects: &suspects, pick: .skippingSmall)
+                    let outcome = try Self.outcome(seed)
+                    for id in arrived { #expect(outcome[id]?.status == "expanded") }
+                    for id in late { #expect(outcome[id]?.status == "pending") }
+                    switch chunk {
+                    case .expanding(broadcast, _)?: broadcastChunks += 1
+                    case .expanded(broadcast, _)?:
+                        broadcastChunks += 1
+                        #expect(broadcastChunks == 6)
+                        #expect(round == 5)
+                        #expect(try Self.outcome(seed)[broadcast]?.deliveries == devices.count)
+                        return
+                    default:
+                        Issue.record("round \(round): expected a chunk of the broadcast, got \(String(describing: chunk))")
+                        return
+                    }
+                    if round > 10 {
+                        Issue.record("the broadcast does not finish")
+                        return
+                    }
+                }
+            }
+        }
+    }
+
+    /// Migration 0008 replaced the foreign key deliveries.subscription_id by a statement-level trigger: deleting
+    /// subscriptions (directly, or through their app) still deletes their queued deliveries.
+    @Test func deletingSubscriptionsStillDeletesTheirQueuedDeliveries() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let devices = try Self.subscribers(seed, 3)
+                for device in devices { _ = try Self.oneDevice(seed, device) }
+                let other = try Seed(url)
+                try other.app()
+                _ = try Self.oneDevice(other, try other.subscription())
+                var suspects = ExpansionSuspects()
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 4)
+                _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [devices[0]])
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "3")
+                _ = try seed.connection.query("DELETE FROM apps WHERE id = $1", [seed.appID])
+                let left = try seed.connection.query("SELECT app_id FROM deliveries")
+                #expect(try left.map { try $0.decode(UUID.self, "app_id") } == [other.appID])
+            }
+        }
+    }
+
+    /// The race the foreign key used to close (a delivery inserted while its subscription is deleted) leaves a
+    /// delivery without its subscription: it is claimed as status `deleted` (the send pipeline skips it as
+    /// subscription_inactive), never leased again and again unseen.
+    @Test func aDeliveryWhoseSubscriptionIsGoneIsClaimedAsDeleted() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                let gone = UUID()
+                _ = try seed.connection.query(
+                    "INSERT INTO deliveries (notification_id, subscription_id, app_id) VALUES ($1, $2, $3)",
+                    [notification, gone, seed.appID])
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 60, workerID: "test")
+                #expect(claimed.count == 1)
+                #expect(claimed.first?.subscriptionID == gone)
+                #expect(claimed.first?.subscriptionStatus == "deleted")
+            }
+        }
+    }
+}
