@@ -13,6 +13,9 @@ enum Help {
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
               preview    show what one device would get: decision + exact provider request (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
+              status [--json]
+                         the fleet as the database sees it: queue depth and lag per provider, leases per
+                         worker, sends and failures per minute, expansions, paused channels (docs/status.md)
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions

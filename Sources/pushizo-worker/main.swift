@@ -27,6 +27,8 @@ do {
             FileHandle.standardError.write(Data("pushizo-worker preview: \(error)\n".utf8))
             exit(2)
         }
+    case "status":
+        try StatusCommand.main(environment: environment, arguments: rest)
     case "check":
         try await CheckCommand.main(environment: environment, arguments: rest)
     case "help", "--help", "-h":
