@@ -13,20 +13,34 @@ public struct FleetStatusSchemaError: Error, Sendable, Equatable, CustomStringCo
 
 /// The SQL of `pushizo-worker status`: every figure of a ``FleetStatus`` from one read-only REPEATABLE READ
 /// snapshot, by queries PostgreSQL answers from indexes (docs/status.md lists each with its plan). Nothing here
-/// scans a whole large table: counts stop at ``countLimit`` and are estimated beyond it, the queue's split by
-/// provider comes from a sample once it is larger than ``exactSplitLimit``, and event counts come from a range
+/// scans a whole large table: counts stop at ``Limits/countLimit`` and are estimated beyond it, the queue's split by
+/// provider comes from a sample once it is larger than ``Limits/exactSplitLimit``, and event counts come from a range
 /// of `delivery_events.id` found by binary search (ids grow with `at`, which is the writing transaction's
-/// `now()`), sampled once the range holds more than ``countLimit`` events.
+/// `now()`), sampled once the range holds more than ``Limits/countLimit`` events.
 public enum FleetStatusStore {
-    /// Counts stop after this many rows (each such count reads at most this many index entries).
-    public static let countLimit: Int64 = 100_000
-    /// A queue state with at most this many rows is split by provider exactly (one subscription lookup per
-    /// row); a larger one from a sample.
-    public static let exactSplitLimit: Int64 = 20_000
-    /// Rows the provider-split sample aims at (`TABLESAMPLE SYSTEM`, whole pages).
-    public static let sampleRows: Double = 3_000
-    /// Events looked up per window, evenly spaced by id, when the last 16 minutes hold more than ``countLimit``.
-    public static let eventSamples: Int64 = 1_000
+    /// How much each figure may read before it is estimated instead (docs/status.md, "Estimates").
+    public struct Limits: Sendable {
+        /// Counts stop after this many rows (each such count reads at most this many index entries).
+        public var countLimit: Int64
+        /// A queue state with at most this many rows is split by provider exactly (one subscription lookup
+        /// per row); a larger one from a sample.
+        public var exactSplitLimit: Int64
+        /// Rows the provider-split sample aims at (`TABLESAMPLE SYSTEM`, whole pages).
+        public var sampleRows: Double
+        /// Events looked up per window, evenly spaced by id, when the last 16 minutes hold more than
+        /// ``countLimit`` events.
+        public var eventSamples: Int64
+
+        public init(countLimit: Int64, exactSplitLimit: Int64, sampleRows: Double, eventSamples: Int64) {
+            self.countLimit = countLimit
+            self.exactSplitLimit = exactSplitLimit
+            self.sampleRows = sampleRows
+            self.eventSamples = eventSamples
+        }
+
+        /// What `pushizo-worker status` uses: 100,000 / 20,000 / 3,000 / 1,000.
+        public static let standard = Limits(countLimit: 100_000, exactSplitLimit: 20_000, sampleRows: 3_000, eventSamples: 1_000)
+    }
     /// Expanding notifications listed.
     public static let listedNotifications = 20
     /// Worker ids and paused channels listed.
@@ -57,7 +71,7 @@ public enum FleetStatusStore {
     /// Reads a snapshot.
     /// - Throws: ``FleetStatusSchemaError`` when a table or column is missing (nothing else is read then),
     ///   ``PostgresError`` from the database (including `statement_timeout`, 10 s per statement).
-    public static func read(on connection: PostgresConnection) throws -> FleetStatus {
+    public static func read(on connection: PostgresConnection, limits: Limits = .standard) throws -> FleetStatus {
         let missing = try missingSchema(on: connection)
         guard missing.isEmpty else { throw FleetStatusSchemaError(missing: missing) }
         return try connection.transaction { connection in
@@ -72,10 +86,10 @@ public enum FleetStatusStore {
                 notes.append("index \(leaseIndex) is missing (migration 0009_status_lease_index.sql): leases were counted by scanning the queue; run `pushizo-worker migrate`")
             }
             let leases = try readLeases(on: connection)
-            let queue = try readQueue(on: connection, now: now, leases: leases, notes: &notes)
+            let queue = try readQueue(on: connection, now: now, leases: leases, limits: limits, notes: &notes)
             return FleetStatus(
-                takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection),
-                expansion: try readExpansion(on: connection), pausedChannels: try readPausedChannels(on: connection),
+                takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits),
+                expansion: try readExpansion(on: connection, limits: limits), pausedChannels: try readPausedChannels(on: connection),
                 notes: notes)
         }
     }
@@ -141,7 +155,8 @@ public enum FleetStatusStore {
     }
 
     static func readQueue(
-        on connection: PostgresConnection, now: Date, leases: [FleetStatus.WorkerLeases], notes: inout [String]
+        on connection: PostgresConnection, now: Date, leases: [FleetStatus.WorkerLeases], limits: Limits,
+        notes: inout [String]
     ) throws -> FleetStatus.Queue {
         // The distinct priorities (a handful) by a loose index scan of deliveries_claim_order, so each count
         // below is a range of that index (priority = ANY(...) AND run_at <= / > now()).
@@ -156,7 +171,7 @@ public enum FleetStatusStore {
             SELECT priority FROM p WHERE priority IS NOT NULL
             """
         ).map { try $0.decode(Int64.self, "priority") }
-        let bound = countLimit + 1
+        let bound = limits.countLimit + 1
         let row = try connection.query(
             """
             SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries d
@@ -172,8 +187,8 @@ public enum FleetStatusStore {
         let oldestDue = try row.decodeIfPresent(Date.self, "oldest_due")
         let leased = leases.reduce(0) { $0 + $1.leased }
         let expired = leases.reduce(0) { $0 + $1.expired }
-        let dueExact = dueCounted <= countLimit
-        let futureExact = futureCounted <= countLimit
+        let dueExact = dueCounted <= limits.countLimit
+        let futureExact = futureCounted <= limits.countLimit
 
         // The split by provider: exact for small states, from a sample of pages for large ones.
         var counts: [QueueState: [String: Int64]] = [:]
@@ -185,11 +200,11 @@ public enum FleetStatusStore {
         ]
         var estimatedRows: Double = 0
         for state in QueueState.allCases {
-            if let exact = exactCounts[state] ?? nil, exact <= exactSplitLimit {
+            if let exact = exactCounts[state] ?? nil, exact <= limits.exactSplitLimit {
                 counts[state] = exact == 0 ? [:] : try exactSplit(on: connection, state: state, priorities: priorities)
             } else if sample == nil {
                 estimatedRows = try plannerRows(on: connection, "SELECT 1 FROM deliveries")
-                sample = try sampleSplit(on: connection, estimatedRows: estimatedRows)
+                sample = try sampleSplit(on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows)
             }
         }
         let sampled = sample ?? [:]
@@ -204,8 +219,8 @@ public enum FleetStatusStore {
             return .estimate(max(floor + 1, Int64((estimatedRows * fraction).rounded())), countedAtLeast: floor)
         }
         let totals: [QueueState: FleetStatus.Figure] = [
-            .due: total(.due, floor: countLimit),
-            .deferred: total(.deferred, floor: max(0, countLimit - leased)),
+            .due: total(.due, floor: limits.countLimit),
+            .deferred: total(.deferred, floor: max(0, limits.countLimit - leased)),
             .leased: .exact(leased),
         ]
         func perProvider(_ state: QueueState, _ provider: String) -> FleetStatus.Figure {
@@ -221,7 +236,7 @@ public enum FleetStatusStore {
         providerNames += seen.subtracting(providers).sorted()
         if sample != nil {
             notes.append(
-                "the queue's split by provider is estimated from a sample of \(sampleSize) rows; totals over \(countLimit) are estimated from the planner's row count")
+                "the queue's split by provider is estimated from a sample of \(sampleSize) rows; totals over \(limits.countLimit) are estimated from the planner's row count")
         }
         return FleetStatus.Queue(
             due: totals[.due]!, deferred: totals[.deferred]!, leased: totals[.leased]!,
@@ -255,7 +270,7 @@ public enum FleetStatusStore {
     }
 
     /// A `TABLESAMPLE SYSTEM` sample of about ``sampleRows`` rows, counted per state and provider.
-    static func sampleSplit(on connection: PostgresConnection, estimatedRows: Double) throws
+    static func sampleSplit(on connection: PostgresConnection, estimatedRows: Double, sampleRows: Double) throws
         -> [QueueState: [String: Int64]]
     {
         let percent = min(100, max(0.0001, 100 * sampleRows / max(estimatedRows, 1)))
@@ -295,9 +310,9 @@ public enum FleetStatusStore {
 
     // MARK: Events
 
-    /// Event counts per window: exact when the last 16 minutes hold at most ``countLimit`` events; else, per
-    /// window, from ``eventSamples`` events evenly spaced by id from the window's first id on.
-    static func readEvents(on connection: PostgresConnection) throws -> [FleetStatus.EventWindow] {
+    /// Event counts per window: exact when the last 16 minutes hold at most ``Limits/countLimit`` events; else, per
+    /// window, from ``Limits/eventSamples`` events evenly spaced by id from the window's first id on.
+    static func readEvents(on connection: PostgresConnection, limits: Limits) throws -> [FleetStatus.EventWindow] {
         let zero = windows.map { FleetStatus.EventWindow(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0)) }
         let range = try connection.query("SELECT min(id) AS low, max(id) AS high FROM delivery_events")[0]
         guard let low = try range.decodeIfPresent(Int64.self, "low"), let high = try range.decodeIfPresent(Int64.self, "high")
@@ -324,7 +339,7 @@ public enum FleetStatusStore {
                 events.map { "count(*) FILTER (WHERE event = '\($0)' AND at > now() - interval '\(minutes) minutes') AS \($0)_\(minutes)" }
             }.joined(separator: ", ")
         }
-        if high - start + 1 <= countLimit {
+        if high - start + 1 <= limits.countLimit {
             let row = try connection.query(
                 "SELECT \(selections(windows)) FROM delivery_events WHERE id >= $1 AND id <= $2", [start, high])[0]
             return try windows.map { minutes in
@@ -342,7 +357,7 @@ public enum FleetStatusStore {
                 result.append(FleetStatus.EventWindow(minutes: minutes, sent: .exact(0), failed: .exact(0), retrying: .exact(0)))
                 continue
             }
-            let samples = min(span, eventSamples)
+            let samples = min(span, limits.eventSamples)
             let step = Double(span) / Double(samples)
             // An array of ids (not `IN (subquery)`, which the planner hashes first): one index probe per id.
             let row = try connection.query(
@@ -389,8 +404,8 @@ public enum FleetStatusStore {
 
     // MARK: Expansion
 
-    static func readExpansion(on connection: PostgresConnection) throws -> FleetStatus.Expansion {
-        let bound = countLimit + 1
+    static func readExpansion(on connection: PostgresConnection, limits: Limits) throws -> FleetStatus.Expansion {
+        let bound = limits.countLimit + 1
         let counts = try connection.query(
             """
             SELECT (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'pending' LIMIT $1) x) AS pending,
@@ -398,7 +413,7 @@ public enum FleetStatusStore {
             """, [bound])[0]
         func figure(_ column: String) throws -> FleetStatus.Figure {
             let counted = try counts.decode(Int64.self, column)
-            return counted > countLimit ? .estimate(counted, countedAtLeast: countLimit) : .exact(counted)
+            return counted > limits.countLimit ? .estimate(counted, countedAtLeast: limits.countLimit) : .exact(counted)
         }
         // The app's first and last active subscription ids (ends of subscriptions_app_active) frame the cursor.
         let rows = try connection.query(
