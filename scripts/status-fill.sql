@@ -10,6 +10,15 @@
 \set rows 1000000
 \endif
 SET synchronous_commit = off;
+SET maintenance_work_mem = '512MB';
+-- Bulk load without indexes (random-UUID keys would make every insert a random index write), rebuilt after.
+-- The foreign keys of deliveries are left off: this database only serves measuring.
+ALTER TABLE deliveries DROP CONSTRAINT deliveries_subscription_id_fkey, DROP CONSTRAINT deliveries_notification_id_fkey,
+    DROP CONSTRAINT deliveries_once_per_subscription, DROP CONSTRAINT deliveries_pkey;
+DROP INDEX deliveries_claim_order, deliveries_subscription, deliveries_leased, subscriptions_app_active;
+ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_pkey;
+ALTER TABLE delivery_events DROP CONSTRAINT delivery_events_pkey;
+DROP INDEX delivery_events_notification, delivery_events_subscription_at;
 INSERT INTO apps (id, name) SELECT ('00000000-0000-4000-8000-00000000000' || i)::uuid, 'app' || i FROM generate_series(1, 3) i;
 INSERT INTO subscriptions (id, app_id, platform, token)
 SELECT gen_random_uuid(), ('00000000-0000-4000-8000-00000000000' || (1 + i % 3))::uuid,
@@ -36,4 +45,14 @@ SELECT now() - interval '30 minutes' + (i::float8 / (:rows / 10)) * interval '30
 FROM generate_series(1, :rows / 10) i;
 INSERT INTO app_channels (app_id, provider, paused_until, paused_reason)
 VALUES ('00000000-0000-4000-8000-000000000002', 'fcm', now() + interval '4 minutes', 'credentials_refused: invalid_grant');
+ALTER TABLE subscriptions ADD PRIMARY KEY (id);
+CREATE INDEX subscriptions_app_active ON subscriptions (app_id, id) WHERE status = 'active';
+ALTER TABLE deliveries ADD PRIMARY KEY (id),
+    ADD CONSTRAINT deliveries_once_per_subscription UNIQUE (notification_id, subscription_id);
+CREATE INDEX deliveries_claim_order ON deliveries (priority DESC, run_at);
+CREATE INDEX deliveries_subscription ON deliveries (subscription_id);
+CREATE INDEX deliveries_leased ON deliveries (leased_by, run_at) WHERE leased_by IS NOT NULL;
+ALTER TABLE delivery_events ADD PRIMARY KEY (id);
+CREATE INDEX delivery_events_notification ON delivery_events (notification_id, subscription_id);
+CREATE INDEX delivery_events_subscription_at ON delivery_events (subscription_id, at);
 VACUUM ANALYZE;

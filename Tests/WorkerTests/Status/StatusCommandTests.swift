@@ -38,7 +38,36 @@ struct StatusCommandTests {
     static let app = "00000000-0000-4000-8000-0000000000a1"
     static let hostileWorker = "w-2\u{1B}[31m"
 
-    /// A queue in known states (README of the test: figures below), all instants relative to `now()`.
+    /// The seeded events: how long before the seed's `now()` and which. Right after seeding, the windows hold
+    /// 1 min: sent 3; 5 min: sent 3, failed 1; 15 min: sent 3, failed 1, retrying 2 (one `sent` is older still,
+    /// `skipped` is not shown); a test run late (a loaded machine) expects what its own delay leaves in them.
+    static let events: [(secondsAgo: Double, event: String)] = [
+        (1200, "sent"), (700, "retrying"), (690, "retrying"), (180, "failed"), (30, "sent"), (20, "sent"), (10, "sent"),
+        (5, "skipped"),
+    ]
+
+    /// What the windows hold `delay` seconds after seeding, per window: (sent, failed, retrying).
+    static func expectedEvents(delay: Double) -> [(sent: Int64, failed: Int64, retrying: Int64)] {
+        FleetStatusStore.windows.map { minutes in
+            let inside = events.filter { $0.secondsAgo + delay < Double(minutes * 60) }
+            func count(_ event: String) -> Int64 { Int64(inside.filter { $0.event == event }.count) }
+            return (count("sent"), count("failed"), count("retrying"))
+        }
+    }
+
+    /// The text's event lines for a run `delay` seconds after seeding.
+    static func expectedEventLines(delay: Double) -> [String] {
+        let expected = expectedEvents(delay: delay)
+        let minutes = FleetStatusStore.windows
+        func line(_ name: String, _ value: ((sent: Int64, failed: Int64, retrying: Int64)) -> Int64) -> String {
+            ([name] + zip(expected, minutes).map { FleetStatusRenderer.perMinute(.exact(value($0)), $1) })
+                .joined(separator: " ")
+        }
+        return [line("sent", \.sent), line("failed", \.failed), line("retrying", \.retrying)]
+    }
+
+    /// A queue in known states (figures in the test), instants relative to the seed's `now()`: the oldest due
+    /// delivery is 600 s old then, so a run's lag tells how long after seeding it ran.
     static func seed(_ connection: PostgresConnection) throws {
         try connection.execute(
             """
@@ -66,17 +95,15 @@ struct StatusCommandTests {
                 ('a0000000-0000-4000-8000-000000000001', '20000000-0000-4000-8000-000000000002', '\(app)', now() - interval '1 minute', NULL),
                 ('a0000000-0000-4000-8000-000000000001', '40000000-0000-4000-8000-000000000004', '\(app)', now() - interval '30 seconds', NULL),
                 ('a0000000-0000-4000-8000-000000000001', '60000000-0000-4000-8000-000000000006', '\(app)', now() - interval '5 seconds', 'w-dead'),
-                ('a0000000-0000-4000-8000-000000000001', '30000000-0000-4000-8000-000000000003', '\(app)', now() + interval '1 hour', NULL),
-                ('a0000000-0000-4000-8000-000000000001', 'f0000000-0000-4000-8000-000000000007', '\(app)', now() + interval '1 hour', NULL),
-                ('a0000000-0000-4000-8000-000000000002', '10000000-0000-4000-8000-000000000001', '\(app)', now() + interval '100 seconds', 'w-1'),
-                ('a0000000-0000-4000-8000-000000000001', '50000000-0000-4000-8000-000000000005', '\(app)', now() + interval '50 seconds', 'w-1'),
-                ('a0000000-0000-4000-8000-000000000002', '20000000-0000-4000-8000-000000000002', '\(app)', now() + interval '70 seconds', 'w-2' || chr(27) || '[31m');
-            -- Events in the order workers write them (ids grow with at): 15 min: sent 3, failed 1, retrying 2;
-            -- 5 min: sent 3, failed 1; 1 min: sent 3. One older sent event is outside every window.
+                ('a0000000-0000-4000-8000-000000000001', '30000000-0000-4000-8000-000000000003', '\(app)', now() + interval '2 hours', NULL),
+                ('a0000000-0000-4000-8000-000000000001', 'f0000000-0000-4000-8000-000000000007', '\(app)', now() + interval '2 hours', NULL),
+                ('a0000000-0000-4000-8000-000000000002', '10000000-0000-4000-8000-000000000001', '\(app)', now() + interval '100 minutes', 'w-1'),
+                ('a0000000-0000-4000-8000-000000000001', '50000000-0000-4000-8000-000000000005', '\(app)', now() + interval '50 minutes', 'w-1'),
+                ('a0000000-0000-4000-8000-000000000002', '20000000-0000-4000-8000-000000000002', '\(app)', now() + interval '70 minutes', 'w-2' || chr(27) || '[31m');
+            -- Events in the order workers write them (ids grow with at), ``events`` seconds before now().
             INSERT INTO delivery_events (at, app_id, notification_id, event)
             SELECT now() - offset_seconds * interval '1 second', '\(app)', 'a0000000-0000-4000-8000-000000000001', event
-            FROM (VALUES (1200, 'sent'), (600, 'retrying'), (590, 'retrying'), (180, 'failed'), (30, 'sent'), (20, 'sent'),
-                         (10, 'sent'), (5, 'skipped')) AS e(offset_seconds, event)
+            FROM (VALUES \(events.map { "(\($0.secondsAgo), '\($0.event)')" }.joined(separator: ", "))) AS e(offset_seconds, event)
             ORDER BY offset_seconds DESC;
             INSERT INTO app_channels (app_id, provider, paused_until, paused_reason) VALUES
                 ('\(app)', 'fcm', now() + interval '1 hour', 'credentials_refused: invalid_grant'),
@@ -97,12 +124,24 @@ struct StatusCommandTests {
             for expected in [
                 "queue due deferred leased", "apns 2 1 2", "fcm 1 0 1", "webpush 1 0 0", "other 0 1 0", "total 4 2 3",
                 "expired leases: 1 (due again: their workers stopped before completing them)",
-                "events per minute last 1 min last 5 min last 15 min", "sent 3 0.6 0.2", "failed 0 0.2 0.1",
-                "retrying 0 0 0.1", "expansion: 1 expanding, 1 pending", "paused channels: 1",
+                "events per minute last 1 min last 5 min last 15 min", "expansion: 1 expanding, 1 pending",
+                "paused channels: 1",
             ] {
                 #expect(lines.contains(expected), "missing \"\(expected)\" in:\n\(text)")
             }
-            #expect(lines.contains { $0.hasPrefix("lag: 10m 0s") || $0.hasPrefix("lag: 10m 1s") || $0.hasPrefix("lag: 10m 2s") }, "\(text)")
+            // The lag line says how many whole seconds after seeding this ran; the event lines must be what that
+            // delay leaves in the windows (unless an event sits within that second of a window's edge).
+            let lagLine = try #require(lines.first { $0.hasPrefix("lag: ") }, "\(text)")
+            let lagMatch = try #require(lagLine.firstMatch(of: #/^lag: (?:(\d+)h )?(\d+)m (\d+)s \(oldest due delivery due since /#), "\(lagLine)")
+            let hours: Int = lagMatch.1.flatMap { Int($0) } ?? 0
+            let minutes: Int = Int(lagMatch.2) ?? 0
+            let seconds: Int = Int(lagMatch.3) ?? 0
+            let textLag = Double(hours * 3_600 + minutes * 60 + seconds)
+            #expect(textLag >= 600, "\(lagLine)")
+            let earliest = Self.expectedEventLines(delay: textLag - 600)
+            if earliest == Self.expectedEventLines(delay: textLag - 599.001) {
+                for expected in earliest { #expect(lines.contains(expected), "missing \"\(expected)\" in:\n\(text)") }
+            }
             #expect(lines.contains { $0.hasPrefix("w-1 2 ") && $0.hasSuffix(" 0") }, "\(text)")
             #expect(lines.contains { $0.hasPrefix("w-dead 0 - 1") }, "\(text)")
             // The escape from the database is shown, not sent to the terminal.
@@ -128,16 +167,22 @@ struct StatusCommandTests {
             #expect(queue.providers.map(\.leased) == [.exact(2), .exact(1), .exact(0), .exact(0)])
             #expect(queue.expiredLeases == 1)
             let lag = try #require(queue.lagSeconds)
-            #expect(lag >= 600 && lag < 660)
+            #expect(lag >= 600 && lag < 1_200)
+            let delay = lag - 600
             #expect(snapshot.leases.map(\.workerID) == ["w-1", Self.hostileWorker, "w-dead"])
             #expect(snapshot.leases.map(\.leased) == [2, 1, 0])
             #expect(snapshot.leases.map(\.expired) == [0, 0, 1])
             let w1Expiry = try #require(snapshot.leases[0].oldestLeaseExpiresAt)
-            #expect(w1Expiry.timeIntervalSince(snapshot.takenAt) > 40 && w1Expiry.timeIntervalSince(snapshot.takenAt) <= 50)
+            // JSON instants are whole seconds.
+            #expect(abs(w1Expiry.timeIntervalSince(snapshot.takenAt) - (3_000 - delay)) < 2)
             #expect(snapshot.events.map(\.minutes) == [1, 5, 15])
-            #expect(snapshot.events.map(\.sent) == [.exact(3), .exact(3), .exact(3)])
-            #expect(snapshot.events.map(\.failed) == [.exact(0), .exact(1), .exact(1)])
-            #expect(snapshot.events.map(\.retrying) == [.exact(0), .exact(0), .exact(2)])
+            let expected = Self.expectedEvents(delay: delay)
+            #expect(snapshot.events.map(\.sent) == expected.map { .exact($0.sent) })
+            #expect(snapshot.events.map(\.failed) == expected.map { .exact($0.failed) })
+            #expect(snapshot.events.map(\.retrying) == expected.map { .exact($0.retrying) })
+            if delay < 5 {
+                #expect(expected.map(\.sent) == [3, 3, 3] && expected.map(\.failed) == [0, 1, 1] && expected.map(\.retrying) == [0, 0, 2])
+            }
             #expect(snapshot.expansion.pending == .exact(1) && snapshot.expansion.expanding == .exact(1))
             let expanding = try #require(snapshot.expansion.notifications.first)
             #expect(expanding.expanded == 40 && expanding.audienceEstimate == 93)
@@ -284,5 +329,12 @@ struct StatusCommandTests {
             // 43 events in the last 16 minutes > 3: sampled per window, every id looked up (samples >= span).
             #expect(snapshot.events.map(\.sent) == [.exact(43), .exact(43), .exact(43)])
         }
+    }
+}
+
+extension StatusCommandTests {
+    @Test func helpListsTheCommand() async throws {
+        let text = try await HelpTests.helpText()
+        #expect(text.contains("status [--json]"))
     }
 }
