@@ -86,7 +86,18 @@ public enum FleetStatusStore {
                 notes.append("index \(leaseIndex) is missing (migration 0009_status_lease_index.sql): leases were counted by scanning the queue; run `pushizo-worker migrate`")
             }
             let leases = try readLeases(on: connection)
-            let queue = try readQueue(on: connection, now: now, leases: leases, limits: limits, notes: &notes)
+            // The totals apart from the list, which stops at listedRows workers.
+            let leaseTotals = try connection.query(
+                """
+                SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
+                FROM deliveries WHERE leased_by IS NOT NULL
+                """)[0]
+            if leases.count == listedRows {
+                notes.append("only the first \(listedRows) worker ids (by name) are listed")
+            }
+            let queue = try readQueue(
+                on: connection, now: now, leased: try leaseTotals.decode(Int64.self, "leased"),
+                expired: try leaseTotals.decode(Int64.self, "expired"), limits: limits, notes: &notes)
             return FleetStatus(
                 takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits),
                 expansion: try readExpansion(on: connection, limits: limits), pausedChannels: try readPausedChannels(on: connection),
@@ -155,7 +166,7 @@ public enum FleetStatusStore {
     }
 
     static func readQueue(
-        on connection: PostgresConnection, now: Date, leases: [FleetStatus.WorkerLeases], limits: Limits,
+        on connection: PostgresConnection, now: Date, leased: Int64, expired: Int64, limits: Limits,
         notes: inout [String]
     ) throws -> FleetStatus.Queue {
         // The distinct priorities (a handful) by a loose index scan of deliveries_claim_order, so each count
@@ -185,8 +196,6 @@ public enum FleetStatusStore {
         let dueCounted = try row.decode(Int64.self, "due")
         let futureCounted = try row.decode(Int64.self, "future")
         let oldestDue = try row.decodeIfPresent(Date.self, "oldest_due")
-        let leased = leases.reduce(0) { $0 + $1.leased }
-        let expired = leases.reduce(0) { $0 + $1.expired }
         let dueExact = dueCounted <= limits.countLimit
         let futureExact = futureCounted <= limits.countLimit
 
