@@ -15,6 +15,9 @@ enum Help {
               check      validate configuration, reach the database, report pending migrations and channels
               maintain   data lifecycle now: create event partitions ahead, drop those past PUSHIZO_EVENT_RETENTION,
                          prune old frequency-cap grants and finished notifications (docs/data-lifecycle.md)
+              status [--json]
+                         the fleet as the database sees it: queue depth per provider, queue lag, leases per
+                         worker, sends and failures per minute, expansions, paused channels (docs/status.md)
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions

@@ -29,6 +29,8 @@ do {
         }
     case "maintain":
         try MaintainCommand.main(environment: environment, arguments: rest)
+    case "status":
+        try StatusCommand.main(environment: environment, arguments: rest)
     case "check":
         try await CheckCommand.main(environment: environment, arguments: rest)
     case "help", "--help", "-h":

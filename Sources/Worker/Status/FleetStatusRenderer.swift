@@ -1,0 +1,202 @@
+import Foundation
+
+/// Prints a ``FleetStatus`` for a terminal (`text`) or a script (`json`). No I/O. Text from the database
+/// (worker ids, pause reasons, provider names) goes through ``TerminalText/sanitized(_:)`` and is cut to a
+/// bounded width; the JSON keeps values as stored but writes every character ``TerminalText`` considers unsafe
+/// as a `\uXXXX` escape, so it is safe on a terminal too and decodes to the stored text.
+public enum FleetStatusRenderer {
+    /// Longest worker id or pause reason printed in text (characters); longer ones end in "...".
+    public static let maximumTextWidth = 120
+
+    /// The human-readable report: one section per figure group; estimated figures are prefixed with `~`.
+    public static func text(_ status: FleetStatus) -> String {
+        var lines: [String] = []
+        lines.append("pushizo-worker status at \(instant(status.takenAt))  (~ = estimated, see docs/status.md)")
+        lines.append("")
+
+        let queue = status.queue
+        var table: [[String]] = [["queue", "due", "deferred", "leased"]]
+        for depth in queue.providers {
+            table.append(["  " + safe(depth.provider), figure(depth.due), figure(depth.deferred), figure(depth.leased)])
+        }
+        table.append(["  total", figure(queue.due), figure(queue.deferred), figure(queue.leased)])
+        lines += aligned(table, rightAligned: [1, 2, 3])
+        let floors = [("due", queue.due), ("deferred", queue.deferred)].compactMap { name, figure in
+            figure.countedAtLeast.map { "\(name) over \(grouped($0))" }
+        }
+        if !floors.isEmpty { lines.append("  counted: " + floors.joined(separator: ", ") + "; the rest estimated") }
+        if let lag = queue.lagSeconds, let oldest = queue.oldestDueAt {
+            lines.append("lag: \(duration(lag)) (oldest due delivery due since \(instant(oldest)))")
+        } else {
+            lines.append("lag: none (nothing is due)")
+        }
+        if queue.expiredLeases > 0 {
+            lines.append("expired leases: \(grouped(queue.expiredLeases)) (due again: their workers stopped before completing them)")
+        }
+        lines.append("")
+
+        if status.leases.isEmpty {
+            lines.append("leases: none")
+        } else {
+            var leases: [[String]] = [["leases by worker", "leased", "oldest lease expires", "expired"]]
+            for worker in status.leases {
+                let expiry = worker.oldestLeaseExpiresAt.map {
+                    "\(instant($0)) (in \(duration($0.timeIntervalSince(status.takenAt))))"
+                } ?? "-"
+                leases.append(["  " + safe(worker.workerID), grouped(worker.leased), expiry, grouped(worker.expired)])
+            }
+            lines += aligned(leases, rightAligned: [1, 3])
+        }
+        lines.append("")
+
+        var events: [[String]] = [["events per minute"] + status.events.map { "last \($0.minutes) min" }]
+        events.append(["  sent"] + status.events.map { perMinute($0.sent, $0.minutes) })
+        events.append(["  failed"] + status.events.map { perMinute($0.failed, $0.minutes) })
+        events.append(["  retrying"] + status.events.map { perMinute($0.retrying, $0.minutes) })
+        lines += aligned(events, rightAligned: Set(1..<(status.events.count + 1)))
+        lines.append("")
+
+        let expansion = status.expansion
+        lines.append("expansion: \(figure(expansion.expanding)) expanding, \(figure(expansion.pending)) pending")
+        for notification in expansion.notifications {
+            var line = "  notification \(notification.id.uuidString.lowercased()) (app \(notification.appID.uuidString.lowercased())): \(grouped(notification.expanded)) deliveries"
+            if let progress = notification.progress {
+                line += ", ~\(percent(progress)) of the audience"
+            }
+            if let audience = notification.audienceEstimate { line += ", ~\(grouped(audience)) expected" }
+            if let last = notification.lastChunkAt {
+                line += "; last chunk \(duration(status.takenAt.timeIntervalSince(last))) ago"
+            }
+            lines.append(line)
+        }
+        let listed = Int64(expansion.notifications.count)
+        if expansion.expanding.value > listed, listed > 0 {
+            lines.append("  (\(grouped(listed)) listed, least recently served first)")
+        }
+        lines.append("")
+
+        if status.pausedChannels.isEmpty {
+            lines.append("paused channels: none")
+        } else {
+            lines.append("paused channels: \(status.pausedChannels.count)")
+            for channel in status.pausedChannels {
+                let until = "\(instant(channel.pausedUntil)) (in \(duration(channel.pausedUntil.timeIntervalSince(status.takenAt))))"
+                lines.append(
+                    "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) until \(until): \(safe(channel.reason ?? "(no reason)"))")
+            }
+        }
+        for note in status.notes { lines.append("note: " + TerminalText.sanitized(note)) }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The JSON document (docs/status.md): sorted keys, ISO 8601 instants, `null` for absent values.
+    /// - Throws: `EncodingError` (not expected: every value is finite).
+    public static func json(_ status: FleetStatus) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        let text = String(decoding: try encoder.encode(status), as: UTF8.self)
+        // Inside JSON strings an escape decodes to the same text; outside them only the layout's line feeds
+        // and spaces stand.
+        var output = String.UnicodeScalarView()
+        var inString = false
+        var escaped = false
+        for scalar in text.unicodeScalars {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if scalar == "\\" {
+                    escaped = true
+                } else if scalar == "\"" {
+                    inString = false
+                }
+            } else if scalar == "\"" {
+                inString = true
+            }
+            if inString, TerminalText.isUnsafe(scalar) {
+                output.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
+            } else {
+                output.append(scalar)
+            }
+        }
+        return String(output) + "\n"
+    }
+
+    /// The decoder matching ``json(_:)``.
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+
+    // MARK: Pieces
+
+    static func safe(_ text: String) -> String {
+        let cut = text.count > maximumTextWidth ? String(text.prefix(maximumTextWidth)) + "..." : text
+        return TerminalText.sanitized(cut)
+    }
+
+    /// `1,234,567`.
+    static func grouped(_ value: Int64) -> String {
+        let digits = String(value.magnitude)
+        var result = ""
+        for (index, character) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
+            result.append(character)
+        }
+        return (value < 0 ? "-" : "") + result
+    }
+
+    static func figure(_ figure: FleetStatus.Figure) -> String {
+        (figure.estimated ? "~" : "") + grouped(figure.value)
+    }
+
+    /// A count over `minutes` as a rate: whole numbers plain, others with one decimal.
+    static func perMinute(_ figure: FleetStatus.Figure, _ minutes: Int) -> String {
+        let rate = Double(figure.value) / Double(max(minutes, 1))
+        let tenths = Int64((rate * 10).rounded())
+        let text = tenths % 10 == 0 ? grouped(tenths / 10) : grouped(tenths / 10) + ".\(tenths % 10)"
+        return (figure.estimated ? "~" : "") + text
+    }
+
+    static func percent(_ fraction: Double) -> String {
+        "\(Int((fraction * 100).rounded()))%"
+    }
+
+    /// `2026-12-01 02:40:12 UTC`.
+    static func instant(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        return String(
+            format: "%04d-%02d-%02d %02d:%02d:%02d UTC", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0,
+            parts.hour ?? 0, parts.minute ?? 0, parts.second ?? 0)
+    }
+
+    /// `3d 4h`, `1h 59m 50s`, `3m 58s`, `42s` (whole seconds, rounded down; negative as 0s).
+    static func duration(_ seconds: Double) -> String {
+        var rest = Int64(max(0, seconds.isFinite ? seconds : 0))
+        let days = rest / 86_400
+        rest %= 86_400
+        let hours = rest / 3_600
+        rest %= 3_600
+        let minutes = rest / 60
+        let secs = rest % 60
+        if days > 0 { return "\(days)d \(hours)h" }
+        if hours > 0 { return "\(hours)h \(minutes)m \(secs)s" }
+        if minutes > 0 { return "\(minutes)m \(secs)s" }
+        return "\(secs)s"
+    }
+
+    /// Rows padded to column widths, two spaces apart; `rightAligned` columns padded on the left.
+    static func aligned(_ rows: [[String]], rightAligned: Set<Int>) -> [String] {
+        let columns = rows.map(\.count).max() ?? 0
+        let widths = (0..<columns).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, cell in
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                return rightAligned.contains(column) ? padding + cell : cell + padding
+            }.joined(separator: "  ").replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
+        }
+    }
+}

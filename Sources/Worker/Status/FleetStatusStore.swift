@@ -1,0 +1,487 @@
+import Foundation
+import Postgres
+
+/// A database without the tables or columns `status` reads.
+public struct FleetStatusSchemaError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is missing, each as `table deliveries (migration 0001_producer_contract.sql)`.
+    public var missing: [String]
+
+    public var description: String {
+        "the database schema is incomplete: missing \(missing.joined(separator: ", ")); run `pushizo-worker migrate`"
+    }
+}
+
+/// The SQL of `pushizo-worker status`: every figure of a ``FleetStatus`` from one read-only REPEATABLE READ
+/// snapshot, by queries PostgreSQL answers from indexes (docs/status.md lists each with its plan). Nothing here
+/// scans a whole large table: counts stop at ``Limits/countLimit`` and are estimated beyond it, the queue's split by
+/// provider comes from a sample once it is larger than ``Limits/exactSplitLimit``, and event counts come from a range
+/// of `delivery_events.id` found by binary search (ids grow with `at`, which is the writing transaction's
+/// `now()`), sampled once the range holds more than ``Limits/countLimit`` events.
+public enum FleetStatusStore {
+    /// How much each figure may read before it is estimated instead (docs/status.md, "Estimates").
+    public struct Limits: Sendable {
+        /// Counts stop after this many rows (each such count reads at most this many index entries).
+        public var countLimit: Int64
+        /// A queue state with at most this many rows is split by provider exactly (one subscription lookup
+        /// per row); a larger one from a sample.
+        public var exactSplitLimit: Int64
+        /// Rows the provider-split sample aims at (`TABLESAMPLE SYSTEM`, whole pages).
+        public var sampleRows: Double
+        /// Events looked up per window, evenly spaced by id, when the last 16 minutes hold more than
+        /// ``countLimit`` events.
+        public var eventSamples: Int64
+
+        public init(countLimit: Int64, exactSplitLimit: Int64, sampleRows: Double, eventSamples: Int64) {
+            self.countLimit = countLimit
+            self.exactSplitLimit = exactSplitLimit
+            self.sampleRows = sampleRows
+            self.eventSamples = eventSamples
+        }
+
+        /// What `pushizo-worker status` uses: 100,000 / 20,000 / 3,000 / 1,000.
+        public static let standard = Limits(countLimit: 100_000, exactSplitLimit: 20_000, sampleRows: 3_000, eventSamples: 1_000)
+    }
+    /// Expanding notifications listed.
+    public static let listedNotifications = 20
+    /// Worker ids and paused channels listed.
+    public static let listedRows = 1_000
+    /// The providers always listed, in this order.
+    public static let providers = ["apns", "fcm", "webpush"]
+    /// Event windows, in minutes.
+    public static let windows = [1, 5, 15]
+
+    /// The tables and columns read, each with the migration that creates it.
+    static let requiredSchema: [(table: String, column: String?, migration: String)] = [
+        ("deliveries", nil, "0001_producer_contract.sql"),
+        ("delivery_events", nil, "0001_producer_contract.sql"),
+        ("notifications", nil, "0001_producer_contract.sql"),
+        ("subscriptions", nil, "0001_producer_contract.sql"),
+        ("app_channels", nil, "0001_producer_contract.sql"),
+        ("notifications", "expansion_cursor", "0003_chunked_expansion.sql"),
+        ("notifications", "expansion_touched_at", "0003_chunked_expansion.sql"),
+    ]
+
+    /// The partial index on leased rows; without it the leases are counted by a scan of the queue.
+    static let leaseIndex = "deliveries_leased"
+
+    /// The provider of a subscription's platform, as the claim maps it to a channel.
+    static let providerOfPlatform =
+        "CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' ELSE 'other' END"
+
+    /// Reads a snapshot.
+    /// - Throws: ``FleetStatusSchemaError`` when a table or column is missing (nothing else is read then),
+    ///   ``PostgresError`` from the database (including `statement_timeout`, 10 s per statement).
+    public static func read(on connection: PostgresConnection, limits: Limits = .standard) throws -> FleetStatus {
+        let missing = try missingSchema(on: connection)
+        guard missing.isEmpty else { throw FleetStatusSchemaError(missing: missing) }
+        return try connection.transaction { connection in
+            // One snapshot and one now() for every figure; no JIT (its compile time dwarfs these queries).
+            try connection.execute(
+                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL jit = off; SET LOCAL statement_timeout = '10s'")
+            var notes: [String] = []
+            let now = try connection.query("SELECT now() AS now")[0].decode(Date.self, "now")
+            let hasLeaseIndex = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [leaseIndex])[0]
+                .decode(Bool.self, "present")
+            if !hasLeaseIndex {
+                notes.append("index \(leaseIndex) is missing (migration 0009_status_lease_index.sql): leases were counted by scanning the queue; run `pushizo-worker migrate`")
+            }
+            let leases = try readLeases(on: connection)
+            // The totals apart from the list, which stops at listedRows workers.
+            let leaseTotals = try connection.query(
+                """
+                SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
+                FROM deliveries WHERE leased_by IS NOT NULL
+                """)[0]
+            if leases.count == listedRows {
+                notes.append("only the first \(listedRows) worker ids (by name) are listed")
+            }
+            let queue = try readQueue(
+                on: connection, now: now, leased: try leaseTotals.decode(Int64.self, "leased"),
+                expired: try leaseTotals.decode(Int64.self, "expired"), limits: limits, notes: &notes)
+            return FleetStatus(
+                takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits),
+                expansion: try readExpansion(on: connection, limits: limits), pausedChannels: try readPausedChannels(on: connection),
+                notes: notes)
+        }
+    }
+
+    /// Names of what ``requiredSchema`` lists and the database lacks.
+    static func missingSchema(on connection: PostgresConnection) throws -> [String] {
+        var missing: [String] = []
+        for item in requiredSchema {
+            let present: Bool
+            if let column = item.column {
+                present = try connection.query(
+                    """
+                    SELECT EXISTS (SELECT 1 FROM pg_attribute
+                                   WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped) AS present
+                    """, [item.table, column])[0].decode(Bool.self, "present")
+            } else {
+                present = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [item.table])[0]
+                    .decode(Bool.self, "present")
+            }
+            guard !present else { continue }
+            let name = item.column.map { "column \(item.table).\($0)" } ?? "table \(item.table)"
+            // A missing table makes its columns missing too: name the table once.
+            if item.column != nil, missing.contains(where: { $0.hasPrefix("table \(item.table) ") }) { continue }
+            missing.append("\(name) (migration \(item.migration))")
+        }
+        return missing
+    }
+
+    // MARK: Leases
+
+    /// Leases per worker id, from the partial index on `leased_by` (index-only scan): exact.
+    static func readLeases(on connection: PostgresConnection) throws -> [FleetStatus.WorkerLeases] {
+        try connection.query(
+            """
+            SELECT leased_by,
+                   count(*) FILTER (WHERE run_at > now()) AS leased,
+                   min(run_at) FILTER (WHERE run_at > now()) AS oldest_expiry,
+                   count(*) FILTER (WHERE run_at <= now()) AS expired
+            FROM deliveries WHERE leased_by IS NOT NULL
+            GROUP BY leased_by ORDER BY leased_by LIMIT $1
+            """, [listedRows]
+        ).map { row in
+            FleetStatus.WorkerLeases(
+                workerID: try row.decode(String.self, "leased_by"), leased: try row.decode(Int64.self, "leased"),
+                oldestLeaseExpiresAt: try row.decodeIfPresent(Date.self, "oldest_expiry"),
+                expired: try row.decode(Int64.self, "expired"))
+        }
+    }
+
+    // MARK: Queue
+
+    /// Which rows of `deliveries` a state is, as a condition on `d` (`$1` the priorities present).
+    enum QueueState: CaseIterable {
+        case due, deferred, leased
+
+        var condition: String {
+            switch self {
+            case .due: "d.priority = ANY($1::smallint[]) AND d.run_at <= now()"
+            case .deferred: "d.priority = ANY($1::smallint[]) AND d.run_at > now() AND d.leased_by IS NULL"
+            case .leased: "d.leased_by IS NOT NULL AND d.run_at > now() AND d.priority = ANY($1::smallint[])"
+            }
+        }
+    }
+
+    static func readQueue(
+        on connection: PostgresConnection, now: Date, leased: Int64, expired: Int64, limits: Limits,
+        notes: inout [String]
+    ) throws -> FleetStatus.Queue {
+        // The distinct priorities (a handful) by a loose index scan of deliveries_claim_order, so each count
+        // below is a range of that index (priority = ANY(...) AND run_at <= / > now()).
+        let priorities = try connection.query(
+            """
+            WITH RECURSIVE p AS (
+                SELECT max(priority) AS priority FROM deliveries
+                UNION ALL
+                SELECT (SELECT max(priority) FROM deliveries d WHERE d.priority < p.priority) FROM p
+                WHERE p.priority IS NOT NULL
+            )
+            SELECT priority FROM p WHERE priority IS NOT NULL
+            """
+        ).map { try $0.decode(Int64.self, "priority") }
+        let bound = limits.countLimit + 1
+        let row = try connection.query(
+            """
+            SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries d
+                                          WHERE d.priority = ANY($1::smallint[]) AND d.run_at <= now() LIMIT $2) x) AS due,
+                   (SELECT count(*) FROM (SELECT 1 FROM deliveries d
+                                          WHERE d.priority = ANY($1::smallint[]) AND d.run_at > now() LIMIT $2) x) AS future,
+                   (SELECT min(o.run_at) FROM unnest($1::smallint[]) AS p(priority),
+                        LATERAL (SELECT d.run_at FROM deliveries d WHERE d.priority = p.priority AND d.run_at <= now()
+                                 ORDER BY d.run_at LIMIT 1) o) AS oldest_due
+            """, [priorities, bound])[0]
+        let dueCounted = try row.decode(Int64.self, "due")
+        let futureCounted = try row.decode(Int64.self, "future")
+        let oldestDue = try row.decodeIfPresent(Date.self, "oldest_due")
+        let dueExact = dueCounted <= limits.countLimit
+        let futureExact = futureCounted <= limits.countLimit
+
+        // The split by provider: exact for small states, from a sample of pages for large ones.
+        var counts: [QueueState: [String: Int64]] = [:]
+        var sample: [QueueState: [String: Int64]]?
+        let exactCounts: [QueueState: Int64?] = [
+            .due: dueExact ? dueCounted : nil,
+            .deferred: futureExact ? futureCounted - leased : nil,
+            .leased: leased,
+        ]
+        var estimatedRows: Double = 0
+        for state in QueueState.allCases {
+            if let exact = exactCounts[state] ?? nil, exact <= limits.exactSplitLimit {
+                counts[state] = exact == 0 ? [:] : try exactSplit(on: connection, state: state, priorities: priorities)
+            } else if sample == nil {
+                estimatedRows = try plannerRows(on: connection, "SELECT 1 FROM deliveries")
+                sample = try sampleSplit(on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows)
+            }
+        }
+        let sampled = sample ?? [:]
+        let sampleSize = sampled.values.reduce(0) { $0 + $1.values.reduce(0, +) }
+
+        // Beyond the count limit: the planner's rows times the state's share of the sample, never below the
+        // floor that counting proved.
+        func total(_ state: QueueState, floor: Int64) -> FleetStatus.Figure {
+            if let exact = exactCounts[state] ?? nil { return .exact(exact) }
+            let inSample = sampled[state]?.values.reduce(0, +) ?? 0
+            let fraction = sampleSize == 0 ? 0 : Double(inSample) / Double(sampleSize)
+            return .estimate(max(floor + 1, Int64((estimatedRows * fraction).rounded())), countedAtLeast: floor)
+        }
+        let totals: [QueueState: FleetStatus.Figure] = [
+            .due: total(.due, floor: limits.countLimit),
+            .deferred: total(.deferred, floor: max(0, limits.countLimit - leased)),
+            .leased: .exact(leased),
+        ]
+        func perProvider(_ state: QueueState, _ provider: String) -> FleetStatus.Figure {
+            if let exact = counts[state] { return .exact(exact[provider] ?? 0) }
+            let inState = sampled[state] ?? [:]
+            let stateSize = inState.values.reduce(0, +)
+            guard stateSize > 0, let stateTotal = totals[state] else { return .estimate(0) }
+            let share = Double(inState[provider] ?? 0) / Double(stateSize)
+            return .estimate(Int64((Double(stateTotal.value) * share).rounded()))
+        }
+        var providerNames = providers
+        let seen = Set(counts.values.flatMap(\.keys)).union(sampled.values.flatMap(\.keys))
+        providerNames += seen.subtracting(providers).sorted()
+        if sample != nil {
+            notes.append(
+                "the queue's split by provider is estimated from a sample of \(sampleSize) rows; totals over \(limits.countLimit) are estimated from the planner's row count")
+        }
+        return FleetStatus.Queue(
+            due: totals[.due]!, deferred: totals[.deferred]!, leased: totals[.leased]!,
+            providers: providerNames.map {
+                FleetStatus.ProviderDepth(
+                    provider: $0, due: perProvider(.due, $0), deferred: perProvider(.deferred, $0),
+                    leased: perProvider(.leased, $0))
+            },
+            oldestDueAt: oldestDue, lagSeconds: oldestDue.map { max(0, now.timeIntervalSince($0)) },
+            expiredLeases: expired)
+    }
+
+    /// Rows of one state per provider, every row joined to its subscription (one primary-key lookup each).
+    static func exactSplit(on connection: PostgresConnection, state: QueueState, priorities: [Int64]) throws
+        -> [String: Int64]
+    {
+        var split: [String: Int64] = [:]
+        for row in try connection.query(
+            """
+            SELECT p.provider, count(*) AS n
+            FROM deliveries d
+            CROSS JOIN LATERAL (SELECT (SELECT \(providerOfPlatform) FROM subscriptions s WHERE s.id = d.subscription_id)
+                                AS provider) p
+            WHERE \(state.condition)
+            GROUP BY p.provider
+            """, [priorities])
+        {
+            split[try row.decodeIfPresent(String.self, "provider") ?? "other"] = try row.decode(Int64.self, "n")
+        }
+        return split
+    }
+
+    /// A `TABLESAMPLE SYSTEM` sample of about ``sampleRows`` rows, counted per state and provider.
+    static func sampleSplit(on connection: PostgresConnection, estimatedRows: Double, sampleRows: Double) throws
+        -> [QueueState: [String: Int64]]
+    {
+        let percent = min(100, max(0.0001, 100 * sampleRows / max(estimatedRows, 1)))
+        var split: [QueueState: [String: Int64]] = [:]
+        for row in try connection.query(
+            """
+            SELECT p.provider,
+                   count(*) FILTER (WHERE d.run_at <= now()) AS due,
+                   count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NULL) AS deferred,
+                   count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NOT NULL) AS leased
+            FROM deliveries d TABLESAMPLE SYSTEM ($1::float8)
+            CROSS JOIN LATERAL (SELECT (SELECT \(providerOfPlatform) FROM subscriptions s WHERE s.id = d.subscription_id)
+                                AS provider) p
+            GROUP BY p.provider
+            """, [percent])
+        {
+            let provider = try row.decodeIfPresent(String.self, "provider") ?? "other"
+            split[.due, default: [:]][provider] = try row.decode(Int64.self, "due")
+            split[.deferred, default: [:]][provider] = try row.decode(Int64.self, "deferred")
+            split[.leased, default: [:]][provider] = try row.decode(Int64.self, "leased")
+        }
+        return split
+    }
+
+    /// The planner's row estimate for `query` (`EXPLAIN`, nothing executed): `reltuples` scaled to the
+    /// table's current size in pages.
+    static func plannerRows(on connection: PostgresConnection, _ query: String) throws -> Double {
+        let plan = try connection.query("EXPLAIN (FORMAT JSON) \(query)")[0].decode(String.self, at: 0)
+        guard let data = plan.data(using: .utf8),
+            let parsed = try JSONSerialization.jsonObject(with: data) as? [[String: Any]],
+            let top = parsed.first?["Plan"] as? [String: Any], let rows = top["Plan Rows"] as? NSNumber
+        else {
+            throw PostgresError(code: .unexpectedResult, message: "EXPLAIN (FORMAT JSON) gave no Plan Rows")
+        }
+        return rows.doubleValue
+    }
+
+    // MARK: Events
+
+    /// Event counts per window: exact when the last 16 minutes hold at most ``Limits/countLimit`` events; else, per
+    /// window, from ``Limits/eventSamples`` events evenly spaced by id from the window's first id on.
+    static func readEvents(on connection: PostgresConnection, limits: Limits) throws -> [FleetStatus.EventWindow] {
+        let zero = windows.map { FleetStatus.EventWindow(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0)) }
+        let range = try connection.query("SELECT min(id) AS low, max(id) AS high FROM delivery_events")[0]
+        guard let low = try range.decodeIfPresent(Int64.self, "low"), let high = try range.decodeIfPresent(Int64.self, "high")
+        else { return zero }
+        func first(from low: Int64, minutes: Int) throws -> Int64 {
+            try firstID(from: low, through: high) { id in
+                let rows = try connection.query(
+                    """
+                    SELECT id, at > now() - make_interval(mins => $2::int) AS inside
+                    FROM delivery_events WHERE id >= $1 ORDER BY id LIMIT 1
+                    """, [id, minutes])
+                guard let row = rows.first else { return nil }
+                return (try row.decode(Int64.self, "id"), try row.decode(Bool.self, "inside"))
+            }
+        }
+        // A minute's margin below the widest window: `at` is the writing transaction's start, so ids and
+        // instants may disagree by as long as a completion transaction runs.
+        let widest = windows.max() ?? 15
+        let start = try first(from: low, minutes: widest + 1)
+        guard high >= start else { return zero }
+        let events = ["sent", "failed", "retrying"]
+        func selections(_ minutes: [Int]) -> String {
+            minutes.flatMap { minutes in
+                events.map { "count(*) FILTER (WHERE event = '\($0)' AND at > now() - interval '\(minutes) minutes') AS \($0)_\(minutes)" }
+            }.joined(separator: ", ")
+        }
+        if high - start + 1 <= limits.countLimit {
+            let row = try connection.query(
+                "SELECT \(selections(windows)) FROM delivery_events WHERE id >= $1 AND id <= $2", [start, high])[0]
+            return try windows.map { minutes in
+                FleetStatus.EventWindow(
+                    minutes: minutes, sent: .exact(try row.decode(Int64.self, "sent_\(minutes)")),
+                    failed: .exact(try row.decode(Int64.self, "failed_\(minutes)")),
+                    retrying: .exact(try row.decode(Int64.self, "retrying_\(minutes)")))
+            }
+        }
+        var result: [FleetStatus.EventWindow] = []
+        for minutes in windows {
+            let windowStart = try first(from: start, minutes: minutes)
+            let span = high - windowStart + 1
+            guard span > 0 else {
+                result.append(FleetStatus.EventWindow(minutes: minutes, sent: .exact(0), failed: .exact(0), retrying: .exact(0)))
+                continue
+            }
+            let samples = min(span, limits.eventSamples)
+            let step = Double(span) / Double(samples)
+            // An array of ids (not `IN (subquery)`, which the planner hashes first): one index probe per id.
+            let row = try connection.query(
+                """
+                SELECT \(selections([minutes])) FROM delivery_events
+                WHERE id = ANY(ARRAY(SELECT $1::bigint + floor(g * $2::float8)::bigint
+                                     FROM generate_series(0, $3::bigint - 1) g))
+                """, [windowStart, step, samples])[0]
+            func figure(_ event: String) throws -> FleetStatus.Figure {
+                let counted = try row.decode(Int64.self, "\(event)_\(minutes)")
+                return samples == span ? .exact(counted) : .estimate(Int64((Double(counted) * step).rounded()))
+            }
+            result.append(
+                FleetStatus.EventWindow(
+                    minutes: minutes, sent: try figure("sent"), failed: try figure("failed"),
+                    retrying: try figure("retrying")))
+        }
+        return result
+    }
+
+    /// The smallest id from which on `probe` says every event is inside the window, by binary search over ids
+    /// `low...high` (`high + 1` when none is). `probe(id)` gives the first existing id at or above `id` and
+    /// whether its event lies inside the window (nil when none exists). Assumes insideness only turns on as ids
+    /// grow (ids grow with `at`); about log2(high - low) probes, each one primary-key lookup.
+    public static func firstID(
+        from low: Int64, through high: Int64, probe: (Int64) throws -> (id: Int64, inside: Bool)?
+    ) rethrows -> Int64 {
+        var low = low
+        var high = high + 1
+        while low < high {
+            let middle = low + (high - low) / 2
+            guard let found = try probe(middle) else {
+                high = middle
+                continue
+            }
+            if found.inside {
+                high = middle
+            } else {
+                low = found.id + 1
+            }
+        }
+        return low
+    }
+
+    // MARK: Expansion
+
+    static func readExpansion(on connection: PostgresConnection, limits: Limits) throws -> FleetStatus.Expansion {
+        let bound = limits.countLimit + 1
+        let counts = try connection.query(
+            """
+            SELECT (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'pending' LIMIT $1) x) AS pending,
+                   (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'expanding' LIMIT $1) x) AS expanding
+            """, [bound])[0]
+        func figure(_ column: String) throws -> FleetStatus.Figure {
+            let counted = try counts.decode(Int64.self, column)
+            return counted > limits.countLimit ? .estimate(counted, countedAtLeast: limits.countLimit) : .exact(counted)
+        }
+        // The app's first and last active subscription ids (ends of subscriptions_app_active) frame the cursor.
+        let rows = try connection.query(
+            """
+            SELECT n.id, n.app_id, coalesce(n.targeted_count, 0) AS expanded, n.expansion_cursor,
+                   n.expansion_touched_at,
+                   (SELECT s.id FROM subscriptions s WHERE s.app_id = n.app_id AND s.status = 'active'
+                    ORDER BY s.id LIMIT 1) AS first_id,
+                   (SELECT s.id FROM subscriptions s WHERE s.app_id = n.app_id AND s.status = 'active'
+                    ORDER BY s.id DESC LIMIT 1) AS last_id
+            FROM notifications n
+            WHERE n.status = 'expanding'
+            ORDER BY n.expansion_touched_at NULLS FIRST, n.created_at
+            LIMIT $1
+            """, [listedNotifications])
+        let notifications = try rows.map { row in
+            let expanded = try row.decode(Int64.self, "expanded")
+            let progress = try row.decodeIfPresent(UUID.self, "expansion_cursor").flatMap { cursor in
+                expansionProgress(
+                    cursor: cursor, first: try row.decodeIfPresent(UUID.self, "first_id"),
+                    last: try row.decodeIfPresent(UUID.self, "last_id"))
+            }
+            return FleetStatus.ExpandingNotification(
+                id: try row.decode(UUID.self, "id"), appID: try row.decode(UUID.self, "app_id"), expanded: expanded,
+                progress: progress,
+                audienceEstimate: progress.flatMap { $0 >= 0.01 ? Int64((Double(expanded) / $0).rounded()) : nil },
+                lastChunkAt: try row.decodeIfPresent(Date.self, "expansion_touched_at"))
+        }
+        return FleetStatus.Expansion(
+            pending: try figure("pending"), expanding: try figure("expanding"), notifications: notifications)
+    }
+
+    /// Where `cursor` lies between `first` and `last` (0...1), comparing the ids' first 8 bytes as numbers:
+    /// keyset pagination by id walks the id space in order, so this is the share of the audience done when
+    /// ids are spread evenly (random UUIDs are). Nil without both ends.
+    public static func expansionProgress(cursor: UUID, first: UUID?, last: UUID?) -> Double? {
+        guard let first, let last else { return nil }
+        func prefix(_ id: UUID) -> Double {
+            withUnsafeBytes(of: id.uuid) { bytes in bytes.prefix(8).reduce(0.0) { $0 * 256 + Double($1) } }
+        }
+        let low = prefix(first)
+        let high = prefix(last)
+        guard high > low else { return prefix(cursor) >= high ? 1 : 0 }
+        return min(1, max(0, (prefix(cursor) - low) / (high - low)))
+    }
+
+    // MARK: Channels
+
+    static func readPausedChannels(on connection: PostgresConnection) throws -> [FleetStatus.PausedChannel] {
+        try connection.query(
+            """
+            SELECT app_id, provider, paused_until, paused_reason FROM app_channels
+            WHERE paused_until > now() ORDER BY paused_until DESC, app_id, provider LIMIT $1
+            """, [listedRows]
+        ).map { row in
+            FleetStatus.PausedChannel(
+                appID: try row.decode(UUID.self, "app_id"), provider: try row.decode(String.self, "provider"),
+                pausedUntil: try row.decode(Date.self, "paused_until"),
+                reason: try row.decodeIfPresent(String.self, "paused_reason"))
+        }
+    }
+}

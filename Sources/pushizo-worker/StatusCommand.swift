@@ -1,0 +1,33 @@
+import Foundation
+import Postgres
+import Worker
+
+/// `pushizo-worker status [--json]`: the fleet as the database sees it (docs/status.md). Reads only; exit 0
+/// with the report, 1 when the database cannot be read (unreachable, schema missing), 78 for a bad setting.
+enum StatusCommand {
+    static let keys: [ConfigurationKey] = [.databaseURL]
+
+    static func main(environment: [String: String], arguments: [String]) throws {
+        let json = arguments.contains("--json")
+        let reader = try ConfigurationReader(
+            environment: environment, arguments: arguments.filter { $0 != "--json" }, keys: keys)
+        let databaseURL = try reader.requiredString(.databaseURL)
+        let status: FleetStatus
+        do {
+            let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-status")
+            defer { connection.close() }
+            status = try FleetStatusStore.read(on: connection)
+        } catch {
+            // libpq's messages span lines; PostgresConnection already masks the password.
+            let message = "\(error)".split(whereSeparator: \.isNewline)
+                .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+            FileHandle.standardError.write(Data("pushizo-worker status: \(TerminalText.sanitized(message))\n".utf8))
+            exit(1)
+        }
+        if json {
+            print(try FleetStatusRenderer.json(status), terminator: "")
+        } else {
+            print(FleetStatusRenderer.text(status), terminator: "")
+        }
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import Testing
+
+@testable import Worker
+
+/// The renderer of `pushizo-worker status`, without a database.
+@Suite("FleetStatus rendering")
+struct FleetStatusRendererTests {
+    static let now = Date(timeIntervalSince1970: 1_790_000_000)  // 2026-09-21 14:13:20 UTC
+    static let app = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
+    static let notification = UUID(uuidString: "10000000-0000-4000-8000-000000000002")!
+
+    static func sample(workerID: String = "host-a:17", reason: String? = "credentials_refused: InvalidProviderToken")
+        -> FleetStatus
+    {
+        FleetStatus(
+            takenAt: now,
+            queue: FleetStatus.Queue(
+                due: .estimate(1_234_567, countedAtLeast: 100_000), deferred: .exact(12), leased: .exact(3),
+                providers: [
+                    .init(provider: "apns", due: .estimate(1_000_000), deferred: .exact(10), leased: .exact(2)),
+                    .init(provider: "fcm", due: .estimate(234_567), deferred: .exact(2), leased: .exact(1)),
+                    .init(provider: "webpush", due: .estimate(0), deferred: .exact(0), leased: .exact(0)),
+                ],
+                oldestDueAt: now.addingTimeInterval(-3_725), lagSeconds: 3_725, expiredLeases: 4),
+            leases: [
+                .init(workerID: workerID, leased: 3, oldestLeaseExpiresAt: now.addingTimeInterval(95), expired: 0),
+                .init(workerID: "host-b:9", leased: 0, oldestLeaseExpiresAt: nil, expired: 4),
+            ],
+            events: [
+                .init(minutes: 1, sent: .exact(120), failed: .exact(3), retrying: .exact(0)),
+                .init(minutes: 5, sent: .exact(601), failed: .exact(3), retrying: .exact(1)),
+                .init(minutes: 15, sent: .estimate(1_800_000), failed: .estimate(45), retrying: .estimate(0)),
+            ],
+            expansion: FleetStatus.Expansion(
+                pending: .exact(2), expanding: .exact(1),
+                notifications: [
+                    .init(
+                        id: notification, appID: app, expanded: 250_000, progress: 0.25, audienceEstimate: 1_000_000,
+                        lastChunkAt: now.addingTimeInterval(-2))
+                ]),
+            pausedChannels: [
+                .init(appID: app, provider: "fcm", pausedUntil: now.addingTimeInterval(238), reason: reason)
+            ])
+    }
+
+    @Test func textShowsEveryFigureAndMarksEstimates() {
+        let text = FleetStatusRenderer.text(Self.sample())
+        let expected = """
+            pushizo-worker status at 2026-09-21 14:13:20 UTC  (~ = estimated, see docs/status.md)
+
+            queue             due  deferred  leased
+              apns     ~1,000,000        10       2
+              fcm        ~234,567         2       1
+              webpush          ~0         0       0
+              total    ~1,234,567        12       3
+              counted: due over 100,000; the rest estimated
+            lag: 1h 2m 5s (oldest due delivery due since 2026-09-21 13:11:15 UTC)
+            expired leases: 4 (due again: their workers stopped before completing them)
+
+            leases by worker  leased  oldest lease expires                 expired
+              host-a:17            3  2026-09-21 14:14:55 UTC (in 1m 35s)        0
+              host-b:9             0  -                                          4
+
+            events per minute  last 1 min  last 5 min  last 15 min
+              sent                    120       120.2     ~120,000
+              failed                    3         0.6           ~3
+              retrying                  0         0.2           ~0
+
+            expansion: 1 expanding, 2 pending
+              notification 10000000-0000-4000-8000-000000000002 (app 00000000-0000-4000-8000-000000000001): 250,000 deliveries, ~25% of the audience, ~1,000,000 expected; last chunk 2s ago
+
+            paused channels: 1
+              app 00000000-0000-4000-8000-000000000001 fcm until 2026-09-21 14:17:18 UTC (in 3m 58s): credentials_refused: InvalidProviderToken
+
+            """
+        #expect(text == expected, "\(text)")
+    }
+
+    @Test func jsonRoundTripsWithTheDocumentedKeysAndNulls() throws {
+        let status = Self.sample()
+        let json = try FleetStatusRenderer.json(status)
+        #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes"])
+        #expect(object["schema_version"] as? Int == 1)
+        #expect(object["taken_at"] as? String == "2026-09-21T14:13:20Z")
+        let queue = try #require(object["queue"] as? [String: Any])
+        #expect(Set(queue.keys) == ["due", "deferred", "leased", "providers", "oldest_due_at", "lag_seconds", "expired_leases"])
+        let due = try #require(queue["due"] as? [String: Any])
+        #expect(due["value"] as? Int == 1_234_567 && due["estimated"] as? Bool == true && due["counted_at_least"] as? Int == 100_000)
+        // Absent values are written as null, not left out.
+        let deferred = try #require(queue["deferred"] as? [String: Any])
+        #expect(deferred.keys.contains("counted_at_least") && deferred["counted_at_least"] is NSNull)
+        let leases = try #require(object["leases"] as? [[String: Any]])
+        #expect(Set(leases[1].keys) == ["worker_id", "leased", "oldest_lease_expires_at", "expired"])
+        #expect(leases[1]["oldest_lease_expires_at"] is NSNull)
+        let expansion = try #require(object["expansion"] as? [String: Any])
+        let listed = try #require((expansion["notifications"] as? [[String: Any]])?.first)
+        #expect(Set(listed.keys) == ["id", "app_id", "expanded", "progress", "audience_estimate", "last_chunk_at"])
+        let paused = try #require((object["paused_channels"] as? [[String: Any]])?.first)
+        #expect(Set(paused.keys) == ["app_id", "provider", "paused_until", "reason"])
+    }
+
+    /// Worker ids and reasons come from the database: they must not drive the terminal, in either format.
+    @Test func databaseTextIsSanitizedInTextAndEscapedInJSON() throws {
+        let hostileID = "w\u{1B}[2J\u{9B}31m\u{202E}evil\nforged line"
+        let hostileReason = "bad\u{07}\u{200B}reason https://user:pw@push.example/x"
+        let status = Self.sample(workerID: hostileID, reason: hostileReason)
+        let text = FleetStatusRenderer.text(status)
+        for scalar in text.unicodeScalars where scalar != "\n" {
+            #expect(!TerminalText.isUnsafe(scalar), "unsafe U+\(String(scalar.value, radix: 16)) in text")
+        }
+        #expect(text.contains("w\\u{1B}[2J\\u{9B}31m\\u{202E}evil\\u{A}forged line"))
+        #expect(!text.contains("pw@"))
+        let json = try FleetStatusRenderer.json(status)
+        for scalar in json.unicodeScalars where scalar != "\n" {
+            #expect(!TerminalText.isUnsafe(scalar), "unsafe U+\(String(scalar.value, radix: 16)) in JSON")
+        }
+        // JSON keeps the stored value: escaped, it decodes back to the very same text.
+        let decoded = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8))
+        #expect(decoded.leases[0].workerID == hostileID)
+        #expect(decoded.pausedChannels[0].reason == hostileReason)
+    }
+
+    @Test func longDatabaseTextIsCut() {
+        let text = FleetStatusRenderer.text(Self.sample(workerID: String(repeating: "x", count: 5_000)))
+        #expect(text.contains(String(repeating: "x", count: FleetStatusRenderer.maximumTextWidth) + "..."))
+        #expect(!text.contains(String(repeating: "x", count: FleetStatusRenderer.maximumTextWidth + 1)))
+    }
+
+    @Test func anEmptyFleetSaysSo() {
+        let status = FleetStatus(
+            takenAt: Self.now,
+            queue: .init(
+                due: .exact(0), deferred: .exact(0), leased: .exact(0),
+                providers: FleetStatusStore.providers.map { .init(provider: $0, due: .exact(0), deferred: .exact(0), leased: .exact(0)) },
+                oldestDueAt: nil, lagSeconds: nil, expiredLeases: 0),
+            leases: [], events: FleetStatusStore.windows.map { .init(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0)) },
+            expansion: .init(pending: .exact(0), expanding: .exact(0), notifications: []), pausedChannels: [])
+        let text = FleetStatusRenderer.text(status)
+        #expect(text.contains("lag: none (nothing is due)"))
+        #expect(text.contains("leases: none"))
+        #expect(text.contains("paused channels: none"))
+        #expect(!text.split(separator: "\n").dropFirst().contains { $0.contains("~") })
+    }
+
+    @Test(arguments: [
+        (0.0, "0s"), (59.9, "59s"), (60, "1m 0s"), (3_725, "1h 2m 5s"), (90_000, "1d 1h"), (-5, "0s"),
+    ])
+    func durations(seconds: Double, text: String) {
+        #expect(FleetStatusRenderer.duration(seconds) == text)
+    }
+
+    @Test func groupedNumbers() {
+        #expect(FleetStatusRenderer.grouped(0) == "0")
+        #expect(FleetStatusRenderer.grouped(999) == "999")
+        #expect(FleetStatusRenderer.grouped(1_000) == "1,000")
+        #expect(FleetStatusRenderer.grouped(-1_234_567) == "-1,234,567")
+    }
+
+    /// The binary search over event ids finds the first id inside the window, across gaps in the ids.
+    @Test func firstIDInsideTheWindow() {
+        let ids: [Int64] = [3, 4, 7, 8, 9, 15, 16, 20]
+        func search(insideFrom boundary: Int64) -> (result: Int64, probes: Int) {
+            var probes = 0
+            let result = FleetStatusStore.firstID(from: 3, through: 20) { id in
+                probes += 1
+                guard let found = ids.first(where: { $0 >= id }) else { return nil }
+                return (found, found >= boundary)
+            }
+            return (result, probes)
+        }
+        for boundary in ids {
+            let (result, probes) = search(insideFrom: boundary)
+            // Every existing id from `result` on is inside, every one before it is not.
+            #expect(ids.filter { $0 >= result } == ids.filter { $0 >= boundary }, "boundary \(boundary): \(result)")
+            #expect(probes <= 6)
+        }
+        #expect(search(insideFrom: 21).result == 21)
+    }
+
+    @Test func expansionProgressFollowsTheCursorThroughTheIDRange() throws {
+        let first = try #require(UUID(uuidString: "10000000-0000-4000-8000-000000000000"))
+        let last = try #require(UUID(uuidString: "f0000000-0000-4000-8000-000000000000"))
+        let cursor = try #require(UUID(uuidString: "50000000-0000-4000-8000-000000000000"))
+        let progress = try #require(FleetStatusStore.expansionProgress(cursor: cursor, first: first, last: last))
+        #expect(abs(progress - 64.0 / 224.0) < 1e-9)
+        #expect(FleetStatusStore.expansionProgress(cursor: last, first: first, last: last) == 1)
+        #expect(FleetStatusStore.expansionProgress(cursor: cursor, first: nil, last: last) == nil)
+        #expect(FleetStatusStore.expansionProgress(cursor: first, first: first, last: first) == 1)
+    }
+}
