@@ -187,17 +187,13 @@ public enum DataLifecycle {
         for name in plan.partitionsToDrop {
             do {
                 try locked(connection, settings) { connection in
-                    // Checked again under the lock: still a partition of delivery_events, still expired.
-                    let expired = try connection.query(
-                        """
-                        SELECT EXISTS (SELECT 1 FROM pushizo_event_partitions()
-                                       WHERE name = $1 AND NOT is_default
-                                         AND upper_bound <= now() - make_interval(secs => $2::float8)) AS expired
-                        """, [name, retentionSeconds]
-                    ).first?.decode(Bool.self, "expired") ?? false
-                    guard expired else { return }
-                    try connection.execute("DROP TABLE \(try connection.quoteIdentifier(name))")
-                    report.droppedPartitions.append(name)
+                    // The function checks again, under the lock, that it is still an expired partition of
+                    // delivery_events, and drops it with the schema owner's rights (migration 0010), so a worker
+                    // role without them can run the maintenance.
+                    let dropped = try connection.query(
+                        "SELECT pushizo_drop_event_partition($1, $2::float8) AS dropped", [name, retentionSeconds]
+                    ).first?.decode(Bool.self, "dropped") ?? false
+                    if dropped { report.droppedPartitions.append(name) }
                 }
             } catch {
                 failures.append("dropping \(name): \(error)")

@@ -119,6 +119,70 @@ struct DataLifecycleTests {
         }
     }
 
+    /// A worker role with data rights only (the schema owned by another role, as docs/systemd.md sets it up)
+    /// still maintains: creating and dropping partitions run as the schema owner through the functions of
+    /// migration 0010, and a role without EXECUTE on them (PUBLIC's is revoked) cannot drop events at all.
+    @Test func aWorkerRoleWithDataRightsOnlyMaintainsAndOtherRolesCannotDropEvents() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                let old = try #require(
+                    try seed.connection.query(
+                        "SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 40) AS n"
+                    )[0].decodeIfPresent(String.self, "n"))
+                try Self.insertEvent(seed, notification: notification, at: "now() - interval '40 days'")
+                let suffix = UUID().uuidString.prefix(8).lowercased()
+                let worker = "pushizo_test_worker_\(suffix)"
+                let stranger = "pushizo_test_stranger_\(suffix)"
+                try seed.connection.execute("CREATE ROLE \(worker) NOLOGIN")
+                try seed.connection.execute("CREATE ROLE \(stranger) NOLOGIN")
+                defer {
+                    try? seed.connection.execute("RESET ROLE")
+                    for role in [worker, stranger] {
+                        try? seed.connection.execute("DROP OWNED BY \(role)")
+                        try? seed.connection.execute("DROP ROLE \(role)")
+                    }
+                }
+                for statement in [
+                    "GRANT USAGE ON SCHEMA public TO \(worker)",
+                    "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(worker)",
+                    "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO \(worker)",
+                    "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO \(worker)",
+                    "GRANT USAGE ON SCHEMA public TO \(stranger)",
+                ] { try seed.connection.execute(statement) }
+                // Today's partition gone: the maintenance must create it again, as the worker role.
+                let today = try Self.dayPartition(seed.connection, offset: 0)
+                try seed.connection.execute("DROP TABLE \(today)")
+
+                try seed.connection.execute("SET ROLE \(stranger)")
+                #expect(throws: PostgresError.self) {
+                    try seed.connection.query("SELECT pushizo_drop_event_partition($1, 86400) AS d", [old])
+                }
+                #expect(throws: PostgresError.self) {
+                    try seed.connection.query("SELECT pushizo_create_event_partition(date '2001-01-01') AS n")
+                }
+                try seed.connection.execute("SET ROLE \(worker)")
+                let report = try #require(
+                    try DataLifecycle.maintain(on: seed.connection, settings: Self.days30, waitForLock: false))
+                try seed.connection.execute("RESET ROLE")
+                #expect(report.problems.isEmpty)
+                #expect(report.droppedPartitions == [old])
+                #expect(report.createdPartitions.contains(today))
+                #expect(!(try Self.relationExists(seed.connection, old)))
+                #expect(try Self.partitions(seed.connection).contains(today))
+                // However long a caller says the retention is, a day-old partition is never one to drop.
+                let yesterday = try Self.dayPartition(seed.connection, offset: -1)
+                try seed.connection.query("SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 1) AS n")
+                let dropped = try seed.connection.query(
+                    "SELECT pushizo_drop_event_partition($1, 0) AS d", [yesterday])[0].decode(Bool.self, "d")
+                #expect(!dropped)
+                #expect(try Self.relationExists(seed.connection, yesterday))
+            }
+        }
+    }
+
     @Test func eventsAtPartitionBoundariesLandInTheDayTheyStart() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
