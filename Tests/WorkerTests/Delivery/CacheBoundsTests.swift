@@ -129,7 +129,7 @@ struct CacheBoundsTests {
                         continue
                     }
                     #expect(sender.channels.count <= 4)
-                    #expect(sender.tokens.count <= 2)
+                    #expect(sender.tokenManagers.count <= 2)
                 }
             }
             #expect(emulator.webPush.acceptedMessages.count == 24)
