@@ -50,18 +50,26 @@ struct SharedProviderTokensTests {
         }
     }
 
+    /// Every worker asks `times` times at once; the distinct tokens they got.
+    static func askTogether(
+        _ workers: [(SharedProviderTokens, PostgresClient)], times: Int,
+        _ ask: @escaping @Sendable (SharedProviderTokens) async throws -> String
+    ) async throws -> Set<String> {
+        try await withThrowingTaskGroup(of: String.self) { group in
+            for (tokens, _) in workers {
+                for _ in 0..<times { group.addTask { try await ask(tokens) } }
+            }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+    }
+
     @Test func manyWorkersAskingAtOnceMintOneToken() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let credential = try Self.credential()
             let minter = Minter()
             let workers = Self.workers(url, count: 5)
-            let tokens = try await withThrowingTaskGroup(of: String.self) { group in
-                for (tokens, _) in workers {
-                    for _ in 0..<10 {
-                        group.addTask { try await tokens.token(for: credential, policy: .apns(), mint: minter.mint) }
-                    }
-                }
-                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            let tokens = try await Self.askTogether(workers, times: 10) {
+                try await $0.token(for: credential, policy: .apns(), mint: minter.mint)
             }
             #expect(minter.count == 1)
             #expect(tokens.count == 1)
@@ -83,16 +91,9 @@ struct SharedProviderTokensTests {
                 #expect(try await tokens.token(for: credential, policy: .apns(), mint: minter.mint) == first)
             }
             #expect(minter.count == 1)
-            let replacements = try await withThrowingTaskGroup(of: String.self) { group in
-                for (tokens, _) in workers {
-                    for _ in 0..<10 {
-                        group.addTask {
-                            tokens.reportRejected(first, for: credential)
-                            return try await tokens.token(for: credential, policy: .apns(), mint: minter.mint)
-                        }
-                    }
-                }
-                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            let replacements = try await Self.askTogether(workers, times: 10) { tokens in
+                tokens.reportRejected(first, for: credential)
+                return try await tokens.token(for: credential, policy: .apns(), mint: minter.mint)
             }
             #expect(minter.count == 2)
             #expect(replacements.count == 1)
@@ -124,13 +125,8 @@ struct SharedProviderTokensTests {
             let workers = Self.workers(url, count: 5)
             let first = try await workers[0].0.token(for: credential, policy: .apns(), mint: old.mint)
             let minter = Minter()
-            let tokens = try await withThrowingTaskGroup(of: String.self) { group in
-                for (tokens, _) in workers {
-                    for _ in 0..<5 {
-                        group.addTask { try await tokens.token(for: credential, policy: .apns(), mint: minter.mint) }
-                    }
-                }
-                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            let tokens = try await Self.askTogether(workers, times: 5) {
+                try await $0.token(for: credential, policy: .apns(), mint: minter.mint)
             }
             #expect(minter.count == 1)
             #expect(tokens.count == 1)
