@@ -27,7 +27,7 @@ struct ProviderTokenFleetTests {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-            process.arguments = ["run", "--concurrency", "8", "--claim-batch", "4", "--poll-interval", "0.05"]
+            process.arguments = ["run", "--concurrency", "4", "--claim-batch", "2", "--poll-interval", "0.05"]
             process.environment = [
                 "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "info",
                 "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true", "PUSHIZO_WORKER_ID": "fleet-\(index)",
@@ -133,13 +133,13 @@ struct ProviderTokenFleetTests {
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 try await Self.withFleet(6, url: url, emulator: emulator) { workers in
                     for wave in ["one", "two", "three"] {
-                        try await Self.seedWave(url, emulator, wave: wave, apns: 100, fcm: 100)
+                        try await Self.seedWave(url, emulator, wave: wave, apns: 40, fcm: 40)
                     }
-                    try await Self.waitForFinalEvents(database, 600)
+                    try await Self.waitForFinalEvents(database, 240)
                 }
-                #expect(try await Self.events(database) == ["sent": 600])
-                #expect(emulator.apns.acceptedCount == 300)
-                #expect(emulator.fcm.acceptedCount == 300)
+                #expect(try await Self.events(database) == ["sent": 240])
+                #expect(emulator.apns.acceptedCount == 120)
+                #expect(emulator.fcm.acceptedCount == 120)
                 // The emulator saw one provider token and issued one access token, for six processes.
                 #expect(emulator.apns.distinctProviderTokens(keyID: EmulatorHarness.keyID) == 1)
                 #expect(emulator.fcm.tokensIssued(to: EmulatorHarness.fcmClientEmail) == 1)
@@ -172,19 +172,19 @@ struct ProviderTokenFleetTests {
                 }
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 try await Self.withFleet(6, url: url, emulator: emulator) { workers in
-                    try await Self.seedWave(url, emulator, wave: "before", apns: 60, fcm: 60)
-                    try await Self.waitForFinalEvents(database, 120)
+                    try await Self.seedWave(url, emulator, wave: "before", apns: 30, fcm: 30)
+                    try await Self.waitForFinalEvents(database, 60)
                     // Adopted, not minted: the row's token is the one the emulator saw.
                     #expect(emulator.apns.distinctProviderTokens(keyID: EmulatorHarness.keyID) == 1)
                     #expect(emulator.fcm.tokensIssued(to: EmulatorHarness.fcmClientEmail) == 1)
 
                     emulator.apns.expireProviderTokens()
                     emulator.fcm.revokeAllTokens()
-                    try await Self.seedWave(url, emulator, wave: "after", apns: 240, fcm: 240)
-                    try await Self.waitForFinalEvents(database, 600)
+                    try await Self.seedWave(url, emulator, wave: "after", apns: 90, fcm: 90)
+                    try await Self.waitForFinalEvents(database, 240)
                 }
                 // Every push refused with the old token was sent again once with the new one.
-                #expect(try await Self.events(database) == ["sent": 600])
+                #expect(try await Self.events(database) == ["sent": 240])
                 #expect((emulator.apns.statusCounts[403] ?? 0) >= 1)
                 #expect((emulator.fcm.errorCounts["UNAUTHENTICATED"] ?? 0) >= 1)
                 // Six workers saw the refusals; the fleet made one new token of each.
