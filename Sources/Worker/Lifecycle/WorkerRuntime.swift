@@ -29,7 +29,9 @@ public final class WorkerRuntime: Sendable {
         // One APNs provider token / FCM access token per credential for the whole fleet, through the database;
         // a worker waits for another's mint at most as long as a token request may take, plus a margin.
         let tokens = SharedProviderTokens(
-            database: database, logger: logger.named("tokens"), lockTimeout: configuration.requestTimeout + 5)
+            database: database, logger: logger.named("tokens"),
+            capacity: CacheBounds.standard.apnsTokenManagers + CacheBounds.standard.googleTokenCaches,
+            lockTimeout: configuration.requestTimeout + 5)
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(
