@@ -96,7 +96,14 @@ public final class APNsEmulator: EmulatedProvider {
         /// Provider tokens whose signature already verified, with their key's team and `iat`: clients reuse
         /// one token for up to an hour, so this saves an ECDSA verification per request (APNs caches too).
         var verifiedTokens: [String: (keyID: String, issuedAt: Int64)] = [:]
+        /// Distinct provider tokens that verified, per Key ID (the first `maximumRememberedTokens` kept).
+        var providerTokens: [String: Set<String>] = [:]
+        /// Tokens answered `ExpiredProviderToken` whatever their age (``expireProviderTokens()``).
+        var forcedExpired: Set<String> = []
     }
+
+    /// Distinct provider tokens remembered per key (memory bound; a client making more is broken anyway).
+    public static let maximumRememberedTokens = 10_000
 
     private let state: Mutex<State>
 
@@ -120,6 +127,20 @@ public final class APNsEmulator: EmulatedProvider {
 
     /// The most recent accepted requests (at most `retainLimit`), oldest first.
     public var acceptedNotifications: [APNsAcceptedNotification] { state.withLock { $0.accepted.recent } }
+
+    /// How many distinct provider tokens signed with `keyID` verified here (expired ones included): a fleet
+    /// sharing its token shows 1 per key and token lifetime.
+    public func distinctProviderTokens(keyID: String) -> Int {
+        state.withLock { $0.providerTokens[keyID]?.count ?? 0 }
+    }
+
+    /// From now on, every provider token seen so far is refused with 403 `ExpiredProviderToken` (as if its
+    /// hour had passed); tokens made afterwards are accepted.
+    public func expireProviderTokens() {
+        state.withLock { state in
+            for tokens in state.providerTokens.values { state.forcedExpired.formUnion(tokens) }
+        }
+    }
 
     /// How many responses were sent per status code.
     public var statusCounts: [Int: Int] { state.withLock { $0.statusCounts } }
@@ -207,7 +228,7 @@ public final class APNsEmulator: EmulatedProvider {
         }
         let jwt = String(authorization.dropFirst(scheme.count)).trimmingCharacters(in: .whitespaces)
         if let known = state.withLock({ $0.verifiedTokens[jwt] }), keys[known.keyID] != nil {
-            return isExpired(known.issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
+            return isExpired(jwt, known.issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
         }
         guard let parts = try? JSONWebToken.decode(jwt),
               let header = try? JSONSerialization.jsonObject(with: Data(parts.header)) as? [String: Any],
@@ -223,12 +244,15 @@ public final class APNsEmulator: EmulatedProvider {
         state.withLock { state in
             if state.verifiedTokens.count >= 1024 { state.verifiedTokens.removeAll(keepingCapacity: true) }
             state.verifiedTokens[jwt] = (keyID, issuedAt)
+            if state.providerTokens[keyID, default: []].count < Self.maximumRememberedTokens {
+                state.providerTokens[keyID, default: []].insert(jwt)
+            }
         }
-        return isExpired(issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
+        return isExpired(jwt, issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
     }
 
-    private func isExpired(_ issuedAt: Int64, at current: Date) -> Bool {
-        current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime
+    private func isExpired(_ jwt: String, _ issuedAt: Int64, at current: Date) -> Bool {
+        current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime || state.withLock { $0.forcedExpired.contains(jwt) }
     }
 
     /// The documented device-token conventions (docs/emulator.md), by the token's first four hex digits.

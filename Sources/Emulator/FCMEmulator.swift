@@ -66,6 +66,7 @@ public final class FCMEmulator: EmulatedProvider {
     private struct State {
         var tokens: [String: Date] = [:]
         var tokensIssued = 0
+        var tokensIssuedByAccount: [String: Int] = [:]
         var accepted: AcceptedRecords<FCMAcceptedMessage>
         var errorCounts: [String: Int] = [:]
         var once: Set<String> = []
@@ -88,6 +89,8 @@ public final class FCMEmulator: EmulatedProvider {
 
     /// How many access tokens were issued.
     public var tokensIssued: Int { state.withLock { $0.tokensIssued } }
+    /// How many access tokens were issued to the service account `clientEmail` (each one distinct).
+    public func tokensIssued(to clientEmail: String) -> Int { state.withLock { $0.tokensIssuedByAccount[clientEmail] ?? 0 } }
     public var acceptedCount: Int { state.withLock { $0.accepted.count } }
     public var acceptedMessages: [FCMAcceptedMessage] { state.withLock { $0.accepted.recent } }
     /// How many error answers were sent per FCM code (`UNAUTHENTICATED`, `UNREGISTERED`, ...).
@@ -155,6 +158,7 @@ public final class FCMEmulator: EmulatedProvider {
             if state.tokens.count >= 65_536 { state.tokens = state.tokens.filter { $0.value > current } }
             state.tokens[token] = current.addingTimeInterval(Double(tokenLifetime))
             state.tokensIssued += 1
+            state.tokensIssuedByAccount[iss, default: 0] += 1
         }
         return Self.json(200, ["access_token": token, "expires_in": tokenLifetime, "token_type": "Bearer"])
     }

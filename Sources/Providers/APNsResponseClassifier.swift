@@ -36,8 +36,8 @@ public enum APNsResponseClassifier {
     ///   otherwise it is a configuration mismatch).
     /// - 403 (any reason: the provider token or the key is refused) and 400 `MissingTopic` / `BadTopic` /
     ///   `TopicDisallowed` (the channel's topic): `channelError` with the snake_case reason; never
-    ///   invalidates. After `ExpiredProviderToken` / `InvalidProviderToken` also call
-    ///   ``APNsTokenManager/invalidate()`` (see ``requiresNewProviderToken(_:)``).
+    ///   invalidates. After `ExpiredProviderToken` / `InvalidProviderToken` the token is replaced first (see
+    ///   ``requiresNewProviderToken(_:)``).
     /// - 400 `DeviceTokenNotForTopic`, 404 `BadPath`: `failed` (subscription kept) suspecting the channel
     ///   (``ProviderAnswer/suspectsChannel``); `DeviceTokenNotForTopic` invalidates once the channel's topic
     ///   is proven by accepted sends (``ProviderAnswer/invalidatesWhenCredentialsWork``).
@@ -110,8 +110,9 @@ public enum APNsResponseClassifier {
         }
     }
 
-    /// `true` for 403 `ExpiredProviderToken` / `InvalidProviderToken`: the worker should call
-    /// ``APNsTokenManager/invalidate()`` for that team + key.
+    /// `true` for 403 `ExpiredProviderToken` / `InvalidProviderToken`: the worker reports the token refused
+    /// (``ProviderTokenPolicy/decide(current:rejected:at:)`` replaces it once fleet-wide, never within 20
+    /// minutes of its `iat`) and sends again once with the new token.
     public static func requiresNewProviderToken(_ response: PushResponse) -> Bool {
         guard response.status == 403, let body = parseBody(response.body),
               let reason = body["reason"]?.stringValue

@@ -60,13 +60,9 @@ public final class APNsTokenManager: Sendable {
                 // A clock that went backwards (age < 0) keeps the token: it cannot be older than it was.
                 if age < limit { return token }
             }
-            let issuedAt = Date(timeIntervalSince1970: current.timeIntervalSince1970.rounded(.down))
-            let token = try JSONWebToken.signES256(
-                header: ["kid": .string(keyID)],
-                claims: ["iss": .string(teamID), "iat": .int(Self.wholeSeconds(issuedAt.timeIntervalSince1970))],
-                key: privateKey)
-            state = State(token: token, issuedAt: issuedAt, invalidated: false)
-            return token
+            let signed = try Self.sign(teamID: teamID, keyID: keyID, privateKey: privateKey, issuedAt: current)
+            state = State(token: signed.token, issuedAt: signed.issuedAt, invalidated: false)
+            return signed.token
         }
     }
 

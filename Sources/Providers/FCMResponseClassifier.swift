@@ -123,8 +123,8 @@ public enum FCMResponseClassifier {
     }
 
     /// `true` for a 401 whose FCM code is `UNAUTHENTICATED` or absent (the OAuth2 access token was refused,
-    /// e.g. expired or revoked): the sender calls ``GoogleAccessTokenCache/invalidate()``, fetches a new token
-    /// and retries the send once. `THIRD_PARTY_AUTH_ERROR` (also a 401) gives `false`: a new token cannot
+    /// e.g. expired or revoked): the sender reports the token refused (it is replaced once fleet-wide, see
+    /// ``ProviderTokenPolicy/decide(current:rejected:at:)``) and retries the send once. `THIRD_PARTY_AUTH_ERROR` (also a 401) gives `false`: a new token cannot
     /// fix it.
     public static func requiresNewAccessToken(_ response: PushResponse) -> Bool {
         guard response.status == 401 else { return false }

@@ -7,10 +7,11 @@ import Synchronization
 
 /// APNs over HTTP/2 with token-based authentication (Apple: "Establishing a token-based connection to APNs").
 ///
-/// One ``APNsTokenManager`` per team + key id + key material, shared by every app and connection using that
-/// key, so the provider token is reused by every request and refreshed about every 50 minutes. The key
-/// material is part of the identity: two tenants naming the same team and key ids with different keys never
-/// share (or spoil) each other's tokens. Channel settings are parsed once and cached until the row's JSON
+/// One provider token per team + key id + key material, shared by every app, connection and worker of the
+/// fleet using that key (``SharedProviderTokens``, docs/provider-tokens.md), reused by every request and
+/// replaced about every 50 minutes, never sooner than 20 minutes after the previous one. The key material is
+/// part of the identity: two tenants naming the same team and key ids with different keys never share (or
+/// spoil) each other's tokens. Channel settings are parsed once and cached until the row's JSON
 /// changes, so a corrected key takes effect without a restart. Both caches are bounded (``CacheBounds``).
 ///
 /// Answers naming the credential (any 403) pause the channel at once; `DeviceTokenNotForTopic` and
@@ -23,8 +24,8 @@ public final class APNsSender: ProviderSender {
 
     struct Channel: Sendable {
         var credentials: APNsCredentials
-        /// The ``tokenManagers`` key: team, key id and the public key's fingerprint.
-        var tokenManagerKey: String
+        /// The shared token's owner: team, key id and public key fingerprinted, the sealing key derived.
+        var tokenCredential: ProviderTokenCredential
         var origin: HTTP2Origin?
         var evidence: ChannelEvidence
     }
@@ -37,7 +38,8 @@ public final class APNsSender: ProviderSender {
     private let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
-    let tokenManagers: SharedInstances<APNsTokenManager>
+    let tokens: SharedProviderTokens
+    private let tokenPolicy: ProviderTokenPolicy
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
@@ -50,13 +52,17 @@ public final class APNsSender: ProviderSender {
             bounds: .standard)
     }
 
-    /// - Parameter bounds: the cache sizes (tests use small ones).
+    /// - Parameters:
+    ///   - bounds: the cache sizes (tests use small ones).
+    ///   - tokens: the fleet's shared tokens (nil: tokens of this sender alone, bounded by `bounds`).
+    ///   - tokenPolicy: when tokens are replaced (Apple's intervals unless a test shortens them).
     init(
         client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
-        bounds: CacheBounds
+        bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .apns()
     ) {
         channels = ChannelCache(capacity: bounds.channels)
-        tokenManagers = SharedInstances(capacity: bounds.apnsTokenManagers)
+        self.tokens = tokens ?? SharedProviderTokens(database: nil, logger: logger, capacity: bounds.apnsTokenManagers)
+        self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
@@ -71,32 +77,55 @@ public final class APNsSender: ProviderSender {
             // A configuration error of the app's channel: pause it, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
-        let tokenManager = tokenManager(for: channel)
-        let request: PushRequest
-        do {
-            let bearer = try tokenManager.bearerToken()
-            let delivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: channel.credentials.topic, now: now)
-            request = try APNsRequestFactory.makeRequest(delivery, bearerToken: bearer)
-        } catch let error as APNsRequestError {
-            // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
-            if Self.channelRequestErrors.contains(error.reason) {
-                return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
-            }
-            return .failed(reason: error.reason, detail: ["error": .string(error.detail)])
-        } catch {
-            return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
-        }
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
-        let pushResponse: PushResponse
-        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
-        case .success(let response): pushResponse = response
-        case .failure(let failure):
-            return channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
+        let credentials = channel.credentials
+        let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: credentials.topic, now: now)
+        // The answer refusing the first provider token, and that token.
+        var refused: (response: PushResponse, token: String)?
+        while true {
+            let request: PushRequest
+            let bearer: String
+            do {
+                bearer = try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
+                    let signed = try APNsTokenManager.sign(
+                        teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey, issuedAt: Date())
+                    return MintedProviderToken(token: signed.token, issuedAt: signed.issuedAt, expiresAt: signed.expiresAt)
+                }
+                if let refused, refused.token == bearer {
+                    // Not replaced (too young for Apple's 20-minute floor): the refusal stands.
+                    return judge(refused.response, channel: channel, delivery: delivery, origin: origin)
+                }
+                request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: bearer)
+            } catch let error as APNsRequestError {
+                // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
+                if Self.channelRequestErrors.contains(error.reason) {
+                    return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
+                }
+                return .failed(reason: error.reason, detail: ["error": .string(error.detail)])
+            } catch {
+                return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
+            }
+            let pushResponse: PushResponse
+            switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
+            case .success(let response): pushResponse = response
+            case .failure(let failure):
+                return channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
+            }
+            if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
+                // Replaced once fleet-wide (or adopted when another worker already did); when the token changed,
+                // this push is sent again once with it. A token too young to replace pauses the channel.
+                tokens.reportRejected(bearer, for: channel.tokenCredential)
+                if refused == nil {
+                    refused = (pushResponse, bearer)
+                    continue
+                }
+            }
+            return judge(pushResponse, channel: channel, delivery: delivery, origin: origin)
         }
-        if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
-            tokenManager.invalidate()
-        }
-        let answer = APNsResponseClassifier.answer(pushResponse, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
+    }
+
+    private func judge(_ response: PushResponse, channel: Channel, delivery: ClaimedDelivery, origin: HTTP2Origin) -> DeliveryOutcome {
+        let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
         return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
     }
 
@@ -112,20 +141,9 @@ public final class APNsSender: ProviderSender {
             if let endpoint, !endpoint.isEmpty {
                 origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
             }
-            let fingerprint = Base64URL.encode(SHA256.hash(Array(credentials.privateKey.publicKey.x963Representation)))
             return Channel(
-                credentials: credentials, tokenManagerKey: "\(credentials.teamID).\(credentials.keyID).\(fingerprint)",
+                credentials: credentials, tokenCredential: try ProviderTokenCredential(apns: credentials),
                 origin: origin, evidence: ChannelEvidence(policy: .singleOrigin))
-        }
-    }
-
-    /// The shared manager of the channel's key (looked up per send, so an evicted manager is not kept
-    /// alive by the channel cache).
-    private func tokenManager(for channel: Channel) -> APNsTokenManager {
-        tokenManagers.value(forKey: channel.tokenManagerKey) {
-            APNsTokenManager(
-                teamID: channel.credentials.teamID, keyID: channel.credentials.keyID,
-                privateKey: channel.credentials.privateKey)
         }
     }
 }

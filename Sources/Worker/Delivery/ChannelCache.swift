@@ -10,9 +10,10 @@ import Synchronization
 struct CacheBounds: Sendable {
     /// Parsed channels per provider sender (one per app with a channel of that provider).
     var channels = 4096
-    /// APNs token managers (one per team + key id + key), each holding one provider token.
+    /// APNs credentials (team + key id + key) whose shared provider token a sender keeps in memory, when it
+    /// has no fleet-wide ``SharedProviderTokens`` of its own.
     var apnsTokenManagers = 4096
-    /// Google access-token caches (one per service account), each holding one access token.
+    /// Google service accounts whose shared access token a sender keeps in memory, likewise.
     var googleTokenCaches = 4096
     /// VAPID token managers (one per key + subject), each caching at most
     /// `VAPIDTokenManager.maximumCachedOrigins` tokens.

@@ -11,9 +11,6 @@ import Synchronization
 /// the top level.
 public struct FCMChannelSettings: Sendable {
     public var account: GoogleServiceAccount
-    /// SHA-256 (base64url) of the service-account JSON as normalized (sorted keys): apps configured with the
-    /// same account share one access-token cache.
-    public var accountFingerprint: String
 
     /// - Throws: ``FCMChannelSettingsError`` naming the missing or invalid member; never the key's text.
     public init(settingsJSON: String) throws(FCMChannelSettingsError) {
@@ -27,7 +24,6 @@ public struct FCMChannelSettings: Sendable {
         } else {
             accountJSON = settings.serialized()
         }
-        accountFingerprint = Base64URL.encode(SHA256.hash(accountJSON))
         do {
             account = try GoogleServiceAccount(json: accountJSON)
         } catch {
@@ -71,12 +67,14 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 /// FCM HTTP v1 (Firebase: "Send a message using FCM HTTP v1 API").
 ///
 /// - Channel settings are parsed once per app and cached until the row's JSON or `endpoint` changes.
-/// - One ``GoogleAccessTokenCache`` per service account (client email + key + token URI), shared by apps
-///   using the same account (both caches bounded, ``CacheBounds``); its fetch POSTs the JWT-bearer grant (RFC 7523 §2.1) to `token_uri` over the
-///   shared ``HTTP2Client`` (Google's token endpoint speaks HTTP/2).
+/// - One access token per service account (client email + key id + token URI + public key), shared by every
+///   app and every worker of the fleet using that account (``SharedProviderTokens``, docs/provider-tokens.md;
+///   caches bounded, ``CacheBounds``); it is fetched by POSTing the JWT-bearer grant (RFC 7523 §2.1) to
+///   `token_uri` over the shared ``HTTP2Client`` (Google's token endpoint speaks HTTP/2).
 /// - The send goes to the channel's `endpoint` when set, else `https://fcm.googleapis.com`.
 /// - A 401 the classifier says needs a new token (``FCMResponseClassifier/requiresNewAccessToken(_:)``)
-///   invalidates that token, fetches a new one and retries the send once.
+///   replaces that token once fleet-wide (or adopts the replacement another worker made) and retries the
+///   send once.
 public final class FCMSender: ProviderSender {
     public let provider = "fcm"
     /// FCM's production origin.
@@ -86,6 +84,8 @@ public final class FCMSender: ProviderSender {
         var origin: HTTP2Origin
         var settings: FCMChannelSettings
         var tokenURI: (origin: HTTP2Origin, path: String)
+        /// The shared token's owner (the account fingerprinted, the sealing key derived).
+        var tokenCredential: ProviderTokenCredential
         var evidence: ChannelEvidence
     }
 
@@ -94,7 +94,8 @@ public final class FCMSender: ProviderSender {
     private let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
-    let tokenCaches: SharedInstances<GoogleAccessTokenCache>
+    let tokens: SharedProviderTokens
+    private let tokenPolicy: ProviderTokenPolicy
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
@@ -107,13 +108,17 @@ public final class FCMSender: ProviderSender {
             bounds: .standard)
     }
 
-    /// - Parameter bounds: the cache sizes (tests use small ones).
+    /// - Parameters:
+    ///   - bounds: the cache sizes (tests use small ones).
+    ///   - tokens: the fleet's shared tokens (nil: tokens of this sender alone, bounded by `bounds`).
+    ///   - tokenPolicy: when access tokens are replaced.
     init(
         client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
-        bounds: CacheBounds
+        bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .fcm()
     ) {
         channels = ChannelCache(capacity: bounds.channels)
-        tokenCaches = SharedInstances(capacity: bounds.googleTokenCaches)
+        self.tokens = tokens ?? SharedProviderTokens(database: nil, logger: logger, capacity: bounds.googleTokenCaches)
+        self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
@@ -128,14 +133,22 @@ public final class FCMSender: ProviderSender {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
-        let tokens = tokenCache(for: channel.settings, tokenURI: channel.tokenURI)
+        let account = channel.settings.account
         let fcmDelivery = DeliveryRendering.fcmDelivery(
-            for: delivery, message: message, projectID: tokens.account.projectID, now: now)
+            for: delivery, message: message, projectID: account.projectID, now: now)
+        let (client, timeout, tokenURI) = (self.client, requestTimeout, channel.tokenURI)
         var refreshed = false
         while true {
             let accessToken: String
             do {
-                accessToken = try await tokens.accessToken()
+                accessToken = try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
+                    let assertion = try account.assertion(issuedAt: Date())
+                    let fetched = try await Self.fetchToken(
+                        assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
+                    let fetchedAt = Date()
+                    return MintedProviderToken(
+                        token: fetched.accessToken, issuedAt: fetchedAt, expiresAt: fetchedAt.addingTimeInterval(Double(fetched.expiresIn)))
+                }
             } catch let error as FCMTokenFetchError {
                 if let transport = error.transportError {
                     // token_uri is the channel's choice: a refused address there is its configuration at fault.
@@ -162,8 +175,9 @@ public final class FCMSender: ProviderSender {
                     ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
             }
             if !refreshed, FCMResponseClassifier.requiresNewAccessToken(pushResponse) {
-                // Expired or revoked token: only this token is dropped, so concurrent refusals refresh once.
-                tokens.invalidate(rejectedToken: accessToken)
+                // Expired or revoked token: replaced only while it is still current, so concurrent refusals
+                // (in this worker and across the fleet) refresh once.
+                tokens.reportRejected(accessToken, for: channel.tokenCredential)
                 refreshed = true
                 continue
             }
@@ -184,7 +198,8 @@ public final class FCMSender: ProviderSender {
             _ = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: egressPolicy)
             let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
             return Channel(
-                origin: origin, settings: settings, tokenURI: tokenURI, evidence: ChannelEvidence(policy: .singleOrigin))
+                origin: origin, settings: settings, tokenURI: tokenURI,
+                tokenCredential: try ProviderTokenCredential(fcm: settings.account), evidence: ChannelEvidence(policy: .singleOrigin))
         }
     }
 
@@ -196,21 +211,6 @@ public final class FCMSender: ProviderSender {
         var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         if let query = components.percentEncodedQuery { path += "?\(query)" }
         return (origin, path)
-    }
-
-    /// One cache per account, so apps sharing a service account share its access token (looked up per send,
-    /// so an evicted cache is not kept alive by the channel cache).
-    private func tokenCache(for settings: FCMChannelSettings, tokenURI: (origin: HTTP2Origin, path: String))
-        -> GoogleAccessTokenCache
-    {
-        tokenCaches.value(forKey: settings.accountFingerprint) {
-            let client = self.client
-            let timeout = requestTimeout
-            return GoogleAccessTokenCache(account: settings.account) { assertion in
-                try await Self.fetchToken(
-                    assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
-            }
-        }
     }
 
     /// `POST token_uri` with the JWT-bearer grant; the answer parsed by `GoogleServiceAccount.parseTokenResponse`.

@@ -26,17 +26,23 @@ public final class WorkerRuntime: Sendable {
             eventLoop: eventLoop,
             tls: TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system),
             configuration: clientConfiguration)
+        // One APNs provider token / FCM access token per credential for the whole fleet, through the database;
+        // a worker waits for another's mint at most as long as a token request may take, plus a margin.
+        let tokens = SharedProviderTokens(
+            database: database, logger: logger.named("tokens"),
+            capacity: CacheBounds.standard.apnsTokenManagers + CacheBounds.standard.googleTokenCaches,
+            lockTimeout: configuration.requestTimeout + 5)
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(
                     client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns"),
-                    egressPolicy: configuration.egressPolicy),
+                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
                 WebPushSender(
                     client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("webpush"),
                     egressPolicy: configuration.egressPolicy),
                 FCMSender(
                     client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("fcm"),
-                    egressPolicy: configuration.egressPolicy),
+                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: configuration.quietHoursSpread, maxUncountedRetries: configuration.maxUncountedRetries,

@@ -160,7 +160,7 @@ struct CacheBoundsTests {
                     continue
                 }
                 #expect(sender.channels.count <= 3)
-                #expect(sender.tokenManagers.count <= 2)
+                #expect(sender.tokens.count <= 2)
             }
         }
     }

@@ -1,0 +1,289 @@
+import DeliveryCore
+import Foundation
+import Postgres
+import Providers
+import Synchronization
+
+/// A token a mint made: the bearer token, when it was made and when the provider stops accepting it.
+struct MintedProviderToken: Sendable {
+    var token: String
+    var issuedAt: Date
+    var expiresAt: Date
+}
+
+/// The provider tokens of this worker, shared with the fleet through `provider_tokens`
+/// (docs/provider-tokens.md): one APNs provider token per team + key, one FCM access token per service
+/// account, however many workers send with it.
+///
+/// - Each worker keeps the current token of every credential it uses in memory (an ``LRUCache`` of
+///   `capacity` credentials) and uses it without asking the database until it is due
+///   (``ProviderTokenPolicy/refreshAt(_:)``) or the provider refused it (``reportRejected(_:for:)``).
+/// - Then one task per credential in this process (single flight) asks the database: under a
+///   transaction-scoped advisory lock on the credential's fingerprint it adopts the row's token, or mints a
+///   new one and replaces the row conditionally on the generation it read (``ProviderTokenStore``). The
+///   others in the fleet, waiting on the same lock, then adopt that token.
+/// - The database unavailable (or another worker's mint holding the lock past `lockTimeout` seconds): the
+///   worker keeps its unexpired token, or mints one of its own, logs it (a warning per credential a minute),
+///   and asks the database again after `localRetry` seconds, offering that token to the fleet when the
+///   row has none usable. A database blip therefore never stops sending; it may cost one extra token per
+///   worker.
+/// - With `database` nil (tests, `preview`) every token is local.
+final class SharedProviderTokens: Sendable {
+    typealias Mint = @Sendable () async throws -> MintedProviderToken
+
+    private let database: PostgresClient?
+    private let logger: Logger
+    private let lockTimeout: Double
+    private let localRetry: Double
+    private let now: @Sendable () -> Date
+    private let fallbackLog = LogRateLimiter(interval: 60)
+
+    private struct Entry {
+        var current: SharedProviderToken?
+        /// `current` came from (or was written to) the database.
+        var shared = false
+        /// A local token is offered to the database again from then on.
+        var retryDatabaseAt = Date.distantPast
+        /// The provider refused this token (it is `current`, or was).
+        var refused: String?
+        var inFlight: Task<SharedProviderToken, any Error>?
+    }
+
+    private let entries: Mutex<LRUCache<String, Entry>>
+
+    /// - Parameters:
+    ///   - database: where tokens are shared; nil keeps every token in this process.
+    ///   - capacity: credentials kept in memory (least recently used dropped).
+    ///   - lockTimeout: seconds to wait for another worker's mint of the same credential before falling back
+    ///     to a local token (PostgreSQL `lock_timeout`).
+    ///   - localRetry: seconds a local token is used before the database is asked again.
+    init(
+        database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.database = database
+        self.logger = logger
+        self.lockTimeout = lockTimeout
+        self.localRetry = localRetry
+        self.now = now
+        entries = Mutex(LRUCache(capacity: max(capacity, 1)))
+    }
+
+    /// Credentials currently held in memory.
+    var count: Int { entries.withLock { $0.count } }
+
+    /// Records that the provider refused `token` (APNs `ExpiredProviderToken`, FCM 401 `UNAUTHENTICATED`): the
+    /// next ``token(for:policy:mint:)`` replaces it fleet-wide, unless it is no longer the current one.
+    func reportRejected(_ token: String, for credential: ProviderTokenCredential) {
+        entries.withLock { cache in
+            guard var entry = cache.value(forKey: credential.fingerprint), entry.current?.token == token else { return }
+            entry.refused = token
+            _ = cache.insert(entry, forKey: credential.fingerprint)
+        }
+    }
+
+    /// The token to send with now (without `bearer `).
+    /// - Throws: whatever `mint` throws when no unexpired token is at hand (e.g. `FCMTokenFetchError`,
+    ///   `CryptoError`); database errors are never thrown (the token is minted locally instead).
+    func token(for credential: ProviderTokenCredential, policy: ProviderTokenPolicy, mint: @escaping Mint) async throws -> String {
+        let current = now()
+        enum Step { case ready(String), wait(Task<SharedProviderToken, any Error>, fallback: String?) }
+        let step: Step = entries.withLock { cache in
+            var entry = cache.value(forKey: credential.fingerprint) ?? Entry()
+            if let token = entry.current {
+                if entry.refused == token.token {
+                    // Refused but too young to replace (APNs' floor): nobody in the fleet replaces it either.
+                    if !policy.mayReplace(token, at: current) { return .ready(token.token) }
+                } else if entry.shared {
+                    if policy.isFresh(token, at: current) { return .ready(token.token) }
+                } else if current < entry.retryDatabaseAt, policy.isUnexpired(token, at: current) {
+                    return .ready(token.token)
+                }
+            }
+            let fallback = entry.current.flatMap {
+                entry.refused != $0.token && policy.isUnexpired($0, at: current) ? $0.token : nil
+            }
+            if let inFlight = entry.inFlight { return .wait(inFlight, fallback: fallback) }
+            let rejected = entry.refused
+            let offered = entry.shared ? nil : entry.current
+            let task = Task { [self] in
+                try await self.refresh(credential, policy: policy, rejected: rejected, offered: offered, mint: mint)
+            }
+            entry.inFlight = task
+            _ = cache.insert(entry, forKey: credential.fingerprint)
+            return .wait(task, fallback: fallback)
+        }
+        switch step {
+        case .ready(let token):
+            return token
+        case .wait(let task, let fallback):
+            do {
+                return try await task.value.token
+            } catch {
+                if let fallback { return fallback }
+                throw error
+            }
+        }
+    }
+
+    /// The one refresh in flight for `credential`: the database's decision, else a local one.
+    private func refresh(
+        _ credential: ProviderTokenCredential, policy: ProviderTokenPolicy, rejected: String?,
+        offered: SharedProviderToken?, mint: @escaping Mint
+    ) async throws -> SharedProviderToken {
+        var result: SharedProviderToken?
+        var shared = false
+        var databaseError: (any Error)?
+        if let database {
+            let lockTimeout = lockTimeout
+            let now = now
+            do {
+                result = try await database.withConnection { connection in
+                    try ProviderTokenStore.coordinate(
+                        on: connection, credential: credential, policy: policy, rejected: rejected, offered: offered,
+                        lockTimeout: lockTimeout, now: now, mint: { try Self.waitFor(mint) })
+                }
+                shared = true
+            } catch let failure as ProviderTokenStore.MintFailure {
+                try finish(credential, failure: failure.underlying)
+            } catch {
+                databaseError = error
+            }
+        }
+        if result == nil {
+            // Local: the same decision as the database would make, about this worker's own token.
+            let local = entries.withLock { $0.value(forKey: credential.fingerprint)?.current }
+            let current = now()
+            if let local, policy.isUnexpired(local, at: current), policy.isFresh(local, at: current) || database != nil,
+                local.token != rejected || !policy.mayReplace(local, at: current)
+            {
+                // This worker's unexpired token (while the database is away, a due one is kept until it expires).
+                result = local
+            } else {
+                do {
+                    let minted = try await mint()
+                    result = SharedProviderToken(token: minted.token, generation: 0, issuedAt: minted.issuedAt, expiresAt: minted.expiresAt)
+                } catch {
+                    try finish(credential, failure: error)
+                }
+            }
+            if let databaseError, fallbackLog.allow(credential.fingerprint) {
+                logger.warning(
+                    "provider token: the database could not coordinate it; using a token of this worker alone",
+                    ["credential": credential.fingerprint, "kind": credential.kind.rawValue, "error": "\(databaseError)"])
+            }
+        }
+        let token = result!
+        let retryAt = now().addingTimeInterval(localRetry)
+        entries.withLock { cache in
+            var entry = cache.value(forKey: credential.fingerprint) ?? Entry()
+            entry.inFlight = nil
+            entry.current = token
+            // Without a database every token is this worker's alone and follows the policy as a shared one does.
+            entry.shared = shared || database == nil
+            entry.retryDatabaseAt = entry.shared ? .distantPast : retryAt
+            if entry.refused != token.token { entry.refused = nil }
+            _ = cache.insert(entry, forKey: credential.fingerprint)
+        }
+        return token
+    }
+
+    /// Ends a refresh whose mint failed: the next call tries again.
+    private func finish(_ credential: ProviderTokenCredential, failure: any Error) throws -> Never {
+        entries.withLock { cache in
+            guard var entry = cache.value(forKey: credential.fingerprint) else { return }
+            entry.inFlight = nil
+            _ = cache.insert(entry, forKey: credential.fingerprint)
+        }
+        throw failure
+    }
+
+    /// Runs `body` and waits for it on the calling thread: only called on a database connection's own thread
+    /// (never on Swift's cooperative pool), which holds the credential's lock while a mint runs, so the mint
+    /// (an FCM token request over HTTP/2) happens once for the fleet.
+    private static func waitFor(_ body: @escaping Mint) throws -> MintedProviderToken {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<MintedProviderToken, any Error>?>(nil)
+        Task {
+            let outcome: Result<MintedProviderToken, any Error>
+            do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+}
+
+/// The `provider_tokens` table (migrations/0007_provider_tokens.sql): one row per credential fingerprint
+/// with the sealed token, its generation, `issued_at` and `expires_at`.
+enum ProviderTokenStore {
+    /// A mint's own error (not the database's), carried out of the transaction.
+    struct MintFailure: Error {
+        var underlying: any Error
+    }
+
+    /// In one transaction: waits (at most `lockTimeout` seconds) for the credential's advisory lock, reads
+    /// its row, and returns the row's token when ``ProviderTokenPolicy/decide(current:rejected:at:)`` says
+    /// to use it; otherwise writes `offered` (a still-fresh token this worker minted alone) or a new one
+    /// from `mint`, conditionally on the generation read (compare-and-swap), and returns it. A row this
+    /// credential cannot open (sealed by another key) counts as none and is replaced.
+    /// - Throws: ``MintFailure`` wrapping `mint`'s error; `PostgresError` otherwise (SQLSTATE `55P03` when
+    ///   the lock wait timed out).
+    static func coordinate(
+        on connection: PostgresConnection, credential: ProviderTokenCredential, policy: ProviderTokenPolicy,
+        rejected: String?, offered: SharedProviderToken?, lockTimeout: Double, now: () -> Date,
+        mint: () throws -> MintedProviderToken
+    ) throws -> SharedProviderToken {
+        try connection.transaction { connection in
+            _ = try connection.query(
+                "SELECT set_config('lock_timeout', $1, true)", ["\(Int(max(lockTimeout, 0.001) * 1000))ms"])
+            _ = try connection.query(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", ["pushizo.provider_tokens/" + credential.fingerprint])
+            let (row, generation) = try read(on: connection, credential)
+            let at = now()
+            if let row, policy.decide(current: row, rejected: rejected, at: at) == .use { return row }
+            let next: MintedProviderToken
+            if let offered, offered.token != rejected, policy.isFresh(offered, at: at) {
+                next = MintedProviderToken(token: offered.token, issuedAt: offered.issuedAt, expiresAt: offered.expiresAt)
+            } else {
+                do { next = try mint() } catch { throw MintFailure(underlying: error) }
+            }
+            let written = try connection.query(
+                """
+                INSERT INTO provider_tokens AS p (fingerprint, kind, sealed_token, generation, issued_at, expires_at)
+                VALUES ($1, $2, $3, 1, $4, $5)
+                ON CONFLICT (fingerprint) DO UPDATE
+                   SET kind = EXCLUDED.kind, sealed_token = EXCLUDED.sealed_token, generation = p.generation + 1,
+                       issued_at = EXCLUDED.issued_at, expires_at = EXCLUDED.expires_at, updated_at = now()
+                 WHERE p.generation = $6
+                RETURNING generation
+                """,
+                [credential.fingerprint, credential.kind.rawValue, try credential.seal(next.token), next.issuedAt, next.expiresAt, generation])
+            guard let newGeneration = try written.first?.decode(Int64.self, "generation") else {
+                // Replaced meanwhile by a writer that did not take the lock: theirs wins.
+                let (theirs, _) = try read(on: connection, credential)
+                return theirs ?? SharedProviderToken(token: next.token, generation: 0, issuedAt: next.issuedAt, expiresAt: next.expiresAt)
+            }
+            return SharedProviderToken(token: next.token, generation: newGeneration, issuedAt: next.issuedAt, expiresAt: next.expiresAt)
+        }
+    }
+
+    /// The credential's row: its token when this credential can open it, and its generation (0: no row).
+    static func read(on connection: PostgresConnection, _ credential: ProviderTokenCredential) throws
+        -> (SharedProviderToken?, Int64)
+    {
+        let rows = try connection.query(
+            "SELECT sealed_token, generation, issued_at, expires_at FROM provider_tokens WHERE fingerprint = $1",
+            [credential.fingerprint])
+        guard let row = rows.first else { return (nil, 0) }
+        let generation = try row.decode(Int64.self, "generation")
+        guard let token = credential.open(try row.decode([UInt8].self, "sealed_token")) else { return (nil, generation) }
+        return (
+            SharedProviderToken(
+                token: token, generation: generation, issuedAt: try row.decode(Date.self, "issued_at"),
+                expiresAt: try row.decode(Date.self, "expires_at")),
+            generation
+        )
+    }
+}
