@@ -17,7 +17,7 @@ enum RunCommand {
             runtime.requestStop()
             // Last resort: the stop is bounded by PUSHIZO_SHUTDOWN_TIMEOUT; should closing connections hang
             // past it, the process ends anyway (leases rescue what it held).
-            let limit = configuration.shutdownTimeout + 10
+            let limit = configuration.shutdownTimeout.inSeconds + 10
             Thread.detachNewThread {
                 Thread.sleep(forTimeInterval: limit)
                 logger.error("shutdown did not finish in time; exiting", ["after_s": "\(Int(limit))"])

@@ -20,7 +20,7 @@ public final class WorkerRuntime: Sendable {
         eventLoop = try HTTP2EventLoop(name: "pushizo-io")
         var clientConfiguration = HTTP2ClientConfiguration()
         clientConfiguration.maximumConnectionsPerOrigin = configuration.connectionsPerOrigin
-        clientConfiguration.requestTimeout = .milliseconds(Int64(configuration.requestTimeout * 1000))
+        clientConfiguration.requestTimeout = configuration.requestTimeout
         clientConfiguration.egressPolicy = configuration.egressPolicy
         http = HTTP2Client(
             eventLoop: eventLoop,
@@ -29,18 +29,18 @@ public final class WorkerRuntime: Sendable {
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(
-                    client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("apns"),
+                    client: http, requestTimeout: configuration.requestTimeout.inSeconds, logger: logger.named("apns"),
                     egressPolicy: configuration.egressPolicy),
                 WebPushSender(
-                    client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("webpush"),
+                    client: http, requestTimeout: configuration.requestTimeout.inSeconds, logger: logger.named("webpush"),
                     egressPolicy: configuration.egressPolicy),
                 FCMSender(
-                    client: http, requestTimeout: configuration.requestTimeout, logger: logger.named("fcm"),
+                    client: http, requestTimeout: configuration.requestTimeout.inSeconds, logger: logger.named("fcm"),
                     egressPolicy: configuration.egressPolicy),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
-            quietHoursSpread: configuration.quietHoursSpread, maxUncountedRetries: configuration.maxUncountedRetries,
-            deliveryTimeout: configuration.deliveryTimeout,
+            quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds), maxUncountedRetries: configuration.maxUncountedRetries,
+            deliveryTimeout: configuration.deliveryTimeout.inSeconds,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
                     try QueueStore.messages(

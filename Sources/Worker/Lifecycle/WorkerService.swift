@@ -24,7 +24,7 @@ extension DeliveryProcessing {
 ///
 /// Lifecycle (swift-service-lifecycle's shape, without the package): ``run()`` returns after
 /// ``requestStop()`` once claiming has stopped, every in-flight send has finished and every completion is
-/// written, or `shutdownTimeout` seconds after the stop request (sends still in flight are then cancelled,
+/// written, or `shutdownTimeout` after the stop request (sends still in flight are then cancelled,
 /// and the final flush ends at the same deadline, or one second after the cancelled sends end; what it could
 /// not write is logged and counted in ``unwrittenCompletions``).
 public final class WorkerService: Sendable {
@@ -60,7 +60,7 @@ public final class WorkerService: Sendable {
         self.logger = logger
         let capacityWake = self.capacityWake
         self.completer = Completer(
-            database: database, logger: logger.named("completer"), leaseSeconds: configuration.leaseSeconds,
+            database: database, logger: logger.named("completer"), leaseSeconds: configuration.lease.inSeconds,
             onProgress: { capacityWake.signal() })
         self.onReady = onReady
     }
@@ -109,7 +109,7 @@ public final class WorkerService: Sendable {
             // one more second.
             let stoppedAt = stopRequestedAt.withLock { $0 } ?? .now
             completer.finish(
-                deadline: max(stoppedAt + .milliseconds(Int64(configuration.shutdownTimeout * 1000)), .now + .seconds(1)))
+                deadline: max(stoppedAt + configuration.shutdownTimeout, .now + .seconds(1)))
             expansionWake.signal()
             await background.waitForAll()
         }
@@ -213,7 +213,7 @@ public final class WorkerService: Sendable {
                                 "suspects": "\(expansionSuspects.withLock { $0.suspects.count })",
                             ])
                     }
-                    await expansionWake.wait(timeout: min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                    await expansionWake.wait(timeout: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
                     continue
                 case nil:
                     failures = 0
@@ -245,10 +245,10 @@ public final class WorkerService: Sendable {
                     do {
                         let configuration = self.configuration
                         // Before the statement: the lease (from the database's now()) ends no earlier.
-                        let leaseExpiry = ContinuousClock.now + .milliseconds(Int64(configuration.leaseSeconds * 1000))
+                        let leaseExpiry = ContinuousClock.now + configuration.lease
                         claimed = try await database.withConnection { connection in
                             try QueueStore.claim(
-                                on: connection, limit: limit, leaseSeconds: configuration.leaseSeconds,
+                                on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
                                 workerID: configuration.workerID)
                         }
                         databaseReached()
@@ -291,13 +291,13 @@ public final class WorkerService: Sendable {
                 }
             }
         }
-        // After a stop request, give in-flight sends `shutdownTimeout` seconds; then cancel them. Their leases
+        // After a stop request, give in-flight sends `shutdownTimeout`; then cancel them. Their leases
         // expire and another worker sends them again (with the same apns-id).
         let timeout = configuration.shutdownTimeout
         let watchdog = Task {
             while !self.isStopping { try await Task.sleep(for: .milliseconds(200)) }
             let stoppedAt = self.stopRequestedAt.withLock { $0 } ?? .now
-            try await Task.sleep(until: stoppedAt + .milliseconds(Int64(timeout * 1000)), clock: .continuous)
+            try await Task.sleep(until: stoppedAt + timeout, clock: .continuous)
             self.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.inFlight.load(ordering: .relaxed))"])
             sendTask.cancel()
         }

@@ -106,7 +106,7 @@ final class Completer: Sendable {
                 var wait = min(1.0, leaseSeconds / 4)
                 if let nextRetry { wait = min(wait, max(0.01, Self.seconds(nextRetry - now))) }
                 if let deadline { wait = min(wait, max(0.01, Self.seconds(deadline - now))) }
-                await wake.wait(timeout: wait)
+                await wake.wait(timeout: .seconds(wait))
                 continue
             }
             // Give concurrent sends a moment to join a small batch.
