@@ -10,7 +10,8 @@ enum RunCommand {
         let logger = try LoggerConfiguration.make(reader, label: "worker")
         let runtime = try WorkerRuntime(
             configuration: configuration, logger: logger,
-            onReady: { SystemdNotifier.notify("READY=1\nSTATUS=claiming deliveries") })
+            onReady: { SystemdNotifier.notify("READY=1\nSTATUS=claiming deliveries") },
+            systemdStatus: SystemdNotifier.isEnabled, watchdog: SystemdNotifier.watchdogInterval())
         let signals = SignalHandling { signal in
             SystemdNotifier.notify("STOPPING=1\nSTATUS=finishing in-flight sends")
             logger.notice("signal received", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])

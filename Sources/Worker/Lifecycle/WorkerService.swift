@@ -45,6 +45,15 @@ public final class WorkerService: Sendable {
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
     private let reachedDatabase = Atomic<Bool>(false)
+    /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
+    /// systemd watchdog.
+    let claimHeartbeat = LoopHeartbeat(name: "claim loop")
+    #if DEBUG
+        /// Test-only fault (debug builds only; release builds do not contain it): while the file named by
+        /// `PUSHIZO_TEST_STALL_CLAIM_LOOP` exists, the claim loop blocks inside an iteration, as a stuck claim
+        /// would. `PUSHIZO_TEST_*` is reserved for the test suite and ignored as configuration.
+        private let stallClaimLoopFile = ProcessInfo.processInfo.environment["PUSHIZO_TEST_STALL_CLAIM_LOOP"]
+    #endif
 
     /// - Parameters:
     ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
@@ -81,6 +90,17 @@ public final class WorkerService: Sendable {
     }
 
     public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
+
+    /// Completions written so far and sends in flight now (for `STATUS=` lines).
+    var progress: (settled: Int, inFlight: Int) { (completer.settled, inFlight.load(ordering: .relaxed)) }
+
+    /// The loops the systemd watchdog watches besides the HTTP/2 I/O thread.
+    var watchedLoops: [LoopHeartbeat] { [claimHeartbeat, completer.heartbeat] }
+
+    /// The queue lag in seconds (``QueueStore/queueLag(on:)``), or nil when the database did not answer.
+    func sampleQueueLag() async -> Double? {
+        try? await database.withConnection { try QueueStore.queueLag(on: $0) }
+    }
 
     /// Runs until ``requestStop()`` (or, with `exitWhenDrained`, until the queue is empty).
     public func run() async {
@@ -148,8 +168,11 @@ public final class WorkerService: Sendable {
     /// An expand-only worker's main loop: it waits for a stop request, or with `exitWhenDrained` for no due
     /// notification left to expand.
     private func expandOnlyUntilStop() async {
+        defer { claimHeartbeat.finished() }
         while !isStopping {
+            claimHeartbeat.waiting(for: configuration.pollInterval)
             await claimWake.wait(timeout: configuration.pollInterval)
+            claimHeartbeat.working()
             if configuration.exitWhenDrained,
                 (try? await database.withConnection({ try QueueStore.isExpansionDrained(on: $0) })) == true
             {
@@ -231,12 +254,18 @@ public final class WorkerService: Sendable {
         let sendTask = Task {
             await withDiscardingTaskGroup { sends in
                 var failures = 0
+                defer { claimHeartbeat.finished() }
                 while !isStopping {
+                    claimHeartbeat.working()
+                    #if DEBUG
+                        await stallWhileFaultFileExists()
+                    #endif
                     // Unwritten completions hold their slots: claiming stops while they back up.
                     let free = configuration.concurrency - inFlight.load(ordering: .acquiring) - completer.pending
                     // Wait for room for a worthwhile batch rather than claiming one row at a time.
                     let wanted = min(configuration.claimBatch, configuration.concurrency)
                     if free < max(1, wanted / 2) {
+                        claimHeartbeat.waiting(for: configuration.pollInterval)
                         await capacityWake.wait(timeout: configuration.pollInterval)
                         continue
                     }
@@ -266,7 +295,9 @@ public final class WorkerService: Sendable {
                     } catch {
                         failures += 1
                         logger.error("claiming deliveries failed", ["error": "\(error)"])
-                        try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+                        let backoff = Duration.seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                        claimHeartbeat.waiting(for: backoff)
+                        try? await Task.sleep(for: backoff)
                         continue
                     }
                     if !claimed.isEmpty {
@@ -287,6 +318,7 @@ public final class WorkerService: Sendable {
                         requestStop()
                         break
                     }
+                    claimHeartbeat.waiting(for: configuration.pollInterval)
                     await claimWake.wait(timeout: configuration.pollInterval)
                 }
             }
@@ -304,6 +336,17 @@ public final class WorkerService: Sendable {
         await sendTask.value
         watchdog.cancel()
     }
+
+    #if DEBUG
+        /// See ``stallClaimLoopFile``: blocks (stamped as working) while the file exists, until a stop request.
+        private func stallWhileFaultFileExists() async {
+            guard let path = stallClaimLoopFile, FileManager.default.fileExists(atPath: path) else { return }
+            logger.warning("test fault: claim loop stalled (PUSHIZO_TEST_STALL_CLAIM_LOOP)")
+            while !isStopping && FileManager.default.fileExists(atPath: path) {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    #endif
 
     private func isDrained() async -> Bool {
         guard inFlight.load(ordering: .acquiring) == 0, completer.pending == 0 else { return false }
