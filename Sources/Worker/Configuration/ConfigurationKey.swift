@@ -39,6 +39,10 @@ extension ConfigurationKey {
         "PUSHIZO_DATABASE_URL",
         "libpq connection string: a URL (postgresql://user:pass@host:5432/db) or key=value pairs",
         secret: true)
+    public static let migrateDatabaseURL = ConfigurationKey(
+        "PUSHIZO_MIGRATE_DATABASE_URL",
+        "`migrate` only: libpq connection string of a schema-owning role, so the workers' role needs no DDL rights",
+        default: "PUSHIZO_DATABASE_URL", secret: true)
     public static let migrationsDirectory = ConfigurationKey(
         "PUSHIZO_MIGRATIONS_DIR",
         "directory of NNNN_name.sql migration files",
@@ -142,7 +146,7 @@ extension ConfigurationKey {
     /// Every key any command knows: an environment variable `PUSHIZO_*` outside this list stops start-up, so a
     /// typo in an EnvironmentFile is caught instead of silently ignored.
     public static let all: [ConfigurationKey] = [
-        databaseURL, migrationsDirectory, logLevel, logFormat,
+        databaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
