@@ -43,14 +43,24 @@ struct SystemdNotifyTests {
             }
         }
 
-        /// Waits (on its own thread) up to `seconds` for one datagram; nil on timeout.
+        /// Waits (on its own thread) up to `seconds` for one datagram; nil on timeout. A signal (SIGCHLD of
+        /// another test's child process) interrupts the wait with EINTR; it then goes on for the time left.
         func next(within seconds: Int) async throws -> String? {
             try await onThread { [fd] in
-                var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                let deadline = ContinuousClock.now + .seconds(seconds)
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                let count = recv(fd, &buffer, buffer.count, 0)
-                return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : nil
+                while true {
+                    let left = deadline - ContinuousClock.now
+                    guard left > .zero else { return nil }
+                    var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    let ready = poll(&entry, 1, Int32(left.components.seconds * 1000 + 1))
+                    if ready < 0 && errno == EINTR { continue }
+                    guard ready > 0 else { return nil }
+                    let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                    if count > 0 { return String(decoding: buffer[0..<count], as: UTF8.self) }
+                    if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                    return nil
+                }
             }
         }
     }
