@@ -15,6 +15,8 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // sd_notify(3) and sd_watchdog_enabled(3): readiness, status and the watchdog under systemd.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Functions standing in for OpenSSL macros, which Swift cannot call.
         .target(name: "CPushizoShims", dependencies: ["COpenSSL"]),
 
@@ -28,7 +30,7 @@ let package = Package(
         .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto"]),
 
         // MARK: I/O owners
-        .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+        .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),

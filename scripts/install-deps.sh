@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need on a fresh Debian machine (run as root), and nothing
-# that is already there. The Swift toolchain itself is expected on PATH (the machine image provides it).
+# that is already there. (libsystemd-dev: sd_notify for the worker; systemd: systemd-analyze for the unit tests.) The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time)
+packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -49,6 +49,13 @@ public final class HTTP2EventLoop: Sendable {
         core.stop()
     }
 
+    /// A liveness probe: runs `probe` (which must be quick and must not block) on the I/O thread once the work
+    /// queued before it has run, so a thread stuck in one callback never runs it. Returns false (and drops
+    /// `probe`) when the loop is shut down.
+    public func probe(_ probe: @escaping @Sendable () -> Void) -> Bool {
+        execute(probe)
+    }
+
     /// Runs `work` on the loop thread soon. Returns false (and drops `work`) when the loop is shut down.
     @discardableResult
     func execute(_ work: @escaping @Sendable () -> Void) -> Bool {

@@ -19,9 +19,11 @@ enum EmulatorCommand {
         let (host, port) = try listenAddress(reader)
         let cleartext = try reader.bool(.emulatorCleartext, default: false)
         let apnsKeys = try self.apnsKeys(reader)
-        let latency = try reader.double(.emulatorLatency, default: 0, in: 0...60)
+        let latency = try reader.duration(.emulatorLatency, default: .zero, in: .zero ... .seconds(60)).inSeconds
         let fcmAccounts = try self.fcmAccounts(reader)
-        let fcmTokenLifetime = try reader.double(.emulatorFCMTokenLifetime, default: 3600, in: 1...86_400)
+        let fcmTokenLifetime = try reader.duration(
+            .emulatorFCMTokenLifetime, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)
+        ).inSeconds
 
         var tls: TLSServerConfiguration?
         var caFile: String?

@@ -3,12 +3,13 @@ import Postgres
 import Worker
 
 enum MigrateCommand {
-    static let keys: [ConfigurationKey] = [.databaseURL, .migrationsDirectory, .logLevel, .logFormat]
+    static let keys: [ConfigurationKey] = [.databaseURL, .migrateDatabaseURL, .migrationsDirectory, .logLevel, .logFormat]
 
     static func main(environment: [String: String], arguments: [String]) throws {
         let reader = try ConfigurationReader(environment: environment, arguments: arguments, keys: keys)
         let logger = try LoggerConfiguration.make(reader, label: "migrate")
-        let databaseURL = try reader.requiredString(.databaseURL)
+        // A schema-owning role for DDL when configured; the workers' own URL otherwise.
+        let databaseURL = try reader.string(.migrateDatabaseURL) ?? reader.requiredString(.databaseURL)
         let directory = try MigrationsLocation.resolve(reader)
         let migrator = try PostgresMigrator(directory: directory)
         let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-migrate")

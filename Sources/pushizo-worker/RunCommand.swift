@@ -10,14 +10,15 @@ enum RunCommand {
         let logger = try LoggerConfiguration.make(reader, label: "worker")
         let runtime = try WorkerRuntime(
             configuration: configuration, logger: logger,
-            onReady: { SystemdNotifier.notify("READY=1\nSTATUS=claiming deliveries") })
+            onReady: { SystemdNotifier.notify("READY=1\nSTATUS=claiming deliveries") },
+            systemdStatus: SystemdNotifier.isEnabled, watchdog: SystemdNotifier.watchdogInterval())
         let signals = SignalHandling { signal in
             SystemdNotifier.notify("STOPPING=1\nSTATUS=finishing in-flight sends")
             logger.notice("signal received", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
             runtime.requestStop()
             // Last resort: the stop is bounded by PUSHIZO_SHUTDOWN_TIMEOUT; should closing connections hang
             // past it, the process ends anyway (leases rescue what it held).
-            let limit = configuration.shutdownTimeout + 10
+            let limit = configuration.shutdownTimeout.inSeconds + 10
             Thread.detachNewThread {
                 Thread.sleep(forTimeInterval: limit)
                 logger.error("shutdown did not finish in time; exiting", ["after_s": "\(Int(limit))"])

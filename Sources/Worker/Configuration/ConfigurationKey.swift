@@ -39,6 +39,10 @@ extension ConfigurationKey {
         "PUSHIZO_DATABASE_URL",
         "libpq connection string: a URL (postgresql://user:pass@host:5432/db) or key=value pairs",
         secret: true)
+    public static let migrateDatabaseURL = ConfigurationKey(
+        "PUSHIZO_MIGRATE_DATABASE_URL",
+        "`migrate` only: libpq connection string of a schema-owning role, so the workers' role needs no DDL rights",
+        default: "PUSHIZO_DATABASE_URL", secret: true)
     public static let migrationsDirectory = ConfigurationKey(
         "PUSHIZO_MIGRATIONS_DIR",
         "directory of NNNN_name.sql migration files",
@@ -59,17 +63,17 @@ extension ConfigurationKey {
         "PUSHIZO_CLAIM_BATCH", "most deliveries claimed in one transaction (1...10000)", default: "200")
     public static let leaseSeconds = ConfigurationKey(
         "PUSHIZO_LEASE_SECONDS",
-        "seconds a claim lasts before any worker may rescue the delivery; above the request timeout (5...86400)",
+        "duration a claim lasts before any worker may rescue the delivery; above the request timeout (5s...24h)",
         default: "120")
     public static let pollInterval = ConfigurationKey(
-        "PUSHIZO_POLL_INTERVAL", "seconds between polls when no NOTIFY arrives (0.05...60)", default: "1")
+        "PUSHIZO_POLL_INTERVAL", "duration between polls when no NOTIFY arrives (50ms...60s)", default: "1")
     public static let maxAttempts = ConfigurationKey(
         "PUSHIZO_MAX_ATTEMPTS", "send attempts before a delivery fails with max_attempts (1...100)", default: "10")
     public static let retryBase = ConfigurationKey(
-        "PUSHIZO_RETRY_BASE", "seconds before the first retry; doubles each attempt, with jitter (0.01...3600)",
+        "PUSHIZO_RETRY_BASE", "duration before the first retry; doubles each attempt, with jitter (10ms...1h)",
         default: "2")
     public static let retryMax = ConfigurationKey(
-        "PUSHIZO_RETRY_MAX", "longest wait between retries, in seconds (1...86400)", default: "3600")
+        "PUSHIZO_RETRY_MAX", "longest wait between retries (1s...24h)", default: "3600")
     public static let databaseConnections = ConfigurationKey(
         "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN one (2...64)",
         default: "4")
@@ -78,15 +82,15 @@ extension ConfigurationKey {
     public static let connectionsPerOrigin = ConfigurationKey(
         "PUSHIZO_CONNECTIONS_PER_ORIGIN", "HTTP/2 connections per provider origin (1...64)", default: "2")
     public static let requestTimeout = ConfigurationKey(
-        "PUSHIZO_REQUEST_TIMEOUT", "seconds before a provider request is abandoned and retried (1...300)",
+        "PUSHIZO_REQUEST_TIMEOUT", "duration before a provider request is abandoned and retried (1s...300s)",
         default: "30")
     public static let shutdownTimeout = ConfigurationKey(
         "PUSHIZO_SHUTDOWN_TIMEOUT",
-        "seconds to finish in-flight sends after SIGTERM before giving up on them (leases rescue them) (1...3600)",
+        "duration to finish in-flight sends after SIGTERM before giving up on them (leases rescue them); keep the unit's TimeoutStopSec above it plus 10 s (1s...1h)",
         default: "30")
     public static let deliveryTimeout = ConfigurationKey(
         "PUSHIZO_DELIVERY_TIMEOUT",
-        "seconds for one delivery's whole provider exchange (token fetch, send, refresh, resend); at least PUSHIZO_REQUEST_TIMEOUT, at most half of PUSHIZO_LEASE_SECONDS (1...3600)",
+        "duration of one delivery's whole provider exchange (token fetch, send, refresh, resend); at least PUSHIZO_REQUEST_TIMEOUT, at most half of PUSHIZO_LEASE_SECONDS (1s...1h)",
         default: "min(2 x PUSHIZO_REQUEST_TIMEOUT, PUSHIZO_LEASE_SECONDS / 2)")
     public static let maxUncountedRetries = ConfigurationKey(
         "PUSHIZO_MAX_UNCOUNTED_RETRIES",
@@ -98,7 +102,7 @@ extension ConfigurationKey {
         default: "expand,send")
     public static let quietHoursSpread = ConfigurationKey(
         "PUSHIZO_QUIET_HOURS_SPREAD",
-        "seconds over which deliveries held by quiet hours are released after the window ends, spread by subscription (0...86400)",
+        "duration over which deliveries held by quiet hours are released after the window ends, spread by subscription (0...24h)",
         default: "900")
     public static let exitWhenDrained = ConfigurationKey(
         "PUSHIZO_EXIT_WHEN_DRAINED",
@@ -137,7 +141,7 @@ extension ConfigurationKey {
     public static let emulatorRequestLog = ConfigurationKey(
         "PUSHIZO_EMULATOR_REQUEST_LOG", "JSON-lines file to append every accepted request to")
     public static let emulatorLatency = ConfigurationKey(
-        "PUSHIZO_EMULATOR_LATENCY", "seconds each emulator answer is held back, imitating a provider round trip (0...60)",
+        "PUSHIZO_EMULATOR_LATENCY", "duration each emulator answer is held back, imitating a provider round trip (0...60s)",
         default: "0")
     public static let emulatorWebPushSeed = ConfigurationKey(
         "PUSHIZO_EMULATOR_WEBPUSH_SEED",
@@ -147,7 +151,7 @@ extension ConfigurationKey {
         "PUSHIZO_EMULATOR_FCM_KEYS",
         "service accounts the FCM emulator's token endpoint trusts: comma-separated client_email:path-to-key.pem (public or private RSA PEM)")
     public static let emulatorFCMTokenLifetime = ConfigurationKey(
-        "PUSHIZO_EMULATOR_FCM_TOKEN_LIFETIME", "seconds an access token issued by the FCM emulator is valid (1...86400)",
+        "PUSHIZO_EMULATOR_FCM_TOKEN_LIFETIME", "duration an access token issued by the FCM emulator is valid (1s...24h)",
         default: "3600")
     public static let emulatorReadyFile = ConfigurationKey(
         "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
@@ -155,7 +159,7 @@ extension ConfigurationKey {
     /// Every key any command knows: an environment variable `PUSHIZO_*` outside this list stops start-up, so a
     /// typo in an EnvironmentFile is caught instead of silently ignored.
     public static let all: [ConfigurationKey] = [
-        databaseURL, migrationsDirectory, logLevel, logFormat,
+        databaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,

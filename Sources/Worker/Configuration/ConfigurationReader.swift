@@ -111,6 +111,22 @@ public struct ConfigurationReader: Sendable {
         return value
     }
 
+    /// A duration (see ``DurationText``: plain seconds such as `30` or `0.25`, or `500ms`, `30s`, `5m`, `2h`)
+    /// in `range`, or `fallback` when unset. Every duration setting is read here.
+    /// - Throws: ``ConfigurationError`` naming the key for text that is not a duration or lies outside `range`.
+    public func duration(_ key: ConfigurationKey, default fallback: Duration, in range: ClosedRange<Duration>) throws
+        -> Duration
+    {
+        guard let text = string(key) else { return fallback }
+        guard let value = DurationText.parse(text), range.contains(value) else {
+            throw ConfigurationError(
+                key: key.name,
+                problem: "\(describe(text, key)) is not a duration in \(DurationText.describe(range.lowerBound))..."
+                    + "\(DurationText.describe(range.upperBound)) (seconds, or a number with ms, s, m or h: 500ms, 30s, 5m)")
+        }
+        return value
+    }
+
     /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), or `fallback` when unset.
     /// - Throws: ``ConfigurationError`` naming the key for anything else.
     public func bool(_ key: ConfigurationKey, default fallback: Bool) throws -> Bool {

@@ -13,7 +13,8 @@ public enum WorkerRole: String, Sendable, CaseIterable {
 }
 
 /// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags.
-/// Durations are in seconds (`Double`). See ``ConfigurationKey`` for each key's meaning and default.
+/// Durations are `Duration`s, read by ``ConfigurationReader/duration(_:default:in:)`` (plain seconds or with a
+/// unit: `500ms`, `30s`, `5m`). See ``ConfigurationKey`` for each key's meaning and default.
 public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
     public var workerID: String
@@ -21,29 +22,29 @@ public struct WorkerConfiguration: Sendable {
     public var concurrency: Int
     /// Most deliveries claimed in one transaction.
     public var claimBatch: Int
-    /// Seconds a claim lasts before any worker may rescue the delivery.
-    public var leaseSeconds: Double
-    /// Seconds between polls when no NOTIFY arrives.
-    public var pollInterval: Double
+    /// How long a claim lasts before any worker may rescue the delivery (`PUSHIZO_LEASE_SECONDS`).
+    public var lease: Duration
+    /// Time between polls when no NOTIFY arrives.
+    public var pollInterval: Duration
     public var maxAttempts: Int
     public var retryPolicy: RetryPolicy
     public var databaseConnections: Int
     /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
     public var caFile: String?
     public var connectionsPerOrigin: Int
-    /// Seconds before a provider request is abandoned.
-    public var requestTimeout: Double
-    /// Seconds to finish in-flight sends after SIGTERM.
-    public var shutdownTimeout: Double
+    /// Time before a provider request is abandoned.
+    public var requestTimeout: Duration
+    /// Time to finish in-flight sends after SIGTERM.
+    public var shutdownTimeout: Duration
     public var exitWhenDrained: Bool
-    /// Seconds over which deliveries held by quiet hours are released after the window ends.
-    public var quietHoursSpread: Int
+    /// Time over which deliveries held by quiet hours are released after the window ends (whole seconds).
+    public var quietHoursSpread: Duration
     /// What this worker does (`PUSHIZO_ROLES`); never empty.
     public var roles: Set<WorkerRole>
-    /// Seconds one delivery's provider exchange may take in all (token fetch, send, refresh, resend); at
-    /// least ``requestTimeout``, at most half of ``leaseSeconds``. A delivery whose lease has less than this
+    /// Time one delivery's provider exchange may take in all (token fetch, send, refresh, resend); at
+    /// least ``requestTimeout``, at most half of ``lease``. A delivery whose lease has less than this
     /// left is not sent but put back in the queue.
-    public var deliveryTimeout: Double
+    public var deliveryTimeout: Duration
     /// Retries that spend no attempt before a delivery fails with `retries_exhausted`.
     public var maxUncountedRetries: Int
     /// `PUSHIZO_ALLOW_PRIVATE_NETWORKS`: the operator switch that lifts the egress policy (off by default).
@@ -71,11 +72,13 @@ public struct WorkerConfiguration: Sendable {
         workerID = reader.string(.workerID) ?? Self.defaultWorkerID()
         concurrency = try reader.int(.concurrency, default: 512, in: 1...100_000)
         claimBatch = try reader.int(.claimBatch, default: 200, in: 1...10_000)
-        leaseSeconds = try reader.double(.leaseSeconds, default: 120, in: 5...86_400)
-        pollInterval = try reader.double(.pollInterval, default: 1, in: 0.05...60)
+        lease = try reader.duration(.leaseSeconds, default: .seconds(120), in: .seconds(5) ... .seconds(86_400))
+        pollInterval = try reader.duration(.pollInterval, default: .seconds(1), in: .milliseconds(50) ... .seconds(60))
         maxAttempts = try reader.int(.maxAttempts, default: 10, in: 1...100)
-        let retryBase = try reader.double(.retryBase, default: 2, in: 0.01...3600)
-        let retryMax = try reader.double(.retryMax, default: 3600, in: 1...86_400)
+        let retryBase = try reader.duration(.retryBase, default: .seconds(2), in: .milliseconds(10) ... .seconds(3600))
+            .inSeconds
+        let retryMax = try reader.duration(.retryMax, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400))
+            .inSeconds
         guard retryMax >= retryBase else {
             throw ConfigurationError(key: ConfigurationKey.retryMax.name, problem: "must not be below PUSHIZO_RETRY_BASE")
         }
@@ -86,10 +89,10 @@ public struct WorkerConfiguration: Sendable {
             try Self.checkCertificateBundle(caFile)
         }
         connectionsPerOrigin = try reader.int(.connectionsPerOrigin, default: 2, in: 1...64)
-        requestTimeout = try reader.double(.requestTimeout, default: 30, in: 1...300)
-        shutdownTimeout = try reader.double(.shutdownTimeout, default: 30, in: 1...3600)
+        requestTimeout = try reader.duration(.requestTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(300))
+        shutdownTimeout = try reader.duration(.shutdownTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(3600))
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
-        quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
+        quietHoursSpread = try reader.duration(.quietHoursSpread, default: .seconds(900), in: .zero ... .seconds(86_400))
         allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
         maintenance = try MaintenanceSettings(reader)
         maintenanceInterval = try reader.durationSetting(
@@ -110,19 +113,21 @@ public struct WorkerConfiguration: Sendable {
         maxUncountedRetries = try reader.int(.maxUncountedRetries, default: 100, in: 1...100_000)
         // A send must end well within its lease: the other half covers the wait before the send and the
         // completion's write, so no lease runs out under a send in flight.
-        deliveryTimeout = try reader.double(
-            .deliveryTimeout, default: min(2 * requestTimeout, leaseSeconds / 2), in: 1...3600)
+        deliveryTimeout = try reader.duration(
+            .deliveryTimeout, default: min(requestTimeout * 2, lease / 2), in: .seconds(1) ... .seconds(3600))
         guard requestTimeout <= deliveryTimeout else {
             let setting = reader.string(.deliveryTimeout) == nil ? "PUSHIZO_LEASE_SECONDS / 2" : "PUSHIZO_DELIVERY_TIMEOUT"
             throw ConfigurationError(
                 key: ConfigurationKey.requestTimeout.name,
-                problem: "\(requestTimeout) s exceeds the per-delivery deadline \(deliveryTimeout) s (\(setting)); "
+                problem: "\(DurationText.describe(requestTimeout)) exceeds the per-delivery deadline "
+                    + "\(DurationText.describe(deliveryTimeout)) (\(setting)); "
                     + "lower PUSHIZO_REQUEST_TIMEOUT or raise PUSHIZO_LEASE_SECONDS")
         }
-        guard deliveryTimeout <= leaseSeconds / 2 else {
+        guard deliveryTimeout <= lease / 2 else {
             throw ConfigurationError(
                 key: ConfigurationKey.deliveryTimeout.name,
-                problem: "\(deliveryTimeout) s is more than half of PUSHIZO_LEASE_SECONDS (\(leaseSeconds) s), "
+                problem: "\(DurationText.describe(deliveryTimeout)) is more than half of PUSHIZO_LEASE_SECONDS "
+                    + "(\(DurationText.describe(lease))), "
                     + "so a lease could run out under a send in flight")
         }
     }

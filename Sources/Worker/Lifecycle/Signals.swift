@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+internal import CSystemd
 
 /// Routes SIGTERM and SIGINT to a handler through Dispatch signal sources (the default disposition is set to
 /// ignore first, or the process would die before the source sees the signal), and ignores SIGPIPE so a write
@@ -44,35 +45,28 @@ private final class SignalCounter: Sendable {
     func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
 }
 
-/// systemd's `sd_notify` protocol (sd_notify(3)) without libsystemd: a datagram to `$NOTIFY_SOCKET`.
-/// Does nothing when the variable is unset (not started by systemd with `Type=notify`).
+/// systemd's notification protocol through libsystemd (sd_notify(3), sd_watchdog_enabled(3)): datagrams to
+/// `$NOTIFY_SOCKET`. Does nothing when the variable is unset (not started by systemd with `Type=notify`).
 public enum SystemdNotifier {
-    /// Sends `state`, e.g. `"READY=1"`, `"STOPPING=1"`, `"STATUS=draining"`. Errors are ignored: a missing
-    /// notification must never stop the daemon.
+    /// Sends `state`, e.g. `"READY=1"`, `"STOPPING=1"`, `"STATUS=draining"`, `"WATCHDOG=1"`. Errors are
+    /// ignored: a missing notification must never stop the daemon. May block briefly if the receiver's queue
+    /// is full (a datagram socket), so callers keep it off Swift's cooperative threads where they can.
     public static func notify(_ state: String) {
-        guard var path = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !path.isEmpty else { return }
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let abstract = path.hasPrefix("@")
-        if abstract { path.removeFirst() }
-        var bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count + (abstract ? 1 : 0) < capacity else { return }
-        if abstract { bytes.insert(0, at: 0) }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
+        _ = sd_notify(0, state)
+    }
+
+    /// Whether `$NOTIFY_SOCKET` is set (the process runs under systemd with `Type=notify`, or a test's socket).
+    public static var isEnabled: Bool {
+        !(ProcessInfo.processInfo.environment["NOTIFY_SOCKET"] ?? "").isEmpty
+    }
+
+    /// systemd's watchdog interval (`WatchdogSec=`, passed as `$WATCHDOG_USEC` and, when set, `$WATCHDOG_PID`
+    /// naming this process), or `nil` when the watchdog is off for this process.
+    public static func watchdogInterval() -> Duration? {
+        var microseconds: UInt64 = 0
+        guard sd_watchdog_enabled(0, &microseconds) > 0, microseconds > 0, microseconds < UInt64(Int64.max) else {
+            return nil
         }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 0 : 1))
-        let message = Array(state.utf8)
-        _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                message.withUnsafeBytes { buffer in
-                    sendto(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL), socketAddress, length)
-                }
-            }
-        }
+        return .microseconds(Int64(microseconds))
     }
 }

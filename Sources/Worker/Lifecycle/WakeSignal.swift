@@ -25,9 +25,9 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
-    /// Returns on a signal, after `timeout` seconds, or on task cancellation, whichever comes first.
+    /// Returns on a signal, after `timeout`, or on task cancellation, whichever comes first.
     /// Only one task may wait at a time.
-    func wait(timeout: Double) async {
+    func wait(timeout: Duration) async {
         let generation: UInt64? = state.withLock { state in
             if state.pending {
                 state.pending = false
@@ -38,7 +38,7 @@ final class WakeSignal: Sendable {
         }
         guard let generation else { return }
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(timeout))
+            try? await Task.sleep(for: timeout)
             self?.fire(generation: generation)
         }
         await withTaskCancellationHandler {

@@ -24,7 +24,7 @@ extension DeliveryProcessing {
 ///
 /// Lifecycle (swift-service-lifecycle's shape, without the package): ``run()`` returns after
 /// ``requestStop()`` once claiming has stopped, every in-flight send has finished and every completion is
-/// written, or `shutdownTimeout` seconds after the stop request (sends still in flight are then cancelled,
+/// written, or `shutdownTimeout` after the stop request (sends still in flight are then cancelled,
 /// and the final flush ends at the same deadline, or one second after the cancelled sends end; what it could
 /// not write is logged and counted in ``unwrittenCompletions``).
 public final class WorkerService: Sendable {
@@ -46,6 +46,15 @@ public final class WorkerService: Sendable {
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
     private let reachedDatabase = Atomic<Bool>(false)
+    /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
+    /// systemd watchdog.
+    let claimHeartbeat = LoopHeartbeat(name: "claim loop")
+    #if DEBUG
+        /// Test-only fault (debug builds only; release builds do not contain it): while the file named by
+        /// `PUSHIZO_TEST_STALL_CLAIM_LOOP` exists, the claim loop blocks inside an iteration, as a stuck claim
+        /// would. `PUSHIZO_TEST_*` is reserved for the test suite and ignored as configuration.
+        private let stallClaimLoopFile = ProcessInfo.processInfo.environment["PUSHIZO_TEST_STALL_CLAIM_LOOP"]
+    #endif
 
     /// - Parameters:
     ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
@@ -61,7 +70,7 @@ public final class WorkerService: Sendable {
         self.logger = logger
         let capacityWake = self.capacityWake
         self.completer = Completer(
-            database: database, logger: logger.named("completer"), leaseSeconds: configuration.leaseSeconds,
+            database: database, logger: logger.named("completer"), leaseSeconds: configuration.lease.inSeconds,
             onProgress: { capacityWake.signal() })
         self.onReady = onReady
     }
@@ -83,6 +92,17 @@ public final class WorkerService: Sendable {
     }
 
     public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
+
+    /// Completions written so far and sends in flight now (for `STATUS=` lines).
+    var progress: (settled: Int, inFlight: Int) { (completer.settled, inFlight.load(ordering: .relaxed)) }
+
+    /// The loops the systemd watchdog watches besides the HTTP/2 I/O thread.
+    var watchedLoops: [LoopHeartbeat] { [claimHeartbeat, completer.heartbeat] }
+
+    /// The queue lag in seconds (``QueueStore/queueLag(on:)``), or nil when the database did not answer.
+    func sampleQueueLag() async -> Double? {
+        try? await database.withConnection { try QueueStore.queueLag(on: $0) }
+    }
 
     /// Runs until ``requestStop()`` (or, with `exitWhenDrained`, until the queue is empty).
     public func run() async {
@@ -114,7 +134,7 @@ public final class WorkerService: Sendable {
             // one more second.
             let stoppedAt = stopRequestedAt.withLock { $0 } ?? .now
             completer.finish(
-                deadline: max(stoppedAt + .milliseconds(Int64(configuration.shutdownTimeout * 1000)), .now + .seconds(1)))
+                deadline: max(stoppedAt + configuration.shutdownTimeout, .now + .seconds(1)))
             expansionWake.signal()
             await background.waitForAll()
         }
@@ -153,8 +173,11 @@ public final class WorkerService: Sendable {
     /// An expand-only worker's main loop: it waits for a stop request, or with `exitWhenDrained` for no due
     /// notification left to expand.
     private func expandOnlyUntilStop() async {
+        defer { claimHeartbeat.finished() }
         while !isStopping {
+            claimHeartbeat.waiting(for: configuration.pollInterval)
             await claimWake.wait(timeout: configuration.pollInterval)
+            claimHeartbeat.working()
             if configuration.exitWhenDrained,
                 (try? await database.withConnection({ try QueueStore.isExpansionDrained(on: $0) })) == true
             {
@@ -209,7 +232,7 @@ public final class WorkerService: Sendable {
                     if let sqlState = small.stalledSQLState {
                         failures += 1
                         logStall(sqlState)
-                        await expansionWake.wait(timeout: min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                        await expansionWake.wait(timeout: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
                         continue
                     }
                     failures = 0
@@ -253,7 +276,7 @@ public final class WorkerService: Sendable {
                     // stop request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
                     failures += 1
                     logStall(sqlState)
-                    await expansionWake.wait(timeout: min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                    await expansionWake.wait(timeout: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
                     continue
                 case nil:
                     failures = 0
@@ -264,7 +287,7 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     if chunkSkipped {
-                        await expansionWake.wait(timeout: min(configuration.pollInterval, 0.1))
+                        await expansionWake.wait(timeout: min(configuration.pollInterval, .milliseconds(100)))
                         continue
                     }
                 }
@@ -281,7 +304,6 @@ public final class WorkerService: Sendable {
     /// when no other worker of the fleet is (advisory lock), and skips the round otherwise.
     private func maintenanceLoop(every interval: Duration) async {
         let settings = configuration.maintenance
-        let seconds = Double(interval.components.seconds)
         while !isStopping {
             do {
                 let report = try await database.withConnection { connection in
@@ -307,7 +329,7 @@ public final class WorkerService: Sendable {
             } catch {
                 logger.warning("data-lifecycle maintenance failed; retried next round", ["error": "\(error)"])
             }
-            await maintenanceWake.wait(timeout: seconds)
+            await maintenanceWake.wait(timeout: interval)
         }
     }
 
@@ -329,12 +351,18 @@ public final class WorkerService: Sendable {
         let sendTask = Task {
             await withDiscardingTaskGroup { sends in
                 var failures = 0
+                defer { claimHeartbeat.finished() }
                 while !isStopping {
+                    claimHeartbeat.working()
+                    #if DEBUG
+                        await stallWhileFaultFileExists()
+                    #endif
                     // Unwritten completions hold their slots: claiming stops while they back up.
                     let free = configuration.concurrency - inFlight.load(ordering: .acquiring) - completer.pending
                     // Wait for room for a worthwhile batch rather than claiming one row at a time.
                     let wanted = min(configuration.claimBatch, configuration.concurrency)
                     if free < max(1, wanted / 2) {
+                        claimHeartbeat.waiting(for: configuration.pollInterval)
                         await capacityWake.wait(timeout: configuration.pollInterval)
                         continue
                     }
@@ -343,10 +371,10 @@ public final class WorkerService: Sendable {
                     do {
                         let configuration = self.configuration
                         // Before the statement: the lease (from the database's now()) ends no earlier.
-                        let leaseExpiry = ContinuousClock.now + .milliseconds(Int64(configuration.leaseSeconds * 1000))
+                        let leaseExpiry = ContinuousClock.now + configuration.lease
                         claimed = try await database.withConnection { connection in
                             try QueueStore.claim(
-                                on: connection, limit: limit, leaseSeconds: configuration.leaseSeconds,
+                                on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
                                 workerID: configuration.workerID)
                         }
                         databaseReached()
@@ -364,7 +392,9 @@ public final class WorkerService: Sendable {
                     } catch {
                         failures += 1
                         logger.error("claiming deliveries failed", ["error": "\(error)"])
-                        try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+                        let backoff = Duration.seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                        claimHeartbeat.waiting(for: backoff)
+                        try? await Task.sleep(for: backoff)
                         continue
                     }
                     if !claimed.isEmpty {
@@ -385,23 +415,35 @@ public final class WorkerService: Sendable {
                         requestStop()
                         break
                     }
+                    claimHeartbeat.waiting(for: configuration.pollInterval)
                     await claimWake.wait(timeout: configuration.pollInterval)
                 }
             }
         }
-        // After a stop request, give in-flight sends `shutdownTimeout` seconds; then cancel them. Their leases
+        // After a stop request, give in-flight sends `shutdownTimeout`; then cancel them. Their leases
         // expire and another worker sends them again (with the same apns-id).
         let timeout = configuration.shutdownTimeout
         let watchdog = Task {
             while !self.isStopping { try await Task.sleep(for: .milliseconds(200)) }
             let stoppedAt = self.stopRequestedAt.withLock { $0 } ?? .now
-            try await Task.sleep(until: stoppedAt + .milliseconds(Int64(timeout * 1000)), clock: .continuous)
+            try await Task.sleep(until: stoppedAt + timeout, clock: .continuous)
             self.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.inFlight.load(ordering: .relaxed))"])
             sendTask.cancel()
         }
         await sendTask.value
         watchdog.cancel()
     }
+
+    #if DEBUG
+        /// See ``stallClaimLoopFile``: blocks (stamped as working) while the file exists, until a stop request.
+        private func stallWhileFaultFileExists() async {
+            guard let path = stallClaimLoopFile, FileManager.default.fileExists(atPath: path) else { return }
+            logger.warning("test fault: claim loop stalled (PUSHIZO_TEST_STALL_CLAIM_LOOP)")
+            while !isStopping && FileManager.default.fileExists(atPath: path) {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    #endif
 
     private func isDrained() async -> Bool {
         guard inFlight.load(ordering: .acquiring) == 0, completer.pending == 0 else { return false }

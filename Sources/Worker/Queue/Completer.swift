@@ -33,6 +33,8 @@ final class Completer: Sendable {
     private let lostLeaseCount = Atomic<Int>(0)
     private let unwrittenCount = Atomic<Int>(0)
     private let refusalLog = LogRateLimiter(interval: 60)
+    /// The write loop's progress stamp, for the systemd watchdog.
+    let heartbeat = LoopHeartbeat(name: "completer")
 
     /// - Parameters:
     ///   - leaseSeconds: the claim's lifetime; leases of waiting completions are renewed by this much.
@@ -88,7 +90,9 @@ final class Completer: Sendable {
     /// The write loop; returns after ``finish(deadline:)`` once everything is written or the deadline passed.
     func run() async {
         var failures = 0
+        defer { heartbeat.finished() }
         while true {
+            heartbeat.working()
             await renewLeases()
             let now = ContinuousClock.now
             let (next, finishing, deadline, nextRetry) = state.withLock { state in
@@ -106,7 +110,8 @@ final class Completer: Sendable {
                 var wait = min(1.0, leaseSeconds / 4)
                 if let nextRetry { wait = min(wait, max(0.01, Self.seconds(nextRetry - now))) }
                 if let deadline { wait = min(wait, max(0.01, Self.seconds(deadline - now))) }
-                await wake.wait(timeout: wait)
+                heartbeat.waiting(for: .seconds(wait))
+                await wake.wait(timeout: .seconds(wait))
                 continue
             }
             // Give concurrent sends a moment to join a small batch.

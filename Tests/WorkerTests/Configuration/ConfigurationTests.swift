@@ -17,7 +17,7 @@ struct ConfigurationTests {
         let configuration = try configuration(base)
         #expect(configuration.concurrency == 512)
         #expect(configuration.claimBatch == 200)
-        #expect(configuration.leaseSeconds == 120)
+        #expect(configuration.lease == .seconds(120))
         #expect(configuration.exitWhenDrained == false)
         #expect(configuration.caFile == nil)
     }
@@ -27,7 +27,7 @@ struct ConfigurationTests {
         environment["PUSHIZO_CLAIM_BATCH"] = "50"
         let configuration = try configuration(environment, ["--claim-batch", "75", "--poll-interval=0.25", "--exit-when-drained"])
         #expect(configuration.claimBatch == 75)
-        #expect(configuration.pollInterval == 0.25)
+        #expect(configuration.pollInterval == .milliseconds(250))
         #expect(configuration.exitWhenDrained)
     }
 

@@ -23,10 +23,10 @@ struct DeadlineConfigurationTests {
 
     @Test func theDefaultDeadlineFitsTheLease() throws {
         let defaults = try configuration([:])
-        #expect(defaults.deliveryTimeout == 60)
+        #expect(defaults.deliveryTimeout == .seconds(60))
         #expect(defaults.maxUncountedRetries == 100)
         let short = try configuration(["PUSHIZO_LEASE_SECONDS": "5", "PUSHIZO_REQUEST_TIMEOUT": "1"])
-        #expect(short.deliveryTimeout == 2)
+        #expect(short.deliveryTimeout == .seconds(2))
     }
 
     @Test func aDeadlineOverHalfTheLeaseNamesBothKeys() throws {

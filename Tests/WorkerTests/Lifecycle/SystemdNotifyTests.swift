@@ -43,26 +43,36 @@ struct SystemdNotifyTests {
             }
         }
 
-        /// Waits (on its own thread) up to `seconds` for one datagram; nil on timeout.
+        /// Waits (on its own thread) up to `seconds` for one datagram; nil on timeout. A signal (SIGCHLD of
+        /// another test's child process) interrupts the wait with EINTR; it then goes on for the time left.
         func next(within seconds: Int) async throws -> String? {
             try await onThread { [fd] in
-                var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                let deadline = ContinuousClock.now + .seconds(seconds)
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                let count = recv(fd, &buffer, buffer.count, 0)
-                return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : nil
+                while true {
+                    let left = deadline - ContinuousClock.now
+                    guard left > .zero else { return nil }
+                    var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    let ready = poll(&entry, 1, Int32(left.components.seconds * 1000 + 1))
+                    if ready < 0 && errno == EINTR { continue }
+                    guard ready > 0 else { return nil }
+                    let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                    if count > 0 { return String(decoding: buffer[0..<count], as: UTF8.self) }
+                    if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                    return nil
+                }
             }
         }
     }
 
-    static func start(databaseURL: String, notifySocket: String) throws -> (Process, Pipe) {
+    static func start(databaseURL: String, notifySocket: String, extra: [String: String] = [:]) throws -> (Process, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments = ["run", "--poll-interval", "0.05"]
         process.environment = [
             "PUSHIZO_DATABASE_URL": databaseURL, "NOTIFY_SOCKET": notifySocket,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-        ]
+        ].merging(extra) { _, new in new }
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
@@ -101,6 +111,61 @@ struct SystemdNotifyTests {
                 if message.contains("READY=1") { ready = true; break }
             }
             #expect(ready)
+        }
+    }
+
+    /// Reads datagrams until `done` says so (given every line so far), or for 60 s at most (a hang guard, not a
+    /// timing assertion: the caller's expectations then fail).
+    static func collect(_ socket: NotifySocket, until done: ([String]) -> Bool) async throws -> [String] {
+        var lines: [String] = []
+        let guardDeadline = ContinuousClock.now + .seconds(60)
+        while !done(lines), ContinuousClock.now < guardDeadline, let message = try await socket.next(within: 30) {
+            lines += message.split(separator: "\n").map(String.init)
+        }
+        return lines
+    }
+
+    /// With `WATCHDOG_USEC` set the worker pings at half the interval and reports its rate and lag; a claim
+    /// loop stuck inside one iteration (the debug-only fault `PUSHIZO_TEST_STALL_CLAIM_LOOP`) stops the pings
+    /// while `STATUS=` says why, and they resume once the loop moves again.
+    @Test func watchdogPingsOnlyWhileTheLoopsMakeProgress() async throws {
+        let socket = try NotifySocket()
+        let stallFile = FileManager.default.temporaryDirectory.appendingPathComponent("stall-\(UUID())").path
+        defer { unlink(stallFile) }
+        try await TestDatabase.withMigratedDatabase { url in
+            let (worker, _) = try Self.start(
+                databaseURL: url, notifySocket: socket.path,
+                extra: ["WATCHDOG_USEC": "1000000", "PUSHIZO_TEST_STALL_CLAIM_LOOP": stallFile])
+            defer { kill(worker.processIdentifier, SIGKILL); worker.waitUntilExit() }
+
+            // Ready, pinging, and a status line with a measured rate and a sampled lag (the second line).
+            let running = try await Self.collect(socket) { lines in
+                guard let ready = lines.firstIndex(of: "READY=1") else { return false }
+                return lines[ready...].filter { $0 == "WATCHDOG=1" }.count >= 2
+                    && lines.contains { $0.hasPrefix("STATUS=sending ") && !$0.contains("?/s") && !$0.contains("unknown") }
+            }
+            let ready = try #require(running.firstIndex(of: "READY=1"), "no READY=1 in \(running)")
+            #expect(running[ready...].filter { $0 == "WATCHDOG=1" }.count >= 2, "\(running)")
+            let status = running.first { $0.hasPrefix("STATUS=sending ") && !$0.contains("?/s") }
+            #expect(status?.contains("/s, queue lag 0.0 s, 0 in flight") == true, "\(running)")
+
+            // Stuck: the claim loop blocks inside an iteration; once the interval passes the status says so.
+            #expect(FileManager.default.createFile(atPath: stallFile, contents: nil))
+            let stuck = try await Self.collect(socket) { $0.contains { $0.hasPrefix("STATUS=watchdog withheld") } }
+            let withheld = stuck.first { $0.hasPrefix("STATUS=watchdog withheld") }
+            #expect(withheld?.contains("claim loop stuck for") == true, "\(stuck)")
+            #expect(withheld?.contains("completer") == false, "\(stuck)")
+            // From then on no ping: the datagrams up to the second status line after it (the reporter still runs;
+            // it sends one every watchdog interval when that is below 5 s), two whole intervals.
+            _ = socket.pending()
+            let silent = try await Self.collect(socket) { $0.filter { $0.hasPrefix("STATUS=") }.count >= 2 }
+            #expect(silent.contains { $0.hasPrefix("STATUS=watchdog withheld: claim loop") }, "\(silent)")
+            #expect(!silent.contains("WATCHDOG=1"), "pinged while the claim loop was stuck: \(silent)")
+
+            // The loop moves again: pings resume.
+            unlink(stallFile)
+            let resumed = try await Self.collect(socket) { $0.contains("WATCHDOG=1") }
+            #expect(resumed.contains("WATCHDOG=1"))
         }
     }
 }

@@ -1,0 +1,48 @@
+/// The one place a duration setting's text becomes a `Duration`, and a `Duration` becomes text again for
+/// messages. Accepted: a plain decimal number of seconds (`30`, `0.25`: the form every duration key always
+/// took), or a number with one unit suffix, `ms`, `s`, `m` (or `min`) or `h`, optionally separated by spaces
+/// (`500ms`, `30s`, `1.5 m`, `2h`), as in systemd's time spans (systemd.time(7)) but with one unit only.
+public enum DurationText {
+    /// Parses `text`; `nil` for anything else (empty text, a negative or non-finite number, an unknown unit).
+    public static func parse(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let numberEnd = trimmed.firstIndex { !($0.isASCII && ($0.isNumber || $0 == ".")) } ?? trimmed.endIndex
+        guard numberEnd > trimmed.startIndex, let number = Double(trimmed[..<numberEnd]), number.isFinite,
+            number >= 0
+        else { return nil }
+        let unit = trimmed[numberEnd...].trimmingCharacters(in: .whitespaces)
+        let scale: Double
+        switch unit {
+        case "": scale = 1
+        case "ms": scale = 0.001
+        case "s", "sec": scale = 1
+        case "m", "min": scale = 60
+        case "h": scale = 3600
+        default: return nil
+        }
+        let seconds = number * scale
+        // Beyond a century is certainly a typo, and would overflow the nanosecond arithmetic below.
+        guard seconds <= 3_153_600_000 else { return nil }
+        return .nanoseconds(Int64((seconds * 1e9).rounded()))
+    }
+
+    /// `duration` as short text for messages: `500 ms`, `30 s`, `1.5 s`, `120 s`.
+    public static func describe(_ duration: Duration) -> String {
+        let seconds = duration.inSeconds
+        if seconds < 1 && seconds > 0 { return "\(format(seconds * 1000)) ms" }
+        return "\(format(seconds)) s"
+    }
+
+    private static func format(_ value: Double) -> String {
+        value == value.rounded() ? String(Int64(value)) : String(value)
+    }
+}
+
+extension Duration {
+    /// The duration as a decimal number of seconds (for APIs and SQL parameters that take seconds).
+    public var inSeconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+import Foundation
