@@ -1,7 +1,8 @@
 /// The one place a duration setting's text becomes a `Duration`, and a `Duration` becomes text again for
 /// messages. Accepted: a plain decimal number of seconds (`30`, `0.25`: the form every duration key always
-/// took), or a number with one unit suffix, `ms`, `s`, `m` (or `min`) or `h`, optionally separated by spaces
-/// (`500ms`, `30s`, `1.5 m`, `2h`), as in systemd's time spans (systemd.time(7)) but with one unit only.
+/// took), or a number with one unit suffix, `ms`, `s`, `m` (or `min`), `h` or `d` (86,400 s), optionally
+/// separated by spaces (`500ms`, `30s`, `1.5 m`, `2h`, `30d`), as in systemd's time spans (systemd.time(7)) but
+/// with one unit only.
 public enum DurationText {
     /// Parses `text`; `nil` for anything else (empty text, a negative or non-finite number, an unknown unit).
     public static func parse(_ text: String) -> Duration? {
@@ -18,6 +19,7 @@ public enum DurationText {
         case "s", "sec": scale = 1
         case "m", "min": scale = 60
         case "h": scale = 3600
+        case "d": scale = 86_400
         default: return nil
         }
         let seconds = number * scale
@@ -26,10 +28,12 @@ public enum DurationText {
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
-    /// `duration` as short text for messages: `500 ms`, `30 s`, `1.5 s`, `120 s`.
+    /// `duration` as short text for messages: `500 ms`, `30 s`, `1.5 s`, `120 s`, and whole days of at least
+    /// two days as `30 d`.
     public static func describe(_ duration: Duration) -> String {
         let seconds = duration.inSeconds
         if seconds < 1 && seconds > 0 { return "\(format(seconds * 1000)) ms" }
+        if seconds >= 172_800, seconds.truncatingRemainder(dividingBy: 86_400) == 0 { return "\(format(seconds / 86_400)) d" }
         return "\(format(seconds)) s"
     }
 

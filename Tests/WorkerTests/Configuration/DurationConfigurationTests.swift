@@ -16,13 +16,13 @@ struct DurationConfigurationTests {
     @Test(arguments: [
         ("30", Duration.seconds(30)), ("0.25", .milliseconds(250)), (" 2 ", .seconds(2)), ("500ms", .milliseconds(500)),
         ("30s", .seconds(30)), ("1.5 m", .seconds(90)), ("5min", .seconds(300)), ("2h", .seconds(7200)),
-        ("0", .zero), ("10MS", .milliseconds(10)),
+        ("0", .zero), ("10MS", .milliseconds(10)), ("1d", .seconds(86_400)), ("30 d", .seconds(30 * 86_400)),
     ])
     func acceptedForms(text: String, expected: Duration) {
         #expect(DurationText.parse(text) == expected)
     }
 
-    @Test(arguments: ["", "s", "-1", "1d", "5 mins", "1m30s", "nan", "inf", "1e3", "0x10", ".", "1..2"])
+    @Test(arguments: ["", "s", "-1", "1w", "5 mins", "1m30s", "nan", "inf", "1e3", "0x10", ".", "1..2"])
     func refusedForms(text: String) {
         #expect(DurationText.parse(text) == nil)
     }
@@ -72,5 +72,7 @@ struct DurationConfigurationTests {
         #expect(DurationText.describe(.milliseconds(50)) == "50 ms")
         #expect(DurationText.describe(.seconds(60)) == "60 s")
         #expect(DurationText.describe(.milliseconds(1500)) == "1.5 s")
+        #expect(DurationText.describe(.seconds(86_400)) == "86400 s")
+        #expect(DurationText.describe(.seconds(30 * 86_400)) == "30 d")
     }
 }
