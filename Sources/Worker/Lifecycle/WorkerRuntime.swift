@@ -39,7 +39,7 @@ public final class WorkerRuntime: Sendable {
         let tokens = SharedProviderTokens(
             database: database, logger: logger.named("tokens"),
             capacity: CacheBounds.standard.apnsTokenManagers + CacheBounds.standard.googleTokenCaches,
-            lockTimeout: configuration.requestTimeout + 5)
+            lockTimeout: configuration.requestTimeout.inSeconds + 5)
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(
