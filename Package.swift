@@ -15,8 +15,10 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        // Functions standing in for OpenSSL macros, which Swift cannot call.
-        .target(name: "CPushizoShims", dependencies: ["COpenSSL"]),
+        // The HTTP/1.1 server of the Prometheus metrics listener.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Functions standing in for OpenSSL macros and variadic C calls, which Swift cannot call.
+        .target(name: "CPushizoShims", dependencies: ["COpenSSL", "CMicroHTTPD"]),
 
         // MARK: Wrappers over C (C types never leave these modules)
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
@@ -26,9 +28,13 @@ let package = Package(
         // MARK: Logic without I/O
         .target(name: "DeliveryCore"),
         .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto"]),
+        // Prometheus metric families and their text rendering.
+        .target(name: "Metrics"),
 
         // MARK: I/O owners
-        .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+        // The `GET /metrics` listener (libmicrohttpd on its own thread) and the process_* collector.
+        .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoShims"]),
+        .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "Metrics", "MetricsServer"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
@@ -36,6 +42,8 @@ let package = Package(
 
         // MARK: Tests (folders mirror Sources/)
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
+        .testTarget(name: "MetricsServerTests", dependencies: ["MetricsServer", "Metrics"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto"]),
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),

@@ -17,6 +17,7 @@ public final class APNsTokenManager: Sendable {
     private let refreshInterval: Double
     private let minimumRefreshInterval: Double
     private let now: @Sendable () -> Date
+    private let onNewToken: (@Sendable () -> Void)?
 
     private struct State {
         var token: String?
@@ -31,9 +32,12 @@ public final class APNsTokenManager: Sendable {
     ///   - minimumRefreshInterval: seconds that must pass between two tokens even after ``invalidate()``
     ///     (default 1200 s = 20 min, Apple's `TooManyProviderTokenUpdates` floor).
     ///   - now: the clock (injectable for tests).
+    ///   - onNewToken: called after each token is made (for metrics).
     public init(teamID: String, keyID: String, privateKey: P256PrivateKey, refreshInterval: Double = 3000,
-                minimumRefreshInterval: Double = 1200, now: @escaping @Sendable () -> Date = Date.init)
+                minimumRefreshInterval: Double = 1200, now: @escaping @Sendable () -> Date = Date.init,
+                onNewToken: (@Sendable () -> Void)? = nil)
     {
+        self.onNewToken = onNewToken
         self.teamID = teamID
         self.keyID = keyID
         self.privateKey = privateKey
@@ -66,6 +70,7 @@ public final class APNsTokenManager: Sendable {
                 claims: ["iss": .string(teamID), "iat": .int(Self.wholeSeconds(issuedAt.timeIntervalSince1970))],
                 key: privateKey)
             state = State(token: token, issuedAt: issuedAt, invalidated: false)
+            onNewToken?()
             return token
         }
     }

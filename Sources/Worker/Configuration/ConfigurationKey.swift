@@ -108,6 +108,9 @@ extension ConfigurationKey {
         "PUSHIZO_ALLOW_PRIVATE_NETWORKS",
         "true: provider connections may go to loopback, private, link-local and other non-public addresses, and channel endpoint overrides may be cleartext http:// (tests, the demo, emulators); never in production",
         default: "false")
+    public static let metricsListen = ConfigurationKey(
+        "PUSHIZO_METRICS_LISTEN",
+        "host:port serving Prometheus metrics at GET /metrics (an IP literal; IPv6 in brackets, e.g. 127.0.0.1:9464 or [::1]:9464); unset: no listener")
 
     // `emulator`
     public static let emulatorListen = ConfigurationKey(
@@ -145,7 +148,7 @@ extension ConfigurationKey {
         databaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
-        quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
+        quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
     ]

@@ -2,6 +2,7 @@ import Foundation
 import DeliveryCore
 import PushCrypto
 import HTTP2
+import MetricsServer
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -48,6 +49,8 @@ public struct WorkerConfiguration: Sendable {
     public var maxUncountedRetries: Int
     /// `PUSHIZO_ALLOW_PRIVATE_NETWORKS`: the operator switch that lifts the egress policy (off by default).
     public var allowPrivateNetworks: Bool
+    /// `PUSHIZO_METRICS_LISTEN`: where `GET /metrics` is served; `nil`: no listener.
+    public var metricsListen: MetricsListenAddress?
 
     /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
     public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
@@ -57,7 +60,7 @@ public struct WorkerConfiguration: Sendable {
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
         .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
-        .allowPrivateNetworks,
+        .allowPrivateNetworks, .metricsListen,
     ]
 
     /// Reads and validates every key.
@@ -87,6 +90,13 @@ public struct WorkerConfiguration: Sendable {
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
         quietHoursSpread = try reader.int(.quietHoursSpread, default: 900, in: 0...86_400)
         allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
+        if let listen = reader.string(.metricsListen) {
+            do {
+                metricsListen = try MetricsListenAddress(parsing: listen)
+            } catch {
+                throw ConfigurationError(key: ConfigurationKey.metricsListen.name, problem: error.message)
+            }
+        }
         var roles: Set<WorkerRole> = []
         for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
             let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()

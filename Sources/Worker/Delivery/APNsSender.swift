@@ -36,25 +36,29 @@ public final class APNsSender: ProviderSender {
     private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
+    private let metrics: WorkerMetrics?
     let channels: ChannelCache<Channel>
     let tokenManagers: SharedInstances<APNsTokenManager>
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
     /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
+    /// - Parameter metrics: where provider tokens made (and failures to make one) are counted.
     public convenience init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        metrics: WorkerMetrics? = nil
     ) {
         self.init(
             client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
-            bounds: .standard)
+            bounds: .standard, metrics: metrics)
     }
 
     /// - Parameter bounds: the cache sizes (tests use small ones).
     init(
         client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
-        bounds: CacheBounds
+        bounds: CacheBounds, metrics: WorkerMetrics? = nil
     ) {
+        self.metrics = metrics
         channels = ChannelCache(capacity: bounds.channels)
         tokenManagers = SharedInstances(capacity: bounds.apnsTokenManagers)
         self.egressPolicy = egressPolicy
@@ -84,6 +88,7 @@ public final class APNsSender: ProviderSender {
             }
             return .failed(reason: error.reason, detail: ["error": .string(error.detail)])
         } catch {
+            metrics?.tokenRefreshed(provider: provider, succeeded: false)
             return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
         }
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
@@ -122,10 +127,11 @@ public final class APNsSender: ProviderSender {
     /// The shared manager of the channel's key (looked up per send, so an evicted manager is not kept
     /// alive by the channel cache).
     private func tokenManager(for channel: Channel) -> APNsTokenManager {
-        tokenManagers.value(forKey: channel.tokenManagerKey) {
+        tokenManagers.value(forKey: channel.tokenManagerKey) { [metrics] in
             APNsTokenManager(
                 teamID: channel.credentials.teamID, keyID: channel.credentials.keyID,
-                privateKey: channel.credentials.privateKey)
+                privateKey: channel.credentials.privateKey,
+                onNewToken: { metrics?.tokenRefreshed(provider: "apns", succeeded: true) })
         }
     }
 }

@@ -93,25 +93,29 @@ public final class FCMSender: ProviderSender {
     private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
+    private let metrics: WorkerMetrics?
     let channels: ChannelCache<Channel>
     let tokenCaches: SharedInstances<GoogleAccessTokenCache>
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
     /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
+    /// - Parameter metrics: where access tokens fetched (and failed fetches) are counted.
     public convenience init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        metrics: WorkerMetrics? = nil
     ) {
         self.init(
             client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
-            bounds: .standard)
+            bounds: .standard, metrics: metrics)
     }
 
     /// - Parameter bounds: the cache sizes (tests use small ones).
     init(
         client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
-        bounds: CacheBounds
+        bounds: CacheBounds, metrics: WorkerMetrics? = nil
     ) {
+        self.metrics = metrics
         channels = ChannelCache(capacity: bounds.channels)
         tokenCaches = SharedInstances(capacity: bounds.googleTokenCaches)
         self.egressPolicy = egressPolicy
@@ -206,9 +210,17 @@ public final class FCMSender: ProviderSender {
         tokenCaches.value(forKey: settings.accountFingerprint) {
             let client = self.client
             let timeout = requestTimeout
+            let metrics = self.metrics
             return GoogleAccessTokenCache(account: settings.account) { assertion in
-                try await Self.fetchToken(
-                    assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
+                do {
+                    let token = try await Self.fetchToken(
+                        assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
+                    metrics?.tokenRefreshed(provider: "fcm", succeeded: true)
+                    return token
+                } catch {
+                    metrics?.tokenRefreshed(provider: "fcm", succeeded: false)
+                    throw error
+                }
             }
         }
     }

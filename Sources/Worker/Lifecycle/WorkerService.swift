@@ -45,15 +45,18 @@ public final class WorkerService: Sendable {
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
     private let reachedDatabase = Atomic<Bool>(false)
+    private let metrics: WorkerMetrics
 
     /// - Parameters:
     ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
     ///     (the executable sends systemd `READY=1`). While the database cannot be reached the loops retry and
     ///     `onReady` waits; it is never called if the service stops before reaching the database.
+    ///   - metrics: where claims, completions, expansions, in-flight sends and the backlog are counted.
     public init(
         configuration: WorkerConfiguration, database: PostgresClient, processor: any DeliveryProcessing,
-        logger: Logger, onReady: @escaping @Sendable () -> Void = {}
+        logger: Logger, onReady: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics = WorkerMetrics()
     ) {
+        self.metrics = metrics
         self.configuration = configuration
         self.database = database
         self.processor = processor
@@ -61,8 +64,11 @@ public final class WorkerService: Sendable {
         let capacityWake = self.capacityWake
         self.completer = Completer(
             database: database, logger: logger.named("completer"), leaseSeconds: configuration.leaseSeconds,
-            onProgress: { capacityWake.signal() })
+            onProgress: { capacityWake.signal() }, metrics: metrics)
         self.onReady = onReady
+        metrics.observe(
+            inFlight: { [weak self] in self?.inFlight.load(ordering: .relaxed) ?? 0 },
+            pending: { [weak self] in self?.completer.pending ?? 0 })
     }
 
     /// Completions given up at the shutdown deadline (0 after a clean stop): their deliveries are sent again
@@ -182,16 +188,19 @@ public final class WorkerService: Sendable {
                 switch result {
                 case .expanded(let id, let created)?:
                     failures = 0
+                    metrics.expanded(created: created, outcome: "expanded")
                     logger.info("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
                     claimWake.signal()
                     continue
                 case .expanding(_, let created)?:
                     failures = 0
+                    metrics.expanded(created: created, outcome: nil)
                     if created > 0 { claimWake.signal() }
                     await Task.yield()
                     continue
                 case .failed(let id, let reason)?:
                     failures = 0
+                    metrics.expanded(created: 0, outcome: "failed")
                     logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])
                     continue
                 case .setAside?:
@@ -242,6 +251,7 @@ public final class WorkerService: Sendable {
                     }
                     let limit = min(wanted, free)
                     var claimed: [ClaimedDelivery]
+                    let claimStarted = ContinuousClock.now
                     do {
                         let configuration = self.configuration
                         // Before the statement: the lease (from the database's now()) ends no earlier.
@@ -252,6 +262,7 @@ public final class WorkerService: Sendable {
                                 workerID: configuration.workerID)
                         }
                         databaseReached()
+                        metrics.claimFinished(startedAt: claimStarted, claimed: claimed.count)
                         for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
                         // A delivery this worker already answered, claimed again because its lease ran out
                         // while the completion waited: the waiting completion takes the new claim; no resend.
@@ -265,6 +276,7 @@ public final class WorkerService: Sendable {
                         failures = 0
                     } catch {
                         failures += 1
+                        metrics.claimFinished(startedAt: claimStarted, claimed: 0)
                         logger.error("claiming deliveries failed", ["error": "\(error)"])
                         try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
                         continue
