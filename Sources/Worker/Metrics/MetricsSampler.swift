@@ -8,16 +8,28 @@ extension WorkerMetrics {
     /// Seconds between two samples of the queue and of the HTTP/2 pools.
     public static let sampleInterval: Double = 15
 
-    /// Samples the queue (``QueueStore/sampleQueueDepth(on:)``) and each provider kind's HTTP/2 pool every
-    /// `interval` seconds, at once first, until the task is cancelled. A scrape only reads the last sample,
-    /// so scrapes never reach the database, however often they come.
+    /// The queue sample takes at most this share of one database connection's time: after a sample that took
+    /// `t` seconds the next waits at least `t / queueSampleDutyCycle` (a slow sample on a huge queue is taken
+    /// less often instead of keeping a backend busy).
+    static let queueSampleDutyCycle = 0.05
+
+    /// Samples each provider kind's HTTP/2 pool every `interval` seconds and the queue
+    /// (``QueueStore/sampleQueueDepth(on:)``) as often, or less often when the sample is slow
+    /// (``queueSampleDutyCycle``); both at once first, until the task is cancelled. A scrape only reads the
+    /// last sample, so scrapes never reach the database, however often they come.
     /// - Parameter clients: the HTTP/2 client of each provider kind (`apns`, `fcm`, `webpush`).
     func runSampler(
         database: PostgresClient, clients: [String: HTTP2Client], interval: Double = sampleInterval, logger: Logger
     ) async {
         let failureLog = LogRateLimiter(interval: 600)
+        var nextQueueSample = ContinuousClock.now
         while !Task.isCancelled {
-            await sampleQueue(database: database, logger: logger, failureLog: failureLog)
+            if ContinuousClock.now >= nextQueueSample {
+                let started = ContinuousClock.now
+                await sampleQueue(database: database, logger: logger, failureLog: failureLog)
+                let took = Self.seconds(since: started)
+                nextQueueSample = started + .milliseconds(Int64(max(interval, took / Self.queueSampleDutyCycle) * 1000))
+            }
             for (provider, client) in clients {
                 let statistics = await client.statistics()
                 let labels = LabelValues(provider)

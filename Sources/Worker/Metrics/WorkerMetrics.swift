@@ -126,7 +126,8 @@ public final class WorkerMetrics: Sendable {
         notificationsExpanded = registry.counter(
             "pushizo_notification_expansions_total",
             help: "Notifications whose expansion ended, by outcome (expanded, failed).", labels: ["outcome"])
-        for provider in Provider.allCases.map(\.rawValue) {
+        // Web Push's VAPID tokens are signed per push-service origin and not counted here.
+        for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
             tokenRefreshes.touch(LabelValues(provider))
             tokenRefreshFailures.touch(LabelValues(provider))
         }

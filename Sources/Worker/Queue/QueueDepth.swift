@@ -25,14 +25,15 @@ public struct QueueDepthSample: Sendable, Equatable {
 
 extension QueueStore {
     /// Longest a sample may take before PostgreSQL cancels it (`statement_timeout`, milliseconds).
-    static let queueSampleTimeoutMilliseconds = 5000
+    static let queueSampleTimeoutMilliseconds = 30_000
 
     /// One sample of the queue (both statements in one read-only transaction, bounded by
     /// ``queueSampleTimeoutMilliseconds``).
     ///
     /// Cost: exact counts need one pass over `deliveries` joined to `subscriptions` by primary key (the
-    /// provider is the subscription's platform), so the caller samples every few seconds rather than per
-    /// scrape; the paused channels come from `app_channels` (one row per app and provider).
+    /// provider is the subscription's platform): seconds on a queue of a million rows. The caller samples in
+    /// the background, less often when a sample is slow, never per scrape; the paused channels come from
+    /// `app_channels` (one row per app and provider).
     /// - Throws: ``PostgresError`` (a lost connection, the timeout).
     public static func sampleQueueDepth(on connection: PostgresConnection) throws -> QueueDepthSample {
         try connection.transaction { connection in
