@@ -177,41 +177,40 @@ struct SeriesTable<Value> {
     }
 }
 
-/// A counter family: values only go up (Prometheus: "Metric types", counter).
-public final class CounterFamily: MetricFamily, Sendable {
-    public let name: String
-    public let help: String
-    var type: MetricType { .counter }
+/// One number per label set: the storage and rendering counters and gauges share.
+final class ScalarSeries: Sendable {
+    let name: String
     let labelNames: [String]
     private let table: Mutex<SeriesTable<Double>>
 
-    init(name: String, help: String, labelNames: [String], maximumSeries: Int = MetricsRegistry.defaultMaximumSeries) {
+    init(name: String, labelNames: [String], maximumSeries: Int) {
         precondition(labelNames.count <= 3 && labelNames.allSatisfy(MetricName.isValidLabelName), "invalid labels of \(name)")
         self.name = name
-        self.help = help
         self.labelNames = labelNames
         table = Mutex(SeriesTable(labelCount: labelNames.count, maximumSeries: maximumSeries))
     }
 
-    /// Adds `amount` (>= 0; negative amounts are ignored) to the series of `labels`.
-    public func add(_ amount: Double = 1, _ labels: LabelValues = LabelValues()) {
-        guard amount >= 0 else { return }
+    func add(_ amount: Double, _ labels: LabelValues) {
+        table.withLock { table in table.series[table.key(for: labels), default: 0] += amount }
+    }
+
+    func set(_ value: Double, _ labels: LabelValues) {
+        table.withLock { table in table.series[table.key(for: labels)] = value }
+    }
+
+    func replaceAll(_ values: [LabelValues: Double]) {
         table.withLock { table in
-            table.series[table.key(for: labels), default: 0] += amount
+            table.series = [:]
+            for (labels, value) in values { table.series[table.key(for: labels)] = value }
         }
     }
 
-    /// Makes the series of `labels` appear with 0 if it does not exist yet (so a rate can start at zero).
-    public func touch(_ labels: LabelValues = LabelValues()) {
-        add(0, labels)
+    func value(_ labels: LabelValues) -> Double? {
+        table.withLock { $0.series[labels] }
     }
 
-    /// The current value of `labels`' series (0 when it does not exist).
-    public func value(_ labels: LabelValues = LabelValues()) -> Double {
-        table.withLock { $0.series[labels] ?? 0 }
-    }
-
-    func renderSamples(into output: inout String) {
+    /// Without labels and before any value: one sample of 0, so the series exists from the start.
+    func render(into output: inout String) {
         let series = table.withLock { $0.series }
         if labelNames.isEmpty && series.isEmpty {
             output += "\(name) 0\n"
@@ -223,51 +222,72 @@ public final class CounterFamily: MetricFamily, Sendable {
     }
 }
 
+/// A counter family: values only go up (Prometheus: "Metric types", counter).
+public final class CounterFamily: MetricFamily, Sendable {
+    public let name: String
+    public let help: String
+    var type: MetricType { .counter }
+    private let series: ScalarSeries
+
+    init(name: String, help: String, labelNames: [String], maximumSeries: Int = MetricsRegistry.defaultMaximumSeries) {
+        self.name = name
+        self.help = help
+        series = ScalarSeries(name: name, labelNames: labelNames, maximumSeries: maximumSeries)
+    }
+
+    /// Adds `amount` (>= 0; negative amounts are ignored) to the series of `labels`.
+    public func add(_ amount: Double = 1, _ labels: LabelValues = LabelValues()) {
+        guard amount >= 0 else { return }
+        series.add(amount, labels)
+    }
+
+    /// Makes the series of `labels` appear with 0 if it does not exist yet (so a rate can start at zero).
+    public func touch(_ labels: LabelValues = LabelValues()) {
+        series.add(0, labels)
+    }
+
+    /// The current value of `labels`' series (0 when it does not exist).
+    public func value(_ labels: LabelValues = LabelValues()) -> Double {
+        series.value(labels) ?? 0
+    }
+
+    func renderSamples(into output: inout String) {
+        series.render(into: &output)
+    }
+}
+
 /// A gauge family: values go up and down (Prometheus: "Metric types", gauge).
 public final class GaugeFamily: MetricFamily, Sendable {
     public let name: String
     public let help: String
     var type: MetricType { .gauge }
-    let labelNames: [String]
-    private let table: Mutex<SeriesTable<Double>>
+    private let series: ScalarSeries
 
     init(name: String, help: String, labelNames: [String], maximumSeries: Int = MetricsRegistry.defaultMaximumSeries) {
-        precondition(labelNames.count <= 3 && labelNames.allSatisfy(MetricName.isValidLabelName), "invalid labels of \(name)")
         self.name = name
         self.help = help
-        self.labelNames = labelNames
-        table = Mutex(SeriesTable(labelCount: labelNames.count, maximumSeries: maximumSeries))
+        series = ScalarSeries(name: name, labelNames: labelNames, maximumSeries: maximumSeries)
     }
 
     public func set(_ value: Double, _ labels: LabelValues = LabelValues()) {
-        table.withLock { table in table.series[table.key(for: labels)] = value }
+        series.set(value, labels)
     }
 
     public func add(_ amount: Double, _ labels: LabelValues = LabelValues()) {
-        table.withLock { table in table.series[table.key(for: labels), default: 0] += amount }
+        series.add(amount, labels)
     }
 
     /// Replaces every series at once (a sampler's snapshot: label sets missing from `values` disappear).
     public func replaceAll(_ values: [LabelValues: Double]) {
-        table.withLock { table in
-            table.series = [:]
-            for (labels, value) in values { table.series[table.key(for: labels)] = value }
-        }
+        series.replaceAll(values)
     }
 
     public func value(_ labels: LabelValues = LabelValues()) -> Double? {
-        table.withLock { $0.series[labels] }
+        series.value(labels)
     }
 
     func renderSamples(into output: inout String) {
-        let series = table.withLock { $0.series }
-        if labelNames.isEmpty && series.isEmpty {
-            output += "\(name) 0\n"
-            return
-        }
-        for (labels, value) in Exposition.sorted(series) {
-            output += "\(name)\(Exposition.labels(labelNames, labels)) \(Exposition.format(value))\n"
-        }
+        series.render(into: &output)
     }
 }
 

@@ -208,10 +208,7 @@ func scrape(_ url: String) async throws -> String {
 
 /// Runs `promtool check metrics` on `text` (Debian's `prometheus` package; scripts/install-deps.sh installs it).
 func promtoolCheckMetrics(_ text: String) async throws {
-    guard let promtool = findExecutable("promtool") else {
-        print("SKIPPED promtool check metrics: promtool is not installed (apt-get install prometheus)")
-        return
-    }
+    guard let promtool = AlertRulesTests.promtool(for: "promtool check metrics") else { return }
     let (status, output) = try await runTool(promtool, ["check", "metrics"], input: text)
     #expect(status == 0, "promtool check metrics: \(output)")
 }
