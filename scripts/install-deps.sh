@@ -2,7 +2,7 @@
 # Installs what building, testing and the demo need on a fresh Debian machine (run as root), and nothing
 # that is already there. The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev prometheus libcurl4)
+packages=(libpq-dev libssl-dev libnghttp2-dev postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev prometheus libcurl4 curl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -247,6 +247,9 @@ public final class WorkerMetrics: Sendable {
         "invalid_argument", "invalid_registration_token", "sender_id_mismatch", "quota_exceeded", "unavailable",
         "internal", "third_party_auth_error", "unspecified_error", "not_found", "permission_denied", "unauthenticated",
         // Web Push (RFC 8030, RFC 8292).
-        "bad_request", "unsupported_media_type", "vapid_unauthorized", "vapid_forbidden",
+        "bad_request", "unsupported_media_type", "vapid_unauthorized", "vapid_forbidden", "request_timeout",
+        "rate_limited",
+        // Google's canonical status names, which FCM may answer with.
+        "resource_exhausted", "deadline_exceeded",
     ])
 }
