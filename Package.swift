@@ -17,8 +17,10 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // sd_notify(3) and sd_watchdog_enabled(3): readiness, status and the watchdog under systemd.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        // Functions standing in for OpenSSL macros, which Swift cannot call.
-        .target(name: "CPushizoShims", dependencies: ["COpenSSL"]),
+        // The HTTP/1.1 server of the Prometheus metrics listener.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Functions standing in for OpenSSL macros and variadic C calls, which Swift cannot call.
+        .target(name: "CPushizoShims", dependencies: ["COpenSSL", "CMicroHTTPD"]),
 
         // MARK: Wrappers over C (C types never leave these modules)
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
@@ -28,9 +30,15 @@ let package = Package(
         // MARK: Logic without I/O
         .target(name: "DeliveryCore"),
         .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto"]),
+        // Prometheus metric families and their text rendering.
+        .target(name: "Metrics"),
 
         // MARK: I/O owners
-        .target(name: "Worker", dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd"]),
+        // The `GET /metrics` listener (libmicrohttpd on its own thread) and the process_* collector.
+        .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoShims"]),
+        .target(
+            name: "Worker",
+            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
@@ -38,6 +46,8 @@ let package = Package(
 
         // MARK: Tests (folders mirror Sources/)
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
+        .testTarget(name: "MetricsServerTests", dependencies: ["MetricsServer", "Metrics"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto"]),
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need on a fresh Debian machine (run as root), and nothing
-# that is already there. (libsystemd-dev: sd_notify for the worker; systemd: systemd-analyze for the unit tests.) The Swift toolchain itself is expected on PATH (the machine image provides it).
+# that is already there. (libsystemd-dev: sd_notify for the worker; systemd: systemd-analyze for the unit tests;
+# libmicrohttpd-dev: the metrics listener; prometheus: promtool, which checks metrics and alert rules in the tests;
+# curl: scrapes in the demo.) The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time)
+packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev prometheus libcurl4 curl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -13,5 +15,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # prometheus is installed for its promtool (the metrics tests); the server it enables is not wanted here.
+    if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+        systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    fi
 fi
 command -v swift >/dev/null || { echo "install-deps: the Swift toolchain (swift) is not on PATH" >&2; exit 1; }

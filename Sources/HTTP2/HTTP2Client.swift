@@ -80,6 +80,17 @@ public final class HTTP2Client: Sendable {
         }
     }
 
+    /// The pool's figures now, read on the event loop's thread (the caller awaits; nothing blocks). All
+    /// zeros once the loop is shut down.
+    public func statistics() async -> HTTP2ClientStatistics {
+        let core = self.core
+        return await withCheckedContinuation { (continuation: CheckedContinuation<HTTP2ClientStatistics, Never>) in
+            if !eventLoop.execute({ continuation.resume(returning: core.machine.totals) }) {
+                continuation.resume(returning: HTTP2ClientStatistics())
+            }
+        }
+    }
+
     /// Graceful shutdown: requests already accepted finish (queued ones included), new ones throw `.shutdown`;
     /// then every connection sends GOAWAY(NO_ERROR) and closes. Returns when that is done.
     public func shutdown() async {
@@ -89,6 +100,18 @@ public final class HTTP2Client: Sendable {
             if !loop.execute({ core.shutdown(continuation) }) { continuation.resume() }
         }
     }
+}
+
+/// A snapshot of an ``HTTP2Client``'s pool (for metrics).
+public struct HTTP2ClientStatistics: Sendable, Equatable {
+    /// Connections open or opening (closing ones not counted).
+    public var connections = 0
+    /// Streams open on those connections (requests sent and not yet answered).
+    public var openStreams = 0
+    /// Requests waiting in origin queues for a stream or a connection.
+    public var waitingRequests = 0
+
+    public init() {}
 }
 
 /// The client's loop-side state: requests, live connections, and the pool's `PoolStateMachine`, whose actions it

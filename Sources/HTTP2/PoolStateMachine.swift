@@ -129,6 +129,17 @@ struct PoolStateMachine {
         origins[origin]?.connections.reduce(0) { $0 + (connections[$1]?.streams ?? 0) } ?? 0
     }
 
+    /// Connections counted against the caps, streams open on them, and requests waiting, over every origin.
+    var totals: HTTP2ClientStatistics {
+        var totals = HTTP2ClientStatistics()
+        for connection in connections.values where !connection.closing {
+            totals.connections += 1
+            totals.openStreams += connection.streams
+        }
+        totals.waitingRequests = origins.values.reduce(0) { $0 + $1.waiting }
+        return totals
+    }
+
     /// Whether a keepalive PING (RFC 9113 §6.7) is worth sending on `connection`: it has no streams (streams have
     /// their own deadlines) and was used within `idleTimeout`. A connection nobody uses is closed at its idle
     /// timeout instead of being kept alive.

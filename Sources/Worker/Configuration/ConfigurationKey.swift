@@ -125,6 +125,9 @@ extension ConfigurationKey {
         "PUSHIZO_MAINTENANCE_INTERVAL",
         "how often `run` does the data-lifecycle maintenance (one worker of the fleet at a time, under an advisory lock); a duration, or off (10s...1d)",
         default: "1h")
+    public static let metricsListen = ConfigurationKey(
+        "PUSHIZO_METRICS_LISTEN",
+        "host:port serving Prometheus metrics at GET /metrics (an IP literal; IPv6 in brackets, e.g. 127.0.0.1:9464 or [::1]:9464); unset: no listener")
 
     // `emulator`
     public static let emulatorListen = ConfigurationKey(
@@ -163,7 +166,7 @@ extension ConfigurationKey {
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
-        eventRetention, notificationRetention, maintenanceInterval,
+        eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
     ]

@@ -2,6 +2,7 @@ import Foundation
 import DeliveryCore
 import PushCrypto
 import HTTP2
+import MetricsServer
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -53,6 +54,8 @@ public struct WorkerConfiguration: Sendable {
     public var maintenance: MaintenanceSettings
     /// How often `run` does the data-lifecycle maintenance; `nil` = never (`PUSHIZO_MAINTENANCE_INTERVAL=off`).
     public var maintenanceInterval: Duration?
+    /// `PUSHIZO_METRICS_LISTEN`: where `GET /metrics` is served; `nil`: no listener.
+    public var metricsListen: MetricsListenAddress?
 
     /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
     public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
@@ -62,7 +65,7 @@ public struct WorkerConfiguration: Sendable {
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
         .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
-        .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval,
+        .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval, .metricsListen,
     ]
 
     /// Reads and validates every key.
@@ -97,6 +100,13 @@ public struct WorkerConfiguration: Sendable {
         maintenance = try MaintenanceSettings(reader)
         maintenanceInterval = try reader.durationSetting(
             .maintenanceInterval, default: .seconds(3600), in: .seconds(10) ... .seconds(86_400), allowingOff: true)
+        if let listen = reader.string(.metricsListen) {
+            do {
+                metricsListen = try MetricsListenAddress(parsing: listen)
+            } catch {
+                throw ConfigurationError(key: ConfigurationKey.metricsListen.name, problem: error.message)
+            }
+        }
         var roles: Set<WorkerRole> = []
         for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
             let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()

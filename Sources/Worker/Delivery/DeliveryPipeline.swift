@@ -32,6 +32,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let capsByText = Mutex<[String: FrequencyCaps?]>([:])
     /// A bad `apps.frequency_caps`: logged once a day per app and value.
     private let capsWarnings = LogRateLimiter(interval: 86_400)
+    /// Outcomes, send durations and channel pauses are counted here (`nil`: not counted).
+    private let metrics: WorkerMetrics?
 
     /// Reserves a notification for a cap key (see ``QueueStore/reserveFrequencyCap(on:_:)``); throws when the
     /// database cannot answer.
@@ -49,11 +51,14 @@ public final class DeliveryPipeline: DeliveryProcessing {
     ///   - deliveryTimeout: seconds the sender may take in all (token fetch, send, refresh, resend); past it
     ///     the send is cancelled and retried (`deadline_exceeded`, a counted attempt). A delivery whose
     ///     lease (``ClaimedDelivery/leaseExpiry``) has less than this left is put back in the queue unsent.
+    ///   - metrics: where outcomes, send durations and channel pauses are counted.
     public init(
         senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
         quietHoursSpread: Int = 0, maxUncountedRetries: Int = .max, deliveryTimeout: Double? = nil,
-        loadMessages: @escaping MessageCache.Loader, reserveFrequencyCap: @escaping FrequencyCapReserver
+        loadMessages: @escaping MessageCache.Loader, reserveFrequencyCap: @escaping FrequencyCapReserver,
+        metrics: WorkerMetrics? = nil
     ) {
+        self.metrics = metrics
         self.maxUncountedRetries = maxUncountedRetries
         self.deliveryTimeout = deliveryTimeout
         self.reserveFrequencyCap = reserveFrequencyCap
@@ -85,6 +90,10 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 appID: delivery.appID, capKey: delivery.capKey, notificationID: delivery.notificationID)
         }
         report(completion, of: delivery)
+        if let metrics {
+            metrics.delivered(provider: provider, event: completion.event, reason: completion.reason)
+            if let pause = completion.channelPause { metrics.channelPaused(provider: pause.provider, reason: pause.reason) }
+        }
         return completion
     }
 
@@ -179,6 +188,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 guard let sender = senders[provider.rawValue], let message = decision.message else {
                     return (.failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]), provider.rawValue)
                 }
+                let started = ContinuousClock.now
+                defer { metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started)) }
                 guard let deliveryTimeout else {
                     return (await sender.send(delivery, message: message, now: now), provider.rawValue)
                 }

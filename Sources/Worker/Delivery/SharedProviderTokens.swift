@@ -33,6 +33,8 @@ final class SharedProviderTokens: Sendable {
 
     private let database: PostgresClient?
     private let logger: Logger
+    /// Where the tokens this worker makes (and fails to make) are counted.
+    private let metrics: WorkerMetrics?
     private let lockTimeout: Double
     private let localRetry: Double
     private let now: @Sendable () -> Date
@@ -57,12 +59,15 @@ final class SharedProviderTokens: Sendable {
     ///   - lockTimeout: seconds to wait for another worker's mint of the same credential before falling back
     ///     to a local token (PostgreSQL `lock_timeout`).
     ///   - localRetry: seconds a local token is used before the database is asked again.
+    ///   - metrics: counts each token this worker makes and each failure to make one (adopted tokens are not
+    ///     counted: across the fleet the counters add up to the tokens made).
     init(
         database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = Date.init, metrics: WorkerMetrics? = nil
     ) {
         self.database = database
         self.logger = logger
+        self.metrics = metrics
         self.lockTimeout = lockTimeout
         self.localRetry = localRetry
         self.now = now
@@ -129,8 +134,18 @@ final class SharedProviderTokens: Sendable {
     /// The one refresh in flight for `credential`: the database's decision, else a local one.
     private func refresh(
         _ credential: ProviderTokenCredential, policy: ProviderTokenPolicy, rejected: String?,
-        offered: SharedProviderToken?, mint: @escaping Mint
+        offered: SharedProviderToken?, mint uncounted: @escaping Mint
     ) async throws -> SharedProviderToken {
+        let mint: Mint = { [metrics] in
+            do {
+                let minted = try await uncounted()
+                metrics?.tokenRefreshed(provider: credential.kind.rawValue, succeeded: true)
+                return minted
+            } catch {
+                metrics?.tokenRefreshed(provider: credential.kind.rawValue, succeeded: false)
+                throw error
+            }
+        }
         var result: SharedProviderToken?
         var shared = false
         var databaseError: (any Error)?

@@ -1,16 +1,23 @@
 import Foundation
 import HTTP2
+import MetricsServer
 import Postgres
 
 /// Everything `pushizo-worker run` owns, assembled from a ``WorkerConfiguration``: the PostgreSQL pool, the
-/// HTTP/2 I/O thread and client, the provider senders, the pipeline and the ``WorkerService``.
-/// ``run()`` returns after a stop request once everything is shut down in order.
+/// HTTP/2 I/O thread and clients, the provider senders, the pipeline, the ``WorkerService``, the systemd
+/// reporter and the metrics listener. ``run()`` returns after a stop request once everything is shut down in order.
 public final class WorkerRuntime: Sendable {
     public let service: WorkerService
     private let database: PostgresClient
     private let eventLoop: HTTP2EventLoop
-    private let http: HTTP2Client
+    /// One HTTP/2 client (one pool) per provider kind, so each kind's connections and streams are counted
+    /// apart and one kind's origins never evict another's connections at the pool's global cap.
+    private let clients: [String: HTTP2Client]
     private let systemd: SystemdReporter?
+    private let logger: Logger
+    /// What `GET /metrics` shows (docs/metrics.md).
+    public let metrics: WorkerMetrics
+    private let metricsServer: MetricsHTTPServer?
 
     /// - Parameters:
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
@@ -18,11 +25,15 @@ public final class WorkerRuntime: Sendable {
     ///   - watchdog: systemd's watchdog interval (``SystemdNotifier/watchdogInterval()``): `WATCHDOG=1` is sent
     ///     every half interval while the claim loop, the completer and the HTTP/2 I/O thread all make
     ///     progress (``WatchdogPolicy``); `nil` = no watchdog.
-    /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable).
+    ///   - metrics: the metrics this run records (tests pass their own to read them).
+    /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable);
+    ///   ``ConfigurationError`` for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot start.
     public init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
-        systemdStatus: Bool = false, watchdog: Duration? = nil
+        systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics()
     ) throws {
+        self.metrics = metrics
+        self.logger = logger
         database = PostgresClient(
             connectionString: configuration.databaseURL, maximumConnections: configuration.databaseConnections)
         eventLoop = try HTTP2EventLoop(name: "pushizo-io")
@@ -30,30 +41,34 @@ public final class WorkerRuntime: Sendable {
         clientConfiguration.maximumConnectionsPerOrigin = configuration.connectionsPerOrigin
         clientConfiguration.requestTimeout = configuration.requestTimeout
         clientConfiguration.egressPolicy = configuration.egressPolicy
-        http = HTTP2Client(
-            eventLoop: eventLoop,
-            tls: TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system),
-            configuration: clientConfiguration)
+        let tls = TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system)
+        let eventLoop = self.eventLoop
+        let clients = Dictionary(uniqueKeysWithValues: ["apns", "fcm", "webpush"].map {
+            ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration))
+        })
+        self.clients = clients
         // One APNs provider token / FCM access token per credential for the whole fleet, through the database;
         // a worker waits for another's mint at most as long as a token request may take, plus a margin.
         let tokens = SharedProviderTokens(
             database: database, logger: logger.named("tokens"),
             capacity: CacheBounds.standard.apnsTokenManagers + CacheBounds.standard.googleTokenCaches,
-            lockTimeout: configuration.requestTimeout.inSeconds + 5)
+            lockTimeout: configuration.requestTimeout.inSeconds + 5, metrics: metrics)
+        let requestTimeout = configuration.requestTimeout.inSeconds
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(
-                    client: http, requestTimeout: configuration.requestTimeout.inSeconds, logger: logger.named("apns"),
+                    client: clients["apns"]!, requestTimeout: requestTimeout, logger: logger.named("apns"),
                     egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
                 WebPushSender(
-                    client: http, requestTimeout: configuration.requestTimeout.inSeconds, logger: logger.named("webpush"),
+                    client: clients["webpush"]!, requestTimeout: requestTimeout, logger: logger.named("webpush"),
                     egressPolicy: configuration.egressPolicy),
                 FCMSender(
-                    client: http, requestTimeout: configuration.requestTimeout.inSeconds, logger: logger.named("fcm"),
+                    client: clients["fcm"]!, requestTimeout: requestTimeout, logger: logger.named("fcm"),
                     egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
-            quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds), maxUncountedRetries: configuration.maxUncountedRetries,
+            quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds),
+            maxUncountedRetries: configuration.maxUncountedRetries,
             deliveryTimeout: configuration.deliveryTimeout.inSeconds,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
@@ -65,12 +80,12 @@ public final class WorkerRuntime: Sendable {
                 try await database.withConnection { connection in
                     try QueueStore.reserveFrequencyCap(on: connection, request)
                 }
-            })
+            }, metrics: metrics)
         let service = WorkerService(
-            configuration: configuration, database: database, processor: pipeline, logger: logger, onReady: onReady)
+            configuration: configuration, database: database, processor: pipeline, logger: logger, onReady: onReady,
+            metrics: metrics)
         self.service = service
         if systemdStatus || watchdog != nil {
-            let eventLoop = eventLoop
             systemd = SystemdReporter(
                 watchdog: watchdog,
                 sources: SystemdReporter.Sources(
@@ -81,16 +96,36 @@ public final class WorkerRuntime: Sendable {
         } else {
             systemd = nil
         }
+        if let address = configuration.metricsListen {
+            ProcessMetrics.register(in: metrics.registry)
+            do {
+                let server = try MetricsHTTPServer(address: address, registry: metrics.registry)
+                metricsServer = server
+                logger.info("metrics listening", ["address": "\(address.description)", "port": "\(server.port)"])
+            } catch {
+                eventLoop.shutdown()
+                throw ConfigurationError(key: ConfigurationKey.metricsListen.name, problem: error.message)
+            }
+        } else {
+            metricsServer = nil
+        }
     }
 
-    /// Runs the service until it stops, then closes HTTP/2 connections, the I/O thread and the database pool.
+    /// Runs the service until it stops, then closes HTTP/2 connections, the I/O thread, the database pool and
+    /// the metrics listener.
     public func run() async {
         systemd?.start()
+        let sampler = Task { [metrics, database, clients, logger] in
+            await metrics.runSampler(database: database, clients: clients, logger: logger.named("metrics"))
+        }
         await service.run()
         systemd?.stop()
-        await http.shutdown()
+        sampler.cancel()
+        await sampler.value
+        for client in clients.values { await client.shutdown() }
         eventLoop.shutdown()
         await database.shutdown()
+        await metricsServer?.shutdown()
     }
 
     /// See ``WorkerService/requestStop()``.

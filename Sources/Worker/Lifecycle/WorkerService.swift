@@ -55,15 +55,18 @@ public final class WorkerService: Sendable {
         /// would. `PUSHIZO_TEST_*` is reserved for the test suite and ignored as configuration.
         private let stallClaimLoopFile = ProcessInfo.processInfo.environment["PUSHIZO_TEST_STALL_CLAIM_LOOP"]
     #endif
+    private let metrics: WorkerMetrics
 
     /// - Parameters:
     ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
     ///     (the executable sends systemd `READY=1`). While the database cannot be reached the loops retry and
     ///     `onReady` waits; it is never called if the service stops before reaching the database.
+    ///   - metrics: where claims, completions, expansions, in-flight sends and the backlog are counted.
     public init(
         configuration: WorkerConfiguration, database: PostgresClient, processor: any DeliveryProcessing,
-        logger: Logger, onReady: @escaping @Sendable () -> Void = {}
+        logger: Logger, onReady: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics = WorkerMetrics()
     ) {
+        self.metrics = metrics
         self.configuration = configuration
         self.database = database
         self.processor = processor
@@ -71,8 +74,11 @@ public final class WorkerService: Sendable {
         let capacityWake = self.capacityWake
         self.completer = Completer(
             database: database, logger: logger.named("completer"), leaseSeconds: configuration.lease.inSeconds,
-            onProgress: { capacityWake.signal() })
+            onProgress: { capacityWake.signal() }, metrics: metrics)
         self.onReady = onReady
+        metrics.observe(
+            inFlight: { [weak self] in self?.inFlight.load(ordering: .relaxed) ?? 0 },
+            pending: { [weak self] in self?.completer.pending ?? 0 })
     }
 
     /// Completions given up at the shutdown deadline (0 after a clean stop): their deliveries are sent again
@@ -218,6 +224,7 @@ public final class WorkerService: Sendable {
                 }
                 databaseReached()
                 if small.picked > 0 {
+                    metrics.expandedInBulk(expanded: small.expanded, created: small.created, failed: small.failed.count)
                     if small.created > 0 { claimWake.signal() }
                     logger.debug(
                         "small notifications expanded",
@@ -254,16 +261,19 @@ public final class WorkerService: Sendable {
                 switch result {
                 case .expanded(let id, let created)?:
                     failures = 0
+                    metrics.expanded(created: created, outcome: "expanded")
                     logger.debug("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
                     claimWake.signal()
                     continue
                 case .expanding(_, let created)?:
                     failures = 0
+                    metrics.expanded(created: created, outcome: nil)
                     if created > 0 { claimWake.signal() }
                     await Task.yield()
                     continue
                 case .failed(let id, let reason)?:
                     failures = 0
+                    metrics.expanded(created: 0, outcome: "failed")
                     logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])
                     continue
                 case .setAside?:
@@ -368,6 +378,7 @@ public final class WorkerService: Sendable {
                     }
                     let limit = min(wanted, free)
                     var claimed: [ClaimedDelivery]
+                    let claimStarted = ContinuousClock.now
                     do {
                         let configuration = self.configuration
                         // Before the statement: the lease (from the database's now()) ends no earlier.
@@ -378,6 +389,7 @@ public final class WorkerService: Sendable {
                                 workerID: configuration.workerID)
                         }
                         databaseReached()
+                        metrics.claimFinished(startedAt: claimStarted, claimed: claimed.count)
                         for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
                         // A delivery this worker already answered, claimed again because its lease ran out
                         // while the completion waited: the waiting completion takes the new claim; no resend.
@@ -391,6 +403,7 @@ public final class WorkerService: Sendable {
                         failures = 0
                     } catch {
                         failures += 1
+                        metrics.claimFinished(startedAt: claimStarted, claimed: 0)
                         logger.error("claiming deliveries failed", ["error": "\(error)"])
                         let backoff = Duration.seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
                         claimHeartbeat.waiting(for: backoff)

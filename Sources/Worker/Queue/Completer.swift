@@ -35,14 +35,17 @@ final class Completer: Sendable {
     private let refusalLog = LogRateLimiter(interval: 60)
     /// The write loop's progress stamp, for the systemd watchdog.
     let heartbeat = LoopHeartbeat(name: "completer")
+    private let metrics: WorkerMetrics?
 
     /// - Parameters:
     ///   - leaseSeconds: the claim's lifetime; leases of waiting completions are renewed by this much.
     ///   - onProgress: called after each write (slots may have become free).
+    ///   - metrics: where batch write durations and written / ignored completions are counted.
     init(
         database: PostgresClient, logger: Logger, leaseSeconds: Double, batchSize: Int = 500,
-        maximumDelay: Double = 0.005, onProgress: @escaping @Sendable () -> Void = {}
+        maximumDelay: Double = 0.005, onProgress: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics? = nil
     ) {
+        self.metrics = metrics
         self.database = database
         self.logger = logger
         self.batchSize = batchSize
@@ -131,10 +134,12 @@ final class Completer: Sendable {
 
     private func write(_ batch: [CompletionBacklog.Entry], failures: inout Int, deadline: ContinuousClock.Instant?) async {
         let completions = batch.map(\.completion)
+        let started = ContinuousClock.now
         do {
             let applied = try await database.withConnection { connection in
                 try QueueStore.completeBatch(on: connection, completions)
             }
+            metrics?.completionBatchFinished(startedAt: started, written: applied, ignored: batch.count - applied, failed: false)
             failures = 0
             state.withLock { $0.backlog.written(batch) }
             settledCount.add(applied, ordering: .relaxed)
@@ -145,6 +150,7 @@ final class Completer: Sendable {
                     ["count": "\(batch.count - applied)"])
             }
         } catch {
+            metrics?.completionBatchFinished(startedAt: started, written: 0, ignored: 0, failed: true)
             let dataError = (error as? PostgresError).map { $0.code == .queryFailed && !$0.isConnectionProblem } ?? false
             let now = ContinuousClock.now
             let refusal = state.withLock { $0.backlog.refused(batch, dataError: dataError, now: now) }

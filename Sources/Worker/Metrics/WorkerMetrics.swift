@@ -1,0 +1,263 @@
+import DeliveryCore
+import Foundation
+import Metrics
+import Synchronization
+
+/// The worker's Prometheus metrics (docs/metrics.md lists each with its type, labels and meaning).
+///
+/// One object per `run`, passed to the parts that count (service, completer, pipeline, senders); it exists
+/// whether or not `PUSHIZO_METRICS_LISTEN` is set (counting costs a lock and an add), and the listener, when
+/// set, renders ``registry``. Labels are bounded: `provider` is `apns`, `fcm`, `webpush` or `none`; `event` one
+/// of `delivery_events.event`'s five values; `reason` a known reason or a fold of it
+/// (``reasonLabel(_:)``). Never a token, an id or an endpoint.
+public final class WorkerMetrics: Sendable {
+    public let registry: MetricsRegistry
+
+    /// Seconds: sends, claims and completion writes (5 ms ... 60 s).
+    public static let durationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+    /// The `version` label of `pushizo_build_info`.
+    public static let version = "unreleased"
+    /// The provider label of deliveries that reached no provider (an unknown platform).
+    static let noProvider = "none"
+
+    let deliveries: CounterFamily
+    let sendDuration: HistogramFamily
+    let claimDuration: HistogramFamily
+    let claimedDeliveries: CounterFamily
+    let completionDuration: HistogramFamily
+    let completionsWritten: CounterFamily
+    let completionsIgnored: CounterFamily
+    let completionWriteFailures: CounterFamily
+    let queueDeliveries: GaugeFamily
+    let queueOldestDueAge: GaugeFamily
+    let channelsPaused: GaugeFamily
+    let queueSampledAt: GaugeFamily
+    let queueSampleFailures: CounterFamily
+    let http2Connections: GaugeFamily
+    let http2Streams: GaugeFamily
+    let http2Waiting: GaugeFamily
+    let tokenRefreshes: CounterFamily
+    let tokenRefreshFailures: CounterFamily
+    let channelPauses: CounterFamily
+    let expansionDeliveries: CounterFamily
+    let notificationsExpanded: CounterFamily
+
+    /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
+    private let live = LiveSources()
+
+    private final class LiveSources: Sendable {
+        let sources = Mutex<(inFlight: @Sendable () -> Int, pending: @Sendable () -> Int)?>(nil)
+        var inFlight: Double? { sources.withLock { $0 }.map { Double($0.inFlight()) } }
+        var pending: Double? { sources.withLock { $0 }.map { Double($0.pending()) } }
+    }
+
+    public init() {
+        let registry = MetricsRegistry()
+        self.registry = registry
+        registry.gauge(
+            "pushizo_build_info", help: "Always 1; the labels name the build.", labels: ["version", "swift"]
+        ).set(1, LabelValues(Self.version, Self.swiftVersion))
+        deliveries = registry.counter(
+            "pushizo_deliveries_total",
+            help: "Delivery outcomes decided by this worker, by provider, delivery_events.event and reason (sent has reason \"\").",
+            labels: ["provider", "event", "reason"])
+        sendDuration = registry.histogram(
+            "pushizo_send_duration_seconds",
+            help: "Seconds of one delivery's provider exchange (token, request, answer; a refresh and resend included).",
+            labels: ["provider"], buckets: Self.durationBuckets)
+        claimDuration = registry.histogram(
+            "pushizo_claim_batch_duration_seconds",
+            help: "Seconds of one claim statement (round trip included), successful or not.", buckets: Self.durationBuckets)
+        claimedDeliveries = registry.counter(
+            "pushizo_claimed_deliveries_total", help: "Deliveries claimed by this worker.")
+        completionDuration = registry.histogram(
+            "pushizo_completion_batch_duration_seconds",
+            help: "Seconds of writing one batch of completions (one transaction), successful or not.",
+            buckets: Self.durationBuckets)
+        completionsWritten = registry.counter(
+            "pushizo_completions_written_total", help: "Completions written (queue row changed, event appended).")
+        completionsIgnored = registry.counter(
+            "pushizo_completions_ignored_total",
+            help: "Completions ignored because their delivery was claimed again after its lease ran out (fence mismatch).")
+        completionWriteFailures = registry.counter(
+            "pushizo_completion_write_failures_total", help: "Completion batches PostgreSQL refused or could not take.")
+        registry.callback(
+            "pushizo_sends_in_flight", help: "Deliveries being processed now (claimed, answer not yet in).", type: .gauge
+        ) { [live] in live.inFlight }
+        registry.callback(
+            "pushizo_completions_pending",
+            help: "Completions not yet written (the completion backlog); each holds a concurrency slot.", type: .gauge
+        ) { [live] in live.pending }
+        queueDeliveries = registry.gauge(
+            "pushizo_queue_deliveries",
+            help: "Deliveries in the queue by provider and state (due, deferred, leased), fleet-wide; sampled.",
+            labels: ["provider", "state"])
+        queueOldestDueAge = registry.gauge(
+            "pushizo_queue_oldest_due_age_seconds",
+            help: "Seconds the oldest due delivery has been due (queue lag), fleet-wide; 0 when none is due; sampled.",
+            labels: ["provider"])
+        channelsPaused = registry.gauge(
+            "pushizo_channels_paused", help: "App channels paused now (app_channels.paused_until in the future); sampled.",
+            labels: ["provider"])
+        queueSampledAt = registry.gauge(
+            "pushizo_queue_sample_timestamp_seconds",
+            help: "Unix time of the last successful queue sample (the pushizo_queue_* and pushizo_channels_paused gauges).")
+        queueSampleFailures = registry.counter(
+            "pushizo_queue_sample_failures_total", help: "Queue samples that failed (database unreachable, timeout).")
+        http2Connections = registry.gauge(
+            "pushizo_http2_connections", help: "HTTP/2 connections open by provider kind; sampled.", labels: ["provider"])
+        http2Streams = registry.gauge(
+            "pushizo_http2_open_streams", help: "HTTP/2 streams open by provider kind; sampled.", labels: ["provider"])
+        http2Waiting = registry.gauge(
+            "pushizo_http2_waiting_requests",
+            help: "Requests waiting for a stream or a connection by provider kind; sampled.", labels: ["provider"])
+        tokenRefreshes = registry.counter(
+            "pushizo_token_refreshes_total",
+            help: "Provider tokens made: APNs provider tokens signed, FCM access tokens fetched.", labels: ["provider"])
+        tokenRefreshFailures = registry.counter(
+            "pushizo_token_refresh_failures_total",
+            help: "Provider tokens that could not be made (signing failed, token endpoint refused or unreachable).",
+            labels: ["provider"])
+        channelPauses = registry.counter(
+            "pushizo_channel_pauses_total", help: "Channel pauses decided by this worker, by provider and reason.",
+            labels: ["provider", "reason"])
+        expansionDeliveries = registry.counter(
+            "pushizo_expansion_deliveries_total", help: "Delivery rows created by expanding notifications.")
+        notificationsExpanded = registry.counter(
+            "pushizo_notification_expansions_total",
+            help: "Notifications whose expansion ended, by outcome (expanded, failed).", labels: ["outcome"])
+        // Web Push's VAPID tokens are signed per push-service origin and not counted here.
+        for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
+            tokenRefreshes.touch(LabelValues(provider))
+            tokenRefreshFailures.touch(LabelValues(provider))
+        }
+    }
+
+    /// The compiler that built this binary.
+    static var swiftVersion: String {
+        #if compiler(>=6.3)
+            "6.3"
+        #elseif compiler(>=6.2)
+            "6.2"
+        #elseif compiler(>=6.1)
+            "6.1"
+        #else
+            "6.0"
+        #endif
+    }
+
+    // MARK: Recording
+
+    /// Seconds from `start` until now.
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = (ContinuousClock.now - start).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+    }
+
+    /// One claim statement ended (`claimed` rows; 0 also when it failed).
+    func claimFinished(startedAt start: ContinuousClock.Instant, claimed: Int) {
+        claimDuration.observe(Self.seconds(since: start))
+        claimedDeliveries.add(Double(claimed))
+    }
+
+    /// One completion batch write ended: `written` completions applied, `ignored` for a lost lease, or the
+    /// batch refused (`failed`).
+    func completionBatchFinished(startedAt start: ContinuousClock.Instant, written: Int, ignored: Int, failed: Bool) {
+        completionDuration.observe(Self.seconds(since: start))
+        if failed {
+            completionWriteFailures.add()
+        } else {
+            completionsWritten.add(Double(written))
+            completionsIgnored.add(Double(ignored))
+        }
+    }
+
+    /// A chunk of expansion created `created` delivery rows; `finished` when the notification is done.
+    func expanded(created: Int, outcome: String?) {
+        expansionDeliveries.add(Double(created))
+        if let outcome { notificationsExpanded.add(1, LabelValues(outcome)) }
+    }
+
+    /// A bulk pass over small notifications: `expanded` notifications ended with `created` deliveries between
+    /// them, `failed` notifications failed.
+    func expandedInBulk(expanded: Int, created: Int, failed: Int) {
+        expansionDeliveries.add(Double(created))
+        if expanded > 0 { notificationsExpanded.add(Double(expanded), LabelValues("expanded")) }
+        if failed > 0 { notificationsExpanded.add(Double(failed), LabelValues("failed")) }
+    }
+
+    /// Where the in-flight and pending gauges read their values (the running service).
+    func observe(inFlight: @escaping @Sendable () -> Int, pending: @escaping @Sendable () -> Int) {
+        live.sources.withLock { $0 = (inFlight, pending) }
+    }
+
+    /// One delivery's outcome (its completion, before it is written).
+    func delivered(provider: String?, event: String, reason: String?) {
+        deliveries.add(1, LabelValues(Self.providerLabel(provider), Self.eventLabel(event), Self.reasonLabel(reason)))
+    }
+
+    func sendFinished(provider: String, seconds: Double) {
+        sendDuration.observe(seconds, LabelValues(Self.providerLabel(provider)))
+    }
+
+    func channelPaused(provider: String, reason: String) {
+        channelPauses.add(1, LabelValues(Self.providerLabel(provider), Self.reasonLabel(reason)))
+    }
+
+    /// A provider token was made (`succeeded`) or could not be.
+    public func tokenRefreshed(provider: String, succeeded: Bool) {
+        (succeeded ? tokenRefreshes : tokenRefreshFailures).add(1, LabelValues(Self.providerLabel(provider)))
+    }
+
+    // MARK: Bounded labels
+
+    static func providerLabel(_ provider: String?) -> String {
+        guard let provider else { return noProvider }
+        return Provider(rawValue: provider) != nil ? provider : MetricsRegistry.overflowLabelValue
+    }
+
+    static func eventLabel(_ event: String) -> String {
+        DeliveryEvent(rawValue: event) != nil ? event : MetricsRegistry.overflowLabelValue
+    }
+
+    /// `reason` when it is one the worker or a provider documents, `http_4xx` / `http_5xx` for an
+    /// undocumented status, else `other`; `""` for none. Provider reasons come from the network (APNs's
+    /// `reason` text), so they are never used as labels unchecked.
+    static func reasonLabel(_ reason: String?) -> String {
+        guard let reason, !reason.isEmpty else { return "" }
+        if knownReasons.contains(reason) { return reason }
+        if reason.hasPrefix("http_"), reason.utf8.count == 8, let status = Int(reason.dropFirst(5)) {
+            switch status {
+            case 400..<500: return "http_4xx"
+            case 500..<600: return "http_5xx"
+            default: break
+            }
+        }
+        return MetricsRegistry.overflowLabelValue
+    }
+
+    /// The worker's own reasons and the providers' documented ones, as the classifiers spell them
+    /// (docs/provider-answers.md).
+    static let knownReasons: Set<String> = Set(DeliveryReason.allCases.map(\.rawValue)).union([
+        // Worker and transport.
+        "invalid_channel_settings", "invalid_request", "forbidden_endpoint", "transport_error", "response_too_large",
+        "provider_token_failed", "access_token_failed", "invalid_subscription_keys", "bad_device_token_format",
+        "missing_topic", "invalid_topic", "invalid_provider_token", "missing_project_id", "invalid_project_id",
+        "invalid_access_token", "invalid_endpoint", "encryption_failed", "vapid_failed", "silent_push_unsupported",
+        // APNs ("Handling notification responses from APNs"), snake-cased.
+        "bad_collapse_id", "bad_device_token", "bad_expiration_date", "bad_message_id", "bad_priority", "bad_topic",
+        "device_token_not_for_topic", "duplicate_headers", "idle_timeout", "invalid_push_type", "missing_device_token",
+        "payload_empty", "topic_disallowed", "bad_certificate", "bad_certificate_environment", "expired_provider_token",
+        "forbidden", "missing_provider_token", "unrelated_key_id_in_token", "bad_environment_key_id_in_token",
+        "bad_path", "method_not_allowed", "expired_token", "unregistered", "too_many_provider_token_updates",
+        "too_many_requests", "internal_server_error", "service_unavailable", "shutdown",
+        // FCM HTTP v1 error codes, lower-cased.
+        "invalid_argument", "invalid_registration_token", "sender_id_mismatch", "quota_exceeded", "unavailable",
+        "internal", "third_party_auth_error", "unspecified_error", "not_found", "permission_denied", "unauthenticated",
+        // Web Push (RFC 8030, RFC 8292).
+        "bad_request", "unsupported_media_type", "vapid_unauthorized", "vapid_forbidden", "request_timeout",
+        "rate_limited",
+        // Google's canonical status names, which FCM may answer with.
+        "resource_exhausted", "deadline_exceeded",
+    ])
+}

@@ -1,0 +1,264 @@
+import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+import Postgres
+import Testing
+@testable import Worker
+
+/// `pushizo-worker run` with `PUSHIZO_METRICS_LISTEN`: a real scrape over HTTP of a real run (PostgreSQL, the
+/// emulator over TLS), checked by `promtool check metrics`, and the counters against what the run wrote.
+@Suite("Prometheus metrics of pushizo-worker run", .serialized)
+struct MetricsEndToEndTests {
+    @Test func aRealScrapePassesPromtoolAndCountsTheDeliveriesSent() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let total = 30
+                try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO subscriptions (app_id, platform, token)
+                        SELECT $1, 'ios', 'a0' || md5(n::text) || substr(md5('m' || n), 1, 30) FROM generate_series(1, $2) n
+                        """, [seed.appID, total])
+                    // One gone token: a failed/unregistered outcome next to the sent ones.
+                    _ = try seed.connection.query(
+                        "INSERT INTO subscriptions (app_id, platform, token) VALUES ($1, 'ios', $2)",
+                        [seed.appID, Seed.token(prefix: "0410")])
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO notifications (app_id, message, target)
+                        SELECT $1, '{"contents": {"en": "metrics"}}', jsonb_build_object('include_subscription_ids', jsonb_agg(id))
+                        FROM subscriptions
+                        """, [seed.appID])
+                }
+                let port = try freeLocalPort()
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
+                process.arguments = ["run", "--poll-interval", "0.05"]
+                process.environment = [
+                    "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "warning",
+                    "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true", "PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(port)",
+                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                ]
+                try process.run()
+                defer { if process.isRunning { process.terminate() } }
+
+                // Hang guard 60 s: until every delivery has its terminal event.
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let deadline = ContinuousClock.now + .seconds(60)
+                var settled = 0
+                while ContinuousClock.now < deadline {
+                    settled = try await database.query(
+                        "SELECT count(*) AS n FROM delivery_events WHERE event IN ('sent', 'failed')")[0].decode(Int.self, "n")
+                    if settled == total + 1 { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(settled == total + 1)
+                // The completion is written after the outcome is counted; one more poll of the counter settles it.
+                var text = ""
+                for _ in 0..<100 {
+                    text = try await scrape("http://127.0.0.1:\(port)/metrics")
+                    if sample(text, #"pushizo_completions_written_total"#) == Double(total + 1) { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+
+                #expect(sample(text, #"pushizo_deliveries_total{provider="apns",event="sent",reason=""}"#) == Double(total))
+                #expect(sample(text, #"pushizo_deliveries_total{provider="apns",event="failed",reason="unregistered"}"#) == 1)
+                #expect(sample(text, #"pushizo_send_duration_seconds_count{provider="apns"}"#) == Double(total + 1))
+                #expect(sample(text, #"pushizo_claimed_deliveries_total"#) == Double(total + 1))
+                #expect(sample(text, #"pushizo_completions_written_total"#) == Double(total + 1))
+                #expect(sample(text, #"pushizo_expansion_deliveries_total"#) == Double(total + 1))
+                #expect(sample(text, #"pushizo_notification_expansions_total{outcome="expanded"}"#) == 1)
+                #expect(sample(text, #"pushizo_token_refreshes_total{provider="apns"}"#) == 1)
+                #expect(sample(text, #"pushizo_token_refresh_failures_total{provider="apns"}"#) == 0)
+                #expect(sample(text, #"pushizo_sends_in_flight"#) == 0)
+                #expect((sample(text, #"pushizo_claim_batch_duration_seconds_count"#) ?? 0) >= 1)
+                #expect((sample(text, #"pushizo_completion_batch_duration_seconds_count"#) ?? 0) >= 1)
+                #expect((sample(text, #"process_resident_memory_bytes"#) ?? 0) > 0)
+                #expect((sample(text, #"process_open_fds"#) ?? 0) > 0)
+                #expect(sample(text, #"pushizo_queue_deliveries{provider="apns",state="due"}"#) != nil)
+                #expect(sample(text, #"pushizo_channels_paused{provider="apns"}"#) == 0)
+                #expect(sample(text, #"pushizo_build_info{version="unreleased",swift="\#(WorkerMetrics.swiftVersion)"}"#) == 1)
+                // Nothing from a row leaks into labels: no token, no id.
+                #expect(!text.contains("a0"))
+                try await promtoolCheckMetrics(text)
+
+                process.terminate()
+                try await onThread { process.waitUntilExit() }
+                #expect(process.terminationStatus == 0)
+                await database.shutdown()
+            }
+        }
+    }
+
+    @Test(arguments: ["nonsense", "127.0.0.1", "example.com:9464", "::1:9464", "127.0.0.1:70000"])
+    func aBadListenAddressStopsStartUp(value: String) async throws {
+        let (status, text) = try await ConfigurationExitTests.run(
+            ["run"], environment: ["PUSHIZO_DATABASE_URL": "host=/nonexistent", "PUSHIZO_METRICS_LISTEN": value])
+        #expect(status == 78)
+        #expect(text.contains("PUSHIZO_METRICS_LISTEN"), "stderr: \(text)")
+    }
+
+    @Test func anAddressInUseStopsStartUp() async throws {
+        let holder = try listeningSocket()
+        defer { close(holder.fd) }
+        let (status, text) = try await ConfigurationExitTests.run(
+            ["run"],
+            environment: ["PUSHIZO_DATABASE_URL": "host=/nonexistent", "PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(holder.port)"])
+        #expect(status == 78)
+        #expect(text.contains("PUSHIZO_METRICS_LISTEN") && text.contains("cannot listen"), "stderr: \(text)")
+    }
+
+    @Test func reasonsFromTheNetworkAreFoldedToABoundedSet() {
+        #expect(WorkerMetrics.reasonLabel(nil) == "")
+        #expect(WorkerMetrics.reasonLabel("unregistered") == "unregistered")
+        #expect(WorkerMetrics.reasonLabel("max_attempts") == "max_attempts")
+        #expect(WorkerMetrics.reasonLabel("http_418") == "http_4xx")
+        #expect(WorkerMetrics.reasonLabel("http_503") == "http_5xx")
+        #expect(WorkerMetrics.reasonLabel("http_999") == "other")
+        #expect(WorkerMetrics.reasonLabel("some_new_apple_reason") == "other")
+        #expect(WorkerMetrics.reasonLabel("a0a0a0a0deadbeef") == "other")
+        #expect(WorkerMetrics.providerLabel(nil) == "none")
+        #expect(WorkerMetrics.providerLabel("carrier-pigeon") == "other")
+        #expect(WorkerMetrics.eventLabel("sent") == "sent")
+        #expect(WorkerMetrics.eventLabel("exploded") == "other")
+    }
+
+    @Test func aQueueSampleSetsEveryProviderIncludingZeros() {
+        let metrics = WorkerMetrics()
+        var sample = QueueDepthSample()
+        sample.depth["apns"] = .init(due: 3, deferred: 2, leased: 1, oldestDueAge: 4.5)
+        sample.depth["none"] = .init(due: 1)
+        sample.pausedChannels["fcm"] = 2
+        metrics.record(sample, at: Date(timeIntervalSince1970: 1000))
+        let text = metrics.registry.render()
+        #expect(text.contains(#"pushizo_queue_deliveries{provider="apns",state="due"} 3"#))
+        #expect(text.contains(#"pushizo_queue_deliveries{provider="apns",state="leased"} 1"#))
+        #expect(text.contains(#"pushizo_queue_deliveries{provider="webpush",state="due"} 0"#))
+        #expect(text.contains(#"pushizo_queue_deliveries{provider="none",state="due"} 1"#))
+        #expect(text.contains(#"pushizo_queue_oldest_due_age_seconds{provider="apns"} 4.5"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="fcm"} 2"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="apns"} 0"#))
+        #expect(text.contains("pushizo_queue_sample_timestamp_seconds 1000\n"))
+    }
+
+    @Test func theQueueSampleReadsStatesFromTheDatabase() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let sample = try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, platform, token)
+                    SELECT $1, p, 'tok-' || p || n FROM generate_series(1, 3) n, unnest(ARRAY['ios', 'android', 'web']) p
+                    """, [seed.appID])
+                try seed.notification(target: #"{"include_external_ids": ["nobody"]}"#)
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at, leased_by)
+                    SELECT (SELECT id FROM notifications), s.id, s.app_id,
+                           CASE s.token WHEN 'tok-ios1' THEN now() - interval '90 seconds'
+                                        WHEN 'tok-ios2' THEN now() + interval '1 hour'
+                                        WHEN 'tok-ios3' THEN now() + interval '2 minutes' ELSE now() + interval '5 minutes' END,
+                           CASE s.token WHEN 'tok-ios3' THEN 'w1' END
+                    FROM subscriptions s WHERE s.platform IN ('ios', 'web')
+                    """)
+                _ = try seed.connection.query(
+                    "UPDATE app_channels SET paused_until = now() + interval '5 minutes' WHERE provider = 'apns'")
+                return try QueueStore.sampleQueueDepth(on: seed.connection)
+            }
+            let apns = try #require(sample.depth["apns"])
+            #expect(apns.due == 1 && apns.deferred == 1 && apns.leased == 1)
+            #expect(apns.oldestDueAge >= 90 && apns.oldestDueAge < 3600)
+            #expect(sample.depth["webpush"] == .init(due: 0, deferred: 3, leased: 0, oldestDueAge: 0))
+            #expect(sample.depth["fcm"] == nil)
+            #expect(sample.pausedChannels == ["apns": 1])
+        }
+    }
+}
+
+/// The value of the sample whose name and labels are exactly `series`, or `nil`.
+func sample(_ text: String, _ series: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+        return Double(line.dropFirst(series.count + 1))
+    }
+    return nil
+}
+
+/// GET over HTTP/1.1, retried while the listener is not up yet (hang guard 30 s).
+func scrape(_ url: String) async throws -> String {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while true {
+        do {
+            var request = URLRequest(url: URL(string: url)!)
+            request.timeoutInterval = 10
+            let (data, response) = try await URLSession.shared.data(for: request)
+            let http = try #require(response as? HTTPURLResponse)
+            #expect(http.statusCode == 200)
+            #expect(http.value(forHTTPHeaderField: "Content-Type") == "text/plain; version=0.0.4; charset=utf-8")
+            return String(decoding: data, as: UTF8.self)
+        } catch {
+            if ContinuousClock.now > deadline { throw error }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
+
+/// Runs `promtool check metrics` on `text` (Debian's `prometheus` package; scripts/install-deps.sh installs it).
+func promtoolCheckMetrics(_ text: String) async throws {
+    guard let promtool = AlertRulesTests.promtool(for: "promtool check metrics") else { return }
+    let (status, output) = try await runTool(promtool, ["check", "metrics"], input: text)
+    #expect(status == 0, "promtool check metrics: \(output)")
+}
+
+func findExecutable(_ name: String) -> String? {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    for directory in path.split(separator: ":") + ["/usr/bin", "/usr/local/bin"] {
+        let candidate = "\(directory)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+}
+
+/// Runs `tool arguments` with `input` on stdin; returns its exit status and stdout + stderr.
+func runTool(_ tool: String, _ arguments: [String], input: String = "") async throws -> (Int32, String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    let stdin = Pipe()
+    let output = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    try stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8))
+    try stdin.fileHandleForWriting.close()
+    let text = try await onThread { String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+    try await onThread { process.waitUntilExit() }
+    return (process.terminationStatus, text)
+}
+
+/// A TCP socket listening on 127.0.0.1 at a port the kernel chose.
+func listeningSocket() throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard fd >= 0, bound else { throw POSIXError(.EADDRNOTAVAIL) }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A port nothing listens on right now (the kernel's choice, released at once).
+func freeLocalPort() throws -> Int {
+    let socket = try listeningSocket()
+    close(socket.fd)
+    return socket.port
+}
