@@ -9,7 +9,11 @@ let systemdAnalyze: String? = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze
 
 /// The unit files in systemd/ as systemd itself reads them: `systemd-analyze verify` (syntax, unknown keys,
 /// dependencies, the executable) and `systemd-analyze security --offline=yes` (the exposure score, at most 2.5).
-@Suite("systemd units", .enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
+/// Serialized: one systemd-analyze at a time (several at once, each setting up a test-mode manager as root,
+/// slowed the rest of the suite on a loaded two-core machine).
+@Suite(
+    "systemd units", .serialized,
+    .enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
 struct SystemdUnitTests {
     static let units = ["pushizo-worker.service", "pushizo-worker@.service", "pushizo-worker-migrate.service"]
     static let unitDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -39,7 +43,6 @@ struct SystemdUnitTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: systemdAnalyze!)
             process.arguments = arguments
-            process.currentDirectoryURL = directory
             let out = Pipe()
             let err = Pipe()
             process.standardOutput = out
