@@ -9,7 +9,11 @@ let systemdAnalyze: String? = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze
 
 /// The unit files in systemd/ as systemd itself reads them: `systemd-analyze verify` (syntax, unknown keys,
 /// dependencies, the executable) and `systemd-analyze security --offline=yes` (the exposure score, at most 2.5).
-@Suite("systemd units", .enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
+/// Serialized: one systemd-analyze at a time (several at once, each setting up a test-mode manager as root,
+/// slowed the rest of the suite on a loaded two-core machine).
+@Suite(
+    "systemd units", .serialized,
+    .enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed (Debian: systemd)"))
 struct SystemdUnitTests {
     static let units = ["pushizo-worker.service", "pushizo-worker@.service", "pushizo-worker-migrate.service"]
     static let unitDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -39,7 +43,6 @@ struct SystemdUnitTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: systemdAnalyze!)
             process.arguments = arguments
-            process.currentDirectoryURL = directory
             let out = Pipe()
             let err = Pipe()
             process.standardOutput = out
@@ -53,36 +56,39 @@ struct SystemdUnitTests {
     }
 
     /// `verify` exits 0 on mere warnings (an unknown key is "ignored"), so any diagnostic counts as a failure.
-    static func verify(_ unit: String, in directory: URL) async throws -> String? {
-        let result = try await analyze(["verify", "--man=no", directory.appendingPathComponent(unit).path], in: directory)
+    static func verify(_ units: [String], in directory: URL) async throws -> String? {
+        let result = try await analyze(["verify", "--man=no"] + units.map { directory.appendingPathComponent($0).path }, in: directory)
         let diagnostics = result.err.trimmingCharacters(in: .whitespacesAndNewlines)
         return result.status == 0 && diagnostics.isEmpty ? nil : "exit \(result.status): \(diagnostics)"
     }
 
-    /// The overall exposure `security --offline=yes` prints: "→ Overall exposure level for X: 1.1 OK".
-    static func exposure(_ unit: String, in directory: URL) async throws -> Double? {
+    /// The overall exposure `security --offline=yes` prints per unit ("→ Overall exposure level for X: 1.1 OK"),
+    /// in the order given.
+    static func exposures(_ units: [String], in directory: URL) async throws -> [Double] {
         let result = try await analyze(
-            ["security", "--offline=yes", "--no-pager", directory.appendingPathComponent(unit).path], in: directory)
-        guard let line = result.out.split(separator: "\n").last(where: { $0.contains("Overall exposure level") }),
-            let colon = line.lastIndex(of: ":")
-        else { return nil }
-        return Double(line[line.index(after: colon)...].split(separator: " ").first ?? "")
+            ["security", "--offline=yes", "--no-pager"] + units.map { directory.appendingPathComponent($0).path },
+            in: directory)
+        return result.out.split(separator: "\n").filter { $0.contains("Overall exposure level") }.compactMap { line in
+            line.lastIndex(of: ":").flatMap { Double(line[line.index(after: $0)...].split(separator: " ").first ?? "") }
+        }
     }
 
-    @Test(arguments: units)
-    func verifiesCleanly(unit: String) async throws {
+    /// One systemd-analyze run for all units (each run sets up a test-mode manager; fewer runs, less load).
+    @Test func everyUnitVerifiesCleanly() async throws {
         let directory = try Self.installedCopy()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let problem = try await Self.verify(unit, in: directory)
-        #expect(problem == nil, "\(unit): \(problem ?? "")")
+        let problem = try await Self.verify(Self.units, in: directory)
+        #expect(problem == nil, "\(problem ?? "")")
     }
 
-    @Test(arguments: units)
-    func exposureIsAtMostTwoAndAHalf(unit: String) async throws {
+    @Test func everyUnitsExposureIsAtMostTwoAndAHalf() async throws {
         let directory = try Self.installedCopy()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let score = try #require(try await Self.exposure(unit, in: directory), "no score for \(unit)")
-        #expect(score <= 2.5, "\(unit) scores \(score)")
+        let scores = try await Self.exposures(Self.units, in: directory)
+        #expect(scores.count == Self.units.count, "scores: \(scores)")
+        for (unit, score) in zip(Self.units, scores) {
+            #expect(score <= 2.5, "\(unit) scores \(score)")
+        }
     }
 
     /// The checks above can fail: a misspelt hardening key is reported by verify and raises the score.
@@ -92,9 +98,9 @@ struct SystemdUnitTests {
             $0.replacingOccurrences(of: "\nCapabilityBoundingSet=\n", with: "\nCapabilityBoundingSett=\n")
         }
         defer { try? FileManager.default.removeItem(at: directory) }
-        let problem = try await Self.verify(unit, in: directory)
+        let problem = try await Self.verify([unit], in: directory)
         #expect(problem?.contains("CapabilityBoundingSett") == true, "\(problem ?? "no diagnostic")")
-        let score = try #require(try await Self.exposure(unit, in: directory))
+        let score = try #require(try await Self.exposures([unit], in: directory).first)
         #expect(score > 2.5, "an unbounded capability set still scores \(score)")
     }
 
