@@ -42,6 +42,8 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var foldedCounts = 0
     public var prunedGrants = 0
     public var prunedNotifications = 0
+    /// Fleet-shared provider tokens expired for more than a day (``expiredProviderTokenAge``).
+    public var prunedProviderTokens = 0
     /// Steps that failed (a lock not obtained within `lockTimeout`, ...); the others still ran.
     public var problems: [String] = []
 
@@ -54,6 +56,7 @@ public struct MaintenanceReport: Sendable, Equatable {
             "partitions_dropped": droppedPartitions.isEmpty ? "0" : droppedPartitions.joined(separator: ","),
             "default_rows_expired": "\(expiredDefaultRows)", "counts_folded": "\(foldedCounts)",
             "grants_pruned": "\(prunedGrants)", "notifications_pruned": "\(prunedNotifications)",
+            "provider_tokens_pruned": "\(prunedProviderTokens)",
             "problems": "\(problems.count)",
         ]
     }
@@ -61,13 +64,14 @@ public struct MaintenanceReport: Sendable, Equatable {
     /// Whether the run changed anything.
     public var didWork: Bool {
         !createdPartitions.isEmpty || !droppedPartitions.isEmpty || expiredDefaultRows > 0 || foldedCounts > 0
-            || prunedGrants > 0 || prunedNotifications > 0
+            || prunedGrants > 0 || prunedNotifications > 0 || prunedProviderTokens > 0
     }
 }
 
 /// The data lifecycle's maintenance (docs/data-lifecycle.md): partitions of `delivery_events` created ahead and
 /// dropped past the retention (never a `DELETE` of events), count deltas folded, frequency-cap grants outside
-/// every cap window and finished notifications past their retention deleted in small batches.
+/// every cap window and finished notifications past their retention deleted in small batches, and fleet-shared
+/// provider tokens expired for a day deleted.
 ///
 /// One run at a time across the fleet: a session-level advisory lock (``advisoryLockKey``) is held for the run.
 /// The worker's schedule tries it and skips when another worker holds it; `pushizo-worker maintain` waits for it.
@@ -142,8 +146,20 @@ public enum DataLifecycle {
                 }
             }
         }
+        step("provider tokens") {
+            report.prunedProviderTokens = try connection.query(
+                "DELETE FROM provider_tokens WHERE expires_at < now() - make_interval(secs => $1::float8)",
+                [expiredProviderTokenAge]
+            ).affectedRows
+        }
         return report
     }
+
+    /// Seconds past its expiry after which a fleet-shared provider token's row goes. A provider refuses the
+    /// token after `expires_at` anyway; the day of grace keeps the row of a credential whose workers are merely
+    /// between sends, so its generation (the compare-and-swap the fleet replaces it by) is not reset needlessly.
+    /// A deleted row is simply minted again when next needed.
+    public static let expiredProviderTokenAge: Double = 86_400
 
     /// Creates the days the ``PartitionPlan`` asks for, then drops the expired partitions, one transaction each.
     static func maintainPartitions(

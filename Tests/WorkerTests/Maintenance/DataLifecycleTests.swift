@@ -183,6 +183,31 @@ struct DataLifecycleTests {
         }
     }
 
+    @Test func providerTokensExpiredForADayAreDeletedAndOthersKept() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                for (fingerprint, expiry) in [
+                    ("expired-two-days", "now() - interval '2 days'"), ("expired-an-hour", "now() - interval '1 hour'"),
+                    ("current", "now() + interval '50 minutes'"),
+                ] {
+                    try seed.connection.query(
+                        """
+                        INSERT INTO provider_tokens (fingerprint, kind, sealed_token, generation, issued_at, expires_at)
+                        VALUES ($1, 'apns', '\\x00', 1, now() - interval '3 days', \(expiry))
+                        """, [fingerprint])
+                }
+                let report = try #require(
+                    try DataLifecycle.maintain(on: seed.connection, settings: Self.days30, waitForLock: false))
+                #expect(report.prunedProviderTokens == 1)
+                #expect(report.problems.isEmpty)
+                let left = try seed.connection.query("SELECT fingerprint FROM provider_tokens ORDER BY 1")
+                    .map { try $0.decode(String.self, "fingerprint") }
+                #expect(left == ["current", "expired-an-hour"])
+            }
+        }
+    }
+
     @Test func eventsAtPartitionBoundariesLandInTheDayTheyStart() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
