@@ -44,6 +44,19 @@ struct DataLifecycleTests {
         )[0].decode(String.self, "part")
     }
 
+    /// An app, a notification, and a partition made 40 days ago (as the maintenance made it then) holding one of
+    /// the notification's events written that day: (the notification, the partition's name).
+    static func partitionFortyDaysOld(_ seed: Seed) throws -> (notification: UUID, partition: String) {
+        try seed.app()
+        let notification = try seed.notification(target: #"{"all": true}"#)
+        let old = try #require(
+            try seed.connection.query(
+                "SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 40) AS n"
+            )[0].decodeIfPresent(String.self, "n"))
+        #expect(try insertEvent(seed, notification: notification, at: "now() - interval '40 days'") == old)
+        return (notification, old)
+    }
+
     /// `notification_counts` and the same counts grouped straight from the events, per notification.
     static func countsAndDirectCounts(_ connection: PostgresConnection) throws -> (view: [String], direct: [String]) {
         let view = try connection.query(
@@ -90,14 +103,7 @@ struct DataLifecycleTests {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let seed = try Seed(url)
-                try seed.app()
-                let notification = try seed.notification(target: #"{"all": true}"#)
-                // A partition made 40 days ago, as the maintenance made it then, and an event written that day.
-                let old = try #require(
-                    try seed.connection.query(
-                        "SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 40) AS n"
-                    )[0].decodeIfPresent(String.self, "n"))
-                #expect(try Self.insertEvent(seed, notification: notification, at: "now() - interval '40 days'") == old)
+                let (notification, old) = try Self.partitionFortyDaysOld(seed)
                 // Today's: inside the retention.
                 try Self.insertEvent(seed, notification: notification, at: "now()", event: "failed")
 
@@ -126,13 +132,7 @@ struct DataLifecycleTests {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let seed = try Seed(url)
-                try seed.app()
-                let notification = try seed.notification(target: #"{"all": true}"#)
-                let old = try #require(
-                    try seed.connection.query(
-                        "SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 40) AS n"
-                    )[0].decodeIfPresent(String.self, "n"))
-                try Self.insertEvent(seed, notification: notification, at: "now() - interval '40 days'")
+                let (_, old) = try Self.partitionFortyDaysOld(seed)
                 let suffix = UUID().uuidString.prefix(8).lowercased()
                 let worker = "pushizo_test_worker_\(suffix)"
                 let stranger = "pushizo_test_stranger_\(suffix)"
@@ -174,7 +174,7 @@ struct DataLifecycleTests {
                 #expect(try Self.partitions(seed.connection).contains(today))
                 // However long a caller says the retention is, a day-old partition is never one to drop.
                 let yesterday = try Self.dayPartition(seed.connection, offset: -1)
-                try seed.connection.query("SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 1) AS n")
+                _ = try seed.connection.query("SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date - 1) AS n")
                 let dropped = try seed.connection.query(
                     "SELECT pushizo_drop_event_partition($1, 0) AS d", [yesterday])[0].decode(Bool.self, "d")
                 #expect(!dropped)
@@ -191,7 +191,7 @@ struct DataLifecycleTests {
                     ("expired-two-days", "now() - interval '2 days'"), ("expired-an-hour", "now() - interval '1 hour'"),
                     ("current", "now() + interval '50 minutes'"),
                 ] {
-                    try seed.connection.query(
+                    _ = try seed.connection.query(
                         """
                         INSERT INTO provider_tokens (fingerprint, kind, sealed_token, generation, issued_at, expires_at)
                         VALUES ($1, 'apns', '\\x00', 1, now() - interval '3 days', \(expiry))
