@@ -172,15 +172,7 @@ public enum FleetStatusStore {
         // The distinct priorities (a handful) by a loose index scan of deliveries_claim_order, so each count
         // below is a range of that index (priority = ANY(...) AND run_at <= / > now()).
         let priorities = try connection.query(
-            """
-            WITH RECURSIVE p AS (
-                SELECT max(priority) AS priority FROM deliveries
-                UNION ALL
-                SELECT (SELECT max(priority) FROM deliveries d WHERE d.priority < p.priority) FROM p
-                WHERE p.priority IS NOT NULL
-            )
-            SELECT priority FROM p WHERE priority IS NOT NULL
-            """
+            "WITH RECURSIVE \(QueueStore.distinctPrioritiesCTE) SELECT priority FROM priorities WHERE priority IS NOT NULL"
         ).map { try $0.decode(Int64.self, "priority") }
         let bound = limits.countLimit + 1
         let row = try connection.query(

@@ -1,0 +1,35 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// ``QueueStore/queueLag(on:)`` (the `STATUS=` line's queue lag) against PostgreSQL: the oldest due delivery
+/// across every priority, whatever order the priorities come in; deliveries not yet due do not count.
+@Suite("Queue lag in PostgreSQL")
+struct QueueLagTests {
+    @Test func theOldestDueDeliveryOfAnyPriorityIsTheLagAndFutureOnesDoNotCount() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                #expect(try QueueStore.queueLag(on: seed.connection) == 0)
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                // Priority 10 due 10 s ago, priority 5 due 40 s ago (the oldest, though of the lower priority),
+                // priority 11 due an hour from now.
+                for (priority, offset) in [(10, "-10 seconds"), (5, "-40 seconds"), (11, "1 hour")] {
+                    let subscription = try seed.subscription()
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at)
+                        VALUES ($1, $2, $3, $4::smallint, now() + $5::interval)
+                        """, [notification, subscription, seed.appID, priority, offset])
+                }
+                let lag = try QueueStore.queueLag(on: seed.connection)
+                #expect(lag >= 40 && lag < 100)
+                _ = try seed.connection.query("DELETE FROM deliveries WHERE priority = 5")
+                let next = try QueueStore.queueLag(on: seed.connection)
+                #expect(next >= 10 && next < 40)
+            }
+        }
+    }
+}
