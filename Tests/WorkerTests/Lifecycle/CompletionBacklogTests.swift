@@ -35,15 +35,20 @@ struct CompletionBacklogTests {
         return subscriptions
     }
 
-    /// Starts `pushizo-worker run` with a 5 s lease (the shortest allowed) and short timeouts; stderr goes to
-    /// `log`.
-    static func startWorker(url: String, emulator: EmulatorHarness, log: String, extra: [String] = []) throws -> Process {
+    /// Starts `pushizo-worker run` with a `leaseSeconds` lease (5 s, the shortest allowed, by default) and short
+    /// timeouts; stderr goes to `log`. The request timeout is the longest that lease allows (2 s with 5 s): a
+    /// request that times out is sent again by design (its outcome is unknown), so a shorter one makes a busy
+    /// machine's slow emulator answers look like duplicate sends.
+    static func startWorker(
+        url: String, emulator: EmulatorHarness, log: String, leaseSeconds: Int = 5, extra: [String] = []
+    ) throws -> Process {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments =
             [
-                "run", "--lease-seconds", "5", "--request-timeout", "1", "--shutdown-timeout", "2",
+                "run", "--lease-seconds", "\(leaseSeconds)", "--request-timeout", "\(max(2, leaseSeconds / 4))",
+                "--shutdown-timeout", "2",
                 "--poll-interval", "0.05", "--retry-base", "0.05", "--retry-max", "1",
             ] + extra
         process.environment = [
@@ -124,7 +129,9 @@ struct CompletionBacklogTests {
                 try await onThread { try Self.installRefusingTrigger(on: try Seed(url).connection, onlyFor: refused) }
                 let log = FileManager.default.temporaryDirectory.appendingPathComponent("backlog-\(UUID()).log").path
                 defer { try? FileManager.default.removeItem(atPath: log) }
-                let process = try Self.startWorker(url: url, emulator: emulator, log: log)
+                // No lease expiry matters here: a long lease and request timeout keep a loaded machine from
+                // turning a slow answer into a second send.
+                let process = try Self.startWorker(url: url, emulator: emulator, log: log, leaseSeconds: 40)
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 #expect(try await Self.wait {
                     let rows = try await database.query("SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'")
