@@ -15,6 +15,8 @@ public final class WorkerRuntime: Sendable {
     private let clients: [String: HTTP2Client]
     private let systemd: SystemdReporter?
     private let logger: Logger
+    /// Written with the fleet's queue sample when this worker measures it.
+    private let workerID: String
     /// What `GET /metrics` shows (docs/metrics.md).
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
@@ -34,6 +36,7 @@ public final class WorkerRuntime: Sendable {
     ) throws {
         self.metrics = metrics
         self.logger = logger
+        workerID = configuration.workerID
         database = PostgresClient(
             connectionString: configuration.databaseURL, maximumConnections: configuration.databaseConnections)
         eventLoop = try HTTP2EventLoop(name: "pushizo-io")
@@ -115,8 +118,9 @@ public final class WorkerRuntime: Sendable {
     /// the metrics listener.
     public func run() async {
         systemd?.start()
-        let sampler = Task { [metrics, database, clients, logger] in
-            await metrics.runSampler(database: database, clients: clients, logger: logger.named("metrics"))
+        let sampler = Task { [metrics, database, clients, logger, workerID] in
+            await metrics.runSampler(
+                database: database, clients: clients, workerID: workerID, logger: logger.named("metrics"))
         }
         await service.run()
         systemd?.stop()

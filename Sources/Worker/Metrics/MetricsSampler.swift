@@ -8,28 +8,26 @@ extension WorkerMetrics {
     /// Seconds between two samples of the queue and of the HTTP/2 pools.
     public static let sampleInterval: Double = 15
 
-    /// The queue sample takes at most this share of one database connection's time: after a sample that took
-    /// `t` seconds the next waits at least `t / queueSampleDutyCycle` (a slow sample on a huge queue is taken
-    /// less often instead of keeping a backend busy).
+    /// The queue sample takes at most this share of one database backend's time, fleet-wide: after a sample
+    /// that took `t` seconds the next is taken no sooner than `t / queueSampleDutyCycle` later (a slow sample
+    /// on a huge queue is taken less often instead of keeping a backend busy).
     static let queueSampleDutyCycle = 0.05
 
-    /// Samples each provider kind's HTTP/2 pool every `interval` seconds and the queue
-    /// (``QueueStore/sampleQueueDepth(on:)``) as often, or less often when the sample is slow
-    /// (``queueSampleDutyCycle``); both at once first, until the task is cancelled. A scrape only reads the
-    /// last sample, so scrapes never reach the database, however often they come.
-    /// - Parameter clients: the HTTP/2 client of each provider kind (`apns`, `fcm`, `webpush`).
+    /// Samples each provider kind's HTTP/2 pool every `interval` seconds, and the fleet's queue sample
+    /// (``QueueStore/sharedQueueDepth(on:interval:dutyCycle:sampler:)``) as often: whichever worker finds it
+    /// due measures it, the others read it, so the fleet measures the queue once per `interval` (or less often
+    /// when measuring is slow, ``queueSampleDutyCycle``) however many workers run. Until the task is cancelled.
+    /// A scrape only reads the last sample, so scrapes never reach the database, however often they come.
+    /// - Parameters:
+    ///   - clients: the HTTP/2 client of each provider kind (`apns`, `fcm`, `webpush`).
+    ///   - workerID: written with a sample this worker measures.
     func runSampler(
-        database: PostgresClient, clients: [String: HTTP2Client], interval: Double = sampleInterval, logger: Logger
+        database: PostgresClient, clients: [String: HTTP2Client], workerID: String, interval: Double = sampleInterval,
+        logger: Logger
     ) async {
         let failureLog = LogRateLimiter(interval: 600)
-        var nextQueueSample = ContinuousClock.now
         while !Task.isCancelled {
-            if ContinuousClock.now >= nextQueueSample {
-                let started = ContinuousClock.now
-                await sampleQueue(database: database, logger: logger, failureLog: failureLog)
-                let took = Self.seconds(since: started)
-                nextQueueSample = started + .milliseconds(Int64(max(interval, took / Self.queueSampleDutyCycle) * 1000))
-            }
+            await sampleQueue(database: database, workerID: workerID, interval: interval, logger: logger, failureLog: failureLog)
             for (provider, client) in clients {
                 let statistics = await client.statistics()
                 let labels = LabelValues(provider)
@@ -41,10 +39,16 @@ extension WorkerMetrics {
         }
     }
 
-    private func sampleQueue(database: PostgresClient, logger: Logger, failureLog: LogRateLimiter) async {
+    private func sampleQueue(
+        database: PostgresClient, workerID: String, interval: Double, logger: Logger, failureLog: LogRateLimiter
+    ) async {
         do {
-            let sample = try await database.withConnection { try QueueStore.sampleQueueDepth(on: $0) }
-            record(sample)
+            let shared = try await database.withConnection {
+                try QueueStore.sharedQueueDepth(
+                    on: $0, interval: .milliseconds(Int64(interval * 1000)), dutyCycle: Self.queueSampleDutyCycle,
+                    sampler: workerID)
+            }
+            if let shared { record(shared.sample, at: shared.sampledAt) }
         } catch {
             queueSampleFailures.add()
             if failureLog.allow("sample") {
