@@ -35,19 +35,19 @@ struct CompletionBacklogTests {
         return subscriptions
     }
 
-    /// Starts `pushizo-worker run` with a `leaseSeconds` lease (5 s, the shortest allowed, by default) and short
-    /// timeouts; stderr goes to `log`. The request timeout is the longest that lease allows (2 s with 5 s): a
-    /// request that times out is sent again by design (its outcome is unknown), so a shorter one makes a busy
-    /// machine's slow emulator answers look like duplicate sends.
+    /// Starts `pushizo-worker run` with a `leaseSeconds` lease and short timeouts; stderr goes to `log`. The
+    /// request timeout is the longest the lease allows (half of it): a request that times out is sent again
+    /// by design (its outcome is unknown), so a short one makes a busy machine's slow emulator answers look
+    /// like duplicate sends.
     static func startWorker(
-        url: String, emulator: EmulatorHarness, log: String, leaseSeconds: Int = 5, extra: [String] = []
+        url: String, emulator: EmulatorHarness, log: String, leaseSeconds: Int = 10, extra: [String] = []
     ) throws -> Process {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments =
             [
-                "run", "--lease-seconds", "\(leaseSeconds)", "--request-timeout", "\(max(2, leaseSeconds / 4))",
+                "run", "--lease-seconds", "\(leaseSeconds)", "--request-timeout", "\(leaseSeconds / 2)",
                 "--shutdown-timeout", "2",
                 "--poll-interval", "0.05", "--retry-base", "0.05", "--retry-max", "1",
             ] + extra
@@ -101,8 +101,8 @@ struct CompletionBacklogTests {
                 // Two slots: the two accepted pushes whose completions cannot be written hold them.
                 let process = try Self.startWorker(url: url, emulator: emulator, log: log, extra: ["--concurrency", "2"])
                 #expect(try await Self.wait { emulator.apns.acceptedCount >= 2 })
-                // Past a lease's lifetime (5 s): without lease upkeep the same pushes would be claimed and sent again.
-                try await Task.sleep(for: .seconds(8))
+                // Past a lease's lifetime (10 s): without lease upkeep the same pushes would be claimed and sent again.
+                try await Task.sleep(for: .seconds(13))
                 let accepted = emulator.apns.acceptedNotifications.map(\.apnsID)
                 #expect(accepted.count == 2, "accepted: \(accepted)")
                 #expect(Set(accepted).count == accepted.count, "the same push was accepted twice")
@@ -183,7 +183,8 @@ struct CompletionBacklogTests {
                 // Room to claim while the two completions wait, so the expired leases are claimed again.
                 let process = try Self.startWorker(url: url, emulator: emulator, log: log, extra: ["--concurrency", "4"])
                 #expect(try await Self.wait { emulator.apns.acceptedCount >= 2 })
-                #expect(try await Self.wait {
+                // The leases run out (10 s) before the worker's own claim finds them again.
+                #expect(try await Self.wait(limit: 45) {
                     ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("not sending them again")
                 })
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
