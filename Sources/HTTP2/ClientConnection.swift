@@ -239,7 +239,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         guard let stream = streams.removeValue(forKey: streamID) else { return 0 }
         let request = stream.request
         request.connection = nil
-        defer { core.streamClosed(self) }
+        let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
+        defer { core.streamClosed(self, processed: !refused) }
         guard !request.isFinished else { return 0 }
         if let error = stream.overLimit {
             core.finish(request, .failure(error))
@@ -250,11 +251,15 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             return 0
         }
         let unprocessed = goingAway && streamID > goAwayLastStreamID
-        if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || unprocessed {
-            // Not processed by the peer (RFC 9113 §8.7): safe to send again, on another connection.
-            core.retry(request, reason: unprocessed
-                ? HTTP2Error(.goAway, "\(origin) sent GOAWAY before processing the request", isSafeToRetry: true)
-                : HTTP2Error(.refusedStream, "\(origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
+        if unprocessed {
+            // Not processed by the peer (RFC 9113 §6.8): safe to send again, on another connection.
+            core.retry(request, reason: HTTP2Error(.goAway, "\(origin) sent GOAWAY before processing the request", isSafeToRetry: true))
+            return 0
+        }
+        if refused {
+            // Not processed (RFC 9113 §8.7), most likely more streams than the peer takes at once: sent again
+            // within this connection's lowered limit.
+            core.refused(request, on: self, reason: HTTP2Error(.refusedStream, "\(origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
             return 0
         }
         let reason = String(cString: nghttp2_http2_strerror(errorCode))
