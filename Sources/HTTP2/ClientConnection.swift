@@ -59,6 +59,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     /// This connection's id in the pool's `PoolStateMachine`.
     let id: PoolStateMachine.ConnectionID
     let origin: HTTP2Origin
+    /// `origin.authority`, computed once: it is sent with every request.
+    private let authority: String
     /// True after the server's first SETTINGS (its stream limit is known).
     private(set) var isReady = false
     private(set) var goingAway = false
@@ -79,6 +81,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         self.core = core
         self.id = id
         self.origin = origin
+        self.authority = origin.authority
         self.remainingAddresses = remainingAddresses
         super.init(loop: core.loop.core, fd: fd, ssl: ssl, connecting: true)
     }
@@ -293,11 +296,18 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         let r = request.request
         var fields: [(String, String)] = [
             (":method", r.method), (":scheme", origin.scheme.rawValue),
-            (":authority", origin.authority), (":path", r.path),
+            (":authority", authority), (":path", r.path),
         ]
         fields.reserveCapacity(4 + r.headers.count + 1)
-        for header in r.headers { fields.append((header.name.lowercased(), header.value)) }
-        if !r.body.isEmpty, !r.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+        // Per request and header: no copy unless a name has upper-case letters (callers send lower case).
+        var hasContentLength = false
+        for header in r.headers {
+            let name = header.name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") })
+                ? header.name.lowercased() : header.name
+            if name == "content-length" { hasContentLength = true }
+            fields.append((name, header.value))
+        }
+        if !r.body.isEmpty, !hasContentLength {
             fields.append(("content-length", String(r.body.count)))
         }
         let streamID = submit(headers: fields, body: r.body) { nva, count, provider in

@@ -9,7 +9,7 @@ enum EmulatorCommand {
     static let keys: [ConfigurationKey] = [
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
         .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .emulatorFCMKeys, .emulatorFCMTokenLifetime, .logLevel, .logFormat,
-        .emulatorRefuseStreamsBeyond,
+        .emulatorRefuseBeyond,
     ]
 
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -22,7 +22,7 @@ enum EmulatorCommand {
         let apnsKeys = try self.apnsKeys(reader)
         let latency = try reader.duration(.emulatorLatency, default: .zero, in: .zero ... .seconds(60)).inSeconds
         let fcmAccounts = try self.fcmAccounts(reader)
-        let refuseBeyond = try reader.int(.emulatorRefuseStreamsBeyond, default: 0, in: 0 ... 100_000)
+        let refuseBeyond = try reader.int(.emulatorRefuseBeyond, default: 0, in: 0 ... 100_000)
         let fcmTokenLifetime = try reader.duration(
             .emulatorFCMTokenLifetime, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)
         ).inSeconds

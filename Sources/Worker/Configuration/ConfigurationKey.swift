@@ -158,8 +158,8 @@ extension ConfigurationKey {
         default: "3600")
     public static let emulatorReadyFile = ConfigurationKey(
         "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
-    public static let emulatorRefuseStreamsBeyond = ConfigurationKey(
-        "PUSHIZO_EMULATOR_REFUSE_STREAMS_BEYOND",
+    public static let emulatorRefuseBeyond = ConfigurationKey(
+        "PUSHIZO_EMULATOR_REFUSE_BEYOND",
         "streams one connection may have open before the emulator refuses more with REFUSED_STREAM, whatever it announced (1...100000; 0: never)",
         default: "0")
 
@@ -173,6 +173,6 @@ extension ConfigurationKey {
         eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
-        emulatorRefuseStreamsBeyond,
+        emulatorRefuseBeyond,
     ]
 }

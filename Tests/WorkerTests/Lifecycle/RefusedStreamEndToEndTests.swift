@@ -23,8 +23,14 @@ struct RefusedStreamEndToEndTests {
                         """, [seed.appID, Self.count])
                     try seed.notification(target: #"{"all": true}"#)
                 }
-                let worker = try SmallNotificationEndToEndTests.startWorker(url, emulator, environment: [:])
-                try await SmallNotificationEndToEndTests.waitUntilExit(worker.process, limit: 120)
+                // Ten streams in all (two connections of five) carry every push: few requests in flight at once
+                // and long deadlines, so a loaded machine slows the run down without timing requests out.
+                let worker = try SmallNotificationEndToEndTests.startWorker(
+                    url, emulator,
+                    environment: [
+                        "PUSHIZO_CONCURRENCY": "32", "PUSHIZO_REQUEST_TIMEOUT": "120", "PUSHIZO_LEASE_SECONDS": "600",
+                    ])
+                try await SmallNotificationEndToEndTests.waitUntilExit(worker.process, limit: 300)
                 worker.pipe.fileHandleForReading.readabilityHandler = nil
                 #expect(worker.process.terminationStatus == 0)
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
