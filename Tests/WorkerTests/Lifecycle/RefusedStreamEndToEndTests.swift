@@ -13,14 +13,7 @@ struct RefusedStreamEndToEndTests {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with(refuseStreamsBeyond: 5) { emulator in
                 try await onThread {
-                    let seed = try Seed(url)
-                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
-                    _ = try seed.connection.query(
-                        """
-                        INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
-                        SELECT $1, 'ios', 'a0a0' || md5(n::text) || substr(md5('x' || n), 1, 28), 'production', 'en'
-                        FROM generate_series(1, $2) n
-                        """, [seed.appID, Self.count])
+                    let seed = try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: Self.count)
                     try seed.notification(target: #"{"all": true}"#)
                 }
                 // Ten streams in all (two connections of five) carry every push: few requests in flight at once
