@@ -53,6 +53,9 @@ h2load -n 5000 -c 1 -m 100 -d "$work/body.bin" "$url" >/dev/null 2>&1  # warm-up
 h2load_rps=$(h2load -n 50000 -c 1 -m 100 -d "$work/body.bin" "$url" 2>&1 | sed -n 's/.*finished in .*, \([0-9.]*\) req\/s.*/\1/p')
 ours_rps=$("$bindir/pushizo-bench" transport "$url" --requests 50000 --streams 100 --body "$work/body.bin" | sed -n 's/requests_per_second=\([0-9]*\).*/\1/p')
 echo "    h2load: $h2load_rps req/s   pushizo-bench: $ours_rps req/s"
+# The same requests handed to the client 25 at a time (one hand-off to the I/O thread per batch).
+batch_rps=$("$bindir/pushizo-bench" transport "$url" --requests 50000 --streams 100 --batch 25 --body "$work/body.bin" | sed -n 's/requests_per_second=\([0-9]*\).*/\1/p')
+echo "    pushizo-bench, batches of 25: $batch_rps req/s"
 
 echo "==> 2. end to end: $deliveries deliveries"
 export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$work/pg" "$pg_port")
@@ -224,6 +227,7 @@ load_at_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "==> ratios against the targets"
 printf "  %-55s %6.2fx   (target >= 0.80)\n" "HTTP/2 transport vs h2load" "$(calc "$ours_rps / $h2load_rps")"
+printf "  %-55s %6.2fx\n" "HTTP/2 transport, batches of 25, vs h2load" "$(calc "${batch_rps:-0} / $h2load_rps")"
 printf "  %-55s %6.2fx   (target >= 0.50)\n" "end to end (worker jobs/s vs pgbench claim/complete)" "$(calc "$worker_jps / $pgbench_jps")"
 printf "  %-55s %6s MB   (target < 150)\n" "worker peak RSS" "${peak_rss:-?}"
 printf "  %-55s %6s s    (target < 10)\n" "expansion of $expansion_size subscriptions" "${expansion_seconds:-?}"
@@ -237,6 +241,7 @@ steady_json=$(IFS=,; echo "${steady_rows[*]}")
 cat >"$json" <<JSON
 {"at": "$(date -u +%FT%TZ)", "load_average": "$load_at_end", "nproc": $(nproc),
  "transport": {"h2load_rps": ${h2load_rps:-null}, "pushizo_rps": ${ours_rps:-null}, "ratio": $(calc "$ours_rps / $h2load_rps")},
+ "transport_batch25": {"pushizo_rps": ${batch_rps:-null}, "ratio": $(calc "${batch_rps:-0} / $h2load_rps")},
  "end_to_end": {"deliveries": $deliveries, "worker_jobs_per_second": $worker_jps, "pgbench_jobs_per_second": $pgbench_jps, "ratio": $(calc "$worker_jps / $pgbench_jps"), "worker_peak_rss_mb": ${peak_rss:-null}},
  "expansion": {"subscriptions": $expansion_size, "seconds": ${expansion_seconds:-null}},
  "transactional": {"seconds_per_step": $steady_seconds, "grace_seconds": $steady_grace, "steps": [$steady_json],

@@ -24,12 +24,18 @@ public final class EmulatorServer: Sendable {
     ///     once a connection is authorized).
     ///   - latency: seconds each answer is held back, to imitate a provider's round trip (benchmarks,
     ///     shutdown tests); 0 answers at once.
+    ///   - refuseStreamsBeyond: streams one connection may have open before further ones are reset with
+    ///     REFUSED_STREAM (RFC 9113 §8.7) although `maxConcurrentStreams` allowed them (a provider refusing
+    ///     under load); nil: never.
     public init(
         eventLoop: HTTP2EventLoop, host: String = "127.0.0.1", port: Int = 0, tls: TLSServerConfiguration?,
-        routes: [Route], maxConcurrentStreams: UInt32 = 1000, latency: Double = 0
+        routes: [Route], maxConcurrentStreams: UInt32 = 1000, latency: Double = 0, refuseStreamsBeyond: Int? = nil
     ) {
+        var limits = HTTP2ServerLimits()
+        limits.refuseStreamsBeyond = refuseStreamsBeyond
         server = HTTP2Server(
-            eventLoop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams
+            eventLoop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams,
+            limits: limits
         ) { request in
             let emulated = EmulatorRequest(
                 method: request.method, path: request.path, authority: request.authority,
@@ -53,6 +59,9 @@ public final class EmulatorServer: Sendable {
     public func start() throws -> Int {
         try server.start()
     }
+
+    /// Streams reset with REFUSED_STREAM because `refuseStreamsBeyond` were open on their connection.
+    public var refusedStreamCount: Int { server.refusedStreamCount }
 
     /// Stops accepting, lets in-flight streams finish, closes connections.
     public func shutdown() async {

@@ -59,6 +59,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     /// This connection's id in the pool's `PoolStateMachine`.
     let id: PoolStateMachine.ConnectionID
     let origin: HTTP2Origin
+    /// `origin.authority`, computed once: it is sent with every request.
+    private let authority: String
     /// True after the server's first SETTINGS (its stream limit is known).
     private(set) var isReady = false
     private(set) var goingAway = false
@@ -79,6 +81,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         self.core = core
         self.id = id
         self.origin = origin
+        self.authority = origin.authority
         self.remainingAddresses = remainingAddresses
         super.init(loop: core.loop.core, fd: fd, ssl: ssl, connecting: true)
     }
@@ -239,7 +242,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         guard let stream = streams.removeValue(forKey: streamID) else { return 0 }
         let request = stream.request
         request.connection = nil
-        defer { core.streamClosed(self) }
+        let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
+        defer { core.streamClosed(self, processed: !refused) }
         guard !request.isFinished else { return 0 }
         if let error = stream.overLimit {
             core.finish(request, .failure(error))
@@ -250,11 +254,15 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             return 0
         }
         let unprocessed = goingAway && streamID > goAwayLastStreamID
-        if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || unprocessed {
-            // Not processed by the peer (RFC 9113 §8.7): safe to send again, on another connection.
-            core.retry(request, reason: unprocessed
-                ? HTTP2Error(.goAway, "\(origin) sent GOAWAY before processing the request", isSafeToRetry: true)
-                : HTTP2Error(.refusedStream, "\(origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
+        if unprocessed {
+            // Not processed by the peer (RFC 9113 §6.8): safe to send again, on another connection.
+            core.retry(request, reason: HTTP2Error(.goAway, "\(origin) sent GOAWAY before processing the request", isSafeToRetry: true))
+            return 0
+        }
+        if refused {
+            // Not processed (RFC 9113 §8.7), most likely more streams than the peer takes at once: sent again
+            // within this connection's lowered limit.
+            core.refused(request, on: self, reason: HTTP2Error(.refusedStream, "\(origin) refused the stream (REFUSED_STREAM)", isSafeToRetry: true))
             return 0
         }
         let reason = String(cString: nghttp2_http2_strerror(errorCode))
@@ -288,11 +296,18 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         let r = request.request
         var fields: [(String, String)] = [
             (":method", r.method), (":scheme", origin.scheme.rawValue),
-            (":authority", origin.authority), (":path", r.path),
+            (":authority", authority), (":path", r.path),
         ]
         fields.reserveCapacity(4 + r.headers.count + 1)
-        for header in r.headers { fields.append((header.name.lowercased(), header.value)) }
-        if !r.body.isEmpty, !r.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+        // Per request and header: no copy unless a name has upper-case letters (callers send lower case).
+        var hasContentLength = false
+        for header in r.headers {
+            let name = header.name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") })
+                ? header.name.lowercased() : header.name
+            if name == "content-length" { hasContentLength = true }
+            fields.append((name, header.value))
+        }
+        if !r.body.isEmpty, !hasContentLength {
             fields.append(("content-length", String(r.body.count)))
         }
         let streamID = submit(headers: fields, body: r.body) { nva, count, provider in

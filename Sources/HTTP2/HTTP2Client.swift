@@ -251,18 +251,18 @@ final class ClientCore: @unchecked Sendable {
                 open(id, origin)
             case .start(let requestID, let connectionID):
                 guard let request = requests[requestID] else {
-                    machine.streamClosed(connectionID, now: .now)
+                    machine.streamClosed(connectionID, now: .now, processed: false)
                     continue
                 }
                 guard let connection = live[connectionID] else {
                     // Not expected (slots come from live connections only); never lose the request.
-                    machine.streamClosed(connectionID, now: .now)
+                    machine.streamClosed(connectionID, now: .now, processed: false)
                     _ = machine.unprocessed(requestID, at: request.origin, retries: 0)
                     scheduleDispatch(request.origin)
                     continue
                 }
                 request.isQueued = false
-                if !connection.startStream(request) { machine.streamClosed(connectionID, now: .now) }
+                if !connection.startStream(request) { machine.streamClosed(connectionID, now: .now, processed: false) }
             case .fail(let ids, let error):
                 for id in ids {
                     guard let request = requests[id] else { continue }
@@ -313,6 +313,23 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
+    /// A stream refused with REFUSED_STREAM: the connection's stream limit is lowered (see
+    /// `PoolStateMachine.refused`) and the request queued again, or failed once refusals at an unchanged limit
+    /// pass the retry limit. Called before `streamClosed` for the stream.
+    func refused(_ request: PendingRequest, on connection: ClientConnection, reason: HTTP2Error) {
+        request.headersSent = false
+        let (decision, counted) = machine.refused(
+            request.id, on: connection.id, at: request.origin, retries: request.retries, now: .now)
+        if counted { request.retries += 1 }
+        switch decision {
+        case .giveUp:
+            finish(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
+        case .requeued:
+            request.isQueued = true
+            scheduleDispatch(request.origin)
+        }
+    }
+
     func connectionReady(_ connection: ClientConnection) {
         machine.connected(connection.id, maxStreams: connection.peerStreamLimit, now: .now)
         run(machine.dispatch(connection.origin, now: .now))
@@ -328,8 +345,8 @@ final class ClientCore: @unchecked Sendable {
         scheduleDispatch(connection.origin)
     }
 
-    func streamClosed(_ connection: ClientConnection) {
-        machine.streamClosed(connection.id, now: .now)
+    func streamClosed(_ connection: ClientConnection, processed: Bool = true) {
+        machine.streamClosed(connection.id, now: .now, processed: processed)
         scheduleDispatch(connection.origin)
         for origin in machine.takeStarved() { scheduleDispatch(origin) }
     }

@@ -18,6 +18,11 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var reconnectBackoffMaximum: Duration = .seconds(30)
     /// How often a request refused with REFUSED_STREAM or left unprocessed by GOAWAY is resent before failing.
     public var maximumRetries: Int = 3
+    /// After REFUSED_STREAM lowered a connection's stream limit (to the streams the peer had accepted, RFC 9113
+    /// §8.7), the limit grows back by one stream per window of that many answered streams, and at most once per
+    /// this interval, never above the peer's SETTINGS_MAX_CONCURRENT_STREAMS. A refusal that lowered the limit
+    /// is resent without counting against `maximumRetries`.
+    public var streamLimitRecoveryInterval: Duration = .seconds(1)
     /// Connections open at once over all origins (the global cap; keep it well below the process's
     /// LimitNOFILE). At the cap the least recently used idle connection is closed to make room; when none is idle,
     /// requests for a new origin wait for one to close.

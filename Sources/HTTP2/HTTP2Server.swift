@@ -62,6 +62,10 @@ public struct HTTP2ServerLimits: Sendable {
     public var maximumHeaderListSize: Int = 16 * 1024
     /// Most header fields (pseudo-headers included) per request; beyond it: 431 as above.
     public var maximumHeaderCount: Int = 100
+    /// Streams one connection may have open at once before further ones are reset with REFUSED_STREAM
+    /// (RFC 9113 §8.7), whatever SETTINGS_MAX_CONCURRENT_STREAMS announced: a provider that refuses beyond a
+    /// load it never advertised, for tests and benchmarks of the client's refusal handling. nil: no such limit.
+    public var refuseStreamsBeyond: Int?
 
     public init() {}
 }
@@ -119,6 +123,9 @@ public final class HTTP2Server: Sendable {
         eventLoop.execute { core.refuseStreams = count }
     }
 
+    /// Streams refused so far because `HTTP2ServerLimits.refuseStreamsBeyond` were open on their connection.
+    public var refusedStreamCount: Int { core.refusedStreams.load(ordering: .relaxed) }
+
     /// Testing hook: stop acknowledging PINGs on connections accepted from now on.
     func testingIgnorePings() {
         let core = self.core
@@ -150,6 +157,8 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     var ignorePings = false
     /// Connections accepted so far (read by tests and diagnostics from any thread).
     let acceptedConnections = Atomic<Int>(0)
+    /// Streams reset by `HTTP2ServerLimits.refuseStreamsBeyond` so far (any thread).
+    let refusedStreams = Atomic<Int>(0)
     private var listenFD: Int32 = -1
     private var context: TLSContext?
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
@@ -303,6 +312,11 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         }
         if server.refuseStreams > 0, let session {
             server.refuseStreams -= 1
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), frame.streamID, NGHTTP2_REFUSED_STREAM.rawValue)
+            return 0
+        }
+        if let beyond = server.limits.refuseStreamsBeyond, streams.count >= beyond, let session {
+            server.refusedStreams.add(1, ordering: .relaxed)
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), frame.streamID, NGHTTP2_REFUSED_STREAM.rawValue)
             return 0
         }

@@ -10,6 +10,10 @@
 ///   origin is closed to make room, and when none is idle the origin waits for one to close;
 /// - at most `inFlightPerOrigin` streams per origin, whatever the peers' SETTINGS_MAX_CONCURRENT_STREAMS, so one
 ///   slow endpoint cannot take every stream; further requests wait in the origin's queue (until their deadline);
+/// - a connection whose peer answered REFUSED_STREAM (RFC 9113 §8.7) carries at most as many streams as were open
+///   without being refused (its effective limit, never above the peer's SETTINGS_MAX_CONCURRENT_STREAMS); the
+///   limit grows back by one stream per window of that many processed streams, at most once per
+///   `streamLimitRecoveryInterval` (additive increase), and new connections of the origin start from it;
 /// - a connection without streams for `idleTimeout` is closed; an origin with no connection, nothing waiting
 ///   and no backoff pending is forgotten (Web Push has one origin per push service a subscriber chose).
 struct PoolStateMachine {
@@ -27,6 +31,7 @@ struct PoolStateMachine {
         var backoffInitial: Duration
         var backoffMaximum: Duration
         var maximumRetries: Int
+        var streamLimitRecoveryInterval: Duration
 
         init(_ configuration: HTTP2ClientConfiguration) {
             connectionsPerOrigin = max(1, configuration.maximumConnectionsPerOrigin)
@@ -37,6 +42,7 @@ struct PoolStateMachine {
             backoffInitial = configuration.reconnectBackoffInitial
             backoffMaximum = configuration.reconnectBackoffMaximum
             maximumRetries = configuration.maximumRetries
+            streamLimitRecoveryInterval = configuration.streamLimitRecoveryInterval
         }
     }
 
@@ -66,9 +72,23 @@ struct PoolStateMachine {
         var maxStreams = 0
         var streams = 0
         var lastUsed: Instant
+        /// The limit lowered after REFUSED_STREAM; nil: the peer's `maxStreams` alone.
+        var streamLimit: Int?
+        /// Streams the peer processed since `streamLimit` last changed, and when it changed.
+        var processedSinceLimitChange = 0
+        var limitChangedAt: Instant
+
+        init(origin: HTTP2Origin, lastUsed: Instant, streamLimit: Int?) {
+            self.origin = origin
+            self.lastUsed = lastUsed
+            self.streamLimit = streamLimit
+            self.limitChangedAt = lastUsed
+        }
 
         var usable: Bool { !goingAway && !closing }
-        var freeSlots: Int { ready && usable ? max(0, maxStreams - streams) : 0 }
+        /// The streams this connection may carry: the peer's limit, or the lower one learned from refusals.
+        var effectiveLimit: Int { min(maxStreams, streamLimit ?? Int.max) }
+        var freeSlots: Int { ready && usable ? max(0, effectiveLimit - streams) : 0 }
     }
 
     private struct Origin {
@@ -83,6 +103,8 @@ struct PoolStateMachine {
         /// The last connect failed because the egress policy refused every address of the origin: until the
         /// backoff ends, requests fail with it at once instead of waiting (the answer will not change sooner).
         var refusal: HTTP2Error?
+        /// The stream limit its connections learned from REFUSED_STREAM (nil: none); new connections start from it.
+        var streamLimit: Int?
 
         var waiting: Int { queue.count - head - answered.count }
 
@@ -124,6 +146,10 @@ struct PoolStateMachine {
     func waiting(at origin: HTTP2Origin) -> Int { origins[origin]?.waiting ?? 0 }
     /// Entries stored in `origin`'s queue, answered ones included (bounded by compaction).
     func storedCount(at origin: HTTP2Origin) -> Int { origins[origin].map { $0.queue.count - $0.head } ?? 0 }
+    /// The effective stream limit of `connection` (the peer's, or lower after REFUSED_STREAM); nil when unknown.
+    func streamLimit(of connection: ConnectionID) -> Int? {
+        connections[connection].map(\.effectiveLimit)
+    }
     /// Streams open at `origin`.
     func inFlight(at origin: HTTP2Origin) -> Int {
         origins[origin]?.connections.reduce(0) { $0 + (connections[$1]?.streams ?? 0) } ?? 0
@@ -184,6 +210,31 @@ struct PoolStateMachine {
         return .requeued
     }
 
+    /// The peer answered `request`'s stream on `connection` with REFUSED_STREAM (RFC 9113 §8.7: not processed).
+    /// Call before `streamClosed` for that stream, so the refused stream is still counted open. The connection's
+    /// effective limit drops to the streams open beside the refused one, for this connection and new ones of the
+    /// origin; the request goes back to the front of the queue. A refusal that lowered the limit was the pool's
+    /// own doing (too many streams) and costs the request no retry; one at an unchanged limit, or of the only
+    /// stream open, counts against `maximumRetries` (`retries`: the count before this refusal).
+    /// - Returns: whether it was requeued, and whether this refusal counted as a retry.
+    mutating func refused(_ request: RequestID, on connection: ConnectionID, at origin: HTTP2Origin, retries: Int,
+                          now: Instant) -> (decision: RetryDecision, counted: Bool) {
+        var counted = true
+        if var c = connections[connection] {
+            // Alone on its connection, the stream was not refused for concurrency: the limit stays, it counts.
+            let accepted = c.streams - 1
+            if accepted >= 1, accepted < c.effectiveLimit {
+                c.streamLimit = accepted
+                c.processedSinceLimitChange = 0
+                c.limitChangedAt = now
+                connections[connection] = c
+                origins[origin]?.streamLimit = accepted
+                counted = false
+            }
+        }
+        return (unprocessed(request, at: origin, retries: counted ? retries + 1 : retries), counted)
+    }
+
     // MARK: Connection events
 
     /// The connection's first SETTINGS arrived: it may carry `maxStreams` streams.
@@ -208,11 +259,23 @@ struct PoolStateMachine {
         connections[connection]?.goingAway = true
     }
 
-    /// A stream of `connection` ended (or could not be opened).
-    mutating func streamClosed(_ connection: ConnectionID, now: Instant) {
+    /// A stream of `connection` ended (or could not be opened). `processed`: the peer answered it (false for a
+    /// refused stream or one never opened). Processed streams grow a lowered limit back: one stream more per
+    /// window of `limit` processed streams, at most once per `streamLimitRecoveryInterval`, never above the
+    /// peer's SETTINGS_MAX_CONCURRENT_STREAMS (then the lowered limit is dropped).
+    mutating func streamClosed(_ connection: ConnectionID, now: Instant, processed: Bool = true) {
         guard var c = connections[connection] else { return }
         c.streams = max(0, c.streams - 1)
         c.lastUsed = now
+        if processed, let limit = c.streamLimit {
+            c.processedSinceLimitChange += 1
+            if c.processedSinceLimitChange >= limit, now - c.limitChangedAt >= limits.streamLimitRecoveryInterval {
+                c.streamLimit = limit + 1 >= c.maxStreams ? nil : limit + 1
+                c.processedSinceLimitChange = 0
+                c.limitChangedAt = now
+                origins[c.origin]?.streamLimit = c.streamLimit
+            }
+        }
         connections[connection] = c
     }
 
@@ -317,7 +380,7 @@ struct PoolStateMachine {
         starved.remove(origin)
         let id = nextConnectionID
         nextConnectionID += 1
-        connections[id] = Connection(origin: origin, lastUsed: now)
+        connections[id] = Connection(origin: origin, lastUsed: now, streamLimit: o.streamLimit)
         o.connections.append(id)
         actions.append(.open(id, origin))
         return actions

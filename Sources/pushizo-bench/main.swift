@@ -1,9 +1,11 @@
 // pushizo-bench: the client half of `make bench` (scripts/bench.sh drives it).
 //
-//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE]
+//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE] [--batch B]
 //
 // Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, the way the worker
-// sends (one `send` per delivery), and prints `requests_per_second=<r> failures=<f>`.
+// sends (one `send` per delivery), and prints `requests_per_second=<r> failures=<f>`. With `--batch B` (B > 1)
+// each of S/B lanes hands B requests at a time to the client (`send([HTTP2Request], to:)`, one hand-off to the
+// I/O thread per batch), to compare against one hand-off per request.
 //
 //   pushizo-bench fetch URL [--max-body BYTES] [--max-header-list BYTES] [--ca FILE]
 //
@@ -53,8 +55,33 @@ let payload = Array(body)
 // Warm up: connect and settle the connection before timing.
 _ = try? await client.send(HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), to: origin)
 
+let batch = max(1, Int(options["--batch"] ?? "1") ?? 1)
 let start = ContinuousClock.now
 let failures = await withTaskGroup(of: Int.self) { group in
+    if batch > 1 {
+        // S streams in flight as S/B lanes of B requests; the last batch of a lane may be short.
+        let lanes = max(1, streams / batch)
+        for lane in 0..<lanes {
+            group.addTask {
+                var failed = 0
+                var left = requests / lanes + (lane < requests % lanes ? 1 : 0)
+                while left > 0 {
+                    let count = min(batch, left)
+                    left -= count
+                    let results = await client.send(
+                        Array(repeating: HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), count: count), to: origin)
+                    for result in results {
+                        if let response = try? result.get(), response.status < 500 { continue }
+                        failed += 1
+                    }
+                }
+                return failed
+            }
+        }
+        var total = 0
+        for await failed in group { total += failed }
+        return total
+    }
     let perTask = requests / streams
     let extra = requests % streams
     for lane in 0..<streams {

@@ -9,6 +9,7 @@ enum EmulatorCommand {
     static let keys: [ConfigurationKey] = [
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
         .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .emulatorFCMKeys, .emulatorFCMTokenLifetime, .logLevel, .logFormat,
+        .emulatorRefuseBeyond,
     ]
 
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -21,6 +22,7 @@ enum EmulatorCommand {
         let apnsKeys = try self.apnsKeys(reader)
         let latency = try reader.duration(.emulatorLatency, default: .zero, in: .zero ... .seconds(60)).inSeconds
         let fcmAccounts = try self.fcmAccounts(reader)
+        let refuseBeyond = try reader.int(.emulatorRefuseBeyond, default: 0, in: 0 ... 100_000)
         let fcmTokenLifetime = try reader.duration(
             .emulatorFCMTokenLifetime, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)
         ).inSeconds
@@ -60,7 +62,7 @@ enum EmulatorCommand {
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),
-            ], latency: latency)
+            ], latency: latency, refuseStreamsBeyond: refuseBeyond > 0 ? refuseBeyond : nil)
         let boundPort = try server.start()
         logger.notice(
             "emulator listening",

@@ -265,6 +265,39 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    /// A server that announces 1000 streams but refuses every stream beyond 5 open on a connection: the
+    /// refusals lower the connection's limit instead of using up the requests' retries, so 2,000 requests sent
+    /// at once (256 in flight) all succeed with at most 2 counted retries each, each processed once.
+    @Test func refusalsBeyondThePeersRealLimitLowerTheStreamLimitInsteadOfFailing() async throws {
+        let loop = try HTTP2EventLoop(name: "test-refuse-beyond")
+        defer { loop.shutdown() }
+        let hits = Mutex(0)
+        var limits = HTTP2ServerLimits()
+        limits.refuseStreamsBeyond = 5
+        let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits) { request in
+            hits.withLock { $0 += 1 }
+            return HTTP2ServerResponse(status: 200, body: Array(request.path.utf8))
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumRetries = 2
+        configuration.maximumConnectionsPerOrigin = 1
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let requests = (0..<2000).map { HTTP2Request(path: "/\($0)") }
+        let results = await client.send(requests, to: origin)
+        let bodies = results.map { (try? $0.get()).map { String(decoding: $0.body, as: UTF8.self) } }
+        #expect(bodies == requests.map(\.path))
+        #expect(hits.withLock { $0 } == 2000)
+        #expect(server.refusedStreamCount > 0)
+        let limit = await withCheckedContinuation { (c: CheckedContinuation<Int?, Never>) in
+            _ = loop.execute { c.resume(returning: client.core.machine.streamLimit(of: 1)) }
+        }
+        #expect(limit.map { $0 < 1000 } == true)  // still below what the server announced
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func refusedStreamsAreRetriedThenGivenUp() async throws {
         let loop = try HTTP2EventLoop(name: "test-refused-stream")
         defer { loop.shutdown() }

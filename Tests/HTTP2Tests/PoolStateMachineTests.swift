@@ -168,6 +168,78 @@ struct PoolStateMachineTests {
         #expect(pool.unprocessed(1, at: a, retries: 3) == .giveUp)
     }
 
+    /// Starts `count` requests (ids 1...count) on connection 1 of `a`, which allows `maxStreams`.
+    func busy(_ pool: inout PoolStateMachine, count: Int, maxStreams: Int) {
+        for id in 1...count { _ = pool.enqueue(UInt64(id), to: a, now: t0) }
+        pool.connected(1, maxStreams: maxStreams, now: t0)
+        #expect(pool.dispatch(a, now: t0).count == count)
+    }
+
+    @Test func refusalsLowerTheStreamLimitToTheStreamsThePeerAcceptedAndCostNoRetry() {
+        var pool = machine { $0.maximumRetries = 1; $0.maximumConnectionsPerOrigin = 1 }
+        busy(&pool, count: 8, maxStreams: 100)
+        // The peer takes 5 at once: streams 6, 7 and 8 come back refused, each while the others are still open.
+        for id in [6, 7, 8] as [UInt64] {
+            let answer = pool.refused(id, on: 1, at: a, retries: 0, now: t0)
+            #expect(answer.decision == .requeued && !answer.counted)
+            pool.streamClosed(1, now: t0, processed: false)
+        }
+        #expect(pool.streamLimit(of: 1) == 5)
+        // Nothing more starts while 5 are open; each processed stream frees one slot for a refused request.
+        #expect(describe(pool.dispatch(a, now: t0)).isEmpty)
+        pool.streamClosed(1, now: t0)
+        #expect(describe(pool.dispatch(a, now: t0)) == ["start 8 on 1"])
+        // Refused again with 4 others open: the peer takes fewer now; lower again, still free.
+        #expect(pool.refused(8, on: 1, at: a, retries: 0, now: t0) == (.requeued, false))
+        #expect(pool.streamLimit(of: 1) == 4)
+    }
+
+    @Test func aRefusedStreamAloneOnItsConnectionLeavesTheLimitAndCountsUpToTheRetryLimit() {
+        var pool = machine { $0.maximumRetries = 1 }
+        busy(&pool, count: 1, maxStreams: 100)
+        // Not explained by concurrency: it counts, and past maximumRetries the request gives up.
+        #expect(pool.refused(1, on: 1, at: a, retries: 0, now: t0) == (.requeued, true))
+        #expect(pool.streamLimit(of: 1) == 100)
+        pool.streamClosed(1, now: t0, processed: false)
+        #expect(describe(pool.dispatch(a, now: t0)) == ["start 1 on 1"])
+        #expect(pool.refused(1, on: 1, at: a, retries: 1, now: t0) == (.giveUp, true))
+    }
+
+    @Test func aLoweredLimitGrowsBackOneStreamPerWindowAndIntervalUpToThePeersLimit() {
+        var pool = machine { $0.streamLimitRecoveryInterval = .seconds(1); $0.maximumConnectionsPerOrigin = 1 }
+        busy(&pool, count: 4, maxStreams: 4)
+        _ = pool.refused(4, on: 1, at: a, retries: 0, now: t0)
+        pool.streamClosed(1, now: t0, processed: false)
+        #expect(pool.streamLimit(of: 1) == 3)
+        // A window of 3 processed streams within the interval: not yet.
+        for _ in 0..<3 { pool.streamClosed(1, now: t0 + .milliseconds(500)) }
+        #expect(pool.streamLimit(of: 1) == 3)
+        // After the interval, the next processed stream completes a window: one more stream, never above the
+        // peer's 4.
+        pool.streamClosed(1, now: t0 + .seconds(1))
+        #expect(pool.streamLimit(of: 1) == 4)
+        for step in 2...20 { pool.streamClosed(1, now: t0 + .seconds(step)) }
+        #expect(pool.streamLimit(of: 1) == 4)
+        // The peer lowering its SETTINGS_MAX_CONCURRENT_STREAMS wins over any learned limit.
+        pool.settingsChanged(1, maxStreams: 2)
+        #expect(pool.streamLimit(of: 1) == 2)
+    }
+
+    @Test func aNewConnectionOfTheOriginStartsFromTheLearnedLimit() {
+        var pool = machine { $0.maximumConnectionsPerOrigin = 1 }
+        busy(&pool, count: 6, maxStreams: 100)
+        for id in [5, 6] as [UInt64] {
+            _ = pool.refused(id, on: 1, at: a, retries: 0, now: t0)
+            pool.streamClosed(1, now: t0, processed: false)
+        }
+        #expect(pool.streamLimit(of: 1) == 4)
+        pool.goingAway(1)
+        // The origin's one connection is draining; its successor opens (the cap counts usable connections).
+        #expect(describe(pool.enqueue(7, to: a, now: t0)) == ["open 2 a.example"])
+        pool.connected(2, maxStreams: 100, now: t0)
+        #expect(pool.streamLimit(of: 2) == 4)
+    }
+
     @Test func answeredQueuedRequestsAreSkippedAndDroppedInBulk() {
         var pool = machine()
         for id in 1...100 { _ = pool.enqueue(UInt64(id), to: a, now: t0) }

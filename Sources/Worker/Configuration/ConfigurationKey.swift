@@ -158,6 +158,10 @@ extension ConfigurationKey {
         default: "3600")
     public static let emulatorReadyFile = ConfigurationKey(
         "PUSHIZO_EMULATOR_READY_FILE", "file the emulator writes its bound port to once it listens")
+    public static let emulatorRefuseBeyond = ConfigurationKey(
+        "PUSHIZO_EMULATOR_REFUSE_BEYOND",
+        "streams one connection may have open before the emulator refuses more with REFUSED_STREAM, whatever it announced (1...100000; 0: never)",
+        default: "0")
 
     /// Every key any command knows: an environment variable `PUSHIZO_*` outside this list stops start-up, so a
     /// typo in an EnvironmentFile is caught instead of silently ignored.
@@ -169,5 +173,6 @@ extension ConfigurationKey {
         eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
+        emulatorRefuseBeyond,
     ]
 }

@@ -8,17 +8,23 @@ import Testing
 struct SmallNotificationEndToEndTests {
     static let count = 300
 
+    /// An app on the emulator with `count` iOS subscriptions, inserted in one statement.
+    static func seedSubscriptions(_ url: String, _ emulator: EmulatorHarness, count: Int) throws -> Seed {
+        let seed = try Seed(url)
+        try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+        _ = try seed.connection.query(
+            """
+            INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
+            SELECT $1, 'ios', 'a0a0' || md5(n::text) || substr(md5('x' || n), 1, 28), 'production', 'en'
+            FROM generate_series(1, $2) n
+            """, [seed.appID, count])
+        return seed
+    }
+
     /// `count` one-device notifications, each to its own subscription, inserted in one statement.
     static func seedOneDeviceNotifications(_ url: String, _ emulator: EmulatorHarness) async throws {
         try await onThread {
-            let seed = try Seed(url)
-            try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
-            _ = try seed.connection.query(
-                """
-                INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
-                SELECT $1, 'ios', 'a0a0' || md5(n::text) || substr(md5('x' || n), 1, 28), 'production', 'en'
-                FROM generate_series(1, $2) n
-                """, [seed.appID, count])
+            let seed = try seedSubscriptions(url, emulator, count: count)
             _ = try seed.connection.query(
                 """
                 INSERT INTO notifications (app_id, message, target)

@@ -23,6 +23,8 @@ struct EmulatorHarness: Sendable {
     let vapidKey: P256PrivateKey
     let fcm: FCMEmulator
     let fcmKey: RSAPrivateKey
+    /// The server itself (its refusal count); set by `with`.
+    var server: EmulatorServer?
 
     /// The Google service-account JSON of the FCM emulator's trusted account (`token_uri` at the emulator).
     var serviceAccountJSON: String {
@@ -62,7 +64,8 @@ struct EmulatorHarness: Sendable {
 
     /// - Parameter latency: seconds each answer is held back (see `EmulatorServer`).
     /// - Parameter fcmTokenLifetime: seconds the FCM emulator's access tokens live.
-    static func with<T: Sendable>(latency: Double = 0, fcmTokenLifetime: Int = 3600, _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
+    /// - Parameter refuseStreamsBeyond: streams per connection before REFUSED_STREAM (see `EmulatorServer`).
+    static func with<T: Sendable>(latency: Double = 0, fcmTokenLifetime: Int = 3600, refuseStreamsBeyond: Int? = nil, _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-e2e-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -83,11 +86,12 @@ struct EmulatorHarness: Sendable {
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),
-            ], latency: latency)
+            ], latency: latency, refuseStreamsBeyond: refuseStreamsBeyond)
         let port = try server.start()
-        let harness = EmulatorHarness(
+        var harness = EmulatorHarness(
             port: port, caFile: files.caCertificate, signingKey: key, apns: apns, webPush: webPush,
             vapidKey: try P256PrivateKey.generate(), fcm: fcm, fcmKey: fcmKey)
+        harness.server = server
         do {
             let result = try await body(harness)
             await server.shutdown()
