@@ -16,6 +16,17 @@ public struct LocalizedText: Sendable, Hashable {
         self.body = body
     }
 
+    /// Whether any text of `message` (`headings`, `subtitle`, `contents`, in any language) has a `{`, so
+    /// may hold a placeholder. When `false`, ``render(_:subscriberLanguage:appDefaultLanguage:placeholderValues:)``
+    /// gives every subscriber with the same two languages the same texts whatever the placeholder values
+    /// (``Placeholders/fill(_:values:maximumBytes:)`` returns a text without `{` as it is), so a payload
+    /// rendered once serves them all.
+    public static func usesPlaceholders(_ message: NotificationMessage) -> Bool {
+        [message.headings, message.subtitle, message.contents].contains { texts in
+            texts.values.contains { $0.utf8.contains(UInt8(ascii: "{")) }
+        }
+    }
+
     /// Picks and fills the three texts of `message` for a subscriber, so that what the message validation
     /// demands of text holds after rendering too. Each text is at most ``Placeholders/maximumOutputBytes``
     /// (4096) bytes of UTF-8: longer results (a long template, or placeholders filled from long tags) are

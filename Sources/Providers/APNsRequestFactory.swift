@@ -55,6 +55,16 @@ public enum APNsRequestFactory {
     ///   empty in every language or is not a valid template), or `payload_too_large`
     ///   (still over 4096 bytes with every text shortened, e.g. `data` alone is too big).
     public static func makeRequest(_ delivery: APNsDelivery, bearerToken: String) throws(APNsRequestError) -> PushRequest {
+        try makeRequest(delivery, bearerToken: bearerToken) { () throws(APNsRequestError) in try payload(for: delivery) }
+    }
+
+    /// ``makeRequest(_:bearerToken:)`` with the body from `body` (e.g. a ``PayloadTemplate`` rendered once for
+    /// the notification and language, filled with this device's msgId), called after every header check so
+    /// the errors come in the same order.
+    /// - Throws: as ``makeRequest(_:bearerToken:)``, and whatever `body` throws.
+    public static func makeRequest(
+        _ delivery: APNsDelivery, bearerToken: String, body: () throws(APNsRequestError) -> [UInt8]
+    ) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
         guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0,
               token.utf8.allSatisfy({ isHexDigit($0) })
@@ -98,8 +108,18 @@ public enum APNsRequestFactory {
             }
             headers.append(PushHeader("apns-collapse-id", collapseID))
         }
-        let body = try payload(for: delivery)
-        return PushRequest(method: "POST", path: "/3/device/\(token)", headers: headers, body: body)
+        return PushRequest(method: "POST", path: "/3/device/\(token)", headers: headers, body: try body())
+    }
+
+    /// ``payload(for:)`` rendered once for every device that shares the delivery's message, languages,
+    /// campaign and placeholder values (``PayloadTemplate``): `nil` when the msgId cannot be spliced in.
+    /// - Throws: as ``payload(for:)``.
+    public static func payloadTemplate(for delivery: APNsDelivery) throws(APNsRequestError) -> PayloadTemplate? {
+        try PayloadTemplate.make { (msgID: String) throws(APNsRequestError) -> [UInt8] in
+            var stand = delivery
+            stand.msgID = msgID
+            return try payload(for: stand)
+        }
     }
 
     /// The serialized payload alone (what `makeRequest` puts in the body), for previews and tests.

@@ -46,6 +46,16 @@ public enum FCMRequestFactory {
     ///   echoed), `invalid_message` (a text renders empty in every language or is not a valid template), or
     ///   `payload_too_large` (still over the limit with every text shortened, e.g. `data` alone is too big).
     public static func makeRequest(_ delivery: FCMDelivery, accessToken: String) throws(FCMRequestError) -> PushRequest {
+        try makeRequest(delivery, accessToken: accessToken) { () throws(FCMRequestError) in try data(for: delivery) }
+    }
+
+    /// ``makeRequest(_:accessToken:)`` with `message.data` from `data` (e.g. another delivery's that renders
+    /// alike, with this device's msgId: ``data(_:msgID:)``), called after every other check so the errors
+    /// come in the same order.
+    /// - Throws: as ``makeRequest(_:accessToken:)``, and whatever `data` throws.
+    public static func makeRequest(
+        _ delivery: FCMDelivery, accessToken: String, data: () throws(FCMRequestError) -> [String: String]
+    ) throws(FCMRequestError) -> PushRequest {
         let token = delivery.registrationToken
         guard HTTPFieldValue.isVisibleASCII(token), token.utf8.count <= maximumTokenLength else {
             throw FCMRequestError(reason: "bad_device_token_format",
@@ -62,7 +72,7 @@ public enum FCMRequestFactory {
             throw FCMRequestError(reason: "invalid_access_token",
                                   detail: "the OAuth 2.0 access token must be non-empty visible ASCII")
         }
-        let data = try self.data(for: delivery)
+        let data = try data()
         let message: JSONValue = [
             "token": .string(token),
             "data": .object(data.mapValues { .string($0) }),
@@ -117,6 +127,19 @@ public enum FCMRequestFactory {
             throw FCMRequestError(reason: "payload_too_large",
                                   detail: "the FCM data payload counts \(size) bytes with every text shortened; the limit is \(maximumPayloadSize)")
         }
+    }
+
+    /// `shared`, the data of a delivery whose message, languages, campaign and placeholder values are the
+    /// same, with `msgID` in place of its msgId; `nil` unless both msgIds are 64 bytes of base64url
+    /// (``PayloadTemplate/msgIDLength``). Exact: the msgId's length is all that the size limit and the
+    /// shortening of texts see of it.
+    public static func data(_ shared: [String: String], msgID: String) -> [String: String]? {
+        guard let old = shared[FCMDataLayout.msgID], old.utf8.count == PayloadTemplate.msgIDLength,
+              msgID.utf8.count == PayloadTemplate.msgIDLength, msgID.utf8.allSatisfy(WebPushRequestFactory.isBase64URLByte)
+        else { return nil }
+        var data = shared
+        data[FCMDataLayout.msgID] = msgID
+        return data
     }
 
     /// The size FCM's limit is checked against, in bytes: ``fixedOverhead`` plus, for every entry, the

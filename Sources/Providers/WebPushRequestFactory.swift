@@ -34,6 +34,16 @@ public enum WebPushRequestFactory {
     ///   `silent_push_unsupported` (a skip, see ``plaintext(for:)``), `invalid_message` (a text renders empty
     ///   in every language or is not a valid template), or `payload_too_large`.
     public static func makePlaintextRequest(_ delivery: WebPushDelivery) throws(WebPushRequestError) -> PushRequest {
+        try makePlaintextRequest(delivery) { () throws(WebPushRequestError) in try plaintext(for: delivery) }
+    }
+
+    /// ``makePlaintextRequest(_:)`` with the body from `plaintext` (e.g. a ``PayloadTemplate`` rendered once
+    /// for the notification and language, filled with this device's msgId), called after the endpoint is
+    /// parsed so the errors come in the same order.
+    /// - Throws: as ``makePlaintextRequest(_:)``, and whatever `plaintext` throws.
+    public static func makePlaintextRequest(
+        _ delivery: WebPushDelivery, plaintext: () throws(WebPushRequestError) -> [UInt8]
+    ) throws(WebPushRequestError) -> PushRequest {
         let endpoint = try WebPushEndpoint(parsing: delivery.endpoint)
         let message = delivery.message
         let ttl = NormalizedFields.timeToLive(ttl: message.ttl, expiration: delivery.expiration, now: delivery.now) ?? defaultTTL
@@ -46,7 +56,18 @@ public enum WebPushRequestFactory {
         }
         headers += WebPushService(host: endpoint.host).extraHeaders(ttl: ttl)
         headers.append(PushHeader("content-type", "application/json"))
-        return PushRequest(method: "POST", path: endpoint.path, headers: headers, body: try plaintext(for: delivery))
+        return PushRequest(method: "POST", path: endpoint.path, headers: headers, body: try plaintext())
+    }
+
+    /// ``plaintext(for:)`` rendered once for every device that shares the delivery's message, languages,
+    /// campaign and placeholder values (``PayloadTemplate``): `nil` when the msgId cannot be spliced in.
+    /// - Throws: as ``plaintext(for:)``.
+    public static func plaintextTemplate(for delivery: WebPushDelivery) throws(WebPushRequestError) -> PayloadTemplate? {
+        try PayloadTemplate.make { (msgID: String) throws(WebPushRequestError) -> [UInt8] in
+            var stand = delivery
+            stand.msgID = msgID
+            return try plaintext(for: stand)
+        }
     }
 
     /// The plaintext body alone (what `makePlaintextRequest` sends before encryption), for previews, tests

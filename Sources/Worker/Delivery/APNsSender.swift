@@ -40,6 +40,10 @@ public final class APNsSender: ProviderSender {
     let channels: ChannelCache<Channel>
     let tokens: SharedProviderTokens
     private let tokenPolicy: ProviderTokenPolicy
+    /// Bodies rendered once per notification, language and campaign (filled per device with its msgId).
+    let renders: RenderCache<Result<PayloadTemplate?, APNsRequestError>> = .payloadTemplates()
+    /// Users' parsed tags, for messages whose texts use placeholders.
+    let userTags = UserTagsCache()
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
@@ -79,7 +83,9 @@ public final class APNsSender: ProviderSender {
         }
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
         let credentials = channel.credentials
-        let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: credentials.topic, now: now)
+        let apnsDelivery = DeliveryRendering.apnsDelivery(
+            for: delivery, message: message, topic: credentials.topic, now: now, userTags: userTags)
+        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
         // The answer refusing the first provider token, and that token.
         var refused: (response: PushResponse, token: String)?
         while true {
@@ -95,7 +101,12 @@ public final class APNsSender: ProviderSender {
                     // Not replaced (too young for Apple's 20-minute floor): the refusal stands.
                     return judge(refused.response, channel: channel, delivery: delivery, origin: origin)
                 }
-                request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: bearer)
+                request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: bearer) { () throws(APNsRequestError) in
+                    try renders.payload(
+                        key: renderKey, msgID: apnsDelivery.msgID,
+                        render: { () throws(APNsRequestError) in try APNsRequestFactory.payload(for: apnsDelivery) },
+                        template: { () throws(APNsRequestError) in try APNsRequestFactory.payloadTemplate(for: apnsDelivery) })
+                }
             } catch let error as APNsRequestError {
                 // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
                 if Self.channelRequestErrors.contains(error.reason) {

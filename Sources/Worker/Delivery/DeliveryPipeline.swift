@@ -13,6 +13,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
     public static let defaultChannelPause: Double = 300
 
     private let senders: [String: any ProviderSender]
+    /// The providers of ``senders``, as the decision asks (built once, not per delivery).
+    private let providersWithSender: Set<Provider>
     private let maxAttempts: Int
     private let maxUncountedRetries: Int
     /// Seconds one delivery's whole provider exchange may take; `nil`: no deadline (tests).
@@ -64,6 +66,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
         self.reserveFrequencyCap = reserveFrequencyCap
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
+        self.providersWithSender = Set(self.senders.keys.compactMap(Provider.init(rawValue:)))
         self.maxAttempts = maxAttempts
         self.retryPolicy = retryPolicy
         self.logger = logger
@@ -139,6 +142,11 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// an operator watching the journal sees a misconfigured app or an unreachable provider without reading
     /// `delivery_events`; every occurrence stays in `delivery_events`.
     private func report(_ completion: DeliveryCompletion, of delivery: ClaimedDelivery) {
+        if completion.channelPause == nil, completion.event != DeliveryEvent.failed.rawValue,
+            completion.event != DeliveryEvent.retrying.rawValue
+        {
+            return  // the common case (sent, skipped, deferred): nothing to log, nothing to format
+        }
         let app = delivery.appID.uuidString.lowercased()
         if let pause = completion.channelPause {
             guard pauseWarnings.allow("\(app):\(pause.provider)") else { return }
@@ -159,7 +167,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
         var facts = delivery.decisionFacts(maxAttempts: maxAttempts, quietHoursSpread: quietHoursSpread)
         facts.frequencyCaps = frequencyCaps(of: delivery)
-        facts.providersWithSender = Set(senders.keys.compactMap(Provider.init(rawValue:)))
+        facts.providersWithSender = providersWithSender
         facts.deliveryTimeout = deliveryTimeout
         var decision = DeliveryDecision(facts, now: now)
         while true {

@@ -96,6 +96,13 @@ public final class FCMSender: ProviderSender {
     let channels: ChannelCache<Channel>
     let tokens: SharedProviderTokens
     private let tokenPolicy: ProviderTokenPolicy
+    /// `message.data` rendered once per notification, language and campaign (given each device's msgId).
+    let renders = RenderCache<Result<[String: String], FCMRequestError>>(cost: { result in
+        guard case .success(let data) = result else { return 256 }
+        return FCMRequestFactory.payloadSize(of: data)
+    })
+    /// Users' parsed tags, for messages whose texts use placeholders.
+    let userTags = UserTagsCache()
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
@@ -135,7 +142,8 @@ public final class FCMSender: ProviderSender {
         }
         let account = channel.settings.account
         let fcmDelivery = DeliveryRendering.fcmDelivery(
-            for: delivery, message: message, projectID: account.projectID, now: now)
+            for: delivery, message: message, projectID: account.projectID, now: now, userTags: userTags)
+        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
         let (client, timeout, tokenURI) = (self.client, requestTimeout, channel.tokenURI)
         var refreshed = false
         while true {
@@ -160,7 +168,17 @@ public final class FCMSender: ProviderSender {
             }
             let request: PushRequest
             do {
-                request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: accessToken)
+                request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: accessToken) { () throws(FCMRequestError) in
+                    if let renderKey,
+                        let shared = renders.value(for: renderKey, build: {
+                            Result { () throws(FCMRequestError) in try FCMRequestFactory.data(for: fcmDelivery) }
+                        }),
+                        let data = FCMRequestFactory.data(try shared.get(), msgID: fcmDelivery.msgID)
+                    {
+                        return data
+                    }
+                    return try FCMRequestFactory.data(for: fcmDelivery)
+                }
             } catch {
                 if error.reason == "missing_project_id" || error.reason == "invalid_project_id" || error.reason == "invalid_access_token" {
                     return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])

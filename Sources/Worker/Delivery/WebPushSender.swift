@@ -68,6 +68,10 @@ public final class WebPushSender: ProviderSender {
     private let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
+    /// Plaintexts rendered once per notification, language and campaign (filled per device with its msgId).
+    let renders: RenderCache<Result<PayloadTemplate?, WebPushRequestError>> = .payloadTemplates()
+    /// Users' parsed tags, for messages whose texts use placeholders.
+    let userTags = UserTagsCache()
     let tokenManagers: SharedInstances<VAPIDTokenManager>
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
@@ -105,14 +109,20 @@ public final class WebPushSender: ProviderSender {
         let endpoint: WebPushEndpoint
         let request: PushRequest
         do {
-            let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now)
+            let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now, userTags: userTags)
+            let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
             // A literal forbidden address (in any spelling) is refused before anything is signed or the client
             // asked; a name is checked by the client once resolved, against the same policy.
             guard let checked = Self.checkedEndpoint(try WebPushEndpoint(parsing: webDelivery.endpoint), policy: egressPolicy) else {
                 return ProviderTransport.forbiddenEndpoint
             }
             endpoint = checked
-            let plaintext = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
+            let plaintext = try WebPushRequestFactory.makePlaintextRequest(webDelivery) { () throws(WebPushRequestError) in
+                try renders.payload(
+                    key: renderKey, msgID: webDelivery.msgID,
+                    render: { () throws(WebPushRequestError) in try WebPushRequestFactory.plaintext(for: webDelivery) },
+                    template: { () throws(WebPushRequestError) in try WebPushRequestFactory.plaintextTemplate(for: webDelivery) })
+            }
             guard let p256dh = delivery.webP256DH, let auth = delivery.webAuth else {
                 return .failed(
                     reason: "invalid_subscription_keys",
