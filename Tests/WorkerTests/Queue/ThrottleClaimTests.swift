@@ -15,7 +15,7 @@ struct ThrottleClaimTests {
             _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = $2 WHERE id = $1", [seed.appID, limit])
         }
         _ = try seed.connection.query(
-            "INSERT INTO subscriptions (app_id, platform, token) SELECT $1, 'ios', md5($1::text || n) FROM generate_series(1, $2) n",
+            "INSERT INTO subscriptions (app_id, platform, token) SELECT $1::uuid, 'ios', md5($1::uuid::text || n) FROM generate_series(1, $2) n",
             [seed.appID, count])
         let notification = try seed.notification(target: #"{"all": true}"#)
         _ = try seed.connection.query(
