@@ -78,10 +78,13 @@ struct ThrottleFleetTests {
                 let span = last.timeIntervalSince(first)
                 #expect(Double(limitedTimes.count) <= Double(Self.burst) + Self.limit * span + 1, "span \(span) s")
 
-                // The unlimited app is not held behind the limited one: all of it was received before the
-                // limited app had sent half of its 1,000 (2.5 s into its 5 s at the limit).
-                let half = limitedTimes[limitedTimes.count / 2]
-                #expect(freeTimes.last! < half, "free done \(freeTimes.last!.timeIntervalSince(first)) s, half \(half.timeIntervalSince(first)) s")
+                // The unlimited app is not held behind the limited one's backlog: all of it was received before
+                // the limited app's last tenth (at the limit, the limited app takes 5 s and the other well
+                // under one; on a machine too loaded to reach the limit, the two still share the fleet).
+                let lastTenth = limitedTimes[limitedTimes.count * 9 / 10]
+                #expect(
+                    freeTimes.last! < lastTenth,
+                    "free done \(freeTimes.last!.timeIntervalSince(first)) s, limited's 90% \(lastTenth.timeIntervalSince(first)) s")
             }
         }
     }
