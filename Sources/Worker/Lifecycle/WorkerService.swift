@@ -428,8 +428,9 @@ public final class WorkerService: Sendable {
                         requestStop()
                         break
                     }
-                    claimHeartbeat.waiting(for: configuration.pollInterval)
-                    await claimWake.wait(timeout: configuration.pollInterval)
+                    let wait = await throttledClaimWait()
+                    claimHeartbeat.waiting(for: wait)
+                    await claimWake.wait(timeout: wait)
                 }
             }
         }
@@ -445,6 +446,23 @@ public final class WorkerService: Sendable {
         }
         await sendTask.value
         watchdog.cancel()
+    }
+
+    /// How long a claim loop whose claim came back short waits: the poll interval, or less when a limited app
+    /// has due deliveries and its bucket refills sooner (``QueueStore/throttleWait(on:)``; at least 20 ms, so
+    /// the fleet's claims for a limited app stay a few per tenth of a second). On a database error, the poll
+    /// interval: the next claim reports it.
+    private func throttledClaimWait() async -> Duration {
+        let poll = configuration.pollInterval
+        do {
+            guard let seconds = try await database.withConnection({ try QueueStore.throttleWait(on: $0) }) else {
+                return poll
+            }
+            return min(poll, max(.milliseconds(20), .seconds(seconds)))
+        } catch {
+            logger.debug("throttle wait check failed", ["error": "\(error)"])
+            return poll
+        }
     }
 
     #if DEBUG

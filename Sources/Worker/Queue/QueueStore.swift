@@ -37,7 +37,11 @@ public enum QueueStore {
         on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String, error: PostgresError
     ) throws -> [ClaimedDelivery] {
         let candidates = try connection.query(
-            "SELECT id FROM deliveries WHERE run_at <= now() ORDER BY priority DESC, run_at LIMIT $1", [limit]
+            """
+            (SELECT id FROM deliveries WHERE NOT throttled AND run_at <= now() ORDER BY priority DESC, run_at LIMIT $1)
+            UNION ALL
+            (SELECT id FROM deliveries WHERE throttled AND run_at <= now() ORDER BY priority DESC, run_at LIMIT $1)
+            """, [limit]
         ).map { try $0.decode(Int64.self, "id") }
         var claimed: [ClaimedDelivery] = []
         var failing: [(id: Int64, error: PostgresError)] = []
@@ -157,14 +161,53 @@ public enum QueueStore {
             + (orEmpty ? " ELSE ''" : "") + " END AS \(name)"
     }
 
+    /// The claim statement. Deliveries of apps with `apps.max_sends_per_second` (`throttled`) are picked per
+    /// app through `deliveries_claim_throttled`, at most as many as the permits taken from the app's token
+    /// bucket (`app_send_buckets`, refilled from `clock_timestamp()`, capacity `pushizo_send_burst`); the
+    /// others through `deliveries_claim_unthrottled`, which does not contain a limited app's rows, so its
+    /// backlog is never scanned. The two are merged in claim order; the bucket is charged only for the rows
+    /// kept. A bucket another claim holds is skipped (`SKIP LOCKED`): that app waits for the next claim, the
+    /// others do not. docs/throttle.md.
     static func claimSQL(picking: ClaimPicking) -> String {
-        """
-        WITH picked AS (
-            SELECT id FROM deliveries
-            WHERE run_at <= now()\(picking == .due ? "" : picking == .listed ? " AND id = ANY($4::bigint[])" : " AND id <> ALL($4::bigint[])")
+        let listed = picking == .due ? "" : picking == .listed ? " AND id = ANY($4::bigint[])" : " AND id <> ALL($4::bigint[])"
+        return """
+        WITH buckets AS MATERIALIZED (
+            SELECT b.app_id, c.at,
+                   least(pushizo_send_burst(a.max_sends_per_second),
+                         b.tokens + a.max_sends_per_second * greatest(0, extract(epoch FROM c.at - b.refilled_at)::float8))
+                       AS available
+            FROM app_send_buckets b
+            JOIN apps a ON a.id = b.app_id
+            CROSS JOIN (SELECT clock_timestamp() AS at) c
+            WHERE a.max_sends_per_second IS NOT NULL
+            FOR UPDATE OF b SKIP LOCKED
+        ), throttled_due AS MATERIALIZED (
+            SELECT t.id, t.app_id, t.priority, t.run_at, true AS throttled
+            FROM buckets b
+            CROSS JOIN LATERAL (
+                SELECT id, app_id, priority, run_at FROM deliveries
+                WHERE app_id = b.app_id AND throttled AND run_at <= now()\(listed)
+                ORDER BY priority DESC, run_at
+                LIMIT least(floor(b.available), $1)::int
+                FOR UPDATE SKIP LOCKED
+            ) t
+        ), free_due AS MATERIALIZED (
+            SELECT id, app_id, priority, run_at, false AS throttled FROM deliveries
+            WHERE NOT throttled AND run_at <= now()\(listed)
             ORDER BY priority DESC, run_at
             LIMIT $1
             FOR UPDATE SKIP LOCKED
+        ), picked AS MATERIALIZED (
+            SELECT id, app_id, throttled FROM (SELECT * FROM throttled_due UNION ALL SELECT * FROM free_due) p
+            ORDER BY priority DESC, run_at
+            LIMIT $1
+        ), taken AS (
+            -- Permits of rows not kept (fewer due than permits, or beaten in claim order) stay in the bucket.
+            UPDATE app_send_buckets s
+            SET tokens = b.available - u.used, refilled_at = b.at
+            FROM buckets b
+            JOIN (SELECT app_id, count(*) AS used FROM picked WHERE throttled GROUP BY app_id) u ON u.app_id = b.app_id
+            WHERE s.app_id = b.app_id
         ), claimed AS (
             UPDATE deliveries d
             SET run_at = now() + make_interval(secs => $2::float8),

@@ -19,10 +19,12 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     public var pausedChannels: [PausedChannel]
     /// Remarks on how figures were obtained (say a missing index), already plain text.
     public var notes: [String]
+    /// Apps with `apps.max_sends_per_second` (docs/throttle.md), by app id; empty before migration 0012.
+    public var throttledApps: [ThrottledApp] = []
 
     public init(
         takenAt: Date, queue: Queue, leases: [WorkerLeases], events: [EventWindow], expansion: Expansion,
-        pausedChannels: [PausedChannel], notes: [String] = []
+        pausedChannels: [PausedChannel], notes: [String] = [], throttledApps: [ThrottledApp] = []
     ) {
         self.takenAt = takenAt
         self.queue = queue
@@ -31,6 +33,7 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         self.expansion = expansion
         self.pausedChannels = pausedChannels
         self.notes = notes
+        self.throttledApps = throttledApps
     }
 
     /// A count and how it was obtained.
@@ -180,6 +183,27 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         }
     }
 
+    /// An app with a send-rate limit (docs/throttle.md) and its token bucket at ``FleetStatus/takenAt``.
+    public struct ThrottledApp: Sendable, Equatable, Codable {
+        public var appID: UUID
+        /// `apps.max_sends_per_second`: permits per second, fleet-wide.
+        public var maxSendsPerSecond: Double
+        /// The bucket's capacity in permits (`pushizo_send_burst`): the most sends above the rate.
+        public var burst: Double
+        /// Permits in the bucket now (refilled to ``FleetStatus/takenAt``, capped at ``burst``).
+        public var permits: Double
+        /// The app's due deliveries (counted up to a bound: ``Figure/countedAtLeast`` when it was reached).
+        public var due: Figure
+
+        public init(appID: UUID, maxSendsPerSecond: Double, burst: Double, permits: Double, due: Figure) {
+            self.appID = appID
+            self.maxSendsPerSecond = maxSendsPerSecond
+            self.burst = burst
+            self.permits = permits
+            self.due = due
+        }
+    }
+
     /// A channel paused after the provider refused its credentials (`app_channels.paused_until`, `paused_reason`).
     public struct PausedChannel: Sendable, Equatable, Codable {
         public var appID: UUID
@@ -202,7 +226,7 @@ public struct FleetStatus: Sendable, Equatable, Codable {
 extension FleetStatus {
     enum CodingKeys: String, CodingKey {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
-        case pausedChannels = "paused_channels", notes
+        case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps"
     }
 }
 
@@ -279,5 +303,11 @@ extension FleetStatus.PausedChannel {
         try container.encode(provider, forKey: .provider)
         try container.encode(pausedUntil, forKey: .pausedUntil)
         try container.encode(reason, forKey: .reason)
+    }
+}
+
+extension FleetStatus.ThrottledApp {
+    enum CodingKeys: String, CodingKey {
+        case appID = "app_id", maxSendsPerSecond = "max_sends_per_second", burst, permits, due
     }
 }

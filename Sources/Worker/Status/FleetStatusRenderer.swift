@@ -85,6 +85,20 @@ public enum FleetStatusRenderer {
                     "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) until \(until): \(safe(channel.reason ?? "(no reason)"))")
             }
         }
+        if !status.throttledApps.isEmpty {
+            lines.append("")
+            var rows = [["throttled apps", "limit/s", "burst", "permits", "due", "drains in"]]
+            for app in status.throttledApps {
+                let due = app.due.countedAtLeast.map { "over \(grouped($0))" } ?? grouped(app.due.value)
+                rows.append([
+                    "  app \(app.appID.uuidString.lowercased())", rate(app.maxSendsPerSecond), rate(app.burst),
+                    rate(app.permits.rounded(.down)), due,
+                    (app.due.countedAtLeast == nil ? "" : "over ")
+                        + duration(Double(app.due.value) / app.maxSendsPerSecond),
+                ])
+            }
+            lines += aligned(rows, rightAligned: [1, 2, 3, 4, 5])
+        }
         for note in status.notes { lines.append("note: " + TerminalText.sanitized(note)) }
         return lines.joined(separator: "\n") + "\n"
     }
@@ -157,6 +171,11 @@ public enum FleetStatusRenderer {
         let tenths = Int64((rate * 10).rounded())
         let text = tenths % 10 == 0 ? grouped(tenths / 10) : grouped(tenths / 10) + ".\(tenths % 10)"
         return (figure.estimated ? "~" : "") + text
+    }
+
+    /// A rate or permit count: whole numbers grouped, others with up to two decimals.
+    static func rate(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? grouped(Int64(value)) : String(format: "%.2f", value)
     }
 
     static func percent(_ fraction: Double) -> String {

@@ -101,7 +101,7 @@ public enum FleetStatusStore {
             return FleetStatus(
                 takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits),
                 expansion: try readExpansion(on: connection, limits: limits), pausedChannels: try readPausedChannels(on: connection),
-                notes: notes)
+                notes: notes, throttledApps: try readThrottledApps(on: connection, limits: limits))
         }
     }
 
@@ -459,6 +459,39 @@ public enum FleetStatusStore {
         let high = prefix(last)
         guard high > low else { return prefix(cursor) >= high ? 1 : 0 }
         return min(1, max(0, (prefix(cursor) - low) / (high - low)))
+    }
+
+    // MARK: Throttle
+
+    /// Limited apps (at most ``listedRows``, by id) with their bucket refilled to `now()` and their due
+    /// deliveries counted through `deliveries_claim_throttled` up to `limits.countLimit`. Empty when the
+    /// schema predates migration 0012 (nothing else in `status` needs it).
+    static func readThrottledApps(on connection: PostgresConnection, limits: Limits) throws -> [FleetStatus.ThrottledApp] {
+        let present = try connection.query("SELECT to_regclass('app_send_buckets') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return [] }
+        return try connection.query(
+            """
+            SELECT a.id, a.max_sends_per_second AS rate, pushizo_send_burst(a.max_sends_per_second) AS burst,
+                   least(pushizo_send_burst(a.max_sends_per_second),
+                         coalesce(b.tokens + a.max_sends_per_second
+                                      * greatest(0, extract(epoch FROM now() - b.refilled_at)::float8),
+                                  pushizo_send_burst(a.max_sends_per_second))) AS permits,
+                   (SELECT count(*) FROM (SELECT 1 FROM deliveries d
+                                          WHERE d.app_id = a.id AND d.throttled AND d.run_at <= now()
+                                          LIMIT $2) x) AS due
+            FROM apps a LEFT JOIN app_send_buckets b ON b.app_id = a.id
+            WHERE a.max_sends_per_second IS NOT NULL
+            ORDER BY a.id LIMIT $1
+            """, [listedRows, limits.countLimit + 1]
+        ).map { row in
+            let due = try row.decode(Int64.self, "due")
+            return FleetStatus.ThrottledApp(
+                appID: try row.decode(UUID.self, "id"), maxSendsPerSecond: try row.decode(Double.self, "rate"),
+                burst: try row.decode(Double.self, "burst"), permits: try row.decode(Double.self, "permits"),
+                due: due > limits.countLimit
+                    ? FleetStatus.Figure(value: limits.countLimit, countedAtLeast: limits.countLimit) : .exact(due))
+        }
     }
 
     // MARK: Channels

@@ -105,9 +105,11 @@ struct ProviderTokenFleetTests {
         }
     }
 
-    /// Waits (hang guard 60 s) until `count` subscriptions' deliveries ended (sent or failed).
-    static func waitForFinalEvents(_ database: PostgresClient, _ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+    /// Waits (hang guard `timeout`) until `count` subscriptions' deliveries ended (sent or failed).
+    static func waitForFinalEvents(_ database: PostgresClient, _ count: Int, timeout: Duration = .seconds(60))
+        async throws
+    {
+        let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let rows = try await database.query(
                 "SELECT count(DISTINCT subscription_id) AS n FROM delivery_events WHERE event IN ('sent', 'failed')")

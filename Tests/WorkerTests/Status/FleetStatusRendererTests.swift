@@ -82,7 +82,7 @@ struct FleetStatusRendererTests {
         let json = try FleetStatusRenderer.json(status)
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes"])
+        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps"])
         #expect(object["schema_version"] as? Int == 1)
         #expect(object["taken_at"] as? String == "2026-09-21T14:13:20Z")
         let queue = try #require(object["queue"] as? [String: Any])

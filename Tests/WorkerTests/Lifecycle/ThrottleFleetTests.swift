@@ -1,0 +1,91 @@
+import Emulator
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// `apps.max_sends_per_second` across four `pushizo-worker run` processes on one database: the rate the APNs
+/// emulator receives a limited app's pushes at stays within the limit plus the burst in every second, and an
+/// unlimited app sending at the same time is not held behind it.
+@Suite("Per-app send-rate throttle across worker processes", .serialized)
+struct ThrottleFleetTests {
+    static let limit = 200.0
+    /// `pushizo_send_burst`: a tenth of a second's permits.
+    static let burst = 20
+
+    /// Seeds an APNs app with `count` subscriptions and one notification to all of them; returns the app and
+    /// its device tokens.
+    static func seedApp(_ url: String, _ emulator: EmulatorHarness, tag: String, count: Int, limit: Double?)
+        async throws -> (appID: UUID, tokens: Set<String>)
+    {
+        try await onThread {
+            let seed = try Seed(url)
+            try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+            if let limit {
+                _ = try seed.connection.query(
+                    "UPDATE apps SET max_sends_per_second = $2 WHERE id = $1", [seed.appID, limit])
+            }
+            let rows = try seed.connection.query(
+                """
+                INSERT INTO subscriptions (app_id, platform, token, apns_environment)
+                SELECT $1, 'ios', 'a0' || md5($2::text || n) || substr(md5('y' || $2::text || n), 1, 30), 'production'
+                FROM generate_series(1, $3) n
+                RETURNING token
+                """, [seed.appID, tag, count])
+            return (seed.appID, Set(try rows.map { try $0.decode(String.self, "token") }))
+        }
+    }
+
+    static func notifyAll(_ url: String, _ apps: [UUID]) async throws {
+        try await onThread {
+            let connection = try PostgresConnection(connectionString: url)
+            defer { connection.close() }
+            _ = try connection.query(
+                """
+                INSERT INTO notifications (app_id, message, target)
+                SELECT id, '{"contents": {"en": "throttle"}}', '{"all": true}' FROM unnest($1::uuid[]) AS a(id)
+                """, [apps])
+        }
+    }
+
+    @Test func fourWorkersHoldAnAppToItsRateWhileAnotherAppIsNotSlowed() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let limited = try await Self.seedApp(url, emulator, tag: "limited", count: 1_000, limit: Self.limit)
+                let free = try await Self.seedApp(url, emulator, tag: "free", count: 300, limit: nil)
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                try await ProviderTokenFleetTests.withFleet(4, url: url, emulator: emulator) { _ in
+                    try await Self.notifyAll(url, [limited.appID, free.appID])
+                    try await ProviderTokenFleetTests.waitForFinalEvents(database, 1_300, timeout: .seconds(90))
+                }
+                let outcomes = try await ProviderTokenFleetTests.outcomes(database)
+                #expect(outcomes.sent == 1_300 && outcomes.failed == 0, "\(outcomes)")
+                await database.shutdown()
+
+                let accepted = emulator.apns.acceptedNotifications
+                let limitedTimes = accepted.filter { limited.tokens.contains($0.deviceToken) }.map(\.receivedAt).sorted()
+                let freeTimes = accepted.filter { free.tokens.contains($0.deviceToken) }.map(\.receivedAt).sorted()
+                #expect(limitedTimes.count >= 1_000 && freeTimes.count >= 300)
+                guard let first = limitedTimes.first, let last = limitedTimes.last, freeTimes.count >= 300 else { return }
+
+                // Per second of the emulator's clock (from the first limited push): never more than the
+                // limit plus the burst.
+                var perSecond: [Int: Int] = [:]
+                for time in limitedTimes { perSecond[Int(time.timeIntervalSince(first)), default: 0] += 1 }
+                let busiest = perSecond.values.max() ?? 0
+                #expect(busiest <= Int(Self.limit) + Self.burst, "per second: \(perSecond.sorted { $0.key < $1.key })")
+                // The bucket's bound over the whole run: burst + limit × duration.
+                let span = last.timeIntervalSince(first)
+                #expect(Double(limitedTimes.count) <= Double(Self.burst) + Self.limit * span + 1, "span \(span) s")
+
+                // The unlimited app is not held behind the limited one's backlog: all of it was received before
+                // the limited app's last tenth (at the limit, the limited app takes 5 s and the other well
+                // under one; on a machine too loaded to reach the limit, the two still share the fleet).
+                let lastTenth = limitedTimes[limitedTimes.count * 9 / 10]
+                #expect(
+                    freeTimes.last! < lastTenth,
+                    "free done \(freeTimes.last!.timeIntervalSince(first)) s, limited's 90% \(lastTenth.timeIntervalSince(first)) s")
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// The claim statement's token bucket (`apps.max_sends_per_second`, migration 0012) against PostgreSQL, with
+/// the bucket's state set directly so that no assertion depends on timing.
+@Suite("Per-app throttle in the claim statement")
+struct ThrottleClaimTests {
+    /// An app with `count` subscriptions and one notification expanded to them at `priority`.
+    static func appWithDueDeliveries(_ url: String, count: Int, priority: Int, limit: Double?) throws -> Seed {
+        let seed = try Seed(url)
+        try seed.app()
+        if let limit {
+            _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = $2 WHERE id = $1", [seed.appID, limit])
+        }
+        _ = try seed.connection.query(
+            "INSERT INTO subscriptions (app_id, platform, token) SELECT $1::uuid, 'ios', md5($1::uuid::text || n) FROM generate_series(1, $2) n",
+            [seed.appID, count])
+        let notification = try seed.notification(target: #"{"all": true}"#)
+        _ = try seed.connection.query(
+            """
+            INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at)
+            SELECT $1, id, app_id, $3, now() - interval '1 minute' FROM subscriptions WHERE app_id = $2
+            """, [notification, seed.appID, priority])
+        return seed
+    }
+
+    static func claimedCounts(_ claimed: [ClaimedDelivery], _ seeds: Seed...) -> [Int] {
+        seeds.map { seed in claimed.filter { $0.appID == seed.appID }.count }
+    }
+
+    /// Empties the bucket and dates its last refill an hour ahead, so it holds no permit until then.
+    static func emptyBucket(_ seed: Seed) throws {
+        _ = try seed.connection.query(
+            "UPDATE app_send_buckets SET tokens = 0, refilled_at = now() + interval '1 hour' WHERE app_id = $1",
+            [seed.appID])
+    }
+
+    static func tokens(_ seed: Seed) throws -> Double? {
+        try seed.connection.query("SELECT tokens FROM app_send_buckets WHERE app_id = $1", [seed.appID])
+            .first?.decode(Double.self, "tokens")
+    }
+
+    @Test func aLimitedAppAtTheHeadGetsItsBurstAndTheRestOfTheBatchGoesToOthers() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let limited = try Self.appWithDueDeliveries(url, count: 300, priority: 10, limit: 200)
+                let free = try Self.appWithDueDeliveries(url, count: 40, priority: 5, limit: nil)
+                // A full bucket: 20 permits (a tenth of 200/s).
+                let first = try QueueStore.claim(on: limited.connection, limit: 100, leaseSeconds: 60, workerID: "t")
+                #expect(Self.claimedCounts(first, limited, free) == [20, 40])
+                // No permit left (refill set an hour ahead): only the unlimited app's rows, none of them left.
+                try Self.emptyBucket(limited)
+                _ = try free.connection.query("UPDATE deliveries SET run_at = now() - interval '1 minute' WHERE app_id = $1", [free.appID])
+                let second = try QueueStore.claim(on: limited.connection, limit: 100, leaseSeconds: 60, workerID: "t")
+                #expect(Self.claimedCounts(second, limited, free) == [0, 40])
+                // Waiting rows were not written: still due, unleased, attempt 0.
+                let waiting = try limited.connection.query(
+                    """
+                    SELECT count(*) FILTER (WHERE run_at <= now() AND leased_by IS NULL AND attempt = 0) AS waiting
+                    FROM deliveries WHERE app_id = $1
+                    """, [limited.appID])[0].decode(Int.self, "waiting")
+                #expect(waiting == 280)
+            }
+        }
+    }
+
+    @Test func permitsOfRowsNotClaimedStayInTheBucket() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let limited = try Self.appWithDueDeliveries(url, count: 5, priority: 5, limit: 200)
+                _ = try limited.connection.query(
+                    "UPDATE app_send_buckets SET tokens = 20, refilled_at = now() + interval '1 hour' WHERE app_id = $1",
+                    [limited.appID])
+                let claimed = try QueueStore.claim(on: limited.connection, limit: 100, leaseSeconds: 60, workerID: "t")
+                #expect(claimed.count == 5)
+                #expect(try Self.tokens(limited) == 15)
+                // Beaten in claim order by an unlimited app's higher priority work: the batch of 3 takes none.
+                let free = try Self.appWithDueDeliveries(url, count: 3, priority: 10, limit: nil)
+                _ = try limited.connection.query("UPDATE deliveries SET run_at = now() - interval '1 minute' WHERE app_id = $1", [limited.appID])
+                let batch = try QueueStore.claim(on: limited.connection, limit: 3, leaseSeconds: 60, workerID: "t")
+                #expect(Self.claimedCounts(batch, limited, free) == [0, 3])
+                #expect(try Self.tokens(limited) == 15)
+            }
+        }
+    }
+
+    @Test func settingAndClearingALimitFlagsTheQueueAndKeepsTheBucket() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let app = try Self.appWithDueDeliveries(url, count: 10, priority: 5, limit: nil)
+                func flagged() throws -> Int {
+                    try app.connection.query(
+                        "SELECT count(*) FILTER (WHERE throttled) AS n FROM deliveries WHERE app_id = $1", [app.appID]
+                    )[0].decode(Int.self, "n")
+                }
+                #expect(try flagged() == 0 && Self.tokens(app) == nil)
+                _ = try app.connection.query("UPDATE apps SET max_sends_per_second = 0.5 WHERE id = $1", [app.appID])
+                #expect(try flagged() == 10)
+                #expect(try Self.tokens(app) == 1)  // the burst: at least one permit
+                // Limited: a worker whose claim came back short is told to come back within the refill.
+                try Self.emptyBucket(app)
+                #expect(try QueueStore.claim(on: app.connection, limit: 10, leaseSeconds: 60, workerID: "t").isEmpty)
+                let wait = try #require(try QueueStore.throttleWait(on: app.connection))
+                #expect(wait >= 0)
+                _ = try app.connection.query("UPDATE apps SET max_sends_per_second = NULL WHERE id = $1", [app.appID])
+                #expect(try flagged() == 0 && Self.tokens(app) == nil)
+                #expect(try QueueStore.throttleWait(on: app.connection) == nil)
+                #expect(try QueueStore.claim(on: app.connection, limit: 10, leaseSeconds: 60, workerID: "t").count == 10)
+                // Refused: a limit must be a positive finite rate.
+                for bad in ["0", "-1", "'infinity'", "'NaN'"] {
+                    #expect(throws: PostgresError.self) {
+                        _ = try app.connection.query(
+                            "UPDATE apps SET max_sends_per_second = \(bad) WHERE id = $1", [app.appID])
+                    }
+                }
+            }
+        }
+    }
+}
