@@ -5,7 +5,7 @@
 /// with one read of the tz database per statement (`pushizo_known_zones`).
 enum LocalTimeSQL {
     /// Common table expressions to append after the statement's first one (the text starts with `, `):
-    /// `local_pairs`, `local_notifications`, `local_known` and `local_due`. `local_due` has one row per
+    /// `local_notifications`, `local_pairs` (which may refer to `local_notifications`), `local_known` and `local_due`. `local_due` has one row per
     /// (`notification_id`, `zone_key`) with `start_at`, `ttl` and `due` (NULL: no schedule, due at once).
     /// - Parameters:
     ///   - pairs: a query of distinct (`notification_id`, `zone_key`), `zone_key` being ``zoneKey(_:)`` of
@@ -14,14 +14,14 @@ enum LocalTimeSQL {
     ///     the local-time notifications only.
     static func ctes(pairs: String, notifications: String) -> String {
         """
-        , local_pairs AS (
-            \(pairs)
-        ), local_notifications AS (
+        , local_notifications AS (
             \(notifications)
-        ), local_known AS (
+        ), local_pairs AS (
+            \(pairs)
+        ), local_known AS MATERIALIZED (
             SELECT pushizo_known_zones(array(
                 SELECT zone_key FROM local_pairs UNION SELECT app_zone FROM local_notifications)) AS names
-        ), local_due AS (
+        ), local_due AS MATERIALIZED (
             SELECT lp.notification_id, lp.zone_key, ln.start_at, ln.ttl,
                    pushizo_local_due(ln.start_at, ln.time_of_day,
                        CASE WHEN lp.zone_key = ANY (k.names) THEN lp.zone_key
