@@ -283,8 +283,11 @@ public struct DeliveryDecision: Sendable {
     private mutating func localTime(_ message: NotificationMessage, expiresAt: Date, provider: Provider) -> DeliveryStep? {
         guard let timeOfDay = message.deliveryTimeOfDay else { return nil }
         var due = facts.localTimeDueAt
+        // The queue's instant was already waited for by the claim (database clock): allow for clock skew.
+        var tolerance = LocalTimeDelivery.claimClockTolerance
         let zone: String
         if due == nil, facts.computesLocalTimeDue {
+            tolerance = 0
             let computed = LocalTimeDelivery.due(
                 timeOfDay: timeOfDay, subscriberZone: facts.timezone, appDefaultZone: facts.defaultTimezone,
                 start: facts.notificationStart)
@@ -308,7 +311,7 @@ public struct DeliveryDecision: Sendable {
                     ]),
                 provider: provider)
         }
-        if due > now {
+        if due.timeIntervalSince(now) > tolerance {
             return .complete(
                 .deferred(
                     until: due, detail: ["zone": .string(zone), "delivery_time_of_day": .string(time)], reason: .localTime),

@@ -34,6 +34,11 @@ public enum LocalTimeDelivery {
     /// `pushizo_local_due` uses the same bound. Inside it no arithmetic can overflow (``WallClock``).
     public static let maximumStartSeconds: Double = 94_000_000_000
 
+    /// Seconds before its queued local time a claimed delivery is still sent, in seconds: the claim compares
+    /// `run_at` with the database's clock, the decision with the worker's, and hosts' clocks differ a little.
+    /// Deferring for such a skew would only write a `deferred` event and claim the delivery again.
+    public static let claimClockTolerance: Double = 60
+
     /// Parses `delivery_time_of_day`: exactly `HH:MM`, two digits each, 00:00 through 23:59 (no seconds, no
     /// `24:00`, no zone suffix, no spaces). `nil` for anything else.
     public static func parseTimeOfDay(_ text: String) -> LocalTime? {

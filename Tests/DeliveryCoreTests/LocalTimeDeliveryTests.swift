@@ -185,6 +185,14 @@ struct LocalTimeDecisionTests {
         // The database said 03:00 (say a tz database differing from Foundation's): at 03:00 it is sent.
         let f = facts(start: start, zone: "Asia/Kathmandu", due: at("2026-12-01T03:00:00Z"))
         #expect(decide(f, now: at("2026-12-01T03:00:00Z"), try message([:])) == .send(.apns))
+        // Claimed a little early by the worker's clock (skew with the database's): sent, not re-deferred.
+        #expect(decide(f, now: at("2026-12-01T02:59:30Z"), try message([:])) == .send(.apns))
+        // Far earlier (a run_at changed by hand): deferred to the queued instant.
+        guard case .complete(.deferred(let until, _, .localTime), _) = decide(f, now: at("2026-12-01T02:00:00Z"), try message([:])) else {
+            Issue.record("expected a local-time deferral an hour early")
+            return
+        }
+        #expect(until == at("2026-12-01T03:00:00Z"))
     }
 
     @Test func expiringBeforeTheLocalTimeIsSkippedExpired() throws {
