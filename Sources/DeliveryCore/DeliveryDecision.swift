@@ -40,6 +40,13 @@ public struct DeliveryFacts: Sendable {
     /// Columns of the delivery's rows too long to be read (e.g. `subscriptions.token`): the delivery fails
     /// `oversized_column` before anything else is looked at.
     public var oversizedColumns: [String] = []
+    /// `deliveries.local_due_at`: when expansion scheduled this delivery by the message's
+    /// `delivery_time_of_day` (computed in PostgreSQL, the queue's authority; docs/local-time-delivery.md).
+    /// `nil`: not scheduled by local time (no such field, or a delivery made before migration 0011).
+    public var localTimeDueAt: Date?
+    /// `true` (for `preview`): when `localTimeDueAt` is `nil` and the message has a `delivery_time_of_day`,
+    /// compute the due instant with ``LocalTimeDelivery`` from `notificationStart` and the zones.
+    public var computesLocalTimeDue = false
 
     public init(
         attempt: Int, maxAttempts: Int, notificationCanceled: Bool, notificationStart: Date, subscriptionID: UUID,
@@ -231,6 +238,7 @@ public struct DeliveryDecision: Sendable {
                     detail: ["provider": .string(provider.rawValue), "note": "no contents or headings: a badge or sound alone is shown by APNs only"]),
                 provider: provider)
         }
+        if let step = localTime(message, expiresAt: expiresAt, provider: provider) { return step }
         // Silent pushes show nothing and make no sound (Apple, "Pushing background updates to your App"):
         // quiet hours hold only what the user would see or hear.
         if !message.quietHoursExempt, !message.isSilent,
@@ -265,5 +273,50 @@ public struct DeliveryDecision: Sendable {
                 provider: provider)
         }
         return .send(provider)
+    }
+
+    /// Local-time delivery (docs/local-time-delivery.md), before quiet hours so that a local time inside the
+    /// window is then deferred by it: skipped as `expired` when the notification expires before its local
+    /// time (expansion makes such a delivery due at once, so the skip is prompt), deferred with reason
+    /// `local_time` while the local time is still ahead (`preview`; the queue's `run_at` already waits for it).
+    /// Applies to silent pushes too: it is the producer's schedule, not a courtesy to the user.
+    private mutating func localTime(_ message: NotificationMessage, expiresAt: Date, provider: Provider) -> DeliveryStep? {
+        guard let timeOfDay = message.deliveryTimeOfDay else { return nil }
+        var due = facts.localTimeDueAt
+        // The queue's instant was already waited for by the claim (database clock): allow for clock skew.
+        var tolerance = LocalTimeDelivery.claimClockTolerance
+        let zone: String
+        if due == nil, facts.computesLocalTimeDue {
+            tolerance = 0
+            let computed = LocalTimeDelivery.due(
+                timeOfDay: timeOfDay, subscriberZone: facts.timezone, appDefaultZone: facts.defaultTimezone,
+                start: facts.notificationStart)
+            for name in computed.unknownZones where !unknownZones.contains(name) { unknownZones.append(name) }
+            due = computed.dueAt
+            zone = computed.zone
+        } else {
+            // The zone's name for the event detail only: the due instant itself came from the database.
+            zone = QuietHours.resolveZone(subscriberZone: facts.timezone, appDefaultZone: facts.defaultTimezone).zone
+        }
+        guard let due else { return nil }
+        let time = String(timeOfDay.description.prefix(5))
+        if expiresAt < due {
+            return .complete(
+                .skipped(
+                    reason: DeliveryReason.expired.rawValue,
+                    detail: [
+                        "expired_at": .string(expiresAt.formatted(.iso8601)),
+                        "local_time_due": .string(due.formatted(.iso8601)),
+                        "zone": .string(zone), "delivery_time_of_day": .string(time),
+                    ]),
+                provider: provider)
+        }
+        if due.timeIntervalSince(now) > tolerance {
+            return .complete(
+                .deferred(
+                    until: due, detail: ["zone": .string(zone), "delivery_time_of_day": .string(time)], reason: .localTime),
+                provider: provider)
+        }
+        return nil
     }
 }

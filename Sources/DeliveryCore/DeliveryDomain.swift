@@ -96,6 +96,8 @@ public enum DeliveryReason: String, Sendable, Hashable, CaseIterable, CustomStri
     case nothingToShow = "nothing_to_show"
     /// `deferred`: quiet hours.
     case quietHours = "quiet_hours"
+    /// `deferred`: the message's `delivery_time_of_day` has not come yet in the subscriber's zone.
+    case localTime = "local_time"
     /// `retrying` (no attempt spent): the app's channel is paused.
     case channelPaused = "channel_paused"
     /// `skipped`: a frequency cap rule is full for the user.
@@ -138,7 +140,7 @@ extension DeliveryOutcome {
         case .sent: nil
         case .failed(let reason, _, _), .retry(let reason, _, _), .channelError(let reason, _, _), .skipped(let reason, _):
             reason
-        case .deferred: DeliveryReason.quietHours.rawValue
+        case .deferred(_, _, let reason): reason.rawValue
         }
     }
 }

@@ -28,8 +28,9 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// `subscription_inactive`, `canceled`, `no_channel`.
     case skipped(reason: String, detail: JSONValue = .null)
 
-    /// Quiet hours: event `deferred` with `detail.until`; the delivery runs again at `until`.
-    case deferred(until: Date, detail: JSONValue = .null)
+    /// Held by rule: event `deferred` with `reason` (`quiet_hours`, or `local_time` for a delivery claimed
+    /// before its `delivery_time_of_day`) and `detail.until`; the delivery runs again at `until`.
+    case deferred(until: Date, detail: JSONValue = .null, reason: DeliveryReason = .quietHours)
 }
 
 extension DeliveryOutcome {

@@ -87,6 +87,9 @@ public struct NotificationMessage: Sendable, Hashable {
     public var androidSound: String?
     public var quietHoursExempt: Bool = false
     public var frequencyCapExempt: Bool = false
+    /// `delivery_time_of_day` (`"HH:MM"`): deliver at this local wall-clock time in each subscriber's zone
+    /// (docs/local-time-delivery.md); `nil`: as soon as the notification is due.
+    public var deliveryTimeOfDay: LocalTime?
 
     /// The largest `ttl` accepted, in seconds: 2,419,200 s = 28 days, FCM's maximum TTL (Firebase:
     /// "Setting the lifespan of a message") and the usual cap of Web Push services (RFC 8030 §5.2 lets them
@@ -225,6 +228,7 @@ public struct NotificationMessage: Sendable, Hashable {
         androidSound = try reader.string("android_sound")
         quietHoursExempt = try reader.bool("quiet_hours_exempt") ?? false
         frequencyCapExempt = try reader.bool("frequency_cap_exempt") ?? false
+        deliveryTimeOfDay = try Self.deliveryTimeOfDay(members["delivery_time_of_day"])
 
         // Apple's alert push type covers an alert, a sound or a badge: a badge-only or sound-only push is valid
         // (it reaches APNs only; other providers skip it as `nothing_to_show`).
@@ -260,6 +264,22 @@ extension NotificationMessage {
             result.priority = parsed
         }
         return result
+    }
+}
+
+extension NotificationMessage {
+    /// Validates `delivery_time_of_day` by the rule expansion and the send pipeline share: `null` or absent
+    /// is `nil`; otherwise a string of exactly `HH:MM`, 00:00 to 23:59 (``LocalTimeDelivery/parseTimeOfDay(_:)``).
+    /// - Throws: ``MessageError`` naming `delivery_time_of_day`: not a string, or not such a time.
+    public static func deliveryTimeOfDay(_ value: JSONValue?) throws(MessageError) -> LocalTime? {
+        let reader = FieldReader(members: ["delivery_time_of_day": value ?? .null])
+        guard let text = try reader.string("delivery_time_of_day") else { return nil }
+        guard let time = LocalTimeDelivery.parseTimeOfDay(text) else {
+            let shown = text.count > 32 ? String(text.prefix(32)) + "…" : text
+            throw MessageError(code: .invalidValue, field: "delivery_time_of_day",
+                               message: "must be a local time of day \"HH:MM\" from 00:00 to 23:59 (got \"\(shown)\")")
+        }
+        return time
     }
 }
 

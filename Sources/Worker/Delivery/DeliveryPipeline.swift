@@ -228,6 +228,7 @@ extension ClaimedDelivery {
             timezone: timezone, defaultTimezone: defaultTimezone)
         facts.quietHoursSpread = quietHoursSpread
         facts.oversizedColumns = oversizedColumns
+        facts.localTimeDueAt = localDueAt
         return facts
     }
 }
@@ -354,10 +355,10 @@ public enum CompletionFactory {
             return completion
         case .skipped(let reason, let detail):
             return make(.skipped, reason, detail, next: nil)
-        case .deferred(let until, let detail):
+        case .deferred(let until, let detail, let reason):
             var members = detail.objectValue ?? [:]
             members["until"] = .string(until.formatted(.iso8601))
-            var completion = make(.deferred, DeliveryReason.quietHours.rawValue, .object(members), next: until)
+            var completion = make(.deferred, reason.rawValue, .object(members), next: until)
             completion.refundsAttempt = true
             return completion
         }

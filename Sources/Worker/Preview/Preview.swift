@@ -58,6 +58,8 @@ public enum Preview {
         let delivery = input.delivery
         var facts = delivery.decisionFacts(maxAttempts: input.maxAttempts, quietHoursSpread: input.quietHoursSpread)
         facts.frequencyCaps = input.frequencyCaps
+        // No queue row here: the local time is computed as the expansion would (docs/local-time-delivery.md).
+        facts.computesLocalTimeDue = true
         var decision = DeliveryDecision(facts, now: input.at)
         var reportedCaps: FrequencyCaps?
         while true {
@@ -241,9 +243,9 @@ public enum Preview {
             members["reason"] = .string(reason)
             if let pausedUntil { members["until"] = .string(pausedUntil.formatted(.iso8601)) }
             add(detail)
-        case .deferred(let until, let detail):
+        case .deferred(let until, let detail, let reason):
             members["action"] = "defer"
-            members["reason"] = "quiet_hours"
+            members["reason"] = .string(reason.rawValue)
             members["until"] = .string(until.formatted(.iso8601))
             add(detail)
         }

@@ -7,7 +7,7 @@ import Postgres
 ///
 /// Parameters: `$1` notification id, `$2` app id, `$3` cursor (last `subscriptions.id` done, or the nil UUID
 /// on the first chunk), `$4` chunk size, `$5` delivery priority, `$6` platforms (`text[]` or NULL), `$7...`
-/// the target's own values.
+/// the target's own values, then, for a local-time notification, its `delivery_time_of_day` and `ttl`.
 struct AudienceQuery {
     /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
     /// NULL when none), `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`).
@@ -17,7 +17,10 @@ struct AudienceQuery {
 
     /// - Parameter first: `true` for the first chunk (`id >= nil UUID`, so even that id is included),
     ///   `false` afterwards (`id > cursor`).
-    init(selection: AudienceSelection, first: Bool) {
+    /// - Parameter localTime: the notification's local-time schedule: each delivery's `run_at` and
+    ///   `local_due_at` are computed in the statement, once per distinct zone of the page
+    ///   (``LocalTimeSQL``; docs/local-time-delivery.md).
+    init(selection: AudienceSelection, first: Bool, localTime: QueueStore.LocalTimeSchedule? = nil) {
         var parameters: [any PostgresEncodable] = []
         func bind(_ value: any PostgresEncodable, _ type: String) -> String {
             parameters.append(value)
@@ -81,18 +84,37 @@ struct AudienceQuery {
             }
         }
         let match = matchPredicates.isEmpty ? "TRUE" : matchPredicates.joined(separator: "\n      AND ")
+        // Local time: the due instant per distinct zone of the page, joined back to each row.
+        var localCTE = ""
+        var localColumns = ""
+        var localValues = ""
+        var localJoin = ""
+        if let localTime {
+            let timeOfDay = bind(localTime.timeOfDay, "time")
+            let ttl = bind(localTime.ttl, "integer")
+            localCTE = LocalTimeSQL.ctes(
+                pairs: "SELECT DISTINCT $1::uuid AS notification_id, \(LocalTimeSQL.zoneKey("p.timezone")) AS zone_key FROM page p",
+                notifications: """
+                    SELECT n.id, coalesce(n.send_after, n.created_at) AS start_at, a.default_timezone AS app_zone,
+                           \(timeOfDay) AS time_of_day, \(ttl) AS ttl
+                    FROM notifications n JOIN apps a ON a.id = n.app_id WHERE n.id = $1
+                    """)
+            localColumns = ", run_at, local_due_at"
+            localValues = ", \(LocalTimeSQL.runAt("ld")), ld.due"
+            localJoin = " LEFT JOIN local_due ld ON ld.zone_key = \(LocalTimeSQL.zoneKey("s.timezone"))"
+        }
         sql = """
             WITH page AS (
-                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country
+                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone
                 FROM subscriptions s
                 WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(first ? ">=" : ">") $3::uuid
                   AND \(pagePredicate)
                 ORDER BY s.id
                 LIMIT $4
-            ), inserted AS (
-                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
-                SELECT $1::uuid, s.id, s.app_id, $5::smallint
-                FROM page s\(needsUsers ? " LEFT JOIN users u ON u.id = s.user_id" : "")
+            )\(localCTE), inserted AS (
+                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localColumns))
+                SELECT $1::uuid, s.id, s.app_id, $5::smallint\(localValues)
+                FROM page s\(needsUsers ? " LEFT JOIN users u ON u.id = s.user_id" : "")\(localJoin)
                 WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
                   AND \(match)
                 ORDER BY s.id

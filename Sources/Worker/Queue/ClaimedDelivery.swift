@@ -62,6 +62,9 @@ public struct ClaimedDelivery: Sendable {
 
     /// `deliveries.uncounted_retries`: retries so far that spent no attempt.
     public var uncountedRetries: Int = 0
+    /// `deliveries.local_due_at`: the instant expansion scheduled this delivery for by the message's
+    /// `delivery_time_of_day` (docs/local-time-delivery.md); `nil` when not scheduled by local time.
+    public var localDueAt: Date? = nil
     /// When this worker's claim runs out, on this process's monotonic clock (set by the claim loop from the
     /// instant before the claim's statement, so never later than the real expiry); `nil` outside the claim
     /// loop (tests, `preview`): no lease guard.

@@ -168,6 +168,8 @@ extension QueueStore {
              ELSE (message->'ttl')::text END AS ttl,
         CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
              ELSE (message->'priority')::text END AS priority,
+        CASE WHEN octet_length((message->'delivery_time_of_day')::text) > $1 THEN '"(too long)"'
+             ELSE (message->'delivery_time_of_day')::text END AS delivery_time_of_day,
         coalesce(send_after, created_at) AS start_at, now() AS now
         """
 
@@ -203,17 +205,17 @@ extension QueueStore {
                 now: try row.decode(Date.self, "now"))
             let appID = try row.decode(UUID.self, "app_id")
             let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
-            let checked: (selection: AudienceSelection, priority: Int)
+            let checked: (selection: AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
             switch try checkPicked(row) {
             case .refused(let reason):
                 try markFailed(connection, notificationID, reason: reason)
                 return .failed(notificationID: notificationID, reason: reason)
-            case .accepted(let selection, let priority):
-                checked = (selection, priority)
+            case .accepted(let selection, let priority, let localTime):
+                checked = (selection, priority, localTime)
             }
             let selection = checked.selection
             let priority = checked.priority
-            let query = AudienceQuery(selection: selection, first: cursor == nil)
+            let query = AudienceQuery(selection: selection, first: cursor == nil, localTime: checked.localTime)
             let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
             let chunkParameters: [any PostgresEncodable] =
                 [notificationID, appID, cursor ?? nilUUID, chunkSize, priority, selection.platforms]

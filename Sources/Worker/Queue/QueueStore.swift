@@ -217,7 +217,8 @@ public enum QueueStore {
             FROM picked
             WHERE d.id = picked.id
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
-                      d.uncounted_retries
+                      d.uncounted_retries,
+                      d.local_due_at
         )
         SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
                n.xmin::text AS message_version, \(bounded("n.campaign_id", as: "campaign_id")),
@@ -239,6 +240,7 @@ public enum QueueStore {
                ch.provider AS channel_provider, \(bounded("ch.settings::text", as: "channel_settings")),
                \(bounded("ch.endpoint", as: "channel_endpoint")), ch.paused_until AS channel_paused_until,
                c.uncounted_retries,
+               c.local_due_at,
                concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
         FROM claimed c
         JOIN notifications n ON n.id = c.notification_id
@@ -455,6 +457,7 @@ extension ClaimedDelivery {
             channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
             channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until"),
             uncountedRetries: try row.decodeIfPresent(Int.self, "uncounted_retries") ?? 0)
+        localDueAt = try row.decodeIfPresent(Date.self, "local_due_at")
         oversizedColumns = (try row.decodeIfPresent(String.self, "oversized_columns") ?? "")
             .split(separator: ",").map(String.init)
     }

@@ -60,12 +60,23 @@ extension QueueStore {
     enum PickedCheck {
         /// The notification fails with this reason (`invalid_target: ...`, `invalid_message: ...`, `expired: ...`).
         case refused(String)
-        /// Its audience and delivery priority.
-        case accepted(AudienceSelection, priority: Int)
+        /// Its audience and delivery priority, and its local-time schedule when the message has a
+        /// `delivery_time_of_day`.
+        case accepted(AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
     }
 
-    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`
-    /// and `priority` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
+    /// What the expansion statements need to schedule a notification's deliveries by local time
+    /// (docs/local-time-delivery.md).
+    struct LocalTimeSchedule: Equatable {
+        /// `delivery_time_of_day` as PostgreSQL `time` text, `HH:MM:00`.
+        var timeOfDay: String
+        /// The message's `ttl`, or the default of 28 days: a delivery whose local time comes after
+        /// `start + ttl` is made due at once and then skipped as `expired`.
+        var ttl: Int
+    }
+
+    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`,
+    /// `priority` and `delivery_time_of_day` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
     /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
     /// the id-list forms.
     /// - Throws: ``PostgresError`` when a column cannot be decoded.
@@ -93,8 +104,10 @@ extension QueueStore {
             return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
         }
         let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
+        let timeOfDay: LocalTime?
         do {
             scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
+            timeOfDay = try NotificationMessage.deliveryTimeOfDay(member("delivery_time_of_day"))
         } catch let error as MessageError {
             return .refused("invalid_message: \(error.field) \(error.message)")
         }
@@ -103,7 +116,12 @@ extension QueueStore {
         {
             return .refused("expired: the message's ttl ran out before expansion finished")
         }
-        return .accepted(selection, priority: (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0))
+        let localTime = timeOfDay.map {
+            LocalTimeSchedule(timeOfDay: $0.description, ttl: scheduling.ttl ?? Int(DeliveryDecision.defaultTTL))
+        }
+        return .accepted(
+            selection, priority: (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0),
+            localTime: localTime)
     }
 
     /// Expands up to `limit` small notifications at once (docs/targets.md, "Small notifications in bulk"): due,
@@ -140,6 +158,7 @@ extension QueueStore {
                     """, [schedulingMemberBytes, max(1, limit)])
                 guard !rows.isEmpty else { return }
                 var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?]) = ([], [], [], [])
+                var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
                 var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
                 var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
                 var refused: [SmallExpansionResult.Failed] = []
@@ -150,7 +169,9 @@ extension QueueStore {
                     switch try checkPicked(row) {
                     case .refused(let reason):
                         refused.append(.init(notificationID: id, reason: reason))
-                    case .accepted(let selection, let priority):
+                    case .accepted(let selection, let priority, let localTime):
+                        localTimes.timesOfDay.append(localTime?.timeOfDay)
+                        localTimes.ttls.append(localTime?.ttl)
                         notifications.ids.append(id)
                         notifications.apps.append(try row.decode(UUID.self, "app_id"))
                         notifications.priorities.append(priority)
@@ -180,13 +201,14 @@ extension QueueStore {
                     result.failed = refused
                 }
                 guard !notifications.ids.isEmpty else { return }
-                let created = try connection.query(
-                    smallInsertSQL,
-                    [
-                        notifications.ids, notifications.apps, notifications.priorities, notifications.platforms,
-                        listedSubscriptions.notifications, listedSubscriptions.ids,
-                        listedUsers.notifications, listedUsers.externalIDs,
-                    ])
+                var insertParameters: [any PostgresEncodable] = [
+                    notifications.ids, notifications.apps, notifications.priorities, notifications.platforms,
+                    listedSubscriptions.notifications, listedSubscriptions.ids,
+                    listedUsers.notifications, listedUsers.externalIDs,
+                ]
+                let withLocalTime = localTimes.timesOfDay.contains { $0 != nil }
+                if withLocalTime { insertParameters += [localTimes.timesOfDay, localTimes.ttls] }
+                let created = try connection.query(smallInsertSQL(localTime: withLocalTime), insertParameters)
                 var counts: [UUID: Int] = [:]
                 for row in created { counts[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "n") }
                 _ = try connection.query(
@@ -244,29 +266,53 @@ extension QueueStore {
     /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs.
     /// Only active subscriptions of the notification's own app are reached, as in the chunked path. Returns one
     /// row per notification that got deliveries: `notification_id`, `n`.
-    static let smallInsertSQL = """
-        WITH n AS (
-            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[]) AS n(id, app_id, priority, platforms)
-        ), wanted AS (
-            SELECT l.notification_id, s.id AS subscription_id, s.platform
-            FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
-            JOIN n ON n.id = l.notification_id
-            JOIN subscriptions s ON s.id = l.subscription_id AND s.app_id = n.app_id AND s.status = 'active'
-            UNION ALL
-            SELECT l.notification_id, s.id, s.platform
-            FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
-            JOIN n ON n.id = l.notification_id
-            JOIN users u ON u.app_id = n.app_id AND u.external_id = l.external_id
-            JOIN subscriptions s ON s.user_id = u.id AND s.app_id = n.app_id AND s.status = 'active'
-        ), inserted AS (
-            INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
-            SELECT w.notification_id, w.subscription_id, n.app_id, n.priority
-            FROM wanted w JOIN n ON n.id = w.notification_id
-            WHERE n.platforms IS NULL OR w.platform = ANY(string_to_array(n.platforms, ','))
-            ORDER BY w.notification_id, w.subscription_id
-            ON CONFLICT (notification_id, subscription_id) DO NOTHING
-            RETURNING notification_id
-        )
-        SELECT notification_id, count(*) AS n FROM inserted GROUP BY notification_id
-        """
+    ///
+    /// With `localTime`, `$9` (`text[]`, `HH:MM:SS` or NULL) and `$10` (`integer[]`, ttl or NULL), parallel
+    /// to `$1`, give each local-time notification's schedule: `run_at` and `local_due_at` are computed once per
+    /// (notification, distinct zone) in the statement (``LocalTimeSQL``; docs/local-time-delivery.md).
+    static func smallInsertSQL(localTime: Bool) -> String {
+        let local = localTime
+            ? LocalTimeSQL.ctes(
+                pairs: """
+                    SELECT DISTINCT w.notification_id, \(LocalTimeSQL.zoneKey("w.timezone")) AS zone_key
+                    FROM wanted w WHERE w.notification_id IN (SELECT id FROM local_notifications)
+                    """,
+                notifications: """
+                    SELECT l.id, coalesce(x.send_after, x.created_at) AS start_at, a.default_timezone AS app_zone,
+                           l.time_of_day::time AS time_of_day, l.ttl
+                    FROM unnest($1::uuid[], $9::text[], $10::integer[]) AS l(id, time_of_day, ttl)
+                    JOIN notifications x ON x.id = l.id JOIN apps a ON a.id = x.app_id
+                    WHERE l.time_of_day IS NOT NULL
+                    """)
+            : ""
+        return """
+            WITH n AS (
+                SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[]) AS n(id, app_id, priority, platforms)
+            ), wanted AS (
+                SELECT l.notification_id, s.id AS subscription_id, s.platform, s.timezone
+                FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
+                JOIN n ON n.id = l.notification_id
+                JOIN subscriptions s ON s.id = l.subscription_id AND s.app_id = n.app_id AND s.status = 'active'
+                UNION ALL
+                SELECT l.notification_id, s.id, s.platform, s.timezone
+                FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
+                JOIN n ON n.id = l.notification_id
+                JOIN users u ON u.app_id = n.app_id AND u.external_id = l.external_id
+                JOIN subscriptions s ON s.user_id = u.id AND s.app_id = n.app_id AND s.status = 'active'
+            )\(local), inserted AS (
+                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localTime ? ", run_at, local_due_at" : ""))
+                SELECT w.notification_id, w.subscription_id, n.app_id, n.priority\(localTime ? ", \(LocalTimeSQL.runAt("ld")), ld.due" : "")
+                FROM wanted w JOIN n ON n.id = w.notification_id\(localTime ? """
+
+                    LEFT JOIN local_due ld ON ld.notification_id = w.notification_id
+                        AND ld.zone_key = \(LocalTimeSQL.zoneKey("w.timezone"))
+                    """ : "")
+                WHERE n.platforms IS NULL OR w.platform = ANY(string_to_array(n.platforms, ','))
+                ORDER BY w.notification_id, w.subscription_id
+                ON CONFLICT (notification_id, subscription_id) DO NOTHING
+                RETURNING notification_id
+            )
+            SELECT notification_id, count(*) AS n FROM inserted GROUP BY notification_id
+            """
+    }
 }
