@@ -80,10 +80,13 @@ struct AudienceQuery {
                 }
             }
         }
+        // Tested per row of the page (not in the page's WHERE), so a chunk still scans at most `chunk size`
+        // subscriptions when few hold the kind (a VoIP push to a large app).
+        matchPredicates.append("s.kind = \(bind(selection.subscriptionKind, "text"))")
         let match = matchPredicates.isEmpty ? "TRUE" : matchPredicates.joined(separator: "\n      AND ")
         sql = """
             WITH page AS (
-                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country
+                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.kind
                 FROM subscriptions s
                 WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(first ? ">=" : ">") $3::uuid
                   AND \(pagePredicate)

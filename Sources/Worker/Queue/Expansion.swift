@@ -168,7 +168,9 @@ extension QueueStore {
              ELSE (message->'ttl')::text END AS ttl,
         CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
              ELSE (message->'priority')::text END AS priority,
-        coalesce(send_after, created_at) AS start_at, now() AS now
+        coalesce(send_after, created_at) AS start_at, now() AS now,
+        CASE WHEN octet_length((message->'apns_push_type')::text) > $1 THEN '"(too long)"'
+             ELSE (message->'apns_push_type')::text END AS apns_push_type
         """
 
     private static func expandChunk(

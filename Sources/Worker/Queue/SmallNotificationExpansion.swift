@@ -67,10 +67,11 @@ extension QueueStore {
     /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`
     /// and `priority` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
     /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
-    /// the id-list forms.
+    /// the id-list forms. The message's `apns_push_type` sets the selection's `subscriptions.kind`
+    /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
     /// - Throws: ``PostgresError`` when a column cannot be decoded.
     static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
-        let selection: AudienceSelection
+        var selection: AudienceSelection
         do {
             guard let text = try row.decodeIfPresent(String.self, "target") else {
                 // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
@@ -95,6 +96,12 @@ extension QueueStore {
         let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
         do {
             scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
+        } catch let error as MessageError {
+            return .refused("invalid_message: \(error.field) \(error.message)")
+        }
+        // VoIP and Live Activity pushes reach only the subscriptions holding their own kind of token.
+        do {
+            selection.subscriptionKind = try APNsPushType.subscriptionKind(of: member("apns_push_type"))
         } catch let error as MessageError {
             return .refused("invalid_message: \(error.field) \(error.message)")
         }
@@ -139,7 +146,7 @@ extension QueueStore {
                     FOR UPDATE SKIP LOCKED
                     """, [schedulingMemberBytes, max(1, limit)])
                 guard !rows.isEmpty else { return }
-                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?]) = ([], [], [], [])
+                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
                 var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
                 var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
                 var refused: [SmallExpansionResult.Failed] = []
@@ -156,6 +163,7 @@ extension QueueStore {
                         notifications.priorities.append(priority)
                         // Validated platform names (ios, android, web): no comma can occur in one.
                         notifications.platforms.append(selection.platforms?.joined(separator: ","))
+                        notifications.kinds.append(selection.subscriptionKind)
                         switch selection.target {
                         case .subscriptionIDs(let ids):
                             listedSubscriptions.notifications += repeatElement(id, count: ids.count)
@@ -186,6 +194,7 @@ extension QueueStore {
                         notifications.ids, notifications.apps, notifications.priorities, notifications.platforms,
                         listedSubscriptions.notifications, listedSubscriptions.ids,
                         listedUsers.notifications, listedUsers.externalIDs,
+                        notifications.kinds,
                     ])
                 var counts: [UUID: Int] = [:]
                 for row in created { counts[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "n") }
@@ -241,23 +250,26 @@ extension QueueStore {
     }
 
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
-    /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs.
-    /// Only active subscriptions of the notification's own app are reached, as in the chunked path. Returns one
+    /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs,
+    /// `$9` each notification's `subscriptions.kind` (in `$1`'s order).
+    /// Only active subscriptions of the notification's own app and kind are reached, as in the chunked path. Returns one
     /// row per notification that got deliveries: `notification_id`, `n`.
     static let smallInsertSQL = """
         WITH n AS (
-            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[]) AS n(id, app_id, priority, platforms)
+            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[], $9::text[]) AS n(id, app_id, priority, platforms, kind)
         ), wanted AS (
             SELECT l.notification_id, s.id AS subscription_id, s.platform
             FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
             JOIN n ON n.id = l.notification_id
             JOIN subscriptions s ON s.id = l.subscription_id AND s.app_id = n.app_id AND s.status = 'active'
+                AND s.kind = n.kind
             UNION ALL
             SELECT l.notification_id, s.id, s.platform
             FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
             JOIN n ON n.id = l.notification_id
             JOIN users u ON u.app_id = n.app_id AND u.external_id = l.external_id
             JOIN subscriptions s ON s.user_id = u.id AND s.app_id = n.app_id AND s.status = 'active'
+                AND s.kind = n.kind
         ), inserted AS (
             INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
             SELECT w.notification_id, w.subscription_id, n.app_id, n.priority
