@@ -15,3 +15,18 @@
 ALTER TABLE subscriptions ADD COLUMN kind text NOT NULL DEFAULT 'device';
 ALTER TABLE subscriptions ADD CONSTRAINT subscriptions_kind_known
     CHECK (kind IN ('device', 'voip', 'liveactivity')) NOT VALID;
+
+-- A row's kind is fixed: expansion chose its deliveries by kind, so a row turned from 'device' into 'voip' would
+-- let a queued alert reach a VoIP token. A token of another kind is a new subscription row. The trigger fires
+-- only for statements that set the column (UPDATE OF kind), so ordinary updates pay nothing.
+CREATE FUNCTION pushizo_subscription_kind_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.kind IS DISTINCT FROM OLD.kind THEN
+        RAISE EXCEPTION 'subscriptions.kind cannot change (from % to %): register a token of another kind as a new subscription',
+            OLD.kind, NEW.kind USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER subscriptions_kind_fixed BEFORE UPDATE OF kind ON subscriptions
+    FOR EACH ROW EXECUTE FUNCTION pushizo_subscription_kind_fixed();

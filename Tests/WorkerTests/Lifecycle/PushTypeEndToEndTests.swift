@@ -56,6 +56,12 @@ struct PushTypeEndToEndTests {
                     }
                     // The kind is checked by the table itself.
                     #expect(throws: PostgresError.self) { try subscription("ios", "pushkit", Seed.token()) }
+                    // ... and fixed for a row's life (queued deliveries were chosen by it); setting the same kind is fine.
+                    let deviceRow = subscriptions.first { $0.value == "ios/device" }!.key
+                    #expect(throws: PostgresError.self) {
+                        try seed.connection.query("UPDATE subscriptions SET kind = 'voip' WHERE id = $1", [deviceRow])
+                    }
+                    _ = try seed.connection.query("UPDATE subscriptions SET kind = 'device', language = 'en' WHERE id = $1", [deviceRow])
                     return (tokens, subscriptions, notifications)
                 }
                 let (tokens, subscriptions, notifications) = seeded
