@@ -71,26 +71,13 @@ extension APNsRequestFactory {
             guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
             return body
         }
-        let alert: LocalizedText
-        do {
-            alert = try LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
-                                             appDefaultLanguage: delivery.appDefaultLanguage,
-                                             placeholderValues: delivery.placeholderValues)
-        } catch {
-            throw APNsRequestError(reason: "invalid_message", detail: error.description)
-        }
         let sound = message.iosSound.flatMap { $0.isEmpty ? nil : JSONValue.string($0) }
-        let outcome = TextShortener.fit(alert, limit: maximumPayloadSize, counting: .jsonString) { alert in
+        return try fittedBody(message, for: delivery) { alert in
             var aps = aps
             var members = alertJSON(alert).objectValue ?? [:]
             if let sound { members["sound"] = sound }
             aps["alert"] = .object(members)
-            let bytes = JSONValue.object(["aps": .object(aps)]).serialized()
-            return (bytes, bytes.count)
-        }
-        switch outcome {
-        case .fitted(let body, _): return body
-        case .tooLarge(let size): throw tooLarge(size)
+            return JSONValue.object(["aps": .object(aps)]).serialized()
         }
     }
 }

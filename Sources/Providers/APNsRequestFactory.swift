@@ -129,6 +129,22 @@ public enum APNsRequestFactory {
             guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
             return body
         }
+        let aps = apsWithoutAlert(message)
+        return try fittedBody(message, for: delivery) { alert in
+            var aps = aps
+            aps["alert"] = alertJSON(alert)
+            return JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
+        }
+    }
+
+    /// Renders `message`'s texts for the subscriber and serializes `body(texts)`, shortening the longest texts
+    /// first at grapheme-cluster boundaries (``TextShortener``, serialized twice at most) until the body is at
+    /// most ``maximumPayloadSize`` bytes.
+    /// - Throws: `APNsRequestError` `invalid_message` (a text renders empty in every language or is not a
+    ///   valid template) or `payload_too_large` (still too large with every text shortened).
+    static func fittedBody(_ message: NotificationMessage, for delivery: APNsDelivery,
+                           body: (LocalizedText) -> [UInt8]) throws(APNsRequestError) -> [UInt8]
+    {
         let alert: LocalizedText
         do {
             alert = try LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
@@ -137,12 +153,8 @@ public enum APNsRequestFactory {
         } catch {
             throw APNsRequestError(reason: "invalid_message", detail: error.description)
         }
-        let aps = apsWithoutAlert(message)
-        // Shorten the longest texts first at grapheme-cluster boundaries; serialized twice at most.
         let outcome = TextShortener.fit(alert, limit: maximumPayloadSize, counting: .jsonString) { alert in
-            var aps = aps
-            aps["alert"] = alertJSON(alert)
-            let bytes = JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
+            let bytes = body(alert)
             return (bytes, bytes.count)
         }
         switch outcome {

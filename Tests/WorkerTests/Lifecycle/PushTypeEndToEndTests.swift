@@ -16,7 +16,7 @@ struct PushTypeEndToEndTests {
             try await EmulatorHarness.with { emulator in
                 let messages = [
                     "alert": #"{"contents": {"en": "Your order shipped"}}"#,
-                    "voip": #"{"apns_push_type": "voip", "ttl": 30, "data": {"caller": "Ann"}}"#,
+                    "voip": #"{"apns_push_type": "voip", "ttl": 600, "data": {"caller": "Ann"}}"#,
                     "liveactivity": #"""
                         {"apns_push_type": "liveactivity", "contents": {"en": "Driver is 2 minutes away"},
                          "live_activity": {"event": "update", "timestamp": 1685952000, "content_state": {"eta": 2}}}
