@@ -66,14 +66,7 @@ struct PushTypeEndToEndTests {
                 }
                 let (tokens, subscriptions, notifications) = seeded
 
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-                process.arguments = ["run", "--poll-interval", "0.05"]
-                process.environment = [
-                    "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "warning",
-                    "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true", "PUSHIZO_EXIT_WHEN_DRAINED": "true",
-                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                ]
+                let process = emulator.workerProcess(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "true"])
                 try process.run()
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 // Hang guard, not a timing assertion: the worker exits once the queue is drained.
