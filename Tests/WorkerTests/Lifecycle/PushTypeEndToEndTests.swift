@@ -79,7 +79,10 @@ struct PushTypeEndToEndTests {
                 #expect(process.terminationStatus == 0)
 
                 let rows = try await database.query(
-                    "SELECT notification_id, subscription_id, event, reason FROM delivery_events ORDER BY notification_id, subscription_id")
+                    """
+                    SELECT notification_id, subscription_id, event, reason FROM delivery_events
+                    WHERE event IN ('sent', 'failed', 'skipped') ORDER BY notification_id, subscription_id
+                    """)
                 let statuses = try await database.query("SELECT id, status, status_reason, targeted_count FROM notifications")
                 await database.shutdown()
                 var events: [String] = []
@@ -107,7 +110,8 @@ struct PushTypeEndToEndTests {
                 }
 
                 // What APNs got: each push type with its topic, on its own token only.
-                let accepted = emulator.apns.acceptedNotifications.map { "\($0.pushType) \($0.topic) \($0.priority ?? "-") \($0.deviceToken)" }
+                // A set: on a loaded machine a push whose answer came too late is sent again (at least once).
+                let accepted = Set(emulator.apns.acceptedNotifications.map { "\($0.pushType) \($0.topic) \($0.priority ?? "-") \($0.deviceToken)" })
                 #expect(accepted.sorted() == [
                     "alert dev.pushizo.test 10 \(tokens["device"]!)",
                     "liveactivity dev.pushizo.test.push-type.liveactivity 10 \(tokens["liveactivity"]!)",
