@@ -37,6 +37,10 @@ public struct AudienceSelection: Sendable, Equatable {
     public var target: AudienceTarget
     /// `nil` = every platform.
     public var platforms: [String]?
+    /// The `subscriptions.kind` reached: ``APNsPushType/deviceKind`` unless the message's `apns_push_type`
+    /// asks for `voip` or `liveactivity` (``APNsPushType/subscriptionKind(of:)``); set by expansion from the
+    /// message, not part of the target document.
+    public var subscriptionKind: String = APNsPushType.deviceKind
 
     public init(target: AudienceTarget, platforms: [String]?) {
         self.target = target

@@ -229,6 +229,18 @@ public struct DeliveryDecision: Sendable {
                 .skipped(reason: DeliveryReason.noChannel.rawValue, detail: ["provider": .string(provider.rawValue)]),
                 provider: provider)
         }
+        if provider != .apns, let pushType = message.apnsPushType {
+            // FCM and Web Push have no VoIP or Live Activity push; the data is wrong (such a token is an
+            // iOS one), so this is a failure, not a skip.
+            return .complete(
+                .failed(
+                    reason: DeliveryReason.pushTypeUnsupported.rawValue,
+                    detail: [
+                        "provider": .string(provider.rawValue), "apns_push_type": .string(pushType.rawValue),
+                        "note": "VoIP and Live Activity pushes exist on APNs only: a voip or liveactivity subscription must be an ios one",
+                    ]),
+                provider: provider)
+        }
         if provider != .apns, !message.isSilent, !message.hasVisibleText {
             // A badge or a sound alone is an APNs notion; Android and web subscriptions would get an empty
             // notification. Before quiet hours: holding what will be skipped anyway helps no one.

@@ -94,6 +94,10 @@ public enum DeliveryReason: String, Sendable, Hashable, CaseIterable, CustomStri
     /// `skipped`: the message has nothing this provider can show (a badge- or sound-only push, which only
     /// APNs carries, to an Android or web subscription).
     case nothingToShow = "nothing_to_show"
+    /// `failed`: the message's `apns_push_type` (VoIP, Live Activity) is an APNs push type and the
+    /// subscription's provider is FCM or Web Push, which have neither (a `voip` / `liveactivity` subscription
+    /// whose platform is not `ios`).
+    case pushTypeUnsupported = "push_type_unsupported"
     /// `deferred`: quiet hours.
     case quietHours = "quiet_hours"
     /// `deferred`: the message's `delivery_time_of_day` has not come yet in the subscriber's zone.

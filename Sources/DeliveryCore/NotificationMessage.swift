@@ -90,6 +90,11 @@ public struct NotificationMessage: Sendable, Hashable {
     /// `delivery_time_of_day` (`"HH:MM"`): deliver at this local wall-clock time in each subscriber's zone
     /// (docs/local-time-delivery.md); `nil`: as soon as the notification is due.
     public var deliveryTimeOfDay: LocalTime?
+    /// `apns_push_type`: `voip` or `liveactivity` (``APNsPushType``); `nil` for the ordinary alert or
+    /// background push. It also picks the subscriptions the message expands to (`subscriptions.kind`).
+    public var apnsPushType: APNsPushType?
+    /// `live_activity`: the ActivityKit members of a `liveactivity` push (required with it, refused without).
+    public var liveActivity: LiveActivity?
 
     /// The largest `ttl` accepted, in seconds: 2,419,200 s = 28 days, FCM's maximum TTL (Firebase:
     /// "Setting the lifespan of a message") and the usual cap of Web Push services (RFC 8030 §5.2 lets them
@@ -127,7 +132,9 @@ public struct NotificationMessage: Sendable, Hashable {
     ///   or without a badge type, a `collapse_id` that cannot be an HTTP header value (a control character
     ///   such as CR / LF / NUL, or leading / trailing whitespace: ``HTTPFieldValue/isValid(_:)``), `data` not
     ///   an object, a button without an `id` or `text`, or a visible (not silent) message without any
-    ///   `contents` text, badge or sound (``setsBadgeOrSound``).
+    ///   `contents` text, badge or sound (``setsBadgeOrSound``); and the rules of `apns_push_type` /
+    ///   `live_activity` (``APNsPushType``, ``LiveActivity``): a VoIP push has no text, a Live Activity push
+    ///   needs `live_activity`, whose `start` needs `contents` for its alert.
     public init(json: JSONValue) throws(MessageError) {
         guard let members = json.objectValue else {
             throw MessageError(code: .wrongType, field: "message", message: "must be a JSON object")
@@ -229,6 +236,9 @@ public struct NotificationMessage: Sendable, Hashable {
         quietHoursExempt = try reader.bool("quiet_hours_exempt") ?? false
         frequencyCapExempt = try reader.bool("frequency_cap_exempt") ?? false
         deliveryTimeOfDay = try Self.deliveryTimeOfDay(members["delivery_time_of_day"])
+        try readPushType(reader)
+        // A VoIP or Live Activity push has its own rules for text (``readPushType(_:)``).
+        if apnsPushType != nil { return }
 
         // Apple's alert push type covers an alert, a sound or a badge: a badge-only or sound-only push is valid
         // (it reaches APNs only; other providers skip it as `nothing_to_show`).

@@ -63,11 +63,13 @@ public struct APNsAcceptedNotification: Sendable, Hashable {
 ///    known `kid`, claims `iss` equal to that key's team and an integer `iat`, a valid signature (403
 ///    `InvalidProviderToken`); `iat` older than one hour (403 `ExpiredProviderToken`).
 /// 3. Headers: `apns-topic` (400 `MissingTopic`), `apns-push-type` one of Apple's types (400
-///    `InvalidPushType`), `apns-priority` 1, 5 or 10 and not 10 for `background` (400 `BadPriority`),
+///    `InvalidPushType`), the topic's suffix fitting the push type (`.voip` for `voip`,
+///    `.push-type.liveactivity` for `liveactivity`, ...: 400 `InvalidPushType` without it, 400
+///    `TopicDisallowed` for another type's suffix), `apns-priority` 1, 5 or 10 and not 10 for `background` (400 `BadPriority`),
 ///    `apns-id` a UUID (400 `BadMessageId`), `apns-expiration` an integer (400 `BadExpirationDate`),
 ///    `apns-collapse-id` at most 64 bytes (400 `BadCollapseId`), none of these repeated (400
 ///    `DuplicateHeaders`).
-/// 4. Body: at most 4096 bytes (413 `PayloadTooLarge`); non-empty with an `aps` object (400
+/// 4. Body: at most 4096 bytes, 5120 for `voip` (413 `PayloadTooLarge`); non-empty with an `aps` object (400
 ///    `PayloadEmpty`); JSON (400 `BadPayload`, an emulator-only reason: Apple does not document one).
 /// 5. Device-token conventions (docs/emulator.md): the first four hex digits pick an answer.
 ///
@@ -192,6 +194,7 @@ public final class APNsEmulator: EmulatedProvider {
         guard let pushType = request.header("apns-push-type"), Self.pushTypes.contains(pushType) else {
             return .reject(400, "InvalidPushType")
         }
+        if let mismatch = Self.checkTopicPairing(topic: topic, pushType: pushType) { return mismatch }
         let priority = request.header("apns-priority")
         if let priority {
             guard ["1", "5", "10"].contains(priority) else { return .reject(400, "BadPriority") }
@@ -204,7 +207,7 @@ public final class APNsEmulator: EmulatedProvider {
         let collapseID = request.header("apns-collapse-id")
         if let collapseID, collapseID.utf8.count > 64 { return .reject(400, "BadCollapseId") }
 
-        guard request.body.count <= 4096 else { return .reject(413, "PayloadTooLarge") }
+        guard request.body.count <= (pushType == "voip" ? 5120 : 4096) else { return .reject(413, "PayloadTooLarge") }
         guard !request.body.isEmpty else { return .reject(400, "PayloadEmpty") }
         guard let payload = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any] else {
             return .reject(400, "BadPayload")
@@ -217,6 +220,26 @@ public final class APNsEmulator: EmulatedProvider {
         return .accept(APNsAcceptedNotification(
             receivedAt: current, apnsID: responseID, deviceToken: token, topic: topic,
             pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID, payload: request.body))
+    }
+
+    /// The topic suffix each push type needs after the bundle id (Apple, "Sending notification requests to
+    /// APNs", `apns-push-type`); the other types use the bare bundle id.
+    public static let topicSuffixes: [String: String] = [
+        "voip": ".voip", "liveactivity": ".push-type.liveactivity", "complication": ".complication",
+        "fileprovider": ".pushkit.fileprovider", "location": ".location-query", "pushtotalk": ".voip-ptt",
+    ]
+
+    /// The push type / topic pairing Apple requires: a push type with a suffix needs a topic ending in it
+    /// (400 `InvalidPushType`: the push type is not valid for the topic), and a topic ending in another type's
+    /// suffix refuses every other push type (400 `TopicDisallowed`: e.g. an alert to `<bundle>.voip`, which
+    /// would otherwise reach a PushKit token). APNs answers such requests from the certificate's or token's
+    /// topics; the emulator knows no bundle ids, so it judges by the suffix alone.
+    private static func checkTopicPairing(topic: String, pushType: String) -> Verdict? {
+        if let suffix = topicSuffixes[pushType] {
+            return topic.hasSuffix(suffix) && topic.count > suffix.count ? nil : .reject(400, "InvalidPushType")
+        }
+        for suffix in topicSuffixes.values where topic.hasSuffix(suffix) { return .reject(400, "TopicDisallowed") }
+        return nil
     }
 
     /// `nil` when the provider token is acceptable, else the rejection.

@@ -25,7 +25,9 @@ public enum APNsRequestFactory {
     /// `normal`; always `5` for background, as Apple requires), `apns-topic`, `apns-expiration` (whole UNIX
     /// seconds; `0` when `ttl` is 0 or the deadline has passed; at most `now` + 28 days, see
     /// ``maximumExpirationInterval``; omitted when neither `ttl` nor `expiration` is set), `apns-collapse-id`
-    /// (when set).
+    /// (when set). A message with `apns_push_type` (``APNsPushType``) sends that push type, the topic with its
+    /// suffix (`<bundle id>.voip`, `<bundle id>.push-type.liveactivity`), priority `10` for VoIP, and the
+    /// payloads of ``voipPayload(for:)`` / ``liveActivityPayload(for:)``.
     ///
     /// Every header value is either generated here (digits, a UUID, constants) or checked: the topic and the
     /// bearer token must be visible ASCII and the collapse id a clean header value
@@ -90,9 +92,9 @@ public enum APNsRequestFactory {
         var headers = [
             PushHeader("authorization", "bearer \(bearerToken)"),
             PushHeader("apns-id", delivery.apnsID.uuidString.lowercased()),
-            PushHeader("apns-push-type", message.isSilent ? "background" : "alert"),
-            PushHeader("apns-priority", message.isSilent || message.priority == .normal ? "5" : "10"),
-            PushHeader("apns-topic", delivery.topic),
+            PushHeader("apns-push-type", pushTypeHeader(message)),
+            PushHeader("apns-priority", priorityHeader(message)),
+            PushHeader("apns-topic", delivery.topic + (message.apnsPushType?.topicSuffix ?? "")),
         ]
         if let expiration = expirationHeader(delivery) {
             headers.append(PushHeader("apns-expiration", expiration))
@@ -127,6 +129,11 @@ public enum APNsRequestFactory {
     ///   every language or is not a valid template (``LocalizedText/render(_:subscriberLanguage:appDefaultLanguage:placeholderValues:)``).
     public static func payload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
         let message = delivery.message
+        switch message.apnsPushType {
+        case .voip?: return try voipPayload(for: delivery)
+        case .liveActivity?: return try liveActivityPayload(for: delivery)
+        case nil: break
+        }
         let onDictionary = customDictionary(delivery)
         if message.isSilent {
             let body = JSONValue.object(["aps": ["content-available": 1], "on": onDictionary]).serialized()
@@ -142,6 +149,22 @@ public enum APNsRequestFactory {
             guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
             return body
         }
+        let aps = apsWithoutAlert(message)
+        return try fittedBody(message, for: delivery) { alert in
+            var aps = aps
+            aps["alert"] = alertJSON(alert)
+            return JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
+        }
+    }
+
+    /// Renders `message`'s texts for the subscriber and serializes `body(texts)`, shortening the longest texts
+    /// first at grapheme-cluster boundaries (``TextShortener``, serialized twice at most) until the body is at
+    /// most ``maximumPayloadSize`` bytes.
+    /// - Throws: `APNsRequestError` `invalid_message` (a text renders empty in every language or is not a
+    ///   valid template) or `payload_too_large` (still too large with every text shortened).
+    static func fittedBody(_ message: NotificationMessage, for delivery: APNsDelivery,
+                           body: (LocalizedText) -> [UInt8]) throws(APNsRequestError) -> [UInt8]
+    {
         let alert: LocalizedText
         do {
             alert = try LocalizedText.render(message, subscriberLanguage: delivery.subscriberLanguage,
@@ -150,12 +173,8 @@ public enum APNsRequestFactory {
         } catch {
             throw APNsRequestError(reason: "invalid_message", detail: error.description)
         }
-        let aps = apsWithoutAlert(message)
-        // Shorten the longest texts first at grapheme-cluster boundaries; serialized twice at most.
         let outcome = TextShortener.fit(alert, limit: maximumPayloadSize, counting: .jsonString) { alert in
-            var aps = aps
-            aps["alert"] = alertJSON(alert)
-            let bytes = JSONValue.object(["aps": .object(aps), "on": onDictionary]).serialized()
+            let bytes = body(alert)
             return (bytes, bytes.count)
         }
         switch outcome {

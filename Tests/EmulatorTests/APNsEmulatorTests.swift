@@ -157,6 +157,38 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(emulator.acceptedCount == 0)
     }
 
+    /// Apple's pairing of `apns-push-type` and topic ("Sending notification requests to APNs"): each type with
+    /// a suffix needs it, and a suffixed topic takes no other type, so an alert can never reach a VoIP token.
+    @Test func pushTypeAndTopicPairing() throws {
+        func answer(_ pushType: String, _ topic: String, priority: String = "10", bodySize: Int? = nil) throws -> String {
+            var builder = self.builder
+            builder.headers["apns-push-type"] = pushType
+            builder.headers["apns-topic"] = topic
+            builder.headers["apns-priority"] = priority
+            if let bodySize {
+                let filler = String(repeating: "a", count: bodySize - #"{"aps":{},"x":""}"#.utf8.count)
+                builder.body = Array(#"{"aps":{},"x":"\#(filler)"}"#.utf8)
+            }
+            let response = emulator.handle(try builder.request())
+            return response.status == 200 ? "accepted" : "\(response.status) \(reason(response) ?? "?")"
+        }
+        #expect(try answer("voip", "com.example.app.voip") == "accepted")
+        #expect(try answer("liveactivity", "com.example.app.push-type.liveactivity") == "accepted")
+        #expect(try answer("voip", "com.example.app") == "400 InvalidPushType")
+        #expect(try answer("voip", ".voip") == "400 InvalidPushType")
+        #expect(try answer("liveactivity", "com.example.app") == "400 InvalidPushType")
+        #expect(try answer("liveactivity", "com.example.app.voip") == "400 InvalidPushType")
+        #expect(try answer("alert", "com.example.app.voip") == "400 TopicDisallowed")
+        #expect(try answer("background", "com.example.app.push-type.liveactivity", priority: "5") == "400 TopicDisallowed")
+        #expect(try answer("alert", "com.example.app.push-type.liveactivity") == "400 TopicDisallowed")
+        // VoIP payloads may be 5120 bytes; others stop at 4096.
+        #expect(try answer("voip", "com.example.app.voip", bodySize: 5120) == "accepted")
+        #expect(try answer("voip", "com.example.app.voip", bodySize: 5121) == "413 PayloadTooLarge")
+        #expect(try answer("alert", "com.example.app", bodySize: 4097) == "413 PayloadTooLarge")
+        let pushTypes = emulator.acceptedNotifications.map { "\($0.pushType) \($0.topic)" }
+        #expect(pushTypes == ["voip com.example.app.voip", "liveactivity com.example.app.push-type.liveactivity", "voip com.example.app.voip"])
+    }
+
     @Test func payloadOfExactly4096BytesIsAccepted() throws {
         var builder = self.builder
         let skeleton = #"{"aps":{"alert":{"body":""}}}"#

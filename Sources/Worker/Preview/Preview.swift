@@ -11,7 +11,7 @@ import PushCrypto
 /// `{"at": RFC 3339, "app": {"id", "default_language", "default_timezone", "signing_key" (base64),
 /// "channels": {"apns": {"topic", "endpoint"?, "paused_until"?}, ...}}, "user": {"external_id", "tags"},
 /// "subscription": {"id", "platform", "token", "apns_environment", "language", "timezone", "country",
-/// "status"}, "notification": {"id", "campaign_id", "message", "send_after"?, "created_at"?, "status"?},
+/// "status", "kind"}, "notification": {"id", "campaign_id", "message", "send_after"?, "created_at"?, "status"?},
 /// "delivery": {"attempt"?, "apns_id"?}, "recent_notifications"?: [RFC 3339, ...]}`, where `app` may also
 /// carry `quiet_hours_start`/`quiet_hours_end` and `frequency_caps` (docs/frequency-caps.md).
 ///
@@ -45,8 +45,20 @@ public enum Preview {
             notes.append(
                 .string("the webpush request is shown before RFC 8291 encryption (the body is what the browser decrypts) and before the VAPID authorization header"))
         }
+        if let note = subscriptionKindNote(input) { notes.append(.string(note)) }
         if !notes.isEmpty { output["notes"] = .array(notes) }
         return .object(output)
+    }
+
+    /// A note when expansion would not create this delivery because `subscription.kind` (default `device`)
+    /// is not the kind the message's `apns_push_type` reaches (docs/producer-contract.md, `subscriptions.kind`);
+    /// `nil` when they agree or `apns_push_type` is invalid (the decision reports that).
+    static func subscriptionKindNote(_ input: JSONValue) -> String? {
+        let kind = input["subscription"]?["kind"]?.stringValue ?? APNsPushType.deviceKind
+        guard let wanted = try? APNsPushType.subscriptionKind(of: input["notification"]?["message"]?["apns_push_type"]),
+              wanted != kind
+        else { return nil }
+        return "expansion would not create this delivery: the message reaches subscriptions of kind \(wanted), this one is \(kind) (subscription.kind)"
     }
 
     /// Drives the worker's ``DeliveryDecision`` over the preview document: the message is parsed as the

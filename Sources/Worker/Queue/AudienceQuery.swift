@@ -83,6 +83,9 @@ struct AudienceQuery {
                 }
             }
         }
+        // Tested per row of the page (not in the page's WHERE), so a chunk still scans at most `chunk size`
+        // subscriptions when few hold the kind (a VoIP push to a large app).
+        matchPredicates.append("s.kind = \(bind(selection.subscriptionKind, "text"))")
         let match = matchPredicates.isEmpty ? "TRUE" : matchPredicates.joined(separator: "\n      AND ")
         // Local time: the due instant per distinct zone of the page, joined back to each row.
         var localCTE = ""
@@ -105,7 +108,7 @@ struct AudienceQuery {
         }
         sql = """
             WITH page AS (
-                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone
+                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind
                 FROM subscriptions s
                 WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(first ? ">=" : ">") $3::uuid
                   AND \(pagePredicate)

@@ -170,7 +170,9 @@ extension QueueStore {
              ELSE (message->'priority')::text END AS priority,
         CASE WHEN octet_length((message->'delivery_time_of_day')::text) > $1 THEN '"(too long)"'
              ELSE (message->'delivery_time_of_day')::text END AS delivery_time_of_day,
-        coalesce(send_after, created_at) AS start_at, now() AS now
+        coalesce(send_after, created_at) AS start_at, now() AS now,
+        CASE WHEN octet_length((message->'apns_push_type')::text) > $1 THEN '"(too long)"'
+             ELSE (message->'apns_push_type')::text END AS apns_push_type
         """
 
     private static func expandChunk(

@@ -78,10 +78,11 @@ extension QueueStore {
     /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`,
     /// `priority` and `delivery_time_of_day` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
     /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
-    /// the id-list forms.
+    /// the id-list forms. The message's `apns_push_type` sets the selection's `subscriptions.kind`
+    /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
     /// - Throws: ``PostgresError`` when a column cannot be decoded.
     static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
-        let selection: AudienceSelection
+        var selection: AudienceSelection
         do {
             guard let text = try row.decodeIfPresent(String.self, "target") else {
                 // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
@@ -108,6 +109,12 @@ extension QueueStore {
         do {
             scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
             timeOfDay = try NotificationMessage.deliveryTimeOfDay(member("delivery_time_of_day"))
+        } catch let error as MessageError {
+            return .refused("invalid_message: \(error.field) \(error.message)")
+        }
+        // VoIP and Live Activity pushes reach only the subscriptions holding their own kind of token.
+        do {
+            selection.subscriptionKind = try APNsPushType.subscriptionKind(of: member("apns_push_type"))
         } catch let error as MessageError {
             return .refused("invalid_message: \(error.field) \(error.message)")
         }
@@ -157,7 +164,7 @@ extension QueueStore {
                     FOR UPDATE SKIP LOCKED
                     """, [schedulingMemberBytes, max(1, limit)])
                 guard !rows.isEmpty else { return }
-                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?]) = ([], [], [], [])
+                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
                 var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
                 var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
                 var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
@@ -177,6 +184,7 @@ extension QueueStore {
                         notifications.priorities.append(priority)
                         // Validated platform names (ios, android, web): no comma can occur in one.
                         notifications.platforms.append(selection.platforms?.joined(separator: ","))
+                        notifications.kinds.append(selection.subscriptionKind)
                         switch selection.target {
                         case .subscriptionIDs(let ids):
                             listedSubscriptions.notifications += repeatElement(id, count: ids.count)
@@ -205,6 +213,7 @@ extension QueueStore {
                     notifications.ids, notifications.apps, notifications.priorities, notifications.platforms,
                     listedSubscriptions.notifications, listedSubscriptions.ids,
                     listedUsers.notifications, listedUsers.externalIDs,
+                    notifications.kinds,
                 ]
                 let withLocalTime = localTimes.timesOfDay.contains { $0 != nil }
                 if withLocalTime { insertParameters += [localTimes.timesOfDay, localTimes.ttls] }
@@ -263,11 +272,12 @@ extension QueueStore {
     }
 
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
-    /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs.
-    /// Only active subscriptions of the notification's own app are reached, as in the chunked path. Returns one
+    /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs,
+    /// `$9` each notification's `subscriptions.kind` (in `$1`'s order).
+    /// Only active subscriptions of the notification's own app and kind are reached, as in the chunked path. Returns one
     /// row per notification that got deliveries: `notification_id`, `n`.
     ///
-    /// With `localTime`, `$9` (`text[]`, `HH:MM:SS` or NULL) and `$10` (`integer[]`, ttl or NULL), parallel
+    /// With `localTime`, `$10` (`text[]`, `HH:MM:SS` or NULL) and `$11` (`integer[]`, ttl or NULL), parallel
     /// to `$1`, give each local-time notification's schedule: `run_at` and `local_due_at` are computed once per
     /// (notification, distinct zone) in the statement (``LocalTimeSQL``; docs/local-time-delivery.md).
     static func smallInsertSQL(localTime: Bool) -> String {
@@ -280,25 +290,28 @@ extension QueueStore {
                 notifications: """
                     SELECT l.id, coalesce(x.send_after, x.created_at) AS start_at, a.default_timezone AS app_zone,
                            l.time_of_day::time AS time_of_day, l.ttl
-                    FROM unnest($1::uuid[], $9::text[], $10::integer[]) AS l(id, time_of_day, ttl)
+                    FROM unnest($1::uuid[], $10::text[], $11::integer[]) AS l(id, time_of_day, ttl)
                     JOIN notifications x ON x.id = l.id JOIN apps a ON a.id = x.app_id
                     WHERE l.time_of_day IS NOT NULL
                     """)
             : ""
         return """
             WITH n AS (
-                SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[]) AS n(id, app_id, priority, platforms)
+                SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[], $9::text[])
+                    AS n(id, app_id, priority, platforms, kind)
             ), wanted AS (
                 SELECT l.notification_id, s.id AS subscription_id, s.platform, s.timezone
                 FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
                 JOIN n ON n.id = l.notification_id
                 JOIN subscriptions s ON s.id = l.subscription_id AND s.app_id = n.app_id AND s.status = 'active'
+                    AND s.kind = n.kind
                 UNION ALL
                 SELECT l.notification_id, s.id, s.platform, s.timezone
                 FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
                 JOIN n ON n.id = l.notification_id
                 JOIN users u ON u.app_id = n.app_id AND u.external_id = l.external_id
                 JOIN subscriptions s ON s.user_id = u.id AND s.app_id = n.app_id AND s.status = 'active'
+                    AND s.kind = n.kind
             )\(local), inserted AS (
                 INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localTime ? ", run_at, local_due_at" : ""))
                 SELECT w.notification_id, w.subscription_id, n.app_id, n.priority\(localTime ? ", \(LocalTimeSQL.runAt("ld")), ld.due" : "")

@@ -34,14 +34,7 @@ struct MetricsEndToEndTests {
                         """, [seed.appID])
                 }
                 let port = try freeLocalPort()
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-                process.arguments = ["run", "--poll-interval", "0.05"]
-                process.environment = [
-                    "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_LOG_LEVEL": "warning",
-                    "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true", "PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(port)",
-                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                ]
+                let process = emulator.workerProcess(databaseURL: url, extra: ["PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(port)"])
                 try process.run()
                 defer { if process.isRunning { process.terminate() } }
 

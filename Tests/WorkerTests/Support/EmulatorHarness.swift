@@ -104,6 +104,22 @@ struct EmulatorHarness: Sendable {
         }
     }
 
+    /// The real `pushizo-worker run` executable (not started), pointed at `databaseURL` and this emulator, with
+    /// private networks allowed and warnings-only logs; `extra` adds or overrides environment entries.
+    func workerProcess(databaseURL: String, arguments: [String] = ["run", "--poll-interval", "0.05"],
+                       extra: [String: String] = [:]) -> Process
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
+        process.arguments = arguments
+        process.environment = [
+            "PUSHIZO_DATABASE_URL": databaseURL, "PUSHIZO_CA_FILE": caFile, "PUSHIZO_LOG_LEVEL": "warning",
+            "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true",
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ].merging(extra) { _, new in new }
+        return process
+    }
+
     /// A worker configuration for tests: fast polls and retries, exit once the queue is drained, private networks
     /// allowed (the emulator is on 127.0.0.1; `extra` may set `PUSHIZO_ALLOW_PRIVATE_NETWORKS` back to false).
     func workerConfiguration(databaseURL: String, workerID: String = "test-worker", extra: [String: String] = [:])

@@ -1,0 +1,128 @@
+import DeliveryCore
+import Emulator
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// VoIP and Live Activity pushes through the real `pushizo-worker run` process, PostgreSQL and the emulator:
+/// each message reaches only the subscriptions of its kind (`subscriptions.kind`, migration 0013), by both
+/// expansion paths (id lists in bulk, and the chunked path of `{"all": true}`), with Apple's push type and
+/// topic, which the emulator checks as APNs does; FCM fails them with `push_type_unsupported`.
+@Suite("APNs push types end to end", .serialized)
+struct PushTypeEndToEndTests {
+    @Test func eachPushTypeReachesOnlyItsOwnTokens() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let messages = [
+                    "alert": #"{"contents": {"en": "Your order shipped"}}"#,
+                    "voip": #"{"apns_push_type": "voip", "ttl": 600, "data": {"caller": "Ann"}}"#,
+                    "liveactivity": #"""
+                        {"apns_push_type": "liveactivity", "contents": {"en": "Driver is 2 minutes away"},
+                         "live_activity": {"event": "update", "timestamp": 1685952000, "content_state": {"eta": 2}}}
+                        """#,
+                    // Lists only the user's ordinary iPhone token: a VoIP push must not reach it.
+                    "voip-to-device": #"{"apns_push_type": "voip", "data": {"caller": "Bob"}}"#,
+                    // Refused at expansion, before any delivery exists.
+                    "unknown-type": #"{"apns_push_type": "pushkit", "contents": {"en": "x"}}"#,
+                ]
+                let seeded = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    try seed.fcmChannel(settings: emulator.fcmChannelSettings, endpoint: emulator.endpoint)
+                    let user = try seed.user("ann")
+                    func subscription(_ platform: String, _ kind: String, _ token: String) throws -> UUID {
+                        try seed.connection.query(
+                            """
+                            INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, language, kind)
+                            VALUES ($1, $2, $3, $4, 'production', 'en', $5) RETURNING id
+                            """, [seed.appID, user, platform, token, kind])[0].decode(UUID.self, "id")
+                    }
+                    let tokens = ["device": Seed.token(), "voip": Seed.token(), "liveactivity": Seed.token()]
+                    var subscriptions: [UUID: String] = [:]
+                    for (kind, token) in tokens { subscriptions[try subscription("ios", kind, token)] = "ios/\(kind)" }
+                    subscriptions[try subscription("android", "device", "fcm-okay-1")] = "android/device"
+                    // Bad data: a VoIP token on an Android subscription.
+                    subscriptions[try subscription("android", "voip", "fcm-okay-2")] = "android/voip"
+                    var notifications: [UUID: String] = [:]
+                    let deviceID = subscriptions.first { $0.value == "ios/device" }!.key
+                    for (name, message) in messages {
+                        let target = switch name {
+                        case "liveactivity": #"{"all": true}"#
+                        case "voip-to-device": #"{"include_subscription_ids": ["\#(deviceID)"]}"#
+                        default: #"{"include_external_ids": ["ann"]}"#
+                        }
+                        notifications[try seed.notification(message: message, target: target)] = name
+                    }
+                    // The kind is checked by the table itself.
+                    #expect(throws: PostgresError.self) { try subscription("ios", "pushkit", Seed.token()) }
+                    // ... and fixed for a row's life (queued deliveries were chosen by it); setting the same kind is fine.
+                    let deviceRow = subscriptions.first { $0.value == "ios/device" }!.key
+                    #expect(throws: PostgresError.self) {
+                        try seed.connection.query("UPDATE subscriptions SET kind = 'voip' WHERE id = $1", [deviceRow])
+                    }
+                    _ = try seed.connection.query("UPDATE subscriptions SET kind = 'device', language = 'en' WHERE id = $1", [deviceRow])
+                    return (tokens, subscriptions, notifications)
+                }
+                let (tokens, subscriptions, notifications) = seeded
+
+                let process = emulator.workerProcess(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "true"])
+                try process.run()
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                // Hang guard, not a timing assertion: the worker exits once the queue is drained.
+                let guardTask = Task {
+                    try await Task.sleep(for: .seconds(60))
+                    process.terminate()
+                }
+                try await onThread { process.waitUntilExit() }
+                guardTask.cancel()
+                #expect(process.terminationStatus == 0)
+
+                let rows = try await database.query(
+                    """
+                    SELECT notification_id, subscription_id, event, reason FROM delivery_events
+                    WHERE event IN ('sent', 'failed', 'skipped') ORDER BY notification_id, subscription_id
+                    """)
+                let statuses = try await database.query("SELECT id, status, status_reason, targeted_count FROM notifications")
+                await database.shutdown()
+                var events: [String] = []
+                for row in rows {
+                    let notification = notifications[try row.decode(UUID.self, "notification_id")] ?? "?"
+                    let subscription = subscriptions[try row.decode(UUID.self, "subscription_id")] ?? "?"
+                    events.append("\(notification) -> \(subscription): \(row["event"] ?? "")/\(row["reason"] ?? "-")")
+                }
+                #expect(events.sorted() == [
+                    "alert -> android/device: sent/-",
+                    "alert -> ios/device: sent/-",
+                    "liveactivity -> ios/liveactivity: sent/-",
+                    "voip -> android/voip: failed/push_type_unsupported",
+                    "voip -> ios/voip: sent/-",
+                ])
+                for row in statuses {
+                    let name = notifications[try row.decode(UUID.self, "id")] ?? "?"
+                    if name == "unknown-type" {
+                        #expect(row["status"] == "failed")
+                        #expect(row["status_reason"]?.hasPrefix("invalid_message: apns_push_type must be voip or liveactivity") == true)
+                        continue
+                    }
+                    #expect(row["status"] == "expanded", "\(name)")
+                    if name == "voip-to-device" { #expect(row["targeted_count"] == "0") }
+                }
+
+                // What APNs got: each push type with its topic, on its own token only.
+                // A set: on a loaded machine a push whose answer came too late is sent again (at least once).
+                let accepted = Set(emulator.apns.acceptedNotifications.map { "\($0.pushType) \($0.topic) \($0.priority ?? "-") \($0.deviceToken)" })
+                #expect(accepted.sorted() == [
+                    "alert dev.pushizo.test 10 \(tokens["device"]!)",
+                    "liveactivity dev.pushizo.test.push-type.liveactivity 10 \(tokens["liveactivity"]!)",
+                    "voip dev.pushizo.test.voip 10 \(tokens["voip"]!)",
+                ].sorted())
+                let live = try #require(emulator.apns.acceptedNotifications.first { $0.pushType == "liveactivity" })
+                #expect(String(decoding: live.payload, as: UTF8.self)
+                    == #"{"aps":{"alert":{"body":"Driver is 2 minutes away"},"content-state":{"eta":2},"event":"update","timestamp":1685952000}}"#)
+                let voip = try #require(emulator.apns.acceptedNotifications.first { $0.pushType == "voip" })
+                #expect(voip.expiration != nil)
+            }
+        }
+    }
+}

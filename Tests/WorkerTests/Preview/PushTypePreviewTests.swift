@@ -1,0 +1,74 @@
+import DeliveryCore
+import Foundation
+import Testing
+@testable import Worker
+
+/// `preview` of VoIP and Live Activity messages: the same factory's headers and payload, the decision for
+/// other providers, and a note when the subscription's kind would not be reached by expansion.
+@Suite("preview of APNs push types")
+struct PushTypePreviewTests {
+    func input(message: JSONValue, platform: String = "ios", kind: String? = nil) -> JSONValue {
+        var subscription: [String: JSONValue] = [
+            "id": "6f1c6e0e-5a0b-4d6e-9d5e-6b6a1c2d3e4f", "platform": .string(platform),
+            "token": "a0a0aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999",
+        ]
+        if let kind { subscription["kind"] = .string(kind) }
+        return [
+            "at": "2026-11-29T21:30:00Z",
+            "app": ["default_language": "en", "channels": ["apns": ["topic": "com.example.app"], "fcm": ["project_id": "p"]]],
+            "subscription": .object(subscription),
+            "notification": ["id": "0b7c1b2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "message": message],
+        ]
+    }
+
+    func header(_ output: JSONValue, _ name: String) -> String? {
+        output["request"]?["headers"]?.arrayValue?.first { $0["name"]?.stringValue == name }?["value"]?.stringValue
+    }
+
+    func notes(_ output: JSONValue) -> [String] { output["notes"]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+
+    static let voip: JSONValue = ["apns_push_type": "voip", "data": ["caller": "Ann"]]
+    static let liveActivity: JSONValue = [
+        "apns_push_type": "liveactivity",
+        "live_activity": ["event": "update", "timestamp": 1_685_952_000, "content_state": ["eta": 2]],
+    ]
+
+    @Test func showsThePushTypeTopicAndPayload() throws {
+        let voip = try Preview.run(input(message: Self.voip, kind: "voip"))
+        #expect(voip["decision"]?["action"] == "send")
+        #expect(header(voip, "apns-push-type") == "voip")
+        #expect(header(voip, "apns-topic") == "com.example.app.voip")
+        #expect(header(voip, "apns-priority") == "10")
+        #expect(header(voip, "apns-expiration") == nil)
+        #expect(voip["request"]?["body"]?["on"]?["data"] == ["caller": "Ann"])
+        #expect(!notes(voip).contains { $0.contains("subscription.kind") })
+
+        let live = try Preview.run(input(message: Self.liveActivity, kind: "liveactivity"))
+        #expect(header(live, "apns-push-type") == "liveactivity")
+        #expect(header(live, "apns-topic") == "com.example.app.push-type.liveactivity")
+        #expect(live["request"]?["body_text"] == #"{"aps":{"content-state":{"eta":2},"event":"update","timestamp":1685952000}}"#)
+    }
+
+    @Test func notesAKindExpansionWouldNotReach() throws {
+        // An alert to a VoIP token, and a VoIP push to a device token (kind absent = device).
+        for (message, kind) in [(["contents": "hi"] as JSONValue, Optional("voip")), (Self.voip, nil)] {
+            let output = try Preview.run(input(message: message, kind: kind))
+            #expect(notes(output).contains { $0.contains("expansion would not create this delivery") }, "\(notes(output))")
+        }
+    }
+
+    @Test func fcmFailsThePushTypes() throws {
+        for message in [Self.voip, Self.liveActivity] {
+            let output = try Preview.run(input(message: message, platform: "android", kind: "voip"))
+            #expect(output["decision"]?["action"] == "fail")
+            #expect(output["decision"]?["reason"] == "push_type_unsupported")
+        }
+    }
+
+    @Test func invalidLiveActivityFailsNamingTheField() throws {
+        let output = try Preview.run(input(message: ["apns_push_type": "liveactivity", "live_activity": ["event": "update"]], kind: "liveactivity"))
+        #expect(output["decision"]?["action"] == "fail")
+        #expect(output["decision"]?["reason"] == "invalid_message")
+        #expect("\(output["decision"] ?? .null)".contains("live_activity.timestamp"))
+    }
+}
