@@ -51,10 +51,7 @@ public final class WorkerRuntime: Sendable {
         self.clients = clients
         let certificateClients = APNsSender.CertificateClients(
             capacity: CacheBounds.standard.apnsCertificateClients,
-            expiry: metrics.registry.gauge(
-                "pushizo_credential_expiry_timestamp_seconds",
-                help: "UNIX time at which the soonest-expiring credential of a kind this worker sends with expires (kind: apns_certificate).",
-                labels: ["kind"])
+            expiry: metrics.credentialExpiry
         ) { [clientConfiguration] identity in
             HTTP2Client(
                 eventLoop: eventLoop, tls: TLSClientConfiguration(trustRoots: tls.trustRoots, clientIdentity: identity),

@@ -145,7 +145,7 @@ struct APNsCertificateTests {
         let mixed = try JSONValue(parsing: try fixtures.pemSettings("main"))
         var object = mixed.objectValue!
         object["team_id"] = .string("TEAM123456")
-        #expect(Self.settingsError(try JSONValue.object(object).jsonText)?.key == "team_id")
+        #expect(Self.settingsError(JSONValue.object(object).jsonText)?.key == "team_id")
     }
 
     @Test func certificateRequestsCarryNoAuthorizationHeader() throws {
@@ -176,7 +176,7 @@ struct APNsCertificateTests {
         let loop = try HTTP2EventLoop(name: "test-cert-clients")
         defer { loop.shutdown() }
         let metrics = WorkerMetrics()
-        let gauge = metrics.registry.gauge("pushizo_credential_expiry_timestamp_seconds", help: "test", labels: ["kind"])
+        let gauge = metrics.credentialExpiry
         let made = Counter()
         let clients = APNsSender.CertificateClients(capacity: 2, expiry: gauge) { identity in
             made.increment()
