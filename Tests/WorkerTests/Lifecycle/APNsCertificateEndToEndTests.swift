@@ -90,9 +90,9 @@ struct APNsCertificateEndToEndTests {
                 try process.run()
                 defer { if process.isRunning { process.terminate() } }
 
-                // Hang guard 60 s: 4 sent (main ×3, other) and 3 channels paused.
+                // Hang guard 120 s: 4 sent (main ×3, other) and 3 channels paused.
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
-                let deadline = ContinuousClock.now + .seconds(60)
+                let deadline = ContinuousClock.now + .seconds(120)
                 var sent = 0
                 var paused: [UUID: String] = [:]
                 while ContinuousClock.now < deadline {
