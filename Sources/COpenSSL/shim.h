@@ -18,4 +18,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/crypto.h>
+#include <openssl/pkcs12.h>
+#include <openssl/provider.h>
+#include <openssl/objects.h>
 #endif

@@ -45,6 +45,9 @@ public struct LRUCache<Key: Hashable, Value> {
         entries = entries.filter { !isStale($0.value.value) }
     }
 
+    /// Every value held, in no particular order (does not mark them used).
+    public var values: [Value] { entries.values.map(\.value) }
+
     /// Whether `key` is held (does not mark it used).
     public func contains(_ key: Key) -> Bool { entries[key] != nil }
 }

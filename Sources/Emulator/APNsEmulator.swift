@@ -59,7 +59,11 @@ public struct APNsAcceptedNotification: Sendable, Hashable {
 ///
 /// 1. `:method` POST (405 `MethodNotAllowed`); `:path` `/3/device/<token>` (404 `BadPath`, 400
 ///    `MissingDeviceToken`); the token 64...200 hex characters, even length (400 `BadDeviceToken`).
-/// 2. `authorization: bearer <JWT>` (403 `MissingProviderToken`): compact JWS, header `alg` `ES256` and a
+/// 2. A TLS client certificate, when the connection presented one (Apple: "Establishing a certificate-based
+///    connection to APNs"): verified against the server's client CA and within its validity (403
+///    `BadCertificate`), naming this emulator's environment when it names any (403 `BadCertificateEnvironment`),
+///    later covering the `apns-topic` (400 `TopicDisallowed`); the provider token is then not checked. Otherwise
+///    `authorization: bearer <JWT>` (403 `MissingProviderToken`): compact JWS, header `alg` `ES256` and a
 ///    known `kid`, claims `iss` equal to that key's team and an integer `iat`, a valid signature (403
 ///    `InvalidProviderToken`); `iat` older than one hour (403 `ExpiredProviderToken`).
 /// 3. Headers: `apns-topic` (400 `MissingTopic`), `apns-push-type` one of Apple's types (400
@@ -87,6 +91,8 @@ public final class APNsEmulator: EmulatedProvider {
     public static let tokenLifetime: Double = 3600
 
     private let keys: [String: APNsEmulatorKey]
+    /// The environment this emulator plays (a certificate must name it when it names any).
+    private let environment: ApplePushCertificate.Environment
     private let now: @Sendable () -> Date
     private let onAccept: (@Sendable (APNsAcceptedNotification) -> Void)?
 
@@ -102,6 +108,8 @@ public final class APNsEmulator: EmulatedProvider {
         var providerTokens: [String: Set<String>] = [:]
         /// Tokens answered `ExpiredProviderToken` whatever their age (``expireProviderTokens()``).
         var forcedExpired: Set<String> = []
+        /// Fingerprints of client certificates accepted.
+        var certificates: Set<String> = []
     }
 
     /// Distinct provider tokens remembered per key (memory bound; a client making more is broken anyway).
@@ -115,9 +123,13 @@ public final class APNsEmulator: EmulatedProvider {
     ///   - now: the clock for `iat` checks and `timestamp`s.
     ///   - onAccept: called (outside the lock) for every accepted request, e.g. to append
     ///     ``APNsAcceptedNotification/jsonLine`` to a file. It must not block for long.
+    ///   - environment: the APNs environment played, for certificate-based connections (production: Apple's
+    ///     `api.push.apple.com`).
     public init(keys: [APNsEmulatorKey], retainLimit: Int = 10_000, now: @escaping @Sendable () -> Date = Date.init,
+                environment: ApplePushCertificate.Environment = .production,
                 onAccept: (@Sendable (APNsAcceptedNotification) -> Void)? = nil)
     {
+        self.environment = environment
         self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
         self.state = Mutex(State(accepted: AcceptedRecords(retainLimit: retainLimit)))
         self.now = now
@@ -184,13 +196,24 @@ public final class APNsEmulator: EmulatedProvider {
             return .reject(400, "BadDeviceToken")
         }
 
-        if let failure = checkProviderToken(request.header("authorization"), at: current) { return failure }
+        // Certificate-based connections carry no provider token (Apple: "Establishing a certificate-based
+        // connection to APNs"); the certificate is judged instead.
+        var certificate: ApplePushCertificate?
+        if let presented = request.clientCertificate {
+            switch checkCertificate(presented, at: current) {
+            case .success(let apple): certificate = apple
+            case .failure(let rejection): return rejection.verdict
+            }
+        } else if let failure = checkProviderToken(request.header("authorization"), at: current) {
+            return failure
+        }
 
         for name in ["apns-topic", "apns-push-type", "apns-priority", "apns-id", "apns-expiration", "apns-collapse-id", "authorization"]
         where request.count(of: name) > 1 {
             return .reject(400, "DuplicateHeaders")
         }
         guard let topic = request.header("apns-topic"), !topic.isEmpty else { return .reject(400, "MissingTopic") }
+        if let certificate, !certificate.allows(topic: topic) { return .reject(400, "TopicDisallowed") }
         guard let pushType = request.header("apns-push-type"), Self.pushTypes.contains(pushType) else {
             return .reject(400, "InvalidPushType")
         }
@@ -241,6 +264,30 @@ public final class APNsEmulator: EmulatedProvider {
         for suffix in topicSuffixes.values where topic.hasSuffix(suffix) { return .reject(400, "TopicDisallowed") }
         return nil
     }
+
+    private struct Rejection: Error {
+        var verdict: Verdict
+    }
+
+    /// The certificate's Apple profile when it may push here: 403 `BadCertificate` when it did not verify against
+    /// the emulator's client CA, is not DER or is outside its validity; 403 `BadCertificateEnvironment` when it
+    /// names environments and not this one.
+    private func checkCertificate(_ presented: EmulatorClientCertificate, at current: Date) -> Result<ApplePushCertificate, Rejection> {
+        guard presented.verified, let facts = try? X509CertificateFacts(der: presented.der),
+              facts.notBefore <= current, current < facts.notAfter
+        else {
+            return .failure(Rejection(verdict: .reject(403, "BadCertificate")))
+        }
+        let apple = ApplePushCertificate(facts)
+        guard apple.serves(environment) else { return .failure(Rejection(verdict: .reject(403, "BadCertificateEnvironment"))) }
+        state.withLock { state in
+            if state.certificates.count < Self.maximumRememberedTokens { state.certificates.insert(facts.fingerprint) }
+        }
+        return .success(apple)
+    }
+
+    /// Distinct client certificates (SHA-256 fingerprints) that pushed here.
+    public var certificateFingerprints: Set<String> { state.withLock { $0.certificates } }
 
     /// `nil` when the provider token is acceptable, else the rejection.
     private func checkProviderToken(_ authorization: String?, at current: Date) -> Verdict? {

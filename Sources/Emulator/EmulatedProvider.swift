@@ -17,13 +17,17 @@ public struct EmulatorRequest: Sendable, Hashable {
     public var authority: String
     public var headers: [EmulatorHeader]
     public var body: [UInt8]
+    /// The TLS client certificate of the connection, when the client presented one.
+    public var clientCertificate: EmulatorClientCertificate?
 
-    public init(method: String, path: String, authority: String = "", headers: [EmulatorHeader], body: [UInt8]) {
+    public init(method: String, path: String, authority: String = "", headers: [EmulatorHeader], body: [UInt8],
+                clientCertificate: EmulatorClientCertificate? = nil) {
         self.method = method
         self.path = path
         self.authority = authority
         self.headers = headers
         self.body = body
+        self.clientCertificate = clientCertificate
     }
 
     /// The first header named `name` (case-insensitive), if any.
@@ -63,4 +67,17 @@ public struct EmulatorResponse: Sendable, Hashable {
 /// not block (it runs on the server's I/O path) and must be safe to call from many threads at once.
 public protocol EmulatedProvider: Sendable {
     func handle(_ request: EmulatorRequest) -> EmulatorResponse
+}
+
+/// A TLS client certificate as the emulator's server received it.
+public struct EmulatorClientCertificate: Sendable, Hashable {
+    /// The certificate, DER.
+    public var der: [UInt8]
+    /// Whether it verified against the server's client CA file.
+    public var verified: Bool
+
+    public init(der: [UInt8], verified: Bool) {
+        self.der = der
+        self.verified = verified
+    }
 }

@@ -39,7 +39,10 @@ public final class EmulatorServer: Sendable {
         ) { request in
             let emulated = EmulatorRequest(
                 method: request.method, path: request.path, authority: request.authority,
-                headers: request.headers.map { EmulatorHeader($0.name, $0.value) }, body: request.body)
+                headers: request.headers.map { EmulatorHeader($0.name, $0.value) }, body: request.body,
+                clientCertificate: request.clientCertificateDER.map {
+                    EmulatorClientCertificate(der: $0, verified: request.clientCertificateVerified)
+                })
             guard let route = routes.first(where: { request.path.hasPrefix($0.pathPrefix) }) else {
                 return HTTP2ServerResponse(
                     status: 404, headers: [HTTP2Header("content-type", "application/json")],

@@ -18,6 +18,11 @@ public struct HTTP2ServerRequest: Sendable {
     /// Subject of the verified TLS client certificate in OpenSSL's one-line form (`/C=US/CN=...`), when the
     /// server asked for one (`TLSServerConfiguration.clientCertificateTrustFile`); nil otherwise.
     public var clientCertificateSubject: String?
+    /// The TLS client certificate (DER), when the client presented one.
+    public var clientCertificateDER: [UInt8]?
+    /// Whether that certificate verified against `TLSServerConfiguration.clientCertificateTrustFile`
+    /// (`SSL_get_verify_result` is `X509_V_OK`).
+    public var clientCertificateVerified = false
 
     public init(method: String, scheme: String, authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = [],
                 clientCertificateSubject: String? = nil) {
@@ -267,6 +272,8 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     private var handlersRunning = 0
     private var goingAway = false
     private var clientCertificateSubject: String?
+    private var clientCertificateDER: [UInt8]?
+    private var clientCertificateVerified = false
 
     init(server: ServerCore, fd: Int32, ssl: OpaquePointer?) {
         self.server = server
@@ -279,6 +286,16 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
             if X509_NAME_oneline(X509_get_subject_name(certificate), &buffer, Int32(buffer.count)) != nil {
                 clientCertificateSubject = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             }
+            let length = i2d_X509(certificate, nil)
+            if length > 0 {
+                var der = [UInt8](repeating: 0, count: Int(length))
+                _ = der.withUnsafeMutableBufferPointer { buffer in
+                    var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+                    return i2d_X509(certificate, &cursor)
+                }
+                clientCertificateDER = der
+            }
+            clientCertificateVerified = SSL_get_verify_result(ssl) == X509_V_OK
         }
         return nil
     }
@@ -379,9 +396,11 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
               let stream = streams[frame.streamID], !stream.dispatched else { return 0 }
         stream.dispatched = true
         handlersRunning += 1
-        let request = HTTP2ServerRequest(method: stream.method, scheme: stream.scheme, authority: stream.authority,
+        var request = HTTP2ServerRequest(method: stream.method, scheme: stream.scheme, authority: stream.authority,
                                          path: stream.path, headers: stream.headers, body: stream.body,
                                          clientCertificateSubject: clientCertificateSubject)
+        request.clientCertificateDER = clientCertificateDER
+        request.clientCertificateVerified = clientCertificateVerified
         let streamID = frame.streamID
         let handler = server.handler
         let loop = server.loop

@@ -132,3 +132,114 @@ public enum LocalCertificateAuthority {
         }
     }
 }
+
+/// Throwaway TLS client certificates under a throwaway CA of their own: for tests and the emulator (e.g. APNs
+/// push certificates with Apple's extensions). Never use these for production traffic.
+extension LocalCertificateAuthority {
+    /// One client certificate to make.
+    public struct ClientCertificateRequest: Sendable {
+        /// File name stem: `<name>.pem`, `<name>-key.pem`, `<name>.p12`.
+        public var name: String
+        /// Subject `CN`.
+        public var commonName: String
+        /// Subject `UID` (OID 0.9.2342.19200300.100.1.1), e.g. Apple's bundle ID; nil = none.
+        public var userID: String?
+        /// Extra non-critical extensions by dotted OID, each value the DER that goes inside `extnValue`.
+        public var extensions: [(oid: String, der: [UInt8])]
+        /// Seconds from now to `notAfter` (negative: already expired; `notBefore` is then a day earlier).
+        public var notAfterOffset: Int
+
+        public init(name: String, commonName: String, userID: String? = nil, extensions: [(oid: String, der: [UInt8])] = [],
+                    notAfterOffset: Int = 365 * 24 * 3600) {
+            self.name = name
+            self.commonName = commonName
+            self.userID = userID
+            self.extensions = extensions
+            self.notAfterOffset = notAfterOffset
+        }
+    }
+
+    /// PEM and PKCS#12 files of one client certificate.
+    public struct ClientCertificateFiles: Sendable {
+        /// The certificate (PEM).
+        public var certificate: String
+        /// Its private key (unencrypted PKCS#8 PEM, mode 0600).
+        public var privateKey: String
+        /// Certificate + key as PKCS#12 (DER, OpenSSL's default PBES2 AES-256, mode 0600), under the given password.
+        public var pkcs12: String
+    }
+
+    /// Writes `client-ca.pem` (the CA that issued them: a server's `clientCertificateTrustFile`) and the
+    /// requested certificates (ECDSA P-256 keys, extendedKeyUsage clientAuth) into `directory`.
+    /// - Returns: the CA file's path and each certificate's files by `name`.
+    /// - Throws: `HTTP2Error(.setupFailed)` when a file cannot be written or OpenSSL fails.
+    public static func generateClientCertificates(
+        in directory: String, _ requests: [ClientCertificateRequest], pkcs12Password: String
+    ) throws -> (caCertificate: String, certificates: [String: ClientCertificateFiles]) {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw HTTP2Error(.setupFailed, "cannot create \(directory): \(errnoText())")
+        }
+        let caKey = try generateP256Key()
+        defer { EVP_PKEY_free(caKey) }
+        let ca = try makeCertificate(subjectCN: "Pushizo Local Test Client CA", key: caKey, issuer: nil, issuerKey: caKey, extensions: [
+            (NID_basic_constraints, "critical,CA:TRUE"),
+            (NID_key_usage, "critical,keyCertSign,cRLSign"),
+            (NID_subject_key_identifier, "hash"),
+        ])
+        defer { X509_free(ca) }
+        let caPath = directory + "/client-ca.pem"
+        try write(try pem { PEM_write_bio_X509($0, ca) }, to: caPath, mode: 0o644)
+        var files: [String: ClientCertificateFiles] = [:]
+        for request in requests {
+            let key = try generateP256Key()
+            defer { EVP_PKEY_free(key) }
+            let certificate = try makeCertificate(subjectCN: request.commonName, key: key, issuer: ca, issuerKey: caKey, extensions: [
+                (NID_basic_constraints, "critical,CA:FALSE"),
+                (NID_key_usage, "critical,digitalSignature"),
+                (NID_ext_key_usage, "clientAuth"),
+                (NID_authority_key_identifier, "keyid:always"),
+            ])
+            defer { X509_free(certificate) }
+            // Subject UID, Apple's extensions and validity are set after the fact; then signed again.
+            if let userID = request.userID {
+                guard X509_NAME_add_entry_by_NID(X509_get_subject_name(certificate), NID_userId, MBSTRING_UTF8, userID, -1, 0, 0) == 1 else {
+                    throw failure("subject UID")
+                }
+            }
+            for (oid, der) in request.extensions {
+                guard let object = OBJ_txt2obj(oid, 1) else { throw failure("OID \(oid)") }
+                defer { ASN1_OBJECT_free(object) }
+                guard let value = ASN1_OCTET_STRING_new() else { throw failure("ASN1_OCTET_STRING_new") }
+                defer { ASN1_OCTET_STRING_free(value) }
+                guard ASN1_OCTET_STRING_set(value, der, Int32(der.count)) == 1,
+                      let ext = X509_EXTENSION_create_by_OBJ(nil, object, 0, value) else { throw failure("extension \(oid)") }
+                defer { X509_EXTENSION_free(ext) }
+                guard X509_add_ext(certificate, ext, -1) == 1 else { throw failure("X509_add_ext") }
+            }
+            if request.notAfterOffset < 3600 {
+                guard X509_gmtime_adj(X509_getm_notBefore(certificate), request.notAfterOffset - 86400) != nil else { throw failure("validity") }
+            }
+            guard X509_gmtime_adj(X509_getm_notAfter(certificate), request.notAfterOffset) != nil,
+                  X509_sign(certificate, caKey, EVP_sha256()) > 0 else { throw failure("re-signing") }
+            let entry = ClientCertificateFiles(
+                certificate: "\(directory)/\(request.name).pem", privateKey: "\(directory)/\(request.name)-key.pem",
+                pkcs12: "\(directory)/\(request.name).p12")
+            try write(try pem { PEM_write_bio_X509($0, certificate) }, to: entry.certificate, mode: 0o644)
+            try write(try pem { PEM_write_bio_PrivateKey($0, key, nil, nil, 0, nil, nil) }, to: entry.privateKey, mode: 0o600)
+            guard let p12 = PKCS12_create(pkcs12Password, request.name, key, certificate, nil, 0, 0, 0, 0, 0) else {
+                throw failure("PKCS12_create")
+            }
+            defer { PKCS12_free(p12) }
+            let length = i2d_PKCS12(p12, nil)
+            guard length > 0 else { throw failure("i2d_PKCS12") }
+            var der = [UInt8](repeating: 0, count: Int(length))
+            _ = der.withUnsafeMutableBufferPointer { buffer in
+                var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+                return i2d_PKCS12(p12, &cursor)
+            }
+            try write(der, to: entry.pkcs12, mode: 0o600)
+            files[request.name] = entry
+        }
+        return (caPath, files)
+    }
+}

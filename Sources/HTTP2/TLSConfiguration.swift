@@ -40,6 +40,11 @@ public struct TLSServerConfiguration: Sendable {
     /// When set, clients must present a certificate that verifies against the CA certificates in this PEM file
     /// (TLS client authentication); its subject reaches handlers as `HTTP2ServerRequest.clientCertificateSubject`.
     public var clientCertificateTrustFile: String?
+    /// With `clientCertificateTrustFile`: a client may present no certificate, or one that does not verify,
+    /// and the handshake still completes; the handler sees the certificate and the verdict
+    /// (`HTTP2ServerRequest.clientCertificateDER`, `clientCertificateVerified`) and answers at the HTTP level, as
+    /// APNs does (403 `BadCertificate`).
+    public var clientCertificatesOptional = false
 
     public init(certificateChainFile: String, privateKeyFile: String, clientCertificateTrustFile: String? = nil) {
         self.certificateChainFile = certificateChainFile

@@ -148,7 +148,12 @@ final class TLSContext: @unchecked Sendable {
             guard SSL_CTX_load_verify_locations(context.ctx, trust, nil) == 1 else {
                 throw HTTP2Error(.setupFailed, "cannot load client CA certificates \(trust): \(drainOpenSSLErrors())")
             }
-            SSL_CTX_set_verify(context.ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+            if configuration.clientCertificatesOptional {
+                // Ask for a certificate, accept any (or none): the verdict stays in SSL_get_verify_result.
+                SSL_CTX_set_verify(context.ctx, SSL_VERIFY_PEER, { _, _ in 1 })
+            } else {
+                SSL_CTX_set_verify(context.ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+            }
         }
         SSL_CTX_set_alpn_select_cb(context.ctx, { _, out, outlen, input, inlen, _ in
             // Walk the client's length-prefixed protocol list for "h2".

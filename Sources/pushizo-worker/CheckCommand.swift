@@ -68,7 +68,21 @@ enum CheckCommand {
                         }
                     }
                 }
-                if provider == "apns" {
+                if provider == "apns", let settings = try? JSONValue(parsing: channel["settings"] ?? "{}"),
+                    APNsCertificateCredentials.isCertificateSettings(settings)
+                {
+                    do {
+                        let credentials = try APNsCertificateCredentials(settings: settings)
+                        line += ": ok (\(CertificateReport.describe(credentials, now: Date())))"
+                        if let warning = CertificateReport.warning(credentials, now: Date()) {
+                            line += " \(warning)"
+                            if credentials.daysLeft(now: Date()) < 0 { invalidSettings = true }
+                        }
+                    } catch {
+                        invalidSettings = true
+                        line += ": INVALID SETTINGS: \(error)"
+                    }
+                } else if provider == "apns" {
                     do {
                         let credentials = try APNsCredentials(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
                         line += ": ok (team \(credentials.teamID), key \(credentials.keyID), topic \(credentials.topic))"
@@ -132,4 +146,29 @@ private func output(_ line: String) {
 /// `Result(catching:)` for async work.
 func capture<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
     do { return .success(try await body()) } catch { return .failure(error) }
+}
+
+/// How `check` reports an APNs certificate channel: the certificate's public facts and days left.
+enum CertificateReport {
+    /// Days left below which `check` warns (Apple push certificates live a year; renewal takes a developer).
+    static let warningDays = 30
+
+    /// `certificate <fingerprint prefix>, bundle <id>, topic <topic>, environments <...>, expires <date> (<n> days left)`.
+    static func describe(_ credentials: APNsCertificateCredentials, now: Date) -> String {
+        let certificate = credentials.identity.certificate
+        let environments = credentials.apple.environments.isEmpty
+            ? "not named" : credentials.apple.environments.map(\.rawValue).sorted().joined(separator: "+")
+        let days = credentials.daysLeft(now: now)
+        return "certificate \(certificate.fingerprint.prefix(16)), bundle \(credentials.apple.bundleID ?? "none"), "
+            + "topic \(credentials.topic), environments \(environments), "
+            + "expires \(ISO8601DateFormatter().string(from: certificate.notAfter)) (\(days) days left)"
+    }
+
+    /// `EXPIRED` past `notAfter`, `EXPIRES SOON` within ``warningDays``; nil otherwise.
+    static func warning(_ credentials: APNsCertificateCredentials, now: Date) -> String? {
+        let days = credentials.daysLeft(now: now)
+        if credentials.identity.certificate.notAfter <= now { return "EXPIRED: renew the push certificate" }
+        if days < warningDays { return "EXPIRES SOON: \(days) days left" }
+        return nil
+    }
 }

@@ -10,6 +10,7 @@ enum EmulatorCommand {
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
         .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .emulatorFCMKeys, .emulatorFCMTokenLifetime, .logLevel, .logFormat,
         .emulatorRefuseBeyond,
+        .emulatorAPNsClientCA,
     ]
 
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -38,6 +39,11 @@ enum EmulatorCommand {
             let files = try tlsFiles(in: directory, host: host)
             tls = TLSServerConfiguration(certificateChainFile: files.chain, privateKeyFile: files.key)
             caFile = files.ca
+            if let clientCA = reader.string(.emulatorAPNsClientCA) {
+                // Certificate-based APNs: ask for a client certificate, let token-based clients connect without.
+                tls?.clientCertificateTrustFile = clientCA
+                tls?.clientCertificatesOptional = true
+            }
         }
 
         let requestLog: JSONLinesFile? = try reader.string(.emulatorRequestLog).map { path in

@@ -141,6 +141,9 @@ extension ConfigurationKey {
     public static let emulatorAPNsKeys = ConfigurationKey(
         "PUSHIZO_EMULATOR_APNS_KEYS",
         "comma-separated TEAMID:KEYID:path-to-public-key.pem triples whose provider tokens the emulator accepts")
+    public static let emulatorAPNsClientCA = ConfigurationKey(
+        "PUSHIZO_EMULATOR_APNS_CLIENT_CA",
+        "PEM file of the CA whose client certificates the APNs emulator accepts (certificate-based APNs); unset = none asked for")
     public static let emulatorRequestLog = ConfigurationKey(
         "PUSHIZO_EMULATOR_REQUEST_LOG", "JSON-lines file to append every accepted request to")
     public static let emulatorLatency = ConfigurationKey(
@@ -174,5 +177,6 @@ extension ConfigurationKey {
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
         emulatorRefuseBeyond,
+        emulatorAPNsClientCA,
     ]
 }

@@ -30,14 +30,22 @@ public final class APNsSender: ProviderSender {
         var evidence: ChannelEvidence
     }
 
+    /// An app's APNs channel: token-based (``Channel``) or certificate-based (``CertificateChannel``).
+    enum AnyChannel: Sendable {
+        case token(Channel)
+        case certificate(CertificateChannel)
+    }
+
     /// Request-building errors caused by the app's channel settings rather than by the message.
     static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
 
     private let client: HTTP2Client
     private let egressPolicy: EgressPolicy
-    private let requestTimeout: Duration
+    let requestTimeout: Duration
     private let logger: Logger
-    let channels: ChannelCache<Channel>
+    let channels: ChannelCache<AnyChannel>
+    /// One HTTP/2 client (TLS context and connection pool) per client certificate, for certificate channels.
+    let certificateClients: CertificateClients?
     let tokens: SharedProviderTokens
     private let tokenPolicy: ProviderTokenPolicy
     /// Bodies rendered once per notification, language and campaign (filled per device with its msgId).
@@ -62,9 +70,11 @@ public final class APNsSender: ProviderSender {
     ///   - tokenPolicy: when tokens are replaced (Apple's intervals unless a test shortens them).
     init(
         client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
-        bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .apns()
+        bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .apns(),
+        certificateClients: CertificateClients? = nil
     ) {
         channels = ChannelCache(capacity: bounds.channels)
+        self.certificateClients = certificateClients
         self.tokens = tokens ?? SharedProviderTokens(database: nil, logger: logger, capacity: bounds.apnsTokenManagers)
         self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
@@ -76,7 +86,10 @@ public final class APNsSender: ProviderSender {
     public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
         let channel: Channel
         do {
-            channel = try self.channel(for: delivery)
+            switch try self.channel(for: delivery) {
+            case .token(let token): channel = token
+            case .certificate(let certificate): return await send(delivery, message: message, now: now, certificate: certificate)
+            }
         } catch {
             // A configuration error of the app's channel: pause it, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
@@ -145,16 +158,22 @@ public final class APNsSender: ProviderSender {
         environment == "sandbox" ? sandboxOrigin : productionOrigin
     }
 
-    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+    private func channel(for delivery: ClaimedDelivery) throws -> AnyChannel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
-            let credentials = try APNsCredentials(settings: try JSONValue(parsing: settingsJSON))
+            let settings = try JSONValue(parsing: settingsJSON)
             var origin: HTTP2Origin?
             if let endpoint, !endpoint.isEmpty {
                 origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
             }
-            return Channel(
+            if APNsCertificateCredentials.isCertificateSettings(settings) {
+                return .certificate(CertificateChannel(
+                    credentials: try APNsCertificateCredentials(settings: settings), origin: origin,
+                    evidence: ChannelEvidence(policy: .singleOrigin)))
+            }
+            let credentials = try APNsCredentials(settings: settings)
+            return .token(Channel(
                 credentials: credentials, tokenCredential: try ProviderTokenCredential(apns: credentials),
-                origin: origin, evidence: ChannelEvidence(policy: .singleOrigin))
+                origin: origin, evidence: ChannelEvidence(policy: .singleOrigin)))
         }
     }
 }

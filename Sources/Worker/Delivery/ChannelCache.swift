@@ -18,6 +18,9 @@ struct CacheBounds: Sendable {
     /// VAPID token managers (one per key + subject), each caching at most
     /// `VAPIDTokenManager.maximumCachedOrigins` tokens.
     var vapidTokenManagers = 1024
+    /// APNs client certificates whose HTTP/2 client (TLS context and connection pool) a sender keeps: one per
+    /// certificate in use, shut down gracefully when dropped.
+    var apnsCertificateClients = 256
 
     /// The bounds the worker runs with.
     static let standard = CacheBounds()

@@ -13,6 +13,8 @@ public final class WorkerRuntime: Sendable {
     /// One HTTP/2 client (one pool) per provider kind, so each kind's connections and streams are counted
     /// apart and one kind's origins never evict another's connections at the pool's global cap.
     private let clients: [String: HTTP2Client]
+    /// The APNs clients of certificate-based channels, one per client certificate.
+    private let certificateClients: APNsSender.CertificateClients
     private let systemd: SystemdReporter?
     private let logger: Logger
     /// Written with the fleet's queue sample when this worker measures it.
@@ -50,6 +52,15 @@ public final class WorkerRuntime: Sendable {
             ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration))
         })
         self.clients = clients
+        let certificateClients = APNsSender.CertificateClients(
+            capacity: CacheBounds.standard.apnsCertificateClients,
+            expiry: metrics.credentialExpiry
+        ) { [clientConfiguration] identity in
+            HTTP2Client(
+                eventLoop: eventLoop, tls: TLSClientConfiguration(trustRoots: tls.trustRoots, clientIdentity: identity),
+                configuration: clientConfiguration)
+        }
+        self.certificateClients = certificateClients
         // One APNs provider token / FCM access token per credential for the whole fleet, through the database;
         // a worker waits for another's mint at most as long as a token request may take, plus a margin.
         let tokens = SharedProviderTokens(
@@ -61,7 +72,8 @@ public final class WorkerRuntime: Sendable {
             senders: [
                 APNsSender(
                     client: clients["apns"]!, requestTimeout: requestTimeout, logger: logger.named("apns"),
-                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
+                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens,
+                    certificateClients: certificateClients),
                 WebPushSender(
                     client: clients["webpush"]!, requestTimeout: requestTimeout, logger: logger.named("webpush"),
                     egressPolicy: configuration.egressPolicy),
@@ -127,6 +139,7 @@ public final class WorkerRuntime: Sendable {
         sampler.cancel()
         await sampler.value
         for client in clients.values { await client.shutdown() }
+        await certificateClients.shutdown()
         eventLoop.shutdown()
         await database.shutdown()
         await metricsServer?.shutdown()

@@ -41,6 +41,8 @@ public final class WorkerMetrics: Sendable {
     let channelPauses: CounterFamily
     let expansionDeliveries: CounterFamily
     let notificationsExpanded: CounterFamily
+    /// UNIX seconds: the soonest `notAfter` of a kind of credential in use (`kind` = `apns_certificate`).
+    let credentialExpiry: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -126,6 +128,10 @@ public final class WorkerMetrics: Sendable {
         notificationsExpanded = registry.counter(
             "pushizo_notification_expansions_total",
             help: "Notifications whose expansion ended, by outcome (expanded, failed).", labels: ["outcome"])
+        credentialExpiry = registry.gauge(
+            "pushizo_credential_expiry_timestamp_seconds",
+            help: "UNIX time at which the soonest-expiring credential of a kind this worker sends with expires (kind: apns_certificate).",
+            labels: ["kind"])
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
             tokenRefreshes.touch(LabelValues(provider))
