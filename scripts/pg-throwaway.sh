@@ -35,9 +35,11 @@ start)
         as_pg "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
             || { cat "$dir/initdb.log" >&2; exit 1; }
     fi
+    # max_connections: the test suite runs its fleet suites side by side (six and four worker processes of
+    # 5 connections each, plus every suite's own pools); 200 ran out.
     if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-            -o "-k $sockdir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            -o "-k $sockdir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500" \
             start >/dev/null || { tail -n 30 "$dir/postgres.log" >&2; exit 1; }
     fi
     as_pg "$bindir/psql" -h "$sockdir" -p "$port" -U postgres -d postgres -Atqc \
