@@ -73,10 +73,14 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         public var lagSeconds: Double?
         /// Due rows whose lease ran out (`leased_by` still set): claims of workers that died or stalled.
         public var expiredLeases: Int64
+        /// Deferred rows waiting for their subscriber's local time (`delivery_time_of_day`,
+        /// docs/local-time-delivery.md), counted up to the count bound; nil on a schema before migration
+        /// 0011, which has no local-time delivery.
+        public var scheduledByLocalTime: Figure?
 
         public init(
             due: Figure, deferred: Figure, leased: Figure, providers: [ProviderDepth], oldestDueAt: Date?,
-            lagSeconds: Double?, expiredLeases: Int64
+            lagSeconds: Double?, expiredLeases: Int64, scheduledByLocalTime: Figure? = nil
         ) {
             self.due = due
             self.deferred = deferred
@@ -85,6 +89,7 @@ public struct FleetStatus: Sendable, Equatable, Codable {
             self.oldestDueAt = oldestDueAt
             self.lagSeconds = lagSeconds
             self.expiredLeases = expiredLeases
+            self.scheduledByLocalTime = scheduledByLocalTime
         }
     }
 
@@ -246,7 +251,7 @@ extension FleetStatus.Figure {
 extension FleetStatus.Queue {
     enum CodingKeys: String, CodingKey {
         case due, deferred, leased, providers, oldestDueAt = "oldest_due_at", lagSeconds = "lag_seconds"
-        case expiredLeases = "expired_leases"
+        case expiredLeases = "expired_leases", scheduledByLocalTime = "scheduled_by_local_time"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -258,6 +263,7 @@ extension FleetStatus.Queue {
         try container.encode(oldestDueAt, forKey: .oldestDueAt)
         try container.encode(lagSeconds, forKey: .lagSeconds)
         try container.encode(expiredLeases, forKey: .expiredLeases)
+        try container.encode(scheduledByLocalTime, forKey: .scheduledByLocalTime)
     }
 }
 

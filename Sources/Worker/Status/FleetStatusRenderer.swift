@@ -30,6 +30,9 @@ public enum FleetStatusRenderer {
         } else {
             lines.append("lag: none (nothing is due)")
         }
+        if let scheduled = queue.scheduledByLocalTime, scheduled.value > 0 {
+            lines.append("scheduled: \(figure(scheduled)) of the deferred wait for their subscriber's local time (delivery_time_of_day)")
+        }
         if queue.expiredLeases > 0 {
             lines.append("expired leases: \(grouped(queue.expiredLeases)) (due again: their workers stopped before completing them)")
         }

@@ -247,7 +247,25 @@ public enum FleetStatusStore {
                     leased: perProvider(.leased, $0))
             },
             oldestDueAt: oldestDue, lagSeconds: oldestDue.map { max(0, now.timeIntervalSince($0)) },
-            expiredLeases: expired)
+            expiredLeases: expired, scheduledByLocalTime: try readScheduledByLocalTime(on: connection, limits: limits))
+    }
+
+    /// Deliveries still waiting for their local time: `run_at` is the local due instant the expansion set and
+    /// it is in the future, with no lease (a retry or quiet hours move `run_at` off it). Read through the
+    /// partial index `deliveries_local_due` (only local-time rows) and counted up to `limits.countLimit`. nil
+    /// when the schema predates migration 0011.
+    static func readScheduledByLocalTime(on connection: PostgresConnection, limits: Limits) throws -> FleetStatus.Figure? {
+        let present = try connection.query("SELECT to_regclass('deliveries_local_due') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return nil }
+        let counted = try connection.query(
+            """
+            SELECT count(*) AS n FROM (SELECT 1 FROM deliveries d
+                                       WHERE d.local_due_at IS NOT NULL AND d.local_due_at > now()
+                                         AND d.run_at = d.local_due_at AND d.leased_by IS NULL LIMIT $1) x
+            """, [limits.countLimit + 1])[0].decode(Int64.self, "n")
+        return counted > limits.countLimit
+            ? FleetStatus.Figure(value: limits.countLimit, countedAtLeast: limits.countLimit) : .exact(counted)
     }
 
     /// Rows of one state per provider, every row joined to its subscription (one primary-key lookup each).

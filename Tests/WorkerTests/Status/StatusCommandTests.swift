@@ -100,6 +100,8 @@ struct StatusCommandTests {
                 ('a0000000-0000-4000-8000-000000000002', '10000000-0000-4000-8000-000000000001', '\(app)', now() + interval '100 minutes', 'w-1'),
                 ('a0000000-0000-4000-8000-000000000001', '50000000-0000-4000-8000-000000000005', '\(app)', now() + interval '50 minutes', 'w-1'),
                 ('a0000000-0000-4000-8000-000000000002', '20000000-0000-4000-8000-000000000002', '\(app)', now() + interval '70 minutes', 'w-2' || chr(27) || '[31m');
+            -- The deferred apns row waits for its subscriber's local time (delivery_time_of_day).
+            UPDATE deliveries SET local_due_at = run_at WHERE subscription_id = '30000000-0000-4000-8000-000000000003';
             -- Events in the order workers write them (ids grow with at), ``events`` seconds before now().
             INSERT INTO delivery_events (at, app_id, notification_id, event)
             SELECT now() - offset_seconds * interval '1 second', '\(app)', 'a0000000-0000-4000-8000-000000000001', event
@@ -124,6 +126,7 @@ struct StatusCommandTests {
             for expected in [
                 "queue due deferred leased", "apns 2 1 2", "fcm 1 0 1", "webpush 1 0 0", "other 0 1 0", "total 4 2 3",
                 "expired leases: 1 (due again: their workers stopped before completing them)",
+                "scheduled: 1 of the deferred wait for their subscriber's local time (delivery_time_of_day)",
                 "events per minute last 1 min last 5 min last 15 min", "expansion: 1 expanding, 1 pending",
                 "paused channels: 1",
             ] {
@@ -166,6 +169,7 @@ struct StatusCommandTests {
             #expect(queue.providers.map(\.deferred) == [.exact(1), .exact(0), .exact(0), .exact(1)])
             #expect(queue.providers.map(\.leased) == [.exact(2), .exact(1), .exact(0), .exact(0)])
             #expect(queue.expiredLeases == 1)
+            #expect(queue.scheduledByLocalTime == .exact(1))
             let lag = try #require(queue.lagSeconds)
             #expect(lag >= 600 && lag < 1_200)
             let delay = lag - 600
@@ -209,6 +213,8 @@ struct StatusCommandTests {
             let snapshot = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8))
             #expect(snapshot.queue.due == .exact(0) && snapshot.queue.lagSeconds == nil && snapshot.leases.isEmpty)
             #expect(snapshot.queue.providers.map(\.provider) == ["apns", "fcm", "webpush"])
+            #expect(snapshot.queue.scheduledByLocalTime == .exact(0))
+            #expect(!text.contains("scheduled:"))
         }
     }
 
