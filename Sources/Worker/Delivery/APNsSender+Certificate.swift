@@ -21,7 +21,10 @@ extension APNsSender {
     /// `certificate_expired` (past `notAfter`), `bad_certificate_environment` (the certificate does not name
     /// the environment of Apple's host the subscription needs; unknowable with an `endpoint` override) and
     /// `topic_not_in_certificate` (the request's `apns-topic` is not among the certificate's topics, e.g. a
-    /// `.voip` topic on a certificate without VoIP). Apple's answers are judged as for token channels (any 403,
+    /// `.voip` topic on a certificate without VoIP). A Live Activity push fails alone as `push_type_unsupported`
+    /// without a request: Apple accepts those only over token-based authentication (Apple Developer Forums,
+    /// thread 712499, "Certificate-based authentication is not supported for these APNs pushes"), and the
+    /// channel's other pushes are fine. Apple's answers are judged as for token channels (any 403,
     /// `BadCertificate` and `BadCertificateEnvironment` included, pauses the channel).
     func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date, certificate channel: CertificateChannel)
         async -> DeliveryOutcome
@@ -51,6 +54,14 @@ extension APNsSender {
                         "certificate": .string(certificate.fingerprint),
                     ])
             }
+        }
+        if message.apnsPushType == .liveActivity {
+            return .failed(
+                reason: DeliveryReason.pushTypeUnsupported.rawValue,
+                detail: [
+                    "provider": "apns", "apns_push_type": .string(APNsPushType.liveActivity.rawValue),
+                    "note": "APNs accepts Live Activity pushes over token-based (.p8) authentication only; this app's APNs channel uses a certificate",
+                ])
         }
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
         let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: credentials.topic, now: now)

@@ -69,6 +69,19 @@ struct APNsCertificateEndToEndTests {
                         let subscriptions = try (0..<count).map { _ in try seed.subscription(user: user) }
                         _ = try seed.notification(target: #"{"include_external_ids": ["\#(name)"]}"#)
                         ids[name] = (seed.appID, subscriptions)
+                        if name == "main-pem" {
+                            // A Live Activity update token of the same user: Apple takes those pushes over
+                            // token-based authentication only, so this one fails alone and pauses nothing.
+                            let live = try seed.connection.query(
+                                """
+                                INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, kind)
+                                VALUES ($1, $2, 'ios', $3, 'production', 'liveactivity') RETURNING id
+                                """, [seed.appID, user, Seed.token()])[0].decode(UUID.self, "id")
+                            _ = try seed.notification(
+                                message: #"{"apns_push_type": "liveactivity", "live_activity": {"event": "update", "timestamp": 1700000000, "content_state": {"eta": 5}}}"#,
+                                target: #"{"include_external_ids": ["\#(name)"]}"#)
+                            ids["main-pem/live"] = (seed.appID, [live])
+                        }
                     }
                     return ids
                 }
@@ -95,13 +108,18 @@ struct APNsCertificateEndToEndTests {
                 let deadline = ContinuousClock.now + .seconds(120)
                 var sent = 0
                 var paused: [UUID: String] = [:]
+                var liveOutcome: [String] = []
                 while ContinuousClock.now < deadline {
+                    liveOutcome = try await database.query(
+                        "SELECT event || '/' || reason AS e FROM delivery_events WHERE subscription_id = $1",
+                        [seeded["main-pem/live"]!.subscriptions[0]]
+                    ).map { $0["e"] ?? "" }
                     sent = try await database.query("SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'")[0].decode(Int.self, "n")
                     paused = [:]
                     for row in try await database.query("SELECT app_id, paused_reason FROM app_channels WHERE paused_reason IS NOT NULL") {
                         paused[try row.decode(UUID.self, "app_id")] = row["paused_reason"] ?? ""
                     }
-                    if sent == 4, paused.count == 3 { break }
+                    if sent == 4, paused.count == 3, !liveOutcome.isEmpty { break }
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 let metrics = try await scrape("http://127.0.0.1:\(port)/metrics")
@@ -112,6 +130,8 @@ struct APNsCertificateEndToEndTests {
                 #expect(process.terminationStatus == 0, "\(output)")
 
                 #expect(sent == 4)
+                #expect(liveOutcome == ["failed/push_type_unsupported"])
+                #expect(!apns.acceptedNotifications.contains { $0.pushType == "liveactivity" })
                 #expect(paused[seeded["rogue"]!.app] == "bad_certificate")  // Apple's 403, from the emulator
                 #expect(paused[seeded["sandbox"]!.app] == "bad_certificate_environment")  // ditto: the endpoint is an override
                 #expect(paused[seeded["expired"]!.app] == "certificate_expired")  // before any connection
