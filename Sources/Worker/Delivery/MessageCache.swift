@@ -25,33 +25,24 @@ public final class MessageCache: Sendable {
     private struct Entry {
         var version: String
         var result: Result<NotificationMessage, Problem>
-        var cost: Int
-    }
-
-    private struct State {
-        var entries: [UUID: Entry] = [:]
-        var cost = 0
     }
 
     private let load: Loader
-    private let capacity: Int
-    private let byteBudget: Int
-    private let state = Mutex(State())
+    private let state: Mutex<ByteBoundedDictionary<UUID, Entry>>
 
     /// - Parameters:
     ///   - capacity: most messages kept.
     ///   - byteBudget: most bytes of message JSON kept (parsed messages take about as much).
     public init(load: @escaping Loader, capacity: Int = 4096, byteBudget: Int = 32 << 20) {
         self.load = load
-        self.capacity = capacity
-        self.byteBudget = byteBudget
+        state = Mutex(ByteBoundedDictionary(capacity: capacity, byteBudget: byteBudget))
     }
 
     /// Loads, in one round trip, the messages of a claimed batch that are not cached at their version.
     /// Failures are left for ``message(for:version:)`` to report per delivery.
     public func prefetch(_ keys: [(notificationID: UUID, version: String)]) async {
         let missing: Set<UUID> = state.withLock { state in
-            Set(keys.filter { state.entries[$0.notificationID]?.version != $0.version }.map(\.notificationID))
+            Set(keys.filter { state[$0.notificationID]?.version != $0.version }.map(\.notificationID))
         }
         guard !missing.isEmpty, let stored = try? await load(Array(missing)) else { return }
         for (id, message) in stored { insert(id, message) }
@@ -61,7 +52,7 @@ public final class MessageCache: Sendable {
     /// naming the bad field, `failed` / `payload_too_large` for an oversized document, or a `retry` that does
     /// not count as an attempt (`message_unavailable`) when the database could not be read.
     public func message(for notificationID: UUID, version: String) async -> Result<NotificationMessage, Problem> {
-        if let entry = state.withLock({ $0.entries[notificationID] }), entry.version == version {
+        if let entry = state.withLock({ $0[notificationID] }), entry.version == version {
             return entry.result
         }
         let stored: [UUID: QueueStore.StoredMessage]
@@ -80,15 +71,8 @@ public final class MessageCache: Sendable {
     @discardableResult
     private func insert(_ id: UUID, _ stored: QueueStore.StoredMessage) -> Result<NotificationMessage, Problem> {
         let result = Self.parse(stored)
-        let cost = max(stored.json?.utf8.count ?? 0, 64)
-        state.withLock { state in
-            if state.entries.count >= capacity || state.cost + cost > byteBudget {
-                state.entries.removeAll(keepingCapacity: true)
-                state.cost = 0
-            }
-            if let old = state.entries[id] { state.cost -= old.cost }
-            state.entries[id] = Entry(version: stored.version, result: result, cost: cost)
-            state.cost += cost
+        state.withLock {
+            $0.store(Entry(version: stored.version, result: result), cost: max(stored.json?.utf8.count ?? 0, 64), forKey: id)
         }
         return result
     }

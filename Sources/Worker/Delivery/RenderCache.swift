@@ -15,7 +15,8 @@ import Synchronization
 /// costs each one render plus a small marker.
 ///
 /// Bounded by entries and by bytes (rendered payload plus the key's text); when either bound is reached it
-/// starts over (as ``MessageCache`` does), so memory stays under ``byteBudget`` whatever producers send.
+/// starts over (``ByteBoundedDictionary``, as ``MessageCache`` does), so memory stays under ``byteBudget``
+/// whatever producers send.
 public final class RenderCache<Value: Sendable>: Sendable {
     private enum Entry {
         case seen
@@ -23,8 +24,7 @@ public final class RenderCache<Value: Sendable>: Sendable {
     }
 
     private struct State {
-        var entries: [RenderKey: Entry] = [:]
-        var bytes = 0
+        var entries: ByteBoundedDictionary<RenderKey, Entry>
         var built = 0
     }
 
@@ -33,7 +33,7 @@ public final class RenderCache<Value: Sendable>: Sendable {
     /// Most bytes held: keys plus ``cost``'s measure of each value.
     public let byteBudget: Int
     private let cost: @Sendable (Value) -> Int
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// - Parameters:
     ///   - capacity: most keys held (default 4,096).
@@ -43,6 +43,7 @@ public final class RenderCache<Value: Sendable>: Sendable {
         self.capacity = max(capacity, 1)
         self.byteBudget = byteBudget
         self.cost = cost
+        state = Mutex(State(entries: ByteBoundedDictionary(capacity: capacity, byteBudget: byteBudget)))
     }
 
     /// The shared value for `key`: `nil` the first time the key is seen (the caller renders this delivery
@@ -50,7 +51,7 @@ public final class RenderCache<Value: Sendable>: Sendable {
     public func value(for key: RenderKey, build: () -> Value) -> Value? {
         let found: Entry? = state.withLock { state in
             if let entry = state.entries[key] { return entry }
-            store(.seen, cost: key.cost, for: key, in: &state)
+            state.entries.store(.seen, cost: key.cost, forKey: key)
             return nil
         }
         switch found {
@@ -60,27 +61,15 @@ public final class RenderCache<Value: Sendable>: Sendable {
             let value = build()
             state.withLock { state in
                 state.built += 1
-                store(.value(value), cost: key.cost + cost(value), for: key, in: &state)
+                state.entries.store(.value(value), cost: key.cost + cost(value), forKey: key)
             }
             return value
         }
     }
 
     /// Keys held and values built so far (for tests).
-    var counts: (keys: Int, bytes: Int, built: Int) { state.withLock { ($0.entries.count, $0.bytes, $0.built) } }
-
-    private func store(_ entry: Entry, cost: Int, for key: RenderKey, in state: inout State) {
-        if let old = state.entries.removeValue(forKey: key) {
-            if case .value(let value) = old { state.bytes -= self.cost(value) }
-            state.bytes -= key.cost
-        }
-        if state.entries.count >= capacity || state.bytes + cost > byteBudget {
-            state.entries.removeAll(keepingCapacity: true)
-            state.bytes = 0
-        }
-        guard cost <= byteBudget else { return }
-        state.entries[key] = entry
-        state.bytes += cost
+    var counts: (keys: Int, bytes: Int, built: Int) {
+        state.withLock { ($0.entries.count, $0.entries.bytes, $0.built) }
     }
 }
 
@@ -121,14 +110,13 @@ public final class UserTagsCache: Sendable {
     }
 
     private struct State {
-        var entries: [UUID: Entry] = [:]
-        var bytes = 0
+        var entries: ByteBoundedDictionary<UUID, Entry>
         var parsed = 0
     }
 
     public let capacity: Int
     public let byteBudget: Int
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// - Parameters:
     ///   - capacity: most users held (default 4,096).
@@ -136,23 +124,16 @@ public final class UserTagsCache: Sendable {
     public init(capacity: Int = 4096, byteBudget: Int = 4 << 20) {
         self.capacity = max(capacity, 1)
         self.byteBudget = byteBudget
+        state = Mutex(State(entries: ByteBoundedDictionary(capacity: capacity, byteBudget: byteBudget)))
     }
 
     /// The tags of `userID` whose `users.tags` text is `text`, parsed by `parse` unless held.
     public func tags(userID: UUID, text: String, parse: (String) -> [String: JSONValue]) -> [String: JSONValue] {
         if let entry = state.withLock({ $0.entries[userID] }), entry.text == text { return entry.tags }
         let tags = parse(text)
-        let cost = 64 + text.utf8.count
         state.withLock { state in
             state.parsed += 1
-            if let old = state.entries.removeValue(forKey: userID) { state.bytes -= 64 + old.text.utf8.count }
-            if state.entries.count >= capacity || state.bytes + cost > byteBudget {
-                state.entries.removeAll(keepingCapacity: true)
-                state.bytes = 0
-            }
-            guard cost <= byteBudget else { return }
-            state.entries[userID] = Entry(text: text, tags: tags)
-            state.bytes += cost
+            state.entries.store(Entry(text: text, tags: tags), cost: 64 + text.utf8.count, forKey: userID)
         }
         return tags
     }
@@ -161,7 +142,7 @@ public final class UserTagsCache: Sendable {
     var parseCount: Int { state.withLock { $0.parsed } }
     /// Users held and bytes of tag text held (for tests).
     var count: Int { state.withLock { $0.entries.count } }
-    var bytes: Int { state.withLock { $0.bytes } }
+    var bytes: Int { state.withLock { $0.entries.bytes } }
 }
 
 /// What a payload rendered without placeholders depends on: the notification and its row version, the
