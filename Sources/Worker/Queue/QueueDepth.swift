@@ -35,17 +35,6 @@ extension QueueStore {
     /// Longest a sample may take before PostgreSQL cancels it (`statement_timeout`, milliseconds).
     static let queueSampleTimeoutMilliseconds = 30_000
 
-    /// One sample of the queue (both statements in one read-only transaction, bounded by
-    /// ``queueSampleTimeoutMilliseconds``); see ``measureQueueDepth(on:)`` for the cost.
-    /// - Throws: ``PostgresError`` (a lost connection, the timeout).
-    public static func sampleQueueDepth(on connection: PostgresConnection) throws -> QueueDepthSample {
-        try connection.transaction { connection in
-            try connection.execute("SET TRANSACTION READ ONLY")
-            try connection.execute("SET LOCAL statement_timeout = \(queueSampleTimeoutMilliseconds)")
-            return try measureQueueDepth(on: connection)
-        }
-    }
-
     /// Counts the queue on `connection`, inside the caller's transaction.
     ///
     /// Cost: exact counts need one pass over `deliveries` joined to `subscriptions` by primary key (the

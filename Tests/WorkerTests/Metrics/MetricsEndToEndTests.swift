@@ -160,7 +160,7 @@ struct MetricsEndToEndTests {
                     """)
                 _ = try seed.connection.query(
                     "UPDATE app_channels SET paused_until = now() + interval '5 minutes' WHERE provider = 'apns'")
-                return try QueueStore.sampleQueueDepth(on: seed.connection)
+                return try QueueStore.measureQueueDepth(on: seed.connection)
             }
             let apns = try #require(sample.depth["apns"])
             #expect(apns.due == 1 && apns.deferred == 1 && apns.leased == 1)
