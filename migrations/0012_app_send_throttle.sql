@@ -17,6 +17,16 @@ ALTER TABLE deliveries ADD COLUMN throttled boolean NOT NULL DEFAULT false;
 CREATE FUNCTION pushizo_send_burst(p_rate double precision) RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT greatest(1.0, p_rate * 0.1) $$;
 
+-- The permits a bucket holds at p_at: its tokens as of p_refilled_at plus p_rate per second since, capped at
+-- the burst. One definition for the claim, the claim loop's wait and `status`.
+CREATE FUNCTION pushizo_bucket_permits(
+    p_rate double precision, p_tokens double precision, p_refilled_at timestamptz, p_at timestamptz
+) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least(pushizo_send_burst(p_rate),
+                 p_tokens + p_rate * greatest(0, extract(epoch FROM p_at - p_refilled_at)::float8))
+$$;
+
 -- tokens as of refilled_at (the database's clock_timestamp()); the claim refills by rate * elapsed, capped at
 -- the burst. Written only by claims that took permits (and created full when the limit is set).
 CREATE TABLE app_send_buckets (

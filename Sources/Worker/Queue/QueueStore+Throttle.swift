@@ -12,9 +12,7 @@ extension QueueStore {
             """
             SELECT min(greatest(0, (burst - available) / rate)) AS wait
             FROM (SELECT a.max_sends_per_second AS rate, pushizo_send_burst(a.max_sends_per_second) AS burst,
-                         least(pushizo_send_burst(a.max_sends_per_second),
-                               b.tokens + a.max_sends_per_second
-                                   * greatest(0, extract(epoch FROM clock_timestamp() - b.refilled_at)::float8))
+                         pushizo_bucket_permits(a.max_sends_per_second, b.tokens, b.refilled_at, clock_timestamp())
                              AS available
                   FROM app_send_buckets b JOIN apps a ON a.id = b.app_id
                   WHERE a.max_sends_per_second IS NOT NULL

@@ -173,9 +173,7 @@ public enum QueueStore {
         return """
         WITH buckets AS MATERIALIZED (
             SELECT b.app_id, c.at,
-                   least(pushizo_send_burst(a.max_sends_per_second),
-                         b.tokens + a.max_sends_per_second * greatest(0, extract(epoch FROM c.at - b.refilled_at)::float8))
-                       AS available
+                   pushizo_bucket_permits(a.max_sends_per_second, b.tokens, b.refilled_at, c.at) AS available
             FROM app_send_buckets b
             JOIN apps a ON a.id = b.app_id
             CROSS JOIN (SELECT clock_timestamp() AS at) c

@@ -491,10 +491,8 @@ public enum FleetStatusStore {
         return try connection.query(
             """
             SELECT a.id, a.max_sends_per_second AS rate, pushizo_send_burst(a.max_sends_per_second) AS burst,
-                   least(pushizo_send_burst(a.max_sends_per_second),
-                         coalesce(b.tokens + a.max_sends_per_second
-                                      * greatest(0, extract(epoch FROM now() - b.refilled_at)::float8),
-                                  pushizo_send_burst(a.max_sends_per_second))) AS permits,
+                   coalesce(pushizo_bucket_permits(a.max_sends_per_second, b.tokens, b.refilled_at, now()),
+                            pushizo_send_burst(a.max_sends_per_second)) AS permits,
                    (SELECT count(*) FROM (SELECT 1 FROM deliveries d
                                           WHERE d.app_id = a.id AND d.throttled AND d.run_at <= now()
                                           LIMIT $2) x) AS due
