@@ -19,7 +19,12 @@ enum PostgresBytea {
     /// Parses hex format (`\x...`, the default output since PostgreSQL 9.0) or, as a fallback, the
     /// legacy escape format (`\\`, `\ooo` octal, other bytes literal). Nil when malformed.
     static func parse(_ text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parse($0) }
+    }
+
+    /// ``parse(_:)`` of the text's UTF-8 bytes.
+    static func parse(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         if utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x") {
             guard utf8.count % 2 == 0 else { return nil }
             var bytes = [UInt8]()

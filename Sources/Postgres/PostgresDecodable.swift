@@ -8,6 +8,49 @@ import Foundation
 public protocol PostgresDecodable {
     /// Parses the text PostgreSQL sends for this type. Throws `PostgresError(.decodingFailed)`.
     init(postgresText: String) throws
+
+    /// Parses the same text given as its UTF-8 bytes (libpq's buffer, valid only during the call), which
+    /// saves building a `String` for types that do not keep one. The default makes the `String` and calls
+    /// ``init(postgresText:)``. Throws `PostgresError(.decodingFailed)`.
+    init(postgresBytes: UnsafeBufferPointer<UInt8>) throws
+}
+
+extension PostgresDecodable {
+    /// Builds the `String` and parses it with ``init(postgresText:)``.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        try self.init(postgresText: String(decoding: postgresBytes, as: UTF8.self))
+    }
+}
+
+@inline(__always)
+func decodingError(_ bytes: UnsafeBufferPointer<UInt8>, _ type: String) -> PostgresError {
+    decodingError(String(decoding: bytes, as: UTF8.self), type)
+}
+
+/// Decimal digits with an optional leading `+` or `-`, as `T(String)` accepts them; nil when empty,
+/// malformed or out of `T`'s range. Works on the bytes, so no `String` is built per value.
+@inline(__always)
+func parseDecimal<T: FixedWidthInteger>(_ bytes: UnsafeBufferPointer<UInt8>, as _: T.Type) -> T? {
+    var i = 0
+    var negative = false
+    if let first = bytes.first, first == UInt8(ascii: "-") || first == UInt8(ascii: "+") {
+        negative = first == UInt8(ascii: "-")
+        i = 1
+    }
+    guard i < bytes.count else { return nil }
+    var value: T = 0
+    while i < bytes.count {
+        let digit = bytes[i] &- UInt8(ascii: "0")
+        guard digit < 10 else { return nil }
+        // Accumulated on the negative side, which holds T.min; overflow means out of range.
+        let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+        let (next, o2) = negative
+            ? times10.subtractingReportingOverflow(T(digit)) : times10.addingReportingOverflow(T(digit))
+        guard !o1, !o2 else { return nil }
+        value = next
+        i += 1
+    }
+    return value
 }
 
 @inline(__always)
@@ -19,12 +62,21 @@ func decodingError(_ text: String, _ type: String) -> PostgresError {
 extension String: PostgresDecodable {
     /// The text unchanged.
     public init(postgresText: String) { self = postgresText }
+
+    /// The bytes as UTF-8 text.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) { self = String(decoding: postgresBytes, as: UTF8.self) }
 }
 
 extension Int: PostgresDecodable {
     /// Decimal digits (`smallint`, `integer`, `bigint`).
     public init(postgresText: String) throws {
         guard let value = Int(postgresText) else { throw decodingError(postgresText, "Int") }
+        self = value
+    }
+
+    /// Decimal digits, read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard let value = parseDecimal(postgresBytes, as: Int.self) else { throw decodingError(postgresBytes, "Int") }
         self = value
     }
 }
@@ -35,6 +87,12 @@ extension Int32: PostgresDecodable {
         guard let value = Int32(postgresText) else { throw decodingError(postgresText, "Int32") }
         self = value
     }
+
+    /// Decimal digits, read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard let value = parseDecimal(postgresBytes, as: Int32.self) else { throw decodingError(postgresBytes, "Int32") }
+        self = value
+    }
 }
 
 extension Int64: PostgresDecodable {
@@ -43,12 +101,24 @@ extension Int64: PostgresDecodable {
         guard let value = Int64(postgresText) else { throw decodingError(postgresText, "Int64") }
         self = value
     }
+
+    /// Decimal digits, read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard let value = parseDecimal(postgresBytes, as: Int64.self) else { throw decodingError(postgresBytes, "Int64") }
+        self = value
+    }
 }
 
 extension UInt8: PostgresDecodable {
     /// Decimal digits 0...255. (A whole `[UInt8]` column decodes from `bytea` instead.)
     public init(postgresText: String) throws {
         guard let value = UInt8(postgresText) else { throw decodingError(postgresText, "UInt8") }
+        self = value
+    }
+
+    /// Decimal digits, read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard let value = parseDecimal(postgresBytes, as: UInt8.self) else { throw decodingError(postgresBytes, "UInt8") }
         self = value
     }
 }
@@ -76,12 +146,30 @@ extension Bool: PostgresDecodable {
         default: throw decodingError(postgresText, "Bool")
         }
     }
+
+    /// `t` / `f` (or `true` / `false`), read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        if postgresBytes.count == 1 {
+            switch postgresBytes[0] {
+            case UInt8(ascii: "t"): self = true; return
+            case UInt8(ascii: "f"): self = false; return
+            default: break
+            }
+        }
+        try self.init(postgresText: String(decoding: postgresBytes, as: UTF8.self))
+    }
 }
 
 extension UUID: PostgresDecodable {
-    /// The canonical `uuid` output.
+    /// The canonical `uuid` output, hex digits in either case.
     public init(postgresText: String) throws {
-        guard let value = UUID(uuidString: postgresText) else { throw decodingError(postgresText, "UUID") }
+        guard let value = PostgresUUIDText.parse(postgresText) else { throw decodingError(postgresText, "UUID") }
+        self = value
+    }
+
+    /// The canonical `uuid` output, read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard let value = PostgresUUIDText.parse(postgresBytes) else { throw decodingError(postgresBytes, "UUID") }
         self = value
     }
 }
@@ -94,6 +182,12 @@ extension Date: PostgresDecodable {
         guard let date = PostgresTimestamp.parse(postgresText) else {
             throw decodingError(postgresText, "Date")
         }
+        self = date
+    }
+
+    /// As ``init(postgresText:)``, read from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard let date = PostgresTimestamp.parse(postgresBytes) else { throw decodingError(postgresBytes, "Date") }
         self = date
     }
 }
@@ -111,7 +205,7 @@ extension Array: PostgresDecodable where Element: PostgresDecodable {
             guard let bytes = PostgresBytea.parse(postgresText) else {
                 throw decodingError(postgresText, "[UInt8] (bytea)")
             }
-            self = bytes as! [Element]
+            self = unsafeBitCast(bytes, to: [Element].self)
             return
         }
         guard let elements = PostgresArrayText.parse(postgresText) else {
@@ -126,5 +220,16 @@ extension Array: PostgresDecodable where Element: PostgresDecodable {
             result.append(try Element(postgresText: element))
         }
         self = result
+    }
+
+    /// As ``init(postgresText:)``; a `bytea` is read straight from the bytes.
+    public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
+        guard Element.self == UInt8.self else {
+            try self.init(postgresText: String(decoding: postgresBytes, as: UTF8.self))
+            return
+        }
+        guard let bytes = PostgresBytea.parse(postgresBytes) else { throw decodingError(postgresBytes, "[UInt8] (bytea)") }
+        // Element is UInt8 (checked above): the same type, so no element-wise cast.
+        self = unsafeBitCast(bytes, to: [Element].self)
     }
 }

@@ -47,7 +47,7 @@ extension Bool: PostgresEncodable {
 
 extension UUID: PostgresEncodable {
     /// The canonical lower-case form `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-    public var postgresText: String? { uuidString.lowercased() }
+    public var postgresText: String? { PostgresUUIDText.format(self) }
 }
 
 extension Date: PostgresEncodable {
@@ -72,27 +72,123 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     ///   and Output Syntax". Send with an explicit cast, e.g. `$1::uuid[]`, `$1::bytea[]`.
     public var postgresText: String? {
         // Decided by the static element type: `as? [UInt8]` would also match an empty `[String]`.
-        if Element.self == UInt8.self { return PostgresBytea.format(self as! [UInt8]) }
-        var text = "{"
-        for (index, element) in enumerated() {
-            if index > 0 { text.append(",") }
-            guard let elementText = element.postgresText else {
-                text.append("NULL")
-                continue
+        if Element.self == UInt8.self { return PostgresBytea.format(unsafeBitCast(self, to: [UInt8].self)) }
+        var literal: [UInt8] = [UInt8(ascii: "{")]
+        if let elementType = Element.self as? any PostgresArrayLiteralElement.Type {
+            // One type check per array, then each element writes its own text: no `String` per element
+            // and no dynamic cast per element, which dominated completion writes.
+            elementType.appendElements(of: self, to: &literal)
+        } else {
+            for (index, element) in enumerated() {
+                if index > 0 { literal.append(UInt8(ascii: ",")) }
+                guard let elementText = element.postgresText else {
+                    literal.append(contentsOf: "NULL".utf8)
+                    continue
+                }
+                if let nested = element as? any _PostgresArrayMarker, nested._postgresIsSubArray {
+                    literal.append(contentsOf: elementText.utf8)
+                    continue
+                }
+                PostgresArrayLiteral.appendQuoted(elementText, to: &literal)
             }
-            if let nested = element as? any _PostgresArrayMarker, nested._postgresIsSubArray {
-                text.append(elementText)
-                continue
-            }
-            text.append("\"")
-            for scalar in elementText.unicodeScalars {
-                if scalar == "\"" || scalar == "\\" { text.append("\\") }
-                text.unicodeScalars.append(scalar)
-            }
-            text.append("\"")
         }
-        text.append("}")
-        return text
+        literal.append(UInt8(ascii: "}"))
+        return String(decoding: literal, as: UTF8.self)
+    }
+}
+
+/// Array-literal element syntax (PostgreSQL docs §8.15.6).
+enum PostgresArrayLiteral {
+    /// `"text"` with `"` and `\` backslash-escaped. Both are ASCII, so escaping byte by byte never splits
+    /// a multi-byte UTF-8 sequence.
+    static func appendQuoted(_ text: String, to literal: inout [UInt8]) {
+        literal.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for (index, byte) in utf8.enumerated() where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                literal.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                literal.append(UInt8(ascii: "\\"))
+                runStart = index
+            }
+            literal.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+        }
+        literal.append(UInt8(ascii: "\""))
+    }
+}
+
+/// A type whose array literal elements are written straight into the literal's bytes: exactly the
+/// quoted, escaped ``PostgresEncodable/postgresText`` (or `NULL`) that the general path writes, without
+/// building it as a `String` first where the type can avoid it.
+protocol PostgresArrayLiteralElement: PostgresEncodable {
+    /// Appends this element as the literal has it: `"..."` quoted and escaped, or `NULL`.
+    func appendArrayLiteralElement(to literal: inout [UInt8])
+}
+
+extension PostgresArrayLiteralElement {
+    /// Appends `array`'s elements, comma-separated. `E` must be `Self` (the caller found `Self` as the
+    /// dynamic type of `E`).
+    static func appendElements<E>(of array: [E], to literal: inout [UInt8]) {
+        precondition(E.self == Self.self, "appendElements: element type mismatch")
+        let elements = unsafeBitCast(array, to: [Self].self)
+        for index in elements.indices {
+            if index > 0 { literal.append(UInt8(ascii: ",")) }
+            elements[index].appendArrayLiteralElement(to: &literal)
+        }
+    }
+}
+
+extension String: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) { PostgresArrayLiteral.appendQuoted(self, to: &literal) }
+}
+
+/// Decimal digits need neither quotes nor escapes, but are quoted as every other element is.
+private func appendQuotedDecimal<T: BinaryInteger>(_ value: T, to literal: inout [UInt8]) {
+    literal.append(UInt8(ascii: "\""))
+    literal.append(contentsOf: String(value).utf8)
+    literal.append(UInt8(ascii: "\""))
+}
+
+extension Int: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) { appendQuotedDecimal(self, to: &literal) }
+}
+
+extension Int32: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) { appendQuotedDecimal(self, to: &literal) }
+}
+
+extension Int64: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) { appendQuotedDecimal(self, to: &literal) }
+}
+
+extension Bool: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) {
+        literal.append(contentsOf: self ? #""t""#.utf8 : #""f""#.utf8)
+    }
+}
+
+extension UUID: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) {
+        literal.append(UInt8(ascii: "\""))
+        PostgresUUIDText.append(self, to: &literal)
+        literal.append(UInt8(ascii: "\""))
+    }
+}
+
+extension Date: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) {
+        literal.append(UInt8(ascii: "\""))
+        PostgresTimestamp.append(self, to: &literal)
+        literal.append(UInt8(ascii: "\""))
+    }
+}
+
+extension Optional: PostgresArrayLiteralElement where Wrapped: PostgresArrayLiteralElement {
+    func appendArrayLiteralElement(to literal: inout [UInt8]) {
+        switch self {
+        case .none: literal.append(contentsOf: "NULL".utf8)
+        case .some(let value): value.appendArrayLiteralElement(to: &literal)
+        }
     }
 }
 

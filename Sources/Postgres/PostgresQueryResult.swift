@@ -40,6 +40,20 @@ final class PostgresResultStorage: @unchecked Sendable {
         guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else { return nil }
         return String(cString: pointer)
     }
+
+    /// Calls `body` with the value's bytes in libpq's buffer (nil for SQL NULL); they stay valid while
+    /// this storage lives, so only during the call.
+    @inline(__always)
+    func withBytes<R>(row: Int, column: Int, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
+        if PQgetisnull(result, Int32(row), Int32(column)) != 0 { return try body(nil) }
+        guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else { return try body(nil) }
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        return try withExtendedLifetime(self) {
+            try pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+                try body(UnsafeBufferPointer(start: $0, count: length))
+            }
+        }
+    }
 }
 
 /// The rows of one statement, in text format. A random-access collection of ``PostgresRow``; values are
@@ -121,9 +135,11 @@ public struct PostgresRow: Sendable {
         guard index >= 0 && index < storage.columnNames.count else {
             throw PostgresError(code: .decodingFailed, message: "no column at index \(index) (the result has \(storage.columnNames.count))")
         }
-        guard let text = storage.value(row: row, column: index) else { return nil }
         do {
-            return try T(postgresText: text)
+            return try storage.withBytes(row: row, column: index) { bytes in
+                guard let bytes else { return nil }
+                return try T(postgresBytes: bytes)
+            }
         } catch var error as PostgresError {
             error.message = "column \"\(columnName(index))\": " + error.message
             throw error

@@ -6,14 +6,22 @@ enum PostgresTimestamp {
     /// `2024-05-01T12:34:56.123456Z` (ISO 8601, UTC, always six fraction digits). Years outside
     /// 1...9999 are written with `BC` / extra digits as PostgreSQL's input accepts.
     static func format(_ date: Date) -> String {
-        if date == .distantFuture { return "infinity" }
-        if date == .distantPast { return "-infinity" }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        append(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``format(_:)``'s text to `bytes`, without building a `String`.
+    static func append(_ date: Date, to bytes: inout [UInt8]) {
+        if date == .distantFuture { return bytes.append(contentsOf: "infinity".utf8) }
+        if date == .distantPast { return bytes.append(contentsOf: "-infinity".utf8) }
         // From the reference date (2001), Date's own storage, so no precision is lost converting epochs.
         // Beyond PostgreSQL's range (or NaN) it is `infinity` / `-infinity`, never a trap or a value the server
         // refuses: a producer's far-future timestamp read back and written again must not fail a statement.
         let sinceReference = (date.timeIntervalSinceReferenceDate * 1_000_000).rounded()
-        guard sinceReference >= Double(firstMicros) else { return "-infinity" }
-        guard sinceReference < Double(endMicros) else { return "infinity" }
+        guard sinceReference >= Double(firstMicros) else { return bytes.append(contentsOf: "-infinity".utf8) }
+        guard sinceReference < Double(endMicros) else { return bytes.append(contentsOf: "infinity".utf8) }
         let referenceDayMicros = Int64(sinceReference)
         var days = referenceDayMicros / 86_400_000_000
         var micros = referenceDayMicros % 86_400_000_000
@@ -24,19 +32,34 @@ enum PostgresTimestamp {
         let fraction = micros % 1_000_000
         let bc = year <= 0
         let shownYear = bc ? 1 - year : year
-        var text = pad(shownYear, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
-        text += "T" + pad(seconds / 3600, 2) + ":" + pad(seconds / 60 % 60, 2) + ":" + pad(seconds % 60, 2)
-        text += "." + pad(fraction, 6) + "Z"
-        if bc { text += " BC" }
-        return text
+        pad(shownYear, 4, &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        pad(month, 2, &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        pad(day, 2, &bytes)
+        bytes.append(UInt8(ascii: "T"))
+        pad(seconds / 3600, 2, &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        pad(seconds / 60 % 60, 2, &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        pad(seconds % 60, 2, &bytes)
+        bytes.append(UInt8(ascii: "."))
+        pad(fraction, 6, &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+        if bc { bytes.append(contentsOf: " BC".utf8) }
     }
 
     /// Parses `YYYY-MM-DD[ T]HH:MM:SS[.ffffff][Z|±HH[:MM[:SS]]][ BC]`, a bare date, or `infinity`.
     /// A missing offset means UTC. Nil when malformed.
     static func parse(_ text: String) -> Date? {
-        if text == "infinity" { return .distantFuture }
-        if text == "-infinity" { return .distantPast }
-        let b = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parse($0) }
+    }
+
+    /// ``parse(_:)`` of the text's UTF-8 bytes.
+    static func parse(_ b: UnsafeBufferPointer<UInt8>) -> Date? {
+        if b.elementsEqual("infinity".utf8) { return .distantFuture }
+        if b.elementsEqual("-infinity".utf8) { return .distantPast }
         var i = 0
         func number(minDigits: Int, maxDigits: Int) -> Int64? {
             var value: Int64 = 0
@@ -48,8 +71,8 @@ enum PostgresTimestamp {
             }
             return n >= minDigits ? value : nil
         }
-        func expect(_ c: Character) -> Bool {
-            guard i < b.count, b[i] == c.asciiValue! else { return false }
+        func expect(_ c: Unicode.Scalar) -> Bool {
+            guard i < b.count, b[i] == UInt8(ascii: c) else { return false }
             i += 1
             return true
         }
@@ -104,7 +127,7 @@ enum PostgresTimestamp {
             }
         }
         if i < b.count {
-            guard String(decoding: b[i...], as: UTF8.self) == " BC" else { return nil }
+            guard b[i...].elementsEqual(" BC".utf8) else { return nil }
             year = 1 - year
             i = b.count
         }
@@ -148,8 +171,23 @@ enum PostgresTimestamp {
         return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    private static func pad(_ value: Int64, _ width: Int) -> String {
-        let digits = String(value)
-        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+    /// Appends the decimal digits of `value` (not negative), zero-padded to at least `width`.
+    private static func pad(_ value: Int64, _ width: Int, _ bytes: inout [UInt8]) {
+        var digits = 1
+        var limit: Int64 = 10
+        while value >= limit, digits < 19 {
+            digits += 1
+            limit = limit.multipliedReportingOverflow(by: 10).overflow ? .max : limit * 10
+        }
+        let count = max(digits, width)
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: count))
+        var rest = value
+        var index = start + count - 1
+        while rest > 0 {
+            bytes[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+            index -= 1
+        }
     }
 }

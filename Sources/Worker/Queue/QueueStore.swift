@@ -86,9 +86,10 @@ public enum QueueStore {
     {
         var claimed: [ClaimedDelivery] = []
         claimed.reserveCapacity(rows.count)
+        let columns = ClaimedColumns(rows)
         for row in rows {
             do {
-                claimed.append(try ClaimedDelivery(claimedRow: row))
+                claimed.append(try ClaimedDelivery(claimedRow: row, columns: columns))
             } catch let error as PostgresError {
                 let id = try row.decode(Int64.self, "id")
                 try setAsideIfPossible(
@@ -417,47 +418,114 @@ public enum QueueStore {
 }
 
 extension ClaimedDelivery {
-    /// Reads one row of the claim statement.
+    /// Reads one row of the claim statement, its columns found through `columns` (looked up once per result).
     /// - Throws: ``PostgresError`` (`decodingFailed`) when a column is missing or cannot be read.
-    init(claimedRow row: PostgresRow) throws {
+    init(claimedRow row: PostgresRow, columns c: ClaimedColumns) throws {
         self.init(
-            id: try row.decode(Int64.self, "id"),
-            fence: try row.decode(Int64.self, "fence"),
-            attempt: try row.decode(Int.self, "attempt"),
-            notificationID: try row.decode(UUID.self, "notification_id"),
-            subscriptionID: try row.decode(UUID.self, "subscription_id"),
-            appID: try row.decode(UUID.self, "app_id"),
-            apnsID: try row.decode(UUID.self, "apns_id"),
-            messageVersion: try row.decode(String.self, "message_version"),
-            campaignID: try row.decodeIfPresent(String.self, "campaign_id"),
-            notificationStatus: try row.decode(String.self, "notification_status"),
-            notificationStart: try row.decode(Date.self, "notification_start"),
-            platform: try row.decode(String.self, "platform"),
-            token: try row.decode(String.self, "token"),
-            apnsEnvironment: try row.decodeIfPresent(String.self, "apns_environment"),
-            language: try row.decodeIfPresent(String.self, "language"),
-            timezone: try row.decodeIfPresent(String.self, "timezone"),
-            country: try row.decodeIfPresent(String.self, "country"),
-            subscriptionStatus: try row.decode(String.self, "subscription_status"),
-            tokenUpdatedAt: try row.decode(Date.self, "token_updated_at"),
-            userTagsJSON: try row.decodeIfPresent(String.self, "user_tags"),
-            userID: try row.decodeIfPresent(UUID.self, "user_id"),
-            webP256DH: try row.decodeIfPresent(String.self, "web_p256dh"),
-            webAuth: try row.decodeIfPresent(String.self, "web_auth"),
-            defaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
-            defaultTimezone: try row.decodeIfPresent(String.self, "default_timezone"),
-            quietHoursStart: try row.decodeIfPresent(String.self, "quiet_hours_start"),
-            quietHoursEnd: try row.decodeIfPresent(String.self, "quiet_hours_end"),
-            signingKey: try row.decode([UInt8].self, "signing_key"),
-            frequencyCapsJSON: try row.decodeIfPresent(String.self, "frequency_caps"),
-            channelProvider: try row.decodeIfPresent(String.self, "channel_provider"),
-            channelSettingsJSON: try row.decodeIfPresent(String.self, "channel_settings"),
-            channelEndpoint: try row.decodeIfPresent(String.self, "channel_endpoint"),
-            channelPausedUntil: try row.decodeIfPresent(Date.self, "channel_paused_until"),
-            uncountedRetries: try row.decodeIfPresent(Int.self, "uncounted_retries") ?? 0)
-        localDueAt = try row.decodeIfPresent(Date.self, "local_due_at")
-        oversizedColumns = (try row.decodeIfPresent(String.self, "oversized_columns") ?? "")
+            id: try c.id.decode(Int64.self, row),
+            fence: try c.fence.decode(Int64.self, row),
+            attempt: try c.attempt.decode(Int.self, row),
+            notificationID: try c.notificationID.decode(UUID.self, row),
+            subscriptionID: try c.subscriptionID.decode(UUID.self, row),
+            appID: try c.appID.decode(UUID.self, row),
+            apnsID: try c.apnsID.decode(UUID.self, row),
+            messageVersion: try c.messageVersion.decode(String.self, row),
+            campaignID: try c.campaignID.decodeIfPresent(String.self, row),
+            notificationStatus: try c.notificationStatus.decode(String.self, row),
+            notificationStart: try c.notificationStart.decode(Date.self, row),
+            platform: try c.platform.decode(String.self, row),
+            token: try c.token.decode(String.self, row),
+            apnsEnvironment: try c.apnsEnvironment.decodeIfPresent(String.self, row),
+            language: try c.language.decodeIfPresent(String.self, row),
+            timezone: try c.timezone.decodeIfPresent(String.self, row),
+            country: try c.country.decodeIfPresent(String.self, row),
+            subscriptionStatus: try c.subscriptionStatus.decode(String.self, row),
+            tokenUpdatedAt: try c.tokenUpdatedAt.decode(Date.self, row),
+            userTagsJSON: try c.userTags.decodeIfPresent(String.self, row),
+            userID: try c.userID.decodeIfPresent(UUID.self, row),
+            webP256DH: try c.webP256DH.decodeIfPresent(String.self, row),
+            webAuth: try c.webAuth.decodeIfPresent(String.self, row),
+            defaultLanguage: try c.defaultLanguage.decodeIfPresent(String.self, row),
+            defaultTimezone: try c.defaultTimezone.decodeIfPresent(String.self, row),
+            quietHoursStart: try c.quietHoursStart.decodeIfPresent(String.self, row),
+            quietHoursEnd: try c.quietHoursEnd.decodeIfPresent(String.self, row),
+            signingKey: try c.signingKey.decode([UInt8].self, row),
+            frequencyCapsJSON: try c.frequencyCaps.decodeIfPresent(String.self, row),
+            channelProvider: try c.channelProvider.decodeIfPresent(String.self, row),
+            channelSettingsJSON: try c.channelSettings.decodeIfPresent(String.self, row),
+            channelEndpoint: try c.channelEndpoint.decodeIfPresent(String.self, row),
+            channelPausedUntil: try c.channelPausedUntil.decodeIfPresent(Date.self, row),
+            uncountedRetries: try c.uncountedRetries.decodeIfPresent(Int.self, row) ?? 0)
+        localDueAt = try c.localDueAt.decodeIfPresent(Date.self, row)
+        oversizedColumns = (try c.oversizedColumns.decodeIfPresent(String.self, row) ?? "")
             .split(separator: ",").map(String.init)
+    }
+}
+
+/// The claim statement's columns, each looked up by name once per result instead of once per row and column.
+struct ClaimedColumns {
+    /// One column: its name and its index in the result (nil when the result has no such column, which each
+    /// row's decoding then reports as the name-based lookup does).
+    struct Column {
+        let name: String
+        let index: Int?
+
+        func decode<T: PostgresDecodable>(_ type: T.Type, _ row: PostgresRow) throws -> T {
+            guard let index else { return try row.decode(type, name) }
+            return try row.decode(type, at: index)
+        }
+
+        func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, _ row: PostgresRow) throws -> T? {
+            guard let index else { return try row.decodeIfPresent(type, name) }
+            return try row.decodeIfPresent(type, at: index)
+        }
+    }
+
+    let id, fence, attempt, notificationID, subscriptionID, appID, apnsID, messageVersion, campaignID,
+        notificationStatus, notificationStart, platform, token, apnsEnvironment, language, timezone, country,
+        subscriptionStatus, tokenUpdatedAt, userTags, userID, webP256DH, webAuth, defaultLanguage,
+        defaultTimezone, quietHoursStart, quietHoursEnd, signingKey, frequencyCaps, channelProvider,
+        channelSettings, channelEndpoint, channelPausedUntil, uncountedRetries, localDueAt,
+        oversizedColumns: Column
+
+    init(_ result: PostgresQueryResult) {
+        func column(_ name: String) -> Column { Column(name: name, index: result.columnIndex(name)) }
+        id = column("id")
+        fence = column("fence")
+        attempt = column("attempt")
+        notificationID = column("notification_id")
+        subscriptionID = column("subscription_id")
+        appID = column("app_id")
+        apnsID = column("apns_id")
+        messageVersion = column("message_version")
+        campaignID = column("campaign_id")
+        notificationStatus = column("notification_status")
+        notificationStart = column("notification_start")
+        platform = column("platform")
+        token = column("token")
+        apnsEnvironment = column("apns_environment")
+        language = column("language")
+        timezone = column("timezone")
+        country = column("country")
+        subscriptionStatus = column("subscription_status")
+        tokenUpdatedAt = column("token_updated_at")
+        userTags = column("user_tags")
+        userID = column("user_id")
+        webP256DH = column("web_p256dh")
+        webAuth = column("web_auth")
+        defaultLanguage = column("default_language")
+        defaultTimezone = column("default_timezone")
+        quietHoursStart = column("quiet_hours_start")
+        quietHoursEnd = column("quiet_hours_end")
+        signingKey = column("signing_key")
+        frequencyCaps = column("frequency_caps")
+        channelProvider = column("channel_provider")
+        channelSettings = column("channel_settings")
+        channelEndpoint = column("channel_endpoint")
+        channelPausedUntil = column("channel_paused_until")
+        uncountedRetries = column("uncounted_retries")
+        localDueAt = column("local_due_at")
+        oversizedColumns = column("oversized_columns")
     }
 }
 
