@@ -109,8 +109,9 @@ final class ChannelEvidence: Sendable {
         evidence = Mutex(ChannelFaultEvidence(policy: policy))
     }
 
-    /// See ``ChannelFaultEvidence/judge(_:subscription:origin:at:)``.
-    func judge(_ answer: ProviderAnswer, subscription: UUID, origin: String, now: Date) -> DeliveryOutcome {
-        evidence.withLock { $0.judge(answer, subscription: subscription, origin: origin, at: now) }
+    /// See ``ChannelFaultEvidence/judge(_:subscription:origin:at:)`` (`origin` evaluated for a suspect
+    /// refusal only).
+    func judge(_ answer: ProviderAnswer, subscription: UUID, origin: @autoclosure () -> String, now: Date) -> DeliveryOutcome {
+        evidence.withLock { $0.judge(answer, subscription: subscription, origin: origin(), at: now) }
     }
 }
