@@ -9,23 +9,11 @@
 /// Reads and stores are `@inlinable` so that the caches, which use them per delivery, get versions specialized
 /// for their key and value types (otherwise every call goes through generic metadata at run time).
 public struct ByteBoundedDictionary<Key: Hashable, Value> {
-    @usableFromInline
-    struct Entry {
-        @usableFromInline var value: Value
-        @usableFromInline var cost: Int
-
-        @inlinable
-        init(value: Value, cost: Int) {
-            self.value = value
-            self.cost = cost
-        }
-    }
-
     /// The most entries held (at least 1).
     public let capacity: Int
     /// The most bytes held: the sum of the entries' costs.
     public let byteBudget: Int
-    @usableFromInline var entries: [Key: Entry] = [:]
+    @usableFromInline var entries: [Key: (value: Value, cost: Int)] = [:]
     /// Bytes held now.
     public var bytes: Int { held }
     @usableFromInline var held = 0
@@ -50,10 +38,9 @@ public struct ByteBoundedDictionary<Key: Hashable, Value> {
             held = 0
         }
         guard cost <= byteBudget else { return }
-        entries[key] = Entry(value: value, cost: cost)
+        entries[key] = (value, cost)
         held += cost
     }
 }
 
 extension ByteBoundedDictionary: Sendable where Key: Sendable, Value: Sendable {}
-extension ByteBoundedDictionary.Entry: Sendable where Key: Sendable, Value: Sendable {}

@@ -10,21 +10,9 @@
 /// delivery, get a version specialized for their key and value types (otherwise every lookup goes through
 /// generic metadata at run time).
 public struct LRUCache<Key: Hashable, Value> {
-    @usableFromInline
-    struct Entry {
-        @usableFromInline var value: Value
-        @usableFromInline var lastUse: UInt64
-
-        @inlinable
-        init(value: Value, lastUse: UInt64) {
-            self.value = value
-            self.lastUse = lastUse
-        }
-    }
-
     /// The most entries held (at least 1).
     public let capacity: Int
-    @usableFromInline var entries: [Key: Entry] = [:]
+    @usableFromInline var entries: [Key: (value: Value, lastUse: UInt64)] = [:]
     @usableFromInline var clock: UInt64 = 0
 
     public init(capacity: Int) {
@@ -54,7 +42,7 @@ public struct LRUCache<Key: Hashable, Value> {
         {
             evicted = entries.removeValue(forKey: oldest)?.value
         }
-        entries[key] = Entry(value: value, lastUse: clock)
+        entries[key] = (value, clock)
         return evicted
     }
 
@@ -71,5 +59,3 @@ public struct LRUCache<Key: Hashable, Value> {
 }
 
 extension LRUCache: Sendable where Key: Sendable, Value: Sendable {}
-
-extension LRUCache.Entry: Sendable where Key: Sendable, Value: Sendable {}
