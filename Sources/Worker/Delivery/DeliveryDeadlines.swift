@@ -21,16 +21,32 @@ final class DeliveryDeadlines: Sendable {
         var deadline: ContinuousClock.Instant
     }
 
+    /// Where an exchange is: registered before its task handle is known, running, or past its deadline (the
+    /// sweeper's mark; the exchange's task reads it when `send` returns).
+    private enum Slot {
+        case starting
+        case running(Task<DeliveryOutcome, Never>)
+        case expired
+    }
+
     private struct State {
-        /// Exchanges in flight; the sweeper removes an exchange it cancels, which is how ``run(_:)`` tells a
-        /// deadline from a cancellation of its caller.
-        var running: [UInt64: Task<DeliveryOutcome, Never>] = [:]
+        /// Exchanges whose `send` has not returned yet. An exchange removes its own slot the moment `send`
+        /// returns, so whether it beat its deadline is decided then, not when its caller gets a thread back.
+        var slots: [UInt64: Slot] = [:]
         /// Every exchange started since the sweeper last emptied it, in deadline order from `head` on. Finished
-        /// ones are dropped lazily (by the sweeper, or when they outnumber the running ones).
+        /// ones are dropped lazily (by the sweeper, or when they outnumber the unfinished ones).
         var order: [Exchange] = []
         var head = 0
         var nextID: UInt64 = 0
         var sweeping = false
+
+        /// Whether `id` is an exchange still within its deadline (running or starting).
+        func isUnexpired(_ id: UInt64) -> Bool {
+            switch slots[id] {
+            case .starting?, .running?: true
+            case .expired?, nil: false
+            }
+        }
     }
 
     private let state = Mutex(State())
@@ -41,37 +57,53 @@ final class DeliveryDeadlines: Sendable {
         timeout = .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
-    /// Exchanges in flight (for tests).
-    var inFlight: Int { state.withLock { $0.running.count } }
+    /// Exchanges whose `send` has not returned yet (for tests).
+    var inFlight: Int { state.withLock { $0.slots.count } }
 
     /// Runs `send` in a task of its own, cancelled after ``timeout`` or when the caller's task is cancelled.
-    /// - Returns: what `send` returned, or `retry` / `deadline_exceeded` (with `deadline_s`) when the deadline
-    ///   cancelled it (after `send` has returned: nothing of the exchange is left running).
+    /// - Returns: what `send` returned, or `retry` / `deadline_exceeded` (with `deadline_s`) when `send` had not
+    ///   returned by the deadline (it was cancelled, and has returned since: nothing of the exchange is left
+    ///   running).
     func run(_ send: @escaping @Sendable () async -> DeliveryOutcome) async -> DeliveryOutcome {
-        let task = Task { await send() }
         let (id, startSweeper) = state.withLock { state in
             let id = state.nextID
             state.nextID &+= 1
-            state.running[id] = task
+            state.slots[id] = .starting
             state.order.append(Exchange(id: id, deadline: .now + timeout))
             Self.compact(&state)
             let start = !state.sweeping
             state.sweeping = true
             return (id, start)
         }
+        let deadlineOutcome = DeliveryOutcome.retry(
+            reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
+        let task = Task {
+            let outcome = await send()
+            let expired = self.state.withLock { state -> Bool in
+                guard case .expired? = state.slots.removeValue(forKey: id) else { return false }
+                return true
+            }
+            return expired ? deadlineOutcome : outcome
+        }
+        let expiredAlready = state.withLock { state -> Bool in
+            switch state.slots[id] {
+            case .starting?: state.slots[id] = .running(task)
+            case .expired?: return true
+            case .running?, nil: break  // finished already
+            }
+            return false
+        }
+        if expiredAlready { task.cancel() }
         if startSweeper { Task { await self.sweep() } }
-        let outcome = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-        let expired = state.withLock { $0.running.removeValue(forKey: id) == nil }
-        guard expired else { return outcome }
-        return .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
+        return await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
     }
 
-    /// Drops finished exchanges from `order` once they are most of it, so it stays within about twice the
-    /// exchanges in flight however long the timeout (amortised: each drop at least halves it).
+    /// Drops finished and expired exchanges from `order` once they are most of it, so it stays within about
+    /// twice the exchanges in flight however long the timeout (amortised: each drop at least halves it).
     private static func compact(_ state: inout State) {
         let pending = state.order.count - state.head
-        guard pending > 1024, pending > 2 * state.running.count else { return }
-        state.order = state.order[state.head...].filter { state.running[$0.id] != nil }
+        guard pending > 1024, pending > 2 * state.slots.count else { return }
+        state.order = state.order[state.head...].filter { state.isUnexpired($0.id) }
         state.head = 0
     }
 
@@ -84,13 +116,14 @@ final class DeliveryDeadlines: Sendable {
                 var due: [Task<DeliveryOutcome, Never>] = []
                 while state.head < state.order.count {
                     let exchange = state.order[state.head]
-                    guard let task = state.running[exchange.id] else {
-                        state.head += 1  // finished already
+                    guard state.isUnexpired(exchange.id) else {
+                        state.head += 1  // finished, or expired already
                         continue
                     }
                     if exchange.deadline > now { break }
-                    state.running[exchange.id] = nil
-                    due.append(task)
+                    // A slot still starting is cancelled by its `run` once it sees the mark.
+                    if case .running(let task)? = state.slots[exchange.id] { due.append(task) }
+                    state.slots[exchange.id] = .expired
                     state.head += 1
                 }
                 if state.head == state.order.count {
@@ -108,3 +141,4 @@ final class DeliveryDeadlines: Sendable {
         }
     }
 }
+

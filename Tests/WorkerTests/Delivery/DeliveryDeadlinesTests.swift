@@ -27,10 +27,11 @@ struct DeliveryDeadlinesTests {
     }
 
     /// Hanging exchanges started first, quick ones after (so with later deadlines): every hanging one ends as
-    /// `deadline_exceeded`, every quick one with its own outcome; a second round after the sweeper has found
-    /// nothing left to watch is served by a new one.
+    /// `deadline_exceeded`, every quick one with its own outcome (a quick one is judged when its `send`
+    /// returns, however late its caller resumes); a second round after the sweeper has found nothing left to
+    /// watch is served by a new one.
     @Test func onlyTheExchangesPastTheirDeadlineAreCancelled() async {
-        let deadlines = DeliveryDeadlines(seconds: 1)
+        let deadlines = DeliveryDeadlines(seconds: 3)
         for _ in 0..<2 {
             let outcomes = await withTaskGroup(of: (Bool, DeliveryOutcome).self) { group in
                 for _ in 0..<50 { group.addTask { (true, await deadlines.run(Self.hanging)) } }
