@@ -5,11 +5,15 @@
 /// key, VAPID tokens per push-service origin), so creating many apps, keys or origins cannot grow memory
 /// without limit. Lookups are O(1); an eviction scans the entries (O(capacity)), which only happens when a
 /// new key arrives, whose own cost (parsing a key, signing a token) is larger.
+///
+/// The lookup is `@inlinable` so that the senders, which look up an app's channel and a provider token per
+/// delivery, get a version specialized for their key and value types (otherwise every lookup goes through
+/// generic metadata at run time).
 public struct LRUCache<Key: Hashable, Value> {
     /// The most entries held (at least 1).
     public let capacity: Int
-    private var entries: [Key: (value: Value, lastUse: UInt64)] = [:]
-    private var clock: UInt64 = 0
+    @usableFromInline var entries: [Key: (value: Value, lastUse: UInt64)] = [:]
+    @usableFromInline var clock: UInt64 = 0
 
     public init(capacity: Int) {
         self.capacity = max(capacity, 1)
@@ -17,17 +21,19 @@ public struct LRUCache<Key: Hashable, Value> {
 
     public var count: Int { entries.count }
 
-    /// The value for `key`, marking it used.
+    /// The value for `key`, marking it used (one hash lookup).
+    @inlinable
     public mutating func value(forKey key: Key) -> Value? {
-        guard entries[key] != nil else { return nil }
+        guard let index = entries.index(forKey: key) else { return nil }
         clock &+= 1
-        entries[key]!.lastUse = clock
-        return entries[key]!.value
+        entries.values[index].lastUse = clock
+        return entries.values[index].value
     }
 
     /// Stores `value` for `key`, evicting the least recently used entry first when full.
     /// - Returns: the evicted value, if any.
     @discardableResult
+    @inlinable
     public mutating func insert(_ value: Value, forKey key: Key) -> Value? {
         clock &+= 1
         var evicted: Value?

@@ -49,8 +49,7 @@ public enum LanguageSelector {
             }
         }
         for tag in tags {
-            guard let comparableTag = resolved[tag]?.comparable, let maximal = resolved[tag]?.maximal else { continue }
-            let chain = lookupChain(comparableTag, maximal: maximal)
+            guard let chain = resolved[tag]?.chain else { continue }
             for range in chain.ranges { take { $0.canonical == range } }
             if let maximalTag = chain.maximal {
                 take { $0.maximal == maximalTag }
@@ -95,10 +94,19 @@ public enum LanguageSelector {
         let maximal: String
     }
 
-    /// One tag's canonical form (lower-cased, `nil` for no language) and likely-subtags form.
+    /// One tag's canonical form (lower-cased, `nil` for no language) and likely-subtags form, and the lookup
+    /// chain they give (`nil` for no language): cached with the tag, since a pick for every text of every
+    /// delivery would otherwise split and join it again.
     private struct Resolved: Sendable {
         let comparable: String?
         let maximal: String
+        let chain: Chain?
+
+        init(comparable: String?, maximal: String) {
+            self.comparable = comparable
+            self.maximal = maximal
+            chain = comparable.map { lookupChain($0, maximal: maximal) }
+        }
     }
 
     /// The most tags whose ICU results are kept. ICU's canonicalization and likely-subtags lookups cost
@@ -132,7 +140,7 @@ public enum LanguageSelector {
         return result
     }
 
-    private struct Chain {
+    private struct Chain: Sendable {
         /// The tag, then RFC 4647 §3.4 truncations, without the bare language.
         var ranges: [String]
         /// language-script-region from likely subtags, when ICU knows them.

@@ -128,14 +128,17 @@ public struct ChannelFaultEvidence: Sendable, Equatable {
     /// The outcome to record for `answer`, updating the evidence: an acceptance is remembered; a suspect
     /// refusal becomes a `channelError` (reason unchanged, detail gaining `refused_subscriptions` and
     /// `refused_origins`) when the evidence is enough, a failure invalidating the subscription when the
-    /// credentials demonstrably work and the answer asks for it, else stays as classified.
-    public mutating func judge(_ answer: ProviderAnswer, subscription: UUID, origin: String, at time: Date) -> DeliveryOutcome {
+    /// credentials demonstrably work and the answer asks for it, else stays as classified. `origin` is
+    /// evaluated for a suspect refusal only (every answer is judged; few are refusals).
+    public mutating func judge(
+        _ answer: ProviderAnswer, subscription: UUID, origin: @autoclosure () -> String, at time: Date
+    ) -> DeliveryOutcome {
         if case .sent = answer.outcome {
             recordAcceptance(at: time)
             return answer.outcome
         }
         guard answer.suspectsChannel, case .failed(let reason, let detail, _) = answer.outcome else { return answer.outcome }
-        switch recordRefusal(subscription: subscription, origin: origin, at: time) {
+        switch recordRefusal(subscription: subscription, origin: origin(), at: time) {
         case .notEnoughEvidence:
             return answer.outcome
         case .credentialsWork:

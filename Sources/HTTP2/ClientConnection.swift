@@ -8,8 +8,14 @@ final class PendingRequest {
     let id: UInt64
     let request: HTTP2Request
     let origin: HTTP2Origin
-    /// Called once with the outcome (resumes a continuation, or fills a batch slot).
-    private var completion: ((Result<HTTP2Response, any Error>) -> Void)?
+    /// Who waits for the outcome: the continuation of one `send`, or a batch slot's callback.
+    enum Completion {
+        case continuation(UnsafeContinuation<HTTP2Response, any Error>)
+        case callback((Result<HTTP2Response, any Error>) -> Void)
+    }
+
+    /// Called once with the outcome; nil once finished.
+    private var completion: Completion?
     var timer: LoopTimerID?
     /// Resends after REFUSED_STREAM or GOAWAY above last-stream-id.
     var retries = 0
@@ -23,7 +29,7 @@ final class PendingRequest {
     /// True while the request waits in its origin's queue (not yet on a connection).
     var isQueued = false
 
-    init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, completion: @escaping (Result<HTTP2Response, any Error>) -> Void) {
+    init(id: UInt64, request: HTTP2Request, origin: HTTP2Origin, completion: Completion) {
         self.id = id
         self.request = request
         self.origin = origin
@@ -35,7 +41,10 @@ final class PendingRequest {
     func finish(_ result: Result<HTTP2Response, any Error>) {
         guard let completion else { return }
         self.completion = nil
-        completion(result)
+        switch completion {
+        case .continuation(let continuation): continuation.resume(with: result)
+        case .callback(let callback): callback(result)
+        }
     }
 }
 

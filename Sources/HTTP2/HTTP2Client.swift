@@ -40,7 +40,9 @@ public final class HTTP2Client: Sendable {
         let core = self.core
         let loop = self.eventLoop
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTP2Response, any Error>) in
+            // Unchecked: the request resumes it exactly once (`PendingRequest.finish`), or the refusal below does;
+            // a checked one costs an allocation per request.
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<HTTP2Response, any Error>) in
                 let accepted = loop.execute { core.enqueue(id: id, request, origin, continuation) }
                 if !accepted {
                     continuation.resume(throwing: HTTP2Error(.shutdown, "the event loop is shut down"))
@@ -160,8 +162,8 @@ final class ClientCore: @unchecked Sendable {
         return result
     }
 
-    func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, _ continuation: CheckedContinuation<HTTP2Response, any Error>) {
-        enqueue(id: id, request, origin) { continuation.resume(with: $0) }
+    func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, _ continuation: UnsafeContinuation<HTTP2Response, any Error>) {
+        enqueue(id: id, request, origin, completion: .continuation(continuation))
     }
 
     /// Enqueues every request; `continuation` gets all results once the last one finishes.
@@ -177,29 +179,30 @@ final class ClientCore: @unchecked Sendable {
         }
         let collector = Collector(count: batch.count)
         for (index, request) in batch.enumerated() {
-            enqueue(id: firstID + UInt64(index), request, origin) { result in
+            enqueue(id: firstID + UInt64(index), request, origin, completion: .callback({ result in
                 collector.results[index] = result
                 collector.remaining -= 1
                 if collector.remaining == 0 { continuation.resume(returning: collector.results) }
-            }
+            }))
         }
     }
 
-    private func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin,
-                         completion: @escaping (Result<HTTP2Response, any Error>) -> Void) {
+    private func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, completion: PendingRequest.Completion) {
+        let pending = PendingRequest(id: id, request: request, origin: origin, completion: completion)
         if cancelledEarly.remove(id) != nil {
-            completion(.failure(CancellationError()))
+            pending.finish(.failure(CancellationError()))
             return
         }
         if shuttingDown || loopStopped {
-            completion(.failure(HTTP2Error(.shutdown, "the HTTP/2 client is shut down")))
+            pending.finish(.failure(HTTP2Error(.shutdown, "the HTTP/2 client is shut down")))
             return
         }
-        let pending = PendingRequest(id: id, request: request, origin: origin, completion: completion)
         requests[id] = pending
         let timeout = request.timeout ?? configuration.requestTimeout
-        pending.timer = loop.core.schedule(after: timeout) { [weak self, weak pending] in
-            guard let self, let pending else { return }
+        // `pending` is held strongly: `finish` cancels the timer, which drops this closure (a weak reference
+        // would cost a side table per request).
+        pending.timer = loop.core.schedule(after: timeout) { [weak self, pending] in
+            guard let self else { return }
             self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
                                            // Still queued, or its HEADERS still inside nghttp2 (the reset
                                            // below withdraws them): the peer never saw it.

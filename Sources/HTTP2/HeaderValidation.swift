@@ -8,15 +8,15 @@ extension HTTP2Request {
     func validationError() -> HTTP2Error? {
         // Pseudo-headers (RFC 9113 §8.3.1): `:method` is a token (RFC 9110 §9.1); `:path` is non-empty, starts
         // with "/" and holds visible ASCII only (RFC 3986 §3.3). The path is not shown: it may hold a device token.
-        if method.isEmpty || !method.utf8.allSatisfy(Self.isTokenByte) {
+        if method.isEmpty || !Self.allBytes(of: method, satisfy: Self.isTokenByte) {
             return HTTP2Error(.invalidRequest, "the :method is not a token (RFC 9110 §9.1)")
         }
-        if path.utf8.first != UInt8(ascii: "/") || !path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+        if path.utf8.first != UInt8(ascii: "/") || !Self.allBytes(of: path, satisfy: { $0 > 0x20 && $0 < 0x7F }) {
             return HTTP2Error(.invalidRequest, "the :path must start with \"/\" and hold visible ASCII only (RFC 9113 §8.3.1)")
         }
         for (index, header) in headers.enumerated() {
             let name = header.name
-            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+            guard !name.isEmpty, Self.allBytes(of: name, satisfy: Self.isTokenByte) else {
                 // An invalid name may itself be garbage: show it escaped, and only its first characters.
                 let shown = String(name.unicodeScalars.prefix(40).map { $0.escaped(asASCII: true) }.joined())
                 return HTTP2Error(.invalidRequest, "header #\(index) has an invalid field name \"\(shown)\" (RFC 9113 §8.2.1)")
@@ -28,8 +28,8 @@ extension HTTP2Request {
             if lower == "te" && header.value != "trailers" {
                 return HTTP2Error(.invalidRequest, "header \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2)")
             }
-            let value = Array(header.value.utf8)
-            if value.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D }) {
+            let value = header.value.utf8
+            if !Self.allBytes(of: header.value, satisfy: { $0 != 0 && $0 != 0x0A && $0 != 0x0D }) {
                 return HTTP2Error(.invalidRequest, "value of header \"\(lower)\" contains NUL, CR or LF (RFC 9113 §8.2.1)")
             }
             if let first = value.first, let last = value.last, Self.isWhitespace(first) || Self.isWhitespace(last) {
@@ -50,6 +50,12 @@ extension HTTP2Request {
     }
 
     private static func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+
+    /// Whether every UTF-8 byte of `text` satisfies `test`, read in place when the string has contiguous UTF-8
+    /// (native strings do): every request is checked, bearer tokens and paths included.
+    private static func allBytes(of text: String, satisfy test: (UInt8) -> Bool) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(test) } ?? text.utf8.allSatisfy(test)
+    }
 
     /// RFC 9113 §8.2.2.
     private static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]

@@ -68,11 +68,10 @@ public enum APNsRequestFactory {
         _ delivery: APNsDelivery, bearerToken: String, body: () throws(APNsRequestError) -> [UInt8]
     ) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
-        guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0,
-              token.utf8.allSatisfy({ isHexDigit($0) })
-        else {
-            let problem = token.utf8.allSatisfy({ isHexDigit($0) })
-                ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
+        // In place when the string has contiguous UTF-8 (it is checked for every request).
+        let isHex = token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHexDigit) } ?? token.utf8.allSatisfy(isHexDigit)
+        guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0, isHex else {
+            let problem = isHex ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
             throw APNsRequestError(reason: "bad_device_token_format",
                                    detail: "an APNs device token is an even number, 64 to 200, of hexadecimal characters (got \(problem))")
         }

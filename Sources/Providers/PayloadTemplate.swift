@@ -21,15 +21,16 @@ public struct PayloadTemplate: Sendable, Equatable {
     /// The payload for one device: ``bytes`` with `msgID` at ``msgIDOffset``; `nil` when `msgID` is not
     /// ``msgIDLength`` bytes of base64url (then the caller renders it in full).
     public func filled(msgID: String) -> [UInt8]? {
-        let utf8 = msgID.utf8
-        guard utf8.count == Self.msgIDLength, utf8.allSatisfy(WebPushRequestFactory.isBase64URLByte) else { return nil }
-        var out = bytes
-        var index = msgIDOffset
-        for byte in utf8 {
-            out[index] = byte
-            index += 1
+        var msgID = msgID
+        // In place (one check and one copy of 64 bytes per device), on the string's contiguous UTF-8.
+        return msgID.withUTF8 { id in
+            guard id.count == Self.msgIDLength, id.allSatisfy(WebPushRequestFactory.isBase64URLByte) else { return nil }
+            var out = bytes
+            out.withUnsafeMutableBufferPointer { out in
+                _ = UnsafeMutableBufferPointer(rebasing: out[msgIDOffset..<(msgIDOffset + Self.msgIDLength)]).initialize(from: id)
+            }
+            return out
         }
-        return out
     }
 
     /// Renders with two stand-in msgIds (64 × `A`, 64 × `B`) and returns the template when the outputs have

@@ -29,11 +29,25 @@ struct CacheBounds: Sendable {
 /// An app's parsed channel (credentials, origin, fault evidence) per app, reused until the row's `settings`
 /// JSON or `endpoint` changes, so a corrected key takes effect without a restart (and with fresh evidence)
 /// and nothing is parsed per delivery. Shared by every provider sender; at most `capacity` apps are kept
-/// (least recently used dropped). The settings are remembered by SHA-256, not by text, so a large settings
+/// (least recently used dropped). Settings of up to ``maximumTextBytes`` are remembered as text (comparing
+/// them costs less than hashing them for every delivery); larger ones by SHA-256, so a large settings
 /// document costs its digest only.
 final class ChannelCache<Channel: Sendable>: Sendable {
+    /// The largest settings JSON, in UTF-8 bytes, remembered as text rather than by digest.
+    static var maximumTextBytes: Int { 8192 }
+
+    /// What a cached channel was built from: the settings JSON itself, or its SHA-256 when large.
+    private enum Settings: Equatable, Sendable {
+        case text(String)
+        case digest([UInt8])
+
+        init(_ json: String) {
+            self = json.utf8.count <= ChannelCache.maximumTextBytes ? .text(json) : .digest(SHA256.hash(Array(json.utf8)))
+        }
+    }
+
     private struct Entry: Sendable {
-        var settingsDigest: [UInt8]
+        var settings: Settings
         var endpoint: String?
         var channel: Channel
     }
@@ -55,9 +69,9 @@ final class ChannelCache<Channel: Sendable>: Sendable {
         throws -> Channel
     {
         let settingsJSON = delivery.channelSettingsJSON ?? "{}"
-        let digest = SHA256.hash(Array(settingsJSON.utf8))
+        let settings = Settings(settingsJSON)
         if let cached = entries.withLock({ $0.value(forKey: delivery.appID) }),
-            cached.settingsDigest == digest, cached.endpoint == delivery.channelEndpoint
+            cached.settings == settings, cached.endpoint == delivery.channelEndpoint
         {
             return cached.channel
         }
@@ -66,12 +80,12 @@ final class ChannelCache<Channel: Sendable>: Sendable {
         // delivery of the app must share.
         let built = try build(settingsJSON, delivery.channelEndpoint)
         return entries.withLock { cache in
-            if let raced = cache.value(forKey: delivery.appID), raced.settingsDigest == digest,
+            if let raced = cache.value(forKey: delivery.appID), raced.settings == settings,
                 raced.endpoint == delivery.channelEndpoint
             {
                 return raced.channel
             }
-            _ = cache.insert(Entry(settingsDigest: digest, endpoint: delivery.channelEndpoint, channel: built), forKey: delivery.appID)
+            _ = cache.insert(Entry(settings: settings, endpoint: delivery.channelEndpoint, channel: built), forKey: delivery.appID)
             return built
         }
     }
@@ -109,8 +123,9 @@ final class ChannelEvidence: Sendable {
         evidence = Mutex(ChannelFaultEvidence(policy: policy))
     }
 
-    /// See ``ChannelFaultEvidence/judge(_:subscription:origin:at:)``.
-    func judge(_ answer: ProviderAnswer, subscription: UUID, origin: String, now: Date) -> DeliveryOutcome {
-        evidence.withLock { $0.judge(answer, subscription: subscription, origin: origin, at: now) }
+    /// See ``ChannelFaultEvidence/judge(_:subscription:origin:at:)`` (`origin` evaluated for a suspect
+    /// refusal only).
+    func judge(_ answer: ProviderAnswer, subscription: UUID, origin: @autoclosure () -> String, now: Date) -> DeliveryOutcome {
+        evidence.withLock { $0.judge(answer, subscription: subscription, origin: origin(), at: now) }
     }
 }

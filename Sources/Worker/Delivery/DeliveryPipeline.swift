@@ -19,6 +19,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let maxUncountedRetries: Int
     /// Seconds one delivery's whole provider exchange may take; `nil`: no deadline (tests).
     private let deliveryTimeout: Double?
+    /// Enforces ``deliveryTimeout`` (`nil` when there is none).
+    private let deadlines: DeliveryDeadlines?
     private let retryPolicy: RetryPolicy
     private let logger: Logger
     /// One line per app and cause per hour; channel pauses once per pause period.
@@ -63,6 +65,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
         self.metrics = metrics
         self.maxUncountedRetries = maxUncountedRetries
         self.deliveryTimeout = deliveryTimeout
+        self.deadlines = deliveryTimeout.map(DeliveryDeadlines.init(seconds:))
         self.reserveFrequencyCap = reserveFrequencyCap
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
@@ -198,10 +201,10 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 }
                 let started = ContinuousClock.now
                 defer { metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started)) }
-                guard let deliveryTimeout else {
+                guard let deadlines else {
                     return (await sender.send(delivery, message: message, now: now), provider.rawValue)
                 }
-                return (await Self.send(within: deliveryTimeout) { await sender.send(delivery, message: message, now: now) }, provider.rawValue)
+                return (await deadlines.run { await sender.send(delivery, message: message, now: now) }, provider.rawValue)
             }
         }
     }
@@ -230,25 +233,6 @@ extension ClaimedDelivery {
         facts.oversizedColumns = oversizedColumns
         facts.localTimeDueAt = localDueAt
         return facts
-    }
-}
-
-extension DeliveryPipeline {
-    /// Runs `send`, cancelling it after `seconds`: one deadline for the whole provider exchange (token fetch,
-    /// send, a refresh and its resend), so a delivery never outlives its lease. A cancelled send becomes a
-    /// counted retry, `deadline_exceeded` (the request may have reached the provider).
-    static func send(within seconds: Double, _ send: @escaping @Sendable () async -> DeliveryOutcome) async -> DeliveryOutcome {
-        await withTaskGroup(of: DeliveryOutcome?.self) { group in
-            group.addTask { await send() }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(seconds))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            if let first { return first }
-            return .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
-        }
     }
 }
 

@@ -58,6 +58,26 @@ struct CacheBoundsTests {
         #expect(cache.count == 4)
     }
 
+    /// Small settings are remembered as text, large ones by digest: either way the same settings are served from
+    /// the cache and any change (one byte, or the endpoint) rebuilds the channel.
+    @Test(arguments: [64, ChannelCache<Int>.maximumTextBytes + 1])
+    func changedSettingsRebuildTheChannelWhateverTheirSize(size: Int) throws {
+        let cache = ChannelCache<Int>(capacity: 4)
+        let builds = BuildCounter()
+        let app = UUID()
+        let padding = String(repeating: "x", count: size - #"{"k":""}"#.utf8.count)
+        let settings = #"{"k":"\#(padding)"}"#
+        #expect(settings.utf8.count == size)
+        let changed = #"{"k":"\#(padding.dropLast())y"}"#
+        #expect(try cache.channel(for: delivery(app: app, settings: settings)) { _, _ in builds.next(1) } == 1)
+        #expect(try cache.channel(for: delivery(app: app, settings: settings)) { _, _ in builds.next(2) } == 1)
+        #expect(try cache.channel(for: delivery(app: app, settings: changed)) { _, _ in builds.next(3) } == 3)
+        var moved = delivery(app: app, settings: changed)
+        moved.channelEndpoint = "https://push.example.com"
+        #expect(try cache.channel(for: moved) { _, _ in builds.next(4) } == 4)
+        #expect(builds.count == 3)
+    }
+
     @Test func concurrentFirstUsesOfAnAppAllGetTheOneCachedChannel() async throws {
         // A channel carries the app's fault evidence: deliveries that race to build it must still share one.
         final class Built: Sendable {}
