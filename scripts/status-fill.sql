@@ -12,10 +12,11 @@
 SET synchronous_commit = off;
 SET maintenance_work_mem = '512MB';
 -- Bulk load without indexes (random-UUID keys would make every insert a random index write), rebuilt after.
--- The foreign keys of deliveries are left off: this database only serves measuring.
-ALTER TABLE deliveries DROP CONSTRAINT deliveries_subscription_id_fkey, DROP CONSTRAINT deliveries_notification_id_fkey,
-    DROP CONSTRAINT deliveries_once_per_subscription, DROP CONSTRAINT deliveries_pkey;
-DROP INDEX deliveries_claim_order, deliveries_subscription, deliveries_leased, subscriptions_app_active;
+-- The insert trigger (notification check, throttle flag) is left off: this database only serves measuring.
+DROP TRIGGER deliveries_inserted ON deliveries;
+ALTER TABLE deliveries DROP CONSTRAINT deliveries_once_per_subscription, DROP CONSTRAINT deliveries_pkey;
+DROP INDEX deliveries_claim_unthrottled, deliveries_claim_throttled, deliveries_subscription, deliveries_leased,
+    subscriptions_app_active;
 ALTER TABLE subscriptions DROP CONSTRAINT subscriptions_pkey;
 ALTER TABLE delivery_events DROP CONSTRAINT delivery_events_pkey;
 DROP INDEX delivery_events_notification, delivery_events_subscription_at;
@@ -49,7 +50,8 @@ ALTER TABLE subscriptions ADD PRIMARY KEY (id);
 CREATE INDEX subscriptions_app_active ON subscriptions (app_id, id) WHERE status = 'active';
 ALTER TABLE deliveries ADD PRIMARY KEY (id),
     ADD CONSTRAINT deliveries_once_per_subscription UNIQUE (notification_id, subscription_id);
-CREATE INDEX deliveries_claim_order ON deliveries (priority DESC, run_at);
+CREATE INDEX deliveries_claim_unthrottled ON deliveries (priority DESC, run_at) WHERE NOT throttled;
+CREATE INDEX deliveries_claim_throttled ON deliveries (app_id, priority DESC, run_at) WHERE throttled;
 CREATE INDEX deliveries_subscription ON deliveries (subscription_id);
 CREATE INDEX deliveries_leased ON deliveries (leased_by, run_at) WHERE leased_by IS NOT NULL;
 ALTER TABLE delivery_events ADD PRIMARY KEY (id);

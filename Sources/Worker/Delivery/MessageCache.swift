@@ -62,7 +62,7 @@ public final class MessageCache: Sendable {
             return .failure(Problem(outcome: .retry(reason: DeliveryReason.messageUnavailable.rawValue, detail: ["error": .string("\(error)")])))
         }
         guard let message = stored[notificationID] else {
-            // The row was deleted after the claim (its deliveries go with it, by foreign key).
+            // The row was deleted after the claim (its queued deliveries are deleted with it).
             return .failure(Problem(outcome: .skipped(reason: DeliveryReason.canceled.rawValue, detail: ["note": "the notification row is gone"])))
         }
         return insert(notificationID, message)

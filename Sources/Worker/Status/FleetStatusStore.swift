@@ -59,6 +59,7 @@ public enum FleetStatusStore {
         ("app_channels", nil, "0001_producer_contract.sql"),
         ("notifications", "expansion_cursor", "0003_chunked_expansion.sql"),
         ("notifications", "expansion_touched_at", "0003_chunked_expansion.sql"),
+        ("deliveries", "throttled", "0012_app_send_throttle.sql"),
     ]
 
     /// The partial index on leased rows; without it the leases are counted by a scan of the queue.
@@ -152,39 +153,57 @@ public enum FleetStatusStore {
 
     // MARK: Queue
 
-    /// Which rows of `deliveries` a state is, as a condition on `d` (`$1` the priorities present).
+    /// Which rows of `deliveries` a state is, as a condition on `d` (`$1` the priorities present, `$2` the
+    /// limited apps with queued rows), written as ranges of the claim's partial indexes.
     enum QueueState: CaseIterable {
         case due, deferred, leased
 
         var condition: String {
             switch self {
-            case .due: "d.priority = ANY($1::smallint[]) AND d.run_at <= now()"
-            case .deferred: "d.priority = ANY($1::smallint[]) AND d.run_at > now() AND d.leased_by IS NULL"
-            case .leased: "d.leased_by IS NOT NULL AND d.run_at > now() AND d.priority = ANY($1::smallint[])"
+            case .due: "\(Self.inClaimRanges) AND d.run_at <= now()"
+            case .deferred: "\(Self.inClaimRanges) AND d.run_at > now() AND d.leased_by IS NULL"
+            case .leased: "d.leased_by IS NOT NULL AND d.run_at > now() AND \(Self.inClaimRanges)"
             }
         }
+
+        /// Every row, as the union of `deliveries_claim_unthrottled`'s and `deliveries_claim_throttled`'s ranges.
+        static let inClaimRanges = """
+            ((NOT d.throttled AND d.priority = ANY($1::smallint[]))
+             OR (d.throttled AND d.app_id = ANY($2::uuid[]) AND d.priority = ANY($1::smallint[])))
+            """
     }
 
     static func readQueue(
         on connection: PostgresConnection, now: Date, leased: Int64, expired: Int64, limits: Limits,
         notes: inout [String]
     ) throws -> FleetStatus.Queue {
-        // The distinct priorities (a handful) by a loose index scan of deliveries_claim_order, so each count
-        // below is a range of that index (priority = ANY(...) AND run_at <= / > now()).
-        let priorities = try connection.query(
-            "WITH RECURSIVE \(QueueStore.distinctPrioritiesCTE) SELECT priority FROM priorities WHERE priority IS NOT NULL"
-        ).map { try $0.decode(Int64.self, "priority") }
+        // The distinct priorities and limited apps (a handful each) by loose index scans of the claim's two
+        // partial indexes, so each count below is a few ranges of them (priority = ANY(...) AND run_at <= / >
+        // now(), per limited app for the throttled index), each counted up to the bound.
+        let ranges = try connection.query(
+            """
+            WITH RECURSIVE \(QueueStore.claimRangesCTE)
+            SELECT priority, NULL::uuid AS app_id FROM priorities WHERE priority IS NOT NULL
+            UNION ALL
+            SELECT NULL, app_id FROM throttled_apps WHERE app_id IS NOT NULL
+            """)
+        let priorities = try ranges.compactMap { try $0.decodeIfPresent(Int64.self, "priority") }
+        let limitedApps = try ranges.compactMap { try $0.decodeIfPresent(UUID.self, "app_id") }
         let bound = limits.countLimit + 1
+        func bounded(_ runAt: String) -> String {
+            """
+            least($3, (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE NOT d.throttled
+                                              AND d.priority = ANY($1::smallint[]) AND \(runAt) LIMIT $3) x)
+                      + (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.throttled AND d.app_id = ANY($2::uuid[])
+                                                AND d.priority = ANY($1::smallint[]) AND \(runAt) LIMIT $3) x))
+            """
+        }
         let row = try connection.query(
             """
-            SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries d
-                                          WHERE d.priority = ANY($1::smallint[]) AND d.run_at <= now() LIMIT $2) x) AS due,
-                   (SELECT count(*) FROM (SELECT 1 FROM deliveries d
-                                          WHERE d.priority = ANY($1::smallint[]) AND d.run_at > now() LIMIT $2) x) AS future,
-                   (SELECT min(o.run_at) FROM unnest($1::smallint[]) AS p(priority),
-                        LATERAL (SELECT d.run_at FROM deliveries d WHERE d.priority = p.priority AND d.run_at <= now()
-                                 ORDER BY d.run_at LIMIT 1) o) AS oldest_due
-            """, [priorities, bound])[0]
+            WITH RECURSIVE \(QueueStore.claimRangesCTE)
+            SELECT \(bounded("d.run_at <= now()")) AS due, \(bounded("d.run_at > now()")) AS future,
+                   \(QueueStore.oldestDueRunAt) AS oldest_due
+            """, [priorities, limitedApps, bound])[0]
         let dueCounted = try row.decode(Int64.self, "due")
         let futureCounted = try row.decode(Int64.self, "future")
         let oldestDue = try row.decodeIfPresent(Date.self, "oldest_due")
@@ -202,7 +221,9 @@ public enum FleetStatusStore {
         var estimatedRows: Double = 0
         for state in QueueState.allCases {
             if let exact = exactCounts[state] ?? nil, exact <= limits.exactSplitLimit {
-                counts[state] = exact == 0 ? [:] : try exactSplit(on: connection, state: state, priorities: priorities)
+                counts[state] =
+                    exact == 0
+                    ? [:] : try exactSplit(on: connection, state: state, priorities: priorities, limitedApps: limitedApps)
             } else if sample == nil {
                 estimatedRows = try plannerRows(on: connection, "SELECT 1 FROM deliveries")
                 sample = try sampleSplit(on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows)
@@ -269,9 +290,9 @@ public enum FleetStatusStore {
     }
 
     /// Rows of one state per provider, every row joined to its subscription (one primary-key lookup each).
-    static func exactSplit(on connection: PostgresConnection, state: QueueState, priorities: [Int64]) throws
-        -> [String: Int64]
-    {
+    static func exactSplit(
+        on connection: PostgresConnection, state: QueueState, priorities: [Int64], limitedApps: [UUID]
+    ) throws -> [String: Int64] {
         var split: [String: Int64] = [:]
         for row in try connection.query(
             """
@@ -281,7 +302,7 @@ public enum FleetStatusStore {
                                 AS provider) p
             WHERE \(state.condition)
             GROUP BY p.provider
-            """, [priorities])
+            """, [priorities, limitedApps])
         {
             split[try row.decodeIfPresent(String.self, "provider") ?? "other"] = try row.decode(Int64.self, "n")
         }

@@ -33,3 +33,36 @@ struct QueueLagTests {
         }
     }
 }
+
+/// The lag reads the claim's two partial indexes: a limited app's rows (`throttled`) count like any other.
+@Suite("Queue lag with a limited app")
+struct QueueLagThrottledTests {
+    @Test func aLimitedAppsOldestDueDeliveryIsTheLag() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let limited = try Seed(url)
+                try limited.app()
+                _ = try limited.connection.query("UPDATE apps SET max_sends_per_second = 5 WHERE id = $1", [limited.appID])
+                let free = try Seed(url)
+                try free.app()
+                // The limited app's delivery is the oldest (90 s), the free app's 20 s old.
+                for (seed, offset) in [(limited, "-90 seconds"), (free, "-20 seconds")] {
+                    let notification = try seed.notification(target: #"{"all": true}"#)
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at)
+                        VALUES ($1, $2, $3, now() + $4::interval)
+                        """, [notification, try seed.subscription(), seed.appID, offset])
+                }
+                let flagged = try limited.connection.query(
+                    "SELECT count(*) FILTER (WHERE throttled) AS n FROM deliveries WHERE app_id = $1", [limited.appID])
+                #expect(flagged[0]["n"] == "1")
+                let lag = try QueueStore.queueLag(on: limited.connection)
+                #expect(lag >= 90 && lag < 150)
+                _ = try limited.connection.query("DELETE FROM deliveries WHERE app_id = $1", [limited.appID])
+                let next = try QueueStore.queueLag(on: limited.connection)
+                #expect(next >= 20 && next < 90)
+            }
+        }
+    }
+}

@@ -113,6 +113,20 @@ struct StatusCommandTests {
             """)
     }
 
+    /// Checks the queue figures of ``seed(_:)`` and returns the lag (at least the seed's 600 s).
+    static func expectSeededQueueFigures(_ queue: FleetStatus.Queue) throws -> Double {
+        #expect(queue.due == .exact(4) && queue.deferred == .exact(2) && queue.leased == .exact(3))
+        #expect(queue.providers.map(\.provider) == ["apns", "fcm", "webpush", "other"])
+        #expect(queue.providers.map(\.due) == [.exact(2), .exact(1), .exact(1), .exact(0)])
+        #expect(queue.providers.map(\.deferred) == [.exact(1), .exact(0), .exact(0), .exact(1)])
+        #expect(queue.providers.map(\.leased) == [.exact(2), .exact(1), .exact(0), .exact(0)])
+        #expect(queue.expiredLeases == 1)
+        #expect(queue.scheduledByLocalTime == .exact(1))
+        let lag = try #require(queue.lagSeconds)
+        #expect(lag >= 600 && lag < 1_200)
+        return lag
+    }
+
     @Test func aSeededQueueGivesTheExactFiguresInTextAndJSON() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -163,15 +177,7 @@ struct StatusCommandTests {
             #expect(jsonStatus == 0, "stderr: \(jsonErrors)")
             let snapshot = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8))
             let queue = snapshot.queue
-            #expect(queue.due == .exact(4) && queue.deferred == .exact(2) && queue.leased == .exact(3))
-            #expect(queue.providers.map(\.provider) == ["apns", "fcm", "webpush", "other"])
-            #expect(queue.providers.map(\.due) == [.exact(2), .exact(1), .exact(1), .exact(0)])
-            #expect(queue.providers.map(\.deferred) == [.exact(1), .exact(0), .exact(0), .exact(1)])
-            #expect(queue.providers.map(\.leased) == [.exact(2), .exact(1), .exact(0), .exact(0)])
-            #expect(queue.expiredLeases == 1)
-            #expect(queue.scheduledByLocalTime == .exact(1))
-            let lag = try #require(queue.lagSeconds)
-            #expect(lag >= 600 && lag < 1_200)
+            let lag = try Self.expectSeededQueueFigures(queue)
             let delay = lag - 600
             #expect(snapshot.leases.map(\.workerID) == ["w-1", Self.hostileWorker, "w-dead"])
             #expect(snapshot.leases.map(\.leased) == [2, 1, 0])
@@ -195,6 +201,22 @@ struct StatusCommandTests {
             #expect(snapshot.pausedChannels.first?.provider == "fcm")
             #expect(snapshot.pausedChannels.first?.reason == "credentials_refused: invalid_grant")
             #expect(snapshot.notes.isEmpty)
+        }
+    }
+
+    /// The queue's figures read the claim's two partial indexes: the same queue, all of it a limited app's
+    /// (`throttled`, in `deliveries_claim_throttled`), gives the same figures.
+    @Test func aLimitedAppsQueueGivesTheSameFigures() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let snapshot = try await onThread {
+                let connection = try PostgresConnection(connectionString: url)
+                defer { connection.close() }
+                try Self.seed(connection)
+                _ = try connection.query("UPDATE apps SET max_sends_per_second = 5")
+                #expect(try connection.query("SELECT count(*) AS n FROM deliveries WHERE NOT throttled")[0]["n"] == "0")
+                return try FleetStatusStore.read(on: connection)
+            }
+            _ = try Self.expectSeededQueueFigures(snapshot.queue)
         }
     }
 

@@ -1,0 +1,92 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// Migration 0015 replaced the foreign key `deliveries.notification_id -> notifications` (checked once per
+/// inserted row) by triggers that work once per statement; what the key guaranteed still holds.
+@Suite("Deliveries and their notification")
+struct DeliveryReferencesTests {
+    static func insertDeliveries(_ seed: Seed, notifications: [UUID], subscription: UUID) throws {
+        _ = try seed.connection.query(
+            """
+            INSERT INTO deliveries (notification_id, subscription_id, app_id)
+            SELECT n, $2, $3 FROM unnest($1::uuid[]) AS n
+            """, [notifications, subscription, seed.appID])
+    }
+
+    @Test func aDeliveryMustNameAnExistingNotificationAndAStatementNamingAMissingOneInsertsNothing() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let subscription = try seed.subscription()
+                let existing = try seed.notification(target: #"{"all": true}"#)
+                let missing = UUID()
+                do {
+                    try Self.insertDeliveries(seed, notifications: [existing, missing], subscription: subscription)
+                    Issue.record("a delivery of a missing notification was inserted")
+                } catch let error as PostgresError {
+                    #expect(error.sqlState == "23503", "\(error)")
+                }
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
+                try Self.insertDeliveries(seed, notifications: [existing], subscription: subscription)
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "1")
+            }
+        }
+    }
+
+    @Test func deletingNotificationsDirectlyOrThroughTheirAppDeletesTheirQueuedDeliveries() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let subscription = try seed.subscription()
+                let first = try seed.notification(target: #"{"all": true}"#)
+                let second = try seed.notification(target: #"{"all": true}"#)
+                try Self.insertDeliveries(seed, notifications: [first, second], subscription: subscription)
+                let other = try Seed(url)
+                try other.app()
+                let kept = try other.notification(target: #"{"all": true}"#)
+                try Self.insertDeliveries(other, notifications: [kept], subscription: try other.subscription())
+
+                _ = try seed.connection.query("DELETE FROM notifications WHERE id = $1", [first])
+                let left = try seed.connection.query("SELECT notification_id FROM deliveries ORDER BY app_id = $1 DESC", [seed.appID])
+                #expect(try left.map { try $0.decode(UUID.self, "notification_id") } == [second, kept])
+                _ = try seed.connection.query("DELETE FROM apps WHERE id = $1", [seed.appID])
+                let last = try seed.connection.query("SELECT notification_id FROM deliveries")
+                #expect(try last.map { try $0.decode(UUID.self, "notification_id") } == [kept])
+            }
+        }
+    }
+
+    @Test func neitherSideOfTheReferenceCanBeRewritten() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let subscription = try seed.subscription()
+                let queued = try seed.notification(target: #"{"all": true}"#)
+                let other = try seed.notification(target: #"{"all": true}"#)
+                try Self.insertDeliveries(seed, notifications: [queued], subscription: subscription)
+                for statement in [
+                    "UPDATE deliveries SET notification_id = '\(other)'",
+                    "UPDATE notifications SET id = gen_random_uuid() WHERE id = '\(queued)'",
+                ] {
+                    do {
+                        _ = try seed.connection.query(statement)
+                        Issue.record("\(statement) succeeded")
+                    } catch let error as PostgresError {
+                        #expect(error.sqlState == "23503", "\(statement): \(error)")
+                    }
+                }
+                // What no delivery names may change, and so may every other column of a delivery.
+                _ = try seed.connection.query("UPDATE notifications SET id = gen_random_uuid() WHERE id = $1", [other])
+                _ = try seed.connection.query("UPDATE deliveries SET run_at = now(), attempt = attempt + 1")
+                let row = try seed.connection.query("SELECT notification_id, attempt FROM deliveries")
+                #expect(try row.map { try $0.decode(UUID.self, "notification_id") } == [queued])
+                #expect(row.first?["attempt"] == "1")
+            }
+        }
+    }
+}
