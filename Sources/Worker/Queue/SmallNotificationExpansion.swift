@@ -16,7 +16,7 @@ public enum ExpansionPick: Sendable, Equatable {
 
 extension QueueStore {
     /// Most small notifications one ``expandSmallNotifications(on:limit:suspects:)`` call takes (one
-    /// transaction, three statements).
+    /// transaction, two statements).
     public static let smallNotificationBatch = 500
 
     /// Largest `target` (bytes of JSON text as PostgreSQL prints it) a notification may have to be expanded in
@@ -136,7 +136,7 @@ extension QueueStore {
     /// statement picks them `FOR UPDATE SKIP LOCKED` (oldest first), Swift validates each (a refused one is
     /// marked `failed` in the same transaction), one `INSERT ... SELECT` creates every delivery (subscription
     /// ids by primary key, external ids through `users (app_id, external_id)` and `subscriptions (user_id)`),
-    /// `ON CONFLICT DO NOTHING`, and one `UPDATE` marks them `expanded` with their `targeted_count`. A crash
+    /// `ON CONFLICT DO NOTHING`, and marks them `expanded` with their `targeted_count` in the same statement. A crash
     /// rolls the whole pass back; nothing is half-expanded.
     ///
     /// If the insert fails on data (SQLSTATE class 22/23), the pass is rolled back and every picked
@@ -217,19 +217,10 @@ extension QueueStore {
                 ]
                 let withLocalTime = localTimes.timesOfDay.contains { $0 != nil }
                 if withLocalTime { insertParameters += [localTimes.timesOfDay, localTimes.ttls] }
+                // One statement inserts the deliveries and marks the notifications expanded.
                 let created = try connection.query(smallInsertSQL(localTime: withLocalTime), insertParameters)
-                var counts: [UUID: Int] = [:]
-                for row in created { counts[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "n") }
-                _ = try connection.query(
-                    """
-                    UPDATE notifications n
-                    SET status = 'expanded', expanded_at = now(), targeted_count = coalesce(n.targeted_count, 0) + c.created,
-                        expansion_touched_at = clock_timestamp()
-                    FROM unnest($1::uuid[], $2::integer[]) AS c(id, created)
-                    WHERE n.id = c.id
-                    """, [notifications.ids, notifications.ids.map { counts[$0] ?? 0 }])
+                for row in created { result.created += try row.decode(Int.self, "n") }
                 result.expanded = notifications.ids.count
-                result.created = counts.values.reduce(0, +)
             }
         } catch let error as PostgresError where error.isDataError && !pickedIDs.isEmpty {
             return try expandOneAtATime(pickedIDs, on: connection, suspects: &suspects)
@@ -274,7 +265,9 @@ extension QueueStore {
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
     /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs,
     /// `$9` each notification's `subscriptions.kind` (in `$1`'s order).
-    /// Only active subscriptions of the notification's own app and kind are reached, as in the chunked path. Returns one
+    /// Only active subscriptions of the notification's own app and kind are reached, as in the chunked path. The
+    /// same statement marks every notification of `$1` `expanded` (`expanded_at`, `targeted_count` plus what it
+    /// created, `expansion_touched_at`), so a pass costs one statement after the pick, not two. Returns one
     /// row per notification that got deliveries: `notification_id`, `n`.
     ///
     /// With `localTime`, `$10` (`text[]`, `HH:MM:SS` or NULL) and `$11` (`integer[]`, ttl or NULL), parallel
@@ -324,8 +317,17 @@ extension QueueStore {
                 ORDER BY w.notification_id, w.subscription_id
                 ON CONFLICT (notification_id, subscription_id) DO NOTHING
                 RETURNING notification_id
+            ), counts AS (
+                SELECT notification_id, count(*) AS n FROM inserted GROUP BY notification_id
+            ), marked AS (
+                UPDATE notifications m
+                SET status = 'expanded', expanded_at = now(),
+                    targeted_count = coalesce(m.targeted_count, 0) + coalesce(c.n, 0),
+                    expansion_touched_at = clock_timestamp()
+                FROM n LEFT JOIN counts c ON c.notification_id = n.id
+                WHERE m.id = n.id
             )
-            SELECT notification_id, count(*) AS n FROM inserted GROUP BY notification_id
+            SELECT notification_id, n FROM counts
             """
     }
 }
