@@ -35,23 +35,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$work/pg" "$pg_port")
-"$bindir/pushizo-worker" migrate --migrations-dir "$root/migrations" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/key.p8" 2>/dev/null
-"$bindir/pushizo-worker" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$work/tls" \
-    --emulator-apns-keys "BENCHTEAM1:BENCHKEY01:$work/key.p8" --emulator-ready-file "$work/emulator.port" \
-    --log-level warning 2>"$work/emulator.log" &
-pids+=($!)
-for _ in $(seq 1 100); do [ -s "$work/emulator.port" ] && break; sleep 0.1; done
+. scripts/bench/common.sh
+bench_database "$pg_port"
+bench_emulator emulator
+pids+=("$emulator_pid")
+bench_apns_app "$app" emulator
 notifications=$(( (large + small - 1) / small ))
 # Every notification carries the same message, so a delivery of any of them costs the worker the same.
-psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v key="$(cat "$work/key.p8")" -v app="$app" \
-    -v endpoint="https://localhost:$(cat "$work/emulator.port")" -v n="$small" -v notifications="$notifications" <<'SQL'
-INSERT INTO apps (id, default_language) VALUES (:'app', 'en');
-INSERT INTO app_channels (app_id, provider, settings, endpoint)
-VALUES (:'app', 'apns',
-        jsonb_build_object('team_id', 'BENCHTEAM1', 'key_id', 'BENCHKEY01', 'private_key', :'key', 'topic', 'dev.pushizo.bench'),
-        :'endpoint');
+psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v app="$app" -v n="$small" -v notifications="$notifications" <<'SQL'
 INSERT INTO subscriptions (app_id, platform, token, language)
 SELECT :'app', 'ios', 'a5' || md5(n::text) || substr(md5('q' || n), 1, 30), 'en'
 FROM generate_series(1, :n) n;
