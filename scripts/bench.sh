@@ -13,9 +13,10 @@
 #      a burst of 20,000 drained by the worker vs pgbench running the same SQL alone.
 #   6. the worker's CPU time (user + sys) per sent delivery on a 100,000-delivery broadcast and on 10,000
 #      one-device notifications (scripts/bench/cpu-per-delivery.sh).            target <= 20 µs
+#   7. queue depth and workers (scripts/bench/queue-scale.sh): one worker's rate over 100,000 deliveries of a
+#      10,000,000-delivery queue vs a 100,000-delivery queue's (target >= 0.8x), and 1, 2 and 4 workers
+#      draining 100,000 deliveries side by side on the same database (rate vs 1 worker's).
 # Everything is also written as JSON to var/bench-<UTC time>.json (and var/bench/results.json).
-# Targets not measured here: the claim rate on a 10M-row
-# queue within 20% of its rate on a 100k-row queue.
 # Its knobs are PUSHIZO_BENCH_* variables, a prefix the worker reserves and ignores (README, Configuration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,21 +61,12 @@ batch_rps=$("$bindir/pushizo-bench" transport "$url" --requests 50000 --streams 
 echo "    pushizo-bench, batches of 25: $batch_rps req/s"
 
 echo "==> 2. end to end: $deliveries deliveries"
-export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$work/pg" "$pg_port")
-"$bindir/pushizo-worker" migrate --migrations-dir "$root/migrations" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/key.p8" 2>/dev/null
-"$bindir/pushizo-worker" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$work/tls" \
-    --emulator-apns-keys "BENCHTEAM1:BENCHKEY01:$work/key.p8" --emulator-ready-file "$work/emulator.port" \
-    --log-level warning 2>"$work/emulator.log" &
-pids+=($!)
-for _ in $(seq 1 100); do [ -s "$work/emulator.port" ] && break; sleep 0.1; done
-psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v key="$(cat "$work/key.p8")" \
-    -v endpoint="https://localhost:$(cat "$work/emulator.port")" -v n="$deliveries" <<'SQL'
-INSERT INTO apps (id, default_language) VALUES ('00000000-0000-4000-8000-0000000be4c0', 'en');
-INSERT INTO app_channels (app_id, provider, settings, endpoint)
-VALUES ('00000000-0000-4000-8000-0000000be4c0', 'apns',
-        jsonb_build_object('team_id', 'BENCHTEAM1', 'key_id', 'BENCHKEY01', 'private_key', :'key', 'topic', 'dev.pushizo.bench'),
-        :'endpoint');
+. scripts/bench/common.sh
+bench_database "$pg_port"
+bench_emulator emulator
+pids+=("$emulator_pid")
+bench_apns_app 00000000-0000-4000-8000-0000000be4c0 emulator
+psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$deliveries" <<'SQL'
 INSERT INTO subscriptions (app_id, platform, token, language)
 SELECT '00000000-0000-4000-8000-0000000be4c0', 'ios', 'a0' || md5(n::text) || substr(md5('b' || n), 1, 30),
        (ARRAY['en', 'tr', 'de'])[1 + n % 3]
@@ -230,6 +222,26 @@ cpu_line=$(PUSHIZO_BENCH_CPU_PG_PORT=$((pg_port + 2)) scripts/bench/cpu-per-deli
 cpu_broadcast_us=$(sed -n 's/.* broadcast=\([0-9.]*\).*/\1/p' <<<"$cpu_line")
 cpu_one_device_us=$(sed -n 's/.* one_device=\([0-9.]*\).*/\1/p' <<<"$cpu_line")
 
+echo "==> 7. queue depth and workers: ${PUSHIZO_BENCH_QUEUE_LARGE:-10000000}-delivery queue vs ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, workers ${PUSHIZO_BENCH_WORKER_COUNTS:-1 2 4}"
+# A failure here leaves its figures unknown (null) rather than losing the whole table.
+queue_line=$(PUSHIZO_BENCH_QUEUE_PG_PORT=$((pg_port + 3)) scripts/bench/queue-scale.sh "$bindir" | tee /dev/stderr | tail -n 1) || true
+queue_field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$queue_line"; }
+queue_small=$(queue_field small); queue_large=$(queue_field large); queued_large=$(queue_field queued_large)
+queue_pgbench_small=$(queue_field pgbench_small); queue_pgbench_large=$(queue_field pgbench_large)
+queue_small_before=$(queue_field small_before); queue_small_after=$(queue_field small_after)
+ratio_or_null() { if [ -n "$1" ] && [ -n "$2" ] && [ "$2" != 0 ]; then calc "$1 / $2"; else echo null; fi; }
+ratio_text() { if [ "$1" = null ]; then echo "?"; else printf %.2f "$1"; fi; }
+queue_ratio=$(ratio_or_null "$queue_large" "$queue_small")
+# Worker counts compare with the 1-worker run of the same series (the first small-queue drain).
+queue_one=$(sed -n 's/.* workers .*\b1=\([0-9]*\).*/\1/p' <<<"$queue_line")
+workers_json=() workers_text=()
+for pair in $(sed -n 's/.* workers \(.*\)$/\1/p' <<<"$queue_line"); do
+    count=${pair%=*} workers_rate=${pair#*=}
+    workers_ratio=$(ratio_or_null "$workers_rate" "$queue_one")
+    workers_json+=("{\"workers\": $count, \"per_second\": $workers_rate, \"ratio_to_one\": $workers_ratio}")
+    workers_text+=("$count: $(ratio_text "$workers_ratio")x ($workers_rate/s)")
+done
+
 load_at_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "==> ratios against the targets"
@@ -242,6 +254,10 @@ printf "  %-55s %6s /s   (target >= 5000)\n" "one-device notifications sustained
 printf "  %-55s %6.2fx   (one-device burst, same SQL alone)\n" "transactional path vs pgbench bulk pass+claim/complete" "$(calc "$burst_worker / $burst_pgbench")"
 printf "  %-55s %6s ms   (target < 50; p50 %s ms)\n" "insert -> provider receipt p99 at $latency_rate/s" "${latency_p99:-?}" "${latency_p50:-?}"
 printf "  %-55s %6s µs   (target <= 20; one-device notifications %s µs)\n" "worker CPU per sent delivery (user+sys, broadcast)" "${cpu_broadcast_us:-?}" "${cpu_one_device_us:-?}"
+printf "  %-55s %6sx   (target >= 0.80; %s vs %s/s, small before/after %s/%s; SQL alone %sx)\n" \
+    "deep queue: ${queued_large:-?} deliveries vs ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}" "$(ratio_text "$queue_ratio")" "${queue_large:-?}" \
+    "${queue_small:-?}" "${queue_small_before:-?}" "${queue_small_after:-?}" "$(ratio_text "$(ratio_or_null "$queue_pgbench_large" "$queue_pgbench_small")")"
+printf "  %-55s %s\n" "workers on one database, rate vs 1 worker" "$(IFS=,; echo "${workers_text[*]:-?}" | sed 's/,/, /g')"
 printf "  (load average while measuring: %s)\n" "$load_at_end"
 
 json=$root/var/bench-$(date -u +%Y%m%dT%H%M%SZ).json
@@ -257,7 +273,13 @@ cat >"$json" <<JSON
    "latency_rate": $latency_rate, "latency_p50_ms": ${latency_p50:-null}, "latency_p99_ms": ${latency_p99:-null}, "latency_samples": ${latency_n:-0},
    "burst": {"notifications": $burst, "worker_per_second": $burst_worker, "pgbench_per_second": $burst_pgbench, "ratio": $(calc "$burst_worker / $burst_pgbench")}},
  "cpu_per_delivery": {"broadcast_deliveries": ${PUSHIZO_BENCH_CPU_BROADCAST:-100000}, "broadcast_us": ${cpu_broadcast_us:-null},
-   "one_device_notifications": ${PUSHIZO_BENCH_CPU_SINGLES:-10000}, "one_device_us": ${cpu_one_device_us:-null}}}
+   "one_device_notifications": ${PUSHIZO_BENCH_CPU_SINGLES:-10000}, "one_device_us": ${cpu_one_device_us:-null}},
+ "queue_depth": {"deliveries_measured": ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, "small_queue": ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, "large_queue": ${queued_large:-null},
+   "small_per_second": ${queue_small:-null}, "small_before_per_second": ${queue_small_before:-null}, "small_after_per_second": ${queue_small_after:-null},
+   "large_per_second": ${queue_large:-null}, "ratio": $queue_ratio,
+   "pgbench_small_per_second": ${queue_pgbench_small:-null}, "pgbench_large_per_second": ${queue_pgbench_large:-null},
+   "pgbench_ratio": $(ratio_or_null "$queue_pgbench_large" "$queue_pgbench_small")},
+ "workers": {"deliveries": ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, "runs": [$(IFS=,; echo "${workers_json[*]}")]}}
 JSON
 cp "$json" "$work/results.json"
 echo "  JSON: ${json#$root/}"

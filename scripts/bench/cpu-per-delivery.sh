@@ -26,21 +26,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$work/pg" "$pg_port")
-"$bindir/pushizo-worker" migrate --migrations-dir "$root/migrations" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/key.p8" 2>/dev/null
-"$bindir/pushizo-worker" emulator --emulator-listen 127.0.0.1:0 --emulator-tls-dir "$work/tls" \
-    --emulator-apns-keys "BENCHTEAM1:BENCHKEY01:$work/key.p8" --emulator-ready-file "$work/emulator.port" \
-    --log-level warning 2>"$work/emulator.log" &
-pid_emulator=$!
-for _ in $(seq 1 100); do [ -s "$work/emulator.port" ] && break; sleep 0.1; done
-psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v key="$(cat "$work/key.p8")" \
-    -v endpoint="https://localhost:$(cat "$work/emulator.port")" -v n="$broadcast" -v singles="$singles" <<'SQL'
-INSERT INTO apps (id, default_language) VALUES ('00000000-0000-4000-8000-0000000c0fe0', 'en');
-INSERT INTO app_channels (app_id, provider, settings, endpoint)
-VALUES ('00000000-0000-4000-8000-0000000c0fe0', 'apns',
-        jsonb_build_object('team_id', 'BENCHTEAM1', 'key_id', 'BENCHKEY01', 'private_key', :'key', 'topic', 'dev.pushizo.bench'),
-        :'endpoint');
+. scripts/bench/common.sh
+bench_database "$pg_port"
+bench_emulator emulator
+pid_emulator=$emulator_pid
+bench_apns_app 00000000-0000-4000-8000-0000000c0fe0 emulator
+psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$broadcast" -v singles="$singles" <<'SQL'
 INSERT INTO subscriptions (id, app_id, platform, token, language)
 SELECT md5('c' || n)::uuid, '00000000-0000-4000-8000-0000000c0fe0', 'ios',
        'a3' || md5(n::text) || substr(md5('d' || n), 1, 30), (ARRAY['en', 'tr', 'de'])[1 + n % 3]
