@@ -74,9 +74,14 @@ struct ThrottleFleetTests {
                 for time in limitedTimes { perSecond[Int(time.timeIntervalSince(first)), default: 0] += 1 }
                 let busiest = perSecond.values.max() ?? 0
                 #expect(busiest <= Int(Self.limit) + Self.burst, "per second: \(perSecond.sorted { $0.key < $1.key })")
-                // The bucket's bound over the whole run: burst + limit × duration.
+                // The bucket's bound over the whole run: burst + limit × duration, plus a quarter second of
+                // permits. Permits are taken when a delivery is claimed and the span is clocked at the emulator:
+                // the first pushes also wait for the connection's TLS handshake and the provider token, the last
+                // ones do not, so a fleet sending at exactly the limit shows a span a few milliseconds shorter
+                // than the bucket's (seen: 5,000 pushes against a bound of 4,999.4).
                 let span = last.timeIntervalSince(first)
-                #expect(Double(limitedTimes.count) <= Double(Self.burst) + Self.limit * span + 1, "span \(span) s")
+                #expect(
+                    Double(limitedTimes.count) <= Double(Self.burst) + Self.limit * (span + 0.25) + 1, "span \(span) s")
 
                 // The unlimited app is not held behind the limited one's backlog: each of its devices had its push
                 // before the limited app's devices were 90% served (at the limit, the limited app takes 25 s and the
