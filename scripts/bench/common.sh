@@ -1,12 +1,12 @@
 # Sourced by the bench scripts: a throwaway PostgreSQL with the migrations applied, APNs emulators (TLS) that
 # accept the bench's team key, and an app whose APNs channel points at one. Needs $root, $bindir and $work.
 
-# Starts PostgreSQL in $work/pg on port $1, exports PUSHIZO_DATABASE_URL, applies the migrations and writes an
-# APNs signing key (P-256) to $work/key.p8.
+# Starts PostgreSQL in $work/pg on port $1, exports PUSHIZO_DATABASE_URL, applies the migrations (of the
+# directory $2, default the repository's) and writes an APNs signing key (P-256) to $work/key.p8.
 bench_database() {
     PUSHIZO_DATABASE_URL=$("$root/scripts/pg-throwaway.sh" start "$work/pg" "$1")
     export PUSHIZO_DATABASE_URL
-    "$bindir/pushizo-worker" migrate --migrations-dir "$root/migrations" 2>/dev/null
+    "$bindir/pushizo-worker" migrate --migrations-dir "${2:-$root/migrations}" 2>/dev/null
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/key.p8" 2>/dev/null
 }
 

@@ -20,8 +20,8 @@ pg_port=${PUSHIZO_BENCH_EXPANSION_PG_PORT:-55438}
 work=$root/var/bench-expansion-$pg_port
 rm -rf "$work"; mkdir -p "$work"
 trap 'scripts/pg-throwaway.sh stop "$work/pg" >/dev/null 2>&1 || true' EXIT
-export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$work/pg" "$pg_port")
-"$bindir/pushizo-worker" migrate --migrations-dir "${PUSHIZO_BENCH_EXPANSION_MIGRATIONS:-$root/migrations}" 2>/dev/null
+source scripts/bench/common.sh
+bench_database "$pg_port" "${PUSHIZO_BENCH_EXPANSION_MIGRATIONS:-$root/migrations}"
 psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$n" <<'SQL'
 INSERT INTO apps (id) VALUES ('00000000-0000-4000-8000-0000000e8a10');
 INSERT INTO subscriptions (app_id, platform, token)
