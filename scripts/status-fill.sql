@@ -54,7 +54,7 @@ CREATE INDEX deliveries_claim_unthrottled ON deliveries (priority DESC, run_at) 
 CREATE INDEX deliveries_claim_throttled ON deliveries (app_id, priority DESC, run_at) WHERE throttled;
 CREATE INDEX deliveries_subscription ON deliveries (subscription_id);
 CREATE INDEX deliveries_leased ON deliveries (leased_by, run_at) WHERE leased_by IS NOT NULL;
-ALTER TABLE delivery_events ADD PRIMARY KEY (id);
+ALTER TABLE delivery_events ADD PRIMARY KEY (id, at);
 CREATE INDEX delivery_events_notification ON delivery_events (notification_id, subscription_id);
 CREATE INDEX delivery_events_subscription_at ON delivery_events (subscription_id, at);
 VACUUM ANALYZE;
