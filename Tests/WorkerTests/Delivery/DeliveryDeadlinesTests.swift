@@ -1,4 +1,5 @@
 import DeliveryCore
+import Synchronization
 import Testing
 @testable import Worker
 
@@ -27,25 +28,51 @@ struct DeliveryDeadlinesTests {
     }
 
     /// Hanging exchanges started first, quick ones after (so with later deadlines): every hanging one ends as
-    /// `deadline_exceeded`, every quick one with its own outcome (a quick one is judged when its `send`
-    /// returns, however late its caller resumes); a second round after the sweeper has found nothing left to
-    /// watch is served by a new one. The deadline is long because a quick exchange is judged against it from the
-    /// moment it was started: on a loaded 2-core machine, running beside the other suites, this test's tasks have
-    /// waited over 3 s for a thread, and a quick exchange that late is rightly `deadline_exceeded`.
+    /// `deadline_exceeded`, and every quick one is judged by when its `send` returned, however late its caller
+    /// resumes; a second round after the sweeper has found nothing left to watch is served by a new one.
+    ///
+    /// The test does not assume the quick ones get a thread in time: on a loaded 2-core machine, beside the
+    /// other suites, tasks have waited longer than any deadline short enough to test. Each quick send records
+    /// when it returned, against a start taken before `run` was called (so no later than the deadline's own);
+    /// one that returned a margin before that deadline must keep its own outcome. One that returned after it
+    /// may go either way: it is cancelled only if the sweeper, which may itself be waiting for a thread, got
+    /// there first.
     @Test func onlyTheExchangesPastTheirDeadlineAreCancelled() async {
-        let deadlines = DeliveryDeadlines(seconds: 15)
+        let seconds = 1.0
+        let deadlines = DeliveryDeadlines(seconds: seconds)
+        struct Quick: Sendable {
+            var index: Int
+            var inTime: Bool
+            var outcome: DeliveryOutcome
+        }
         for _ in 0..<2 {
-            let outcomes = await withTaskGroup(of: (Bool, DeliveryOutcome).self) { group in
-                for _ in 0..<50 { group.addTask { (true, await deadlines.run(Self.hanging)) } }
+            let (hung, quick) = await withTaskGroup(of: (DeliveryOutcome?, Quick?).self) { group in
+                for _ in 0..<50 { group.addTask { (await deadlines.run(Self.hanging), nil) } }
                 for index in 0..<200 {
-                    group.addTask { (false, await deadlines.run { .sent(providerMessageID: "\(index)") }) }
+                    group.addTask {
+                        let started = ContinuousClock.now
+                        let returned = Mutex<ContinuousClock.Instant?>(nil)
+                        let outcome = await deadlines.run {
+                            returned.withLock { $0 = .now }
+                            return .sent(providerMessageID: "\(index)")
+                        }
+                        let elapsed = returned.withLock { $0 }.map { $0 - started }
+                        let inTime = elapsed.map { $0 < .seconds(seconds) - .milliseconds(250) } ?? false
+                        return (nil, Quick(index: index, inTime: inTime, outcome: outcome))
+                    }
                 }
-                return await group.reduce(into: []) { $0.append($1) }
+                return await group.reduce(into: ([DeliveryOutcome](), [Quick]())) {
+                    if let hung = $1.0 { $0.0.append(hung) }
+                    if let quick = $1.1 { $0.1.append(quick) }
+                }
             }
-            let hung = outcomes.filter { $0.0 }.map(\.1)
-            let quick = outcomes.filter { !$0.0 }.map(\.1)
             #expect(hung.count == 50 && hung.allSatisfy(Self.isDeadlineExceeded))
-            #expect(Set(quick.compactMap { if case .sent(let id) = $0 { id } else { nil } }).count == 200)
+            #expect(quick.count == 200)
+            for exchange in quick where exchange.inTime {
+                #expect(exchange.outcome == .sent(providerMessageID: "\(exchange.index)"), "returned in time")
+            }
+            let kept = Set(quick.compactMap { if case .sent(let id) = $0.outcome { id } else { nil } })
+            #expect(kept.count == quick.count { !Self.isDeadlineExceeded($0.outcome) })
             #expect(deadlines.inFlight == 0)
         }
     }
