@@ -199,7 +199,8 @@ public final class FCMSender: ProviderSender {
                 refreshed = true
                 continue
             }
-            let answer = FCMResponseClassifier.answer(pushResponse, now: now)
+            // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided.
+            let answer = FCMResponseClassifier.answer(pushResponse, now: Date())
             return channel.evidence.judge(
                 answer, subscription: delivery.subscriptionID, origin: channel.origin.description, now: Date())
         }

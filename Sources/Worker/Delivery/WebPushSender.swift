@@ -146,7 +146,8 @@ public final class WebPushSender: ProviderSender {
         case .success(let response): pushResponse = response
         case .failure(let failure): return failure.outcome
         }
-        let answer = WebPushResponseClassifier.answer(pushResponse, now: now)
+        // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided.
+        let answer = WebPushResponseClassifier.answer(pushResponse, now: Date())
         return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
     }
 
