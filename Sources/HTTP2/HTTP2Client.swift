@@ -59,27 +59,69 @@ public final class HTTP2Client: Sendable {
     /// alone with `.invalidRequest`), or `CancellationError` when the calling task is cancelled.
     public func send(_ requests: [HTTP2Request], to origin: HTTP2Origin) async -> [Result<HTTP2Response, any Error>] {
         if requests.isEmpty { return [] }
-        let invalid = requests.map { $0.validationError() }
-        if invalid.contains(where: { $0 != nil }) {
-            // Send the valid ones as a batch and put the failures back in their places.
-            let valid = zip(requests, invalid).compactMap { $1 == nil ? $0 : nil }
-            var sent = await send(valid, to: origin).makeIterator()
-            return invalid.map { error in error.map { .failure($0) } ?? sent.next()! }
+        final class Collector: @unchecked Sendable {
+            // Written by `each`, on the loop thread (or the caller's, for invalid requests, before any is queued).
+            var results: [Result<HTTP2Response, any Error>]
+            var remaining: Int
+            var continuation: CheckedContinuation<[Result<HTTP2Response, any Error>], Never>?
+            init(count: Int) {
+                results = Array(repeating: .failure(CancellationError()), count: count)
+                remaining = count
+            }
         }
-        let first = nextID.wrappingAdd(UInt64(requests.count), ordering: .relaxed).oldValue
-        let ids = first..<(first + UInt64(requests.count))
-        let core = self.core
-        let loop = self.eventLoop
+        let collector = Collector(count: requests.count)
+        let lock = Mutex(())
+        let cancellation = HTTP2SubmissionCancellation()
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<[Result<HTTP2Response, any Error>], Never>) in
-                let accepted = loop.execute { core.enqueueBatch(firstID: first, requests, origin, continuation) }
-                if !accepted {
-                    continuation.resume(returning: requests.map { _ in .failure(HTTP2Error(.shutdown, "the event loop is shut down")) })
-                }
+            await withCheckedContinuation { continuation in
+                collector.continuation = continuation
+                cancellation.add(submit(requests, to: origin) { index, result in
+                    let done = lock.withLock { _ -> Bool in
+                        collector.results[index] = result
+                        collector.remaining -= 1
+                        return collector.remaining == 0
+                    }
+                    if done { collector.continuation?.resume(returning: collector.results) }
+                })
             }
         } onCancel: {
-            loop.execute { for id in ids { core.cancel(id: id) } }
+            cancellation.cancel()
         }
+    }
+
+    /// Hands several requests to `origin`'s pool in one hand-off to the event loop and reports each result as
+    /// it arrives, so one slow answer holds back none of the others (the worker judges and completes each
+    /// delivery the moment its answer is in).
+    ///
+    /// - Parameter each: called exactly once per request with its index in `requests` and its result
+    ///   (failures as for ``send(_:to:)``); on the event loop's thread, so it must be quick and must not block.
+    ///   A request HTTP/2 refuses to carry (`.invalidRequest`) is reported at once on the caller's thread,
+    ///   before anything is queued.
+    /// - Returns: the submission, whose ``HTTP2Submission/cancel()`` abandons every request still pending
+    ///   (each then reports `CancellationError`; a stream already open is reset with CANCEL).
+    public func submit(
+        _ requests: [HTTP2Request], to origin: HTTP2Origin,
+        each: @escaping @Sendable (Int, Result<HTTP2Response, any Error>) -> Void
+    ) -> HTTP2Submission {
+        let first = nextID.wrappingAdd(UInt64(requests.count), ordering: .relaxed).oldValue
+        var valid: [(Int, HTTP2Request)] = []
+        valid.reserveCapacity(requests.count)
+        for (index, request) in requests.enumerated() {
+            if let invalid = request.validationError() { each(index, .failure(invalid)) } else { valid.append((index, request)) }
+        }
+        let submission = HTTP2Submission(core: core, loop: eventLoop, ids: valid.map { first + UInt64($0.0) })
+        if valid.isEmpty { return submission }
+        let core = self.core
+        let batch = UncheckedBox(valid)
+        let accepted = eventLoop.execute {
+            for (index, request) in batch.value {
+                core.enqueue(id: first + UInt64(index), request, origin) { each(index, $0) }
+            }
+        }
+        if !accepted {
+            for (index, _) in valid { each(index, .failure(HTTP2Error(.shutdown, "the event loop is shut down"))) }
+        }
+        return submission
     }
 
     /// The pool's figures now, read on the event loop's thread (the caller awaits; nothing blocks). All
@@ -101,6 +143,50 @@ public final class HTTP2Client: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             if !loop.execute({ core.shutdown(continuation) }) { continuation.resume() }
         }
+    }
+}
+
+/// Requests handed over together by ``HTTP2Client/submit(_:to:each:)``: a handle to abandon those still pending.
+public struct HTTP2Submission: Sendable {
+    let core: ClientCore
+    let loop: HTTP2EventLoop
+    let ids: [UInt64]
+
+    /// Abandons every request of the submission still pending: each reports `CancellationError` (a request
+    /// already answered is not affected). Returns at once; the work runs on the event loop.
+    public func cancel() {
+        guard !ids.isEmpty else { return }
+        let core = self.core
+        let ids = self.ids
+        loop.execute { for id in ids { core.cancel(id: id) } }
+    }
+}
+
+/// Cancels submissions made from a task when that task is cancelled, whether the cancellation comes before or
+/// after a submission is made: call ``add(_:)`` with each submission and ``cancel()`` from the task's
+/// cancellation handler.
+public final class HTTP2SubmissionCancellation: Sendable {
+    private let state = Mutex<(cancelled: Bool, submissions: [HTTP2Submission])>((false, []))
+
+    public init() {}
+
+    /// Keeps `submission` to cancel later, or cancels it at once when ``cancel()`` was already called.
+    public func add(_ submission: HTTP2Submission) {
+        let cancelled = state.withLock { state -> Bool in
+            if !state.cancelled { state.submissions.append(submission) }
+            return state.cancelled
+        }
+        if cancelled { submission.cancel() }
+    }
+
+    /// Cancels every submission added so far and every one added from now on.
+    public func cancel() {
+        let submissions = state.withLock { state in
+            state.cancelled = true
+            defer { state.submissions = [] }
+            return state.submissions
+        }
+        for submission in submissions { submission.cancel() }
     }
 }
 
@@ -166,25 +252,10 @@ final class ClientCore: @unchecked Sendable {
         enqueue(id: id, request, origin, completion: .continuation(continuation))
     }
 
-    /// Enqueues every request; `continuation` gets all results once the last one finishes.
-    func enqueueBatch(firstID: UInt64, _ batch: [HTTP2Request], _ origin: HTTP2Origin,
-                      _ continuation: CheckedContinuation<[Result<HTTP2Response, any Error>], Never>) {
-        final class Collector {
-            var results: [Result<HTTP2Response, any Error>]
-            var remaining: Int
-            init(count: Int) {
-                results = Array(repeating: .failure(CancellationError()), count: count)
-                remaining = count
-            }
-        }
-        let collector = Collector(count: batch.count)
-        for (index, request) in batch.enumerated() {
-            enqueue(id: firstID + UInt64(index), request, origin, completion: .callback({ result in
-                collector.results[index] = result
-                collector.remaining -= 1
-                if collector.remaining == 0 { continuation.resume(returning: collector.results) }
-            }))
-        }
+    /// Enqueues one request of a ``HTTP2Client/submit(_:to:each:)``; `callback` gets its result.
+    func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin,
+                 _ callback: @escaping (Result<HTTP2Response, any Error>) -> Void) {
+        enqueue(id: id, request, origin, completion: .callback(callback))
     }
 
     private func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, completion: PendingRequest.Completion) {

@@ -208,6 +208,48 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    /// `submit` reports each answer as it comes: the quick ones while a held one is still open, an invalid
+    /// request at once (before anything is queued), and the held one as `CancellationError` once cancelled.
+    @Test func submitReportsEachAnswerAsItArrivesAndCancelsThePendingOnes() async throws {
+        let loop = try HTTP2EventLoop(name: "test-submit")
+        defer { loop.shutdown() }
+        let release = Gate()
+        let server = HTTP2Server(eventLoop: loop, tls: nil, maxConcurrentStreams: 16) { request in
+            if request.path == "/hold" { await release.wait() }
+            return HTTP2ServerResponse(status: 200, body: request.body)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        var requests = (0..<20).map { HTTP2Request(path: "/ok", body: Array("\($0)".utf8)) }
+        requests[7] = HTTP2Request(path: "/hold")
+        requests[11] = HTTP2Request(path: "/bad", headers: [HTTP2Header("connection", "close")])
+        let (answers, answered) = AsyncStream.makeStream(of: (Int, Result<HTTP2Response, any Error>).self)
+        let submission = client.submit(requests, to: origin) { answered.yield(($0, $1)) }
+        var seen: [Int: Result<HTTP2Response, any Error>] = [:]
+        for await (index, result) in answers {
+            #expect(seen[index] == nil, "each request reported once")
+            seen[index] = result
+            if seen.count == 19 { break }
+        }
+        // Everything but the held request, the invalid one among them.
+        #expect(seen[7] == nil)
+        if case .failure(let error as HTTP2Error)? = seen[11] { #expect(error.code == .invalidRequest) } else { Issue.record("not refused") }
+        for index in 0..<20 where index != 7 && index != 11 {
+            #expect((try? seen[index]?.get())?.body == Array("\(index)".utf8))
+        }
+        submission.cancel()
+        for await (index, result) in answers {
+            #expect(index == 7)
+            #expect(throws: CancellationError.self) { try result.get() }
+            break
+        }
+        release.open()
+        #expect(try await client.send(HTTP2Request(path: "/after"), to: origin).status == 200)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func requestTimeoutResetsOnlyThatStream() async throws {
         let loop = try HTTP2EventLoop(name: "test-timeout")
         defer { loop.shutdown() }
