@@ -39,7 +39,7 @@ public final class APNsSender: ProviderSender {
     /// Request-building errors caused by the app's channel settings rather than by the message.
     static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
 
-    private let client: HTTP2Client
+    let client: HTTP2Client
     private let egressPolicy: EgressPolicy
     let requestTimeout: Duration
     private let logger: Logger
@@ -94,46 +94,44 @@ public final class APNsSender: ProviderSender {
             // A configuration error of the app's channel: pause it, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
+        return await send(delivery, message: message, now: now, token: channel, refused: nil)
+    }
+
+    /// A token-based channel's exchange for one delivery: the fleet's provider token, the request, the
+    /// answer; an answer refusing the token (``APNsResponseClassifier/requiresNewProviderToken(_:)``) replaces it
+    /// and sends once more with the new one.
+    /// - Parameter refused: an answer that already refused `token` for this delivery (a batch's), so the
+    ///   exchange starts at the resend: sent again only when the token has been replaced since.
+    func send(
+        _ delivery: ClaimedDelivery, message: NotificationMessage, now: Date, token channel: Channel,
+        refused alreadyRefused: (response: PushResponse, token: String)?
+    ) async -> DeliveryOutcome {
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
-        let credentials = channel.credentials
         let apnsDelivery = DeliveryRendering.apnsDelivery(
-            for: delivery, message: message, topic: credentials.topic, now: now, userTags: userTags)
+            for: delivery, message: message, topic: channel.credentials.topic, now: now, userTags: userTags)
         let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
         // The answer refusing the first provider token, and that token.
-        var refused: (response: PushResponse, token: String)?
+        var refused = alreadyRefused
         while true {
-            let request: PushRequest
             let bearer: String
             do {
-                bearer = try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
-                    let signed = try APNsTokenManager.sign(
-                        teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey, issuedAt: Date())
-                    return MintedProviderToken(token: signed.token, issuedAt: signed.issuedAt, expiresAt: signed.expiresAt)
-                }
-                if let refused, refused.token == bearer {
-                    // Not replaced (too young for Apple's 20-minute floor): the refusal stands.
-                    return judge(refused.response, channel: channel, delivery: delivery, origin: origin)
-                }
-                request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: bearer) { () throws(APNsRequestError) in
-                    try renders.payload(
-                        key: renderKey, msgID: apnsDelivery.msgID,
-                        render: { () throws(APNsRequestError) in try APNsRequestFactory.payload(for: apnsDelivery) },
-                        template: { () throws(APNsRequestError) in try APNsRequestFactory.payloadTemplate(for: apnsDelivery) })
-                }
-            } catch let error as APNsRequestError {
-                // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
-                if Self.channelRequestErrors.contains(error.reason) {
-                    return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
-                }
-                return .failed(reason: error.reason, detail: ["error": .string(error.detail)])
+                bearer = try await token(for: channel)
             } catch {
                 return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
+            }
+            if let refused, refused.token == bearer {
+                // Not replaced (too young for Apple's 20-minute floor): the refusal stands.
+                return judge(refused.response, channel: channel, delivery: delivery, origin: origin)
+            }
+            let request: PushRequest
+            switch makeRequest(apnsDelivery, renderKey: renderKey, bearer: bearer) {
+            case .success(let made): request = made
+            case .failure(let failure): return failure.outcome
             }
             let pushResponse: PushResponse
             switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
             case .success(let response): pushResponse = response
-            case .failure(let failure):
-                return channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
+            case .failure(let failure): return transportOutcome(failure, channel: channel)
             }
             if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
                 // Replaced once fleet-wide (or adopted when another worker already did); when the token changed,
@@ -148,7 +146,45 @@ public final class APNsSender: ProviderSender {
         }
     }
 
-    private func judge(_ response: PushResponse, channel: Channel, delivery: ClaimedDelivery, origin: HTTP2Origin) -> DeliveryOutcome {
+    /// The fleet's current provider token for a token-based channel (minted here when there is none).
+    /// - Throws: what minting or the shared store throws (the caller pauses the channel:
+    ///   `provider_token_failed`).
+    func token(for channel: Channel) async throws -> String {
+        let credentials = channel.credentials
+        return try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
+            let signed = try APNsTokenManager.sign(
+                teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey, issuedAt: Date())
+            return MintedProviderToken(token: signed.token, issuedAt: signed.issuedAt, expiresAt: signed.expiresAt)
+        }
+    }
+
+    /// The request for one delivery with `bearer`, its payload shared through ``renders`` when `renderKey`
+    /// allows; a request-building error as the outcome to record (the channel's settings at fault pause the
+    /// channel, the message's fail the delivery).
+    func makeRequest(_ apnsDelivery: APNsDelivery, renderKey: RenderKey?, bearer: String) -> Result<PushRequest, ProviderTransport.Failure> {
+        do throws(APNsRequestError) {
+            return .success(try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: bearer) { () throws(APNsRequestError) in
+                try renders.payload(
+                    key: renderKey, msgID: apnsDelivery.msgID,
+                    render: { () throws(APNsRequestError) in try APNsRequestFactory.payload(for: apnsDelivery) },
+                    template: { () throws(APNsRequestError) in try APNsRequestFactory.payloadTemplate(for: apnsDelivery) })
+            })
+        } catch {
+            // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
+            if Self.channelRequestErrors.contains(error.reason) {
+                return .failure(.init(outcome: .channelError(reason: error.reason, detail: ["error": .string(error.detail)])))
+            }
+            return .failure(.init(outcome: .failed(reason: error.reason, detail: ["error": .string(error.detail)])))
+        }
+    }
+
+    /// A transport failure's outcome: an endpoint the channel chose (an `endpoint` override) that cannot be
+    /// used pauses the channel instead of failing the delivery.
+    func transportOutcome(_ failure: ProviderTransport.Failure, channel: Channel) -> DeliveryOutcome {
+        channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
+    }
+
+    func judge(_ response: PushResponse, channel: Channel, delivery: ClaimedDelivery, origin: HTTP2Origin) -> DeliveryOutcome {
         let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
         return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
     }
@@ -158,7 +194,7 @@ public final class APNsSender: ProviderSender {
         environment == "sandbox" ? sandboxOrigin : productionOrigin
     }
 
-    private func channel(for delivery: ClaimedDelivery) throws -> AnyChannel {
+    func channel(for delivery: ClaimedDelivery) throws -> AnyChannel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
             let settings = try JSONValue(parsing: settingsJSON)
             var origin: HTTP2Origin?

@@ -98,6 +98,26 @@ final class DeliveryDeadlines: Sendable {
         return await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
     }
 
+    /// Runs `body` and cancels it at `deadline`: for the few exchanges of a batch that do not start with it
+    /// (a provider token fetched once for the batch, a resend with a replaced token), which must still end by
+    /// the batch's deadline. Costs a task pair per call, so it is not for every delivery.
+    /// - Returns: what `body` returned, or `nil` when the deadline came first (`body` has been cancelled and
+    ///   has returned since: nothing of it is left running).
+    /// - Throws: what `body` throws, or `CancellationError` when the calling task is cancelled.
+    static func value<T: Sendable>(
+        by deadline: ContinuousClock.Instant, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T? {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+
     /// Drops finished and expired exchanges from `order` once they are most of it, so it stays within about
     /// twice the exchanges in flight however long the timeout (amortised: each drop at least halves it).
     private static func compact(_ state: inout State) {

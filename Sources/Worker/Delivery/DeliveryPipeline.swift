@@ -83,6 +83,70 @@ public final class DeliveryPipeline: DeliveryProcessing {
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {
         let now = Date()
         let (outcome, provider) = await decide(delivery, now: now)
+        return complete(delivery, outcome: outcome, provider: provider, now: now)
+    }
+
+    /// A claimed batch: each delivery's checks run here in turn, and the deliveries left to send go to their
+    /// provider's sender together when it takes batches (``BatchingProviderSender``: one hand-off to the HTTP/2
+    /// client per origin, no task per delivery), else one task each. Deliveries of apps with frequency caps go
+    /// the one-delivery way from the start, so that their reservations (a database round trip each) run side
+    /// by side rather than one after another.
+    public func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async {
+        let now = Date()
+        await withDiscardingTaskGroup { group in
+            var alone: [(ClaimedDelivery, Provider, NotificationMessage)] = []
+            var batched: [Provider: [BatchedSend]] = [:]
+            for delivery in batch {
+                if let caps = frequencyCaps(of: delivery), !caps.isEmpty {
+                    group.addTask { completed(delivery, await self.process(delivery)) }
+                    continue
+                }
+                switch await decideUntilSend(delivery, now: now) {
+                case .complete(let outcome, let provider):
+                    completed(delivery, complete(delivery, outcome: outcome, provider: provider, now: now))
+                case .send(let provider, let message):
+                    if senders[provider.rawValue] is any BatchingProviderSender {
+                        batched[provider, default: []].append(BatchedSend(delivery: delivery, message: message))
+                    } else {
+                        alone.append((delivery, provider, message))
+                    }
+                }
+            }
+            for (delivery, provider, message) in alone {
+                group.addTask {
+                    let outcome = await self.send(delivery, message: message, provider: provider, now: now)
+                    completed(delivery, self.complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
+                }
+            }
+            for (provider, sends) in batched {
+                guard let sender = senders[provider.rawValue] as? any BatchingProviderSender else { continue }
+                group.addTask {
+                    let started = ContinuousClock.now
+                    let context = SendBatchContext(
+                        now: now, deadline: self.deliveryTimeout.map { started + .seconds($0) },
+                        deadlineSeconds: self.deliveryTimeout ?? 0)
+                    let declined = await sender.send(batch: sends, context: context) { index, outcome in
+                        self.metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started))
+                        let delivery = sends[index].delivery
+                        completed(delivery, self.complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
+                    }
+                    await withDiscardingTaskGroup { alone in
+                        for index in declined {
+                            let item = sends[index]
+                            alone.addTask {
+                                let outcome = await self.send(item.delivery, message: item.message, provider: provider, now: now)
+                                completed(item.delivery, self.complete(item.delivery, outcome: outcome, provider: provider.rawValue, now: now))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The completion of a decided delivery: the queue change and event (``CompletionFactory``), a frequency-cap
+    /// grant given back when nothing reached the device, the log line and the counters.
+    private func complete(_ delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, now: Date) -> DeliveryCompletion {
         var completion = CompletionFactory.completion(
             for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
             maxUncountedRetries: maxUncountedRetries, retryPolicy: retryPolicy, now: now,
@@ -168,6 +232,23 @@ public final class DeliveryPipeline: DeliveryProcessing {
 
     /// Drives ``DeliveryDecision`` for one delivery, carrying out its I/O steps (message, cap, send).
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
+        switch await decideUntilSend(delivery, now: now) {
+        case .complete(let outcome, let provider): return (outcome, provider)
+        case .send(let provider, let message):
+            return (await send(delivery, message: message, provider: provider, now: now), provider.rawValue)
+        }
+    }
+
+    /// Where the checks of one delivery end: an outcome without a send, or the send to make.
+    enum CheckedDelivery {
+        case complete(DeliveryOutcome, provider: String?)
+        case send(Provider, message: NotificationMessage)
+    }
+
+    /// Drives ``DeliveryDecision`` up to its send: the message and the frequency-cap reservation are carried
+    /// out here; a delivery that is to be sent comes back as ``CheckedDelivery/send(_:message:)`` (a provider
+    /// without a sender has already failed as `provider_not_supported`).
+    func decideUntilSend(_ delivery: ClaimedDelivery, now: Date) async -> CheckedDelivery {
         var facts = delivery.decisionFacts(maxAttempts: maxAttempts, quietHoursSpread: quietHoursSpread)
         facts.frequencyCaps = frequencyCaps(of: delivery)
         facts.providersWithSender = providersWithSender
@@ -194,19 +275,27 @@ public final class DeliveryPipeline: DeliveryProcessing {
                     logger.warning("app has no channel for this provider; its deliveries are skipped",
                                    ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider.rawValue])
                 }
-                return (outcome, provider?.rawValue)
+                return .complete(outcome, provider: provider?.rawValue)
             case .send(let provider):
-                guard let sender = senders[provider.rawValue], let message = decision.message else {
-                    return (.failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]), provider.rawValue)
+                guard senders[provider.rawValue] != nil, let message = decision.message else {
+                    return .complete(
+                        .failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]),
+                        provider: provider.rawValue)
                 }
-                let started = ContinuousClock.now
-                defer { metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started)) }
-                guard let deadlines else {
-                    return (await sender.send(delivery, message: message, now: now), provider.rawValue)
-                }
-                return (await deadlines.run { await sender.send(delivery, message: message, now: now) }, provider.rawValue)
+                return .send(provider, message: message)
             }
         }
+    }
+
+    /// One delivery's exchange through its provider's sender alone, within the per-delivery deadline.
+    private func send(_ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date) async -> DeliveryOutcome {
+        guard let sender = senders[provider.rawValue] else {
+            return .failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)])
+        }
+        let started = ContinuousClock.now
+        defer { metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started)) }
+        guard let deadlines else { return await sender.send(delivery, message: message, now: now) }
+        return await deadlines.run { await sender.send(delivery, message: message, now: now) }
     }
 
     private func reportUnknownZone(_ zone: String, of delivery: ClaimedDelivery) {

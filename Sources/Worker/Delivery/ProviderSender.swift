@@ -1,11 +1,60 @@
 import DeliveryCore
 import Foundation
 
-/// One provider's send path (APNs now; FCM and Web Push join later): credentials from the app's channel,
-/// the request, the transport, and the classification of the answer. Never throws: transport failures,
-/// bad credentials and refusals all become a ``DeliveryOutcome``.
+/// One provider's send path (APNs, FCM or Web Push): credentials from the app's channel, the request, the
+/// transport, and the classification of the answer. Never throws: transport failures, bad credentials and
+/// refusals all become a ``DeliveryOutcome``.
 public protocol ProviderSender: Sendable {
     /// `app_channels.provider` this sender serves: `apns`, `fcm` or `webpush`.
     var provider: String { get }
     func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome
+}
+
+/// One delivery of a claimed batch that passed every check and is to be sent, with its parsed message.
+public struct BatchedSend: Sendable {
+    public var delivery: ClaimedDelivery
+    public var message: NotificationMessage
+
+    public init(delivery: ClaimedDelivery, message: NotificationMessage) {
+        self.delivery = delivery
+        self.message = message
+    }
+}
+
+/// What a batch send is given besides its deliveries: the time its decisions were taken and the per-delivery
+/// deadline, shared by the whole batch since its exchanges start together.
+public struct SendBatchContext: Sendable {
+    /// The time the deliveries were decided at (`apns-expiration` and the like are computed from it).
+    public var now: Date
+    /// When every exchange of the batch must have ended: the batch's start plus the per-delivery deadline.
+    /// `nil`: no deadline (tests).
+    public var deadline: ContinuousClock.Instant?
+    /// The per-delivery deadline in seconds, as a `deadline_exceeded` event's `deadline_s` says it.
+    public var deadlineSeconds: Double
+
+    public init(now: Date, deadline: ContinuousClock.Instant?, deadlineSeconds: Double) {
+        self.now = now
+        self.deadline = deadline
+        self.deadlineSeconds = deadlineSeconds
+    }
+
+    /// The outcome of an exchange cut off by ``deadline``: a counted retry, since the request may have
+    /// reached the provider.
+    public var deadlineExceeded: DeliveryOutcome {
+        .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(deadlineSeconds)])
+    }
+}
+
+/// A sender that takes a claimed batch's deliveries at once, so that their requests reach the HTTP/2 client in
+/// one hand-off per origin and their answers come back without a task per delivery.
+public protocol BatchingProviderSender: ProviderSender {
+    /// Sends the deliveries of `batch` it can batch and reports each one's outcome through `completed` (with
+    /// its index in `batch`) as soon as that one's answer is judged, exactly once per delivery it takes.
+    /// Every exchange (token, request, a resend with a replaced token) ends by `context.deadline`, else its
+    /// delivery ends as ``SendBatchContext/deadlineExceeded``.
+    /// - Returns: the indexes of the deliveries it did not take (each then goes through
+    ///   ``ProviderSender/send(_:message:now:)`` alone); `completed` is never called for them.
+    func send(
+        batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
+    ) async -> [Int]
 }

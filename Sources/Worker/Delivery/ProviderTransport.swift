@@ -18,21 +18,37 @@ enum ProviderTransport {
         _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration,
         subscriberChosen: Bool = false
     ) async -> Result<PushResponse, Failure> {
+        let result: Result<HTTP2Response, any Error>
         do {
-            let response = try await client.send(
-                HTTP2Request(
-                    method: request.method, path: request.path,
-                    headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body,
-                    timeout: timeout),
-                to: origin)
+            result = .success(try await client.send(httpRequest(request, timeout: timeout), to: origin))
+        } catch {
+            result = .failure(error)
+        }
+        return response(result, origin: origin, subscriberChosen: subscriberChosen)
+    }
+
+    /// `request` as the HTTP/2 client takes it.
+    static func httpRequest(_ request: PushRequest, timeout: Duration) -> HTTP2Request {
+        HTTP2Request(
+            method: request.method, path: request.path,
+            headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body, timeout: timeout)
+    }
+
+    /// The HTTP/2 client's result for a request to `origin` as a ``PushResponse``, or the outcome to record
+    /// instead (see ``send(_:to:client:timeout:subscriberChosen:)``).
+    static func response(
+        _ result: Result<HTTP2Response, any Error>, origin: HTTP2Origin, subscriberChosen: Bool = false
+    ) -> Result<PushResponse, Failure> {
+        switch result {
+        case .success(let response):
             return .success(
                 PushResponse(
                     status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
                     body: response.body))
-        } catch let error as HTTP2Error {
+        case .failure(let error as HTTP2Error):
             return .failure(
                 Failure(outcome: outcome(for: error, origin: origin.description, subscriberChosen: subscriberChosen)))
-        } catch {
+        case .failure(let error):
             return .failure(Failure(outcome: .retry(reason: "transport_error", detail: ["error": .string("\(error)")])))
         }
     }

@@ -10,10 +10,22 @@ public protocol DeliveryProcessing: Sendable {
     /// one round trip).
     func prepare(_ batch: [ClaimedDelivery]) async
     func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion
+    /// Processes a claimed batch (after ``prepare(_:)``), calling `completed` once per delivery as soon as its
+    /// completion is known, from any task. Returns when every delivery has been completed.
+    func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async
 }
 
 extension DeliveryProcessing {
     public func prepare(_ batch: [ClaimedDelivery]) async {}
+
+    /// One task per delivery, each through ``process(_:)``.
+    public func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async {
+        await withDiscardingTaskGroup { group in
+            for delivery in batch {
+                group.addTask { completed(delivery, await self.process(delivery)) }
+            }
+        }
+    }
 }
 
 /// The `run` service: expands notifications, claims due deliveries in batches, sends them concurrently through
@@ -414,9 +426,8 @@ public final class WorkerService: Sendable {
                         await processor.prepare(claimed)
                         claimedTotal.add(claimed.count, ordering: .relaxed)
                         inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
-                        for delivery in claimed {
-                            sends.addTask {
-                                let completion = await self.processor.process(delivery)
+                        sends.addTask { [claimed] in
+                            await self.processor.process(batch: claimed) { delivery, completion in
                                 self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
                                 self.inFlight.subtract(1, ordering: .acquiringAndReleasing)
                                 self.capacityWake.signal()
