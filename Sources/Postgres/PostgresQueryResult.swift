@@ -5,10 +5,14 @@ internal import CLibPQ
 /// `@unchecked Sendable` is safe: the result is never modified after libpq hands it over, and libpq
 /// documents `PGresult` as read-only and freely shareable between threads (libpq docs §34.19
 /// "Behavior in Threaded Programs"). Column names and the name-to-index map are built once per result.
+///
+/// `@usableFromInline` with the few members ``PostgresRow``'s inlinable decoders use, so that callers' decoding
+/// is specialized for each value type (no generic metadata lookups per value in a claim of hundreds of rows).
+@usableFromInline
 final class PostgresResultStorage: @unchecked Sendable {
     let result: OpaquePointer
     let rowCount: Int
-    let columnNames: [String]
+    @usableFromInline let columnNames: [String]
     private let columnIndex: [String: Int]
 
     init(taking result: OpaquePointer) {
@@ -31,28 +35,24 @@ final class PostgresResultStorage: @unchecked Sendable {
 
     deinit { PQclear(result) }
 
-    @inline(__always)
+    @usableFromInline
     func index(of column: String) -> Int? { columnIndex[column] }
+
+    /// The value's bytes in libpq's buffer, nil for SQL NULL; valid while this storage lives (callers keep it
+    /// alive with `withExtendedLifetime` while they read them).
+    @usableFromInline
+    func bytes(row: Int, column: Int) -> UnsafeBufferPointer<UInt8>? {
+        if PQgetisnull(result, Int32(row), Int32(column)) != 0 { return nil }
+        guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else { return nil }
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        return UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length)
+    }
 
     @inline(__always)
     func value(row: Int, column: Int) -> String? {
         if PQgetisnull(result, Int32(row), Int32(column)) != 0 { return nil }
         guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else { return nil }
         return String(cString: pointer)
-    }
-
-    /// Calls `body` with the value's bytes in libpq's buffer (nil for SQL NULL); they stay valid while
-    /// this storage lives, so only during the call.
-    @inline(__always)
-    func withBytes<R>(row: Int, column: Int, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
-        if PQgetisnull(result, Int32(row), Int32(column)) != 0 { return try body(nil) }
-        guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else { return try body(nil) }
-        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
-        return try withExtendedLifetime(self) {
-            try pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
-                try body(UnsafeBufferPointer(start: $0, count: length))
-            }
-        }
     }
 }
 
@@ -93,8 +93,13 @@ public struct PostgresQueryResult: Sendable, RandomAccessCollection {
 
 /// One result row. Cheap to copy: it refers to the shared result.
 public struct PostgresRow: Sendable {
-    let storage: PostgresResultStorage
-    let row: Int
+    @usableFromInline let storage: PostgresResultStorage
+    @usableFromInline let row: Int
+
+    init(storage: PostgresResultStorage, row: Int) {
+        self.storage = storage
+        self.row = row
+    }
 
     /// The result columns' names, in order.
     public var columnNames: [String] { storage.columnNames }
@@ -113,49 +118,113 @@ public struct PostgresRow: Sendable {
 
     /// Decodes `column` as `T`. Throws `.decodingFailed` naming the column when it is missing, NULL, or
     /// its text does not parse as `T`.
+    @inlinable
     public func decode<T: PostgresDecodable>(_ type: T.Type, _ column: String) throws -> T {
-        guard let value = try decodeIfPresent(type, column) else {
-            throw PostgresError(code: .decodingFailed, message: "column \"\(column)\" is NULL; expected \(T.self)")
-        }
+        guard let value = try decodeIfPresent(type, column) else { throw nullError(column: column, expected: "\(T.self)") }
         return value
     }
 
     /// Decodes the column at `index` (see ``PostgresQueryResult/columnIndex(_:)``) as `T`. Throws
     /// `.decodingFailed` naming the column when it is NULL or its text does not parse as `T`.
+    @inlinable
     public func decode<T: PostgresDecodable>(_ type: T.Type, at index: Int) throws -> T {
         guard let value = try decodeIfPresent(type, at: index) else {
-            throw PostgresError(code: .decodingFailed, message: "column \"\(columnName(index))\" is NULL; expected \(T.self)")
+            throw nullError(column: columnName(index), expected: "\(T.self)")
         }
         return value
     }
 
     /// Decodes the column at `index` as `T`, nil for SQL NULL. Throws `.decodingFailed` naming the column
     /// when the index is out of range or its text does not parse as `T`.
+    @inlinable
     public func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, at index: Int) throws -> T? {
-        guard index >= 0 && index < storage.columnNames.count else {
-            throw PostgresError(code: .decodingFailed, message: "no column at index \(index) (the result has \(storage.columnNames.count))")
-        }
+        guard let bytes = try bytes(at: index) else { return nil }
         do {
-            return try storage.withBytes(row: row, column: index) { bytes in
-                guard let bytes else { return nil }
-                return try T(postgresBytes: bytes)
-            }
-        } catch var error as PostgresError {
-            error.message = "column \"\(columnName(index))\": " + error.message
-            throw error
+            return try withExtendedLifetime(storage) { try T(postgresBytes: bytes) }
+        } catch let error as PostgresError {
+            throw named(error, column: index)
         }
     }
 
-    private func columnName(_ index: Int) -> String { storage.columnNames[index] }
+    /// Decodes the column at `index` as `T` like ``decodeIfPresent(_:at:)``, but returns `last`'s value
+    /// itself when the column holds the same bytes as when `last` was decoded, and keeps the new bytes and
+    /// value in `last` otherwise. For columns that repeat down a result (an app's channel settings and
+    /// signing key on each of its claimed deliveries): one comparison instead of a new copy per row.
+    @inlinable
+    public func decodeIfPresent<T: PostgresDecodable>(
+        _ type: T.Type, at index: Int, repeating last: inout PostgresRepeatedValue<T>
+    ) throws -> T? {
+        guard let bytes = try bytes(at: index) else { return nil }
+        return try withExtendedLifetime(storage) {
+            if let value = last.value, last.raw.elementsEqual(bytes) { return value }
+            do {
+                let value = try T(postgresBytes: bytes)
+                last = PostgresRepeatedValue(raw: Array(bytes), value: value)
+                return value
+            } catch let error as PostgresError {
+                throw named(error, column: index)
+            }
+        }
+    }
+
+    /// The bytes of the column at `index` (nil for SQL NULL), valid while ``storage`` lives.
+    /// - Throws: `.decodingFailed` when the result has no column at `index`.
+    @usableFromInline
+    func bytes(at index: Int) throws -> UnsafeBufferPointer<UInt8>? {
+        guard index >= 0 && index < storage.columnNames.count else {
+            throw PostgresError(code: .decodingFailed, message: "no column at index \(index) (the result has \(storage.columnNames.count))")
+        }
+        return storage.bytes(row: row, column: index)
+    }
+
+    @usableFromInline
+    func columnName(_ index: Int) -> String { storage.columnNames[index] }
+
+    @usableFromInline
+    func named(_ error: PostgresError, column index: Int) -> PostgresError {
+        var error = error
+        error.message = "column \"\(columnName(index))\": " + error.message
+        return error
+    }
+
+    @usableFromInline
+    func nullError(column: String, expected: String) -> PostgresError {
+        PostgresError(code: .decodingFailed, message: "column \"\(column)\" is NULL; expected \(expected)")
+    }
 
     /// Decodes `column` as `T`, nil for SQL NULL. Throws `.decodingFailed` naming the column when it is
     /// missing or its text does not parse as `T`.
+    @inlinable
     public func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, _ column: String) throws -> T? {
+        try decodeIfPresent(type, at: try index(of: column))
+    }
+
+    /// The index of `column`. - Throws: `.decodingFailed` when the result has no such column.
+    @usableFromInline
+    func index(of column: String) throws -> Int {
         guard let index = storage.index(of: column) else {
             throw PostgresError(
                 code: .decodingFailed,
                 message: "no column \"\(column)\" in the result (columns: \(storage.columnNames.joined(separator: ", ")))")
         }
-        return try decodeIfPresent(type, at: index)
+        return index
+    }
+}
+
+/// The last value ``PostgresRow/decodeIfPresent(_:at:repeating:)`` decoded from a column, with the bytes it
+/// came from. Start with `PostgresRepeatedValue()` per column and result.
+public struct PostgresRepeatedValue<T> {
+    @usableFromInline var raw: [UInt8]
+    @usableFromInline var value: T?
+
+    public init() {
+        raw = []
+        value = nil
+    }
+
+    @usableFromInline
+    init(raw: [UInt8], value: T) {
+        self.raw = raw
+        self.value = value
     }
 }

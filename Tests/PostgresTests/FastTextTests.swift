@@ -129,4 +129,38 @@ struct FastTextTests {
             #expect(row["flags"] == "null,true,false")
         }
     }
+
+    /// A column that repeats down a result is decoded once per run of equal bytes: each row still gets its own
+    /// value, a NULL between equal values leaves the kept one in place, and a bad value names its column.
+    @Test func repeatedValuesAreDecodedOncePerRun() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            defer { c.close() }
+            let long = String(repeating: "settings ", count: 40)
+            let rows = try c.query(
+                """
+                SELECT t, b FROM (VALUES (1, $1, '\\x0102'::bytea), (2, $1, '\\x0102'), (3, NULL, NULL), (4, $1, '\\x0102'),
+                                         (5, 'other', '\\x03'), (6, $1, '\\x0102')) v(n, t, b) ORDER BY n
+                """, [long])
+            var text = PostgresRepeatedValue<String>()
+            var bytes = PostgresRepeatedValue<[UInt8]>()
+            var seen: [(String?, [UInt8]?, [UInt8])] = []
+            for row in rows {
+                let t = try row.decodeIfPresent(String.self, at: 0, repeating: &text)
+                let b = try row.decodeIfPresent([UInt8].self, at: 1, repeating: &bytes)
+                seen.append((t, b, text.raw))
+            }
+            #expect(seen.map(\.0) == [long, long, nil, long, "other", long])
+            #expect(seen.map(\.1) == [[1, 2], [1, 2], nil, [1, 2], [3], [1, 2]])
+            // What is kept: the last non-NULL value's bytes.
+            #expect(seen.map { String(decoding: $0.2, as: UTF8.self) } == [long, long, long, long, "other", long])
+            var number = PostgresRepeatedValue<Int>()
+            let bad = try c.query("SELECT 'x' || n AS count FROM generate_series(1, 2) n")
+            #expect { _ = try bad[0].decodeIfPresent(Int.self, at: 0, repeating: &number) } throws: { error in
+                (error as? PostgresError)?.message.contains("column \"count\"") == true
+            }
+            #expect(number.value == nil)
+        }
+    }
 }

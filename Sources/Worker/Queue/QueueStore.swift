@@ -87,9 +87,10 @@ public enum QueueStore {
         var claimed: [ClaimedDelivery] = []
         claimed.reserveCapacity(rows.count)
         let columns = ClaimedColumns(rows)
+        var repeats = ClaimedColumns.Repeats()
         for row in rows {
             do {
-                claimed.append(try ClaimedDelivery(claimedRow: row, columns: columns))
+                claimed.append(try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats))
             } catch let error as PostgresError {
                 let id = try row.decode(Int64.self, "id")
                 try setAsideIfPossible(
@@ -420,7 +421,9 @@ public enum QueueStore {
 extension ClaimedDelivery {
     /// Reads one row of the claim statement, its columns found through `columns` (looked up once per result).
     /// - Throws: ``PostgresError`` (`decodingFailed`) when a column is missing or cannot be read.
-    init(claimedRow row: PostgresRow, columns c: ClaimedColumns) throws {
+    /// - Parameter repeats: the last values of the columns that repeat down a claim (one app's settings on each
+    ///   of its deliveries), shared with the result's other rows so they are read once.
+    init(claimedRow row: PostgresRow, columns c: ClaimedColumns, repeats r: inout ClaimedColumns.Repeats) throws {
         self.init(
             id: try c.id.decode(Int64.self, row),
             fence: try c.fence.decode(Int64.self, row),
@@ -429,8 +432,8 @@ extension ClaimedDelivery {
             subscriptionID: try c.subscriptionID.decode(UUID.self, row),
             appID: try c.appID.decode(UUID.self, row),
             apnsID: try c.apnsID.decode(UUID.self, row),
-            messageVersion: try c.messageVersion.decode(String.self, row),
-            campaignID: try c.campaignID.decodeIfPresent(String.self, row),
+            messageVersion: try c.messageVersion.decode(String.self, row, repeating: &r.messageVersion),
+            campaignID: try c.campaignID.decodeIfPresent(String.self, row, repeating: &r.campaignID),
             notificationStatus: try c.notificationStatus.decode(String.self, row),
             notificationStart: try c.notificationStart.decode(Date.self, row),
             platform: try c.platform.decode(String.self, row),
@@ -446,14 +449,14 @@ extension ClaimedDelivery {
             webP256DH: try c.webP256DH.decodeIfPresent(String.self, row),
             webAuth: try c.webAuth.decodeIfPresent(String.self, row),
             defaultLanguage: try c.defaultLanguage.decodeIfPresent(String.self, row),
-            defaultTimezone: try c.defaultTimezone.decodeIfPresent(String.self, row),
+            defaultTimezone: try c.defaultTimezone.decodeIfPresent(String.self, row, repeating: &r.defaultTimezone),
             quietHoursStart: try c.quietHoursStart.decodeIfPresent(String.self, row),
             quietHoursEnd: try c.quietHoursEnd.decodeIfPresent(String.self, row),
-            signingKey: try c.signingKey.decode([UInt8].self, row),
-            frequencyCapsJSON: try c.frequencyCaps.decodeIfPresent(String.self, row),
+            signingKey: try c.signingKey.decode([UInt8].self, row, repeating: &r.signingKey),
+            frequencyCapsJSON: try c.frequencyCaps.decodeIfPresent(String.self, row, repeating: &r.frequencyCaps),
             channelProvider: try c.channelProvider.decodeIfPresent(String.self, row),
-            channelSettingsJSON: try c.channelSettings.decodeIfPresent(String.self, row),
-            channelEndpoint: try c.channelEndpoint.decodeIfPresent(String.self, row),
+            channelSettingsJSON: try c.channelSettings.decodeIfPresent(String.self, row, repeating: &r.channelSettings),
+            channelEndpoint: try c.channelEndpoint.decodeIfPresent(String.self, row, repeating: &r.channelEndpoint),
             channelPausedUntil: try c.channelPausedUntil.decodeIfPresent(Date.self, row),
             uncountedRetries: try c.uncountedRetries.decodeIfPresent(Int.self, row) ?? 0)
         localDueAt = try c.localDueAt.decodeIfPresent(Date.self, row)
@@ -479,6 +482,30 @@ struct ClaimedColumns {
             guard let index else { return try row.decodeIfPresent(type, name) }
             return try row.decodeIfPresent(type, at: index)
         }
+
+        func decode<T: PostgresDecodable>(_ type: T.Type, _ row: PostgresRow, repeating last: inout PostgresRepeatedValue<T>) throws -> T {
+            guard let value = try decodeIfPresent(type, row, repeating: &last) else { return try decode(type, row) }
+            return value
+        }
+
+        func decodeIfPresent<T: PostgresDecodable>(
+            _ type: T.Type, _ row: PostgresRow, repeating last: inout PostgresRepeatedValue<T>
+        ) throws -> T? {
+            guard let index else { return try row.decodeIfPresent(type, name) }
+            return try row.decodeIfPresent(type, at: index, repeating: &last)
+        }
+    }
+
+    /// The last value of each column that repeats down a claim: the app's and notification's, the same on
+    /// each of their deliveries, and long enough that a copy per row costs an allocation.
+    struct Repeats {
+        var messageVersion = PostgresRepeatedValue<String>()
+        var campaignID = PostgresRepeatedValue<String>()
+        var defaultTimezone = PostgresRepeatedValue<String>()
+        var signingKey = PostgresRepeatedValue<[UInt8]>()
+        var frequencyCaps = PostgresRepeatedValue<String>()
+        var channelSettings = PostgresRepeatedValue<String>()
+        var channelEndpoint = PostgresRepeatedValue<String>()
     }
 
     let id, fence, attempt, notificationID, subscriptionID, appID, apnsID, messageVersion, campaignID,
