@@ -244,6 +244,19 @@ enum JSONWriter {
         }
     }
 
+    /// A compact object of string members, keys in code-point order, as ``write(_:to:indent:)`` writes
+    /// `.object` of `.string` values.
+    static func writeObject(ofStrings members: [(key: String, value: String)], to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "{"))
+        for (position, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
+            if position > 0 { output.append(UInt8(ascii: ",")) }
+            writeString(member.key, to: &output)
+            output.append(UInt8(ascii: ":"))
+            writeString(member.value, to: &output)
+        }
+        output.append(UInt8(ascii: "}"))
+    }
+
     /// A finite double as `JSONEncoder` writes it: `3600`, `0.5`, `1e+20`.
     static func text(of number: Double) -> String {
         let text = number.description

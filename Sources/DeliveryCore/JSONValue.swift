@@ -161,6 +161,15 @@ extension JSONValue {
     /// ``serialized()`` as a `String`.
     public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
 
+    /// The ``jsonText`` of an object whose members are all strings, written without building the object: for
+    /// the small details written once per delivery (a `sent` event's ids). Keys must be distinct.
+    public static func objectText(ofStrings members: [(key: String, value: String)]) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity(members.reduce(2) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
+        JSONWriter.writeObject(ofStrings: members, to: &output)
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// The same JSON laid out for people, as `JSONEncoder`'s `.prettyPrinted` with `.sortedKeys` and
     /// `.withoutEscapingSlashes` lays it out (two spaces a level), numbers as written.
     public var prettyJSONText: String {

@@ -80,4 +80,17 @@ import Testing
         #expect(try JSONValue(parsing: " \t\r\n{ \"a\" : 1 , \"a\" : [ ] }\n") == ["a": []])
         #expect(try JSONValue(parsing: "true") == true)
     }
+
+    /// The string-object writer gives the same text as the general one, for keys given in any order and for
+    /// values that need escaping, non-ASCII and empty ones.
+    @Test func anObjectOfStringsIsWrittenAsTheGeneralWriterWritesIt() {
+        let members: [(key: String, value: String)] = [
+            ("provider", "apns"), ("apns_id", "0a1b"), ("provider_message_id", "q\"uo\\te\n\u{01}/ş🙂"),
+            ("a", ""), ("Z", "upper"), ("ä", "after z"),
+        ]
+        let general = JSONValue.object(Dictionary(uniqueKeysWithValues: members.map { ($0.key, JSONValue.string($0.value)) })).jsonText
+        #expect(JSONValue.objectText(ofStrings: members) == general)
+        #expect(JSONValue.objectText(ofStrings: members.reversed()) == general)
+        #expect(JSONValue.objectText(ofStrings: []) == "{}")
+    }
 }

@@ -352,21 +352,26 @@ public enum CompletionFactory {
         for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
         maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: Double
     ) -> DeliveryCompletion {
-        func make(_ event: DeliveryEvent, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
-            var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
-            if let provider, members["provider"] == nil { members["provider"] = .string(provider) }
+        func make(_ event: DeliveryEvent, _ reason: String?, detailJSON: String, next: Date?) -> DeliveryCompletion {
             var completion = DeliveryCompletion(
                 deliveryID: delivery.id, fence: delivery.fence, event: event.rawValue, reason: reason,
-                detailJSON: JSONValue.object(members).jsonText, nextRunAt: next)
+                detailJSON: detailJSON, nextRunAt: next)
             completion.claimedAs = DeliveryCompletion.Claim(delivery)
             return completion
         }
+        func make(_ event: DeliveryEvent, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
+            var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
+            if let provider, members["provider"] == nil { members["provider"] = .string(provider) }
+            return make(event, reason, detailJSON: JSONValue.object(members).jsonText, next: next)
+        }
         switch outcome {
         case .sent(let providerMessageID):
-            var detail: [String: JSONValue] = [:]
-            if let providerMessageID { detail["provider_message_id"] = .string(providerMessageID) }
-            if provider == Provider.apns.rawValue { detail["apns_id"] = .string(providerMessageID ?? delivery.apnsID.uuidString.lowercased()) }
-            return make(.sent, nil, .object(detail), next: nil)
+            // The most common event: its detail (all strings) is written without building a JSON object.
+            var detail: [(key: String, value: String)] = []
+            if let providerMessageID { detail.append(("provider_message_id", providerMessageID)) }
+            if provider == Provider.apns.rawValue { detail.append(("apns_id", providerMessageID ?? delivery.apnsID.uuidString.lowercased())) }
+            if let provider { detail.append(("provider", provider)) }
+            return make(.sent, nil, detailJSON: JSONValue.objectText(ofStrings: detail), next: nil)
         case .failed(let reason, let detail, let invalidate):
             var completion = make(.failed, reason, detail, next: nil)
             if invalidate {
