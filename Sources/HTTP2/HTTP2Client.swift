@@ -75,10 +75,10 @@ public final class HTTP2Client: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 collector.continuation = continuation
-                cancellation.add(submit(requests, to: origin) { index, result in
+                cancellation.add(submit(requests, to: origin) { answers in
                     let done = lock.withLock { _ -> Bool in
-                        collector.results[index] = result
-                        collector.remaining -= 1
+                        for answer in answers { collector.results[answer.index] = answer.result }
+                        collector.remaining -= answers.count
                         return collector.remaining == 0
                     }
                     if done { collector.continuation?.resume(returning: collector.results) }
@@ -89,37 +89,46 @@ public final class HTTP2Client: Sendable {
         }
     }
 
-    /// Hands several requests to `origin`'s pool in one hand-off to the event loop and reports each result as
-    /// it arrives, so one slow answer holds back none of the others (the worker judges and completes each
-    /// delivery the moment its answer is in).
+    /// Hands several requests to `origin`'s pool in one hand-off to the event loop and reports their results as
+    /// they arrive, so one slow answer holds back none of the others (the worker judges and completes each
+    /// delivery the moment its answer is in). Results are reported in bursts: every request of the submission
+    /// that finished in one turn of the event loop (the responses of one socket read, say) is reported in one
+    /// call at the end of that turn, so a caller that hands them to another thread wakes it once per burst, not
+    /// once per response.
     ///
-    /// - Parameter each: called exactly once per request with its index in `requests` and its result
-    ///   (failures as for ``send(_:to:)``); on the event loop's thread, so it must be quick and must not block.
-    ///   A request HTTP/2 refuses to carry (`.invalidRequest`) is reported at once on the caller's thread,
-    ///   before anything is queued.
+    /// - Parameter answers: called with each burst; every request's result is in exactly one burst, with its
+    ///   index in `requests` (failures as for ``send(_:to:)``). Called on the event loop's thread, so it must be
+    ///   quick and must not block; requests HTTP/2 refuses to carry (`.invalidRequest`) are reported at once, in
+    ///   one call on the caller's thread, before anything is queued.
     /// - Returns: the submission, whose ``HTTP2Submission/cancel()`` abandons every request still pending
     ///   (each then reports `CancellationError`; a stream already open is reset with CANCEL).
     public func submit(
-        _ requests: [HTTP2Request], to origin: HTTP2Origin,
-        each: @escaping @Sendable (Int, Result<HTTP2Response, any Error>) -> Void
+        _ requests: [HTTP2Request], to origin: HTTP2Origin, answers: @escaping @Sendable ([HTTP2Answer]) -> Void
     ) -> HTTP2Submission {
         let first = nextID.wrappingAdd(UInt64(requests.count), ordering: .relaxed).oldValue
         var valid: [(Int, HTTP2Request)] = []
         valid.reserveCapacity(requests.count)
+        var refused: [HTTP2Answer] = []
         for (index, request) in requests.enumerated() {
-            if let invalid = request.validationError() { each(index, .failure(invalid)) } else { valid.append((index, request)) }
+            if let invalid = request.validationError() {
+                refused.append(HTTP2Answer(index: index, result: .failure(invalid)))
+            } else {
+                valid.append((index, request))
+            }
         }
+        if !refused.isEmpty { answers(refused) }
         let submission = HTTP2Submission(core: core, loop: eventLoop, ids: valid.map { first + UInt64($0.0) })
         if valid.isEmpty { return submission }
         let core = self.core
         let batch = UncheckedBox(valid)
         let accepted = eventLoop.execute {
+            let burst = AnswerBurst(core: core, deliver: answers)
             for (index, request) in batch.value {
-                core.enqueue(id: first + UInt64(index), request, origin) { each(index, $0) }
+                core.enqueue(id: first + UInt64(index), request, origin) { burst.add(HTTP2Answer(index: index, result: $0)) }
             }
         }
         if !accepted {
-            for (index, _) in valid { each(index, .failure(HTTP2Error(.shutdown, "the event loop is shut down"))) }
+            answers(valid.map { HTTP2Answer(index: $0.0, result: .failure(HTTP2Error(.shutdown, "the event loop is shut down"))) })
         }
         return submission
     }
@@ -146,7 +155,43 @@ public final class HTTP2Client: Sendable {
     }
 }
 
-/// Requests handed over together by ``HTTP2Client/submit(_:to:each:)``: a handle to abandon those still pending.
+/// One request's result in a burst of ``HTTP2Client/submit(_:to:answers:)``.
+public struct HTTP2Answer: Sendable {
+    /// The request's index in the submitted array.
+    public var index: Int
+    public var result: Result<HTTP2Response, any Error>
+}
+
+/// The results of one submission that finished in the current turn of the event loop, delivered together at
+/// its end. Loop thread only.
+final class AnswerBurst: @unchecked Sendable {
+    private let core: ClientCore
+    private let deliver: @Sendable ([HTTP2Answer]) -> Void
+    private var pending: [HTTP2Answer] = []
+
+    init(core: ClientCore, deliver: @escaping @Sendable ([HTTP2Answer]) -> Void) {
+        self.core = core
+        self.deliver = deliver
+    }
+
+    func add(_ answer: HTTP2Answer) {
+        // Once the loop has stopped, nothing runs at the end of a turn any more: deliver at once.
+        if core.isLoopStopped {
+            deliver([answer])
+            return
+        }
+        pending.append(answer)
+        if pending.count == 1 { core.loop.core.runSoon { [self] in flush() } }
+    }
+
+    private func flush() {
+        let answers = pending
+        pending = []
+        if !answers.isEmpty { deliver(answers) }
+    }
+}
+
+/// Requests handed over together by ``HTTP2Client/submit(_:to:answers:)``: a handle to abandon those still pending.
 public struct HTTP2Submission: Sendable {
     let core: ClientCore
     let loop: HTTP2EventLoop
@@ -217,6 +262,8 @@ final class ClientCore: @unchecked Sendable {
     private var sweepTimer: LoopTimerID?
     private var shuttingDown = false
     private var loopStopped = false
+    /// The loop has stopped: work deferred to the end of a turn would never run.
+    var isLoopStopped: Bool { loopStopped }
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
     init(loop: HTTP2EventLoop, tls: TLSClientConfiguration, configuration: HTTP2ClientConfiguration) {
@@ -252,7 +299,7 @@ final class ClientCore: @unchecked Sendable {
         enqueue(id: id, request, origin, completion: .continuation(continuation))
     }
 
-    /// Enqueues one request of a ``HTTP2Client/submit(_:to:each:)``; `callback` gets its result.
+    /// Enqueues one request of a ``HTTP2Client/submit(_:to:answers:)``; `callback` gets its result.
     func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin,
                  _ callback: @escaping (Result<HTTP2Response, any Error>) -> Void) {
         enqueue(id: id, request, origin, completion: .callback(callback))

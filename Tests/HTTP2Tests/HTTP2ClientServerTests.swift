@@ -208,8 +208,9 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
-    /// `submit` reports each answer as it comes: the quick ones while a held one is still open, an invalid
-    /// request at once (before anything is queued), and the held one as `CancellationError` once cancelled.
+    /// `submit` reports the answers as they come, in bursts: the quick ones while a held one is still open,
+    /// an invalid request at once (before anything is queued), and the held one as `CancellationError` once
+    /// cancelled; every request in exactly one burst.
     @Test func submitReportsEachAnswerAsItArrivesAndCancelsThePendingOnes() async throws {
         let loop = try HTTP2EventLoop(name: "test-submit")
         defer { loop.shutdown() }
@@ -221,31 +222,44 @@ struct HTTP2ClientServerTests {
         let port = try server.start()
         let client = HTTP2Client(eventLoop: loop)
         let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
-        var requests = (0..<20).map { HTTP2Request(path: "/ok", body: Array("\($0)".utf8)) }
+        var requests = (0..<40).map { HTTP2Request(path: "/ok", body: Array("\($0)".utf8)) }
         requests[7] = HTTP2Request(path: "/hold")
         requests[11] = HTTP2Request(path: "/bad", headers: [HTTP2Header("connection", "close")])
-        let (answers, answered) = AsyncStream.makeStream(of: (Int, Result<HTTP2Response, any Error>).self)
-        let submission = client.submit(requests, to: origin) { answered.yield(($0, $1)) }
+        let (bursts, answered) = AsyncStream.makeStream(of: [HTTP2Answer].self)
+        let submission = client.submit(requests, to: origin) { answered.yield($0) }
         var seen: [Int: Result<HTTP2Response, any Error>] = [:]
-        for await (index, result) in answers {
-            #expect(seen[index] == nil, "each request reported once")
-            seen[index] = result
-            if seen.count == 19 { break }
+        bursts: for await burst in bursts {
+            for answer in burst {
+                #expect(seen[answer.index] == nil, "each request reported once")
+                seen[answer.index] = answer.result
+            }
+            if seen.count == 39 { break bursts }
         }
         // Everything but the held request, the invalid one among them.
-        #expect(seen[7] == nil)
+        #expect(seen.count == 39 && seen[7] == nil)
         if case .failure(let error as HTTP2Error)? = seen[11] { #expect(error.code == .invalidRequest) } else { Issue.record("not refused") }
-        for index in 0..<20 where index != 7 && index != 11 {
+        for index in 0..<40 where index != 7 && index != 11 {
             #expect((try? seen[index]?.get())?.body == Array("\(index)".utf8))
         }
         submission.cancel()
-        for await (index, result) in answers {
-            #expect(index == 7)
-            #expect(throws: CancellationError.self) { try result.get() }
+        for await burst in bursts {
+            #expect(burst.map(\.index) == [7])
+            #expect(throws: CancellationError.self) { try burst.first?.result.get() }
             break
         }
         release.open()
         #expect(try await client.send(HTTP2Request(path: "/after"), to: origin).status == 200)
+        // Requests that end in the same turn of the loop come in one burst: all of a submission to a port where
+        // nothing listens fail together when the connection attempt does.
+        let (deadBursts, deadAnswered) = AsyncStream.makeStream(of: [HTTP2Answer].self)
+        _ = client.submit(Array(repeating: HTTP2Request(path: "/"), count: 30), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: 1)) {
+            deadAnswered.yield($0)
+        }
+        for await burst in deadBursts {
+            #expect(burst.count == 30)
+            #expect(burst.allSatisfy { if case .failure(let error as HTTP2Error) = $0.result { error.code == .connectFailed } else { false } })
+            break
+        }
         await client.shutdown()
         await server.shutdown()
     }

@@ -112,42 +112,28 @@ extension APNsSender: BatchingProviderSender {
         context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async -> [(Outgoing, (response: PushResponse, token: String))] {
         guard !outgoing.isEmpty else { return [] }
-        let (answers, answered) = AsyncStream.makeStream(
-            of: (slot: Int, result: Result<HTTP2Response, any Error>).self, bufferingPolicy: .unbounded)
+        // One element per burst of answers (see HTTP2Client.submit), tagged with the origin's slots.
+        let (bursts, answered) = AsyncStream.makeStream(of: (slots: [Int], answers: [HTTP2Answer]).self, bufferingPolicy: .unbounded)
         let cancellation = HTTP2SubmissionCancellation()
         var resends: [(Outgoing, (response: PushResponse, token: String))] = []
         await withTaskCancellationHandler {
             for (origin, group) in requests {
                 let slots = group.slots
-                cancellation.add(client.submit(group.requests, to: origin) { index, result in
-                    answered.yield((slots[index], result))
-                })
+                cancellation.add(client.submit(group.requests, to: origin) { answered.yield((slots, $0)) })
             }
             var answeredSlots = [Bool](repeating: false, count: outgoing.count)
             var left = outgoing.count
             // Ends early only when this task is cancelled (the stream stops then); what was not answered by
             // then is judged below as cancelled.
-            for await (slot, result) in answers {
-                guard !answeredSlots[slot] else { continue }
-                answeredSlots[slot] = true
-                let sent = outgoing[slot]
-                switch ProviderTransport.response(result, origin: sent.origin) {
-                case .failure(let failure):
-                    if sent.cutByDeadline, case .failure(let error as HTTP2Error) = result, error.code == .requestTimeout {
-                        completed(sent.index, context.deadlineExceeded)
-                    } else {
-                        completed(sent.index, transportOutcome(failure, channel: sent.channel))
-                    }
-                case .success(let response):
-                    if APNsResponseClassifier.requiresNewProviderToken(response) {
-                        tokens.reportRejected(sent.bearer, for: sent.channel.tokenCredential)
-                        resends.append((sent, (response, sent.bearer)))
-                    } else {
-                        completed(sent.index, judge(response, channel: sent.channel, delivery: batch[sent.index].delivery, origin: sent.origin))
-                    }
+            bursts: for await (slots, answers) in bursts {
+                for answer in answers {
+                    let slot = slots[answer.index]
+                    guard !answeredSlots[slot] else { continue }
+                    answeredSlots[slot] = true
+                    judge(answer.result, of: outgoing[slot], batch: batch, context: context, resends: &resends, completed: completed)
+                    left -= 1
+                    if left == 0 { break bursts }
                 }
-                left -= 1
-                if left == 0 { break }
             }
             answered.finish()
             for (slot, sent) in outgoing.enumerated() where !answeredSlots[slot] {
@@ -159,6 +145,29 @@ extension APNsSender: BatchingProviderSender {
             cancellation.cancel()
         }
         return resends
+    }
+
+    /// One answer of the batch: judged and completed, or kept for a resend when it refused the token.
+    private func judge(
+        _ result: Result<HTTP2Response, any Error>, of sent: Outgoing, batch: [BatchedSend], context: SendBatchContext,
+        resends: inout [(Outgoing, (response: PushResponse, token: String))],
+        completed: @Sendable (Int, DeliveryOutcome) -> Void
+    ) {
+        switch ProviderTransport.response(result, origin: sent.origin) {
+        case .failure(let failure):
+            if sent.cutByDeadline, case .failure(let error as HTTP2Error) = result, error.code == .requestTimeout {
+                completed(sent.index, context.deadlineExceeded)
+            } else {
+                completed(sent.index, transportOutcome(failure, channel: sent.channel))
+            }
+        case .success(let response):
+            if APNsResponseClassifier.requiresNewProviderToken(response) {
+                tokens.reportRejected(sent.bearer, for: sent.channel.tokenCredential)
+                resends.append((sent, (response, sent.bearer)))
+            } else {
+                completed(sent.index, judge(response, channel: sent.channel, delivery: batch[sent.index].delivery, origin: sent.origin))
+            }
+        }
     }
 
     /// The provider token for a batch's credential, fetched by the batch's deadline (`nil`: not in time).
