@@ -1,11 +1,13 @@
 // pushizo-bench: the client half of `make bench` (scripts/bench.sh drives it).
 //
-//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE] [--batch B]
+//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE] [--batch B | --submit B]
 //
-// Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, the way the worker
-// sends (one `send` per delivery), and prints `requests_per_second=<r> failures=<f>`. With `--batch B` (B > 1)
-// each of S/B lanes hands B requests at a time to the client (`send([HTTP2Request], to:)`, one hand-off to the
-// I/O thread per batch), to compare against one hand-off per request.
+// Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, one `send` per
+// request, and prints `requests_per_second=<r> failures=<f>`. With `--submit B` (B > 1) the requests go to the
+// client the way the worker hands it claimed batches: B at a time (`submit`, one hand-off to the I/O thread per
+// batch, each answer taken as it arrives), B more each time B have been answered, never more than S
+// outstanding. With `--batch B` each of S/B lanes hands B requests at a time to the collecting
+// `send([HTTP2Request], to:)` and waits for all of them before its next B.
 //
 //   pushizo-bench fetch URL [--max-body BYTES] [--max-header-list BYTES] [--ca FILE]
 //
@@ -55,9 +57,45 @@ let payload = Array(body)
 // Warm up: connect and settle the connection before timing.
 _ = try? await client.send(HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), to: origin)
 
+let submitted = max(1, Int(options["--submit"] ?? "1") ?? 1)
 let batch = max(1, Int(options["--batch"] ?? "1") ?? 1)
 let start = ContinuousClock.now
 let failures = await withTaskGroup(of: Int.self) { group in
+    if submitted > 1 {
+        // One task keeps up to S requests outstanding and hands over B more each time B have been answered,
+        // as the worker claims and hands over a batch once enough of its in-flight deliveries have finished.
+        group.addTask {
+            let (bursts, answered) = AsyncStream.makeStream(of: [HTTP2Answer].self, bufferingPolicy: .unbounded)
+            let request = HTTP2Request(path: path.isEmpty ? "/" : path, body: payload)
+            var left = requests
+            func handOver(_ count: Int) {
+                let count = min(count, left)
+                guard count > 0 else { return }
+                left -= count
+                _ = client.submit(Array(repeating: request, count: count), to: origin) { answered.yield($0) }
+            }
+            for _ in 0..<max(1, streams / submitted) { handOver(submitted) }
+            var failed = 0
+            var waiting = requests
+            var answeredSinceHandOver = 0
+            bursts: for await burst in bursts {
+                for answer in burst {
+                    if let response = try? answer.result.get(), response.status < 500 {} else { failed += 1 }
+                    waiting -= 1
+                    if waiting == 0 { break bursts }
+                    answeredSinceHandOver += 1
+                    if answeredSinceHandOver == submitted {
+                        answeredSinceHandOver = 0
+                        handOver(submitted)
+                    }
+                }
+            }
+            return failed
+        }
+        var total = 0
+        for await failed in group { total += failed }
+        return total
+    }
     if batch > 1 {
         // S streams in flight as S/B lanes of B requests; the last batch of a lane may be short.
         let lanes = max(1, streams / batch)
