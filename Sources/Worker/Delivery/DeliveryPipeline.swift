@@ -113,10 +113,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 }
             }
             for (delivery, provider, message) in alone {
-                group.addTask {
-                    let outcome = await self.send(delivery, message: message, provider: provider, now: now)
-                    completed(delivery, self.complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
-                }
+                group.addTask { await self.sendAlone(delivery, message: message, provider: provider, now: now, completed: completed) }
             }
             for (provider, sends) in batched {
                 guard let sender = senders[provider.rawValue] as? any BatchingProviderSender else { continue }
@@ -131,17 +128,24 @@ public final class DeliveryPipeline: DeliveryProcessing {
                         completed(delivery, self.complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
                     }
                     await withDiscardingTaskGroup { alone in
-                        for index in declined {
-                            let item = sends[index]
+                        for item in declined.map({ sends[$0] }) {
                             alone.addTask {
-                                let outcome = await self.send(item.delivery, message: item.message, provider: provider, now: now)
-                                completed(item.delivery, self.complete(item.delivery, outcome: outcome, provider: provider.rawValue, now: now))
+                                await self.sendAlone(item.delivery, message: item.message, provider: provider, now: now, completed: completed)
                             }
                         }
                     }
                 }
             }
         }
+    }
+
+    /// A checked delivery sent through its provider's sender alone, then completed.
+    private func sendAlone(
+        _ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date,
+        completed: @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void
+    ) async {
+        let outcome = await send(delivery, message: message, provider: provider, now: now)
+        completed(delivery, complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
     }
 
     /// The completion of a decided delivery: the queue change and event (``CompletionFactory``), a frequency-cap
