@@ -60,7 +60,8 @@ public final class HTTP2Client: Sendable {
     public func send(_ requests: [HTTP2Request], to origin: HTTP2Origin) async -> [Result<HTTP2Response, any Error>] {
         if requests.isEmpty { return [] }
         final class Collector: @unchecked Sendable {
-            // Written by `each`, on the loop thread (or the caller's, for invalid requests, before any is queued).
+            // Written by `submit`'s `answers`, on the loop thread (or the caller's, for invalid requests, before any
+            // is queued), under the lock below.
             var results: [Result<HTTP2Response, any Error>]
             var remaining: Int
             var continuation: CheckedContinuation<[Result<HTTP2Response, any Error>], Never>?
@@ -203,7 +204,9 @@ public struct HTTP2Submission: Sendable {
         guard !ids.isEmpty else { return }
         let core = self.core
         let ids = self.ids
-        loop.execute { for id in ids { core.cancel(id: id) } }
+        // Queued by `submit` before this can run (the loop runs its work in order), so an id that is not
+        // pending has finished: nothing to remember for it.
+        loop.execute { for id in ids { core.cancelIfPending(id: id) } }
     }
 }
 
@@ -328,6 +331,11 @@ final class ClientCore: @unchecked Sendable {
         }
         pending.isQueued = true
         run(machine.enqueue(id, to: origin, now: .now))
+    }
+
+    /// Cancels a request that is still pending; one that has finished is left alone.
+    func cancelIfPending(id: UInt64) {
+        if let pending = requests[id] { abort(pending, CancellationError()) }
     }
 
     func cancel(id: UInt64) {
