@@ -1,0 +1,98 @@
+import DeliveryCore
+import Emulator
+import Foundation
+import HTTP2
+import Synchronization
+import Testing
+@testable import Worker
+
+/// The APNs sender's batch path against the emulator: each delivery of a batch ends exactly once, with the
+/// outcome the one-delivery path gives the same delivery, and nothing outlives the batch's deadline.
+@Suite("APNs batches against the emulator")
+struct APNsBatchTests {
+    let bounds = CacheBoundsTests()
+
+    /// Device tokens by the emulator's conventions (docs/emulator.md), each a different answer.
+    static let tokens = [
+        "a3" + String(repeating: "0", count: 62),  // accepted
+        "0400" + String(repeating: "1", count: 60),  // BadDeviceToken
+        "0410" + String(repeating: "2", count: 60),  // Unregistered
+        "0429" + String(repeating: "3", count: 60),  // TooManyRequests
+        "0413" + String(repeating: "4", count: 60),  // PayloadTooLarge
+        "abc",  // not a device token: refused by the request checks before anything is sent
+    ]
+
+    func batch(_ emulator: EmulatorHarness) throws -> [BatchedSend] {
+        let message = try NotificationMessage(json: ["headings": ["en": "Hi"], "contents": ["en": "A push"]])
+        let app = UUID()
+        var sends = Self.tokens.map { token in
+            var claimed = bounds.delivery(app: app, settings: emulator.channelSettings, platform: "ios", token: token)
+            claimed.channelEndpoint = emulator.endpoint
+            claimed.apnsID = UUID()
+            return BatchedSend(delivery: claimed, message: message)
+        }
+        // An app whose settings are not an APNs channel: its channel pauses, the others' sends go on.
+        var broken = bounds.delivery(app: UUID(), settings: #"{"team_id": 7}"#, platform: "ios", token: Self.tokens[0])
+        broken.channelEndpoint = emulator.endpoint
+        sends.append(BatchedSend(delivery: broken, message: message))
+        return sends
+    }
+
+    /// An outcome without its volatile parts (timestamps, retry times, the emulator's ids).
+    static func shape(_ outcome: DeliveryOutcome) -> String {
+        switch outcome {
+        case .sent: "sent"
+        case .failed(let reason, _, let invalidate): "failed/\(reason)/\(invalidate)"
+        case .retry(let reason, _, _): "retry/\(reason)"
+        case .channelError(let reason, _, _): "channel/\(reason)"
+        case .skipped(let reason, _): "skipped/\(reason)"
+        case .deferred: "deferred"
+        }
+    }
+
+    @Test func eachDeliveryEndsOnceWithTheOutcomeItGetsAlone() async throws {
+        try await CacheBoundsTests.withEmulatorClient { emulator, client in
+            let sends = try batch(emulator)
+            let alone = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            var expected: [String] = []
+            for send in sends { expected.append(Self.shape(await alone.send(send.delivery, message: send.message, now: Date()))) }
+            // (Not invalidated on 410: the test subscription's token was updated after the emulator's timestamp.)
+            #expect(expected == [
+                "sent", "failed/bad_device_token/true", "failed/unregistered/false", "retry/too_many_requests",
+                "failed/payload_too_large/false", "failed/bad_device_token_format/false", "channel/invalid_channel_settings",
+            ])
+
+            let batched = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
+            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), deadlineSeconds: 30)
+            let declined = await batched.send(batch: sends, context: context) { index, outcome in
+                outcomes.withLock { $0[index, default: []].append(outcome) }
+            }
+            #expect(declined.isEmpty)
+            let got = outcomes.withLock { $0 }
+            #expect(got.count == sends.count && got.values.allSatisfy { $0.count == 1 })
+            #expect(sends.indices.map { got[$0].map { Self.shape($0[0]) } ?? "none" } == expected)
+        }
+    }
+
+    /// Answers held back past the batch's deadline: every request is cut at the deadline, not at the request
+    /// timeout, and ends as `deadline_exceeded`.
+    @Test func requestsEndAtTheBatchDeadline() async throws {
+        try await EmulatorHarness.with(latency: 5) { emulator in
+            let loop = try HTTP2EventLoop(name: "batch-deadline-io")
+            defer { loop.shutdown() }
+            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+            let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let sends = Array(try batch(emulator).prefix(3))
+            let outcomes = Mutex<[DeliveryOutcome]>([])
+            let started = ContinuousClock.now
+            let context = SendBatchContext(now: Date(), deadline: started + .seconds(1.5), deadlineSeconds: 1.5)
+            _ = await sender.send(batch: sends, context: context) { _, outcome in outcomes.withLock { $0.append(outcome) } }
+            #expect(ContinuousClock.now - started < .seconds(4.5))
+            let ended = outcomes.withLock { $0 }
+            #expect(ended.count == 3)
+            #expect(ended.allSatisfy { if case .retry("deadline_exceeded", let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
+            await client.shutdown()
+        }
+    }
+}
