@@ -75,8 +75,10 @@ struct APNsBatchTests {
         }
     }
 
-    /// Answers held back past the batch's deadline: every request is cut at the deadline, not at the request
-    /// timeout, and ends as `deadline_exceeded`.
+    /// Answers held back (5 s) past the batch's deadline (1.5 s): every request is cut at the deadline, not at
+    /// the request timeout (30 s), and ends as `deadline_exceeded`; one the deadline missed would be `sent`.
+    /// No wall-clock bound is asserted: beside the other suites on 2 cores this test's threads can wait for the
+    /// CPU longer than any bound short enough to mean something.
     @Test func requestsEndAtTheBatchDeadline() async throws {
         try await EmulatorHarness.with(latency: 5) { emulator in
             let loop = try HTTP2EventLoop(name: "batch-deadline-io")
@@ -85,10 +87,8 @@ struct APNsBatchTests {
             let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[DeliveryOutcome]>([])
-            let started = ContinuousClock.now
-            let context = SendBatchContext(now: Date(), deadline: started + .seconds(1.5), deadlineSeconds: 1.5)
+            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(1.5), deadlineSeconds: 1.5)
             _ = await sender.send(batch: sends, context: context) { _, outcome in outcomes.withLock { $0.append(outcome) } }
-            #expect(ContinuousClock.now - started < .seconds(4.5))
             let ended = outcomes.withLock { $0 }
             #expect(ended.count == 3)
             #expect(ended.allSatisfy { if case .retry("deadline_exceeded", let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
