@@ -123,10 +123,7 @@ public final class HTTP2Client: Sendable {
         let core = self.core
         let batch = UncheckedBox(valid)
         let accepted = eventLoop.execute {
-            let burst = AnswerBurst(core: core, deliver: answers)
-            for (index, request) in batch.value {
-                core.enqueue(id: first + UInt64(index), request, origin) { burst.add(HTTP2Answer(index: index, result: $0)) }
-            }
+            core.enqueue(firstID: first, batch.value, origin, burst: AnswerBurst(core: core, deliver: answers))
         }
         if !accepted {
             answers(valid.map { HTTP2Answer(index: $0.0, result: .failure(HTTP2Error(.shutdown, "the event loop is shut down"))) })
@@ -302,10 +299,47 @@ final class ClientCore: @unchecked Sendable {
         enqueue(id: id, request, origin, completion: .continuation(continuation))
     }
 
-    /// Enqueues one request of a ``HTTP2Client/submit(_:to:answers:)``; `callback` gets its result.
-    func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin,
-                 _ callback: @escaping (Result<HTTP2Response, any Error>) -> Void) {
-        enqueue(id: id, request, origin, completion: .callback(callback))
+    /// Enqueues the requests of one ``HTTP2Client/submit(_:to:answers:)`` (request `index` has id
+    /// `firstID + index`): one pool decision for all of them, and one deadline timer per distinct timeout
+    /// instead of one per request, since they all started now. The timer finds its requests by id, so it keeps
+    /// none of them alive after they finish.
+    func enqueue(firstID: UInt64, _ batch: [(index: Int, request: HTTP2Request)], _ origin: HTTP2Origin, burst: AnswerBurst) {
+        if shuttingDown || loopStopped {
+            for (index, _) in batch {
+                burst.add(HTTP2Answer(index: index, result: .failure(HTTP2Error(.shutdown, "the HTTP/2 client is shut down"))))
+            }
+            return
+        }
+        var queued: [UInt64] = []
+        queued.reserveCapacity(batch.count)
+        var byTimeout: [Duration: [UInt64]] = [:]
+        for (index, request) in batch {
+            let id = firstID + UInt64(index)
+            let pending = PendingRequest(id: id, request: request, origin: origin, completion: .callback({
+                burst.add(HTTP2Answer(index: index, result: $0))
+            }))
+            if !cancelledEarly.isEmpty, cancelledEarly.remove(id) != nil {
+                pending.finish(.failure(CancellationError()))
+                continue
+            }
+            requests[id] = pending
+            pending.isQueued = true
+            queued.append(id)
+            byTimeout[request.timeout ?? configuration.requestTimeout, default: []].append(id)
+        }
+        for (timeout, ids) in byTimeout {
+            _ = loop.core.schedule(after: timeout) { [weak self] in
+                guard let self else { return }
+                for id in ids {
+                    guard let pending = self.requests[id] else { continue }
+                    self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
+                                                   // As for one request: still queued, or its HEADERS still
+                                                   // inside nghttp2, the peer never saw it.
+                                                   isSafeToRetry: !pending.headersSent))
+                }
+            }
+        }
+        run(machine.enqueue(queued, to: origin, now: .now))
     }
 
     private func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, completion: PendingRequest.Completion) {

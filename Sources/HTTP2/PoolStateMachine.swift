@@ -182,6 +182,13 @@ struct PoolStateMachine {
         return dispatch(origin, now: now)
     }
 
+    /// Several requests queued at once, in order, then one dispatch: the same actions as enqueueing them one
+    /// by one and dispatching after the last, for one lookup of the origin instead of one per request.
+    mutating func enqueue(_ requests: [RequestID], to origin: HTTP2Origin, now: Instant) -> [Action] {
+        origins[origin, default: Origin()].queue.append(contentsOf: requests)
+        return dispatch(origin, now: now)
+    }
+
     /// A queued request was answered before it got a stream (timeout, cancellation): it is skipped. Once such
     /// entries are many and at least half the queue they are dropped at once (an outage can time out thousands).
     mutating func answeredWhileQueued(_ request: RequestID, at origin: HTTP2Origin) {

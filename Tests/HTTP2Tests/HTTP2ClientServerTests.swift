@@ -264,6 +264,45 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    /// A submission's requests share their deadline: held ones all end as `.requestTimeout`, quick ones
+    /// answer, and the connection serves the next request.
+    @Test func aSubmissionsRequestsTimeOutTogetherAndTheQuickOnesAnswer() async throws {
+        let loop = try HTTP2EventLoop(name: "test-submit-timeout")
+        defer { loop.shutdown() }
+        let release = Gate()
+        let server = HTTP2Server(eventLoop: loop, tls: nil, maxConcurrentStreams: 16) { request in
+            if request.path == "/hold" { await release.wait() }
+            return HTTP2ServerResponse(status: 204)
+        }
+        let port = try server.start()
+        let client = HTTP2Client(eventLoop: loop)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        // The connection first, so the deadline below is the requests' own; 3 s leaves the quick ones time to be
+        // answered by a server whose handlers share a busy test process's threads.
+        #expect(try await client.send(HTTP2Request(path: "/fast"), to: origin).status == 204)
+        let requests = (0..<12).map { HTTP2Request(path: $0 % 3 == 0 ? "/fast" : "/hold", timeout: .seconds(3)) }
+        let (bursts, answered) = AsyncStream.makeStream(of: [HTTP2Answer].self)
+        _ = client.submit(requests, to: origin) { answered.yield($0) }
+        var results: [Int: Result<HTTP2Response, any Error>] = [:]
+        bursts: for await burst in bursts {
+            for answer in burst { results[answer.index] = answer.result }
+            if results.count == 12 { break bursts }
+        }
+        for index in 0..<12 {
+            if index % 3 == 0 {
+                #expect((try? results[index]?.get())?.status == 204)
+            } else if case .failure(let error as HTTP2Error)? = results[index] {
+                #expect(error.code == .requestTimeout)
+            } else {
+                Issue.record("request \(index) did not time out")
+            }
+        }
+        release.open()
+        #expect(try await client.send(HTTP2Request(path: "/fast"), to: origin).status == 204)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func requestTimeoutResetsOnlyThatStream() async throws {
         let loop = try HTTP2EventLoop(name: "test-timeout")
         defer { loop.shutdown() }

@@ -45,6 +45,23 @@ struct PoolStateMachineTests {
         #expect(pool.inFlight(at: a) == 3)
     }
 
+    /// Requests queued together get the actions the same requests get queued one by one and dispatched after
+    /// the last.
+    @Test func aBatchEnqueuedAtOnceIsDispatchedAsOneByOne() {
+        var together = machine()
+        var alone = machine()
+        #expect(describe(together.enqueue([1, 2, 3], to: a, now: t0)) == ["open 1 a.example"])
+        for id: UInt64 in 1...3 { _ = alone.enqueue(id, to: a, now: t0) }
+        together.connected(1, maxStreams: 2, now: t0)
+        alone.connected(1, maxStreams: 2, now: t0)
+        #expect(describe(together.dispatch(a, now: t0)) == describe(alone.dispatch(a, now: t0)))
+        #expect(describe(together.enqueue([4, 5], to: a, now: t0)) == describe({
+            _ = alone.enqueue(4, to: a, now: t0)
+            return alone.enqueue(5, to: a, now: t0)
+        }()))
+        #expect(together.waiting(at: a) == alone.waiting(at: a))
+    }
+
     @Test func inFlightPerOriginCapHoldsRequestsInTheQueue() {
         var pool = machine { $0.maximumInFlightPerOrigin = 2 }
         _ = pool.enqueue(1, to: a, now: t0)
