@@ -62,6 +62,18 @@ extension APNsSender: BatchingProviderSender {
                 for index in indexes { completed(index, outcome) }
                 continue
             }
+            // One timeout for the credential's requests (so the client keeps one deadline timer for them): the
+            // request timeout, or what is left of the batch's deadline when that is less.
+            var timeout = requestTimeout
+            var cutByDeadline = false
+            if let deadline = context.deadline {
+                let left = deadline - .now
+                if left <= .zero {
+                    for index in indexes { completed(index, context.deadlineExceeded) }
+                    continue
+                }
+                if left < timeout { (timeout, cutByDeadline) = (left, true) }
+            }
             for index in indexes {
                 let item = batch[index]
                 let apnsDelivery = DeliveryRendering.apnsDelivery(
@@ -74,16 +86,6 @@ extension APNsSender: BatchingProviderSender {
                 case .failure(let failure):
                     completed(index, failure.outcome)
                     continue
-                }
-                var timeout = requestTimeout
-                var cutByDeadline = false
-                if let deadline = context.deadline {
-                    let left = deadline - .now
-                    if left <= .zero {
-                        completed(index, context.deadlineExceeded)
-                        continue
-                    }
-                    if left < timeout { (timeout, cutByDeadline) = (left, true) }
                 }
                 let origin = channel.origin ?? Self.origin(forEnvironment: item.delivery.apnsEnvironment)
                 requests[origin, default: ([], [])].requests.append(ProviderTransport.httpRequest(request, timeout: timeout))
