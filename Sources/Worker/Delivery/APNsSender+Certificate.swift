@@ -131,13 +131,17 @@ extension APNsSender {
         func client(for identity: ClientCertificateIdentity) -> HTTP2Client {
             let fingerprint = identity.certificate.fingerprint
             var evicted: HTTP2Client?
-            let (client, soonest) = entries.withLock { entries -> (HTTP2Client, Date?) in
-                if let entry = entries.value(forKey: fingerprint) { return (entry.client, nil) }
+            let client = entries.withLock { entries -> HTTP2Client in
+                if let entry = entries.value(forKey: fingerprint) { return entry.client }
                 let client = makeClient(.pem(certificateChain: identity.certificateChainPEM, privateKey: identity.privateKeyPEM))
                 evicted = entries.insert(Entry(client: client, notAfter: identity.certificate.notAfter), forKey: fingerprint)?.client
-                return (client, entries.values.map(\.notAfter).min())
+                // Published under the lock: two first uses at once must not leave the gauge at the earlier one's
+                // view of the set (last writer wins, with a stale minimum).
+                if let soonest = entries.values.map(\.notAfter).min() {
+                    expiry?.replaceAll([LabelValues(Self.expiryKind): soonest.timeIntervalSince1970])
+                }
+                return client
             }
-            if let soonest { expiry?.replaceAll([LabelValues(Self.expiryKind): soonest.timeIntervalSince1970]) }
             if let evicted { Task { await evicted.shutdown() } }
             return client
         }
