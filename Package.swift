@@ -39,7 +39,7 @@ let package = Package(
         .target(
             name: "Worker",
             dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer"]),
-        .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto"]),
+        .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
         .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),

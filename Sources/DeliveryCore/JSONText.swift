@@ -263,7 +263,7 @@ enum JSONWriter {
         return text.hasSuffix(".0") ? String(text.dropLast(2)) : text
     }
 
-    private static func writeString(_ text: String, to output: inout [UInt8]) {
+    static func writeString(_ text: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {

@@ -161,6 +161,11 @@ extension JSONValue {
     /// ``serialized()`` as a `String`.
     public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
 
+    /// Appends `text` as a JSON string (quoted and escaped as ``serialized()`` writes strings) to `output`.
+    public static func appendString(_ text: String, to output: inout [UInt8]) {
+        JSONWriter.writeString(text, to: &output)
+    }
+
     /// The ``jsonText`` of an object whose members are all strings, written without building the object: for
     /// the small details written once per delivery (a `sent` event's ids). Keys must be distinct.
     public static func objectText(ofStrings members: [(key: String, value: String)]) -> String {

@@ -69,6 +69,25 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(!accepted.jsonLine.contains("\n"))
     }
 
+    /// The request-log record holds every field with its value (keys sorted, strings escaped), the payload as
+    /// JSON, and stays one line when the payload had line breaks between its tokens.
+    @Test func theRequestLogRecordIsOneLineOfSortedJSON() throws {
+        let received = Date(timeIntervalSince1970: 1_800_000_000.123)
+        func record(_ payload: String, collapseID: String? = #"q"u\o"#) -> APNsAcceptedNotification {
+            APNsAcceptedNotification(
+                receivedAt: received, apnsID: "6b1c2c4e-7a61-4f0c-9c2d-0e3d5b8f9a10", deviceToken: "ab" + String(repeating: "0", count: 62),
+                topic: "com.example.app", pushType: "alert", priority: "10", expiration: nil, collapseID: collapseID,
+                payload: Array(payload.utf8))
+        }
+        let compact = record(#"{"aps":{"alert":{"title":"Hi ş"}},"on":{"msgId":"m"}}"#)
+        #expect(compact.jsonLine == #"{"apns_id":"6b1c2c4e-7a61-4f0c-9c2d-0e3d5b8f9a10","at":"2027-01-15T08:00:00.123Z","collapse_id":"q\"u\\o","payload":{"aps":{"alert":{"title":"Hi ş"}},"on":{"msgId":"m"}},"priority":"10","push_type":"alert","token":"\#("ab" + String(repeating: "0", count: 62))","topic":"com.example.app"}"#)
+        let spread = record("{\n  \"aps\": {\"alert\": \"Hi\"},\r\n  \"on\": {}\n}", collapseID: nil)
+        #expect(!spread.jsonLine.contains("\n") && !spread.jsonLine.contains("\r"))
+        let line = try #require(try JSONSerialization.jsonObject(with: Data(spread.jsonLine.utf8)) as? [String: Any])
+        #expect((line["payload"] as? [String: Any])?["aps"] as? [String: String] == ["alert": "Hi"])
+        #expect(line["collapse_id"] == nil && line["expiration"] == nil && line["topic"] as? String == "com.example.app")
+    }
+
     @Test func generatesAnAPNsIDWhenNoneIsGiven() throws {
         var builder = self.builder
         builder.headers["apns-id"] = nil
