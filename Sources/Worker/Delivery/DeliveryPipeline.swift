@@ -13,6 +13,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
     public static let defaultChannelPause: Double = 300
 
     private let senders: [String: any ProviderSender]
+    /// The senders of ``senders`` that take whole batches (looked up once, not cast per delivery).
+    private let batchingSenders: [Provider: any BatchingProviderSender]
     /// The providers of ``senders``, as the decision asks (built once, not per delivery).
     private let providersWithSender: Set<Provider>
     private let maxAttempts: Int
@@ -70,6 +72,11 @@ public final class DeliveryPipeline: DeliveryProcessing {
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
         self.providersWithSender = Set(self.senders.keys.compactMap(Provider.init(rawValue:)))
+        var batching: [Provider: any BatchingProviderSender] = [:]
+        for (name, sender) in self.senders {
+            if let provider = Provider(rawValue: name), let sender = sender as? any BatchingProviderSender { batching[provider] = sender }
+        }
+        self.batchingSenders = batching
         self.maxAttempts = maxAttempts
         self.retryPolicy = retryPolicy
         self.logger = logger
@@ -105,7 +112,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 case .complete(let outcome, let provider):
                     completed(delivery, complete(delivery, outcome: outcome, provider: provider, now: now))
                 case .send(let provider, let message):
-                    if senders[provider.rawValue] is any BatchingProviderSender {
+                    if batchingSenders[provider] != nil {
                         batched[provider, default: []].append(BatchedSend(delivery: delivery, message: message))
                     } else {
                         alone.append((delivery, provider, message))
@@ -116,7 +123,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 group.addTask { await self.sendAlone(delivery, message: message, provider: provider, now: now, completed: completed) }
             }
             for (provider, sends) in batched {
-                guard let sender = senders[provider.rawValue] as? any BatchingProviderSender else { continue }
+                guard let sender = batchingSenders[provider] else { continue }
                 group.addTask {
                     let started = ContinuousClock.now
                     let context = SendBatchContext(
