@@ -68,12 +68,17 @@ struct ThrottleFleetTests {
                 #expect(limitedTimes.count >= 5_000 && freeTimes.count >= 300)
                 guard let first = limitedTimes.first, let last = limitedTimes.last, freeTimes.count >= 300 else { return }
 
-                // Per second of the emulator's clock (from the first limited push): never more than the
-                // limit plus the burst.
+                // Per second of the emulator's clock (from the first limited push): never more than the limit
+                // plus the burst, plus a tenth of a second's permits. The claims hold the bucket's bound exactly;
+                // the emulator sees them shifted by each claimed batch's send time, so two claims a tenth of a
+                // second apart can land in one receipt second when the first one's sends took that much longer
+                // (seen once: 222 against 220, with a claim's pushes handed to the transport together).
                 var perSecond: [Int: Int] = [:]
                 for time in limitedTimes { perSecond[Int(time.timeIntervalSince(first)), default: 0] += 1 }
                 let busiest = perSecond.values.max() ?? 0
-                #expect(busiest <= Int(Self.limit) + Self.burst, "per second: \(perSecond.sorted { $0.key < $1.key })")
+                #expect(
+                    busiest <= Int(Self.limit) + Self.burst + Int(Self.limit / 10),
+                    "per second: \(perSecond.sorted { $0.key < $1.key })")
                 // The bucket's bound over the whole run: burst + limit × duration, plus a quarter second of
                 // permits. Permits are taken when a delivery is claimed and the span is clocked at the emulator:
                 // the first pushes also wait for the connection's TLS handshake and the provider token, the last
