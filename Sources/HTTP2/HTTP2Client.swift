@@ -318,10 +318,6 @@ final class ClientCore: @unchecked Sendable {
             let pending = PendingRequest(id: id, request: request, origin: origin, completion: .callback({
                 burst.add(HTTP2Answer(index: index, result: $0))
             }))
-            if !cancelledEarly.isEmpty, cancelledEarly.remove(id) != nil {
-                pending.finish(.failure(CancellationError()))
-                continue
-            }
             requests[id] = pending
             pending.isQueued = true
             queued.append(id)
@@ -332,10 +328,7 @@ final class ClientCore: @unchecked Sendable {
                 guard let self else { return }
                 for id in ids {
                     guard let pending = self.requests[id] else { continue }
-                    self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
-                                                   // As for one request: still queued, or its HEADERS still
-                                                   // inside nghttp2, the peer never saw it.
-                                                   isSafeToRetry: !pending.headersSent))
+                    self.timedOut(pending, after: timeout)
                 }
             }
         }
@@ -358,13 +351,18 @@ final class ClientCore: @unchecked Sendable {
         // would cost a side table per request).
         pending.timer = loop.core.schedule(after: timeout) { [weak self, pending] in
             guard let self else { return }
-            self.abort(pending, HTTP2Error(.requestTimeout, "no response from \(origin) within \(timeout)",
-                                           // Still queued, or its HEADERS still inside nghttp2 (the reset
-                                           // below withdraws them): the peer never saw it.
-                                           isSafeToRetry: !pending.headersSent))
+            self.timedOut(pending, after: timeout)
         }
         pending.isQueued = true
         run(machine.enqueue(id, to: origin, now: .now))
+    }
+
+    /// Ends a request whose deadline passed with `.requestTimeout`.
+    private func timedOut(_ pending: PendingRequest, after timeout: Duration) {
+        abort(pending, HTTP2Error(.requestTimeout, "no response from \(pending.origin) within \(timeout)",
+                                  // Still queued, or its HEADERS still inside nghttp2 (the reset withdraws them):
+                                  // the peer never saw it.
+                                  isSafeToRetry: !pending.headersSent))
     }
 
     /// Cancels a request that is still pending; one that has finished is left alone.
