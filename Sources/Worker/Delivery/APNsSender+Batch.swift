@@ -18,7 +18,7 @@ extension APNsSender: BatchingProviderSender {
 
     /// Token-based channels' deliveries of a claimed batch, sent together: the channel of each resolved from
     /// the cache, one provider token per credential, every request built, then one
-    /// ``HTTP2Client/submit(_:to:each:)`` per origin; each answer is judged the moment it arrives. An answer
+    /// ``HTTP2Client/submit(_:to:answers:)`` per origin; each answer is judged the moment it arrives. An answer
     /// refusing the token is reported once per answer (``SharedProviderTokens`` replaces the token once) and
     /// that delivery is sent again alone with the new token, as the one-delivery path does.
     ///
@@ -34,7 +34,7 @@ extension APNsSender: BatchingProviderSender {
         for (index, item) in batch.enumerated() {
             switch Result(catching: { try channel(for: item.delivery) }) {
             case .failure(let error):
-                completed(index, .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")]))
+                completed(index, Self.invalidChannelSettings(error))
             case .success(.certificate):
                 declined.append(index)
             case .success(.token(let channel)):
@@ -49,7 +49,7 @@ extension APNsSender: BatchingProviderSender {
         var outgoing: [Outgoing] = []
         var requests: [HTTP2Origin: (requests: [HTTP2Request], slots: [Int])] = [:]
         for fingerprint in credentialOrder {
-            guard let (channel, indexes) = groups[fingerprint].map({ ($0.channel, $0.indexes) }) else { continue }
+            guard let (channel, indexes) = groups[fingerprint] else { continue }
             let bearer: String
             do {
                 guard let fetched = try await fetchToken(for: channel, by: context.deadline) else {
@@ -139,9 +139,7 @@ extension APNsSender: BatchingProviderSender {
             }
             answered.finish()
             for (slot, sent) in outgoing.enumerated() where !answeredSlots[slot] {
-                if case .failure(let failure) = ProviderTransport.response(.failure(CancellationError()), origin: sent.origin) {
-                    completed(sent.index, transportOutcome(failure, channel: sent.channel))
-                }
+                judge(.failure(CancellationError()), of: sent, batch: batch, context: context, resends: &resends, completed: completed)
             }
         } onCancel: {
             cancellation.cancel()

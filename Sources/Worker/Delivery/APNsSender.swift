@@ -91,8 +91,7 @@ public final class APNsSender: ProviderSender {
             case .certificate(let certificate): return await send(delivery, message: message, now: now, certificate: certificate)
             }
         } catch {
-            // A configuration error of the app's channel: pause it, leave the subscription alone.
-            return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+            return Self.invalidChannelSettings(error)
         }
         return await send(delivery, message: message, now: now, token: channel, refused: nil)
     }
@@ -144,6 +143,11 @@ public final class APNsSender: ProviderSender {
             }
             return judge(pushResponse, channel: channel, delivery: delivery, origin: origin)
         }
+    }
+
+    /// A configuration error of the app's channel: the channel pauses, the subscription is left alone.
+    static func invalidChannelSettings(_ error: any Error) -> DeliveryOutcome {
+        .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
     }
 
     /// The fleet's current provider token for a token-based channel (minted here when there is none).
