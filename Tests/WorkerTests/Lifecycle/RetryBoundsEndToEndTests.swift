@@ -18,6 +18,9 @@ struct RetryBoundsEndToEndTests {
                             // The pool backs off reconnecting to a refusing origin; queued requests then wait
                             // this long before they count as unsent.
                             "PUSHIZO_REQUEST_TIMEOUT": "1",
+                            // Not the default of twice the request timeout: a starved test machine can hold an
+                            // exchange past 2 s, which is a counted `deadline_exceeded` retry, not this test's.
+                            "PUSHIZO_DELIVERY_TIMEOUT": "30",
                         ]),
                     logger: quietLogger)
                 try await runUntilDrained(runtime)
