@@ -18,8 +18,8 @@ struct RetryBoundsEndToEndTests {
                             // The pool backs off reconnecting to a refusing origin; queued requests then wait
                             // this long before they count as unsent.
                             "PUSHIZO_REQUEST_TIMEOUT": "1",
-                            // Not the default of twice the request timeout: a starved test machine can hold an
-                            // exchange past 2 s, which is a counted `deadline_exceeded` retry, not this test's.
+                            // Not the default of twice the request timeout (2 s): a starved test machine can hold
+                            // an exchange that long, and its `deadline_exceeded` retry spends an attempt.
                             "PUSHIZO_DELIVERY_TIMEOUT": "30",
                         ]),
                     logger: quietLogger)
