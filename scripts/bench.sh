@@ -56,9 +56,9 @@ url=http://127.0.0.1:$h2_port/3/device/bench
 h2load -n 5000 -c 1 -m 100 -d "$work/body.bin" "$url" >/dev/null 2>&1  # warm-up
 # Three rounds, each h2load then the client two ways, so that each ratio compares runs seconds apart; the
 # medians are reported (on a shared 2-core machine one run of either side can be off by a third).
-#   submit 25: the way the worker hands the client claimed batches (HTTP2Client.submit, each answer taken as it
-#              arrives): 25 more each time 25 have been answered, never more than 100 outstanding, as with
-#              h2load -m 100;
+#   submit 25: the way the worker hands the client claimed batches (HTTP2Client.submit, each answer taken on the
+#              I/O thread as it arrives, as the worker judges it there): 25 more each time 25 have been
+#              answered, never more than 100 outstanding, as with h2load -m 100;
 #   one send:  one `send` per request from 100 tasks.
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 rps_of() { sed -n 's/requests_per_second=\([0-9]*\).*/\1/p'; }

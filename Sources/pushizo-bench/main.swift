@@ -5,8 +5,8 @@
 // Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, one `send` per
 // request, and prints `requests_per_second=<r> failures=<f>`. With `--submit B` (B > 1) the requests go to the
 // client the way the worker hands it claimed batches: B at a time (`submit`, one hand-off to the I/O thread per
-// batch, each answer taken as it arrives), B more each time B have been answered, never more than S
-// outstanding. With `--batch B` each of S/B lanes hands B requests at a time to the collecting
+// batch, each answer taken where it arrives, on the I/O thread, as the worker judges it), B more each time B
+// have been answered, never more than S outstanding. With `--batch B` each of S/B lanes hands B requests at a time to the collecting
 // `send([HTTP2Request], to:)` and waits for all of them before its next B.
 //
 //   pushizo-bench fetch URL [--max-body BYTES] [--max-header-list BYTES] [--ca FILE]
@@ -16,6 +16,7 @@
 // test can read this process's peak RSS (VmHWM in /proc/<pid>/status) while it is still alive.
 import Foundation
 import HTTP2
+import Synchronization
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("pushizo-bench: \(message)\n".utf8))
@@ -65,32 +66,38 @@ let failures = await withTaskGroup(of: Int.self) { group in
         // One task keeps up to S requests outstanding and hands over B more each time B have been answered,
         // as the worker claims and hands over a batch once enough of its in-flight deliveries have finished.
         group.addTask {
-            let (bursts, answered) = AsyncStream.makeStream(of: [HTTP2Answer].self, bufferingPolicy: .unbounded)
+            // Answers are counted where they arrive, on the I/O thread, as the worker judges and completes them
+            // there; the task is woken once per B answered (the worker's claim loop, once half a batch is
+            // free), not once per burst.
+            let (refills, refill) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .unbounded)
+            let tally = Mutex((failed: 0, waiting: requests, sinceHandOver: 0))
             let request = HTTP2Request(path: path.isEmpty ? "/" : path, body: payload)
+            let answered: @Sendable ([HTTP2Answer]) -> Void = { burst in
+                let (wake, done) = tally.withLock { tally -> (Int, Bool) in
+                    var wake = 0
+                    for answer in burst {
+                        if let response = try? answer.result.get(), response.status < 500 {} else { tally.failed += 1 }
+                        tally.waiting -= 1
+                        tally.sinceHandOver += 1
+                        if tally.sinceHandOver == submitted {
+                            tally.sinceHandOver = 0
+                            wake += 1
+                        }
+                    }
+                    return (wake, tally.waiting == 0)
+                }
+                if done { refill.finish() } else { for _ in 0..<wake { refill.yield() } }
+            }
             var left = requests
             func handOver(_ count: Int) {
                 let count = min(count, left)
                 guard count > 0 else { return }
                 left -= count
-                _ = client.submit(Array(repeating: request, count: count), to: origin) { answered.yield($0) }
+                _ = client.submit(Array(repeating: request, count: count), to: origin, answers: answered)
             }
             for _ in 0..<max(1, streams / submitted) { handOver(submitted) }
-            var failed = 0
-            var waiting = requests
-            var answeredSinceHandOver = 0
-            bursts: for await burst in bursts {
-                for answer in burst {
-                    if let response = try? answer.result.get(), response.status < 500 {} else { failed += 1 }
-                    waiting -= 1
-                    if waiting == 0 { break bursts }
-                    answeredSinceHandOver += 1
-                    if answeredSinceHandOver == submitted {
-                        answeredSinceHandOver = 0
-                        handOver(submitted)
-                    }
-                }
-            }
-            return failed
+            for await _ in refills { handOver(submitted) }
+            return tally.withLock { $0.failed }
         }
         var total = 0
         for await failed in group { total += failed }

@@ -18,7 +18,7 @@ extension APNsSender: BatchingProviderSender {
 
     /// Token-based channels' deliveries of a claimed batch, sent together: the channel of each resolved from
     /// the cache, one provider token per credential, every request built, then one
-    /// ``HTTP2Client/submit(_:to:answers:)`` per origin; each answer is judged the moment it arrives. An answer
+    /// ``HTTP2Client/submit(_:to:answers:)`` per origin; each answer is judged where and when it arrives. An answer
     /// refusing the token is reported once per answer (``SharedProviderTokens`` replaces the token once) and
     /// that delivery is sent again alone with the new token, as the one-delivery path does.
     ///
@@ -107,52 +107,47 @@ extension APNsSender: BatchingProviderSender {
         return declined
     }
 
-    /// Submits every origin's requests and judges the answers as they arrive.
+    /// Submits every origin's requests and judges the answers as they arrive, where they arrive: on the HTTP/2
+    /// client's event loop, in its answer callback, so a burst of answers is judged and completed without a
+    /// hop to the cooperative pool (judging is pure and completing only queues; neither blocks). This task
+    /// waits once, for the last answer.
     /// - Returns: the requests whose answer refused their provider token, to be sent again alone.
     private func exchange(
         _ requests: [HTTP2Origin: (requests: [HTTP2Request], slots: [Int])], outgoing: [Outgoing], batch: [BatchedSend],
         context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async -> [(Outgoing, (response: PushResponse, token: String))] {
         guard !outgoing.isEmpty else { return [] }
-        // One element per burst of answers (see HTTP2Client.submit), tagged with the origin's slots.
-        let (bursts, answered) = AsyncStream.makeStream(of: (slots: [Int], answers: [HTTP2Answer]).self, bufferingPolicy: .unbounded)
+        let answers = BatchAnswers<(Outgoing, (response: PushResponse, token: String))>(count: outgoing.count)
         let cancellation = HTTP2SubmissionCancellation()
-        var resends: [(Outgoing, (response: PushResponse, token: String))] = []
+        let judgeOne: @Sendable (Int, Result<HTTP2Response, any Error>) -> Void = { slot, result in
+            let resend = self.judge(result, of: outgoing[slot], batch: batch, context: context, completed: completed)
+            answers.judged(resend: resend.map { (outgoing[slot], $0) })
+        }
         await withTaskCancellationHandler {
             for (origin, group) in requests {
                 let slots = group.slots
-                cancellation.add(client.submit(group.requests, to: origin) { answered.yield((slots, $0)) })
+                cancellation.add(client.submit(group.requests, to: origin) { burst in
+                    for answer in burst {
+                        let slot = slots[answer.index]
+                        if answers.take(slot) { judgeOne(slot, answer.result) }
+                    }
+                })
             }
-            var answeredSlots = [Bool](repeating: false, count: outgoing.count)
-            var left = outgoing.count
-            // Ends early only when this task is cancelled (the stream stops then); what was not answered by
-            // then is judged below as cancelled.
-            bursts: for await (slots, answers) in bursts {
-                for answer in answers {
-                    let slot = slots[answer.index]
-                    guard !answeredSlots[slot] else { continue }
-                    answeredSlots[slot] = true
-                    judge(answer.result, of: outgoing[slot], batch: batch, context: context, resends: &resends, completed: completed)
-                    left -= 1
-                    if left == 0 { break bursts }
-                }
-            }
-            answered.finish()
-            for (slot, sent) in outgoing.enumerated() where !answeredSlots[slot] {
-                judge(.failure(CancellationError()), of: sent, batch: batch, context: context, resends: &resends, completed: completed)
-            }
+            await answers.allJudged()
         } onCancel: {
+            // What is not answered by now is judged as cancelled here, as the client would report it, so the
+            // batch ends even when the client can no longer report (its loop shut down).
             cancellation.cancel()
+            for slot in answers.takeUnanswered() { judgeOne(slot, .failure(CancellationError())) }
         }
-        return resends
+        return answers.resends
     }
 
-    /// One answer of the batch: judged and completed, or kept for a resend when it refused the token.
+    /// One answer of the batch: judged and completed, or returned for a resend when it refused the token.
     private func judge(
         _ result: Result<HTTP2Response, any Error>, of sent: Outgoing, batch: [BatchedSend], context: SendBatchContext,
-        resends: inout [(Outgoing, (response: PushResponse, token: String))],
         completed: @Sendable (Int, DeliveryOutcome) -> Void
-    ) {
+    ) -> (response: PushResponse, token: String)? {
         switch ProviderTransport.response(result, origin: sent.origin) {
         case .failure(let failure):
             if sent.cutByDeadline, case .failure(let error as HTTP2Error) = result, error.code == .requestTimeout {
@@ -163,11 +158,11 @@ extension APNsSender: BatchingProviderSender {
         case .success(let response):
             if APNsResponseClassifier.requiresNewProviderToken(response) {
                 tokens.reportRejected(sent.bearer, for: sent.channel.tokenCredential)
-                resends.append((sent, (response, sent.bearer)))
-            } else {
-                completed(sent.index, judge(response, channel: sent.channel, delivery: batch[sent.index].delivery, origin: sent.origin))
+                return (response, sent.bearer)
             }
+            completed(sent.index, judge(response, channel: sent.channel, delivery: batch[sent.index].delivery, origin: sent.origin))
         }
+        return nil
     }
 
     /// The provider token for a batch's credential, fetched by the batch's deadline (`nil`: not in time).
@@ -186,4 +181,70 @@ extension APNsSender: BatchingProviderSender {
         guard let deadline = context.deadline else { return await exchange() }
         return (try? await DeliveryDeadlines.value(by: deadline, exchange)) ?? context.deadlineExceeded
     }
+}
+
+/// The answers of one batched exchange, taken from whichever thread they arrive on (the client's event loop,
+/// or the cancelling one): each request is judged exactly once, and the exchange's task is resumed once every
+/// one has been.
+private final class BatchAnswers<Resend: Sendable>: Sendable {
+    private struct State {
+        var taken: [Bool]
+        var unjudged: Int
+        var resends: [Resend] = []
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int) {
+        state = Mutex(State(taken: [Bool](repeating: false, count: count), unjudged: count))
+    }
+
+    /// Claims `slot` for judging: `false` when it was already judged (an answer after the batch was cancelled).
+    func take(_ slot: Int) -> Bool {
+        state.withLock { state in
+            if state.taken[slot] { return false }
+            state.taken[slot] = true
+            return true
+        }
+    }
+
+    /// Claims every slot not yet taken.
+    func takeUnanswered() -> [Int] {
+        state.withLock { state in
+            var slots: [Int] = []
+            for slot in state.taken.indices where !state.taken[slot] {
+                state.taken[slot] = true
+                slots.append(slot)
+            }
+            return slots
+        }
+    }
+
+    /// One slot's judging is over (its completion reported, or a resend kept); the last one resumes the waiter.
+    func judged(resend: Resend?) {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            if let resend { state.resends.append(resend) }
+            state.unjudged -= 1
+            guard state.unjudged == 0 else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once every slot has been judged.
+    func allJudged() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.unjudged == 0 { return true }
+                state.waiter = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// The resends kept, in the order their answers were judged (read after ``allJudged()``).
+    var resends: [Resend] { state.withLock { $0.resends } }
 }

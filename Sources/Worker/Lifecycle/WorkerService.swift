@@ -93,6 +93,15 @@ public final class WorkerService: Sendable {
             pending: { [weak self] in self?.completer.pending ?? 0 })
     }
 
+    /// Slots free for claiming while `sending` deliveries are in flight: unwritten completions hold their
+    /// slots too, so claiming stops while they back up.
+    private func freeSlots(sending: Int) -> Int {
+        configuration.concurrency - sending - completer.pending
+    }
+
+    /// The fewest free slots worth a claim: half a batch, rather than claiming one row at a time.
+    private var minimumClaim: Int { max(1, min(configuration.claimBatch, configuration.concurrency) / 2) }
+
     /// Completions given up at the shutdown deadline (0 after a clean stop): their deliveries are sent again
     /// once their leases run out.
     public var unwrittenCompletions: Int { completer.unwritten }
@@ -379,11 +388,9 @@ public final class WorkerService: Sendable {
                     #if DEBUG
                         await stallWhileFaultFileExists()
                     #endif
-                    // Unwritten completions hold their slots: claiming stops while they back up.
-                    let free = configuration.concurrency - inFlight.load(ordering: .acquiring) - completer.pending
-                    // Wait for room for a worthwhile batch rather than claiming one row at a time.
+                    let free = freeSlots(sending: inFlight.load(ordering: .acquiring))
                     let wanted = min(configuration.claimBatch, configuration.concurrency)
-                    if free < max(1, wanted / 2) {
+                    if free < minimumClaim {
                         claimHeartbeat.waiting(for: configuration.pollInterval)
                         await capacityWake.wait(timeout: configuration.pollInterval)
                         continue
@@ -429,8 +436,10 @@ public final class WorkerService: Sendable {
                         sends.addTask { [claimed] in
                             await self.processor.process(batch: claimed) { delivery, completion in
                                 self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
-                                self.inFlight.subtract(1, ordering: .acquiringAndReleasing)
-                                self.capacityWake.signal()
+                                let sending = self.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue
+                                // Only when the claim loop would claim: a wake-up per answer is a hop to the
+                                // pool (and a fresh wait) for nothing while the slot waits for its write.
+                                if self.freeSlots(sending: sending) >= self.minimumClaim { self.capacityWake.signal() }
                             }
                         }
                         if claimed.count == limit { continue }

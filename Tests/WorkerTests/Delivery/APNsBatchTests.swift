@@ -2,6 +2,7 @@ import DeliveryCore
 import Emulator
 import Foundation
 import HTTP2
+import PushCrypto
 import Synchronization
 import Testing
 @testable import Worker
@@ -50,6 +51,16 @@ struct APNsBatchTests {
         }
     }
 
+    /// Sends `sends` as one batch (a 30 s deadline) and collects every outcome reported, by index.
+    static func sendCollecting(_ sends: [BatchedSend], through sender: APNsSender) async -> (declined: [Int], outcomes: [Int: [DeliveryOutcome]]) {
+        let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
+        let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), deadlineSeconds: 30)
+        let declined = await sender.send(batch: sends, context: context) { index, outcome in
+            outcomes.withLock { $0[index, default: []].append(outcome) }
+        }
+        return (declined, outcomes.withLock { $0 })
+    }
+
     @Test func eachDeliveryEndsOnceWithTheOutcomeItGetsAlone() async throws {
         try await CacheBoundsTests.withEmulatorClient { emulator, client in
             let sends = try batch(emulator)
@@ -63,13 +74,8 @@ struct APNsBatchTests {
             ])
 
             let batched = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
-            let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
-            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), deadlineSeconds: 30)
-            let declined = await batched.send(batch: sends, context: context) { index, outcome in
-                outcomes.withLock { $0[index, default: []].append(outcome) }
-            }
+            let (declined, got) = await Self.sendCollecting(sends, through: batched)
             #expect(declined.isEmpty)
-            let got = outcomes.withLock { $0 }
             #expect(got.count == sends.count && got.values.allSatisfy { $0.count == 1 })
             #expect(sends.indices.map { got[$0].map { Self.shape($0[0]) } ?? "none" } == expected)
         }
@@ -93,6 +99,58 @@ struct APNsBatchTests {
             #expect(ended.count == 3)
             #expect(ended.allSatisfy { if case .retry("deadline_exceeded", let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
             await client.shutdown()
+        }
+    }
+
+    /// Answers refusing the provider token (a key the emulator does not know: InvalidProviderToken) are judged
+    /// where they arrive and kept for a resend alone with the replaced token; each delivery still ends once,
+    /// as the one-delivery path ends it.
+    @Test func refusedTokensAreSentAgainAloneAndEndOnce() async throws {
+        try await CacheBoundsTests.withEmulatorClient { emulator, client in
+            let settings = JSONValue.object([
+                "team_id": .string(EmulatorHarness.teamID), "key_id": "UNKNOWNKEY",
+                "private_key": .string(try P256PrivateKey.generate().pkcs8PEM), "topic": "dev.pushizo.test",
+            ]).jsonText
+            let message = try NotificationMessage(json: ["contents": ["en": "hi"]])
+            let app = UUID()
+            let sends = (0..<3).map { index in
+                var claimed = bounds.delivery(app: app, settings: settings, platform: "ios", token: "a3" + String(repeating: "\(index)", count: 62))
+                claimed.channelEndpoint = emulator.endpoint
+                return BatchedSend(delivery: claimed, message: message)
+            }
+            let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let (declined, got) = await Self.sendCollecting(sends, through: sender)
+            #expect(declined.isEmpty)
+            #expect(sends.indices.map { got[$0]?.map(Self.shape) ?? [] } == Array(repeating: ["channel/invalid_provider_token"], count: 3))
+        }
+    }
+
+    /// A batch whose task is cancelled while its answers are held back (5 s): the send returns, and every
+    /// delivery ends exactly once, also when the client's event loop has
+    /// shut down meanwhile and can report nothing more.
+    @Test(arguments: [false, true]) func aCancelledBatchEndsEachDeliveryOnce(loopShutDown: Bool) async throws {
+        try await EmulatorHarness.with(latency: 5) { emulator in
+            let loop = try HTTP2EventLoop(name: "batch-cancel-io")
+            defer { loop.shutdown() }
+            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+            let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let sends = Array(try batch(emulator).prefix(3))
+            let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
+            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), deadlineSeconds: 30)
+            let sending = Task {
+                await sender.send(batch: sends, context: context) { index, outcome in
+                    outcomes.withLock { $0[index, default: []].append(outcome) }
+                }
+            }
+            // Time for the requests to reach the emulator's streams (its latency holds them there); were they
+            // not there yet, each would still have to end once.
+            try await Task.sleep(for: .milliseconds(500))
+            if loopShutDown { loop.shutdown() }
+            sending.cancel()
+            _ = await sending.value
+            let got = outcomes.withLock { $0 }
+            #expect(got.count == 3 && got.values.allSatisfy { $0.count == 1 })
+            #expect(got.values.allSatisfy { Self.shape($0[0]) != "sent" })
         }
     }
 }
