@@ -40,6 +40,11 @@ bench_database "$pg_port"
 bench_emulator emulator
 pids+=("$emulator_pid")
 bench_apns_app "$app" emulator
+# PUSHIZO_BENCH_QUEUE_SLOW_MS: statements slower than this are logged with their duration in
+# var/bench-queue-<port>/pg/postgres.log (log_min_duration_statement), to see what a deep queue slows down.
+if [ -n "${PUSHIZO_BENCH_QUEUE_SLOW_MS:-}" ]; then
+    psql "$PUSHIZO_DATABASE_URL" -q -c "ALTER SYSTEM SET log_min_duration_statement = ${PUSHIZO_BENCH_QUEUE_SLOW_MS}" -c "SELECT pg_reload_conf()" >/dev/null
+fi
 notifications=$(( (large + small - 1) / small ))
 # Every notification carries the same message, so a delivery of any of them costs the worker the same.
 psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v app="$app" -v n="$small" -v notifications="$notifications" <<'SQL'

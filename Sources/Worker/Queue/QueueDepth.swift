@@ -33,7 +33,7 @@ public struct QueueDepthSample: Sendable, Equatable, Codable {
 
 extension QueueStore {
     /// Longest a sample may take before PostgreSQL cancels it (`statement_timeout`, milliseconds).
-    static let queueSampleTimeoutMilliseconds = 30_000
+    public static let queueSampleTimeoutMilliseconds = 30_000
 
     /// Counts the queue on `connection`, inside the caller's transaction.
     ///

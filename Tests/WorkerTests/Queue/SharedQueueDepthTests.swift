@@ -91,6 +91,45 @@ struct SharedQueueDepthTests {
         }
     }
 
+    /// A pass cancelled by its statement timeout (here: waiting behind a lock on `deliveries`, which the
+    /// timeout counts as well) is thrown as `query_canceled` and recorded: the next turn is spaced from it as
+    /// from a sample that took as long, and the last sample stays as it was.
+    @Test func aTimedOutPassIsRecordedAndSpacesOutTheNextTurn() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try Self.seedOneDueDelivery(seed)
+                let first = try #require(try Self.share(seed.connection, interval: .zero, worker: "w1"))
+                _ = try seed.connection.query("UPDATE queue_depth_samples SET sampled_at = now() - interval '1 hour'")
+                let holder = try PostgresConnection(connectionString: url)
+                try holder.execute("BEGIN")
+                try holder.execute("LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE")
+                #expect {
+                    try QueueStore.sharedQueueDepth(
+                        on: seed.connection, interval: .seconds(1), dutyCycle: 0.05, sampler: "w2", timeoutMilliseconds: 200)
+                } throws: { error in
+                    (error as? PostgresError)?.sqlState == "57014"
+                }
+                try holder.execute("ROLLBACK")
+                let row = try seed.connection.query(
+                    """
+                    SELECT timed_out_at IS NOT NULL AND timed_out_at > sampled_at AS recorded, took_seconds >= 0.2 AS took,
+                           sampled_by FROM queue_depth_samples
+                    """)[0]
+                #expect(try row.decode(Bool.self, "recorded") && row.decode(Bool.self, "took"))
+                #expect(row["sampled_by"] == "w1")
+                // Not due again at once (the pass ran 0.2 s or more: 4 s or more at a 5 % duty cycle): the last
+                // sample is shown, unchanged.
+                let next = try #require(try Self.share(seed.connection, interval: .seconds(1), worker: "w2"))
+                #expect(!next.measuredHere)
+                #expect(next.sample == first.sample)
+                // Once the spacing has passed since the timeout, it is measured again.
+                _ = try seed.connection.query("UPDATE queue_depth_samples SET timed_out_at = now() - interval '1 hour'")
+                #expect(try Self.share(seed.connection, interval: .seconds(1), worker: "w2")?.measuredHere == true)
+            }
+        }
+    }
+
     @Test func aSampleThatIsNotAWorkersIsRefusedWithAClearError() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
