@@ -257,7 +257,16 @@ final class ClientCore: @unchecked Sendable {
     private(set) var machine: PoolStateMachine
     private var live: [PoolStateMachine.ConnectionID: ClientConnection] = [:]
     var requests: [UInt64: PendingRequest] = [:]
-    private var cancelledEarly: Set<UInt64> = []
+    /// Ids whose cancellation reached the loop before their request: the request is refused when it arrives,
+    /// a moment later (the cancelling task hands it over right after). A cancellation that came after its
+    /// request had finished looks the same here and would stay forever, so entries are kept for two sweeps
+    /// of at least ``earlyCancellationLifetime`` each: `recent` holds those since the last rotation, `older` the
+    /// ones before (bounded by the cancellations of two such periods). A request arriving later than that (its
+    /// task stalled for a second between cancelling and handing over) is sent as if never cancelled.
+    private var cancelledEarly: (recent: Set<UInt64>, older: Set<UInt64>, rotatedAt: ContinuousClock.Instant) = ([], [], .now)
+    static let earlyCancellationLifetime: Duration = .seconds(1)
+    /// Early cancellations remembered now (tests).
+    var cancelledEarlyCount: Int { cancelledEarly.recent.count + cancelledEarly.older.count }
     private var dispatchScheduled: Set<HTTP2Origin> = []
     private var sweepTimer: LoopTimerID?
     private var shuttingDown = false
@@ -337,7 +346,7 @@ final class ClientCore: @unchecked Sendable {
 
     private func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, completion: PendingRequest.Completion) {
         let pending = PendingRequest(id: id, request: request, origin: origin, completion: completion)
-        if cancelledEarly.remove(id) != nil {
+        if cancelledEarly.recent.remove(id) != nil || cancelledEarly.older.remove(id) != nil {
             pending.finish(.failure(CancellationError()))
             return
         }
@@ -372,7 +381,7 @@ final class ClientCore: @unchecked Sendable {
 
     func cancel(id: UInt64) {
         guard let pending = requests[id] else {
-            cancelledEarly.insert(id)
+            cancelledEarly.recent.insert(id)
             return
         }
         abort(pending, CancellationError())
@@ -457,8 +466,16 @@ final class ClientCore: @unchecked Sendable {
         sweepTimer = loop.core.schedule(after: interval) { [weak self] in
             guard let self, !self.shuttingDown else { return }
             self.run(self.machine.sweep(now: .now))
+            self.forgetStaleEarlyCancellations()
             self.scheduleSweep()
         }
+    }
+
+    /// Drops the early cancellations older than two rotations (see ``cancelledEarly``).
+    private func forgetStaleEarlyCancellations() {
+        let now = ContinuousClock.now
+        guard now - cancelledEarly.rotatedAt >= Self.earlyCancellationLifetime else { return }
+        cancelledEarly = (recent: [], older: cancelledEarly.recent, rotatedAt: now)
     }
 
     /// Puts an unprocessed request back in its origin's queue, or fails it past the retry limit.

@@ -585,3 +585,29 @@ struct HTTP2ClientTimingTests {
         await client.shutdown()
     }
 }
+
+/// A cancellation that reaches the event loop after its request has finished is kept like one that arrived
+/// before its request, but only for a bounded time: a stream of late cancellations does not grow the client.
+@Suite("HTTP2 client: late cancellations")
+struct HTTP2LateCancellationTests {
+    @Test func lateCancellationsAreForgottenWithinTwoRotations() async throws {
+        let loop = try HTTP2EventLoop(name: "test-late-cancel")
+        defer { loop.shutdown() }
+        var configuration = HTTP2ClientConfiguration()
+        configuration.idleTimeout = .milliseconds(100)  // a sweep every 25 ms
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let core = client.core
+        func remembered() async -> Int {
+            await withCheckedContinuation { continuation in
+                _ = loop.execute { continuation.resume(returning: core.cancelledEarlyCount) }
+            }
+        }
+        // As `send`'s cancellation handler does for requests no longer pending (ids never enqueued here).
+        _ = loop.execute { for id in UInt64(1_000)..<1_100 { core.cancel(id: id) } }
+        #expect(await remembered() == 100)
+        // Two rotations of at least a second each; polled, since a starved machine may sweep late.
+        for _ in 0..<200 where await remembered() > 0 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await remembered() == 0)
+        await client.shutdown()
+    }
+}
