@@ -1,4 +1,5 @@
 internal import CLibPQ
+import Glibc
 
 /// Owns one `PGresult` and frees it with `PQclear` when the last row or result referring to it goes.
 ///
@@ -156,7 +157,7 @@ public struct PostgresRow: Sendable {
     ) throws -> T? {
         guard let bytes = try bytes(at: index) else { return nil }
         return try withExtendedLifetime(storage) {
-            if let value = last.value, last.raw.elementsEqual(bytes) { return value }
+            if let value = last.value, last.holds(bytes) { return value }
             do {
                 let value = try T(postgresBytes: bytes)
                 last = PostgresRepeatedValue(raw: Array(bytes), value: value)
@@ -220,6 +221,15 @@ public struct PostgresRepeatedValue<T> {
     public init() {
         raw = []
         value = nil
+    }
+
+    /// Whether `bytes` are the bytes ``value`` came from: one `memcmp` (the generic `elementsEqual` compared
+    /// them a byte at a time, 1.6% of a broadcast drain's CPU for an app's settings on every claimed row).
+    @usableFromInline
+    func holds(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard raw.count == bytes.count else { return false }
+        guard let other = bytes.baseAddress, !raw.isEmpty else { return true }
+        return raw.withUnsafeBufferPointer { memcmp($0.baseAddress!, other, raw.count) == 0 }
     }
 
     @usableFromInline

@@ -141,7 +141,8 @@ struct FastTextTests {
             let rows = try c.query(
                 """
                 SELECT t, b FROM (VALUES (1, $1, '\\x0102'::bytea), (2, $1, '\\x0102'), (3, NULL, NULL), (4, $1, '\\x0102'),
-                                         (5, 'other', '\\x03'), (6, $1, '\\x0102')) v(n, t, b) ORDER BY n
+                                         (5, 'other', '\\x03'), (6, $1, '\\x0102'), (7, 'other', '\\x03'),
+                                         (8, 'otheR', '\\x04'), (9, '', '\\x'), (10, '', '\\x')) v(n, t, b) ORDER BY n
                 """, [long])
             var text = PostgresRepeatedValue<String>()
             var bytes = PostgresRepeatedValue<[UInt8]>()
@@ -151,10 +152,11 @@ struct FastTextTests {
                 let b = try row.decodeIfPresent([UInt8].self, at: 1, repeating: &bytes)
                 seen.append((t, b, text.raw))
             }
-            #expect(seen.map(\.0) == [long, long, nil, long, "other", long])
-            #expect(seen.map(\.1) == [[1, 2], [1, 2], nil, [1, 2], [3], [1, 2]])
+            // Equal lengths with different bytes (7, 8) are told apart; empty values repeat too (9, 10).
+            #expect(seen.map(\.0) == [long, long, nil, long, "other", long, "other", "otheR", "", ""])
+            #expect(seen.map(\.1) == [[1, 2], [1, 2], nil, [1, 2], [3], [1, 2], [3], [4], [], []])
             // What is kept: the last non-NULL value's bytes.
-            #expect(seen.map { String(decoding: $0.2, as: UTF8.self) } == [long, long, long, long, "other", long])
+            #expect(seen.map { String(decoding: $0.2, as: UTF8.self) } == [long, long, long, long, "other", long, "other", "otheR", "", ""])
             var number = PostgresRepeatedValue<Int>()
             let bad = try c.query("SELECT 'x' || n AS count FROM generate_series(1, 2) n")
             #expect { _ = try bad[0].decodeIfPresent(Int.self, at: 0, repeating: &number) } throws: { error in
