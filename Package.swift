@@ -23,13 +23,14 @@ let package = Package(
         .target(name: "CPushizoShims", dependencies: ["COpenSSL", "CMicroHTTPD"]),
 
         // MARK: Wrappers over C (C types never leave these modules)
-        .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        .target(name: "UUIDText"),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "UUIDText"]),
         .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoShims"]),
         .target(name: "PushCrypto", dependencies: ["COpenSSL", "CPushizoShims"]),
 
         // MARK: Logic without I/O
-        .target(name: "DeliveryCore"),
-        .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto"]),
+        .target(name: "DeliveryCore", dependencies: ["UUIDText"]),
+        .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto", "UUIDText"]),
         // Prometheus metric families and their text rendering.
         .target(name: "Metrics"),
 
@@ -38,13 +39,14 @@ let package = Package(
         .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoShims"]),
         .target(
             name: "Worker",
-            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer"]),
+            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
         .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
 
         // MARK: Tests (folders mirror Sources/)
+        .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
         .testTarget(name: "MetricsServerTests", dependencies: ["MetricsServer", "Metrics"]),

@@ -1,4 +1,5 @@
 import Foundation
+import UUIDText
 
 /// A notification's `target` (docs/targets.md), validated. Parsing never touches the database; a
 /// target that fails here marks the notification `failed` with the error's text and creates no deliveries.
@@ -73,7 +74,7 @@ public struct AudienceSelection: Sendable, Equatable {
             var ids: [UUID] = []
             ids.reserveCapacity(texts.count)
             for (index, text) in texts.enumerated() {
-                guard let id = UUID(uuidString: text) else {
+                guard let id = CanonicalUUIDText.parse(text) else {
                     throw AudienceTargetError("\(form)[\(index)] is not a UUID")
                 }
                 ids.append(id)

@@ -1,4 +1,5 @@
 import Foundation
+import UUIDText
 
 /// A Swift value that can be built from a column's text-format value (results are requested in text
 /// format, PostgreSQL docs §55.2 "Message Flow"; each type's output format is in chapter 8).
@@ -163,13 +164,13 @@ extension Bool: PostgresDecodable {
 extension UUID: PostgresDecodable {
     /// The canonical `uuid` output, hex digits in either case.
     public init(postgresText: String) throws {
-        guard let value = PostgresUUIDText.parse(postgresText) else { throw decodingError(postgresText, "UUID") }
+        guard let value = CanonicalUUIDText.parse(postgresText) else { throw decodingError(postgresText, "UUID") }
         self = value
     }
 
     /// The canonical `uuid` output, read from the bytes.
     public init(postgresBytes: UnsafeBufferPointer<UInt8>) throws {
-        guard let value = PostgresUUIDText.parse(postgresBytes) else { throw decodingError(postgresBytes, "UUID") }
+        guard let value = CanonicalUUIDText.parse(postgresBytes) else { throw decodingError(postgresBytes, "UUID") }
         self = value
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import UUIDText
 
 /// A Swift value that can be sent as a query parameter in PostgreSQL's text format.
 ///
@@ -47,7 +48,7 @@ extension Bool: PostgresEncodable {
 
 extension UUID: PostgresEncodable {
     /// The canonical lower-case form `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-    public var postgresText: String? { PostgresUUIDText.format(self) }
+    public var postgresText: String? { CanonicalUUIDText.format(self) }
 }
 
 extension Date: PostgresEncodable {
@@ -170,7 +171,7 @@ extension Bool: PostgresArrayLiteralElement {
 extension UUID: PostgresArrayLiteralElement {
     func appendArrayLiteralElement(to literal: inout [UInt8]) {
         literal.append(UInt8(ascii: "\""))
-        PostgresUUIDText.append(self, to: &literal)
+        CanonicalUUIDText.append(self, to: &literal)
         literal.append(UInt8(ascii: "\""))
     }
 }

@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import UUIDText
 
 /// Builds APNs requests (Apple: "Sending notification requests to APNs", "Generating a remote
 /// notification") without any I/O.
@@ -90,7 +91,7 @@ public enum APNsRequestFactory {
         let message = delivery.message
         var headers = [
             PushHeader("authorization", "bearer \(bearerToken)"),
-            PushHeader("apns-id", delivery.apnsID.uuidString.lowercased()),
+            PushHeader("apns-id", CanonicalUUIDText.format(delivery.apnsID)),
             PushHeader("apns-push-type", pushTypeHeader(message)),
             PushHeader("apns-priority", priorityHeader(message)),
             PushHeader("apns-topic", delivery.topic + (message.apnsPushType?.topicSuffix ?? "")),

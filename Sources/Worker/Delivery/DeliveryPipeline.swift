@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import UUIDText
 import Synchronization
 
 /// The per-delivery path: ``DeliveryDecision`` (the checks in their fixed order, shared with `preview`)
@@ -380,7 +381,7 @@ public enum CompletionFactory {
             // The most common event: its detail (all strings) is written without building a JSON object.
             var detail: [(key: String, value: String)] = []
             if let providerMessageID { detail.append(("provider_message_id", providerMessageID)) }
-            if provider == Provider.apns.rawValue { detail.append(("apns_id", providerMessageID ?? delivery.apnsID.uuidString.lowercased())) }
+            if provider == Provider.apns.rawValue { detail.append(("apns_id", providerMessageID ?? CanonicalUUIDText.format(delivery.apnsID))) }
             if let provider { detail.append(("provider", provider)) }
             return make(.sent, nil, detailJSON: JSONValue.objectText(ofStrings: detail), next: nil)
         case .failed(let reason, let detail, let invalidate):

@@ -1,11 +1,12 @@
 import Foundation
 
-/// `uuid` text both ways without Foundation's `uuidString` / `UUID(uuidString:)` (which go through
-/// `snprintf` / `sscanf` on Linux, a large share of a claimed row's decoding): the canonical form
-/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (RFC 9562 §4; PostgreSQL docs §8.12 "UUID Type").
-enum PostgresUUIDText {
+/// UUID text both ways without Foundation's `uuidString` / `UUID(uuidString:)`, which go through `snprintf` /
+/// `sscanf` on Linux (a large share of a claimed row's decoding, of an `apns-id` header per request and of
+/// each id of a target's `include_subscription_ids`): the canonical form `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`
+/// (RFC 9562 §4; PostgreSQL docs §8.12 "UUID Type"), written in lower case, read in either case.
+public enum CanonicalUUIDText {
     /// The canonical form's length in bytes.
-    static let length = 36
+    public static let length = 36
 
     @inline(__always)
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
@@ -13,8 +14,7 @@ enum PostgresUUIDText {
     }
 
     /// Writes the lower-case canonical form into `out`, which has room for ``length`` bytes.
-    @inline(__always)
-    static func write(_ uuid: UUID, to out: UnsafeMutablePointer<UInt8>) {
+    public static func write(_ uuid: UUID, to out: UnsafeMutablePointer<UInt8>) {
         withUnsafeBytes(of: uuid.uuid) { raw in
             var o = 0
             for index in 0..<16 {
@@ -30,8 +30,9 @@ enum PostgresUUIDText {
         }
     }
 
-    /// The lower-case canonical form, as PostgreSQL prints it.
-    static func format(_ uuid: UUID) -> String {
+    /// The lower-case canonical form, as PostgreSQL prints it (`uuid.uuidString.lowercased()`, without the
+    /// two temporary strings).
+    public static func format(_ uuid: UUID) -> String {
         String(unsafeUninitializedCapacity: length) { buffer in
             write(uuid, to: buffer.baseAddress!)
             return length
@@ -39,7 +40,7 @@ enum PostgresUUIDText {
     }
 
     /// Appends the lower-case canonical form to `bytes`.
-    static func append(_ uuid: UUID, to bytes: inout [UInt8]) {
+    public static func append(_ uuid: UUID, to bytes: inout [UInt8]) {
         let start = bytes.count
         bytes.append(contentsOf: repeatElement(0, count: length))
         bytes.withUnsafeMutableBufferPointer { write(uuid, to: $0.baseAddress! + start) }
@@ -57,7 +58,7 @@ enum PostgresUUIDText {
 
     /// Parses the canonical form, hex digits in either case (what `UUID(uuidString:)` accepts and
     /// PostgreSQL's output always is). Nil for anything else.
-    static func parse(_ text: UnsafeBufferPointer<UInt8>) -> UUID? {
+    public static func parse(_ text: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard text.count == length else { return nil }
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         let valid = withUnsafeMutableBytes(of: &bytes) { out -> Bool in
@@ -77,7 +78,7 @@ enum PostgresUUIDText {
     }
 
     /// ``parse(_:)`` of a Swift string.
-    static func parse(_ text: String) -> UUID? {
+    public static func parse(_ text: String) -> UUID? {
         var text = text
         return text.withUTF8 { parse($0) }
     }
