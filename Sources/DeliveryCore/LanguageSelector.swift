@@ -34,6 +34,9 @@ public enum LanguageSelector {
     {
         let withText = texts.filter { !$0.value.isEmpty }
         guard !withText.isEmpty else { return [] }
+        // One language (most transactional messages): it is the choice whatever the tags, since every entry
+        // with text ends up in the order (step 6). Skips the tags' resolution and the sort.
+        if withText.count == 1, let only = withText.first { return [(only.key, only.value)] }
         let tags = [subscriberLanguage, appDefaultLanguage, "en"].compactMap { $0 }
         let resolved = resolve(Array(withText.keys) + tags)
         let entries = withText.map { key, text in

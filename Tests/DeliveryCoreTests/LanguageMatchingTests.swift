@@ -119,4 +119,18 @@ import Testing
         let ranked = LanguageSelector.ranked(from: texts, subscriberLanguage: "zh-TW", appDefaultLanguage: "ar").map(\.language)
         #expect(ranked == ["zh-Hant", "zh", "ar", "en", "zh-Hans"])
     }
+
+    /// A map with one language (or one with text) gives that entry whatever the subscriber's and app's tags,
+    /// malformed and empty ones included: step 6 takes every entry left.
+    @Test(arguments: [nil, "", "tr", "zh-Hant-TW", "x-private", "İ", "und"] as [String?])
+    func aSingleLanguageIsTheChoiceForAnyTag(subscriber: String?) {
+        for texts in [["de-AT": "Servus"], ["de-AT": "Servus", "fr": ""]] {
+            for appDefault in [nil, "en", "pt_BR"] as [String?] {
+                let picked = LanguageSelector.pick(from: texts, subscriberLanguage: subscriber, appDefaultLanguage: appDefault)
+                #expect(picked?.language == "de-AT" && picked?.text == "Servus")
+                let ranked = LanguageSelector.ranked(from: texts, subscriberLanguage: subscriber, appDefaultLanguage: appDefault)
+                #expect(ranked.map(\.language) == ["de-AT"])
+            }
+        }
+    }
 }
