@@ -48,11 +48,12 @@ extension APNsSender: BatchingProviderSender {
         }
         var outgoing: [Outgoing] = []
         var requests: [HTTP2Origin: (requests: [HTTP2Request], slots: [Int])] = [:]
+        let bearers = await fetchTokens(for: credentialOrder.compactMap { groups[$0]?.channel }, by: context.deadline)
         for fingerprint in credentialOrder {
-            guard let (channel, indexes) = groups[fingerprint] else { continue }
+            guard let (channel, indexes) = groups[fingerprint], let fetch = bearers[fingerprint] else { continue }
             let bearer: String
             do {
-                guard let fetched = try await fetchToken(for: channel, by: context.deadline) else {
+                guard let fetched = try fetch.get() else {
                     for index in indexes { completed(index, context.deadlineExceeded) }
                     continue
                 }
@@ -163,6 +164,26 @@ extension APNsSender: BatchingProviderSender {
             completed(sent.index, judge(response, channel: sent.channel, delivery: batch[sent.index].delivery, origin: sent.origin))
         }
         return nil
+    }
+
+    /// The provider tokens of a batch's credentials by fingerprint, fetched side by side: a batch spanning many
+    /// apps whose tokens are due for replacement (each a database round trip, perhaps a signature) waits for
+    /// the slowest, not for their sum. One credential (the usual batch) is fetched without a child task.
+    private func fetchTokens(for channels: [Channel], by deadline: ContinuousClock.Instant?) async -> [String: Result<String?, any Error>] {
+        func fetch(_ channel: Channel) async -> Result<String?, any Error> {
+            do { return .success(try await fetchToken(for: channel, by: deadline)) } catch { return .failure(error) }
+        }
+        if channels.count == 1, let channel = channels.first {
+            return [channel.tokenCredential.fingerprint: await fetch(channel)]
+        }
+        return await withTaskGroup(of: (String, Result<String?, any Error>).self) { group in
+            for channel in channels {
+                group.addTask { (channel.tokenCredential.fingerprint, await fetch(channel)) }
+            }
+            var results: [String: Result<String?, any Error>] = [:]
+            for await (fingerprint, result) in group { results[fingerprint] = result }
+            return results
+        }
     }
 
     /// The provider token for a batch's credential, fetched by the batch's deadline (`nil`: not in time).

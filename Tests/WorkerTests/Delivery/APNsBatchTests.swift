@@ -125,6 +125,36 @@ struct APNsBatchTests {
         }
     }
 
+    /// A batch spanning several credentials (their tokens fetched side by side): each credential's deliveries
+    /// get that credential's answer, the emulator's own key `sent`, keys it does not know
+    /// `invalid_provider_token`, and each delivery ends once.
+    @Test func aBatchOfSeveralCredentialsEndsEachDeliveryWithItsOwnAnswer() async throws {
+        try await CacheBoundsTests.withEmulatorClient { emulator, client in
+            let message = try NotificationMessage(json: ["contents": ["en": "hi"]])
+            var settings = [emulator.channelSettings]
+            for index in 0..<2 {
+                settings.append(JSONValue.object([
+                    "team_id": .string(EmulatorHarness.teamID), "key_id": .string("OTHERKEY\(index)"),
+                    "private_key": .string(try P256PrivateKey.generate().pkcs8PEM), "topic": "dev.pushizo.test",
+                ]).jsonText)
+            }
+            var sends: [BatchedSend] = []
+            for round in 0..<2 {
+                for (app, setting) in settings.enumerated() {
+                    var claimed = bounds.delivery(
+                        app: UUID(), settings: setting, platform: "ios", token: "a3" + String(repeating: "\(round)\(app)", count: 31))
+                    claimed.channelEndpoint = emulator.endpoint
+                    sends.append(BatchedSend(delivery: claimed, message: message))
+                }
+            }
+            let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let (declined, got) = await Self.sendCollecting(sends, through: sender)
+            #expect(declined.isEmpty)
+            let expected = ["sent", "channel/invalid_provider_token", "channel/invalid_provider_token"]
+            #expect(sends.indices.map { got[$0]?.map(Self.shape) ?? [] } == (expected + expected).map { [$0] })
+        }
+    }
+
     /// A batch whose task is cancelled while its answers are held back (5 s): the send returns, and every
     /// delivery ends exactly once, also when the client's event loop has
     /// shut down meanwhile and can report nothing more.
