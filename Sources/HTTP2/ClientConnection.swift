@@ -11,7 +11,8 @@ final class PendingRequest {
     /// Who waits for the outcome: the continuation of one `send`, or a batch slot's callback.
     enum Completion {
         case continuation(UnsafeContinuation<HTTP2Response, any Error>)
-        case callback((Result<HTTP2Response, any Error>) -> Void)
+        /// Request `index` of a submission: its result goes into the submission's burst (no closure per request).
+        case burst(AnswerBurst, index: Int)
     }
 
     /// Called once with the outcome; nil once finished.
@@ -43,7 +44,7 @@ final class PendingRequest {
         self.completion = nil
         switch completion {
         case .continuation(let continuation): continuation.resume(with: result)
-        case .callback(let callback): callback(result)
+        case .burst(let burst, let index): burst.add(HTTP2Answer(index: index, result: result))
         }
     }
 }

@@ -324,9 +324,7 @@ final class ClientCore: @unchecked Sendable {
         var byTimeout: [Duration: [UInt64]] = [:]
         for (index, request) in batch {
             let id = firstID + UInt64(index)
-            let pending = PendingRequest(id: id, request: request, origin: origin, completion: .callback({
-                burst.add(HTTP2Answer(index: index, result: $0))
-            }))
+            let pending = PendingRequest(id: id, request: request, origin: origin, completion: .burst(burst, index: index))
             requests[id] = pending
             pending.isQueued = true
             queued.append(id)
