@@ -32,8 +32,10 @@ public final class HTTP2Client: Sendable {
     ///   `.streamReset`, `.requestTimeout`, `.protocolError`, `.shutdown`, `.responseTooLarge` past a read bound);
     ///   `.invalidRequest` at once, before
     ///   anything is queued, for a header field HTTP/2 forbids (RFC 9113 §8.2.1, §8.2.2); `CancellationError` when
-    ///   the calling task is cancelled (the stream is reset with CANCEL). Once `send` has thrown, the request is
-    ///   never sent afterwards (it is dropped from the queue, or its stream reset before its HEADERS leave).
+    ///   the calling task is cancelled (the stream is reset with CANCEL; a task cancelled just before handing the
+    ///   request over that then stalls for over a second before handing it over is answered as if never
+    ///   cancelled). Once `send` has thrown, the request is never sent afterwards (it is dropped from the
+    ///   queue, or its stream reset before its HEADERS leave).
     public func send(_ request: HTTP2Request, to origin: HTTP2Origin) async throws -> HTTP2Response {
         if let invalid = request.validationError() { throw invalid }
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -259,10 +261,11 @@ final class ClientCore: @unchecked Sendable {
     var requests: [UInt64: PendingRequest] = [:]
     /// Ids whose cancellation reached the loop before their request: the request is refused when it arrives,
     /// a moment later (the cancelling task hands it over right after). A cancellation that came after its
-    /// request had finished looks the same here and would stay forever, so entries are kept for two sweeps
-    /// of at least ``earlyCancellationLifetime`` each: `recent` holds those since the last rotation, `older` the
-    /// ones before (bounded by the cancellations of two such periods). A request arriving later than that (its
-    /// task stalled for a second between cancelling and handing over) is sent as if never cancelled.
+    /// request had finished looks the same here and would stay forever, so the set is rotated by the sweep at
+    /// most once per ``earlyCancellationLifetime``: `recent` holds the ids since the last rotation, `older` the
+    /// ones before, dropped at the next rotation. An id is kept at least that long (up to twice that, plus a
+    /// sweep interval); bounded by the cancellations of two such periods. A request arriving later than that
+    /// (its task stalled for a second between cancelling and handing over) is sent as if never cancelled.
     private var cancelledEarly: (recent: Set<UInt64>, older: Set<UInt64>, rotatedAt: ContinuousClock.Instant) = ([], [], .now)
     static let earlyCancellationLifetime: Duration = .seconds(1)
     /// Early cancellations remembered now (tests).

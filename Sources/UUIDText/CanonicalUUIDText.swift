@@ -8,12 +8,13 @@ public enum CanonicalUUIDText {
     /// The canonical form's length in bytes.
     public static let length = 36
 
-    @inline(__always)
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+    @usableFromInline @inline(__always)
+    static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? nibble &+ 48 : nibble &+ 87
     }
 
     /// Writes the lower-case canonical form into `out`, which has room for ``length`` bytes.
+    @inlinable
     public static func write(_ uuid: UUID, to out: UnsafeMutablePointer<UInt8>) {
         withUnsafeBytes(of: uuid.uuid) { raw in
             var o = 0
@@ -32,6 +33,7 @@ public enum CanonicalUUIDText {
 
     /// The lower-case canonical form, as PostgreSQL prints it (`uuid.uuidString.lowercased()`, without the
     /// two temporary strings).
+    @inlinable
     public static func format(_ uuid: UUID) -> String {
         String(unsafeUninitializedCapacity: length) { buffer in
             write(uuid, to: buffer.baseAddress!)
@@ -40,14 +42,15 @@ public enum CanonicalUUIDText {
     }
 
     /// Appends the lower-case canonical form to `bytes`.
+    @inlinable
     public static func append(_ uuid: UUID, to bytes: inout [UInt8]) {
         let start = bytes.count
         bytes.append(contentsOf: repeatElement(0, count: length))
         bytes.withUnsafeMutableBufferPointer { write(uuid, to: $0.baseAddress! + start) }
     }
 
-    @inline(__always)
-    private static func nibble(_ c: UInt8) -> UInt8? {
+    @usableFromInline @inline(__always)
+    static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return c &- UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return c &- UInt8(ascii: "a") &+ 10
@@ -58,6 +61,7 @@ public enum CanonicalUUIDText {
 
     /// Parses the canonical form, hex digits in either case (what `UUID(uuidString:)` accepts and
     /// PostgreSQL's output always is). Nil for anything else.
+    @inlinable
     public static func parse(_ text: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard text.count == length else { return nil }
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -78,6 +82,7 @@ public enum CanonicalUUIDText {
     }
 
     /// ``parse(_:)`` of a Swift string.
+    @inlinable
     public static func parse(_ text: String) -> UUID? {
         var text = text
         return text.withUTF8 { parse($0) }

@@ -110,8 +110,9 @@ extension APNsSender: BatchingProviderSender {
 
     /// Submits every origin's requests and judges the answers as they arrive, where they arrive: on the HTTP/2
     /// client's event loop, in its answer callback, so a burst of answers is judged and completed without a
-    /// hop to the cooperative pool (judging is pure and completing only queues; neither blocks). This task
-    /// waits once, for the last answer.
+    /// hop to the cooperative pool. Judging is pure; completing queues the completion for the writer, counts
+    /// it, and at most once per app, kind and hour writes a warning line (the same short stderr write the
+    /// pool's paths make). This task waits once, for the last answer.
     /// - Returns: the requests whose answer refused their provider token, to be sent again alone.
     private func exchange(
         _ requests: [HTTP2Origin: (requests: [HTTP2Request], slots: [Int])], outgoing: [Outgoing], batch: [BatchedSend],
@@ -136,8 +137,9 @@ extension APNsSender: BatchingProviderSender {
             }
             await answers.allJudged()
         } onCancel: {
-            // What is not answered by now is judged as cancelled here, as the client would report it, so the
-            // batch ends even when the client can no longer report (its loop shut down).
+            // What is not answered by now is judged as cancelled here, as the client will report it, so the
+            // batch ends at once whatever the client's loop is doing (the loop's own report of those requests
+            // comes later and is ignored).
             cancellation.cancel()
             for slot in answers.takeUnanswered() { judgeOne(slot, .failure(CancellationError())) }
         }

@@ -40,7 +40,7 @@ extension QueueStore {
     /// Cost: exact counts need one pass over `deliveries` joined to `subscriptions` by primary key (the
     /// provider is the subscription's platform): seconds on a queue of a million rows. The caller samples in
     /// the background, less often when a sample is slow, never per scrape, and once for the whole fleet
-    /// (``sharedQueueDepth(on:interval:dutyCycle:sampler:)``); the paused channels come from `app_channels`
+    /// (``sharedQueueDepth(on:interval:dutyCycle:sampler:timeoutMilliseconds:)``); the paused channels come from `app_channels`
     /// (one row per app and provider).
     /// - Throws: ``PostgresError``.
     static func measureQueueDepth(on connection: PostgresConnection) throws -> QueueDepthSample {

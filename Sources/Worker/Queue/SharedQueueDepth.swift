@@ -26,7 +26,8 @@ extension QueueStore {
     /// result with how long it took; a worker that finds the row locked returns the last written sample, since
     /// another worker is measuring. So the pass over `deliveries` happens once per turn fleet-wide, not once per
     /// worker, and a slow pass makes the next turn come later. A pass cancelled by the timeout is recorded too
-    /// (`timed_out_at`, with the time it ran as `took_seconds`), so the next turn is spaced from it as from a
+    /// (`timed_out_at`, when it was cancelled, with the time it ran as `took_seconds`, which then no longer
+    /// describes the stored sample), so the next turn is spaced from it as from a
     /// slow sample, instead of being due at once; the last sample is kept.
     /// - Parameters:
     ///   - interval: the shortest time between two samples.
@@ -75,7 +76,7 @@ extension QueueStore {
                 sample = try connection.transaction { try measureQueueDepth(on: $0) }
             } catch let error as PostgresError where error.sqlState == "57014" {
                 _ = try connection.query(
-                    "UPDATE queue_depth_samples SET timed_out_at = now(), took_seconds = $1 WHERE name = 'queue'",
+                    "UPDATE queue_depth_samples SET timed_out_at = clock_timestamp(), took_seconds = $1 WHERE name = 'queue'",
                     [started.duration(to: ContinuousClock.now).inSeconds])
                 timedOut = error
                 return try decodeShared(mine, measuredHere: false)

@@ -156,8 +156,8 @@ struct APNsBatchTests {
     }
 
     /// A batch whose task is cancelled while its answers are held back (5 s): the send returns, and every
-    /// delivery ends exactly once, also when the client's event loop has
-    /// shut down meanwhile and can report nothing more.
+    /// delivery ends exactly once although both the cancellation and the client report the unanswered ones
+    /// (in the second case the client's report comes from its loop shutting down).
     @Test(arguments: [false, true]) func aCancelledBatchEndsEachDeliveryOnce(loopShutDown: Bool) async throws {
         try await EmulatorHarness.with(latency: 5) { emulator in
             let loop = try HTTP2EventLoop(name: "batch-cancel-io")
