@@ -8,7 +8,7 @@ final class PendingRequest {
     let id: UInt64
     let request: HTTP2Request
     let origin: HTTP2Origin
-    /// Who waits for the outcome: the continuation of one `send`, or a batch slot's callback.
+    /// Who waits for the outcome: the continuation of one `send`, or the burst of a submission.
     enum Completion {
         case continuation(UnsafeContinuation<HTTP2Response, any Error>)
         /// Request `index` of a submission: its result goes into the submission's burst (no closure per request).

@@ -27,14 +27,14 @@ extension QueueStore {
     /// another worker is measuring. So the pass over `deliveries` happens once per turn fleet-wide, not once per
     /// worker, and a slow pass makes the next turn come later. A pass cancelled by the timeout is recorded too
     /// (`timed_out_at`, when it was cancelled, with the time it ran as `took_seconds`, which then no longer
-    /// describes the stored sample), so the next turn is spaced from it as from a
-    /// slow sample, instead of being due at once; the last sample is kept.
+    /// describes the stored sample), so the next turn is spaced from it as from a slow sample, instead of
+    /// being due at once; the last sample is kept.
     /// - Parameters:
     ///   - interval: the shortest time between two samples.
     ///   - dutyCycle: the share of one backend's time the measuring may take (0 < dutyCycle <= 1).
     ///   - sampler: this worker's id, written with the sample (for operators reading the table).
-    /// - Returns: `nil` when no sample was ever written and another worker is measuring the first.
     ///   - timeoutMilliseconds: the measuring's `statement_timeout` (tests shorten it).
+    /// - Returns: `nil` when no sample was ever written and another worker is measuring the first.
     /// - Throws: ``PostgresError`` (a lost connection, the statement timeout: SQLSTATE 57014 `query_canceled`,
     ///   after the attempt is recorded; the table missing before the migration that creates it), or
     ///   `.decodingFailed` for a stored sample that is not what a worker writes.
