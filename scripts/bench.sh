@@ -106,12 +106,13 @@ steady_jps=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*) / greates
 echo "    worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($steady_jps/s between the first and last event)"
 
 # The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
+# Prepared (-M prepared), as the worker runs its hot statements: each is planned once per connection.
 psql "$PUSHIZO_DATABASE_URL" -qc "TRUNCATE delivery_events; INSERT INTO deliveries (notification_id, subscription_id, app_id)
     SELECT n.id, s.id, n.app_id FROM notifications n CROSS JOIN LATERAL jsonb_array_elements_text(n.target->'include_subscription_ids') t(sid)
     JOIN subscriptions s ON s.id = t.sid::uuid" -c "VACUUM ANALYZE deliveries"
 clients=4
 transactions=$(( deliveries / (200 * clients) ))
-pgbench_tps=$("$pgbin/pgbench" -n -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
+pgbench_tps=$("$pgbin/pgbench" -n -M prepared -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
     "$PUSHIZO_DATABASE_URL" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
 pgbench_jps=$(calc "$pgbench_tps * 200")
 echo "    pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$pgbench_jps") jobs/s"
@@ -226,7 +227,7 @@ burst_sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_e
 burst_worker=$(calc "$burst_sent / ($finished - $started)")
 burst_fill
 started=$(date +%s.%N)
-"$pgbin/pgbench" -n -c 2 -j 2 -t $(( burst / 400 + 2 )) -f scripts/bench/small-expand-claim-complete.pgbench "$PUSHIZO_DATABASE_URL" >/dev/null 2>&1 || true
+"$pgbin/pgbench" -n -M prepared -c 2 -j 2 -t $(( burst / 400 + 2 )) -f scripts/bench/small-expand-claim-complete.pgbench "$PUSHIZO_DATABASE_URL" >/dev/null 2>&1 || true
 finished=$(date +%s.%N)
 burst_pgbench_sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
 burst_pgbench=$(calc "$burst_pgbench_sent / ($finished - $started)")

@@ -204,13 +204,14 @@ public final class PostgresConnection {
     /// statements. Meant for a fixed set of statements: every distinct text stays prepared for the
     /// session's life. If the statement vanished (`DISCARD ALL`, SQLSTATE 26000) or its cached plan no
     /// longer fits the schema (0A000), it is prepared again and run once more, outside transactions only
-    /// (inside one the error has already aborted it).
+    /// (inside one the error has already aborted it: the error is thrown, and the next call prepares afresh).
     /// - Throws: as ``query(_:_:)``.
     public func preparedQuery(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresQueryResult {
         do {
             return try runPrepared(sql, parameters)
-        } catch let error as PostgresError where (error.sqlState == "26000" || error.sqlState == "0A000") && !isInTransaction {
+        } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
             preparedNames[sql] = nil
+            if isInTransaction { throw error }
             return try runPrepared(sql, parameters)
         }
     }

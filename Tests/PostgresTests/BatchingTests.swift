@@ -26,6 +26,28 @@ struct BatchingTests {
         }
     }
 
+    /// A statement dropped while the connection is inside a transaction (`DISCARD ALL` cannot run there, so
+    /// `DEALLOCATE` stands in for a pooler or an operator): that call fails and aborts the transaction, and the
+    /// next call, after the rollback, prepares it again instead of failing the same way forever.
+    @Test func aStatementDroppedInsideATransactionIsPreparedAgainByTheNextCall() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            try await onThread {
+                let c = try PostgresConnection(connectionString: url)
+                let select = "SELECT $1::int + 1 AS v"
+                #expect(try c.preparedQuery(select, [1]).first?.decode(Int.self, "v") == 2)
+                #expect(throws: PostgresError.self) {
+                    try c.transaction { c in
+                        try c.execute("DEALLOCATE ALL")
+                        let error = try #require(throws: PostgresError.self) { try c.preparedQuery(select, [2]) }
+                        #expect(error.sqlState == "26000")
+                        throw error
+                    }
+                }
+                #expect(try c.transaction { try $0.preparedQuery(select, [3]).first?.decode(Int.self, "v") } == 4)
+            }
+        }
+    }
+
     @Test func pipelineRunsABatchAtomically() async throws {
         try await TestDatabase.withFreshDatabase { url in
             try await onThread {

@@ -43,7 +43,7 @@ if [ -n "${PUSHIZO_BENCH_TX_PG_STATS:-}" ]; then
     psql "$PUSHIZO_DATABASE_URL" -q -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
     scripts/pg-throwaway.sh stop "$work/pg" >/dev/null
     scripts/pg-throwaway.sh start "$work/pg" "$pg_port" >/dev/null
-    psql "$PUSHIZO_DATABASE_URL" -q -c "CREATE EXTENSION pg_stat_statements" -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "SELECT pg_reload_conf()" >/dev/null
+    psql "$PUSHIZO_DATABASE_URL" -q -c "CREATE EXTENSION pg_stat_statements" -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "ALTER SYSTEM SET pg_stat_statements.track_planning = on" -c "SELECT pg_reload_conf()" >/dev/null
 fi
 # PUSHIZO_BENCH_TX_EXPLAIN_MS: the plans (with timings) of statements slower than this (auto_explain).
 if [ -n "${PUSHIZO_BENCH_TX_EXPLAIN_MS:-}" ]; then
@@ -140,8 +140,9 @@ psql "$PUSHIZO_DATABASE_URL" -At -F' ' -c "
     FROM l"
 if [ -n "${PUSHIZO_BENCH_TX_PG_STATS:-}" ]; then
     psql "$PUSHIZO_DATABASE_URL" -c "
-        SELECT calls, round(total_exec_time) AS total_ms, round((total_exec_time / calls)::numeric, 2) AS ms_per_call,
-               rows, round(shared_blks_hit::numeric / calls) AS blocks_per_call, left(regexp_replace(query, '\s+', ' ', 'g'), 60) AS query
+        SELECT calls, round(total_exec_time) AS total_ms, round((total_exec_time / nullif(calls, 0))::numeric, 2) AS ms_per_call,
+               plans, round((total_plan_time / nullif(calls, 0))::numeric, 2) AS plan_ms_per_call,
+               rows, round(shared_blks_hit::numeric / nullif(calls, 0)) AS blocks_per_call, left(regexp_replace(query, '\s+', ' ', 'g'), 60) AS query
         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15" \
         -c "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_tup_ins, n_tup_del, n_dead_tup, autovacuum_count, autoanalyze_count
             FROM pg_stat_user_tables WHERE relname IN ('notifications', 'deliveries', 'subscriptions', 'delivery_events_default', 'apps', 'app_channels')"

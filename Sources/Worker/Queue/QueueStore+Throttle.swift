@@ -8,7 +8,7 @@ extension QueueStore {
     /// served at its rate rather than once per poll interval. One index probe per limited app
     /// (`deliveries_claim_throttled`); no row is locked or written. docs/throttle.md.
     public static func throttleWait(on connection: PostgresConnection) throws -> Double? {
-        let rows = try connection.query(
+        let rows = try connection.preparedQuery(
             """
             SELECT min(greatest(0, (burst - available) / rate)) AS wait
             FROM (SELECT a.max_sends_per_second AS rate, pushizo_send_burst(a.max_sends_per_second) AS burst,

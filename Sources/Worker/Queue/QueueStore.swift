@@ -24,7 +24,7 @@ public enum QueueStore {
     ) throws -> [ClaimedDelivery] {
         do {
             return try decodeClaimed(
-                try connection.query(claimSQL(picking: .due), [limit, leaseSeconds, workerID]), on: connection)
+                try connection.preparedQuery(dueClaimSQL, [limit, leaseSeconds, workerID]), on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
                 on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID, error: error)
@@ -171,6 +171,14 @@ public enum QueueStore {
     /// kept. A bucket another claim holds is skipped (`SKIP LOCKED`): that app waits for the next claim, the
     /// others do not. docs/throttle.md.
     static func claimSQL(picking: ClaimPicking) -> String {
+        picking == .due ? dueClaimSQL : buildClaimSQL(picking: picking)
+    }
+
+    /// The claim of due rows, built once: it runs as a prepared statement (parsed and planned once per
+    /// connection, then executed: planning this statement took longer than running it), keyed by its text.
+    static let dueClaimSQL = buildClaimSQL(picking: .due)
+
+    private static func buildClaimSQL(picking: ClaimPicking) -> String {
         let listed = picking == .due ? "" : picking == .listed ? " AND id = ANY($4::bigint[])" : " AND id <> ALL($4::bigint[])"
         return """
         WITH buckets AS MATERIALIZED (
@@ -276,7 +284,7 @@ public enum QueueStore {
     public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
         guard !completions.isEmpty else { return 0 }
         return try connection.transaction { connection in
-            let result = try connection.query(
+            let result = try connection.preparedQuery(
                 completeSQL,
                 [
                     completions.map(\.deliveryID),
@@ -388,7 +396,7 @@ public enum QueueStore {
     public static func messages(
         on connection: PostgresConnection, notificationIDs: [UUID], maximumBytes: Int
     ) throws -> [UUID: StoredMessage] {
-        let rows = try connection.query(
+        let rows = try connection.preparedQuery(
             """
             SELECT id, xmin::text AS version, octet_length(text) AS size,
                    CASE WHEN octet_length(text) <= $2 THEN text END AS message

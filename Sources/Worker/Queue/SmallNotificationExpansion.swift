@@ -153,7 +153,7 @@ extension QueueStore {
         var now = Date()
         do {
             try connection.transaction { connection in
-                let rows = try connection.query(
+                let rows = try connection.preparedQuery(
                     """
                     SELECT \(pickColumns)
                     FROM notifications
@@ -218,7 +218,7 @@ extension QueueStore {
                 let withLocalTime = localTimes.timesOfDay.contains { $0 != nil }
                 if withLocalTime { insertParameters += [localTimes.timesOfDay, localTimes.ttls] }
                 // One statement inserts the deliveries and marks the notifications expanded.
-                let created = try connection.query(smallInsertSQL(localTime: withLocalTime), insertParameters)
+                let created = try connection.preparedQuery(withLocalTime ? smallInsertWithLocalTimeSQL : smallInsertPlainSQL, insertParameters)
                 for row in created { result.created += try row.decode(Int.self, "n") }
                 result.expanded = notifications.ids.count
             }
@@ -273,6 +273,11 @@ extension QueueStore {
     /// With `localTime`, `$10` (`text[]`, `HH:MM:SS` or NULL) and `$11` (`integer[]`, ttl or NULL), parallel
     /// to `$1`, give each local-time notification's schedule: `run_at` and `local_due_at` are computed once per
     /// (notification, distinct zone) in the statement (``LocalTimeSQL``; docs/local-time-delivery.md).
+    /// ``smallInsertSQL(localTime:)`` built once each: they run as prepared statements (planning took longer
+    /// than running them), keyed by their text.
+    static let smallInsertPlainSQL = smallInsertSQL(localTime: false)
+    static let smallInsertWithLocalTimeSQL = smallInsertSQL(localTime: true)
+
     static func smallInsertSQL(localTime: Bool) -> String {
         let local = localTime
             ? LocalTimeSQL.ctes(
