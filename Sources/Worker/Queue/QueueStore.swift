@@ -24,7 +24,10 @@ public enum QueueStore {
     ) throws -> [ClaimedDelivery] {
         do {
             return try decodeClaimed(
-                try connection.preparedQuery(dueClaimSQL, [limit, leaseSeconds, workerID]), on: connection)
+                // Not prepared, unlike the other hot statements: after five executions PostgreSQL may keep a generic
+                // plan of a prepared statement, and the claim's generic plan (its `LIMIT $1` unknown) ran ten
+                // times slower than the custom one on a queue of 2,000,000 rows (90-105 ms against 8-11 ms).
+                try connection.query(dueClaimSQL, [limit, leaseSeconds, workerID]), on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
                 on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID, error: error)
@@ -174,8 +177,7 @@ public enum QueueStore {
         picking == .due ? dueClaimSQL : buildClaimSQL(picking: picking)
     }
 
-    /// The claim of due rows, built once: it runs as a prepared statement (parsed and planned once per
-    /// connection, then executed: planning this statement took longer than running it), keyed by its text.
+    /// The claim of due rows, built once (not per claim).
     static let dueClaimSQL = buildClaimSQL(picking: .due)
 
     private static func buildClaimSQL(picking: ClaimPicking) -> String {

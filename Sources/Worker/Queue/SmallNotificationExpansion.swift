@@ -153,7 +153,9 @@ extension QueueStore {
         var now = Date()
         do {
             try connection.transaction { connection in
-                let rows = try connection.preparedQuery(
+                // Not prepared: a generic plan (its `LIMIT $2` unknown) may give up the index order, as the
+                // claim's did (see QueueStore.claim).
+                let rows = try connection.query(
                     """
                     SELECT \(pickColumns)
                     FROM notifications
