@@ -87,10 +87,7 @@ struct APNsBatchTests {
     /// No wall-clock bound is asserted: beside the other suites on 2 cores this test's threads can wait for the
     /// CPU longer than any bound short enough to mean something.
     @Test func requestsEndAtTheBatchDeadline() async throws {
-        try await EmulatorHarness.with(latency: 5) { emulator in
-            let loop = try HTTP2EventLoop(name: "batch-deadline-io")
-            defer { loop.shutdown() }
-            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+        try await CacheBoundsTests.withEmulatorClient(latency: 5) { emulator, client in
             let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[DeliveryOutcome]>([])
@@ -99,7 +96,6 @@ struct APNsBatchTests {
             let ended = outcomes.withLock { $0 }
             #expect(ended.count == 3)
             #expect(ended.allSatisfy { if case .retry("deadline_exceeded", let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
-            await client.shutdown()
         }
     }
 
@@ -160,10 +156,7 @@ struct APNsBatchTests {
     /// delivery ends exactly once although both the cancellation and the client report the unanswered ones
     /// (in the second case the client's report comes from its loop shutting down).
     @Test(arguments: [false, true]) func aCancelledBatchEndsEachDeliveryOnce(loopShutDown: Bool) async throws {
-        try await EmulatorHarness.with(latency: 5) { emulator in
-            let loop = try HTTP2EventLoop(name: "batch-cancel-io")
-            defer { loop.shutdown() }
-            let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
+        try await CacheBoundsTests.withEmulatorClient(latency: 5) { emulator, client in
             let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
@@ -176,7 +169,7 @@ struct APNsBatchTests {
             // Time for the requests to reach the emulator's streams (its latency holds them there); were they
             // not there yet, each would still have to end once.
             try await Task.sleep(for: .milliseconds(500))
-            if loopShutDown { loop.shutdown() }
+            if loopShutDown { client.eventLoop.shutdown() }
             sending.cancel()
             _ = await sending.value
             let got = outcomes.withLock { $0 }

@@ -24,9 +24,12 @@ struct CacheBoundsTests {
             channelSettingsJSON: settings, channelEndpoint: nil, channelPausedUntil: nil)
     }
 
-    /// The emulator and an HTTP/2 client trusting its CA.
-    static func withEmulatorClient(_ body: @Sendable (EmulatorHarness, HTTP2Client) async throws -> Void) async throws {
-        try await EmulatorHarness.with { emulator in
+    /// The emulator and an HTTP/2 client trusting its CA (on a loop of its own, `client.eventLoop`).
+    /// - Parameter latency: seconds the emulator holds each answer back (see `EmulatorHarness.with`).
+    static func withEmulatorClient(
+        latency: Double = 0, _ body: @Sendable (EmulatorHarness, HTTP2Client) async throws -> Void
+    ) async throws {
+        try await EmulatorHarness.with(latency: latency) { emulator in
             let loop = try HTTP2EventLoop(name: "bounds-io")
             let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(emulator.caFile)))
             do {
