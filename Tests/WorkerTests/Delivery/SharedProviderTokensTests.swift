@@ -34,10 +34,14 @@ struct SharedProviderTokensTests {
     }
 
     /// `count` workers, each with its own pool of 2 connections.
+    ///
+    /// They wait up to 300 s for another worker's mint: the mint runs on the cooperative pool, which the whole
+    /// test process shares, and in a full run on 2 cores it waited over 10 s for a thread; every worker then
+    /// fell back to a token of its own (the documented fallback, not the single flight these tests check).
     static func workers(_ url: String, count: Int) -> [(SharedProviderTokens, PostgresClient)] {
         (0..<count).map { _ in
             let database = PostgresClient(connectionString: url, maximumConnections: 2)
-            return (SharedProviderTokens(database: database, logger: quietLogger, lockTimeout: 10), database)
+            return (SharedProviderTokens(database: database, logger: quietLogger, lockTimeout: 300), database)
         }
     }
 
