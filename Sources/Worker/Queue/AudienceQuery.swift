@@ -26,18 +26,17 @@ struct AudienceQuery {
             parameters.append(value)
             return "$\(6 + parameters.count)::\(type)"
         }
-        // Id-list forms narrow the page itself (index lookups); filter forms page over the app's active
-        // subscriptions in id order and test each, so one chunk never scans more than `chunk size` rows.
-        var pagePredicate = "TRUE"
+        // Id-list forms build the page from the list itself (index lookups); filter forms page over the app's
+        // active subscriptions in id order and test each, so one chunk never scans more than `chunk size` rows.
+        var listedIDs: String?
+        var listedUsers: String?
         var matchPredicates: [String] = []
         var needsUsers = false
         switch selection.target {
         case .subscriptionIDs(let ids):
-            pagePredicate = "s.id = ANY(\(bind(ids, "uuid[]")))"
+            listedIDs = bind(ids, "uuid[]")
         case .externalIDs(let ids):
-            pagePredicate = """
-                s.user_id IN (SELECT x.id FROM users x WHERE x.app_id = $2 AND x.external_id = ANY(\(bind(ids, "text[]"))))
-                """
+            listedUsers = bind(ids, "text[]")
         case .all:
             break
         case .filters(let filters):
@@ -106,14 +105,47 @@ struct AudienceQuery {
             localValues = ", \(LocalTimeSQL.runAt("ld")), ld.due"
             localJoin = " LEFT JOIN local_due ld ON ld.zone_key = \(LocalTimeSQL.zoneKey("s.timezone"))"
         }
-        sql = """
-            WITH page AS (
-                SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind
-                FROM subscriptions s
-                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(first ? ">=" : ">") $3::uuid
-                  AND \(pagePredicate)
+        let columns = "s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind"
+        let after = first ? ">=" : ">"
+        let page: String
+        if let listedIDs {
+            // The listed ids in order, each looked up by primary key: a chunk costs the list, never the app.
+            // Left to the planner, `s.id = ANY(...)` beside `ORDER BY s.id LIMIT` could walk the app's whole
+            // active index and test each row against the list (52 ms for 1,000 ids in an app of 20,000). The
+            // lookup's only condition is the key, and OFFSET 0 keeps the outer conditions out of it (and the
+            // lookup from becoming a join), so no statistics can make it an index walk.
+            page = """
+                SELECT \(columns)
+                FROM (SELECT DISTINCT l.id FROM unnest(\(listedIDs)) AS l(id) WHERE l.id \(after) $3::uuid) l
+                CROSS JOIN LATERAL (SELECT \(columns), s.status FROM subscriptions s WHERE s.id = l.id OFFSET 0) s
+                WHERE s.app_id = $2 AND s.status = 'active'
+                ORDER BY l.id
+                LIMIT $4
+                """
+        } else if let listedUsers {
+            // The listed users (by the unique key on app and external id), then each one's subscriptions through
+            // `subscriptions_user`, the lookup's only condition (as above): a chunk costs the users' devices,
+            // never the app's.
+            page = """
+                SELECT \(columns)
+                FROM (SELECT DISTINCT x.id FROM users x WHERE x.app_id = $2 AND x.external_id = ANY(\(listedUsers))) u
+                CROSS JOIN LATERAL (SELECT \(columns), s.status FROM subscriptions s WHERE s.user_id = u.id OFFSET 0) s
+                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid
                 ORDER BY s.id
                 LIMIT $4
+                """
+        } else {
+            page = """
+                SELECT \(columns)
+                FROM subscriptions s
+                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid
+                ORDER BY s.id
+                LIMIT $4
+                """
+        }
+        sql = """
+            WITH page AS (
+            \(page)
             )\(localCTE), inserted AS (
                 INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localColumns))
                 SELECT $1::uuid, s.id, s.app_id, $5::smallint\(localValues)

@@ -280,6 +280,9 @@ extension QueueStore {
     static let smallInsertPlainSQL = smallInsertSQL(localTime: false)
     static let smallInsertWithLocalTimeSQL = smallInsertSQL(localTime: true)
 
+    /// Each listed subscription, user and user's subscriptions is looked up by key, the lookup's only condition
+    /// (OFFSET 0 keeps it from becoming a join and the other conditions out of it): a pass costs its lists,
+    /// never an app's subscriptions, whatever the statistics say.
     static func smallInsertSQL(localTime: Bool) -> String {
         let local = localTime
             ? LocalTimeSQL.ctes(
@@ -303,15 +306,23 @@ extension QueueStore {
                 SELECT l.notification_id, s.id AS subscription_id, s.platform, s.timezone
                 FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
                 JOIN n ON n.id = l.notification_id
-                JOIN subscriptions s ON s.id = l.subscription_id AND s.app_id = n.app_id AND s.status = 'active'
-                    AND s.kind = n.kind
+                CROSS JOIN LATERAL (
+                    SELECT id, app_id, status, kind, platform, timezone FROM subscriptions
+                    WHERE id = l.subscription_id OFFSET 0
+                ) s
+                WHERE s.app_id = n.app_id AND s.status = 'active' AND s.kind = n.kind
                 UNION ALL
                 SELECT l.notification_id, s.id, s.platform, s.timezone
                 FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
                 JOIN n ON n.id = l.notification_id
-                JOIN users u ON u.app_id = n.app_id AND u.external_id = l.external_id
-                JOIN subscriptions s ON s.user_id = u.id AND s.app_id = n.app_id AND s.status = 'active'
-                    AND s.kind = n.kind
+                CROSS JOIN LATERAL (
+                    SELECT id FROM users WHERE app_id = n.app_id AND external_id = l.external_id OFFSET 0
+                ) u
+                CROSS JOIN LATERAL (
+                    SELECT id, app_id, status, kind, platform, timezone FROM subscriptions
+                    WHERE user_id = u.id OFFSET 0
+                ) s
+                WHERE s.app_id = n.app_id AND s.status = 'active' AND s.kind = n.kind
             )\(local), inserted AS (
                 INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localTime ? ", run_at, local_due_at" : ""))
                 SELECT w.notification_id, w.subscription_id, n.app_id, n.priority\(localTime ? ", \(LocalTimeSQL.runAt("ld")), ld.due" : "")

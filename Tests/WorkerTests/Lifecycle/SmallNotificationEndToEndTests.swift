@@ -127,10 +127,11 @@ struct SmallNotificationEndToEndTests {
                 let deadline = ContinuousClock.now + .seconds(30)  // a hang guard
                 var blocked = false
                 while !blocked && ContinuousClock.now < deadline {
+                    // The bulk statement by its first line: pg_stat_activity keeps only its first 1 KiB of text.
                     blocked = try await database.query(
                         """
                         SELECT count(*) AS n FROM pg_stat_activity
-                        WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO deliveries%'
+                        WHERE wait_event_type = 'Lock' AND query LIKE 'WITH n AS (%'
                         """)[0]["n"] == "1"
                     if !blocked { try await Task.sleep(for: .milliseconds(20)) }
                 }

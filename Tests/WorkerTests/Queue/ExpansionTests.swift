@@ -84,6 +84,9 @@ struct ExpansionTests {
                 let cases: [(String, Set<UUID>)] = [
                     (#"{"include_subscription_ids": [\#(ids([a.a1, a.b1, a.inactive, a.otherApp]))]}"#, [a.a1, a.b1]),
                     (#"{"include_external_ids": ["alice", "bob", "nobody"]}"#, [a.a1, a.a2, a.b1]),
+                    // A repeated id or user is one delivery.
+                    (#"{"include_subscription_ids": [\#(ids([a.b1, a.a1, a.b1, a.a1, a.c1]))]}"#, [a.a1, a.b1, a.c1]),
+                    (#"{"include_external_ids": ["bob", "alice", "bob"]}"#, [a.a1, a.a2, a.b1]),
                     (#"{"include_external_ids": ["alice"], "platforms": ["android"]}"#, [a.a2]),
                     (#"{"all": true}"#, [a.a1, a.a2, a.b1, a.c1, a.x1]),
                     (#"{"all": true, "platforms": ["ios", "web"]}"#, [a.a1, a.b1, a.c1]),
@@ -121,6 +124,38 @@ struct ExpansionTests {
                     #expect(try a.expand(target) == expected, "\(target)")
                 }
                 #expect(try a.seed.connection.query("SELECT count(*) AS n FROM users")[0]["n"] == "4")
+            }
+        }
+    }
+
+    /// An id-list chunk costs its list, not the app: in an app of 3,000 subscriptions, with statistics that
+    /// make walking the app's index look cheap, the chunk for a few listed subscriptions or users reads only
+    /// those rows of `subscriptions`.
+    @Test func anIDListChunkReadsItsListNotTheApp() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let a = try Audience(url)
+                _ = try a.seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, platform, token, language)
+                    SELECT $1, 'ios', 'a0a0' || md5(n::text), 'en' FROM generate_series(1, 3000) n
+                    """, [a.seed.appID])
+                let targets: [(AudienceTarget, Set<UUID>)] = [
+                    (.subscriptionIDs([a.c1, a.a1, a.inactive, a.otherApp, UUID()]), [a.a1, a.c1]),
+                    (.externalIDs(["alice", "carol", "nobody"]), [a.a1, a.a2, a.c1]),
+                ]
+                for (target, audience) in targets {
+                    let query = AudienceQuery(selection: AudienceSelection(target: target, platforms: nil), first: true)
+                    let notification = try a.seed.notification(target: #"{"all": true}"#)
+                    let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+                    let parameters: [any PostgresEncodable] =
+                        [notification, a.seed.appID, nilUUID, 5_000, 5, nil as [String]?] + query.parameters
+                    let read = try ExplainedPlan(analyzing: query.sql, parameters, on: a.seed.connection, keep: true)
+                    #expect(read.rowsRead(of: "subscriptions") <= 10, "\(target): \(read.text)")
+                    let reached = try a.seed.connection.query(
+                        "SELECT subscription_id FROM deliveries WHERE notification_id = $1", [notification])
+                    #expect(Set(try reached.map { try $0.decode(UUID.self, "subscription_id") }) == audience, "\(target)")
+                }
             }
         }
     }

@@ -95,6 +95,43 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// A pass costs its lists, not the apps: in an app of 3,000 subscriptions, the bulk statement for a few
+    /// listed subscriptions and users reads only those rows of `subscriptions` and `users`.
+    @Test func aPassReadsItsListsNotTheApp() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                _ = try seed.connection.query(
+                    """
+                    WITH u AS (
+                        INSERT INTO users (app_id, external_id) SELECT $1, 'bulk-' || n FROM generate_series(1, 3000) n
+                        RETURNING id
+                    )
+                    INSERT INTO subscriptions (app_id, user_id, platform, token) SELECT $1, id, 'ios', 'a0a0' FROM u
+                    """, [seed.appID])
+                let listed = try Self.subscribers(seed, 2)
+                let twoDevices = try seed.user("two-devices")
+                let devices = [try seed.subscription(user: twoDevices), try seed.subscription(user: twoDevices, platform: "android")]
+                let byID = try seed.notification(target: "{}")
+                let byUser = try seed.notification(target: "{}")
+                let parameters: [any PostgresEncodable] = [
+                    [byID, byUser], [seed.appID, seed.appID], [6, 6], [nil, nil] as [String?],
+                    [byID, byID, byID], [listed[0], listed[1], UUID()],
+                    [byUser, byUser], ["two-devices", "nobody"],
+                    ["device", "device"],
+                ]
+                let plan = try ExplainedPlan(
+                    analyzing: QueueStore.smallInsertPlainSQL, parameters, on: seed.connection, keep: true)
+                #expect(plan.rowsRead(of: "subscriptions") <= 10, "\(plan.text)")
+                #expect(plan.rowsRead(of: "users") <= 10, "\(plan.text)")
+                let reached = try seed.connection.query("SELECT notification_id, subscription_id FROM deliveries")
+                    .map { [try $0.decode(UUID.self, "notification_id"), try $0.decode(UUID.self, "subscription_id")] }
+                #expect(Set(reached) == [[byID, listed[0]], [byID, listed[1]], [byUser, devices[0]], [byUser, devices[1]]])
+            }
+        }
+    }
+
     @Test func theBatchSizeBoundsAPassAndTheRestFollowOldestFirst() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
