@@ -395,7 +395,7 @@ public final class WorkerService: Sendable {
                         await capacityWake.wait(timeout: configuration.pollInterval)
                         continue
                     }
-                    let limit = min(wanted, free)
+                    let limit = QueueStore.claimLimit(free: free, batch: wanted)
                     var claimed: [ClaimedDelivery]
                     let claimStarted = ContinuousClock.now
                     do {

@@ -4,7 +4,7 @@ import Postgres
 /// The queue as the whole fleet sees it, for the `pushizo_queue_*` and `pushizo_channels_paused` gauges:
 /// deliveries by provider and state, the oldest due delivery's age, and the paused channels.
 ///
-/// States follow the claim statement (``QueueStore/claimSQL(picking:)``): **due** rows have `run_at <= now()`
+/// States follow the claim statement (``QueueStore/claimSQL(picking:limit:)``): **due** rows have `run_at <= now()`
 /// (including leases that ran out, which any worker may rescue); **leased** rows are under a live lease
 /// (`leased_by` set, `run_at` = the lease's end in the future); **deferred** rows wait for a later `run_at`
 /// with no lease (retries, quiet hours, paused channels).

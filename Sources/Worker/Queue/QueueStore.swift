@@ -1,6 +1,7 @@
 import DeliveryCore
 import Foundation
 import Postgres
+import Synchronization
 
 /// The queue's SQL, each operation one short transaction on a connection the caller owns. No row lock is held
 /// once a function returns, so nothing is locked while a provider request is in flight (README, "How it works").
@@ -24,10 +25,11 @@ public enum QueueStore {
     ) throws -> [ClaimedDelivery] {
         do {
             return try decodeClaimed(
-                // Not prepared, unlike the other hot statements: after five executions PostgreSQL may keep a generic
-                // plan of a prepared statement, and the claim's generic plan (its `LIMIT $1` unknown) ran ten
-                // times slower than the custom one on a queue of 2,000,000 rows (89-103 ms against 8-11 ms).
-                try connection.query(claimSQL(picking: .due), [limit, leaseSeconds, workerID]), on: connection)
+                // Prepared with the limit written into its text: planning took longer than running it, and after
+                // five executions PostgreSQL may keep a prepared statement's generic plan, which with `LIMIT $1`
+                // unknown ran ten times slower than the custom one on a queue of 2,000,000 rows (89-103 ms
+                // against 8-11 ms). With the limit known the generic plan is the custom one.
+                try connection.preparedQuery(claimText(limit: limit), [leaseSeconds, workerID]), on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
                 on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID, error: error)
@@ -145,9 +147,33 @@ public enum QueueStore {
             """, [deliveryID, fence, reason, detail.jsonText])
     }
 
+    /// How many rows a claim asks for when `free` of a worker's slots are open and it claims `batch` at a time:
+    /// `batch` itself, or the largest multiple of an eighth of it that fits (`free` itself below an eighth).
+    /// A worker claims once at least half a batch is free, so its claims use at most five statement texts
+    /// (``claim(on:limit:leaseSeconds:workerID:)`` prepares one per limit).
+    public static func claimLimit(free: Int, batch: Int) -> Int {
+        if free >= batch { return batch }
+        let step = max(1, batch / 8)
+        return free >= step ? free / step * step : max(free, 0)
+    }
+
+    /// The claim statement for `limit` rows (``claimSQL(picking:limit:)``), built once per limit.
+    private static func claimText(limit: Int) -> String {
+        if let text = claimTexts.withLock({ $0[limit] }) { return text }
+        let text = claimSQL(picking: .due, limit: limit)
+        // A handful of limits in practice (``claimLimit(free:batch:)``); bounded anyway.
+        claimTexts.withLock { texts in
+            if texts.count >= 64 { texts.removeAll() }
+            texts[limit] = text
+        }
+        return text
+    }
+
+    private static let claimTexts = Mutex<[Int: String]>([:])
+
     /// Which rows the claim statement picks.
     enum ClaimPicking {
-        /// The due rows in claim order (`$1` limit, `$2` lease seconds, `$3` worker id).
+        /// The due rows in claim order.
         case due
         /// Those of the due rows whose id is in `$4::bigint[]`.
         case listed
@@ -173,8 +199,17 @@ public enum QueueStore {
     /// backlog is never scanned. The two are merged in claim order; the bucket is charged only for the rows
     /// kept. A bucket another claim holds is skipped (`SKIP LOCKED`): that app waits for the next claim, the
     /// others do not. docs/throttle.md.
-    static func claimSQL(picking: ClaimPicking) -> String {
-        let listed = picking == .due ? "" : picking == .listed ? " AND id = ANY($4::bigint[])" : " AND id <> ALL($4::bigint[])"
+    ///
+    /// Parameters: without `limit`, `$1` the limit, `$2` lease seconds, `$3` the worker id and, for `.listed`
+    /// and `.unlisted`, `$4` the ids; with `limit` (written into the text), `$1` lease seconds, `$2` the worker
+    /// id and `$3` the ids.
+    static func claimSQL(picking: ClaimPicking, limit: Int? = nil) -> String {
+        let shift = limit == nil ? 0 : 1
+        let limitText = limit.map { "\(max($0, 0))" } ?? "$1"
+        let lease = "$\(2 - shift)"
+        let worker = "$\(3 - shift)"
+        let ids = "$\(4 - shift)"
+        let listed = picking == .due ? "" : picking == .listed ? " AND id = ANY(\(ids)::bigint[])" : " AND id <> ALL(\(ids)::bigint[])"
         return """
         WITH buckets AS MATERIALIZED (
             SELECT b.app_id, c.at,
@@ -191,19 +226,19 @@ public enum QueueStore {
                 SELECT id, app_id, priority, run_at FROM deliveries
                 WHERE app_id = b.app_id AND throttled AND run_at <= now()\(listed)
                 ORDER BY priority DESC, run_at
-                LIMIT least(floor(b.available), $1)::int
+                LIMIT least(floor(b.available), \(limitText))::int
                 FOR UPDATE SKIP LOCKED
             ) t
         ), free_due AS MATERIALIZED (
             SELECT id, app_id, priority, run_at, false AS throttled FROM deliveries
             WHERE NOT throttled AND run_at <= now()\(listed)
             ORDER BY priority DESC, run_at
-            LIMIT $1
+            LIMIT \(limitText)
             FOR UPDATE SKIP LOCKED
         ), picked AS MATERIALIZED (
             SELECT id, app_id, throttled FROM (SELECT * FROM throttled_due UNION ALL SELECT * FROM free_due) p
             ORDER BY priority DESC, run_at
-            LIMIT $1
+            LIMIT \(limitText)
         ), taken AS (
             -- Permits of rows not kept (fewer due than permits, or beaten in claim order) stay in the bucket.
             UPDATE app_send_buckets s
@@ -213,10 +248,10 @@ public enum QueueStore {
             WHERE s.app_id = b.app_id
         ), claimed AS (
             UPDATE deliveries d
-            SET run_at = now() + make_interval(secs => $2::float8),
+            SET run_at = now() + make_interval(secs => \(lease)::float8),
                 attempt = d.attempt + 1,
                 fence = d.fence + 1,
-                leased_by = $3
+                leased_by = \(worker)
             FROM picked
             WHERE d.id = picked.id
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,

@@ -153,18 +153,10 @@ extension QueueStore {
         var now = Date()
         do {
             try connection.transaction { connection in
-                // Not prepared: a generic plan (its `LIMIT $2` unknown) may give up the index order, as the
-                // claim's did (see QueueStore.claim).
-                let rows = try connection.query(
-                    """
-                    SELECT \(pickColumns)
-                    FROM notifications
-                    WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
-                      AND \(smallNotificationPredicate)
-                    ORDER BY expansion_touched_at NULLS FIRST, created_at
-                    LIMIT $2
-                    FOR UPDATE SKIP LOCKED
-                    """, [schedulingMemberBytes, max(1, limit)])
+                // Prepared with the limit in its text (one text per limit; the worker always passes the same):
+                // a generic plan with `LIMIT $2` unknown may give up the index order, as the claim's did (see
+                // QueueStore.claim), and planning cost more than running it.
+                let rows = try connection.preparedQuery(smallPickSQL(limit: max(1, limit)), [schedulingMemberBytes])
                 guard !rows.isEmpty else { return }
                 var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
                 var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
@@ -262,6 +254,20 @@ extension QueueStore {
             }
         }
         return result
+    }
+
+    /// The pick of a bulk pass: up to `limit` small notifications, oldest first, locked (`$1` =
+    /// ``schedulingMemberBytes``).
+    static func smallPickSQL(limit: Int) -> String {
+        """
+        SELECT \(pickColumns)
+        FROM notifications
+        WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+          AND \(smallNotificationPredicate)
+        ORDER BY expansion_touched_at NULLS FIRST, created_at
+        LIMIT \(limit)
+        FOR UPDATE SKIP LOCKED
+        """
     }
 
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
