@@ -175,6 +175,28 @@ extension QueueStore {
              ELSE (message->'apns_push_type')::text END AS apns_push_type
         """
 
+    /// The pick of one chunk: the next due notification `pick` allows, least recently served first, locked
+    /// (`$1` = ``schedulingMemberBytes``, `$2` the id for `.only`). `.skippingSmall` reads the partial index
+    /// `notifications_to_expand_large` (migration 0017), whose predicate is this statement's clauses: without
+    /// it the pick walked past every pending small notification.
+    static func chunkPickSQL(_ pick: ExpansionPick) -> String {
+        let narrowing: String
+        switch pick {
+        case .any: narrowing = ""
+        case .skippingSmall: narrowing = "AND NOT (\(smallNotificationPredicate))"
+        case .only: narrowing = "AND id = $2"
+        }
+        return """
+            SELECT \(pickColumns)
+            FROM notifications
+            WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+              \(narrowing)
+            ORDER BY expansion_touched_at NULLS FIRST, created_at
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+            """
+    }
+
     private static func expandChunk(
         on connection: PostgresConnection, chunkSize: Int, pick: ExpansionPick, picked: inout PickedNotification?
     ) throws
@@ -182,24 +204,8 @@ extension QueueStore {
     {
         try connection.transaction { connection in
             var parameters: [any PostgresEncodable] = [schedulingMemberBytes]
-            let narrowing: String
-            switch pick {
-            case .any: narrowing = ""
-            case .skippingSmall: narrowing = "AND NOT (\(smallNotificationPredicate))"
-            case .only(let id):
-                parameters.append(id)
-                narrowing = "AND id = $2"
-            }
-            let rows = try connection.query(
-                """
-                SELECT \(pickColumns)
-                FROM notifications
-                WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
-                  \(narrowing)
-                ORDER BY expansion_touched_at NULLS FIRST, created_at
-                LIMIT 1
-                FOR UPDATE SKIP LOCKED
-                """, parameters)
+            if case .only(let id) = pick { parameters.append(id) }
+            let rows = try connection.query(chunkPickSQL(pick), parameters)
             guard let row = rows.first else { return nil }
             let notificationID = try row.decode(UUID.self, "id")
             picked = PickedNotification(

@@ -25,7 +25,9 @@ extension QueueStore {
 
     /// A notification expanded in bulk: never touched by expansion (so no suspect, nothing to resume), an
     /// id-list target of at most ``smallTargetBytes``. Total: it reads columns and tests key presence only,
-    /// so it cannot fail on data. Swift still validates the target before any statement uses it.
+    /// so it cannot fail on data. Swift still validates the target before any statement uses it. Written word
+    /// for word into the predicate of the index `notifications_to_expand_large` (migration 0017), which the
+    /// chunk step's pick of everything else needs: change both together.
     static let smallNotificationPredicate = """
         status = 'pending' AND expansion_touched_at IS NULL AND expansion_cursor IS NULL
         AND (target ? 'include_subscription_ids' OR target ? 'include_external_ids')

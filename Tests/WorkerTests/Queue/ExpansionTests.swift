@@ -160,6 +160,33 @@ struct ExpansionTests {
         }
     }
 
+    /// The chunk step's pick of what is not small reads past none of the pending small notifications (the
+    /// partial index of migration 0017 matches its clauses), however many wait.
+    @Test func theChunkStepsPickReadsNoPendingSmallNotification() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let device = try seed.subscription()
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target)
+                    SELECT $1, '{"contents": {"en": "hi"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array($2::uuid))
+                    FROM generate_series(1, 2000)
+                    """, [seed.appID, device])
+                let broadcast = try seed.notification(target: #"{"all": true}"#)
+                _ = try seed.connection.query("ANALYZE notifications")
+                let plan = try ExplainedPlan(
+                    analyzing: QueueStore.chunkPickSQL(.skippingSmall), [QueueStore.schedulingMemberBytes], on: seed.connection)
+                #expect(plan.rowsRead(of: "notifications") <= 2, "\(plan.text)")
+                var suspects = ExpansionSuspects()
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                        == .expanded(notificationID: broadcast, created: 1))
+            }
+        }
+    }
+
     @Test func prioritiesPutHighAndListedTargetsFirst() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
