@@ -165,7 +165,7 @@ sustained_rate=0
 for rate in $steady_rates; do
     step_started=$(date +%s.%N)
     worker_cpu_before=$(awk '{ print $14 + $15 }' /proc/$steady_worker/stat)
-    "$pgbin/pgbench" -n -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
+    "$pgbin/pgbench" -n -M prepared -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
         -f scripts/bench/steady-insert.pgbench "$PUSHIZO_DATABASE_URL" >"$work/pgbench-steady-$rate.log" 2>&1 || true
     sleep "$steady_grace"
     read -r inserted delivered achieved <<<"$(psql "$PUSHIZO_DATABASE_URL" -AtF' ' -c "

@@ -45,11 +45,11 @@ if [ -n "${PUSHIZO_BENCH_TX_PG_STATS:-}" ]; then
     scripts/pg-throwaway.sh start "$work/pg" "$pg_port" >/dev/null
     psql "$PUSHIZO_DATABASE_URL" -q -c "CREATE EXTENSION pg_stat_statements" -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "ALTER SYSTEM SET pg_stat_statements.track_planning = on" -c "SELECT pg_reload_conf()" >/dev/null
 fi
-# PUSHIZO_BENCH_TX_EXPLAIN_MS: the plans (with timings) of statements slower than this (auto_explain).
+# PUSHIZO_BENCH_TX_EXPLAIN_MS: the plans (with timings, triggers included) of statements slower than this (auto_explain).
 if [ -n "${PUSHIZO_BENCH_TX_EXPLAIN_MS:-}" ]; then
     psql "$PUSHIZO_DATABASE_URL" -q -c "LOAD 'auto_explain'" -c "ALTER SYSTEM SET session_preload_libraries = 'auto_explain'" \
         -c "ALTER SYSTEM SET auto_explain.log_min_duration = ${PUSHIZO_BENCH_TX_EXPLAIN_MS}" \
-        -c "ALTER SYSTEM SET auto_explain.log_analyze = on" -c "ALTER SYSTEM SET auto_explain.log_buffers = on" -c "ALTER SYSTEM SET auto_explain.log_nested_statements = on" \
+        -c "ALTER SYSTEM SET auto_explain.log_analyze = on" -c "ALTER SYSTEM SET auto_explain.log_buffers = on" -c "ALTER SYSTEM SET auto_explain.log_triggers = on" -c "ALTER SYSTEM SET auto_explain.log_nested_statements = on" \
         -c "SELECT pg_reload_conf()" >/dev/null
 fi
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/key.p8" 2>/dev/null
@@ -97,7 +97,7 @@ pg_ticks() {
 sustained=0
 for rate in $steady_rates; do
     cpu_before=$(ticks "$worker_pid"); pg_before=$(pg_ticks); emulator_before=$(ticks "$emulator")
-    "$pgbin/pgbench" -n -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
+    "$pgbin/pgbench" -n -M prepared -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
         -f scripts/bench/steady-insert.pgbench "$PUSHIZO_DATABASE_URL" >"$work/pgbench-$rate.log" 2>&1 || true
     sleep "$steady_grace"
     read -r inserted delivered achieved <<<"$(psql "$PUSHIZO_DATABASE_URL" -AtF' ' -c "
