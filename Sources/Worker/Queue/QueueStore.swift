@@ -409,7 +409,7 @@ public enum QueueStore {
                                 AND e.event IN ('sent', 'failed', 'skipped'))
         ), settled AS (
             -- Each settled row carries its input's event, so no join back to the input is planned (a prepared
-            -- plan that guessed a few rows joined them in a nested loop: 83,000 comparisons for 289 rows).
+            -- plan that guesses a few rows may make it a nested loop: 83,000 comparisons for 289 rows, seen).
             SELECT *, false AS deleted FROM terminal
             UNION ALL SELECT *, false FROM rescheduled
             UNION ALL SELECT *, true FROM vanished
