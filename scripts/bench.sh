@@ -234,13 +234,14 @@ burst_pgbench=$(calc "$burst_pgbench_sent / ($finished - $started)")
 echo "    burst of $burst one-device notifications: worker $(printf %.0f "$burst_worker")/s ($burst_sent sent) vs pgbench $(printf %.0f "$burst_pgbench")/s ($burst_pgbench_sent)"
 
 echo "==> 6. worker CPU (user+sys) per sent delivery: ${PUSHIZO_BENCH_CPU_BROADCAST:-100000}-delivery broadcast, ${PUSHIZO_BENCH_CPU_SINGLES:-10000} one-device notifications"
-cpu_line=$(PUSHIZO_BENCH_CPU_PG_PORT=$((pg_port + 2)) scripts/bench/cpu-per-delivery.sh "$bindir" | tee /dev/stderr | tail -n 1)
+# tee -a: when the bench's output goes to a file, opening /dev/stderr without O_APPEND would truncate it.
+cpu_line=$(PUSHIZO_BENCH_CPU_PG_PORT=$((pg_port + 2)) scripts/bench/cpu-per-delivery.sh "$bindir" | tee -a /dev/stderr | tail -n 1)
 cpu_broadcast_us=$(sed -n 's/.* broadcast=\([0-9.]*\).*/\1/p' <<<"$cpu_line")
 cpu_one_device_us=$(sed -n 's/.* one_device=\([0-9.]*\).*/\1/p' <<<"$cpu_line")
 
 echo "==> 7. queue depth and workers: ${PUSHIZO_BENCH_QUEUE_LARGE:-10000000}-delivery queue vs ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, workers ${PUSHIZO_BENCH_WORKER_COUNTS:-1 2 4}"
 # A failure here leaves its figures unknown (null) rather than losing the whole table.
-queue_line=$(PUSHIZO_BENCH_QUEUE_PG_PORT=$((pg_port + 3)) scripts/bench/queue-scale.sh "$bindir" | tee /dev/stderr | tail -n 1) || true
+queue_line=$(PUSHIZO_BENCH_QUEUE_PG_PORT=$((pg_port + 3)) scripts/bench/queue-scale.sh "$bindir" | tee -a /dev/stderr | tail -n 1) || true
 queue_field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$queue_line"; }
 queue_small=$(queue_field small); queue_large=$(queue_field large); queued_large=$(queue_field queued_large)
 queue_pgbench_small=$(queue_field pgbench_small); queue_pgbench_large=$(queue_field pgbench_large)
