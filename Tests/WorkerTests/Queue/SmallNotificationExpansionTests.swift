@@ -132,6 +132,29 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// Whether any app is send-rate limited (asked by the deliveries insert trigger on every pass) reads no row
+    /// of `apps` when none is (migration 0018), however many tenants there are.
+    @Test func aPassReadsNoAppsRowWhenNoAppIsLimited() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                _ = try seed.connection.query("INSERT INTO apps (id) SELECT gen_random_uuid() FROM generate_series(1, 3000)")
+                _ = try seed.connection.query("ANALYZE apps")
+                let devices = try Self.subscribers(seed, 3)
+                for device in devices { _ = try Self.oneDevice(seed, device) }
+                // The transaction's own statistics: what the pass read of apps, before anything is flushed.
+                try seed.connection.execute("BEGIN")
+                defer { try? seed.connection.execute("ROLLBACK") }
+                var suspects = ExpansionSuspects()
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 3)
+                let read = try seed.connection.query(
+                    "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname = 'apps'")
+                #expect(try read[0].decode(Int.self, "n") <= 10)
+            }
+        }
+    }
+
     @Test func theBatchSizeBoundsAPassAndTheRestFollowOldestFirst() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
