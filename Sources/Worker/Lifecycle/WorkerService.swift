@@ -252,6 +252,7 @@ public final class WorkerService: Sendable {
                         [
                             "notifications": "\(small.picked)", "expanded": "\(small.expanded)", "deliveries": "\(small.created)",
                             "transactions": "\(small.transactions)", "one_at_a_time": "\(small.fellBack)",
+                            "chunked": "\(small.chunked.count)", "deferred": "\(small.deferred)",
                         ])
                     for failed in small.failed {
                         logger.warning(
@@ -311,9 +312,9 @@ public final class WorkerService: Sendable {
                     continue
                 case nil:
                     failures = 0
-                    // A full pass: more are likely waiting. Otherwise the wake flag is sticky: a hint that came
-                    // during the pass ends the wait below at once.
-                    if small.picked >= QueueStore.smallNotificationBatch {
+                    // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
+                    // wake flag is sticky: a hint that came during the pass ends the wait below at once.
+                    if small.picked >= QueueStore.smallNotificationBatch || small.deferred > 0 {
                         await Task.yield()
                         continue
                     }

@@ -23,6 +23,12 @@ extension QueueStore {
     /// bulk: about 200 UUIDs. A batch then reads at most ``smallNotificationBatch`` x 8 KiB = 4 MiB of targets.
     public static let smallTargetBytes = 8_192
 
+    /// Most deliveries one bulk pass may create, counted as an upper bound before the insert (each listed
+    /// subscription id; each subscription of each listed user): the same bound as a chunk's, so a pass stays a
+    /// short transaction whatever the listed users own. A target's size bounds its ids, not its audience: 8 KiB
+    /// of external ids can name 800 users, and each user any number of devices.
+    public static let smallPassDeliveryBudget = expansionChunkSize
+
     /// A notification expanded in bulk: never touched by expansion (so no suspect, nothing to resume), an
     /// id-list target of at most ``smallTargetBytes``. Total: it reads columns and tests key presence only,
     /// so it cannot fail on data. Swift still validates the target before any statement uses it. Written word
@@ -47,6 +53,12 @@ extension QueueStore {
         public var setAside: [UUID] = []
         /// Set when every notification's insert failed on data (``ExpansionResult/stalled(notificationID:sqlState:)``).
         public var stalledSQLState: String?
+        /// Notifications whose audience is larger than a pass may create (``smallPassDeliveryBudget``), such as
+        /// a few external ids of users with thousands of devices: moved to the chunked path (touched, so no
+        /// longer small), which expands them a chunk at a time between passes.
+        public var chunked: [UUID] = []
+        /// Notifications picked but left pending for the next pass, because the pass's budget was spent.
+        public var deferred = 0
         /// `true` when the bulk insert failed on data and the group was expanded one at a time.
         public var fellBack = false
         /// Transactions committed (1 for a bulk pass; more after a fall-back).
@@ -160,39 +172,72 @@ extension QueueStore {
                 // QueueStore.claim), and planning cost more than running it.
                 let rows = try connection.preparedQuery(smallPickSQL(limit: max(1, limit)), [schedulingMemberBytes])
                 guard !rows.isEmpty else { return }
-                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
-                var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
-                var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
-                var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
+                var accepted: [AcceptedSmall] = []
                 var refused: [SmallExpansionResult.Failed] = []
                 for row in rows {
                     let id = try row.decode(UUID.self, "id")
                     now = try row.decode(Date.self, "now")
-                    pickedIDs.append(id)
                     switch try checkPicked(row) {
                     case .refused(let reason):
                         refused.append(.init(notificationID: id, reason: reason))
                     case .accepted(let selection, let priority, let localTime):
-                        localTimes.timesOfDay.append(localTime?.timeOfDay)
-                        localTimes.ttls.append(localTime?.ttl)
-                        notifications.ids.append(id)
-                        notifications.apps.append(try row.decode(UUID.self, "app_id"))
-                        notifications.priorities.append(priority)
-                        // Validated platform names (ios, android, web): no comma can occur in one.
-                        notifications.platforms.append(selection.platforms?.joined(separator: ","))
-                        notifications.kinds.append(selection.subscriptionKind)
-                        switch selection.target {
-                        case .subscriptionIDs(let ids):
-                            listedSubscriptions.notifications += repeatElement(id, count: ids.count)
-                            listedSubscriptions.ids += ids
-                        case .externalIDs(let ids):
-                            listedUsers.notifications += repeatElement(id, count: ids.count)
-                            listedUsers.externalIDs += ids
-                        case .all, .filters:
-                            // The pick asked for id lists, but a target naming one plus another form is refused
-                            // above; should one still get here, it expands with no audience rather than wrongly.
-                            break
-                        }
+                        accepted.append(AcceptedSmall(
+                            id: id, appID: try row.decode(UUID.self, "app_id"), selection: selection, priority: priority,
+                            localTime: localTime))
+                    }
+                }
+                // The audience each may create, bounded before anything is inserted; what does not fit this pass
+                // waits for the next, what fits no pass goes the chunked way.
+                let devices = try listedUsersDevices(accepted, on: connection)
+                var spent = 0
+                var included: [AcceptedSmall] = []
+                for notification in accepted {
+                    let cost: Int
+                    switch notification.selection.target {
+                    case .subscriptionIDs(let ids): cost = ids.count
+                    case .externalIDs: cost = devices[notification.id] ?? 0
+                    case .all, .filters: cost = 0
+                    }
+                    if cost > smallPassDeliveryBudget {
+                        result.chunked.append(notification.id)
+                    } else if spent + cost > smallPassDeliveryBudget {
+                        result.deferred += 1
+                    } else {
+                        spent += cost
+                        included.append(notification)
+                    }
+                }
+                pickedIDs = refused.map(\.notificationID) + result.chunked + included.map(\.id)
+                if !result.chunked.isEmpty {
+                    _ = try connection.query(
+                        "UPDATE notifications SET expansion_touched_at = clock_timestamp() WHERE id = ANY($1::uuid[])",
+                        [result.chunked])
+                }
+                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
+                var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
+                var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
+                var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
+                for notification in included {
+                    let id = notification.id
+                    localTimes.timesOfDay.append(notification.localTime?.timeOfDay)
+                    localTimes.ttls.append(notification.localTime?.ttl)
+                    notifications.ids.append(id)
+                    notifications.apps.append(notification.appID)
+                    notifications.priorities.append(notification.priority)
+                    // Validated platform names (ios, android, web): no comma can occur in one.
+                    notifications.platforms.append(notification.selection.platforms?.joined(separator: ","))
+                    notifications.kinds.append(notification.selection.subscriptionKind)
+                    switch notification.selection.target {
+                    case .subscriptionIDs(let ids):
+                        listedSubscriptions.notifications += repeatElement(id, count: ids.count)
+                        listedSubscriptions.ids += ids
+                    case .externalIDs(let ids):
+                        listedUsers.notifications += repeatElement(id, count: ids.count)
+                        listedUsers.externalIDs += ids
+                    case .all, .filters:
+                        // The pick asked for id lists, but a target naming one plus another form is refused
+                        // above; should one still get here, it expands with no audience rather than wrongly.
+                        break
                     }
                 }
                 result.picked = pickedIDs.count
@@ -228,6 +273,41 @@ extension QueueStore {
             }
         }
         return result
+    }
+
+    /// A picked small notification that passed the checks.
+    struct AcceptedSmall {
+        var id: UUID
+        var appID: UUID
+        var selection: AudienceSelection
+        var priority: Int
+        var localTime: LocalTimeSchedule?
+    }
+
+    /// For each external-id notification of `accepted`, the subscriptions its listed users own (any status, app
+    /// or kind: an upper bound of its deliveries), each user's counted only up to one past
+    /// ``smallPassDeliveryBudget``, so a user with a million devices costs no more to count than the budget.
+    /// Lookups by key, as in the insert. Notifications without such users are absent (none).
+    static func listedUsersDevices(_ accepted: [AcceptedSmall], on connection: PostgresConnection) throws -> [UUID: Int] {
+        var pairs: (notifications: [UUID], apps: [UUID], externalIDs: [String]) = ([], [], [])
+        for notification in accepted {
+            guard case .externalIDs(let ids) = notification.selection.target else { continue }
+            pairs.notifications += repeatElement(notification.id, count: ids.count)
+            pairs.apps += repeatElement(notification.appID, count: ids.count)
+            pairs.externalIDs += ids
+        }
+        guard !pairs.notifications.isEmpty else { return [:] }
+        let rows = try connection.preparedQuery(
+            """
+            SELECT l.notification_id, count(*) AS devices
+            FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS l(notification_id, app_id, external_id)
+            CROSS JOIN LATERAL (SELECT id FROM users WHERE app_id = l.app_id AND external_id = l.external_id OFFSET 0) u
+            CROSS JOIN LATERAL (SELECT 1 FROM subscriptions WHERE user_id = u.id LIMIT $4 OFFSET 0) s
+            GROUP BY l.notification_id
+            """, [pairs.notifications, pairs.apps, pairs.externalIDs, smallPassDeliveryBudget + 1])
+        var devices: [UUID: Int] = [:]
+        for row in rows { devices[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "devices") }
+        return devices
     }
 
     /// The fall-back of a bulk pass whose insert failed on data: each notification alone, under the poison-row

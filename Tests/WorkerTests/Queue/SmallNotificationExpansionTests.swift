@@ -155,6 +155,60 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// `count` subscriptions of one new user `externalID`, made in one statement.
+    static func devices(_ seed: Seed, of externalID: String, count: Int) throws {
+        let user = try seed.user(externalID)
+        _ = try seed.connection.query(
+            "INSERT INTO subscriptions (app_id, user_id, platform, token) SELECT $1, $2, 'ios', 'a0a0' FROM generate_series(1, $3::integer)",
+            [seed.appID, user, count])
+    }
+
+    /// A target's size bounds its ids, not its audience: a pass creates at most `smallPassDeliveryBudget`
+    /// deliveries. A notification to a user with more devices than that goes the chunked way (no transaction
+    /// larger than a chunk); notifications that do not fit what is left wait for the next pass; all end expanded
+    /// with every device once.
+    @Test func aPassCreatesAtMostItsBudgetAndLargeAudiencesGoTheChunkedWay() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let budget = QueueStore.smallPassDeliveryBudget
+                try Self.devices(seed, of: "heavy", count: budget + 1)
+                try Self.devices(seed, of: "two-fifths", count: budget * 2 / 5)
+                let heavy = try seed.notification(target: #"{"include_external_ids": ["heavy"]}"#)
+                let fits = try (0..<3).map { _ in try seed.notification(target: #"{"include_external_ids": ["two-fifths"]}"#) }
+                let device = try seed.subscription()
+                let single = try Self.oneDevice(seed, device)
+
+                var suspects = ExpansionSuspects()
+                let first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                #expect(first.chunked == [heavy])
+                #expect(first.expanded == 3)  // two of the three fit beside each other, and the one-device one
+                #expect(first.deferred == 1)
+                #expect(first.created <= budget)
+                let second = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                #expect(second.expanded == 1 && second.deferred == 0 && second.chunked.isEmpty)
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                // The heavy one, chunk by chunk, none larger than a chunk.
+                var chunks: [Int] = []
+                while case let result? = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) {
+                    switch result {
+                    case .expanding(let id, let created), .expanded(let id, let created):
+                        #expect(id == heavy)
+                        chunks.append(created)
+                    default: Issue.record("unexpected \(result)")
+                    }
+                    if case .expanded = result { break }
+                }
+                #expect(chunks.count == 2 && chunks.allSatisfy { $0 <= QueueStore.expansionChunkSize })
+                let outcome = try Self.outcome(seed)
+                #expect(outcome[heavy]?.status == "expanded" && outcome[heavy]?.deliveries == budget + 1)
+                for id in fits { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == budget * 2 / 5) }
+                #expect(outcome[single]?.deliveries == 1)
+            }
+        }
+    }
+
     @Test func theBatchSizeBoundsAPassAndTheRestFollowOldestFirst() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
