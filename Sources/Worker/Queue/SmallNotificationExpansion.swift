@@ -151,7 +151,10 @@ extension QueueStore {
     /// marked `failed` in the same transaction), one `INSERT ... SELECT` creates every delivery (subscription
     /// ids by primary key, external ids through `users (app_id, external_id)` and `subscriptions (user_id)`),
     /// `ON CONFLICT DO NOTHING`, and marks them `expanded` with their `targeted_count` in the same statement. A crash
-    /// rolls the whole pass back; nothing is half-expanded.
+    /// rolls the whole pass back; nothing is half-expanded. A pass creates at most ``smallPassDeliveryBudget``
+    /// deliveries, counted before the insert: in pick order, a notification whose own audience is larger goes the
+    /// chunked way (``SmallExpansionResult/chunked``), one that no longer fits is left for the next pass
+    /// (``SmallExpansionResult/deferred``).
     ///
     /// If the insert fails on data (SQLSTATE class 22/23), the pass is rolled back and every picked
     /// notification is expanded one at a time (``expandNext(on:chunkSize:suspects:pick:)`` with `.only`), so
