@@ -221,8 +221,12 @@ public final class WorkerService: Sendable {
         // so a wake-up costs one bulk pass, not three transactions.
         let idleSweepInterval = Duration.seconds(1)
         let idleChunkInterval = Duration.milliseconds(100)
+        // Notifications scheduled for later are out of the picks' indexes until released: looked for at most
+        // this often while none falls due, so one is taken within about this long after its send_after.
+        let idleReleaseInterval = Duration.milliseconds(100)
         var nextSweep = ContinuousClock.now
         var nextChunk = ContinuousClock.now
+        var nextRelease = ContinuousClock.now
         while !isStopping {
             do {
                 // Cancellations first: they are cheap and stop work that would otherwise be claimed.
@@ -238,6 +242,10 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     nextSweep = .now + idleSweepInterval
+                }
+                if ContinuousClock.now >= nextRelease {
+                    let released = try await database.withConnection { try QueueStore.releaseScheduled(on: $0) }
+                    nextRelease = released > 0 ? .now : .now + idleReleaseInterval
                 }
                 // Small notifications (id lists) in bulk: many per transaction and statement.
                 let small = try await database.withConnection { connection in

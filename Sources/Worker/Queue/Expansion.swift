@@ -178,12 +178,13 @@ extension QueueStore {
     /// The pick of one chunk: the next due notification `pick` allows, least recently served first, locked
     /// (`$1` = ``schedulingMemberBytes``, `$2` the id for `.only`). `.skippingSmall` reads the partial index
     /// `notifications_to_expand_large` (migration 0017), whose predicate is this statement's clauses: without
-    /// it the pick walked past every pending small notification.
+    /// it the pick walked past every pending small notification and every one scheduled for later (those wait
+    /// for ``releaseScheduled(on:limit:)``). `.any` and `.only` take scheduled ones once due as before.
     static func chunkPickSQL(_ pick: ExpansionPick) -> String {
         let narrowing: String
         switch pick {
         case .any: narrowing = ""
-        case .skippingSmall: narrowing = "AND NOT (\(smallNotificationPredicate))"
+        case .skippingSmall: narrowing = "AND NOT scheduled AND NOT (\(smallNotificationPredicate))"
         case .only: narrowing = "AND id = $2"
         }
         return """
@@ -195,6 +196,22 @@ extension QueueStore {
             LIMIT 1
             FOR UPDATE SKIP LOCKED
             """
+    }
+
+    /// Clears `notifications.scheduled` (migration 0017) of up to `limit` notifications whose `send_after` has
+    /// passed, so the expand loop's picks see them; rows another worker is releasing are skipped. The expand
+    /// loop calls it before its bulk pass, at most every 100 ms while it releases nothing.
+    /// - Returns: how many were released.
+    /// - Throws: ``PostgresError``.
+    public static func releaseScheduled(on connection: PostgresConnection, limit: Int = 10_000) throws -> Int {
+        try connection.preparedQuery(
+            """
+            UPDATE notifications SET scheduled = false
+            WHERE id = ANY (ARRAY(
+                SELECT id FROM notifications WHERE scheduled AND send_after <= now()
+                ORDER BY send_after LIMIT \(max(limit, 1)) FOR UPDATE SKIP LOCKED))
+            """
+        ).affectedRows
     }
 
     private static func expandChunk(

@@ -32,8 +32,8 @@ extension QueueStore {
     /// A notification expanded in bulk: never touched by expansion (so no suspect, nothing to resume), an
     /// id-list target of at most ``smallTargetBytes``. Total: it reads columns and tests key presence only,
     /// so it cannot fail on data. Swift still validates the target before any statement uses it. Written word
-    /// for word into the predicate of the index `notifications_to_expand_large` (migration 0017), which the
-    /// chunk step's pick of everything else needs: change both together.
+    /// for word into the predicates of the indexes `notifications_to_expand_small` and
+    /// `notifications_to_expand_large` (migration 0017), which the two picks need: change them together.
     static let smallNotificationPredicate = """
         status = 'pending' AND expansion_touched_at IS NULL AND expansion_cursor IS NULL
         AND (target ? 'include_subscription_ids' OR target ? 'include_external_ids')
@@ -342,12 +342,14 @@ extension QueueStore {
     }
 
     /// The pick of a bulk pass: up to `limit` small notifications, oldest first, locked (`$1` =
-    /// ``schedulingMemberBytes``).
+    /// ``schedulingMemberBytes``), through the partial index `notifications_to_expand_small` (migration 0017),
+    /// whose predicate is this statement's clauses: it holds no notification scheduled for later (those wait
+    /// for ``releaseScheduled(on:limit:)``) and none that is not small.
     static func smallPickSQL(limit: Int) -> String {
         """
         SELECT \(pickColumns)
         FROM notifications
-        WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+        WHERE status IN ('pending', 'expanding') AND NOT scheduled AND (send_after IS NULL OR send_after <= now())
           AND \(smallNotificationPredicate)
         ORDER BY expansion_touched_at NULLS FIRST, created_at
         LIMIT \(limit)

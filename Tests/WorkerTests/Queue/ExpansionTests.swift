@@ -160,8 +160,8 @@ struct ExpansionTests {
         }
     }
 
-    /// The chunk step's pick of what is not small reads past none of the pending small notifications (the
-    /// partial index of migration 0017 matches its clauses), however many wait.
+    /// The chunk step's pick of what is not small reads past none of the pending small notifications nor of
+    /// those scheduled for later (the partial index of migration 0017 matches its clauses), however many wait.
     @Test func theChunkStepsPickReadsNoPendingSmallNotification() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -174,6 +174,12 @@ struct ExpansionTests {
                     SELECT $1, '{"contents": {"en": "hi"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array($2::uuid))
                     FROM generate_series(1, 2000)
                     """, [seed.appID, device])
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, send_after)
+                    SELECT $1, '{"contents": {"en": "hi"}}', '{"all": true}', now() + interval '1 day'
+                    FROM generate_series(1, 500)
+                    """, [seed.appID])
                 let broadcast = try seed.notification(target: #"{"all": true}"#)
                 _ = try seed.connection.query("ANALYZE notifications")
                 let plan = try ExplainedPlan(

@@ -209,6 +209,60 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// Notifications scheduled for later stay out of the bulk pick's index until their send_after passes and
+    /// the worker releases them: a pick reads none of the 2,000 waiting; one released (or moved to the past by
+    /// its producer) is taken by the next pass.
+    @Test func scheduledNotificationsWaitOutsideThePickUntilReleased() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let device = try seed.subscription()
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, send_after)
+                    SELECT $1, '{"contents": {"en": "later"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array($2::uuid)),
+                           now() + interval '1 day'
+                    FROM generate_series(1, 2000)
+                    """, [seed.appID, device])
+                let soon = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, send_after)
+                    VALUES ($1, '{"contents": {"en": "soon"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array($2::uuid)),
+                            clock_timestamp() + interval '1 second')
+                    RETURNING id
+                    """, [seed.appID, device])[0].decode(UUID.self, "id")
+                let moved = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, send_after)
+                    VALUES ($1, '{"contents": {"en": "moved"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array($2::uuid)),
+                            now() + interval '1 day')
+                    RETURNING id
+                    """, [seed.appID, device])[0].decode(UUID.self, "id")
+                let now = try Self.oneDevice(seed, device)
+                _ = try seed.connection.query("ANALYZE notifications")
+                let plan = try ExplainedPlan(
+                    analyzing: QueueStore.smallPickSQL(limit: 500), [QueueStore.schedulingMemberBytes], on: seed.connection)
+                #expect(plan.rowsRead(of: "notifications") <= 2, "\(plan.text)")
+
+                var suspects = ExpansionSuspects()
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
+                #expect(try Self.outcome(seed)[now]?.status == "expanded")
+                // The producer moves one to the past: its own update clears the flag.
+                _ = try seed.connection.query("UPDATE notifications SET send_after = now() - interval '1 minute' WHERE id = $1", [moved])
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
+                #expect(try Self.outcome(seed)[moved]?.status == "expanded")
+                // Not due yet: nothing to release, nothing picked.
+                #expect(try QueueStore.releaseScheduled(on: seed.connection) == 0)
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                Thread.sleep(forTimeInterval: 1.2)
+                #expect(try QueueStore.releaseScheduled(on: seed.connection) == 1)
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
+                #expect(try Self.outcome(seed)[soon]?.status == "expanded")
+            }
+        }
+    }
+
     @Test func theBatchSizeBoundsAPassAndTheRestFollowOldestFirst() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
