@@ -123,13 +123,13 @@ extension QueueStore {
                     }
                     return .failed(notificationID: picked.id, reason: reason)
                 case .setAside:
-                    try pushBehind(picked.id, on: connection)
+                    try pushBehind([picked.id], on: connection)
                     setAside.append(picked.id)
                     if setAside.count >= expansionSetAsidePerCall { return .setAside(notificationIDs: setAside) }
                     // One named notification: there is no next one to go on with.
                     if case .only = pick { return .setAside(notificationIDs: setAside) }
                 case .stalled:
-                    try pushBehind(picked.id, on: connection)
+                    try pushBehind([picked.id], on: connection)
                     return .stalled(notificationID: picked.id, sqlState: error.sqlState ?? "?????")
                 }
             }
@@ -145,13 +145,14 @@ extension QueueStore {
         let now: Date
     }
 
-    /// Moves a suspect behind the other due notifications (the pick takes the least recently touched first).
-    private static func pushBehind(_ notificationID: UUID, on connection: PostgresConnection) throws {
+    /// Moves notifications behind the other due ones (the pick takes the least recently touched first); a
+    /// touched notification is no longer small, so the chunk step expands it.
+    static func pushBehind(_ notificationIDs: [UUID], on connection: PostgresConnection) throws {
         _ = try connection.query(
             """
             UPDATE notifications SET expansion_touched_at = clock_timestamp()
-            WHERE id = $1 AND status IN ('pending', 'expanding')
-            """, [notificationID])
+            WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'expanding')
+            """, [notificationIDs])
     }
 
     /// Longest JSON text of `message.ttl` / `message.priority` read for validation; valid ones are far shorter.
@@ -181,21 +182,25 @@ extension QueueStore {
     /// it the pick walked past every pending small notification and every one scheduled for later (those wait
     /// for ``releaseScheduled(on:limit:)``). `.any` and `.only` take scheduled ones once due as before.
     static func chunkPickSQL(_ pick: ExpansionPick) -> String {
-        let narrowing: String
         switch pick {
-        case .any: narrowing = ""
-        case .skippingSmall: narrowing = "AND NOT scheduled AND NOT (\(smallNotificationPredicate))"
-        case .only: narrowing = "AND id = $2"
+        case .any: pickSQL(narrowing: "", limit: 1)
+        case .skippingSmall: pickSQL(narrowing: "AND NOT scheduled AND NOT (\(smallNotificationPredicate))", limit: 1)
+        case .only: pickSQL(narrowing: "AND id = $2", limit: 1)
         }
-        return """
-            SELECT \(pickColumns)
-            FROM notifications
-            WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
-              \(narrowing)
-            ORDER BY expansion_touched_at NULLS FIRST, created_at
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED
-            """
+    }
+
+    /// A pick of up to `limit` due notifications that also meet `narrowing` (`AND ...`), least recently served
+    /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's.
+    static func pickSQL(narrowing: String, limit: Int) -> String {
+        """
+        SELECT \(pickColumns)
+        FROM notifications
+        WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
+          \(narrowing)
+        ORDER BY expansion_touched_at NULLS FIRST, created_at
+        LIMIT \(limit)
+        FOR UPDATE SKIP LOCKED
+        """
     }
 
     /// Clears `notifications.scheduled` (migration 0017) of up to `limit` notifications whose `send_after` has

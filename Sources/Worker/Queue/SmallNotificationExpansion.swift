@@ -211,11 +211,7 @@ extension QueueStore {
                     }
                 }
                 pickedIDs = refused.map(\.notificationID) + result.chunked + included.map(\.id)
-                if !result.chunked.isEmpty {
-                    _ = try connection.query(
-                        "UPDATE notifications SET expansion_touched_at = clock_timestamp() WHERE id = ANY($1::uuid[])",
-                        [result.chunked])
-                }
+                if !result.chunked.isEmpty { try pushBehind(result.chunked, on: connection) }
                 var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
                 var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
                 var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
@@ -346,15 +342,7 @@ extension QueueStore {
     /// whose predicate is this statement's clauses: it holds no notification scheduled for later (those wait
     /// for ``releaseScheduled(on:limit:)``) and none that is not small.
     static func smallPickSQL(limit: Int) -> String {
-        """
-        SELECT \(pickColumns)
-        FROM notifications
-        WHERE status IN ('pending', 'expanding') AND NOT scheduled AND (send_after IS NULL OR send_after <= now())
-          AND \(smallNotificationPredicate)
-        ORDER BY expansion_touched_at NULLS FIRST, created_at
-        LIMIT \(limit)
-        FOR UPDATE SKIP LOCKED
-        """
+        pickSQL(narrowing: "AND NOT scheduled AND \(smallNotificationPredicate)", limit: limit)
     }
 
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
