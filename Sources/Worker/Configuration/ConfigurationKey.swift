@@ -77,6 +77,10 @@ extension ConfigurationKey {
     public static let databaseConnections = ConfigurationKey(
         "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN one (2...64)",
         default: "4")
+    public static let expansionTasks = ConfigurationKey(
+        "PUSHIZO_EXPANSION_TASKS",
+        "expansion chunks this worker runs at once: different slices of one large broadcast, each on a pooled database connection (1...16, below PUSHIZO_DATABASE_CONNECTIONS)",
+        default: "min(2, PUSHIZO_DATABASE_CONNECTIONS - 1)")
     public static let caFile = ConfigurationKey(
         "PUSHIZO_CA_FILE", "PEM file of CA certificates trusted for provider connections instead of the system store")
     public static let connectionsPerOrigin = ConfigurationKey(
@@ -171,7 +175,7 @@ extension ConfigurationKey {
     public static let all: [ConfigurationKey] = [
         databaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
-        databaseConnections, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
+        databaseConnections, expansionTasks, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
         eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,

@@ -30,6 +30,9 @@ public struct WorkerConfiguration: Sendable {
     public var maxAttempts: Int
     public var retryPolicy: RetryPolicy
     public var databaseConnections: Int
+    /// Expansion chunks run at once (`PUSHIZO_EXPANSION_TASKS`): one task does everything expansion does, the
+    /// others only slices of sliced broadcasts (``QueueStore/expansionSliceSize``); below ``databaseConnections``.
+    public var expansionTasks: Int
     /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
     public var caFile: String?
     public var connectionsPerOrigin: Int
@@ -63,7 +66,7 @@ public struct WorkerConfiguration: Sendable {
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
-        .maxAttempts, .retryBase, .retryMax, .databaseConnections, .caFile, .connectionsPerOrigin, .requestTimeout,
+        .maxAttempts, .retryBase, .retryMax, .databaseConnections, .expansionTasks, .caFile, .connectionsPerOrigin, .requestTimeout,
         .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
         .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval, .metricsListen,
     ]
@@ -87,6 +90,12 @@ public struct WorkerConfiguration: Sendable {
         }
         retryPolicy = RetryPolicy(baseDelay: retryBase, maximumDelay: retryMax)
         databaseConnections = try reader.int(.databaseConnections, default: 4, in: 2...64)
+        expansionTasks = try reader.int(.expansionTasks, default: min(2, databaseConnections - 1), in: 1...16)
+        guard expansionTasks < databaseConnections else {
+            throw ConfigurationError(
+                key: ConfigurationKey.expansionTasks.name,
+                problem: "must be below PUSHIZO_DATABASE_CONNECTIONS (\(databaseConnections)): claims and completions need a connection too")
+        }
         caFile = reader.string(.caFile)
         if let caFile {
             try Self.checkCertificateBundle(caFile)

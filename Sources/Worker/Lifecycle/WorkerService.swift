@@ -55,6 +55,9 @@ public final class WorkerService: Sendable {
     private let claimedTotal = Atomic<Int>(0)
     /// Data-error suspects of this worker's expand loop (the loop is its only user; see ``ExpansionSuspects``).
     private let expansionSuspects = Mutex(ExpansionSuspects())
+    /// Wake-ups of the slice-only expand tasks (``sliceLoop(wake:)``), one each: the main expand loop signals
+    /// them when it may have cut a broadcast into slices.
+    private let sliceWakes: [WakeSignal]
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
     private let reachedDatabase = Atomic<Bool>(false)
@@ -80,6 +83,7 @@ public final class WorkerService: Sendable {
     ) {
         self.metrics = metrics
         self.configuration = configuration
+        sliceWakes = (1..<max(configuration.expansionTasks, 1)).map { _ in WakeSignal() }
         self.database = database
         self.processor = processor
         self.logger = logger
@@ -140,6 +144,9 @@ public final class WorkerService: Sendable {
             background.addTask { await self.listen(listener) }
             if configuration.roles.contains(.expand) {
                 background.addTask { await self.expandLoop() }
+                for wake in sliceWakes {
+                    background.addTask { await self.sliceLoop(wake: wake) }
+                }
             }
             background.addTask { await self.completer.run() }
             if let interval = configuration.maintenanceInterval {
@@ -226,6 +233,7 @@ public final class WorkerService: Sendable {
         let idleReleaseInterval = Duration.milliseconds(100)
         var nextSweep = ContinuousClock.now
         var nextChunk = ContinuousClock.now
+        var slicesFirst = false
         var nextRelease = ContinuousClock.now
         while !isStopping {
             do {
@@ -278,48 +286,39 @@ public final class WorkerService: Sendable {
                 // notification, so one created during a broadcast is expanded before the broadcast's next chunk,
                 // and a broadcast's next chunk runs between two bulk passes however steady the small stream.
                 // (Skipped for a moment after it found nothing, unless the pass found nothing either.)
+                // Chunks of unsliced notifications and slices of sliced broadcasts take turns (either goes when
+                // the other finds nothing).
                 let chunkSkipped = small.picked > 0 && ContinuousClock.now < nextChunk
-                let result =
+                let picks: [ExpansionPick] = slicesFirst ? [.slice, .skippingSmall] : [.skippingSmall, .slice]
+                slicesFirst.toggle()
+                let result: QueueStore.ExpansionResult? =
                     chunkSkipped
                     ? nil
-                    : try await database.withConnection { connection in
-                        try self.expansionSuspects.withLock {
-                            try QueueStore.expandNext(on: connection, suspects: &$0, pick: .skippingSmall)
+                    : try await database.withConnection { connection -> QueueStore.ExpansionResult? in
+                        try self.expansionSuspects.withLock { suspects -> QueueStore.ExpansionResult? in
+                            for pick in picks {
+                                if let result = try QueueStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
+                                    return result
+                                }
+                            }
+                            return nil
                         }
                     }
                 nextChunk = result == nil ? (chunkSkipped ? nextChunk : .now + idleChunkInterval) : .now
-                switch result {
-                case .expanded(let id, let created)?:
-                    failures = 0
-                    metrics.expanded(created: created, outcome: "expanded")
-                    logger.debug("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
-                    claimWake.signal()
+                if case .expanding = result {
+                    // Maybe just cut into slices: the slice tasks take the others.
+                    for wake in sliceWakes { wake.signal() }
+                }
+                switch followUp(result, failures: &failures) {
+                case .next:
                     continue
-                case .expanding(_, let created)?:
-                    failures = 0
-                    metrics.expanded(created: created, outcome: nil)
-                    if created > 0 { claimWake.signal() }
+                case .yieldThenNext:
                     await Task.yield()
                     continue
-                case .failed(let id, let reason)?:
-                    failures = 0
-                    metrics.expanded(created: 0, outcome: "failed")
-                    logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])
+                case .backOff(let pause):
+                    await expansionWake.wait(timeout: pause)
                     continue
-                case .setAside?:
-                    // Suspects pushed behind the others; the next call tries the others (no backoff: a producer's
-                    // poisoned notifications must not delay anyone else's).
-                    await Task.yield()
-                    continue
-                case .stalled(_, let sqlState)?:
-                    // A fault every chunk meets: fail nothing, wait for the operator (or a new notification, or a
-                    // stop request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
-                    failures += 1
-                    logStall(sqlState)
-                    await expansionWake.wait(timeout: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
-                    continue
-                case nil:
-                    failures = 0
+                case .idle:
                     // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
                     // wake flag is sticky: a hint that came during the pass ends the wait below at once.
                     if small.picked >= QueueStore.smallNotificationBatch || small.deferred > 0 {
@@ -337,6 +336,85 @@ public final class WorkerService: Sendable {
                 try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
             }
             await expansionWake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    /// What an expand loop does after a chunk.
+    private enum ChunkFollowUp {
+        /// Pick again at once.
+        case next
+        /// Pick again after letting other tasks run.
+        case yieldThenNext
+        /// A fault every chunk meets: wait this long (or for a wake-up) before picking again.
+        case backOff(Duration)
+        /// Nothing was due.
+        case idle
+    }
+
+    /// Metrics, logs and wake-ups of one expansion chunk's `result`, and what the loop does next; `failures`
+    /// counts stalls in a row (reset by anything else).
+    private func followUp(_ result: QueueStore.ExpansionResult?, failures: inout Int) -> ChunkFollowUp {
+        switch result {
+        case .expanded(let id, let created)?:
+            failures = 0
+            metrics.expanded(created: created, outcome: "expanded")
+            logger.debug("notification expanded", ["notification_id": id.uuidString.lowercased(), "deliveries": "\(created)"])
+            claimWake.signal()
+            return .next
+        case .expanding(_, let created)?:
+            failures = 0
+            metrics.expanded(created: created, outcome: nil)
+            if created > 0 { claimWake.signal() }
+            return .yieldThenNext
+        case .failed(let id, let reason)?:
+            failures = 0
+            metrics.expanded(created: 0, outcome: "failed")
+            logger.warning("notification failed", ["notification_id": id.uuidString.lowercased(), "reason": reason])
+            return .next
+        case .setAside?:
+            // Suspects pushed behind the others; the next call tries the others (no backoff: a producer's
+            // poisoned notifications must not delay anyone else's).
+            return .yieldThenNext
+        case .stalled(_, let sqlState)?:
+            // A fault every chunk meets: fail nothing, wait for the operator (or a new notification, or a stop
+            // request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
+            failures += 1
+            logStall(sqlState)
+            return .backOff(.seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+        case nil:
+            failures = 0
+            return .idle
+        }
+    }
+
+    /// One of the `PUSHIZO_EXPANSION_TASKS - 1` slice-only expand tasks: chunks of sliced broadcasts
+    /// (``ExpansionPick/slice``) while there are any, so one broadcast is expanded by several backends at once;
+    /// otherwise it waits for the main expand loop's signal or the poll interval. Its data-error suspects are
+    /// its own, as another worker's would be.
+    private func sliceLoop(wake: WakeSignal) async {
+        let suspects = Mutex(ExpansionSuspects())
+        var failures = 0
+        while !isStopping {
+            do {
+                let result = try await database.withConnection { connection in
+                    try suspects.withLock { try QueueStore.expandNext(on: connection, suspects: &$0, pick: .slice) }
+                }
+                switch followUp(result, failures: &failures) {
+                case .next, .yieldThenNext:
+                    await Task.yield()
+                    continue
+                case .backOff(let pause):
+                    await wake.wait(timeout: pause)
+                    continue
+                case .idle:
+                    break
+                }
+            } catch {
+                failures += 1
+                logger.error("expanding slices failed", ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+            }
+            await wake.wait(timeout: configuration.pollInterval)
         }
     }
 

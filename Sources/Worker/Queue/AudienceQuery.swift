@@ -20,7 +20,12 @@ struct AudienceQuery {
     /// - Parameter localTime: the notification's local-time schedule: each delivery's `run_at` and
     ///   `local_due_at` are computed in the statement, once per distinct zone of the page
     ///   (``LocalTimeSQL``; docs/local-time-delivery.md).
-    init(selection: AudienceSelection, first: Bool, localTime: QueueStore.LocalTimeSchedule? = nil) {
+    /// - Parameter upTo: the last `subscriptions.id` the page may reach (inclusive): a slice's upper bound
+    ///   (``QueueStore/expansionSliceSize``). Only for the filter forms (`all`, `filters`); id lists are never
+    ///   sliced and ignore it.
+    init(
+        selection: AudienceSelection, first: Bool, localTime: QueueStore.LocalTimeSchedule? = nil, upTo: UUID? = nil
+    ) {
         var parameters: [any PostgresEncodable] = []
         func bind(_ value: any PostgresEncodable, _ type: String) -> String {
             parameters.append(value)
@@ -135,10 +140,11 @@ struct AudienceQuery {
                 LIMIT $4
                 """
         } else {
+            let bounded = upTo.map { " AND s.id <= \(bind($0, "uuid"))" } ?? ""
             page = """
                 SELECT \(columns)
                 FROM subscriptions s
-                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid
+                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid\(bounded)
                 ORDER BY s.id
                 LIMIT $4
                 """

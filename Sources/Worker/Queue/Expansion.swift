@@ -7,6 +7,17 @@ extension QueueStore {
     /// that a chunk's transaction stays short, large enough that a million subscriptions take 200 chunks.
     public static let expansionChunkSize = 5_000
 
+    /// Active subscriptions per slice of a broadcast (docs/targets.md, "Slices"): once a filter-form
+    /// notification's first chunk finds more than this many after it, the rest of the app's id range is cut into
+    /// slices of this many, which different expand tasks and workers expand at the same time (one backend
+    /// inserts about 15 µs a row; two cores need two backends). Ten chunks a slice: the last slice running alone
+    /// at the end costs at most ten chunks' time.
+    public static let expansionSliceSize = 50_000
+
+    /// Most slices one notification is cut into: the cut reads at most this many slices' worth of the app's
+    /// index once; an audience larger than that leaves the rest in the last slice.
+    public static let maximumExpansionSlices = 256
+
     /// The most bytes of `notifications.target` (as PostgreSQL prints the jsonb) the worker reads: 20,000 ids
     /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
     public static let maximumTargetBytes = 4 << 20
@@ -39,11 +50,12 @@ extension QueueStore {
 
     /// ``expandNext(on:chunkSize:suspects:pick:)`` with no memory of earlier calls: a data error is then never
     /// blamed on one notification (for one-off calls; a loop keeps its ``ExpansionSuspects``).
-    static func expandNext(on connection: PostgresConnection, chunkSize: Int = expansionChunkSize) throws
-        -> ExpansionResult?
-    {
+    static func expandNext(
+        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, sliceSize: Int = expansionSliceSize,
+        pick: ExpansionPick = .any
+    ) throws -> ExpansionResult? {
         var suspects = ExpansionSuspects()
-        return try expandNext(on: connection, chunkSize: chunkSize, suspects: &suspects)
+        return try expandNext(on: connection, chunkSize: chunkSize, sliceSize: sliceSize, suspects: &suspects, pick: pick)
     }
 
     /// Expands one chunk of the next due notification (docs/targets.md), in one short transaction.
@@ -72,24 +84,32 @@ extension QueueStore {
     /// healthy chunk can meet, a foreign-key violation because a subscription was deleted while its page was
     /// read, is retried first.
     ///
+    /// A filter-form notification whose first chunk leaves more than `sliceSize` subscriptions is cut into
+    /// slices (``expansionSliceSize``; docs/targets.md, "Slices") in that chunk's transaction; its later chunks
+    /// are slice chunks (`pick: .slice`), which lock a slice row instead of the notification row, so several
+    /// tasks and workers expand one broadcast at once. `.skippingSmall` never picks a sliced notification;
+    /// `.any` and `.only` run its slices one at a time under the notification's lock.
+    ///
     /// Delivery priority (claimed highest first): 10 for `priority: "high"`, else 5, plus 1 for the id-list
     /// forms, so a message to a few listed users overtakes a broadcast's backlog of the same urgency.
     /// - Parameter suspects: this worker's memory of data-error suspects, kept by the caller across calls.
+    /// - Parameter sliceSize: active subscriptions per slice when a notification is cut (0: never cut).
     /// - Returns: `nil` when no notification is due.
     /// - Throws: ``PostgresError`` from the database other than a data error of a picked notification's chunk
     ///   (the transaction is rolled back; nothing is lost).
     /// - Parameter pick: which due notifications are candidates (``ExpansionPick``); `.any` by default. With
     ///   `.only`, a set-aside or stalled notification ends the call at once (there is no other to go on with).
     public static func expandNext(
-        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, suspects: inout ExpansionSuspects,
-        pick: ExpansionPick = .any
+        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize,
+        sliceSize: Int = expansionSliceSize, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any
     ) throws -> ExpansionResult? {
         var setAside: [UUID] = []
         var foreignKeyRetries = 0
         while true {
             var picked: PickedNotification?
             do {
-                let result = try expandChunk(on: connection, chunkSize: chunkSize, pick: pick, picked: &picked)
+                let result = try expandChunk(
+                    on: connection, chunkSize: chunkSize, sliceSize: sliceSize, pick: pick, picked: &picked)
                 switch result {
                 case .expanded(let id, let created)?, .expanding(let id, let created)?:
                     if let picked { suspects.chunkCommitted(id, created: created, at: picked.now) }
@@ -164,7 +184,7 @@ extension QueueStore {
     static let pickColumns = """
         id, app_id,
         CASE WHEN octet_length(target::text) <= \(maximumTargetBytes) THEN target::text END AS target,
-        expansion_cursor, expansion_touched_at,
+        expansion_cursor, expansion_touched_at, expansion_sliced, status,
         CASE WHEN octet_length((message->'ttl')::text) > $1 THEN '"(too long)"'
              ELSE (message->'ttl')::text END AS ttl,
         CASE WHEN octet_length((message->'priority')::text) > $1 THEN '"(too long)"'
@@ -184,10 +204,28 @@ extension QueueStore {
     static func chunkPickSQL(_ pick: ExpansionPick) -> String {
         switch pick {
         case .any: pickSQL(narrowing: "", limit: 1)
-        case .skippingSmall: pickSQL(narrowing: "AND NOT scheduled AND NOT (\(smallNotificationPredicate))", limit: 1)
+        case .skippingSmall:
+            pickSQL(
+                narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(smallNotificationPredicate))",
+                limit: 1)
         case .only: pickSQL(narrowing: "AND id = $2", limit: 1)
+        case .slice: slicePickSQL
         }
     }
+
+    /// The slice pick: a slice left to do, of the notification least recently served (so two sliced
+    /// broadcasts take turns however many slices each has), locked `FOR UPDATE OF` the slice `SKIP LOCKED`;
+    /// the notification row is not locked, so other tasks take its other slices at the same time. Slices of a
+    /// notification that is no longer `expanding` (canceled, failed) are picked too, and closed.
+    /// `$1` = ``schedulingMemberBytes``.
+    static let slicePickSQL = """
+        SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
+        FROM expansion_slices s JOIN notifications ON notifications.id = s.notification_id
+        WHERE NOT s.slice_done
+        ORDER BY expansion_touched_at NULLS FIRST, s.notification_id, s.slice
+        LIMIT 1
+        FOR UPDATE OF s SKIP LOCKED
+        """
 
     /// A pick of up to `limit` due notifications that also meet `narrowing` (`AND ...`), least recently served
     /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's.
@@ -219,25 +257,69 @@ extension QueueStore {
         ).affectedRows
     }
 
+    /// A slice a chunk works on: which, and the ids left in it (after `after`, up to `upTo` inclusive).
+    struct PickedSlice {
+        let index: Int
+        let after: UUID
+        let upTo: UUID?
+    }
+
     private static func expandChunk(
-        on connection: PostgresConnection, chunkSize: Int, pick: ExpansionPick, picked: inout PickedNotification?
+        on connection: PostgresConnection, chunkSize: Int, sliceSize: Int, pick: ExpansionPick,
+        picked: inout PickedNotification?
     ) throws
         -> ExpansionResult?
     {
         try connection.transaction { connection in
             var parameters: [any PostgresEncodable] = [schedulingMemberBytes]
             if case .only(let id) = pick { parameters.append(id) }
-            let rows = try connection.query(chunkPickSQL(pick), parameters)
-            guard let row = rows.first else { return nil }
+            var row: PostgresRow
+            var slice: PickedSlice?
+            while true {
+                guard let first = try connection.query(chunkPickSQL(pick), parameters).first else { return nil }
+                row = first
+                let notificationID = try row.decode(UUID.self, "id")
+                if case .slice = pick {
+                    let current = PickedSlice(
+                        index: try row.decode(Int.self, "slice"), after: try row.decode(UUID.self, "slice_after"),
+                        upTo: try row.decodeIfPresent(UUID.self, "slice_upto"))
+                    // Canceled or failed since it was cut (or expanded by a worker that ran its slices itself):
+                    // the slice is closed and the next one picked.
+                    guard try row.decode(String.self, "status") == "expanding" else {
+                        try closeSlice(current, of: notificationID, on: connection)
+                        continue
+                    }
+                    slice = current
+                } else if try row.decode(Bool.self, "expansion_sliced") {
+                    // `.any` / `.only` reached a sliced notification: one of its slices, under the notification's
+                    // lock (so nothing in parallel, but the same work).
+                    guard
+                        let next = try connection.query(
+                            """
+                            SELECT slice, slice_after, slice_upto FROM expansion_slices
+                            WHERE notification_id = $1 AND NOT slice_done ORDER BY slice LIMIT 1
+                            FOR UPDATE SKIP LOCKED
+                            """, [notificationID]
+                        ).first
+                    else {
+                        return try finishSliced(notificationID, created: 0, on: connection)
+                    }
+                    slice = PickedSlice(
+                        index: try next.decode(Int.self, "slice"), after: try next.decode(UUID.self, "slice_after"),
+                        upTo: try next.decodeIfPresent(UUID.self, "slice_upto"))
+                }
+                break
+            }
             let notificationID = try row.decode(UUID.self, "id")
             picked = PickedNotification(
                 id: notificationID, touchedAt: try row.decodeIfPresent(Date.self, "expansion_touched_at"),
                 now: try row.decode(Date.self, "now"))
             let appID = try row.decode(UUID.self, "app_id")
-            let cursor = try row.decodeIfPresent(UUID.self, "expansion_cursor")
+            let cursor = try slice?.after ?? row.decodeIfPresent(UUID.self, "expansion_cursor")
             let checked: (selection: AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
             switch try checkPicked(row) {
             case .refused(let reason):
+                if let slice { try closeSlice(slice, of: notificationID, on: connection) }
                 try markFailed(connection, notificationID, reason: reason)
                 return .failed(notificationID: notificationID, reason: reason)
             case .accepted(let selection, let priority, let localTime):
@@ -245,7 +327,8 @@ extension QueueStore {
             }
             let selection = checked.selection
             let priority = checked.priority
-            let query = AudienceQuery(selection: selection, first: cursor == nil, localTime: checked.localTime)
+            let query = AudienceQuery(
+                selection: selection, first: cursor == nil, localTime: checked.localTime, upTo: slice?.upTo)
             let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
             let chunkParameters: [any PostgresEncodable] =
                 [notificationID, appID, cursor ?? nilUUID, chunkSize, priority, selection.platforms]
@@ -253,7 +336,21 @@ extension QueueStore {
             let chunk = try connection.query(query.sql, chunkParameters)[0]
             let scanned = try chunk.decode(Int.self, "scanned")
             let created = try chunk.decode(Int.self, "created")
-            let done = scanned < chunkSize
+            let lastID = try chunk.decodeIfPresent(UUID.self, "last_id")
+            // A slice is also done when its page reached its upper bound (an active id when it was cut), which
+            // spares the empty chunk that would otherwise find that out.
+            let done = scanned < chunkSize || (slice?.upTo != nil && lastID == slice?.upTo)
+            if let slice {
+                return try finishSliceChunk(
+                    slice, of: notificationID, lastID: lastID, done: done, created: created, on: connection)
+            }
+            // A filter form with more than a slice left is cut into slices now (id lists never are: their
+            // page is the list itself, never the app's index).
+            var sliced = false
+            if !done, !selection.target.isListed, let lastID, sliceSize > 0 {
+                sliced = try cutIntoSlices(
+                    notificationID, appID: appID, after: lastID, sliceSize: sliceSize, on: connection)
+            }
             _ = try connection.query(
                 """
                 UPDATE notifications
@@ -261,13 +358,95 @@ extension QueueStore {
                     expanded_at = CASE WHEN $2::boolean THEN now() END,
                     expansion_cursor = coalesce($3::uuid, expansion_cursor),
                     targeted_count = coalesce(targeted_count, 0) + $4::integer,
-                    expansion_touched_at = clock_timestamp()
+                    expansion_touched_at = clock_timestamp(),
+                    expansion_sliced = expansion_sliced OR $5::boolean
                 WHERE id = $1
-                """, [notificationID, done, try chunk.decodeIfPresent(UUID.self, "last_id"), created])
+                """, [notificationID, done, lastID, created, sliced])
             return done
                 ? .expanded(notificationID: notificationID, created: created)
                 : .expanding(notificationID: notificationID, created: created)
         }
+    }
+
+    /// Cuts the app's active subscriptions after `after` into slices of `sliceSize` (at most
+    /// ``maximumExpansionSlices``, the last one unbounded) in `expansion_slices`, reading the app's
+    /// `subscriptions_app_active` index once up to the last cut. Nothing is cut when fewer than `sliceSize`
+    /// remain: the notification's own cursor serves then.
+    /// - Returns: whether the notification is now sliced.
+    static func cutIntoSlices(
+        _ notificationID: UUID, appID: UUID, after: UUID, sliceSize: Int, on connection: PostgresConnection
+    ) throws -> Bool {
+        // Every sliceSize-th id after the cursor: the window streams in index order, so the LIMIT ends the scan.
+        let bounds = try connection.query(
+            """
+            SELECT id FROM (
+                SELECT id, row_number() OVER (ORDER BY id) AS n
+                FROM subscriptions WHERE app_id = $1 AND status = 'active' AND id > $2
+            ) x
+            WHERE n % $3 = 0
+            ORDER BY id
+            LIMIT $4
+            """, [appID, after, sliceSize, maximumExpansionSlices - 1]
+        ).map { try $0.decode(UUID.self, "id") }
+        guard !bounds.isEmpty else { return false }
+        // unnest pads the shorter array with NULL: the last slice has no upper bound.
+        _ = try connection.query(
+            """
+            INSERT INTO expansion_slices (notification_id, slice, slice_after, slice_upto)
+            SELECT $1, (b.i - 1)::integer, b.after, b.upto
+            FROM unnest($2::uuid[], $3::uuid[]) WITH ORDINALITY AS b(after, upto, i)
+            """, [notificationID, [after] + bounds, bounds])
+        return true
+    }
+
+    /// Saves a slice chunk: the slice's cursor, then the notification's count, and once no slice is left the
+    /// notification is `expanded`. The notification row is updated last, so two chunks of one notification
+    /// wait for each other only there, for the other's commit; the "any slice left?" question is a statement
+    /// of its own after that wait, so under READ COMMITTED it sees the other chunk's committed slice: of two
+    /// chunks closing the last two slices at once, the second to commit finishes the notification.
+    private static func finishSliceChunk(
+        _ slice: PickedSlice, of notificationID: UUID, lastID: UUID?, done: Bool, created: Int,
+        on connection: PostgresConnection
+    ) throws -> ExpansionResult {
+        _ = try connection.query(
+            """
+            UPDATE expansion_slices SET slice_after = coalesce($3::uuid, slice_after), slice_done = $4
+            WHERE notification_id = $1 AND slice = $2
+            """, [notificationID, slice.index, lastID, done])
+        _ = try connection.query(
+            """
+            UPDATE notifications
+            SET targeted_count = coalesce(targeted_count, 0) + $2::integer, expansion_touched_at = clock_timestamp()
+            WHERE id = $1
+            """, [notificationID, created])
+        if done { return try finishSliced(notificationID, created: created, on: connection) }
+        return .expanding(notificationID: notificationID, created: created)
+    }
+
+    /// Marks a sliced notification `expanded` if none of its slices is left (in a statement of its own: see
+    /// ``finishSliceChunk(_:of:lastID:done:created:on:)``).
+    private static func finishSliced(_ notificationID: UUID, created: Int, on connection: PostgresConnection) throws
+        -> ExpansionResult
+    {
+        let finished = try connection.query(
+            """
+            UPDATE notifications SET status = 'expanded', expanded_at = now(), expansion_touched_at = clock_timestamp()
+            WHERE id = $1 AND status = 'expanding'
+              AND NOT EXISTS (SELECT 1 FROM expansion_slices WHERE notification_id = $1 AND NOT slice_done)
+            """, [notificationID]
+        ).affectedRows
+        return finished > 0
+            ? .expanded(notificationID: notificationID, created: created)
+            : .expanding(notificationID: notificationID, created: created)
+    }
+
+    /// Closes a slice without expanding it (its notification is no longer expanding).
+    private static func closeSlice(_ slice: PickedSlice, of notificationID: UUID, on connection: PostgresConnection)
+        throws
+    {
+        _ = try connection.query(
+            "UPDATE expansion_slices SET slice_done = true WHERE notification_id = $1 AND slice = $2",
+            [notificationID, slice.index])
     }
 
     /// Turns the pending deliveries of one `canceled` notification into `skipped`/`canceled` events, up to

@@ -469,13 +469,33 @@ public enum FleetStatusStore {
             ORDER BY n.expansion_touched_at NULLS FIRST, n.created_at
             LIMIT $1
             """, [listedNotifications])
+        // A sliced broadcast's progress is what its slices have left (migration 0019; absent before it).
+        var slicesLeft: [UUID: [(after: UUID, upTo: UUID?)]] = [:]
+        let hasSlices = try connection.query("SELECT to_regclass('expansion_slices') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        if hasSlices, !rows.isEmpty {
+            for slice in try connection.query(
+                """
+                SELECT notification_id, slice_after, slice_upto FROM expansion_slices
+                WHERE notification_id = ANY($1::uuid[]) AND NOT slice_done
+                """, [try rows.map { try $0.decode(UUID.self, "id") }])
+            {
+                slicesLeft[try slice.decode(UUID.self, "notification_id"), default: []].append(
+                    (try slice.decode(UUID.self, "slice_after"), try slice.decodeIfPresent(UUID.self, "slice_upto")))
+            }
+        }
         let notifications = try rows.map { row in
             let expanded = try row.decode(Int64.self, "expanded")
-            let progress = try row.decodeIfPresent(UUID.self, "expansion_cursor").flatMap { cursor in
-                expansionProgress(
-                    cursor: cursor, first: try row.decodeIfPresent(UUID.self, "first_id"),
-                    last: try row.decodeIfPresent(UUID.self, "last_id"))
-            }
+            let first = try row.decodeIfPresent(UUID.self, "first_id")
+            let last = try row.decodeIfPresent(UUID.self, "last_id")
+            let progress =
+                if let left = slicesLeft[try row.decode(UUID.self, "id")] {
+                    slicedExpansionProgress(left: left, first: first, last: last)
+                } else {
+                    try row.decodeIfPresent(UUID.self, "expansion_cursor").flatMap { cursor in
+                        expansionProgress(cursor: cursor, first: first, last: last)
+                    }
+                }
             return FleetStatus.ExpandingNotification(
                 id: try row.decode(UUID.self, "id"), appID: try row.decode(UUID.self, "app_id"), expanded: expanded,
                 progress: progress,
@@ -498,6 +518,23 @@ public enum FleetStatusStore {
         let high = prefix(last)
         guard high > low else { return prefix(cursor) >= high ? 1 : 0 }
         return min(1, max(0, (prefix(cursor) - low) / (high - low)))
+    }
+
+    /// ``expansionProgress(cursor:first:last:)`` of a broadcast cut into slices: one minus the share of the id
+    /// range its slices left to do still hold (each from its cursor `after` to `upTo`, or to `last` for the
+    /// last slice). Nil without both ends.
+    public static func slicedExpansionProgress(left: [(after: UUID, upTo: UUID?)], first: UUID?, last: UUID?)
+        -> Double?
+    {
+        guard let first, let last else { return nil }
+        var remaining = 0.0
+        for slice in left {
+            guard let start = expansionProgress(cursor: slice.after, first: first, last: last),
+                let end = expansionProgress(cursor: slice.upTo ?? last, first: first, last: last)
+            else { return nil }
+            remaining += max(0, end - start)
+        }
+        return min(1, max(0, 1 - remaining))
     }
 
     // MARK: Throttle

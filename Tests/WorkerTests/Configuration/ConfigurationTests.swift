@@ -20,6 +20,17 @@ struct ConfigurationTests {
         #expect(configuration.lease == .seconds(120))
         #expect(configuration.exitWhenDrained == false)
         #expect(configuration.caFile == nil)
+        #expect(configuration.expansionTasks == 2)
+    }
+
+    /// Expansion tasks stay below the pool's connections, so claims and completions always find one.
+    @Test func expansionTasksFollowTheConnections() throws {
+        var environment = base
+        environment["PUSHIZO_DATABASE_CONNECTIONS"] = "2"
+        #expect(try configuration(environment).expansionTasks == 1)
+        environment["PUSHIZO_DATABASE_CONNECTIONS"] = "8"
+        environment["PUSHIZO_EXPANSION_TASKS"] = "7"
+        #expect(try configuration(environment).expansionTasks == 7)
     }
 
     @Test func flagsOverrideEnvironment() throws {
@@ -68,7 +79,7 @@ struct ConfigurationTests {
     @Test(arguments: [
         ("PUSHIZO_CONCURRENCY", "0"), ("PUSHIZO_CONCURRENCY", "many"), ("PUSHIZO_LEASE_SECONDS", "1"),
         ("PUSHIZO_POLL_INTERVAL", "-1"), ("PUSHIZO_EXIT_WHEN_DRAINED", "maybe"), ("PUSHIZO_CA_FILE", "/nonexistent.pem"),
-        ("PUSHIZO_RETRY_MAX", "1.5"),
+        ("PUSHIZO_RETRY_MAX", "1.5"), ("PUSHIZO_EXPANSION_TASKS", "0"), ("PUSHIZO_EXPANSION_TASKS", "4"),
     ])
     func badValueNamesTheKey(key: String, value: String) {
         var environment = base

@@ -192,4 +192,16 @@ struct FleetStatusRendererTests {
         #expect(FleetStatusStore.expansionProgress(cursor: cursor, first: nil, last: last) == nil)
         #expect(FleetStatusStore.expansionProgress(cursor: first, first: first, last: first) == 1)
     }
+
+    @Test func aSlicedBroadcastsProgressIsWhatItsOpenSlicesHaveLeft() throws {
+        func id(_ head: String) throws -> UUID { try #require(UUID(uuidString: "\(head)000000-0000-4000-8000-000000000000")) }
+        let first = try id("10")
+        let last = try id("f0")
+        // Open: 0x30-0x50 of a slice ending at 0x50, and 0xd0 to the end (the last slice, no bound): 0x40 of 0xe0.
+        let left: [(after: UUID, upTo: UUID?)] = [(try id("30"), try id("50")), (try id("d0"), nil)]
+        let progress = try #require(FleetStatusStore.slicedExpansionProgress(left: left, first: first, last: last))
+        #expect(abs(progress - (1 - 64.0 / 224.0)) < 1e-9)
+        #expect(FleetStatusStore.slicedExpansionProgress(left: [], first: first, last: last) == 1)
+        #expect(FleetStatusStore.slicedExpansionProgress(left: left, first: nil, last: last) == nil)
+    }
 }
