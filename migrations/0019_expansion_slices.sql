@@ -10,6 +10,8 @@
 -- The chunk step's pick leaves such notifications to the slice pick.
 ALTER TABLE notifications ADD COLUMN expansion_sliced boolean NOT NULL DEFAULT false;
 
+-- One row per slice left to do: a slice's row is deleted by the chunk that finishes it (or by the pick, once its
+-- notification is canceled or failed), so the table holds only open slices and the pick reads nothing else.
 CREATE TABLE expansion_slices (
     notification_id uuid NOT NULL REFERENCES notifications (id) ON DELETE CASCADE,
     -- 0, 1, ... in id order.
@@ -18,11 +20,8 @@ CREATE TABLE expansion_slices (
     slice_after     uuid NOT NULL,
     -- Inclusive upper bound of the slice's ids; NULL for the last slice (no bound).
     slice_upto      uuid,
-    slice_done      boolean NOT NULL DEFAULT false,
     PRIMARY KEY (notification_id, slice)
 );
--- The slice pick reads only slices left to do.
-CREATE INDEX expansion_slices_to_do ON expansion_slices (notification_id, slice) WHERE NOT slice_done;
 
 -- The chunk step's pick (QueueStore.chunkPickSQL(.skippingSmall)) now also skips sliced notifications: its
 -- index is rebuilt with that clause, word for word as the statement says it.

@@ -221,7 +221,6 @@ extension QueueStore {
     static let slicePickSQL = """
         SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
         FROM expansion_slices s JOIN notifications ON notifications.id = s.notification_id
-        WHERE NOT s.slice_done
         ORDER BY expansion_touched_at NULLS FIRST, s.notification_id, s.slice
         LIMIT 1
         FOR UPDATE OF s SKIP LOCKED
@@ -297,7 +296,7 @@ extension QueueStore {
                         let next = try connection.query(
                             """
                             SELECT slice, slice_after, slice_upto FROM expansion_slices
-                            WHERE notification_id = $1 AND NOT slice_done ORDER BY slice LIMIT 1
+                            WHERE notification_id = $1 ORDER BY slice LIMIT 1
                             FOR UPDATE SKIP LOCKED
                             """, [notificationID]
                         ).first
@@ -408,11 +407,15 @@ extension QueueStore {
         _ slice: PickedSlice, of notificationID: UUID, lastID: UUID?, done: Bool, created: Int,
         on connection: PostgresConnection
     ) throws -> ExpansionResult {
-        _ = try connection.query(
-            """
-            UPDATE expansion_slices SET slice_after = coalesce($3::uuid, slice_after), slice_done = $4
-            WHERE notification_id = $1 AND slice = $2
-            """, [notificationID, slice.index, lastID, done])
+        if done {
+            try closeSlice(slice, of: notificationID, on: connection)
+        } else {
+            _ = try connection.query(
+                """
+                UPDATE expansion_slices SET slice_after = coalesce($3::uuid, slice_after)
+                WHERE notification_id = $1 AND slice = $2
+                """, [notificationID, slice.index, lastID])
+        }
         _ = try connection.query(
             """
             UPDATE notifications
@@ -432,7 +435,7 @@ extension QueueStore {
             """
             UPDATE notifications SET status = 'expanded', expanded_at = now(), expansion_touched_at = clock_timestamp()
             WHERE id = $1 AND status = 'expanding'
-              AND NOT EXISTS (SELECT 1 FROM expansion_slices WHERE notification_id = $1 AND NOT slice_done)
+              AND NOT EXISTS (SELECT 1 FROM expansion_slices WHERE notification_id = $1)
             """, [notificationID]
         ).affectedRows
         return finished > 0
@@ -440,13 +443,12 @@ extension QueueStore {
             : .expanding(notificationID: notificationID, created: created)
     }
 
-    /// Closes a slice without expanding it (its notification is no longer expanding).
+    /// Closes a slice: deletes its row (finished, or its notification is no longer expanding).
     private static func closeSlice(_ slice: PickedSlice, of notificationID: UUID, on connection: PostgresConnection)
         throws
     {
         _ = try connection.query(
-            "UPDATE expansion_slices SET slice_done = true WHERE notification_id = $1 AND slice = $2",
-            [notificationID, slice.index])
+            "DELETE FROM expansion_slices WHERE notification_id = $1 AND slice = $2", [notificationID, slice.index])
     }
 
     /// Turns the pending deliveries of one `canceled` notification into `skipped`/`canceled` events, up to

@@ -477,7 +477,7 @@ public enum FleetStatusStore {
             for slice in try connection.query(
                 """
                 SELECT notification_id, slice_after, slice_upto FROM expansion_slices
-                WHERE notification_id = ANY($1::uuid[]) AND NOT slice_done
+                WHERE notification_id = ANY($1::uuid[])
                 """, [try rows.map { try $0.decode(UUID.self, "id") }])
             {
                 slicesLeft[try slice.decode(UUID.self, "notification_id"), default: []].append(

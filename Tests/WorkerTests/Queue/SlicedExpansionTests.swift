@@ -30,7 +30,7 @@ struct SlicedExpansionTests {
             SELECT (SELECT count(*) FROM deliveries WHERE notification_id = n.id) AS deliveries,
                    (SELECT count(DISTINCT subscription_id) FROM deliveries WHERE notification_id = n.id) AS distinct_ones,
                    n.targeted_count, n.status,
-                   (SELECT count(*) FROM expansion_slices WHERE notification_id = n.id AND NOT slice_done) AS left_over
+                   (SELECT count(*) FROM expansion_slices WHERE notification_id = n.id) AS left_over
             FROM notifications n WHERE n.id = $1
             """, [id])[0]
         return (
@@ -278,6 +278,33 @@ struct SlicedExpansionTests {
                 {}
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "0")
                 #expect(try Self.outcome(seed.connection, listed).targeted == 30)
+            }
+        }
+    }
+
+    /// The slice pick runs on every turn of every expand task, so with no slice open it must read nothing of
+    /// `notifications` however many are pending (a join planned from the notifications' side would walk them),
+    /// and with slices open, only those and their notification (closed slices are deleted, never read).
+    @Test func theSlicePickReadsOnlyOpenSlicesAndTheirNotifications() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, sliceSize: 10)
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target)
+                    SELECT $1, '{"contents": {"en": "hi"}}', '{"all": true}' FROM generate_series(1, 2000)
+                    """, [seed.appID])
+                _ = try seed.connection.query("ANALYZE notifications")
+                _ = try seed.connection.query("ANALYZE expansion_slices")
+                let open = try ExplainedPlan(
+                    analyzing: QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes], on: seed.connection)
+                #expect(open.rowsRead(of: "notifications") <= 4, "\(open.text)")
+                #expect(open.rowsRead(of: "expansion_slices") <= 4, "\(open.text)")
+                _ = try seed.connection.query("DELETE FROM expansion_slices")
+                let none = try ExplainedPlan(
+                    analyzing: QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes], on: seed.connection)
+                #expect(none.rowsRead(of: "notifications") == 0, "\(none.text)")
+                #expect(none.rowsRead(of: "expansion_slices") == 0, "\(none.text)")
             }
         }
     }
