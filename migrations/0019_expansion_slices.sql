@@ -2,7 +2,7 @@
 -- at about 15 µs a row, so a million subscriptions took 17-20 s whatever the cores: one notification was
 -- expanded one chunk at a time, each chunk holding the notification row FOR UPDATE. Now, once a broadcast's
 -- first chunk finds more than a slice of subscriptions after it, the rest of the app's id range is cut into
--- slices of about `QueueStore.expansionSliceSize` subscriptions, each with its own keyset cursor; different
+-- slices of about `QueueStore.Slicing.default.size` (50,000) subscriptions, each with its own keyset cursor; different
 -- slices of one notification are expanded at the same time by different expand tasks and workers, each chunk
 -- locking its slice row, not the notification row.
 

@@ -31,7 +31,7 @@ public struct WorkerConfiguration: Sendable {
     public var retryPolicy: RetryPolicy
     public var databaseConnections: Int
     /// Expansion chunks run at once (`PUSHIZO_EXPANSION_TASKS`): one task does everything expansion does, the
-    /// others only slices of sliced broadcasts (``QueueStore/expansionSliceSize``); below ``databaseConnections``.
+    /// others only slices of sliced broadcasts (``QueueStore/Slicing``); below ``databaseConnections``.
     public var expansionTasks: Int
     /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
     public var caFile: String?

@@ -21,7 +21,7 @@ struct AudienceQuery {
     ///   `local_due_at` are computed in the statement, once per distinct zone of the page
     ///   (``LocalTimeSQL``; docs/local-time-delivery.md).
     /// - Parameter upTo: the last `subscriptions.id` the page may reach (inclusive): a slice's upper bound
-    ///   (``QueueStore/expansionSliceSize``). Only for the filter forms (`all`, `filters`); id lists are never
+    ///   (``QueueStore/Slicing``). Only for the filter forms (`all`, `filters`); id lists are never
     ///   sliced and ignore it.
     init(
         selection: AudienceSelection, first: Bool, localTime: QueueStore.LocalTimeSchedule? = nil, upTo: UUID? = nil

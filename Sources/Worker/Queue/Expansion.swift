@@ -7,16 +7,26 @@ extension QueueStore {
     /// that a chunk's transaction stays short, large enough that a million subscriptions take 200 chunks.
     public static let expansionChunkSize = 5_000
 
-    /// Active subscriptions per slice of a broadcast (docs/targets.md, "Slices"): once a filter-form
-    /// notification's first chunk finds more than this many after it, the rest of the app's id range is cut into
-    /// slices of this many, which different expand tasks and workers expand at the same time (one backend
-    /// inserts about 15 µs a row; two cores need two backends). Ten chunks a slice: the last slice running alone
-    /// at the end costs at most ten chunks' time.
-    public static let expansionSliceSize = 50_000
+    /// How large broadcasts are cut into slices that several expand tasks and workers expand at the same time
+    /// (docs/targets.md, "Slices"): one backend inserts about 15 µs a row, so two cores need two backends.
+    public struct Slicing: Sendable, Equatable {
+        /// Active subscriptions per slice (0: never cut). Once a filter-form notification's first chunk finds
+        /// more than this many after it, the rest of the app's id range is cut.
+        public var size: Int
+        /// Most slices one cut makes (at least 2): the cut reads at most this many slices' worth of the app's
+        /// index. The last slice has no upper bound; its chunks cut what lies after them again, so an audience of
+        /// any size ends up in slices while no cut reads more than this many slices' worth.
+        public var maximumSlices: Int
 
-    /// Most slices one notification is cut into: the cut reads at most this many slices' worth of the app's
-    /// index once; an audience larger than that leaves the rest in the last slice.
-    public static let maximumExpansionSlices = 256
+        public init(size: Int, maximumSlices: Int = 256) {
+            self.size = size
+            self.maximumSlices = max(maximumSlices, 2)
+        }
+
+        /// Slices of 50,000: ten chunks each, so the last slice running alone at the end costs at most ten
+        /// chunks' time; 256 of them cover 12.8 million subscriptions per cut.
+        public static let `default` = Slicing(size: 50_000)
+    }
 
     /// The most bytes of `notifications.target` (as PostgreSQL prints the jsonb) the worker reads: 20,000 ids
     /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
@@ -51,11 +61,11 @@ extension QueueStore {
     /// ``expandNext(on:chunkSize:suspects:pick:)`` with no memory of earlier calls: a data error is then never
     /// blamed on one notification (for one-off calls; a loop keeps its ``ExpansionSuspects``).
     static func expandNext(
-        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, sliceSize: Int = expansionSliceSize,
+        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize, slicing: Slicing = .default,
         pick: ExpansionPick = .any
     ) throws -> ExpansionResult? {
         var suspects = ExpansionSuspects()
-        return try expandNext(on: connection, chunkSize: chunkSize, sliceSize: sliceSize, suspects: &suspects, pick: pick)
+        return try expandNext(on: connection, chunkSize: chunkSize, slicing: slicing, suspects: &suspects, pick: pick)
     }
 
     /// Expands one chunk of the next due notification (docs/targets.md), in one short transaction.
@@ -84,8 +94,8 @@ extension QueueStore {
     /// healthy chunk can meet, a foreign-key violation because a subscription was deleted while its page was
     /// read, is retried first.
     ///
-    /// A filter-form notification whose first chunk leaves more than `sliceSize` subscriptions is cut into
-    /// slices (``expansionSliceSize``; docs/targets.md, "Slices") in that chunk's transaction; its later chunks
+    /// A filter-form notification whose first chunk leaves more than `slicing.size` subscriptions is cut into
+    /// slices (``Slicing``; docs/targets.md, "Slices") in that chunk's transaction; its later chunks
     /// are slice chunks (`pick: .slice`), which lock a slice row instead of the notification row, so several
     /// tasks and workers expand one broadcast at once. `.skippingSmall` never picks a sliced notification;
     /// `.any` and `.only` run its slices one at a time under the notification's lock.
@@ -93,7 +103,7 @@ extension QueueStore {
     /// Delivery priority (claimed highest first): 10 for `priority: "high"`, else 5, plus 1 for the id-list
     /// forms, so a message to a few listed users overtakes a broadcast's backlog of the same urgency.
     /// - Parameter suspects: this worker's memory of data-error suspects, kept by the caller across calls.
-    /// - Parameter sliceSize: active subscriptions per slice when a notification is cut (0: never cut).
+    /// - Parameter slicing: how a large broadcast is cut into slices.
     /// - Returns: `nil` when no notification is due.
     /// - Throws: ``PostgresError`` from the database other than a data error of a picked notification's chunk
     ///   (the transaction is rolled back; nothing is lost).
@@ -101,7 +111,7 @@ extension QueueStore {
     ///   `.only`, a set-aside or stalled notification ends the call at once (there is no other to go on with).
     public static func expandNext(
         on connection: PostgresConnection, chunkSize: Int = expansionChunkSize,
-        sliceSize: Int = expansionSliceSize, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any
+        slicing: Slicing = .default, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any
     ) throws -> ExpansionResult? {
         var setAside: [UUID] = []
         var foreignKeyRetries = 0
@@ -109,7 +119,7 @@ extension QueueStore {
             var picked: PickedNotification?
             do {
                 let result = try expandChunk(
-                    on: connection, chunkSize: chunkSize, sliceSize: sliceSize, pick: pick, picked: &picked)
+                    on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, picked: &picked)
                 switch result {
                 case .expanded(let id, let created)?, .expanding(let id, let created)?:
                     if let picked { suspects.chunkCommitted(id, created: created, at: picked.now) }
@@ -264,7 +274,7 @@ extension QueueStore {
     }
 
     private static func expandChunk(
-        on connection: PostgresConnection, chunkSize: Int, sliceSize: Int, pick: ExpansionPick,
+        on connection: PostgresConnection, chunkSize: Int, slicing: Slicing, pick: ExpansionPick,
         picked: inout PickedNotification?
     ) throws
         -> ExpansionResult?
@@ -340,15 +350,23 @@ extension QueueStore {
             // spares the empty chunk that would otherwise find that out.
             let done = scanned < chunkSize || (slice?.upTo != nil && lastID == slice?.upTo)
             if let slice {
+                // The last, open-ended slice cuts what lies after its page again (nothing when less than a
+                // slice is left), so no audience stays in one slice however large.
+                var recut = false
+                if !done, slice.upTo == nil, let lastID, slicing.size > 0 {
+                    recut = try cutIntoSlices(
+                        notificationID, appID: appID, after: lastID, slicing: slicing, openEnded: slice,
+                        on: connection)
+                }
                 return try finishSliceChunk(
-                    slice, of: notificationID, lastID: lastID, done: done, created: created, on: connection)
+                    slice, of: notificationID, lastID: recut ? nil : lastID, done: done, created: created,
+                    on: connection)
             }
             // A filter form with more than a slice left is cut into slices now (id lists never are: their
             // page is the list itself, never the app's index).
             var sliced = false
-            if !done, !selection.target.isListed, let lastID, sliceSize > 0 {
-                sliced = try cutIntoSlices(
-                    notificationID, appID: appID, after: lastID, sliceSize: sliceSize, on: connection)
+            if !done, !selection.target.isListed, let lastID, slicing.size > 0 {
+                sliced = try cutIntoSlices(notificationID, appID: appID, after: lastID, slicing: slicing, on: connection)
             }
             _ = try connection.query(
                 """
@@ -367,15 +385,17 @@ extension QueueStore {
         }
     }
 
-    /// Cuts the app's active subscriptions after `after` into slices of `sliceSize` (at most
-    /// ``maximumExpansionSlices``, the last one unbounded) in `expansion_slices`, reading the app's
-    /// `subscriptions_app_active` index once up to the last cut. Nothing is cut when fewer than `sliceSize`
-    /// remain: the notification's own cursor serves then.
-    /// - Returns: whether the notification is now sliced.
+    /// Cuts the app's active subscriptions after `after` into slices of `slicing.size` (at most
+    /// `slicing.maximumSlices`, the last one open-ended) in `expansion_slices`, reading the app's
+    /// `subscriptions_app_active` index once up to the last cut. Nothing is cut when fewer than a slice remain.
+    /// With `openEnded` (the last slice, whose cursor `after` is), that slice is the first range: it now ends at
+    /// the first cut, and the new slices are numbered after it.
+    /// - Returns: whether anything was cut.
     static func cutIntoSlices(
-        _ notificationID: UUID, appID: UUID, after: UUID, sliceSize: Int, on connection: PostgresConnection
+        _ notificationID: UUID, appID: UUID, after: UUID, slicing: Slicing, openEnded: PickedSlice? = nil,
+        on connection: PostgresConnection
     ) throws -> Bool {
-        // Every sliceSize-th id after the cursor: the window streams in index order, so the LIMIT ends the scan.
+        // Every size-th id after the cursor: the window streams in index order, so the LIMIT ends the scan.
         let bounds = try connection.query(
             """
             SELECT id FROM (
@@ -385,20 +405,31 @@ extension QueueStore {
             WHERE n % $3 = 0
             ORDER BY id
             LIMIT $4
-            """, [appID, after, sliceSize, maximumExpansionSlices - 1]
+            """, [appID, after, slicing.size, slicing.maximumSlices - 1]
         ).map { try $0.decode(UUID.self, "id") }
-        guard !bounds.isEmpty else { return false }
+        guard let firstCut = bounds.first else { return false }
+        var lowers = [after] + bounds
+        var first = 0
+        if let openEnded {
+            _ = try connection.query(
+                """
+                UPDATE expansion_slices SET slice_after = $3, slice_upto = $4
+                WHERE notification_id = $1 AND slice = $2
+                """, [notificationID, openEnded.index, after, firstCut])
+            lowers.removeFirst()
+            first = openEnded.index + 1
+        }
         // unnest pads the shorter array with NULL: the last slice has no upper bound.
         _ = try connection.query(
             """
             INSERT INTO expansion_slices (notification_id, slice, slice_after, slice_upto)
-            SELECT $1, (b.i - 1)::integer, b.after, b.upto
+            SELECT $1, ($4 + b.i - 1)::integer, b.after, b.upto
             FROM unnest($2::uuid[], $3::uuid[]) WITH ORDINALITY AS b(after, upto, i)
-            """, [notificationID, [after] + bounds, bounds])
+            """, [notificationID, lowers, openEnded == nil ? bounds : Array(bounds.dropFirst()), first])
         return true
     }
 
-    /// Saves a slice chunk: the slice's cursor, then the notification's count, and once no slice is left the
+    /// Saves a slice chunk: the slice's cursor (`lastID`; nil when already saved), then the notification's count, and once no slice is left the
     /// notification is `expanded`. The notification row is updated last, so two chunks of one notification
     /// wait for each other only there, for the other's commit; the "any slice left?" question is a statement
     /// of its own after that wait, so under READ COMMITTED it sees the other chunk's committed slice: of two
@@ -409,11 +440,10 @@ extension QueueStore {
     ) throws -> ExpansionResult {
         if done {
             try closeSlice(slice, of: notificationID, on: connection)
-        } else {
+        } else if let lastID {
             _ = try connection.query(
                 """
-                UPDATE expansion_slices SET slice_after = coalesce($3::uuid, slice_after)
-                WHERE notification_id = $1 AND slice = $2
+                UPDATE expansion_slices SET slice_after = $3 WHERE notification_id = $1 AND slice = $2
                 """, [notificationID, slice.index, lastID])
         }
         _ = try connection.query(

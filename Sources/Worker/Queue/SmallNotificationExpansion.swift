@@ -12,7 +12,7 @@ public enum ExpansionPick: Sendable, Equatable {
     case skippingSmall
     /// This notification only, if it is still due and not locked by another worker.
     case only(UUID)
-    /// A slice of a broadcast cut into slices (``QueueStore/expansionSliceSize``): the notification's row is
+    /// A slice of a broadcast cut into slices (``QueueStore/Slicing``): the notification's row is
     /// not locked, so several tasks and workers expand different slices of one notification at once.
     case slice
 }

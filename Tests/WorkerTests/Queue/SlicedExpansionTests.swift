@@ -10,11 +10,11 @@ import Testing
 struct SlicedExpansionTests {
     /// Expands with `pick` on `connection` until nothing is left, returning every result.
     static func drain(
-        _ connection: PostgresConnection, pick: ExpansionPick, chunkSize: Int, sliceSize: Int
+        _ connection: PostgresConnection, pick: ExpansionPick, chunkSize: Int, slicing: QueueStore.Slicing
     ) throws -> [QueueStore.ExpansionResult] {
         var results: [QueueStore.ExpansionResult] = []
         while let result = try QueueStore.expandNext(
-            on: connection, chunkSize: chunkSize, sliceSize: sliceSize, pick: pick)
+            on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick)
         {
             results.append(result)
         }
@@ -42,9 +42,9 @@ struct SlicedExpansionTests {
 
     /// One app with `subscriptions` subscriptions and an `{"all": true}` notification (or `target`) whose first,
     /// ordinary chunk of `chunkSize` has run (creating `firstCreated`, by default all it looked at), cutting the
-    /// rest into slices of `sliceSize`.
+    /// rest into slices per `slicing`.
     static func cutBroadcast(
-        _ url: String, subscriptions: Int, chunkSize: Int, sliceSize: Int, target: String = #"{"all": true}"#,
+        _ url: String, subscriptions: Int, chunkSize: Int, slicing: QueueStore.Slicing, target: String = #"{"all": true}"#,
         firstCreated: Int? = nil, prepare: (Seed) throws -> Void = { _ in }
     ) throws -> (seed: Seed, id: UUID) {
         let seed = try Seed(url)
@@ -53,7 +53,7 @@ struct SlicedExpansionTests {
         try prepare(seed)
         let id = try seed.notification(target: target)
         #expect(
-            try QueueStore.expandNext(on: seed.connection, chunkSize: chunkSize, sliceSize: sliceSize, pick: .skippingSmall)
+            try QueueStore.expandNext(on: seed.connection, chunkSize: chunkSize, slicing: slicing, pick: .skippingSmall)
                 == .expanding(notificationID: id, created: firstCreated ?? chunkSize))
         return (seed, id)
     }
@@ -72,7 +72,7 @@ struct SlicedExpansionTests {
         try await TestDatabase.withMigratedDatabase { url in
             let id = try await onThread {
                 // The first chunk is an ordinary one; it finds 950 more, so they are cut into slices of 100.
-                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 1_000, chunkSize: 50, sliceSize: 100)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 1_000, chunkSize: 50, slicing: .init(size: 100))
                 let slices = try seed.connection.query(
                     "SELECT count(*) AS n, count(*) FILTER (WHERE slice_upto IS NULL) AS open_ended FROM expansion_slices")[0]
                 #expect(slices["n"] == "10")
@@ -80,7 +80,7 @@ struct SlicedExpansionTests {
                 #expect(try seed.connection.query("SELECT expansion_sliced FROM notifications")[0]["expansion_sliced"] == "t")
                 // The chunk step leaves a sliced notification to the slice pick.
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 50, sliceSize: 100, pick: .skippingSmall)
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 50, slicing: .init(size: 100), pick: .skippingSmall)
                         == nil)
                 return id
             }
@@ -90,7 +90,7 @@ struct SlicedExpansionTests {
                         try await onThread {
                             let connection = try PostgresConnection(connectionString: url)
                             defer { connection.close() }
-                            return try Self.drain(connection, pick: .slice, chunkSize: 50, sliceSize: 100)
+                            return try Self.drain(connection, pick: .slice, chunkSize: 50, slicing: .init(size: 100))
                         }
                     }
                 }
@@ -123,7 +123,7 @@ struct SlicedExpansionTests {
     @Test func aSliceInProgressDoesNotHoldUpTheOthers() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, sliceSize: 10)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, slicing: .init(size: 10))
                 // Slices of ids 11-20, 21-30, 31-40, 41-: another worker is inside slice 0's chunk, holding the
                 // locks a chunk holds (its slice row, and the notification FOR KEY SHARE as the insert trigger does).
                 let other = try PostgresConnection(connectionString: url)
@@ -132,7 +132,7 @@ struct SlicedExpansionTests {
                 _ = try other.query("SELECT 1 FROM expansion_slices WHERE notification_id = $1 AND slice = 0 FOR UPDATE", [id])
                 _ = try other.query("SELECT 1 FROM notifications WHERE id = $1 FOR KEY SHARE", [id])
 
-                let results = try Self.drain(seed.connection, pick: .slice, chunkSize: 10, sliceSize: 10)
+                let results = try Self.drain(seed.connection, pick: .slice, chunkSize: 10, slicing: .init(size: 10))
                 // Slices 1-3, each in one chunk (a bounded slice ends when its page reaches its bound).
                 #expect(
                     results == [
@@ -144,7 +144,7 @@ struct SlicedExpansionTests {
                 try other.execute("ROLLBACK")
 
                 #expect(
-                    try Self.drain(seed.connection, pick: .slice, chunkSize: 10, sliceSize: 10)
+                    try Self.drain(seed.connection, pick: .slice, chunkSize: 10, slicing: .init(size: 10))
                         == [.expanded(notificationID: id, created: 10)])
                 try Self.expectExactlyExpanded(seed.connection, id, audience: 45)
             }
@@ -157,7 +157,7 @@ struct SlicedExpansionTests {
     @Test func ofTwoChunksClosingTheLastSlicesTheSecondToCommitFinishesTheNotification() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let id = try await onThread {
-                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 25, chunkSize: 10, sliceSize: 10)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 25, chunkSize: 10, slicing: .init(size: 10))
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "2")
                 return id
             }
@@ -167,7 +167,7 @@ struct SlicedExpansionTests {
                 // The first chunk closes slice 0 inside a transaction left open: it sees slice 1 open.
                 try first.execute("BEGIN")
                 #expect(
-                    try QueueStore.expandNext(on: first, chunkSize: 10, sliceSize: 10, pick: .slice)
+                    try QueueStore.expandNext(on: first, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
                         == .expanding(notificationID: id, created: 10))
                 let secondResult = Mutex<Result<QueueStore.ExpansionResult?, any Error>?>(nil)
                 let secondDone = DispatchSemaphore(value: 0)
@@ -176,7 +176,7 @@ struct SlicedExpansionTests {
                         $0 = Result {
                             let connection = try PostgresConnection(connectionString: url)
                             defer { connection.close() }
-                            return try QueueStore.expandNext(on: connection, chunkSize: 10, sliceSize: 10, pick: .slice)
+                            return try QueueStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
                         }
                     }
                     secondDone.signal()
@@ -201,7 +201,7 @@ struct SlicedExpansionTests {
             try await onThread {
                 // Every third subscription is an Android one: the filter's audience (3 of the first chunk's 10).
                 let (seed, id) = try Self.cutBroadcast(
-                    url, subscriptions: 120, chunkSize: 10, sliceSize: 25,
+                    url, subscriptions: 120, chunkSize: 10, slicing: .init(size: 25),
                     target: #"{"filters": [{"field": "platform", "relation": "=", "value": "android"}]}"#,
                     firstCreated: 3, prepare: { seed in
                         _ = try seed.connection.query(
@@ -216,11 +216,11 @@ struct SlicedExpansionTests {
                 struct SimulatedCrash: Error {}
                 #expect(throws: SimulatedCrash.self) {
                     try seed.connection.transaction { connection in
-                        _ = try QueueStore.expandNext(on: connection, chunkSize: 10, sliceSize: 25, pick: .slice)
+                        _ = try QueueStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 25), pick: .slice)
                         throw SimulatedCrash()
                     }
                 }
-                let results = try Self.drain(seed.connection, pick: .any, chunkSize: 10, sliceSize: 25)
+                let results = try Self.drain(seed.connection, pick: .any, chunkSize: 10, slicing: .init(size: 25))
                 #expect(results.last.map { if case .expanded = $0 { true } else { false } } == true)
                 try Self.expectExactlyExpanded(seed.connection, id, audience: 40)
                 let strays = try seed.connection.query(
@@ -238,9 +238,9 @@ struct SlicedExpansionTests {
     @Test func aCanceledSlicedNotificationsSlicesAreClosedUnexpanded() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 60, chunkSize: 10, sliceSize: 10)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 60, chunkSize: 10, slicing: .init(size: 10))
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
-                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10, sliceSize: 10, pick: .slice) == nil)
+                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice) == nil)
                 let outcome = try Self.outcome(seed.connection, id)
                 #expect(outcome.deliveries == 10)
                 #expect(outcome.status == "canceled")
@@ -259,11 +259,11 @@ struct SlicedExpansionTests {
                 try ExpansionTests.seedSubscriptions(seed, 30)
                 let all = try seed.notification(target: #"{"all": true}"#)
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10, sliceSize: 25, pick: .skippingSmall)
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 25), pick: .skippingSmall)
                         == .expanding(notificationID: all, created: 10))
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "0")
                 while case .expanding? = try QueueStore.expandNext(
-                    on: seed.connection, chunkSize: 10, sliceSize: 25, pick: .only(all))
+                    on: seed.connection, chunkSize: 10, slicing: .init(size: 25), pick: .only(all))
                 {}
                 #expect(try Self.outcome(seed.connection, all).targeted == 30)
 
@@ -274,7 +274,7 @@ struct SlicedExpansionTests {
                 _ = try seed.connection.query(
                     "UPDATE notifications SET expansion_touched_at = now() WHERE id = $1", [listed])
                 while case .expanding? = try QueueStore.expandNext(
-                    on: seed.connection, chunkSize: 5, sliceSize: 5, pick: .only(listed))
+                    on: seed.connection, chunkSize: 5, slicing: .init(size: 5), pick: .only(listed))
                 {}
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "0")
                 #expect(try Self.outcome(seed.connection, listed).targeted == 30)
@@ -288,7 +288,7 @@ struct SlicedExpansionTests {
     @Test func theSlicePickReadsOnlyOpenSlicesAndTheirNotifications() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, sliceSize: 10)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, slicing: .init(size: 10))
                 _ = try seed.connection.query(
                     """
                     INSERT INTO notifications (app_id, message, target)
@@ -305,6 +305,34 @@ struct SlicedExpansionTests {
                     analyzing: QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes], on: seed.connection)
                 #expect(none.rowsRead(of: "notifications") == 0, "\(none.text)")
                 #expect(none.rowsRead(of: "expansion_slices") == 0, "\(none.text)")
+            }
+        }
+    }
+
+    /// A cut makes at most `maximumSlices` slices; the last, open-ended one cuts again what lies after each of
+    /// its pages, so a larger audience still ends up in slices (and each cut reads a bounded part of the index).
+    @Test func theLastSliceCutsWhatLiesAfterItAgain() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let slicing = QueueStore.Slicing(size: 10, maximumSlices: 3)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 100, chunkSize: 5, slicing: slicing)
+                // Ids 6-15, 16-25 and 26- (open-ended).
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "3")
+                var mostSlicesSeen = 0
+                while let result = try QueueStore.expandNext(
+                    on: seed.connection, chunkSize: 5, slicing: slicing, pick: .slice)
+                {
+                    let slices = try seed.connection.query(
+                        "SELECT coalesce(max(slice), -1) AS top, count(*) FILTER (WHERE slice_upto IS NULL) AS open_ended FROM expansion_slices")[0]
+                    mostSlicesSeen = max(mostSlicesSeen, try slices.decode(Int.self, "top") + 1)
+                    // Never more than one open-ended slice.
+                    #expect(try slices.decode(Int.self, "open_ended") <= 1)
+                    if case .expanded = result { break }
+                }
+                // Each open-ended slice's first page (5 ids) is cut after: 6-15, 16-25, then 26-30 + 31-40,
+                // 41-50, then 51-55 + 56-65, 66-75, then 76-80 + 81-90, 91-100, and an empty last one: 9 slices.
+                #expect(mostSlicesSeen == 9)
+                try Self.expectExactlyExpanded(seed.connection, id, audience: 100)
             }
         }
     }
