@@ -81,5 +81,6 @@ extension WorkerMetrics {
         queueOldestDueAge.replaceAll(ages)
         channelsPaused.replaceAll(paused)
         queueSampledAt.set(now.timeIntervalSince1970)
+        queueSampleFraction.set(sample.sampledFraction ?? 1)
     }
 }

@@ -32,6 +32,7 @@ public final class WorkerMetrics: Sendable {
     let queueOldestDueAge: GaugeFamily
     let channelsPaused: GaugeFamily
     let queueSampledAt: GaugeFamily
+    let queueSampleFraction: GaugeFamily
     let queueSampleFailures: CounterFamily
     let http2Connections: GaugeFamily
     let http2Streams: GaugeFamily
@@ -104,6 +105,9 @@ public final class WorkerMetrics: Sendable {
         queueSampledAt = registry.gauge(
             "pushizo_queue_sample_timestamp_seconds",
             help: "Unix time of the last successful queue sample (the pushizo_queue_* and pushizo_channels_paused gauges).")
+        queueSampleFraction = registry.gauge(
+            "pushizo_queue_sample_fraction",
+            help: "Share of the queue the last sample counted: 1 when exact; below 1 on queues over 1,000,000 deliveries, whose pushizo_queue_* values are estimates scaled from a block sample.")
         queueSampleFailures = registry.counter(
             "pushizo_queue_sample_failures_total", help: "Queue samples that failed (database unreachable, timeout).")
         http2Connections = registry.gauge(

@@ -135,6 +135,7 @@ struct MetricsEndToEndTests {
         #expect(text.contains(#"pushizo_channels_paused{provider="fcm"} 2"#))
         #expect(text.contains(#"pushizo_channels_paused{provider="apns"} 0"#))
         #expect(text.contains("pushizo_queue_sample_timestamp_seconds 1000\n"))
+        #expect(text.contains("pushizo_queue_sample_fraction 1\n"))
     }
 
     @Test func theQueueSampleReadsStatesFromTheDatabase() async throws {
@@ -168,6 +169,52 @@ struct MetricsEndToEndTests {
             #expect(sample.depth["webpush"] == .init(due: 0, deferred: 3, leased: 0, oldestDueAge: 0))
             #expect(sample.depth["fcm"] == nil)
             #expect(sample.pausedChannels == ["apns": 1])
+            #expect(sample.sampledFraction == 1)
+        }
+    }
+
+    /// A queue above the exact bound is estimated from a block sample: every count scaled by the share of
+    /// blocks read, close to the truth on rows spread evenly over the table, and the paused channels still exact.
+    @Test func aLargeQueueIsEstimatedFromABlockSample() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let (exact, estimated) = try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, platform, token)
+                    SELECT $1, (ARRAY['ios', 'android'])[1 + n % 2], 'tok-' || n FROM generate_series(1, 100) n
+                    """, [seed.appID])
+                // 60,000 deliveries of 600 notifications, a third due and two thirds deferred, interleaved.
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, status)
+                    SELECT $1, '{"contents": {"en": "hi"}}', '{"all": true}', 'expanded' FROM generate_series(1, 600)
+                    """, [seed.appID])
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at)
+                    SELECT n.id, s.id, s.app_id,
+                           CASE WHEN n.g % 3 = 0 THEN now() - interval '1 minute' ELSE now() + interval '1 hour' END
+                    FROM (SELECT id, row_number() OVER (ORDER BY id) AS g FROM notifications) n CROSS JOIN subscriptions s
+                    """)
+                _ = try seed.connection.query(
+                    "UPDATE app_channels SET paused_until = now() + interval '5 minutes' WHERE provider = 'apns'")
+                let exact = try QueueStore.measureQueueDepth(on: seed.connection)
+                let estimated = try QueueStore.measureQueueDepth(on: seed.connection, exactUpTo: 1_000, sampleBlocks: 150)
+                return (exact, estimated)
+            }
+            #expect(exact.sampledFraction == 1)
+            #expect(exact.depth["apns"]?.due == 10_000)
+            let fraction = try #require(estimated.sampledFraction)
+            #expect(fraction > 0 && fraction < 1)
+            for provider in ["apns", "fcm"] {
+                for (state, truth) in [(\QueueDepthSample.Depth.due, 10_000), (\QueueDepthSample.Depth.deferred, 20_000)] {
+                    let value = try #require(estimated.depth[provider]?[keyPath: state])
+                    #expect(abs(Double(value) - Double(truth)) < Double(truth) * 0.5, "\(provider) \(value) vs \(truth)")
+                }
+            }
+            #expect(estimated.pausedChannels == ["apns": 1])
         }
     }
 }
