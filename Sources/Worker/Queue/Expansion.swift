@@ -24,8 +24,10 @@ extension QueueStore {
         }
 
         /// Slices of 50,000: ten chunks each, so the last slice running alone at the end costs at most ten
-        /// chunks' time; 256 of them cover 12.8 million subscriptions per cut.
-        public static let `default` = Slicing(size: 50_000)
+        /// chunks' time. 32 per cut: a cut walks at most 1.6 million index entries (about a second; the first
+        /// one holds the notification row and its task meanwhile), and a million-subscription broadcast is cut
+        /// once.
+        public static let `default` = Slicing(size: 50_000, maximumSlices: 32)
     }
 
     /// The most bytes of `notifications.target` (as PostgreSQL prints the jsonb) the worker reads: 20,000 ids
@@ -224,16 +226,23 @@ extension QueueStore {
     }
 
     /// The slice pick: a slice left to do, of the notification least recently served (so two sliced
-    /// broadcasts take turns however many slices each has), locked `FOR UPDATE OF` the slice `SKIP LOCKED`;
-    /// the notification row is not locked, so other tasks take its other slices at the same time. Slices of a
-    /// notification that is no longer `expanding` (canceled, failed) are picked too, and closed.
-    /// `$1` = ``schedulingMemberBytes``.
+    /// broadcasts take turns however many slices each has), locked `FOR UPDATE OF` the slice `SKIP LOCKED`.
+    /// The notification row is locked only `FOR KEY SHARE`, which other chunks of it share, so other tasks take
+    /// its other slices at the same time; and it is locked here, with the slice, as the deliveries' insert
+    /// trigger would lock it later anyway: a producer deleting the notification then either holds it first (the
+    /// pick skips it) or waits for the chunk, never holding the notification while waiting for the slice row
+    /// its cascade deletes (each waiting for the other: a deadlock). Slices of a notification that is no longer
+    /// `expanding` (canceled, failed) are picked too, and closed; a notification whose `send_after` a producer
+    /// moved into the future waits. `$1` = ``schedulingMemberBytes``.
     static let slicePickSQL = """
         SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
         FROM expansion_slices s JOIN notifications ON notifications.id = s.notification_id
+        WHERE notifications.send_after IS NULL OR notifications.send_after <= now()
+           OR notifications.status NOT IN ('pending', 'expanding')
         ORDER BY expansion_touched_at NULLS FIRST, s.notification_id, s.slice
         LIMIT 1
         FOR UPDATE OF s SKIP LOCKED
+        FOR KEY SHARE OF notifications SKIP LOCKED
         """
 
     /// A pick of up to `limit` due notifications that also meet `narrowing` (`AND ...`), least recently served
@@ -429,9 +438,10 @@ extension QueueStore {
         return true
     }
 
-    /// Saves a slice chunk: the slice's cursor (`lastID`; nil when already saved), then the notification's count, and once no slice is left the
-    /// notification is `expanded`. The notification row is updated last, so two chunks of one notification
-    /// wait for each other only there, for the other's commit; the "any slice left?" question is a statement
+    /// Saves a slice chunk: the slice's cursor (`lastID`; nil when already saved) or, once `done`, the slice's
+    /// end (its row deleted); then the notification's count, and once no slice is left the notification is
+    /// `expanded`. The notification row is updated last, so two chunks of one notification wait for each other
+    /// only there, for the other's commit; the "any slice left?" question is a statement
     /// of its own after that wait, so under READ COMMITTED it sees the other chunk's committed slice: of two
     /// chunks closing the last two slices at once, the second to commit finishes the notification.
     private static func finishSliceChunk(

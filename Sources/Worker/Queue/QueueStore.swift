@@ -453,13 +453,21 @@ public enum QueueStore {
         return result
     }
 
-    /// `true` when no due notification waits for expansion (what an expand-only worker waits for).
+    /// `true` when no due notification waits for expansion, no slice is left that the slice pick would take
+    /// (one of a due expanding notification, or one left by a notification canceled or failed while sliced,
+    /// which the pick closes), and no canceled notification waits for its sweep: what an expand-only worker
+    /// waits for.
     public static func isExpansionDrained(on connection: PostgresConnection) throws -> Bool {
         let rows = try connection.query(
             """
             SELECT NOT EXISTS (SELECT 1 FROM notifications
                                WHERE status IN ('pending', 'expanding')
-                                 AND (send_after IS NULL OR send_after <= now())) AS drained
+                                 AND (send_after IS NULL OR send_after <= now()))
+               AND NOT EXISTS (SELECT 1 FROM expansion_slices s JOIN notifications n ON n.id = s.notification_id
+                               WHERE n.send_after IS NULL OR n.send_after <= now()
+                                  OR n.status NOT IN ('pending', 'expanding'))
+               AND NOT EXISTS (SELECT 1 FROM notifications WHERE status = 'canceled' AND cancel_swept_at IS NULL)
+                   AS drained
             """)
         return try rows.first?.decode(Bool.self, "drained") ?? false
     }

@@ -8,6 +8,27 @@ import Testing
 /// real PostgreSQL. Small chunk and slice sizes stand in for 5,000 and 50,000.
 @Suite("Sliced expansion against PostgreSQL")
 struct SlicedExpansionTests {
+    /// The outcome of work started on a thread of its own.
+    final class Started<T: Sendable>: Sendable {
+        private let outcome = Mutex<Result<T, any Error>?>(nil)
+        private let done = DispatchSemaphore(value: 0)
+
+        /// Runs `body` on a new thread now.
+        init(_ body: @escaping @Sendable () throws -> T) {
+            Thread.detachNewThread { [self] in
+                let result = Result { try body() }
+                outcome.withLock { $0 = result }
+                done.signal()
+            }
+        }
+
+        /// Waits for the work and returns what it returned, or throws what it threw.
+        func value() throws -> T {
+            done.wait()
+            return try outcome.withLock { $0! }.get()
+        }
+    }
+
     /// Expands with `pick` on `connection` until nothing is left, returning every result.
     static func drain(
         _ connection: PostgresConnection, pick: ExpansionPick, chunkSize: Int, slicing: QueueStore.Slicing
@@ -169,25 +190,16 @@ struct SlicedExpansionTests {
                 #expect(
                     try QueueStore.expandNext(on: first, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
                         == .expanding(notificationID: id, created: 10))
-                let secondResult = Mutex<Result<QueueStore.ExpansionResult?, any Error>?>(nil)
-                let secondDone = DispatchSemaphore(value: 0)
-                Thread.detachNewThread {
-                    secondResult.withLock {
-                        $0 = Result {
-                            let connection = try PostgresConnection(connectionString: url)
-                            defer { connection.close() }
-                            return try QueueStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
-                        }
-                    }
-                    secondDone.signal()
+                let second = Started {
+                    let connection = try PostgresConnection(connectionString: url)
+                    defer { connection.close() }
+                    return try QueueStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
                 }
                 // Give the second chunk time to reach the notification row and wait there (it finishes the
                 // notification whether or not it got that far before the commit).
                 Thread.sleep(forTimeInterval: 0.3)
                 try first.execute("COMMIT")
-                secondDone.wait()
-                let second = try #require(secondResult.withLock { $0 })
-                #expect(try second.get() == .expanded(notificationID: id, created: 5))
+                #expect(try second.value() == .expanded(notificationID: id, created: 5))
                 try Self.expectExactlyExpanded(first, id, audience: 25)
             }
         }
@@ -234,17 +246,23 @@ struct SlicedExpansionTests {
     }
 
     /// A sliced notification canceled by its producer: the slice pick closes its slices without creating
-    /// anything, and the cancellation sweep does the rest as for any broadcast.
+    /// anything, and the cancellation sweep does the rest as for any broadcast; an expand-only worker is not
+    /// drained before both are done.
     @Test func aCanceledSlicedNotificationsSlicesAreClosedUnexpanded() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let (seed, id) = try Self.cutBroadcast(url, subscriptions: 60, chunkSize: 10, slicing: .init(size: 10))
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
+                #expect(try !QueueStore.isExpansionDrained(on: seed.connection))
                 #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice) == nil)
                 let outcome = try Self.outcome(seed.connection, id)
                 #expect(outcome.deliveries == 10)
                 #expect(outcome.status == "canceled")
                 #expect(outcome.slicesLeft == 0)
+                // The sweep is still to come.
+                #expect(try !QueueStore.isExpansionDrained(on: seed.connection))
+                #expect(try QueueStore.sweepCanceled(on: seed.connection)?.skipped == 10)
+                #expect(try QueueStore.isExpansionDrained(on: seed.connection))
             }
         }
     }
@@ -333,6 +351,40 @@ struct SlicedExpansionTests {
                 // 41-50, then 51-55 + 56-65, 66-75, then 76-80 + 81-90, 91-100, and an empty last one: 9 slices.
                 #expect(mostSlicesSeen == 9)
                 try Self.expectExactlyExpanded(seed.connection, id, audience: 100)
+            }
+        }
+    }
+
+    /// A producer deleting a sliced notification while one of its slice chunks runs waits for the chunk and
+    /// then deletes it all: the slice pick takes the notification `FOR KEY SHARE` with the slice, so the delete
+    /// never holds the notification while waiting for the slice row its cascade deletes (before, the chunk's
+    /// insert then waited for the delete and PostgreSQL broke the deadlock by failing one of them).
+    @Test func deletingASlicedNotificationDuringAChunkWaitsForItWithoutADeadlock() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let slicing = QueueStore.Slicing(size: 10)
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, slicing: slicing)
+                // A chunk has begun: its pick holds a slice.
+                try seed.connection.execute("BEGIN")
+                #expect(try seed.connection.query(QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes]).count == 1)
+                let deleted = Started {
+                    let producer = try PostgresConnection(connectionString: url)
+                    defer { producer.close() }
+                    return try producer.query("DELETE FROM notifications WHERE id = $1", [id]).affectedRows
+                }
+                // Let the producer's delete reach its wait, then the chunk inserts and commits.
+                Thread.sleep(forTimeInterval: 0.3)
+                #expect(
+                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: slicing, pick: .slice)
+                        == .expanding(notificationID: id, created: 10))
+                try seed.connection.execute("COMMIT")
+                #expect(try deleted.value() == 1)
+                let left = try seed.connection.query(
+                    """
+                    SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM expansion_slices) AS slices
+                    """)[0]
+                #expect(left["deliveries"] == "0")
+                #expect(left["slices"] == "0")
             }
         }
     }
