@@ -78,6 +78,15 @@ echo "    medians: h2load $h2load_rps req/s, submit 25 $submit_rps req/s (${subm
 echo "==> 2. end to end: $deliveries deliveries"
 . scripts/bench/common.sh
 bench_database "$pg_port"
+# PUSHIZO_BENCH_SLOW_MS: statements of sections 2-4 slower than this are logged with their plans (auto_explain,
+# without ANALYZE, so the statements run as fast as otherwise), and lock waits longer than a second, in
+# var/bench/pg/postgres.log.
+if [ -n "${PUSHIZO_BENCH_SLOW_MS:-}" ]; then
+    psql "$PUSHIZO_DATABASE_URL" -q -c "LOAD 'auto_explain'" -c "ALTER SYSTEM SET session_preload_libraries = 'auto_explain'" \
+        -c "ALTER SYSTEM SET auto_explain.log_min_duration = ${PUSHIZO_BENCH_SLOW_MS}" \
+        -c "ALTER SYSTEM SET auto_explain.log_nested_statements = on" -c "ALTER SYSTEM SET log_lock_waits = on" \
+        -c "SELECT pg_reload_conf()" >/dev/null
+fi
 bench_emulator emulator
 pids+=("$emulator_pid")
 bench_apns_app 00000000-0000-4000-8000-0000000be4c0 emulator
