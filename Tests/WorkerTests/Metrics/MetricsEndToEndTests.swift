@@ -173,6 +173,41 @@ struct MetricsEndToEndTests {
         }
     }
 
+    /// The exact pass costs the queue, not the subscriptions: each delivery's subscription is looked up by key,
+    /// so a queue of 1,000 in an app of 20,000 devices reads its 1,000 subscriptions, not the 20,000.
+    @Test func theQueueSampleReadsTheQueuesSubscriptionsOnly() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                _ = try seed.connection.query(
+                    "INSERT INTO subscriptions (app_id, platform, token) SELECT $1, 'ios', 'tok-' || n FROM generate_series(1, 20000) n",
+                    [seed.appID])
+                try seed.notification(target: #"{"include_external_ids": ["nobody"]}"#)
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                    SELECT (SELECT id FROM notifications), id, app_id FROM subscriptions LIMIT 1000
+                    """)
+                _ = try seed.connection.query("ANALYZE subscriptions")
+                _ = try seed.connection.query("ANALYZE deliveries")
+                let before = try seed.connection.query(
+                    "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_user_tables WHERE relname = 'subscriptions'"
+                )[0].decode(Int.self, "n")
+                let sample = try QueueStore.measureQueueDepth(on: seed.connection)
+                #expect(sample.depth["apns"]?.due == 1_000)
+                // Statistics are sent at the end of the transaction; a new one sees them.
+                _ = try seed.connection.query("SELECT pg_stat_force_next_flush()")
+                try seed.connection.execute("SELECT pg_stat_clear_snapshot()")
+                let after = try seed.connection.query(
+                    "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_user_tables WHERE relname = 'subscriptions'"
+                )[0].decode(Int.self, "n")
+                // pg_stat_user_tables counted 2,000 for the 1,000 lookups; the join planned before read 21,002.
+                #expect(after - before <= 2_100, "read \(after - before) rows of subscriptions for 1,000 deliveries")
+            }
+        }
+    }
+
     /// A queue above the exact bound is estimated from a block sample: every count scaled by the share of
     /// blocks read, close to the truth on rows spread evenly over the table, and the paused channels still exact.
     @Test func aLargeQueueIsEstimatedFromABlockSample() async throws {
