@@ -435,7 +435,11 @@ public enum QueueStore {
     public static func messages(
         on connection: PostgresConnection, notificationIDs: [UUID], maximumBytes: Int
     ) throws -> [UUID: StoredMessage] {
-        let rows = try connection.preparedQuery(
+        // Planned on every call, not prepared: a prepared statement's generic plan is made from the statistics of
+        // the moment, and one made while `notifications` was nearly empty can be a sequential scan, kept until an
+        // autoanalyze, as the deliveries insert trigger's was (migration 0020). In the same stalls of make bench's
+        // transactional section this read took 53 ms a claimed batch instead of 2-3.
+        let rows = try connection.query(
             """
             SELECT id, xmin::text AS version, octet_length(text) AS size,
                    CASE WHEN octet_length(text) <= $2 THEN text END AS message

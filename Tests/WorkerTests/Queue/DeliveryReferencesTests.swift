@@ -15,6 +15,41 @@ struct DeliveryReferencesTests {
             """, [notifications, subscription, seed.appID])
     }
 
+    /// The insert trigger's lock of the statement's notifications is planned on every call (migration 0020): a
+    /// session that ran it while `notifications` was nearly empty otherwise kept a sequential scan, which read
+    /// the whole table on every insert once producers had filled it.
+    @Test func theInsertTriggerLooksUpItsNotificationsHoweverSmallTheTableWasWhenItFirstRan() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let subscriptions = try (0..<8).map { _ in try seed.subscription() }
+                let first = try seed.notification(target: #"{"all": true}"#)
+                _ = try seed.connection.query("ANALYZE notifications")
+                // Enough inserts for PL/pgSQL to settle on a plan while the table holds one notification.
+                for subscription in subscriptions.prefix(7) {
+                    try Self.insertDeliveries(seed, notifications: [first], subscription: subscription)
+                }
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, status)
+                    SELECT $1, '{}', '{}', 'expanded' FROM generate_series(1, 20000)
+                    """, [seed.appID])
+                func notificationRowsRead() throws -> Int {
+                    _ = try seed.connection.query("SELECT pg_stat_force_next_flush()")
+                    try seed.connection.execute("SELECT pg_stat_clear_snapshot()")
+                    return try seed.connection.query(
+                        "SELECT coalesce(seq_tup_read, 0) AS n FROM pg_stat_user_tables WHERE relname = 'notifications'"
+                    )[0].decode(Int.self, "n")
+                }
+                let before = try notificationRowsRead()
+                try Self.insertDeliveries(seed, notifications: [first], subscription: subscriptions[7])
+                let read = try notificationRowsRead() - before
+                #expect(read < 100, "the trigger scanned \(read) rows of notifications for one")
+            }
+        }
+    }
+
     @Test func aDeliveryMustNameAnExistingNotificationAndAStatementNamingAMissingOneInsertsNothing() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
