@@ -9,3 +9,8 @@
 -- the function's few statements costs well under a millisecond per inserting statement (a bulk pass or a
 -- chunk, never a row).
 ALTER FUNCTION pushizo_deliveries_inserted() SET plan_cache_mode = force_custom_plan;
+
+-- The same for the cascades that delete deliveries through a transition table: a generic plan made while
+-- `deliveries` was small could scan the whole queue on every later delete of subscriptions or notifications.
+ALTER FUNCTION pushizo_subscriptions_deleted() SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION pushizo_notifications_deleted() SET plan_cache_mode = force_custom_plan;
