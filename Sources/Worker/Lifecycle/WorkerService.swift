@@ -277,7 +277,7 @@ public final class WorkerService: Sendable {
                     if let sqlState = small.stalledSQLState {
                         failures += 1
                         logStall(sqlState)
-                        await expansionWake.wait(timeout: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+                        await expansionWake.wait(timeout: Self.backoff(afterFailures: failures))
                         continue
                     }
                     failures = 0
@@ -333,10 +333,15 @@ public final class WorkerService: Sendable {
             } catch {
                 failures += 1
                 logger.error("expanding notifications failed", ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+                try? await Task.sleep(for: Self.backoff(afterFailures: failures))
             }
             await expansionWake.wait(timeout: configuration.pollInterval)
         }
+    }
+
+    /// How long a loop waits after `failures` failures in a row: 0.2 s doubling to at most 5 s.
+    private static func backoff(afterFailures failures: Int) -> Duration {
+        .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
     }
 
     /// What an expand loop does after a chunk.
@@ -380,7 +385,7 @@ public final class WorkerService: Sendable {
             // request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
             failures += 1
             logStall(sqlState)
-            return .backOff(.seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+            return .backOff(Self.backoff(afterFailures: failures))
         case nil:
             failures = 0
             return .idle
@@ -412,7 +417,7 @@ public final class WorkerService: Sendable {
             } catch {
                 failures += 1
                 logger.error("expanding slices failed", ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6))))))
+                try? await Task.sleep(for: Self.backoff(afterFailures: failures))
             }
             await wake.wait(timeout: configuration.pollInterval)
         }
@@ -511,7 +516,7 @@ public final class WorkerService: Sendable {
                         failures += 1
                         metrics.claimFinished(startedAt: claimStarted, claimed: 0)
                         logger.error("claiming deliveries failed", ["error": "\(error)"])
-                        let backoff = Duration.seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
+                        let backoff = Self.backoff(afterFailures: failures)
                         claimHeartbeat.waiting(for: backoff)
                         try? await Task.sleep(for: backoff)
                         continue

@@ -280,6 +280,13 @@ extension QueueStore {
         let index: Int
         let after: UUID
         let upTo: UUID?
+
+        /// From a row with the columns `slice`, `slice_after`, `slice_upto`.
+        init(_ row: PostgresRow) throws {
+            index = try row.decode(Int.self, "slice")
+            after = try row.decode(UUID.self, "slice_after")
+            upTo = try row.decodeIfPresent(UUID.self, "slice_upto")
+        }
     }
 
     private static func expandChunk(
@@ -298,9 +305,7 @@ extension QueueStore {
                 row = first
                 let notificationID = try row.decode(UUID.self, "id")
                 if case .slice = pick {
-                    let current = PickedSlice(
-                        index: try row.decode(Int.self, "slice"), after: try row.decode(UUID.self, "slice_after"),
-                        upTo: try row.decodeIfPresent(UUID.self, "slice_upto"))
+                    let current = try PickedSlice(row)
                     // Canceled or failed since it was cut (or expanded by a worker that ran its slices itself):
                     // the slice is closed and the next one picked.
                     guard try row.decode(String.self, "status") == "expanding" else {
@@ -322,9 +327,7 @@ extension QueueStore {
                     else {
                         return try finishSliced(notificationID, created: 0, on: connection)
                     }
-                    slice = PickedSlice(
-                        index: try next.decode(Int.self, "slice"), after: try next.decode(UUID.self, "slice_after"),
-                        upTo: try next.decodeIfPresent(UUID.self, "slice_upto"))
+                    slice = try PickedSlice(next)
                 }
                 break
             }
