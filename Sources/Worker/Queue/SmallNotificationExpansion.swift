@@ -367,6 +367,11 @@ extension QueueStore {
     /// Each listed subscription, user and user's subscriptions is looked up by key, the lookup's only condition
     /// (OFFSET 0 keeps it from becoming a join and the other conditions out of it): a pass costs its lists,
     /// never an app's subscriptions, whatever the statistics say.
+    ///
+    /// Each notification's count is one aggregate over its row and its inserted deliveries (a `UNION ALL`), not
+    /// a join of the notifications with per-notification counts: the generic plan of a prepared statement
+    /// expects 10 elements from each `unnest` and joined two such sets with a nested loop, comparing every
+    /// notification with every count (250,000 comparisons, 150 of a 200 ms pass, for 500 notifications).
     static func smallInsertSQL(localTime: Bool) -> String {
         let local = localTime
             ? LocalTimeSQL.ctes(
@@ -420,16 +425,18 @@ extension QueueStore {
                 ON CONFLICT (notification_id, subscription_id) DO NOTHING
                 RETURNING notification_id
             ), counts AS (
-                SELECT notification_id, count(*) AS n FROM inserted GROUP BY notification_id
+                SELECT id, sum(created)::bigint AS n
+                FROM (SELECT id, 0 AS created FROM n UNION ALL SELECT notification_id, 1 FROM inserted) x
+                GROUP BY id
             ), marked AS (
                 UPDATE notifications m
                 SET status = 'expanded', expanded_at = now(),
-                    targeted_count = coalesce(m.targeted_count, 0) + coalesce(c.n, 0),
+                    targeted_count = coalesce(m.targeted_count, 0) + c.n,
                     expansion_touched_at = clock_timestamp()
-                FROM n LEFT JOIN counts c ON c.notification_id = n.id
-                WHERE m.id = n.id
+                FROM counts c
+                WHERE m.id = c.id
             )
-            SELECT notification_id, n FROM counts
+            SELECT id AS notification_id, n FROM counts WHERE n > 0
             """
     }
 }

@@ -132,6 +132,50 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// The pass as the worker runs it, a prepared statement whose generic plan knows no array's length: its
+    /// work grows with the notifications, not with their square (it once joined each notification with every
+    /// count: 250,000 comparisons for 500).
+    @Test func aPassUnderItsGenericPlanComparesNotEveryNotificationWithEveryOther() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let count = QueueStore.smallNotificationBatch
+                let pairs = try seed.connection.query(
+                    """
+                    WITH s AS (
+                        INSERT INTO subscriptions (app_id, platform, token)
+                        SELECT $1, 'ios', 'a0a0' || n FROM generate_series(1, $2) n RETURNING id
+                    )
+                    INSERT INTO notifications (app_id, message, target)
+                    SELECT $1, '{"contents": {"en": "hi"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array(id))
+                    FROM s RETURNING id, (target->'include_subscription_ids'->>0)::uuid AS subscription_id
+                    """, [seed.appID, count])
+                let notifications = try pairs.map { try $0.decode(UUID.self, "id") }
+                let subscriptions = try pairs.map { try $0.decode(UUID.self, "subscription_id") }
+                let parameters: [any PostgresEncodable] = [
+                    notifications, Array(repeating: seed.appID, count: count), Array(repeating: 6, count: count),
+                    Array(repeating: nil, count: count) as [String?],
+                    notifications, subscriptions, [] as [UUID], [] as [String],
+                    Array(repeating: "device", count: count),
+                ]
+                let plan = try ExplainedPlan(
+                    analyzing: QueueStore.smallInsertPlainSQL, parameters, on: seed.connection, keep: true, generic: true)
+                // A generic plan knows no array's length (PostgreSQL assumes 10 elements).
+                #expect(!plan.estimatedRows(ofNodeType: "Function Scan").contains(Double(count)), "\(plan.text)")
+                #expect(plan.rowsRemovedByJoinFilters() <= Double(count), "\(plan.text)")
+                let done = try seed.connection.query(
+                    """
+                    SELECT count(*) FILTER (WHERE status = 'expanded' AND targeted_count = 1) AS expanded,
+                           (SELECT count(*) FROM deliveries) AS deliveries
+                    FROM notifications
+                    """)[0]
+                #expect(try done.decode(Int.self, "expanded") == count)
+                #expect(try done.decode(Int.self, "deliveries") == count)
+            }
+        }
+    }
+
     /// Whether any app is send-rate limited (asked by the deliveries insert trigger on every pass) reads no row
     /// of `apps` when none is (migration 0018), however many tenants there are.
     @Test func aPassReadsNoAppsRowWhenNoAppIsLimited() async throws {
