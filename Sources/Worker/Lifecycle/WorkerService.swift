@@ -49,6 +49,7 @@ public final class WorkerService: Sendable {
     private let expansionWake = WakeSignal()
     private let capacityWake = WakeSignal()
     private let maintenanceWake = WakeSignal()
+    private let statisticsWake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let inFlight = Atomic<Int>(0)
@@ -59,6 +60,7 @@ public final class WorkerService: Sendable {
     /// them when it may have cut a broadcast into slices.
     private let sliceWakes: [WakeSignal]
     private let expansionStallLog = LogRateLimiter(interval: 60)
+    private let statisticsFailureLog = LogRateLimiter(interval: 60)
     private let onReady: @Sendable () -> Void
     private let reachedDatabase = Atomic<Bool>(false)
     /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
@@ -120,6 +122,7 @@ public final class WorkerService: Sendable {
         expansionWake.signal()
         capacityWake.signal()
         maintenanceWake.signal()
+        statisticsWake.signal()
     }
 
     public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
@@ -149,6 +152,7 @@ public final class WorkerService: Sendable {
                 }
             }
             background.addTask { await self.completer.run() }
+            background.addTask { await self.statisticsLoop() }
             if let interval = configuration.maintenanceInterval {
                 background.addTask { await self.maintenanceLoop(every: interval) }
             }
@@ -453,6 +457,24 @@ public final class WorkerService: Sendable {
                 logger.warning("data-lifecycle maintenance failed; retried next round", ["error": "\(error)"])
             }
             await maintenanceWake.wait(timeout: interval)
+        }
+    }
+
+    /// Refreshes the planner statistics of the queue's tables when they have grown (``PlannerStatistics``), about
+    /// once a second. A failure (the database unreachable: the other loops say so) is logged once a minute.
+    private func statisticsLoop() async {
+        while !isStopping {
+            do {
+                let analyzed = try await database.withConnection { try PlannerStatistics.refreshGrown(on: $0) }
+                if !analyzed.isEmpty {
+                    logger.info("planner statistics refreshed: tables grown", ["tables": analyzed.joined(separator: ",")])
+                }
+            } catch {
+                if statisticsFailureLog.allow("statistics") {
+                    logger.warning("planner statistics check failed; retried", ["error": "\(error)"])
+                }
+            }
+            await statisticsWake.wait(timeout: PlannerStatistics.checkInterval)
         }
     }
 

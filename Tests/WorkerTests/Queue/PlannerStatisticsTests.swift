@@ -1,0 +1,102 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// The refresh of grown tables' planner statistics (migration 0021) against a real PostgreSQL.
+@Suite("Planner statistics of grown tables")
+struct PlannerStatisticsTests {
+    /// Queues `count` deliveries of one notification (subscription ids made up: deliveries do not reference
+    /// subscriptions by foreign key).
+    static func queue(_ seed: Seed, _ count: Int) throws {
+        let notification = try seed.notification(target: #"{"all": true}"#)
+        _ = try seed.connection.query(
+            """
+            INSERT INTO deliveries (notification_id, subscription_id, app_id)
+            SELECT $1, gen_random_uuid(), $2 FROM generate_series(1, $3)
+            """, [notification, seed.appID, count])
+    }
+
+    static func plan(of statement: String, on connection: PostgresConnection) throws -> String {
+        try connection.query("EXPLAIN (COSTS OFF) EXECUTE \(statement)").map { $0["QUERY PLAN"] ?? "" }.joined(separator: "\n")
+    }
+
+    @Test func aQueueThatGrewIsAnalyzedOnceAndCachedPlansAreMadeAgain() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                // No autoanalyze in between: the refresh is to be what describes the grown queue.
+                try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
+                try seed.connection.execute("VACUUM ANALYZE deliveries")
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                // A claim-like statement whose generic plan is made while the queue is empty (a prepared
+                // statement without parameters gets it at once).
+                try seed.connection.execute(
+                    """
+                    PREPARE due AS SELECT id FROM deliveries WHERE NOT throttled AND run_at <= now()
+                    ORDER BY priority DESC, run_at LIMIT 10
+                    """)
+                _ = try seed.connection.query("EXECUTE due")
+                #expect(try Self.plan(of: "due", on: seed.connection).contains("Seq Scan on deliveries"))
+
+                // The cached plan stays until something invalidates it: alone, the sequential scan is still used
+                // now. Not checked: in a busy test run the server may reset this session's caches at any time
+                // (its shared invalidation queue overflowing), which replans it too.
+                try Self.queue(seed, 30_000)
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["deliveries"])
+                let plan = try Self.plan(of: "due", on: seed.connection)
+                #expect(!plan.contains("Seq Scan"), "\(plan)")
+                #expect(plan.contains("deliveries_claim_unthrottled"), "\(plan)")
+                let pages = try seed.connection.query("SELECT relpages FROM pg_class WHERE relname = 'deliveries'")[0]
+                #expect(try pages.decode(Int.self, "relpages") >= PlannerStatistics.minimumGrowthPages)
+                // Analyzed now: no further growth, no further ANALYZE.
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                try Self.queue(seed, 1_000)
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+            }
+        }
+    }
+
+    /// Grown notifications are analyzed for the columns the worker's statements look up and filter on, not for
+    /// their documents (whose sampling made most of an ANALYZE's time).
+    @Test func grownNotificationsAreAnalyzedWithoutTheirDocuments() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try seed.connection.execute("ALTER TABLE notifications SET (autovacuum_enabled = false)")
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, status)
+                    SELECT $1, '{"contents": {"en": "hi"}}', '{"all": true}', 'expanded' FROM generate_series(1, 20000)
+                    """, [seed.appID])
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["notifications"])
+                let columns = try seed.connection.query(
+                    "SELECT attname FROM pg_stats WHERE tablename = 'notifications' ORDER BY attname"
+                ).map { $0["attname"] ?? "" }
+                #expect(columns.contains("id") && columns.contains("status"), "\(columns)")
+                #expect(!columns.contains("message") && !columns.contains("target"), "\(columns)")
+            }
+        }
+    }
+
+    /// The worker role may not own the tables (docs/systemd.md): the function analyzes with its owner's rights.
+    @Test func aRoleThatOwnsNoTableCanAskForTheRefresh() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try Self.queue(seed, 30_000)
+                // Roles belong to the cluster, which tests share: a name of this run's own.
+                let role = "statistics_test_" + UUID().uuidString.prefix(8).lowercased()
+                try seed.connection.execute("CREATE ROLE \(role); SET ROLE \(role)")
+                defer { try? seed.connection.execute("RESET ROLE; DROP ROLE \(role)") }
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["deliveries"])
+                try seed.connection.execute("RESET ROLE")
+                let pages = try seed.connection.query("SELECT relpages FROM pg_class WHERE relname = 'deliveries'")[0]
+                #expect(try pages.decode(Int.self, "relpages") >= PlannerStatistics.minimumGrowthPages)
+            }
+        }
+    }
+}
