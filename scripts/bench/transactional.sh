@@ -7,7 +7,7 @@
 # transaction. Prints one `transactional ...` line last.
 # Usage: scripts/bench/transactional.sh [BINDIR] (default: the release build). Knobs: PUSHIZO_BENCH_STEADY_RATES
 # (default "1000 2000 5000 8000"), PUSHIZO_BENCH_STEADY_SECONDS (15), PUSHIZO_BENCH_STEADY_GRACE (3),
-# PUSHIZO_BENCH_STEADY_DEVICES (20000), PUSHIZO_BENCH_TX_HISTORY (20000 expanded notifications before the steps), PUSHIZO_BENCH_TX_PG_PORT (55438), PUSHIZO_BENCH_WRAPPER (wraps the
+# PUSHIZO_BENCH_STEADY_DEVICES (20000), PUSHIZO_BENCH_TX_SETUP_SQL (below), PUSHIZO_BENCH_TX_HISTORY (20000 expanded notifications before the steps), PUSHIZO_BENCH_TX_PG_PORT (55438), PUSHIZO_BENCH_WRAPPER (wraps the
 # worker, e.g. "perf record -g -o /tmp/perf.data").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,6 +31,11 @@ trap cleanup EXIT
 
 export PUSHIZO_DATABASE_URL=$(scripts/pg-throwaway.sh start "$work/pg" "$pg_port")
 "$bindir/pushizo-worker" migrate --migrations-dir "$root/migrations" 2>/dev/null
+# PUSHIZO_BENCH_TX_SETUP_SQL: SQL run once after the migrations, before the worker connects (to try a setting,
+# e.g. "ALTER DATABASE pushizo SET plan_cache_mode = force_custom_plan").
+if [ -n "${PUSHIZO_BENCH_TX_SETUP_SQL:-}" ]; then
+    psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -c "$PUSHIZO_BENCH_TX_SETUP_SQL" >/dev/null
+fi
 # PUSHIZO_BENCH_TX_PG_LOG_MS: PostgreSQL logs statements slower than this, and lock waits longer than 20 ms
 # (in $work/postgres.log).
 if [ -n "${PUSHIZO_BENCH_TX_PG_LOG_MS:-}" ]; then
