@@ -12,8 +12,9 @@
 -- each of the listed tables whose file has grown to p_growth times the pages its statistics describe (plus
 -- p_min_pages, so that small tables are left to autovacuum): the ANALYZE gives the planner the table as it is
 -- and invalidates every session's cached plans that read it, which are then made again from those statistics.
--- A table locked by autovacuum or another worker's ANALYZE is skipped (SKIP_LOCKED), not waited for. Growth by
--- a factor means few ANALYZEs: from empty to a million pages about ten. Returns the tables it analyzed.
+-- A table locked by autovacuum or another session's ANALYZE is skipped (SKIP_LOCKED), not waited for, and one
+-- worker of the fleet refreshes at a time. Growth by a factor means few ANALYZEs: from empty to a million pages
+-- about ten. Returns the tables it analyzed (not those it skipped).
 --
 -- Runs as its owner (SECURITY DEFINER): ANALYZE needs the table owner's rights, which the worker role may not
 -- have (docs/systemd.md, "The schema-owning role"). It takes no name from the caller: the tables are fixed here.
@@ -21,10 +22,15 @@ CREATE FUNCTION pushizo_refresh_grown_statistics(p_growth float8, p_min_pages in
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 DECLARE
     grown regclass;
+    pages_before integer;
     analyzed text[] := '{}';
 BEGIN
-    FOR grown IN
-        SELECT c.oid::regclass
+    -- One worker of the fleet at a time ("PUSHSTAT" in ASCII); the others find nothing to do this second.
+    IF NOT pg_try_advisory_xact_lock(x'5055534853544154'::bigint) THEN
+        RETURN analyzed;
+    END IF;
+    FOR grown, pages_before IN
+        SELECT c.oid::regclass, c.relpages
         FROM pg_class c
         WHERE c.oid IN ('deliveries'::regclass, 'notifications'::regclass, 'subscriptions'::regclass,
                         'users'::regclass)
@@ -36,7 +42,10 @@ BEGIN
         EXECUTE format('ANALYZE (SKIP_LOCKED) %s%s', grown,
                        CASE WHEN grown = 'notifications'::regclass
                             THEN ' (id, app_id, status, created_at, send_after, scheduled, expansion_sliced)' ELSE '' END);
-        analyzed := analyzed || grown::text;
+        -- ANALYZE writes relpages in place (visible at once); unchanged, it skipped the table (SKIP_LOCKED).
+        IF (SELECT relpages FROM pg_class WHERE oid = grown) IS DISTINCT FROM pages_before THEN
+            analyzed := analyzed || grown::text;
+        END IF;
     END LOOP;
     RETURN analyzed;
 END;

@@ -81,6 +81,29 @@ struct PlannerStatisticsTests {
         }
     }
 
+    /// A table autovacuum (or anyone) holds is skipped, not waited for, and not reported; another worker's refresh
+    /// in progress makes this one return at once. Either way the next check does it.
+    @Test func aTableAnotherSessionHoldsIsSkippedNotWaitedFor() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
+                try Self.queue(seed, 30_000)
+                let other = try PostgresConnection(connectionString: url)
+                // The lock ANALYZE and autovacuum take.
+                try other.execute("BEGIN; LOCK TABLE deliveries IN SHARE UPDATE EXCLUSIVE MODE")
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                try other.execute("COMMIT")
+                // Another worker's refresh holds the fleet's turn.
+                try other.execute("BEGIN; SELECT pg_advisory_xact_lock(x'5055534853544154'::bigint)")
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                try other.execute("COMMIT")
+                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["deliveries"])
+            }
+        }
+    }
+
     /// The worker role may not own the tables (docs/systemd.md): the function analyzes with its owner's rights.
     @Test func aRoleThatOwnsNoTableCanAskForTheRefresh() async throws {
         try await TestDatabase.withMigratedDatabase { url in
