@@ -143,6 +143,12 @@ public final class PostgresConnection {
         }
     }
 
+    /// A handle that cancels this connection's running statement from another thread
+    /// (``PostgresCanceller``); nil when the connection is closed.
+    public func makeCanceller() -> PostgresCanceller? {
+        conn.flatMap { PostgresCanceller(conn: $0) }
+    }
+
     deinit {
         if let conn { PQfinish(conn) }
     }
