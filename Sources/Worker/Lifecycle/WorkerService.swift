@@ -61,6 +61,8 @@ public final class WorkerService: Sendable {
     private let sliceWakes: [WakeSignal]
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let statisticsFailureLog = LogRateLimiter(interval: 60)
+    /// Cancels the planner statistics refresh in progress, if any (``refreshStatistics()``).
+    private let statisticsCanceller = Mutex<PostgresCanceller?>(nil)
     private let onReady: @Sendable () -> Void
     private let reachedDatabase = Atomic<Bool>(false)
     /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
@@ -123,6 +125,11 @@ public final class WorkerService: Sendable {
         capacityWake.signal()
         maintenanceWake.signal()
         statisticsWake.signal()
+        if let canceller = statisticsCanceller.withLock({ $0 }) {
+            // PQcancel opens a connection to the server and blocks: not on the caller's (possibly cooperative)
+            // thread.
+            Thread { canceller.cancel() }.start()
+        }
     }
 
     public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
@@ -460,22 +467,52 @@ public final class WorkerService: Sendable {
         }
     }
 
-    /// Refreshes the planner statistics of the queue's tables when they have grown (``PlannerStatistics``), about
-    /// once a second. A failure (the database unreachable: the other loops say so) is logged once a minute.
+    /// Refreshes the planner statistics of the queue's tables when they have grown (``PlannerStatistics``): checks
+    /// about once a second, less often after failures or a grown table held by another session. Failures (the
+    /// database unreachable: the other loops say so too) are logged once a minute.
     private func statisticsLoop() async {
+        var setbacks = 0
         while !isStopping {
             do {
-                let analyzed = try await database.withConnection { try PlannerStatistics.refreshGrown(on: $0) }
-                if !analyzed.isEmpty {
-                    logger.info("planner statistics refreshed: tables grown", ["tables": analyzed.joined(separator: ",")])
+                let grown = try await database.withConnection { try PlannerStatistics.grownTables(on: $0) }
+                var refresh = PlannerStatistics.Refresh()
+                if !grown.isEmpty { refresh = try await refreshStatistics() }
+                if !refresh.analyzed.isEmpty {
+                    logger.info("planner statistics refreshed: tables grown", ["tables": refresh.analyzed.joined(separator: ",")])
                 }
+                setbacks = refresh.skipped.isEmpty ? 0 : setbacks + 1
             } catch {
-                if statisticsFailureLog.allow("statistics") {
+                setbacks += 1
+                if !isStopping, statisticsFailureLog.allow("statistics") {
                     logger.warning("planner statistics check failed; retried", ["error": "\(error)"])
                 }
             }
-            await statisticsWake.wait(timeout: PlannerStatistics.checkInterval)
+            await statisticsWake.wait(timeout: PlannerStatistics.pause(afterSetbacks: setbacks))
         }
+    }
+
+    /// ``PlannerStatistics/refresh(on:)`` on a connection of its own, opened for it and closed after: an ANALYZE
+    /// of a large table can take seconds, which should neither hold one of the pool's connections from claims
+    /// nor hold up a stop. ``requestStop()`` cancels it; a cancel request can land on whatever statement its
+    /// connection runs next, which on this connection is none.
+    private func refreshStatistics() async throws -> PlannerStatistics.Refresh {
+        let client = PostgresClient(
+            connectionString: configuration.databaseURL, maximumConnections: 1,
+            applicationName: "pushizo-worker-statistics")
+        let result: Result<PlannerStatistics.Refresh, any Error>
+        do {
+            result = .success(try await client.withConnection { connection in
+                self.statisticsCanceller.withLock { $0 = connection.makeCanceller() }
+                defer { self.statisticsCanceller.withLock { $0 = nil } }
+                // A stop requested before the canceller was registered found nothing to cancel.
+                guard !self.isStopping else { return PlannerStatistics.Refresh() }
+                return try PlannerStatistics.refresh(on: connection)
+            })
+        } catch {
+            result = .failure(error)
+        }
+        await client.shutdown()
+        return try result.get()
     }
 
     /// Logs a stalled expansion once a minute per SQLSTATE. Only the SQLSTATE is logged; PostgreSQL's own log

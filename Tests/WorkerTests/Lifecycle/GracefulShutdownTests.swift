@@ -68,4 +68,63 @@ struct GracefulShutdownTests {
             }
         }
     }
+
+    /// A stop while the worker has a grown table analyzed (which can take seconds on a large table) cancels the
+    /// ANALYZE instead of waiting for it; the worker exits 0 at once.
+    @Test func sigtermDuringAPlannerStatisticsRefreshCancelsItAndExitsZero() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let database = PostgresClient(connectionString: url, maximumConnections: 1)
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                // A grown queue of deliveries not yet due (nothing to send), and ANALYZE slowed to a crawl for
+                // new sessions by its cost-based delay.
+                try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at)
+                    SELECT $1, gen_random_uuid(), $2, now() + interval '1 hour' FROM generate_series(1, 30000)
+                    """, [notification, seed.appID])
+                let name = try seed.connection.query("SELECT current_database() AS name")[0]["name"] ?? ""
+                try seed.connection.execute(
+                    "ALTER DATABASE \(name) SET vacuum_cost_delay = '100ms'; ALTER DATABASE \(name) SET vacuum_cost_limit = 1")
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Self.executable)
+            process.arguments = ["run", "--poll-interval", "0.05"]
+            process.environment = [
+                "PUSHIZO_DATABASE_URL": url, "PUSHIZO_LOG_LEVEL": "warning",
+                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            ]
+            try process.run()
+            // Until the worker's ANALYZE runs (hang guard 30 s).
+            var analyzing = false
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline, !analyzing {
+                let rows = try await database.query(
+                    """
+                    SELECT count(*) AS n FROM pg_stat_progress_analyze p JOIN pg_stat_activity a USING (pid)
+                    WHERE a.application_name = 'pushizo-worker-statistics'
+                    """)
+                analyzing = rows[0]["n"] != "0"
+                if !analyzing { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(analyzing)
+            let stoppedAt = ContinuousClock.now
+            process.terminate()
+            try await onThread { process.waitUntilExit() }
+            #expect(process.terminationReason == .exit)
+            #expect(process.terminationStatus == 0)
+            #expect(ContinuousClock.now - stoppedAt < .seconds(10))
+            // Cancelled, not left running on the server.
+            var stillAnalyzing = true
+            for _ in 0..<100 where stillAnalyzing {
+                stillAnalyzing = try await database.query("SELECT count(*) AS n FROM pg_stat_progress_analyze")[0]["n"] != "0"
+                if stillAnalyzing { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(!stillAnalyzing)
+            await database.shutdown()
+        }
+    }
 }

@@ -29,7 +29,7 @@ struct PlannerStatisticsTests {
                 // No autoanalyze in between: the refresh is to be what describes the grown queue.
                 try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
                 try seed.connection.execute("VACUUM ANALYZE deliveries")
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init())
                 // A claim-like statement whose generic plan is made while the queue is empty (a prepared
                 // statement without parameters gets it at once).
                 try seed.connection.execute(
@@ -44,16 +44,16 @@ struct PlannerStatisticsTests {
                 // now. Not checked: in a busy test run the server may reset this session's caches at any time
                 // (its shared invalidation queue overflowing), which replans it too.
                 try Self.queue(seed, 30_000)
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["deliveries"])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["deliveries"]))
                 let plan = try Self.plan(of: "due", on: seed.connection)
                 #expect(!plan.contains("Seq Scan"), "\(plan)")
                 #expect(plan.contains("deliveries_claim_unthrottled"), "\(plan)")
                 let pages = try seed.connection.query("SELECT relpages FROM pg_class WHERE relname = 'deliveries'")[0]
                 #expect(try pages.decode(Int.self, "relpages") >= PlannerStatistics.minimumGrowthPages)
                 // Analyzed now: no further growth, no further ANALYZE.
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init())
                 try Self.queue(seed, 1_000)
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init())
             }
         }
     }
@@ -71,7 +71,7 @@ struct PlannerStatisticsTests {
                     INSERT INTO notifications (app_id, message, target, status)
                     SELECT $1, '{"contents": {"en": "hi"}}', '{"all": true}', 'expanded' FROM generate_series(1, 20000)
                     """, [seed.appID])
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["notifications"])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["notifications"]))
                 let columns = try seed.connection.query(
                     "SELECT attname FROM pg_stats WHERE tablename = 'notifications' ORDER BY attname"
                 ).map { $0["attname"] ?? "" }
@@ -81,8 +81,8 @@ struct PlannerStatisticsTests {
         }
     }
 
-    /// A table autovacuum (or anyone) holds is skipped, not waited for, and not reported; another worker's refresh
-    /// in progress makes this one return at once. Either way the next check does it.
+    /// A table autovacuum (or anyone) holds is skipped, not waited for (reported as skipped, so the worker checks
+    /// less often); another worker's refresh in progress makes this one return at once. A later check does it.
     @Test func aTableAnotherSessionHoldsIsSkippedNotWaitedFor() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -93,18 +93,20 @@ struct PlannerStatisticsTests {
                 let other = try PostgresConnection(connectionString: url)
                 // The lock ANALYZE and autovacuum take.
                 try other.execute("BEGIN; LOCK TABLE deliveries IN SHARE UPDATE EXCLUSIVE MODE")
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                #expect(try PlannerStatistics.grownTables(on: seed.connection) == ["deliveries"])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(skipped: ["deliveries"]))
                 try other.execute("COMMIT")
                 // Another worker's refresh holds the fleet's turn.
                 try other.execute("BEGIN; SELECT pg_advisory_xact_lock(x'5055534853544154'::bigint)")
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == [])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init())
                 try other.execute("COMMIT")
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["deliveries"])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["deliveries"]))
             }
         }
     }
 
-    /// The worker role may not own the tables (docs/systemd.md): the function analyzes with its owner's rights.
+    /// The worker role may not own the tables (docs/systemd.md): the function analyzes with its owner's rights,
+    /// for the roles granted it.
     @Test func aRoleThatOwnsNoTableCanAskForTheRefresh() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -114,12 +116,29 @@ struct PlannerStatisticsTests {
                 // Roles belong to the cluster, which tests share: a name of this run's own.
                 let role = "statistics_test_" + UUID().uuidString.prefix(8).lowercased()
                 try seed.connection.execute("CREATE ROLE \(role); SET ROLE \(role)")
-                defer { try? seed.connection.execute("RESET ROLE; DROP ROLE \(role)") }
-                #expect(try PlannerStatistics.refreshGrown(on: seed.connection) == ["deliveries"])
+                defer {
+                    try? seed.connection.execute(
+                        "RESET ROLE; REVOKE ALL ON FUNCTION pushizo_refresh_grown_statistics(float8, integer) FROM \(role); DROP ROLE \(role)")
+                }
+                // Not for any role that can connect: the worker role is granted it (docs/systemd.md).
+                let denied = try #require(throws: PostgresError.self) { try PlannerStatistics.refresh(on: seed.connection) }
+                #expect(denied.sqlState == "42501")
+                try seed.connection.execute(
+                    "RESET ROLE; GRANT EXECUTE ON FUNCTION pushizo_refresh_grown_statistics(float8, integer) TO \(role); SET ROLE \(role)")
+                #expect(try PlannerStatistics.grownTables(on: seed.connection) == ["deliveries"])
+                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["deliveries"]))
                 try seed.connection.execute("RESET ROLE")
                 let pages = try seed.connection.query("SELECT relpages FROM pg_class WHERE relname = 'deliveries'")[0]
                 #expect(try pages.decode(Int.self, "relpages") >= PlannerStatistics.minimumGrowthPages)
             }
         }
+    }
+
+    @Test func checksComeLessOftenAfterSetbacks() {
+        #expect(PlannerStatistics.pause(afterSetbacks: 0) == .seconds(1))
+        #expect(PlannerStatistics.pause(afterSetbacks: 1) == .seconds(2))
+        #expect(PlannerStatistics.pause(afterSetbacks: 3) == .seconds(8))
+        #expect(PlannerStatistics.pause(afterSetbacks: 6) == .seconds(60))
+        #expect(PlannerStatistics.pause(afterSetbacks: 1_000) == .seconds(60))
     }
 }
