@@ -477,14 +477,18 @@ public final class WorkerService: Sendable {
                 let grown = try await database.withConnection { try PlannerStatistics.grownTables(on: $0) }
                 var refresh = PlannerStatistics.Refresh()
                 if !grown.isEmpty { refresh = try await refreshStatistics() }
+                metrics.plannerStatistics(refresh)
                 if !refresh.analyzed.isEmpty {
                     logger.info("planner statistics refreshed: tables grown", ["tables": refresh.analyzed.joined(separator: ",")])
                 }
                 setbacks = refresh.skipped.isEmpty ? 0 : setbacks + 1
             } catch {
                 setbacks += 1
-                if !isStopping, statisticsFailureLog.allow("statistics") {
-                    logger.warning("planner statistics check failed; retried", ["error": "\(error)"])
+                if !isStopping {
+                    metrics.plannerStatisticsFailed()
+                    if statisticsFailureLog.allow("statistics") {
+                        logger.warning("planner statistics check failed; retried", ["error": "\(error)"])
+                    }
                 }
             }
             await statisticsWake.wait(timeout: PlannerStatistics.pause(afterSetbacks: setbacks))

@@ -42,6 +42,8 @@ public final class WorkerMetrics: Sendable {
     let channelPauses: CounterFamily
     let expansionDeliveries: CounterFamily
     let notificationsExpanded: CounterFamily
+    let plannerStatisticsRefreshes: CounterFamily
+    let plannerStatisticsFailures: CounterFamily
     /// UNIX seconds: the soonest `notAfter` of a kind of credential in use (`kind` = `apns_certificate`).
     let credentialExpiry: GaugeFamily
 
@@ -132,6 +134,13 @@ public final class WorkerMetrics: Sendable {
         notificationsExpanded = registry.counter(
             "pushizo_notification_expansions_total",
             help: "Notifications whose expansion ended, by outcome (expanded, failed).", labels: ["outcome"])
+        plannerStatisticsRefreshes = registry.counter(
+            "pushizo_planner_statistics_refreshes_total",
+            help: "Grown tables this worker had analyzed (outcome analyzed) or found held by another session (outcome skipped).",
+            labels: ["table", "outcome"])
+        plannerStatisticsFailures = registry.counter(
+            "pushizo_planner_statistics_failures_total",
+            help: "Checks or refreshes of grown tables' planner statistics that failed (database unreachable, function missing or not granted).")
         credentialExpiry = registry.gauge(
             "pushizo_credential_expiry_timestamp_seconds",
             help: "UNIX time at which the soonest-expiring credential of a kind this worker sends with expires (kind: apns_certificate).",
@@ -194,6 +203,17 @@ public final class WorkerMetrics: Sendable {
         expansionDeliveries.add(Double(created))
         if expanded > 0 { notificationsExpanded.add(Double(expanded), LabelValues("expanded")) }
         if failed > 0 { notificationsExpanded.add(Double(failed), LabelValues("failed")) }
+    }
+
+    /// A refresh of grown tables' planner statistics: each table analyzed or skipped (held by another session).
+    func plannerStatistics(_ refresh: PlannerStatistics.Refresh) {
+        for table in refresh.analyzed { plannerStatisticsRefreshes.add(1, LabelValues(table, "analyzed")) }
+        for table in refresh.skipped { plannerStatisticsRefreshes.add(1, LabelValues(table, "skipped")) }
+    }
+
+    /// A check or refresh of planner statistics that failed.
+    func plannerStatisticsFailed() {
+        plannerStatisticsFailures.add()
     }
 
     /// Where the in-flight and pending gauges read their values (the running service).

@@ -32,6 +32,11 @@ struct MetricsEndToEndTests {
                         SELECT $1, '{"contents": {"en": "metrics"}}', jsonb_build_object('include_subscription_ids', jsonb_agg(id))
                         FROM subscriptions
                         """, [seed.appID])
+                    // A users table grown past its statistics (and no autoanalyze first): the worker has it analyzed.
+                    try seed.connection.execute("ALTER TABLE users SET (autovacuum_enabled = false)")
+                    _ = try seed.connection.query(
+                        "INSERT INTO users (app_id, external_id) SELECT $1, 'metrics-' || n FROM generate_series(1, 30000) n",
+                        [seed.appID])
                 }
                 let port = try freeLocalPort()
                 let process = emulator.workerProcess(databaseURL: url, extra: ["PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(port)"])
@@ -61,6 +66,12 @@ struct MetricsEndToEndTests {
                 #expect(sample(text, #"pushizo_deliveries_total{provider="apns",event="failed",reason="unregistered"}"#) == 1)
                 #expect(sample(text, #"pushizo_send_duration_seconds_count{provider="apns"}"#) == Double(total + 1))
                 #expect(sample(text, #"pushizo_claimed_deliveries_total"#) == Double(total + 1))
+                for _ in 0..<100 where sample(text, #"pushizo_planner_statistics_refreshes_total{table="users",outcome="analyzed"}"#) != 1 {
+                    try await Task.sleep(for: .milliseconds(50))
+                    text = try await scrape("http://127.0.0.1:\(port)/metrics")
+                }
+                #expect(sample(text, #"pushizo_planner_statistics_refreshes_total{table="users",outcome="analyzed"}"#) == 1)
+                #expect(sample(text, #"pushizo_planner_statistics_failures_total"#) == 0)
                 #expect(sample(text, #"pushizo_completions_written_total"#) == Double(total + 1))
                 #expect(sample(text, #"pushizo_expansion_deliveries_total"#) == Double(total + 1))
                 #expect(sample(text, #"pushizo_notification_expansions_total{outcome="expanded"}"#) == 1)
