@@ -277,7 +277,7 @@ struct SmallNotificationExpansionTests {
                     """
                     INSERT INTO notifications (app_id, message, target, send_after)
                     VALUES ($1, '{"contents": {"en": "soon"}}', jsonb_build_object('include_subscription_ids', jsonb_build_array($2::uuid)),
-                            clock_timestamp() + interval '1 second')
+                            clock_timestamp() + interval '5 seconds')
                     RETURNING id
                     """, [seed.appID, device])[0].decode(UUID.self, "id")
                 let moved = try seed.connection.query(
@@ -300,11 +300,16 @@ struct SmallNotificationExpansionTests {
                 _ = try seed.connection.query("UPDATE notifications SET send_after = now() - interval '1 minute' WHERE id = $1", [moved])
                 #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
                 #expect(try Self.outcome(seed)[moved]?.status == "expanded")
-                // Not due yet: nothing to release, nothing picked.
+                // Not due yet (5 s after its insert, a margin for a loaded machine): nothing to release, nothing
+                // picked.
                 #expect(try QueueStore.releaseScheduled(on: seed.connection) == 0)
                 #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
-                Thread.sleep(forTimeInterval: 1.2)
-                #expect(try QueueStore.releaseScheduled(on: seed.connection) == 1)
+                var released = 0
+                for _ in 0..<150 where released == 0 {
+                    Thread.sleep(forTimeInterval: 0.1)
+                    released = try QueueStore.releaseScheduled(on: seed.connection)
+                }
+                #expect(released == 1)
                 #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
                 #expect(try Self.outcome(seed)[soon]?.status == "expanded")
             }
