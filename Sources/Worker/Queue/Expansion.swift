@@ -234,9 +234,15 @@ extension QueueStore {
     /// its cascade deletes (each waiting for the other: a deadlock). Slices of a notification that is no longer
     /// `expanding` (canceled, failed) are picked too, and closed; a notification whose `send_after` a producer
     /// moved into the future waits. `$1` = ``schedulingMemberBytes``.
+    ///
+    /// Each open slice's notification is looked up by primary key (a `LATERAL` subquery the locking clause names,
+    /// which locks the rows it returns): as a join, the planner could merge the slices with a walk of
+    /// `notifications_pkey` from its start up to the sliced notification's id, half the table on average, on
+    /// every turn of every expand task.
     static let slicePickSQL = """
         SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
-        FROM expansion_slices s JOIN notifications ON notifications.id = s.notification_id
+        FROM expansion_slices s
+        CROSS JOIN LATERAL (SELECT * FROM notifications WHERE id = s.notification_id OFFSET 0) notifications
         WHERE notifications.send_after IS NULL OR notifications.send_after <= now()
            OR notifications.status NOT IN ('pending', 'expanding')
         ORDER BY expansion_touched_at NULLS FIRST, s.notification_id, s.slice
