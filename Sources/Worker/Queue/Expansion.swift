@@ -235,10 +235,12 @@ extension QueueStore {
     /// `expanding` (canceled, failed) are picked too, and closed; a notification whose `send_after` a producer
     /// moved into the future waits. `$1` = ``schedulingMemberBytes``.
     ///
-    /// Each open slice's notification is looked up by primary key (a `LATERAL` subquery the locking clause names,
-    /// which locks the rows it returns): as a join, the planner could merge the slices with a walk of
-    /// `notifications_pkey` from its start up to the sliced notification's id, half the table on average, on
-    /// every turn of every expand task.
+    /// Each open slice's notification is looked up by primary key (a `LATERAL` subquery the locking clause names):
+    /// as a join, the planner could merge the slices with a walk of `notifications_pkey` from its start up to the
+    /// sliced notification's id, half the table on average, on every turn of every expand task. The lock then
+    /// applies inside the subquery, to the notification of every open slice the pick considers, not only the
+    /// picked one: `FOR KEY SHARE`, which other chunks share and producers' cancels (status updates) do not
+    /// conflict with; a producer deleting another sliced broadcast waits for this chunk's transaction.
     static let slicePickSQL = """
         SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
         FROM expansion_slices s
