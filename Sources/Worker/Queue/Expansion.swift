@@ -225,6 +225,13 @@ extension QueueStore {
         }
     }
 
+    /// Which slices the slice pick takes, by their notification (named `notifications`): due, or no longer
+    /// expanding (canceled or failed: the pick closes their slices). ``isExpansionDrained(on:)`` asks the same.
+    static let slicePickable = """
+        (notifications.send_after IS NULL OR notifications.send_after <= now()
+         OR notifications.status NOT IN ('pending', 'expanding'))
+        """
+
     /// The slice pick: a slice left to do, of the notification least recently served (so two sliced
     /// broadcasts take turns however many slices each has), locked `FOR UPDATE OF` the slice `SKIP LOCKED`.
     /// The notification row is locked only `FOR KEY SHARE`, which other chunks of it share, so other tasks take
@@ -245,8 +252,7 @@ extension QueueStore {
         SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
         FROM expansion_slices s
         CROSS JOIN LATERAL (SELECT * FROM notifications WHERE id = s.notification_id OFFSET 0) notifications
-        WHERE notifications.send_after IS NULL OR notifications.send_after <= now()
-           OR notifications.status NOT IN ('pending', 'expanding')
+        WHERE \(slicePickable)
         ORDER BY expansion_touched_at NULLS FIRST, s.notification_id, s.slice
         LIMIT 1
         FOR UPDATE OF s SKIP LOCKED

@@ -467,9 +467,9 @@ public enum QueueStore {
             SELECT NOT EXISTS (SELECT 1 FROM notifications
                                WHERE status IN ('pending', 'expanding')
                                  AND (send_after IS NULL OR send_after <= now()))
-               AND NOT EXISTS (SELECT 1 FROM expansion_slices s JOIN notifications n ON n.id = s.notification_id
-                               WHERE n.send_after IS NULL OR n.send_after <= now()
-                                  OR n.status NOT IN ('pending', 'expanding'))
+               AND NOT EXISTS (SELECT 1 FROM expansion_slices s
+                               JOIN notifications ON notifications.id = s.notification_id
+                               WHERE \(slicePickable))
                AND NOT EXISTS (SELECT 1 FROM notifications WHERE status = 'canceled' AND cancel_swept_at IS NULL)
                    AS drained
             """)
