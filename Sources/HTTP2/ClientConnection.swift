@@ -20,8 +20,10 @@ final class PendingRequest {
     var timer: LoopTimerID?
     /// Resends after REFUSED_STREAM or GOAWAY above last-stream-id.
     var retries = 0
-    /// Set while a stream carries the request.
-    weak var connection: ClientConnection?
+    /// The connection whose stream carries the request, while one does. An id, not a weak reference: a weak
+    /// reference gives the connection a side table, after which every retain and release of it (one pair per
+    /// nghttp2 callback) takes the Swift runtime's slow path.
+    var connectionID: PoolStateMachine.ConnectionID?
     var streamID: Int32 = 0
     /// Set when nghttp2 serializes this attempt's HEADERS (from then on its bytes may leave the process); reset
     /// when the request is queued again after REFUSED_STREAM or GOAWAY. While false, the peer certainly has not
@@ -98,8 +100,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
 
     /// Starts connecting; the connect timer covers TCP, TLS and the first SETTINGS.
     func begin(timeout: Duration) {
-        connectTimer = loop.schedule(after: timeout) { [weak self] in
-            guard let self else { return }
+        // Timer and run-soon closures hold the connection strongly (no weak reference, see `PendingRequest.
+        // connectionID`); `didClose` cancels every timer, which drops its closure and so the reference.
+        connectTimer = loop.schedule(after: timeout) { [self] in
             self.close(HTTP2Error(.connectTimeout, "no HTTP/2 connection to \(self.origin) within \(timeout)", isSafeToRetry: true))
         }
         start()
@@ -170,8 +173,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
                 loop.cancelTimer(connectTimer)
                 connectTimer = nil
                 schedulePing()
-                loop.runSoon { [core, weak self] in
-                    if let self { core.connectionReady(self) }
+                loop.runSoon { [core, self] in
+                    if self.state == .open { core.connectionReady(self) }
                 }
             } else {
                 // The stream limit may have changed.
@@ -251,7 +254,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     override func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
         guard let stream = streams.removeValue(forKey: streamID) else { return 0 }
         let request = stream.request
-        request.connection = nil
+        request.connectionID = nil
         let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
         defer { core.streamClosed(self, processed: !refused) }
         guard !request.isFinished else { return 0 }
@@ -327,7 +330,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             core.finish(request, .failure(HTTP2Error(.protocolError, "cannot submit request: \(String(cString: nghttp2_strerror(streamID)))")))
             return false
         }
-        request.connection = self
+        request.connectionID = id
         request.streamID = streamID
         streams[streamID] = Stream(request)
         // Stream ids are 31-bit, odd for clients (RFC 9113 §5.1.1): about a billion requests per connection
@@ -365,14 +368,14 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     // MARK: Keepalive
 
     private func schedulePing() {
-        pingTimer = loop.schedule(after: core.configuration.pingInterval) { [weak self] in
-            guard let self, self.state == .open, let session = self.session else { return }
+        pingTimer = loop.schedule(after: core.configuration.pingInterval) { [self] in
+            guard self.state == .open, let session = self.session else { return }
             // Silent for a whole interval, no streams (those have their own deadlines), used within the idle timeout.
             if !self.readSinceLastPing && self.pongTimer == nil && self.core.machine.keepaliveWanted(self.id, now: .now) {
                 nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
                 let timeout = self.core.configuration.pingTimeout
-                self.pongTimer = self.loop.schedule(after: timeout) { [weak self] in
-                    self?.close(HTTP2Error(.connectionClosed, "keepalive PING unanswered within \(timeout)"))
+                self.pongTimer = self.loop.schedule(after: timeout) { [self] in
+                    self.close(HTTP2Error(.connectionClosed, "keepalive PING unanswered within \(timeout)"))
                 }
                 self.flush()
             }
@@ -392,7 +395,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         let wasReady = isReady
         for (streamID, stream) in open.sorted(by: { $0.key < $1.key }) {
             let request = stream.request
-            request.connection = nil
+            request.connectionID = nil
             guard !request.isFinished else { continue }
             if let overLimit = stream.overLimit {
                 core.finish(request, .failure(overLimit))

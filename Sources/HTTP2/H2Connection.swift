@@ -243,8 +243,10 @@ class H2Connection: LoopHandler, @unchecked Sendable {
         // Bound reached. Level-triggered epoll reports bytes still in the socket, but not bytes OpenSSL has
         // already pulled in: come back for those.
         if let ssl, SSL_pending(ssl) > 0 {
-            loop.runSoon { [weak self] in
-                guard let self, self.state == .open else { return }
+            // Held strongly for one turn of the loop (a weak reference would give the connection a side table and
+            // slow every retain of it).
+            loop.runSoon { [self] in
+                guard self.state == .open else { return }
                 self.readAvailable()
                 self.scheduleFlush()
             }

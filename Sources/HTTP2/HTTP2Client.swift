@@ -391,7 +391,7 @@ final class ClientCore: @unchecked Sendable {
     /// Ends a request early: resets its stream if one is open.
     private func abort(_ pending: PendingRequest, _ error: any Error) {
         // Finish first: resetting the stream runs nghttp2's close callback, which must find the request done.
-        let connection = pending.connection
+        let connection = pending.connectionID.flatMap { live[$0] }
         finish(pending, .failure(error))
         connection?.cancelStream(pending.streamID)
     }
