@@ -33,13 +33,24 @@ public struct EmulatorRequest: Sendable, Hashable {
     /// The first header named `name` (case-insensitive), if any.
     public func header(_ name: String) -> String? {
         let wanted = name.lowercased()
-        return headers.first { $0.name.lowercased() == wanted }?.value
+        return headers.first { $0.isNamed(wanted) }?.value
     }
 
     /// How many headers are named `name` (case-insensitive).
     func count(of name: String) -> Int {
         let wanted = name.lowercased()
-        return headers.count { $0.name.lowercased() == wanted }
+        return headers.count { $0.isNamed(wanted) }
+    }
+}
+
+extension EmulatorHeader {
+    /// Whether the name is `lowercasedName` ignoring ASCII case (RFC 9110 §5.1: field names are case-insensitive
+    /// tokens, so ASCII). Compared byte by byte: a lookup is made several times per request and a lower-cased
+    /// copy of every name it passes was most of the emulator's header cost.
+    func isNamed(_ lowercasedName: String) -> Bool {
+        name.utf8.count == lowercasedName.utf8.count && name.utf8.elementsEqual(lowercasedName.utf8) { byte, wanted in
+            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == wanted
+        }
     }
 }
 
@@ -58,7 +69,7 @@ public struct EmulatorResponse: Sendable, Hashable {
     /// The first header named `name` (case-insensitive), if any.
     public func header(_ name: String) -> String? {
         let wanted = name.lowercased()
-        return headers.first { $0.name.lowercased() == wanted }?.value
+        return headers.first { $0.isNamed(wanted) }?.value
     }
 }
 
@@ -79,5 +90,16 @@ public struct EmulatorClientCertificate: Sendable, Hashable {
     public init(der: [UInt8], verified: Bool) {
         self.der = der
         self.verified = verified
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing optional whitespace: SP and HTAB, RFC 9110 §5.6.3 `OWS`.
+    func trimmingOptionalWhitespace() -> Substring {
+        let isWhitespace = { (character: Character) in character == " " || character == "\t" }
+        guard let first = firstIndex(where: { !isWhitespace($0) }), let last = lastIndex(where: { !isWhitespace($0) }) else {
+            return self[endIndex...]
+        }
+        return self[first...last]
     }
 }

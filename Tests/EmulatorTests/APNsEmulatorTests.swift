@@ -176,6 +176,37 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(emulator.acceptedCount == 0)
     }
 
+    /// The byte-level checks that replaced Foundation's parsers judge as those did: `apns-id` in canonical UUID
+    /// text of either case, a payload that is a JSON object holding an `aps` object, optional whitespace (SP,
+    /// HTAB) around the bearer token, header names in any case.
+    @Test func byteLevelChecksJudgeAsBefore() throws {
+        func answer(_ mutate: (inout RequestBuilder) -> Void, authorization: String? = nil) throws -> (Int, String?) {
+            var builder = self.builder
+            mutate(&builder)
+            let response = emulator.handle(try builder.request(authorization: authorization))
+            return (response.status, reason(response))
+        }
+        #expect(try answer({ $0.headers["apns-id"] = "6B1C2C4E-7A61-4F0C-9C2D-0E3D5B8F9A10" }).0 == 200)
+        for bad in ["6b1c2c4e7a614f0c9c2d0e3d5b8f9a10", "6b1c2c4e-7a61-4f0c-9c2d-0e3d5b8f9a1", "6b1c2c4e-7a61-4f0c-9c2d-0e3d5b8f9a1g",
+                    "{6b1c2c4e-7a61-4f0c-9c2d-0e3d5b8f9a1}", "6b1c2c4e_7a61-4f0c-9c2d-0e3d5b8f9a10", "6b1c2c4e-7a61-4f0c-9c2d-0e3d5b8f9a10 "] {
+            #expect(try answer({ $0.headers["apns-id"] = bad }) == (400, "BadMessageId"), "\(bad)")
+        }
+        #expect(try answer({ $0.body = Array(#"[{"aps":{}}]"#.utf8) }) == (400, "BadPayload"))
+        #expect(try answer({ $0.body = Array(#""aps""#.utf8) }) == (400, "BadPayload"))
+        #expect(try answer({ $0.body = Array(#"{"aps":"alert"}"#.utf8) }) == (400, "PayloadEmpty"))
+        #expect(try answer({ $0.body = Array(#"{"aps":{}} x"#.utf8) }) == (400, "BadPayload"))
+        #expect(try answer({ $0.body = Array(#" {"aps":{"alert":"é"}} "#.utf8) }).0 == 200)
+        let jwt = try builder.jwt()
+        #expect(try answer({ _ in }, authorization: "Bearer \t \(jwt) \t").0 == 200)
+        #expect(try answer({ _ in }, authorization: "bearer \(jwt)x") == (403, "InvalidProviderToken"))
+        #expect(try answer({ _ in }, authorization: "bearer  \t ") == (403, "InvalidProviderToken"))
+        var mixedCase = try builder.request()
+        mixedCase.headers = mixedCase.headers.map { EmulatorHeader($0.name.uppercased(), $0.value) }
+        #expect(emulator.handle(mixedCase).status == 200)
+        #expect(mixedCase.header("Apns-Topic") == "com.example.app")
+        #expect(mixedCase.count(of: "APNS-TOPIC") == 1)
+    }
+
     /// Apple's pairing of `apns-push-type` and topic ("Sending notification requests to APNs"): each type with
     /// a suffix needs it, and a suffixed topic takes no other type, so an alert can never reach a VoIP token.
     @Test func pushTypeAndTopicPairing() throws {
