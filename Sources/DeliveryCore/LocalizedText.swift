@@ -22,9 +22,13 @@ public struct LocalizedText: Sendable, Hashable {
     /// (``Placeholders/fill(_:values:maximumBytes:)`` returns a text without `{` as it is), so a payload
     /// rendered once serves them all.
     public static func usesPlaceholders(_ message: NotificationMessage) -> Bool {
-        [message.headings, message.subtitle, message.contents].contains { texts in
-            texts.values.contains { $0.utf8.contains(UInt8(ascii: "{")) }
+        // Asked twice for every delivery: the bytes are read in place (native strings are contiguous UTF-8),
+        // not through the view's iterator.
+        func hasBrace(_ text: String) -> Bool {
+            text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) } ?? text.utf8.contains(UInt8(ascii: "{"))
         }
+        return message.headings.values.contains(where: hasBrace) || message.subtitle.values.contains(where: hasBrace)
+            || message.contents.values.contains(where: hasBrace)
     }
 
     /// Picks and fills the three texts of `message` for a subscriber, so that what the message validation
