@@ -58,7 +58,7 @@ extension ConfigurationKey {
     public static let workerID = ConfigurationKey(
         "PUSHIZO_WORKER_ID", "name written to deliveries.leased_by", default: "<hostname>:<pid>")
     public static let concurrency = ConfigurationKey(
-        "PUSHIZO_CONCURRENCY", "most provider requests in flight at once (1...100000)", default: "512")
+        "PUSHIZO_CONCURRENCY", "most provider requests in flight at once (1...100000)", default: "2048")
     public static let claimBatch = ConfigurationKey(
         "PUSHIZO_CLAIM_BATCH", "most deliveries claimed in one transaction (1...10000)", default: "200")
     public static let leaseSeconds = ConfigurationKey(

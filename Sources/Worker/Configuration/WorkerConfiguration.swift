@@ -76,7 +76,7 @@ public struct WorkerConfiguration: Sendable {
     public init(_ reader: ConfigurationReader) throws {
         databaseURL = try reader.requiredString(.databaseURL)
         workerID = reader.string(.workerID) ?? Self.defaultWorkerID()
-        concurrency = try reader.int(.concurrency, default: 512, in: 1...100_000)
+        concurrency = try reader.int(.concurrency, default: 2048, in: 1...100_000)
         claimBatch = try reader.int(.claimBatch, default: 200, in: 1...10_000)
         lease = try reader.duration(.leaseSeconds, default: .seconds(120), in: .seconds(5) ... .seconds(86_400))
         pollInterval = try reader.duration(.pollInterval, default: .seconds(1), in: .milliseconds(50) ... .seconds(60))

@@ -15,7 +15,7 @@ struct ConfigurationTests {
 
     @Test func defaults() throws {
         let configuration = try configuration(base)
-        #expect(configuration.concurrency == 512)
+        #expect(configuration.concurrency == 2048)
         #expect(configuration.claimBatch == 200)
         #expect(configuration.lease == .seconds(120))
         #expect(configuration.exitWhenDrained == false)
@@ -58,7 +58,7 @@ struct ConfigurationTests {
         environment["PUSHIZO_BENCH_DELIVERIES"] = "200000"
         environment["PUSHIZO_BENCH_WRAPPER"] = "perf record -g"
         environment["PUSHIZO_TEST_PG_PORT"] = "55541"
-        #expect(try configuration(environment).concurrency == 512)
+        #expect(try configuration(environment).concurrency == 2048)
         // The reserved prefix is whole: a near miss is still an unknown key.
         environment["PUSHIZO_BENCHDELIVERIES"] = "5"
         #expect {
