@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoShims"]),
         .target(
             name: "Worker",
-            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText"]),
+            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText", "CPushizoShims"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),

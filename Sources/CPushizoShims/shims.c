@@ -87,3 +87,7 @@ uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info == NULL ? 0 : info->port;
 }
+
+#include <malloc.h>
+
+int pz_set_malloc_arena_limit(int count) { return mallopt(M_ARENA_MAX, count); }

@@ -57,4 +57,9 @@ struct MHD_Daemon *pz_mhd_start(const struct sockaddr *address, int ipv6, unsign
 /// The port the daemon is bound to (MHD_get_daemon_info MHD_DAEMON_INFO_BIND_PORT), 0 when unknown.
 uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon);
 
+// MARK: glibc malloc. Added for pushizo-worker run.
+/// mallopt(M_ARENA_MAX, count): glibc creates at most `count` malloc arenas from now on (<malloc.h> is not in
+/// Swift's Glibc module). Returns 1 on success, 0 on failure.
+int pz_set_malloc_arena_limit(int count);
+
 #endif
