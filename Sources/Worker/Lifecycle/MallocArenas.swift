@@ -12,13 +12,16 @@ public enum MallocArenas {
     /// The limit set at start-up when the environment sets none.
     public static let defaultLimit = 1
 
-    /// Sets glibc's arena limit (`mallopt(M_ARENA_MAX)`) to `limit` unless `MALLOC_ARENA_MAX` is set in
-    /// `environment` (glibc then applies the operator's value itself). Call it first thing, before other threads
-    /// allocate: arenas already made stay.
-    /// - Returns: the limit set, or nil when the environment's is kept or glibc refused.
+    /// Sets glibc's arena limit (`mallopt(M_ARENA_MAX)`) to `limit` unless the operator set one: a non-empty
+    /// `MALLOC_ARENA_MAX`, or `glibc.malloc.arena_max` in `GLIBC_TUNABLES` (glibc applies those itself; an empty
+    /// `MALLOC_ARENA_MAX=`, as an `EnvironmentFile` line may leave, sets nothing and is ignored). Call it first
+    /// thing, before other threads allocate: arenas already made stay.
+    /// - Returns: the limit set, or nil when the operator's is kept or glibc refused.
     @discardableResult
     public static func limitUnlessConfigured(environment: [String: String], limit: Int = defaultLimit) -> Int? {
-        guard environment["MALLOC_ARENA_MAX"] == nil, limit > 0, let count = Int32(exactly: limit) else { return nil }
+        if let value = environment["MALLOC_ARENA_MAX"], !value.isEmpty { return nil }
+        if environment["GLIBC_TUNABLES"]?.contains("glibc.malloc.arena_max=") == true { return nil }
+        guard limit > 0, let count = Int32(exactly: limit) else { return nil }
         return pz_set_malloc_arena_limit(count) == 1 ? limit : nil
     }
 }

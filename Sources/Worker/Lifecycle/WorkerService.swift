@@ -53,6 +53,12 @@ public final class WorkerService: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let inFlight = Atomic<Int>(0)
+    /// Row text held by claimed batches still being processed (``Swift/Array/heldTextBytes``).
+    private let heldTextBytes = Atomic<Int>(0)
+    /// Most row text held by batches in flight before the claim loop waits: 32 MiB. The slots bound deliveries
+    /// by count; rows of hostile size (64 KiB of user tags each) would make 2048 slots 130 MiB and more while a
+    /// slow provider keeps them. One claim may still pass the bound (200 such rows: about 15 MiB).
+    static let heldTextBudget = 32 << 20
     private let claimedTotal = Atomic<Int>(0)
     /// Data-error suspects of this worker's expand loop (the loop is its only user; see ``ExpansionSuspects``).
     private let expansionSuspects = Mutex(ExpansionSuspects())
@@ -545,7 +551,7 @@ public final class WorkerService: Sendable {
                     #endif
                     let free = freeSlots(sending: inFlight.load(ordering: .acquiring))
                     let wanted = min(configuration.claimBatch, configuration.concurrency)
-                    if free < minimumClaim {
+                    if free < minimumClaim || heldTextBytes.load(ordering: .acquiring) >= Self.heldTextBudget {
                         claimHeartbeat.waiting(for: configuration.pollInterval)
                         await capacityWake.wait(timeout: configuration.pollInterval)
                         continue
@@ -588,6 +594,8 @@ public final class WorkerService: Sendable {
                         await processor.prepare(claimed)
                         claimedTotal.add(claimed.count, ordering: .relaxed)
                         inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
+                        let held = claimed.heldTextBytes
+                        heldTextBytes.add(held, ordering: .acquiringAndReleasing)
                         sends.addTask { [claimed] in
                             await self.processor.process(batch: claimed) { delivery, completion in
                                 self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
@@ -596,6 +604,9 @@ public final class WorkerService: Sendable {
                                 // pool (and a fresh wait) for nothing while the slot waits for its write.
                                 if self.freeSlots(sending: sending) >= self.minimumClaim { self.capacityWake.signal() }
                             }
+                            // The batch's rows are released with this task.
+                            let before = self.heldTextBytes.subtract(held, ordering: .acquiringAndReleasing).oldValue
+                            if before >= Self.heldTextBudget { self.capacityWake.signal() }
                         }
                         if claimed.count == limit { continue }
                     } else if configuration.exitWhenDrained, await isDrained() {

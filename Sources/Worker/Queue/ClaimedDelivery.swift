@@ -167,3 +167,19 @@ public struct ChannelPause: Sendable, Equatable {
     public var until: Date
     public var reason: String
 }
+
+extension Array where Element == ClaimedDelivery {
+    /// Bytes of row text a claimed batch keeps in memory while it is processed: each row's user tags (up to
+    /// 64 KiB), token (up to 8 KiB) and campaign id, and each app's channel settings once (the claim decodes an
+    /// app's repeated columns once, so its rows share that text). The claim loop bounds the sum over batches in
+    /// flight, so slots full of the largest rows cannot hold `PUSHIZO_CONCURRENCY` times 72 KiB.
+    var heldTextBytes: Int {
+        var bytes = 0
+        var apps = Set<UUID>()
+        for delivery in self {
+            bytes += (delivery.userTagsJSON?.utf8.count ?? 0) + delivery.token.utf8.count + (delivery.campaignID?.utf8.count ?? 0)
+            if apps.insert(delivery.appID).inserted { bytes += delivery.channelSettingsJSON?.utf8.count ?? 0 }
+        }
+        return bytes
+    }
+}
