@@ -176,9 +176,10 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(emulator.acceptedCount == 0)
     }
 
-    /// The byte-level checks that replaced Foundation's parsers judge as those did: `apns-id` in canonical UUID
-    /// text of either case, a payload that is a JSON object holding an `aps` object, optional whitespace (SP,
-    /// HTAB) around the bearer token, header names in any case.
+    /// The byte-level checks that replaced Foundation's parsers: `apns-id` in canonical UUID text of either case, a
+    /// payload that is an RFC 8259 JSON object holding an `aps` object (stricter than `JSONSerialization`, which let
+    /// a byte-order mark and trailing commas through), optional whitespace (SP, HTAB) around the bearer token and
+    /// nothing else (Foundation also trimmed Unicode spaces), header names in any case.
     @Test func byteLevelChecksJudgeAsBefore() throws {
         func answer(_ mutate: (inout RequestBuilder) -> Void, authorization: String? = nil) throws -> (Int, String?) {
             var builder = self.builder
@@ -196,10 +197,14 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(try answer({ $0.body = Array(#"{"aps":"alert"}"#.utf8) }) == (400, "PayloadEmpty"))
         #expect(try answer({ $0.body = Array(#"{"aps":{}} x"#.utf8) }) == (400, "BadPayload"))
         #expect(try answer({ $0.body = Array(#" {"aps":{"alert":"é"}} "#.utf8) }).0 == 200)
+        #expect(try answer({ $0.body = Array(#"{"aps":{},}"#.utf8) }) == (400, "BadPayload"))
+        #expect(try answer({ $0.body = [0xEF, 0xBB, 0xBF] + Array(#"{"aps":{}}"#.utf8) }) == (400, "BadPayload"))
+        #expect(try answer({ $0.body = Array(#"{"aps":{},"n":1e400}"#.utf8) }).0 == 200)
         let jwt = try builder.jwt()
         #expect(try answer({ _ in }, authorization: "Bearer \t \(jwt) \t").0 == 200)
         #expect(try answer({ _ in }, authorization: "bearer \(jwt)x") == (403, "InvalidProviderToken"))
         #expect(try answer({ _ in }, authorization: "bearer  \t ") == (403, "InvalidProviderToken"))
+        #expect(try answer({ _ in }, authorization: "bearer \u{A0}\(jwt)") == (403, "InvalidProviderToken"))
         var mixedCase = try builder.request()
         mixedCase.headers = mixedCase.headers.map { EmulatorHeader($0.name.uppercased(), $0.value) }
         #expect(emulator.handle(mixedCase).status == 200)
