@@ -180,7 +180,7 @@ func reason(_ response: EmulatorResponse) -> String? {
     /// payload that is an RFC 8259 JSON object holding an `aps` object (stricter than `JSONSerialization`, which let
     /// a byte-order mark and trailing commas through), optional whitespace (SP, HTAB) around the bearer token and
     /// nothing else (Foundation also trimmed Unicode spaces), header names in any case.
-    @Test func byteLevelChecksJudgeAsBefore() throws {
+    @Test func byteLevelChecksAndTheirStricterVerdicts() throws {
         func answer(_ mutate: (inout RequestBuilder) -> Void, authorization: String? = nil) throws -> (Int, String?) {
             var builder = self.builder
             mutate(&builder)
