@@ -40,7 +40,7 @@ let package = Package(
         .target(
             name: "Worker",
             dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText", "CPushizoShims"]),
-        .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore"]),
+        .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore", "UUIDText"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
         .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),

@@ -2,6 +2,7 @@ import DeliveryCore
 import Foundation
 import PushCrypto
 import Synchronization
+import UUIDText
 
 /// A provider-token signing key the APNs emulator trusts: the Team ID and Key ID a JWT must name, and the
 /// public half of the `.p8` key.
@@ -187,7 +188,7 @@ public final class APNsEmulator: EmulatedProvider {
     public func handle(_ request: EmulatorRequest) -> EmulatorResponse {
         let current = now()
         // Apple returns `apns-id` on every response, errors included: the request's, else a new UUID.
-        let responseID = request.header("apns-id").flatMap { Self.isUUIDText($0) ? $0 : nil } ?? UUID().uuidString.lowercased()
+        let responseID = request.header("apns-id").flatMap { CanonicalUUIDText.parse($0) == nil ? nil : $0 } ?? UUID().uuidString.lowercased()
         let response: EmulatorResponse
         var accepted: APNsAcceptedNotification?
         switch evaluate(request, at: current, apnsID: responseID) {
@@ -203,21 +204,6 @@ public final class APNsEmulator: EmulatedProvider {
         }
         if let accepted { onAccept?(accepted) }
         return response
-    }
-
-    /// Whether `text` is a UUID in its canonical text form, 8-4-4-4-12 hexadecimal digits of either case (RFC 9562
-    /// §4), as `apns-id` must be (Apple, "Sending notification requests to APNs"). Checked byte by byte:
-    /// `UUID(uuidString:)` parses with `sscanf`, twice per request.
-    static func isUUIDText(_ text: String) -> Bool {
-        guard text.utf8.count == 36 else { return false }
-        for (offset, byte) in text.utf8.enumerated() {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else if !isHexDigit(byte) {
-                return false
-            }
-        }
-        return true
     }
 
     private enum Verdict {
@@ -264,7 +250,7 @@ public final class APNsEmulator: EmulatedProvider {
             if pushType == "background", priority == "10" { return .reject(400, "BadPriority") }
         }
         let apnsID = request.header("apns-id")
-        if let apnsID, !Self.isUUIDText(apnsID) { return .reject(400, "BadMessageId") }
+        if let apnsID, CanonicalUUIDText.parse(apnsID) == nil { return .reject(400, "BadMessageId") }
         let expiration = request.header("apns-expiration")
         if let expiration, Int64(expiration) == nil { return .reject(400, "BadExpirationDate") }
         let collapseID = request.header("apns-collapse-id")
