@@ -31,15 +31,20 @@ public struct EmulatorRequest: Sendable, Hashable {
     }
 
     /// The first header named `name` (case-insensitive), if any.
-    public func header(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return headers.first { $0.isNamed(wanted) }?.value
-    }
+    public func header(_ name: String) -> String? { headers.first(named: name) }
 
     /// How many headers are named `name` (case-insensitive).
     func count(of name: String) -> Int {
         let wanted = name.lowercased()
         return headers.count { $0.isNamed(wanted) }
+    }
+}
+
+extension [EmulatorHeader] {
+    /// The value of the first header named `name` (case-insensitive), if any: requests' and responses' lookup.
+    func first(named name: String) -> String? {
+        let wanted = name.lowercased()
+        return first { $0.isNamed(wanted) }?.value
     }
 }
 
@@ -67,10 +72,7 @@ public struct EmulatorResponse: Sendable, Hashable {
     }
 
     /// The first header named `name` (case-insensitive), if any.
-    public func header(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return headers.first { $0.isNamed(wanted) }?.value
-    }
+    public func header(_ name: String) -> String? { headers.first(named: name) }
 }
 
 /// A provider's behaviour without networking: the HTTP/2 server hands each complete request to `handle`
