@@ -246,6 +246,12 @@ burst_pgbench_sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM de
 burst_pgbench=$(calc "$burst_pgbench_sent / ($finished - $started)")
 echo "    burst of $burst one-device notifications: worker $(printf %.0f "$burst_worker")/s ($burst_sent sent) vs pgbench $(printf %.0f "$burst_pgbench")/s ($burst_pgbench_sent)"
 
+# Sections 6 and 7 bring their own PostgreSQL and emulators. Stop this section's now, so that none of its
+# background work (autovacuum of the tables above, a checkpoint writing them out) lands in their figures.
+for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+pids=()
+scripts/pg-throwaway.sh stop "$work/pg" >/dev/null || true
+
 echo "==> 6. worker CPU (user+sys) per sent delivery: ${PUSHIZO_BENCH_CPU_BROADCAST:-100000}-delivery broadcast, ${PUSHIZO_BENCH_CPU_SINGLES:-10000} one-device notifications"
 # tee -a: when the bench's output goes to a file, opening /dev/stderr without O_APPEND would truncate it.
 cpu_line=$(PUSHIZO_BENCH_CPU_PG_PORT=$((pg_port + 2)) scripts/bench/cpu-per-delivery.sh "$bindir" | tee -a /dev/stderr | tail -n 1)

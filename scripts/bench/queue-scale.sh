@@ -134,6 +134,9 @@ PGOPTIONS="-c session_replication_role=replica" fill "$notifications" 2 1
 wait "$part"
 PGOPTIONS="-c maintenance_work_mem=512MB" psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -f "$work/rebuild.sql"
 psql "$PUSHIZO_DATABASE_URL" -qc "VACUUM ANALYZE deliveries"
+# Generation and the VACUUM after it leave gigabytes of dirty pages; writing them out is not the drain's work
+# (a queue that grew over hours has long been written out), so it happens here, before the deep drain.
+psql "$PUSHIZO_DATABASE_URL" -qc "CHECKPOINT"
 generation_seconds=$(awk -v a="$generation_started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
 queued=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM deliveries")
 echo "    $queued deliveries queued in $generation_seconds s ($(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT pg_size_pretty(pg_total_relation_size('deliveries'))") with indexes)"
