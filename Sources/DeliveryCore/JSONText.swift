@@ -8,8 +8,18 @@ struct JSONParser {
     private let bytes: [UInt8]
     private var index = 0
     private var depth = 0
+    /// Containers nested deeper than this are checked but come back empty, and the values inside them are
+    /// not built (``JSONValue/init(validatingShallowly:)``).
+    private let keptDepth: Int
 
-    init(bytes: [UInt8]) { self.bytes = bytes }
+    init(bytes: [UInt8], keptDepth: Int = .max) {
+        self.bytes = bytes
+        self.keptDepth = keptDepth
+    }
+
+    /// Whether values read now are kept: inside a container nested deeper than `keptDepth` they are only
+    /// checked, and the container discards them.
+    private var keeping: Bool { depth <= keptDepth }
 
     mutating func document() throws -> JSONValue {
         skipWhitespace()
@@ -24,17 +34,23 @@ struct JSONParser {
     }
 
     private mutating func skipWhitespace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
     }
 
     private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
 
-    private mutating func expect(_ literal: String, _ value: JSONValue) throws -> JSONValue {
-        let expected = Array(literal.utf8)
-        guard bytes.count - index >= expected.count, Array(bytes[index..<index + expected.count]) == expected else {
+    private mutating func expect(_ literal: StaticString, _ value: JSONValue) throws -> JSONValue {
+        let count = literal.utf8CodeUnitCount
+        guard bytes.count - index >= count else { throw failure("unexpected character") }
+        for offset in 0..<count where bytes[index + offset] != literal.utf8Start[offset] {
             throw failure("unexpected character")
         }
-        index += expected.count
+        index += count
         return value
     }
 
@@ -74,7 +90,8 @@ struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue()
+            let value = try parseValue()
+            if keeping { members[key] = value }
             skipWhitespace()
             switch current {
             case UInt8(ascii: ","):
@@ -97,7 +114,8 @@ struct JSONParser {
             return .array(elements)
         }
         while true {
-            elements.append(try parseValue())
+            let element = try parseValue()
+            if keeping { elements.append(element) }
             skipWhitespace()
             switch current {
             case UInt8(ascii: ","):
@@ -138,6 +156,7 @@ struct JSONParser {
             if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
             guard digits() > 0 else { throw failure("expected a digit in the exponent") }
         }
+        guard keeping else { return .null }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         // `-0` is not `0` as text; everything else integral that fits Int64 prints back identically.
         if integral, text != "-0", let exact = Int64(text) { return .int(exact) }
@@ -164,7 +183,27 @@ struct JSONParser {
 
     private mutating func parseString() throws -> String {
         index += 1
-        var utf8: [UInt8] = []
+        // Most strings have no escape: their bytes are the text, validated as UTF-8 in place rather than
+        // copied byte by byte into a buffer first.
+        var end = index
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") {
+                let text: String? = bytes.withUnsafeBufferPointer { buffer in
+                    let slice = UnsafeBufferPointer(rebasing: buffer[index..<end])
+                    // A string nobody keeps is only checked; ASCII is valid UTF-8 as it stands.
+                    if !keeping, !slice.contains(where: { $0 >= 0x80 }) { return "" }
+                    return String(validating: slice, as: UTF8.self)
+                }
+                guard let text else { throw failure("invalid UTF-8 in a string") }
+                index = end + 1
+                return keeping ? text : ""
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            end += 1
+        }
+        var utf8 = Array(bytes[index..<end])
+        index = end
         while true {
             guard let byte = current else { throw failure("unterminated string") }
             index += 1

@@ -142,6 +142,17 @@ extension JSONValue {
         self = try parser.document()
     }
 
+    /// Checks one JSON document exactly as ``init(parsing:)`` does (the same errors for the same bytes) but
+    /// builds only its top level: an object's members or an array's elements that are scalars come back as
+    /// parsed, those that are arrays or objects come back empty (`.array([])`, `.object([:])`), their contents
+    /// checked and dropped. For a validator that needs the document's shape, not its values (a provider
+    /// stand-in asking "is this an object with an `aps` object?"), without allocating every nested value.
+    /// - Throws: `DecodingError.dataCorrupted`, as ``init(parsing:)``.
+    public init(validatingShallowly bytes: [UInt8]) throws {
+        var parser = JSONParser(bytes: bytes, keptDepth: 1)
+        self = try parser.document()
+    }
+
     /// Parses one JSON document from text.
     /// - Throws: `DecodingError` when the text is not JSON.
     public init(parsing text: String) throws {

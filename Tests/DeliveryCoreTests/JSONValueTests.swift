@@ -67,6 +67,22 @@ import Testing
     ])
     func refusesWhatIsNotJSON(text: String) {
         #expect(throws: DecodingError.self) { try JSONValue(parsing: text) }
+        // The shallow check refuses it too, at the top and nested where it builds nothing (blank text is an
+        // empty array there).
+        #expect(throws: DecodingError.self) { try JSONValue(validatingShallowly: Array(text.utf8)) }
+        guard text.contains(where: { !$0.isWhitespace }) else { return }
+        #expect(throws: DecodingError.self) { try JSONValue(validatingShallowly: Array("{\"aps\": {\"a\": [\(text)]}}".utf8)) }
+    }
+
+    @Test func theShallowCheckKeepsTheTopLevelAndEmptiesWhatIsNested() throws {
+        let text = #"{"aps": {"alert": {"title": "\u00e9 ş"}, "badge": 1}, "list": [1, [2]], "n": 1.50, "s": "x\n", "t": true}"#
+        #expect(try JSONValue(validatingShallowly: Array(text.utf8)) == ["aps": [:], "list": [], "n": .number("1.50"), "s": "x\n", "t": true])
+        #expect(try JSONValue(validatingShallowly: Array("[1, {\"a\": 2}]".utf8)) == [1, [:]])
+        #expect(try JSONValue(validatingShallowly: Array("\"top\"".utf8)) == "top")
+        // Invalid UTF-8 and over-deep nesting below the kept level are still refused.
+        #expect(throws: DecodingError.self) { try JSONValue(validatingShallowly: [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x5B, 0x22, 0xFF, 0x22, 0x5D, 0x7D]) }
+        let tooDeep = "{\"a\": " + String(repeating: "[", count: 512) + String(repeating: "]", count: 512) + "}"
+        #expect(throws: DecodingError.self) { try JSONValue(validatingShallowly: Array(tooDeep.utf8)) }
     }
 
     @Test func refusesInvalidUTF8AndDeepNesting() throws {
