@@ -230,42 +230,41 @@ public final class APNsEmulator: EmulatedProvider {
             case .success(let apple): certificate = apple
             case .failure(let rejection): return rejection.verdict
             }
-        } else if let failure = checkProviderToken(request.header("authorization"), at: current) {
+        }
+        let fields = APNsHeaderFields(request.headers)
+        if request.clientCertificate == nil, let failure = checkProviderToken(fields[.authorization], at: current) {
             return failure
         }
 
-        for name in ["apns-topic", "apns-push-type", "apns-priority", "apns-id", "apns-expiration", "apns-collapse-id", "authorization"]
-        where request.count(of: name) > 1 {
-            return .reject(400, "DuplicateHeaders")
-        }
-        guard let topic = request.header("apns-topic"), !topic.isEmpty else { return .reject(400, "MissingTopic") }
+        if fields.duplicated { return .reject(400, "DuplicateHeaders") }
+        guard let topic = fields[.topic], !topic.isEmpty else { return .reject(400, "MissingTopic") }
         if let certificate, !certificate.allows(topic: topic) { return .reject(400, "TopicDisallowed") }
-        guard let pushType = request.header("apns-push-type"), Self.pushTypes.contains(pushType) else {
+        guard let pushType = fields[.pushType], Self.pushTypes.contains(pushType) else {
             return .reject(400, "InvalidPushType")
         }
         if let mismatch = Self.checkTopicPairing(topic: topic, pushType: pushType) { return mismatch }
-        let priority = request.header("apns-priority")
+        let priority = fields[.priority]
         if let priority {
             guard ["1", "5", "10"].contains(priority) else { return .reject(400, "BadPriority") }
             if pushType == "background", priority == "10" { return .reject(400, "BadPriority") }
         }
-        let apnsID = request.header("apns-id")
+        let apnsID = fields[.apnsID]
         if let apnsID, CanonicalUUIDText.parse(apnsID) == nil { return .reject(400, "BadMessageId") }
-        let expiration = request.header("apns-expiration")
+        let expiration = fields[.expiration]
         if let expiration, Int64(expiration) == nil { return .reject(400, "BadExpirationDate") }
-        let collapseID = request.header("apns-collapse-id")
+        let collapseID = fields[.collapseID]
         if let collapseID, collapseID.utf8.count > 64 { return .reject(400, "BadCollapseId") }
 
         guard request.body.count <= (pushType == "voip" ? 5120 : 4096) else { return .reject(413, "PayloadTooLarge") }
         guard !request.body.isEmpty else { return .reject(400, "PayloadEmpty") }
         // A strict RFC 8259 parser (DeliveryCore's; the worker builds payloads with a writer, never this parser):
         // Foundation's `JSONSerialization` and its bridging to `Any` were a third of the emulator's CPU per request.
-        guard case .object(let payload)? = try? JSONValue(parsing: request.body) else {
+        guard case .object(let payload)? = try? JSONValue(validatingShallowly: request.body) else {
             return .reject(400, "BadPayload")
         }
         guard case .object? = payload["aps"] else { return .reject(400, "PayloadEmpty") }
 
-        if let convention = tokenConvention(token, key: apnsID?.lowercased() ?? "token:\(token.lowercased())", at: current) {
+        if let convention = tokenConvention(token, apnsID: apnsID, at: current) {
             return convention
         }
         return .accept(APNsAcceptedNotification(
@@ -320,13 +319,16 @@ public final class APNsEmulator: EmulatedProvider {
     /// `nil` when the provider token is acceptable, else the rejection.
     private func checkProviderToken(_ authorization: String?, at current: Date) -> Verdict? {
         guard let authorization, !authorization.isEmpty else { return .reject(403, "MissingProviderToken") }
-        let scheme = "bearer "
-        guard authorization.count > scheme.count, authorization.prefix(scheme.count).lowercased() == scheme else {
+        // The scheme is case-insensitive (RFC 9110 §11.1); compared as bytes (`count` would walk grapheme clusters).
+        let scheme = "bearer ".utf8
+        guard authorization.utf8.count > scheme.count,
+              zip(authorization.utf8, scheme).allSatisfy({ byte, wanted in (byte >= 65 && byte <= 90 ? byte | 0x20 : byte) == wanted })
+        else {
             return .reject(403, "InvalidProviderToken")
         }
         // Optional whitespace around the credentials is SP / HTAB (RFC 9110 §5.6.3): trimmed byte by byte, not
         // with Foundation's Unicode `CharacterSet` (a bridged NSString per request, the emulator's largest cost).
-        let jwt = String(authorization.dropFirst(scheme.count).trimmingOptionalWhitespace())
+        let jwt = String(Substring(authorization.utf8.dropFirst(scheme.count)).trimmingOptionalWhitespace())
         if let known = state.withLock({ $0.verifiedTokens[jwt] }), keys[known.keyID] != nil {
             return isExpired(jwt, known.issuedAt, at: current) ? .reject(403, "ExpiredProviderToken") : nil
         }
@@ -352,12 +354,14 @@ public final class APNsEmulator: EmulatedProvider {
     }
 
     private func isExpired(_ jwt: String, _ issuedAt: Int64, at current: Date) -> Bool {
-        current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime || state.withLock { $0.forcedExpired.contains(jwt) }
+        current.timeIntervalSince1970 - Double(issuedAt) > Self.tokenLifetime
+            || state.withLock { !$0.forcedExpired.isEmpty && $0.forcedExpired.contains(jwt) }
     }
 
-    /// The documented device-token conventions (docs/emulator.md), by the token's first four hex digits.
-    private func tokenConvention(_ token: String, key: String, at current: Date) -> Verdict? {
-        switch token.prefix(4).lowercased() {
+    /// The documented device-token conventions (docs/emulator.md), by the token's first four hex digits (all
+    /// decimal digits, so letter case cannot matter). `0503` fails once per `apns-id` (else per token).
+    private func tokenConvention(_ token: String, apnsID: String?, at current: Date) -> Verdict? {
+        switch token.prefix(4) {
         case "0400": return .reject(400, "BadDeviceToken")
         case "0403": return .reject(400, "DeviceTokenNotForTopic")
         case "0410": return .reject(410, "Unregistered", timestamp: current)
@@ -366,6 +370,7 @@ public final class APNsEmulator: EmulatedProvider {
         case "0429": return .reject(429, "TooManyRequests")
         case "0500": return .reject(500, "InternalServerError")
         case "0503":
+            let key = apnsID?.lowercased() ?? "token:\(token.lowercased())"
             let first = state.withLock { $0.unavailableOnce.insert(key).inserted }
             return first ? .reject(503, "ServiceUnavailable") : nil
         case "0599": return .reject(503, "ServiceUnavailable")
@@ -387,4 +392,38 @@ public final class APNsEmulator: EmulatedProvider {
     static func isHexDigit(_ byte: UInt8) -> Bool {
         (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
     }
+}
+
+/// The request headers APNs judges, found in one pass over the request's headers with whether any of them came
+/// twice (400 `DuplicateHeaders`). A lookup per name was a scan of every header per name, twice (once to count).
+private struct APNsHeaderFields {
+    enum Field: Int, CaseIterable {
+        case topic, pushType, priority, apnsID, expiration, collapseID, authorization
+
+        var name: String {
+            switch self {
+            case .topic: "apns-topic"
+            case .pushType: "apns-push-type"
+            case .priority: "apns-priority"
+            case .apnsID: "apns-id"
+            case .expiration: "apns-expiration"
+            case .collapseID: "apns-collapse-id"
+            case .authorization: "authorization"
+            }
+        }
+    }
+
+    private var values = [String?](repeating: nil, count: Field.allCases.count)
+    /// One of the fields appeared more than once.
+    private(set) var duplicated = false
+
+    init(_ headers: [EmulatorHeader]) {
+        for header in headers {
+            guard let field = Field.allCases.first(where: { header.isNamed($0.name) }) else { continue }
+            if values[field.rawValue] == nil { values[field.rawValue] = header.value } else { duplicated = true }
+        }
+    }
+
+    /// The first value of `field`, if it came.
+    subscript(field: Field) -> String? { values[field.rawValue] }
 }
