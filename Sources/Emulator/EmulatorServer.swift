@@ -33,27 +33,38 @@ public final class EmulatorServer: Sendable {
     ) {
         var limits = HTTP2ServerLimits()
         limits.refuseStreamsBeyond = refuseStreamsBeyond
+        guard latency > 0 else {
+            // The providers judge without blocking (``EmulatedProvider``): answered on the loop thread.
+            server = HTTP2Server(
+                eventLoop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams,
+                limits: limits, answeringOnLoop: { Self.answer($0, routes: routes) })
+            return
+        }
         server = HTTP2Server(
             eventLoop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams,
             limits: limits
         ) { request in
-            let emulated = EmulatorRequest(
-                method: request.method, path: request.path, authority: request.authority,
-                headers: request.headers.map { EmulatorHeader($0.name, $0.value) }, body: request.body,
-                clientCertificate: request.clientCertificateDER.map {
-                    EmulatorClientCertificate(der: $0, verified: request.clientCertificateVerified)
-                })
-            guard let route = routes.first(where: { request.path.hasPrefix($0.pathPrefix) }) else {
-                return HTTP2ServerResponse(
-                    status: 404, headers: [HTTP2Header("content-type", "application/json")],
-                    body: Array(#"{"reason":"BadPath"}"#.utf8))
-            }
-            if latency > 0 { try? await Task.sleep(for: .seconds(latency)) }
-            let response = route.provider.handle(emulated)
-            return HTTP2ServerResponse(
-                status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) },
-                body: response.body)
+            try? await Task.sleep(for: .seconds(latency))
+            return Self.answer(request, routes: routes)
         }
+    }
+
+    /// The answer of the route whose path prefix the request's path has (404 `BadPath` when none).
+    private static func answer(_ request: HTTP2ServerRequest, routes: [Route]) -> HTTP2ServerResponse {
+        guard let route = routes.first(where: { request.path.hasPrefix($0.pathPrefix) }) else {
+            return HTTP2ServerResponse(
+                status: 404, headers: [HTTP2Header("content-type", "application/json")],
+                body: Array(#"{"reason":"BadPath"}"#.utf8))
+        }
+        let emulated = EmulatorRequest(
+            method: request.method, path: request.path, authority: request.authority,
+            headers: request.headers.map { EmulatorHeader($0.name, $0.value) }, body: request.body,
+            clientCertificate: request.clientCertificateDER.map {
+                EmulatorClientCertificate(der: $0, verified: request.clientCertificateVerified)
+            })
+        let response = route.provider.handle(emulated)
+        return HTTP2ServerResponse(
+            status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) }, body: response.body)
     }
 
     /// Binds and listens.

@@ -95,7 +95,20 @@ public final class HTTP2Server: Sendable {
                 handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
         self.eventLoop = eventLoop
         self.core = ServerCore(loop: eventLoop, host: host, port: port, tls: tls,
-                               maxConcurrentStreams: maxConcurrentStreams, limits: limits, handler: handler)
+                               maxConcurrentStreams: maxConcurrentStreams, limits: limits, handler: .inTask(handler))
+    }
+
+    /// A server whose handler answers at once, on the loop's thread: no task and no hop between threads per
+    /// request (for the provider emulator, both hops cost more than its judging). Parameters as in
+    /// ``init(eventLoop:host:port:tls:maxConcurrentStreams:limits:handler:)``.
+    /// - Parameter answeringOnLoop: called once per request on the loop thread; it must not block or wait,
+    ///   since every connection of the loop waits with it.
+    public init(eventLoop: HTTP2EventLoop, host: String = "127.0.0.1", port: Int = 0, tls: TLSServerConfiguration?,
+                maxConcurrentStreams: UInt32 = 1000, limits: HTTP2ServerLimits = .init(),
+                answeringOnLoop: @escaping @Sendable (HTTP2ServerRequest) -> HTTP2ServerResponse) {
+        self.eventLoop = eventLoop
+        self.core = ServerCore(loop: eventLoop, host: host, port: port, tls: tls, maxConcurrentStreams: maxConcurrentStreams,
+                               limits: limits, handler: .onLoop(answeringOnLoop))
     }
 
     /// Binds and listens; returns the bound TCP port.
@@ -147,6 +160,12 @@ public final class HTTP2Server: Sendable {
 
 /// The server's loop-side state. `@unchecked Sendable`: configuration is immutable; the rest is used on the loop
 /// thread only.
+/// Where a server's handler runs: in a task of its own per request, or at once on the loop thread.
+enum RequestHandler: Sendable {
+    case inTask(@Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse)
+    case onLoop(@Sendable (HTTP2ServerRequest) -> HTTP2ServerResponse)
+}
+
 final class ServerCore: LoopHandler, @unchecked Sendable {
     let loop: HTTP2EventLoop
     let host: String
@@ -154,7 +173,7 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     let tls: TLSServerConfiguration?
     let maxConcurrentStreams: UInt32
     let limits: HTTP2ServerLimits
-    let handler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse
+    let handler: RequestHandler
     var goAwayAboveStreamID: Int32?
     /// Testing hook: the next `count` request streams are reset with REFUSED_STREAM unprocessed.
     var refuseStreams = 0
@@ -171,7 +190,7 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
     init(loop: HTTP2EventLoop, host: String, port: Int, tls: TLSServerConfiguration?, maxConcurrentStreams: UInt32,
-         limits: HTTP2ServerLimits, handler: @escaping @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse) {
+         limits: HTTP2ServerLimits, handler: RequestHandler) {
         self.loop = loop
         self.host = host
         self.port = port
@@ -402,11 +421,17 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         request.clientCertificateDER = clientCertificateDER
         request.clientCertificateVerified = clientCertificateVerified
         let streamID = frame.streamID
-        let handler = server.handler
-        let loop = server.loop
-        Task.detached { [self] in
-            let response = await handler(request)
-            loop.execute { self.respond(streamID: streamID, response) }
+        switch server.handler {
+        case .onLoop(let answer):
+            let response = answer(request)
+            // Submitted once nghttp2's callback has returned, still on this thread.
+            loop.runSoon { [self] in respond(streamID: streamID, response) }
+        case .inTask(let handler):
+            let loop = server.loop
+            Task.detached { [self] in
+                let response = await handler(request)
+                loop.execute { self.respond(streamID: streamID, response) }
+            }
         }
         return 0
     }
@@ -423,8 +448,10 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
             return
         }
         var fields: [(String, String)] = [(":status", String(response.status))]
-        for header in response.headers { fields.append((header.name.lowercased(), header.value)) }
-        if !response.body.isEmpty, !response.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+        // HTTP/2 field names are lower-case (RFC 9113 §8.2.1); most handlers write them so already.
+        func lowercased(_ name: String) -> String { name.utf8.contains { $0 >= 65 && $0 <= 90 } ? name.lowercased() : name }
+        for header in response.headers { fields.append((lowercased(header.name), header.value)) }
+        if !response.body.isEmpty, !fields.contains(where: { $0.0 == "content-length" }) {
             fields.append(("content-length", String(response.body.count)))
         }
         let rc = submit(existingStream: streamID, headers: fields, body: response.body) { nva, count, provider in
