@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The signed msgId carried in every push (`on.msgId` for APNs): the SDK reports `received` / `opened` /
 /// `clicked` with it, and the API trusts the report because only the app's `signing_key` can make a valid
@@ -21,7 +22,7 @@ public enum MessageIDCodec {
     /// - Returns: a 64-character base64url string (alphabet `A-Z a-z 0-9 - _`).
     public static func sign(notificationID: UUID, subscriptionID: UUID, key: [UInt8]) -> String {
         let body = [version] + bytes(of: notificationID) + bytes(of: subscriptionID)
-        let tag = HMACSHA256.authenticationCode(key: key, message: domain + body).prefix(tagLength)
+        let tag = keyed(key).authenticationCode(message: domain + body).prefix(tagLength)
         return Base64URL.encode(body + tag)
     }
 
@@ -32,9 +33,25 @@ public enum MessageIDCodec {
               decoded[0] == version
         else { return nil }
         let body = Array(decoded[0..<33])
-        let expected = Array(HMACSHA256.authenticationCode(key: key, message: domain + body).prefix(tagLength))
+        let expected = Array(keyed(key).authenticationCode(message: domain + body).prefix(tagLength))
         guard HMACSHA256.isEqual(expected, Array(decoded[33...])) else { return nil }
         return (uuid(from: body[1..<17]), uuid(from: body[17..<33]))
+    }
+
+    /// Keyed HMAC contexts of the signing keys seen lately: a worker signs every delivery with its app's key, and
+    /// keying is most of an HMAC's cost. At most ``keyedLimit`` are kept (then the cache starts over), so a fleet of
+    /// many apps cannot grow it.
+    private static let keyedCache = Mutex<[[UInt8]: HMACSHA256.Key]>([:])
+    static let keyedLimit = 256
+
+    private static func keyed(_ key: [UInt8]) -> HMACSHA256.Key {
+        keyedCache.withLock { cache in
+            if let known = cache[key] { return known }
+            if cache.count >= keyedLimit { cache.removeAll(keepingCapacity: true) }
+            let made = HMACSHA256.Key(key)
+            cache[key] = made
+            return made
+        }
     }
 
     static func bytes(of id: UUID) -> [UInt8] {

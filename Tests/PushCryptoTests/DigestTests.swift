@@ -24,6 +24,21 @@ import Testing
         #expect(hex(HMACSHA256.authenticationCode(key: vector.key, message: vector.data)) == vector.mac)
     }
 
+    /// One keyed context serves every message, from many threads at once, each tag the RFC's: the copy per message
+    /// starts from the keyed state, never from what another message left.
+    @Test func aKeyedContextServesManyMessagesFromManyThreads() async {
+        let keys = Self.rfc4231.map { HMACSHA256.Key($0.key) }
+        await withTaskGroup(of: Bool.self) { group in
+            for round in 0..<200 {
+                let index = round % Self.rfc4231.count
+                group.addTask { hex(keys[index].authenticationCode(message: Self.rfc4231[index].data)) == Self.rfc4231[index].mac }
+            }
+            for await matched in group { #expect(matched) }
+        }
+        #expect(hex(HMACSHA256.Key([]).authenticationCode(message: [UInt8]()))
+            == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
+    }
+
     @Test func hmacEmptyKeyAndMessage() {
         // Known value: HMAC-SHA256 with an empty key over an empty message.
         #expect(hex(HMACSHA256.authenticationCode(key: [], message: [UInt8]()))
