@@ -2,77 +2,362 @@ import Foundation
 
 /// One delivery claimed by this worker, with everything needed to decide and send it, read in the claim's
 /// single round trip. `fence` must accompany the completion (see ``DeliveryCompletion``).
+///
+/// A value type whose fields sit behind one reference, copied on write: a claimed delivery is copied several
+/// times on its way (into its provider's send list, into the answer's closure, into its completion), and a copy
+/// of some forty fields retained each of its strings, strings an app's rows share and so retained from two
+/// threads at once. Behind one reference a copy is one retain; a change to a shared value copies its fields first.
 public struct ClaimedDelivery: Sendable {
-    public var id: Int64
+    /// The stored values (documented on the properties of the same names below).
+    struct Fields: Sendable {
+        var id: Int64
+        var fence: Int64
+        var attempt: Int
+        var notificationID: UUID
+        var subscriptionID: UUID
+        var appID: UUID
+        var apnsID: UUID
+        var messageVersion: String
+        var campaignID: String?
+        var notificationStatus: String
+        var notificationStart: Date
+        var platform: String
+        var token: String
+        var apnsEnvironment: String?
+        var language: String?
+        var timezone: String?
+        var country: String?
+        var subscriptionStatus: String
+        var tokenUpdatedAt: Date
+        var userTagsJSON: String?
+        var userID: UUID? = nil
+        var webP256DH: String? = nil
+        var webAuth: String? = nil
+        var defaultLanguage: String?
+        var defaultTimezone: String?
+        var quietHoursStart: String? = nil
+        var quietHoursEnd: String? = nil
+        var signingKey: [UInt8]
+        var frequencyCapsJSON: String? = nil
+        var channelProvider: String?
+        var channelSettingsJSON: String?
+        var channelEndpoint: String?
+        var channelPausedUntil: Date?
+        var uncountedRetries: Int = 0
+        var localDueAt: Date? = nil
+        var leaseExpiry: ContinuousClock.Instant? = nil
+        var oversizedColumns: [String] = []
+    }
+
+    /// `@unchecked Sendable`: `fields` is only written through ``ClaimedDelivery``'s setters, after
+    /// `isKnownUniquelyReferenced` made sure no other value shares this storage.
+    private final class Storage: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage: Storage
+
+    init(_ fields: Fields) { storage = Storage(fields) }
+
+    /// Memberwise, as the stored-property struct it was (tests and `preview` build deliveries by hand).
+    init(
+        id: Int64,
+        fence: Int64,
+        attempt: Int,
+        notificationID: UUID,
+        subscriptionID: UUID,
+        appID: UUID,
+        apnsID: UUID,
+        messageVersion: String,
+        campaignID: String?,
+        notificationStatus: String,
+        notificationStart: Date,
+        platform: String,
+        token: String,
+        apnsEnvironment: String?,
+        language: String?,
+        timezone: String?,
+        country: String?,
+        subscriptionStatus: String,
+        tokenUpdatedAt: Date,
+        userTagsJSON: String?,
+        userID: UUID? = nil,
+        webP256DH: String? = nil,
+        webAuth: String? = nil,
+        defaultLanguage: String?,
+        defaultTimezone: String?,
+        quietHoursStart: String? = nil,
+        quietHoursEnd: String? = nil,
+        signingKey: [UInt8],
+        frequencyCapsJSON: String? = nil,
+        channelProvider: String?,
+        channelSettingsJSON: String?,
+        channelEndpoint: String?,
+        channelPausedUntil: Date?,
+        uncountedRetries: Int = 0,
+        localDueAt: Date? = nil,
+        leaseExpiry: ContinuousClock.Instant? = nil,
+        oversizedColumns: [String] = []
+    ) {
+        self.init(Fields(
+            id: id,
+            fence: fence,
+            attempt: attempt,
+            notificationID: notificationID,
+            subscriptionID: subscriptionID,
+            appID: appID,
+            apnsID: apnsID,
+            messageVersion: messageVersion,
+            campaignID: campaignID,
+            notificationStatus: notificationStatus,
+            notificationStart: notificationStart,
+            platform: platform,
+            token: token,
+            apnsEnvironment: apnsEnvironment,
+            language: language,
+            timezone: timezone,
+            country: country,
+            subscriptionStatus: subscriptionStatus,
+            tokenUpdatedAt: tokenUpdatedAt,
+            userTagsJSON: userTagsJSON,
+            userID: userID,
+            webP256DH: webP256DH,
+            webAuth: webAuth,
+            defaultLanguage: defaultLanguage,
+            defaultTimezone: defaultTimezone,
+            quietHoursStart: quietHoursStart,
+            quietHoursEnd: quietHoursEnd,
+            signingKey: signingKey,
+            frequencyCapsJSON: frequencyCapsJSON,
+            channelProvider: channelProvider,
+            channelSettingsJSON: channelSettingsJSON,
+            channelEndpoint: channelEndpoint,
+            channelPausedUntil: channelPausedUntil,
+            uncountedRetries: uncountedRetries,
+            localDueAt: localDueAt,
+            leaseExpiry: leaseExpiry,
+            oversizedColumns: oversizedColumns))
+    }
+
+    /// The storage, copied first when another value shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+        return storage
+    }
+
+    public var id: Int64 {
+        get { storage.fields.id }
+        set { unique().fields.id = newValue }
+    }
+
     /// The fencing token this claim got; a completion with an older fence is ignored by the database.
-    public var fence: Int64
+    public var fence: Int64 {
+        get { storage.fields.fence }
+        set { unique().fields.fence = newValue }
+    }
+
     /// 1 for the first send attempt; every claim counts one.
-    public var attempt: Int
-    public var notificationID: UUID
-    public var subscriptionID: UUID
-    public var appID: UUID
+    public var attempt: Int {
+        get { storage.fields.attempt }
+        set { unique().fields.attempt = newValue }
+    }
+
+    public var notificationID: UUID {
+        get { storage.fields.notificationID }
+        set { unique().fields.notificationID = newValue }
+    }
+
+    public var subscriptionID: UUID {
+        get { storage.fields.subscriptionID }
+        set { unique().fields.subscriptionID = newValue }
+    }
+
+    public var appID: UUID {
+        get { storage.fields.appID }
+        set { unique().fields.appID = newValue }
+    }
+
     /// Stable per delivery: APNs's `apns-id` on every attempt.
-    public var apnsID: UUID
+    public var apnsID: UUID {
+        get { storage.fields.apnsID }
+        set { unique().fields.apnsID = newValue }
+    }
 
     // notifications
     /// The notification row's version (`xmin`): the message is fetched once per notification and version
     /// and cached, rather than shipped with every claimed row (a broadcast's message is the same for all).
-    public var messageVersion: String
-    public var campaignID: String?
-    public var notificationStatus: String
+    public var messageVersion: String {
+        get { storage.fields.messageVersion }
+        set { unique().fields.messageVersion = newValue }
+    }
+
+    public var campaignID: String? {
+        get { storage.fields.campaignID }
+        set { unique().fields.campaignID = newValue }
+    }
+
+    public var notificationStatus: String {
+        get { storage.fields.notificationStatus }
+        set { unique().fields.notificationStatus = newValue }
+    }
+
     /// `coalesce(send_after, created_at)`: the instant the message's `ttl` counts from.
-    public var notificationStart: Date
+    public var notificationStart: Date {
+        get { storage.fields.notificationStart }
+        set { unique().fields.notificationStart = newValue }
+    }
 
     // subscriptions
-    public var platform: String
-    public var token: String
-    public var apnsEnvironment: String?
-    public var language: String?
-    public var timezone: String?
-    public var country: String?
-    public var subscriptionStatus: String
+    public var platform: String {
+        get { storage.fields.platform }
+        set { unique().fields.platform = newValue }
+    }
+
+    public var token: String {
+        get { storage.fields.token }
+        set { unique().fields.token = newValue }
+    }
+
+    public var apnsEnvironment: String? {
+        get { storage.fields.apnsEnvironment }
+        set { unique().fields.apnsEnvironment = newValue }
+    }
+
+    public var language: String? {
+        get { storage.fields.language }
+        set { unique().fields.language = newValue }
+    }
+
+    public var timezone: String? {
+        get { storage.fields.timezone }
+        set { unique().fields.timezone = newValue }
+    }
+
+    public var country: String? {
+        get { storage.fields.country }
+        set { unique().fields.country = newValue }
+    }
+
+    public var subscriptionStatus: String {
+        get { storage.fields.subscriptionStatus }
+        set { unique().fields.subscriptionStatus = newValue }
+    }
+
     /// Compared before invalidating, so a token re-registered meanwhile is never marked invalid.
-    public var tokenUpdatedAt: Date
+    public var tokenUpdatedAt: Date {
+        get { storage.fields.tokenUpdatedAt }
+        set { unique().fields.tokenUpdatedAt = newValue }
+    }
+
     /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription, and for
     /// tags over ``DeliveryRendering/maximumUserTagsBytes``, which the claim does not read), for
     /// placeholders.
-    public var userTagsJSON: String?
+    public var userTagsJSON: String? {
+        get { storage.fields.userTagsJSON }
+        set { unique().fields.userTagsJSON = newValue }
+    }
+
     /// `subscriptions.user_id` (`nil` for an anonymous subscription).
-    public var userID: UUID? = nil
+    public var userID: UUID? {
+        get { storage.fields.userID }
+        set { unique().fields.userID = newValue }
+    }
+
     /// `subscriptions.web_p256dh` / `web_auth` (base64url, RFC 8291 §2): a web subscription's keys, `nil`
     /// for other platforms.
-    public var webP256DH: String? = nil
-    public var webAuth: String? = nil
+    public var webP256DH: String? {
+        get { storage.fields.webP256DH }
+        set { unique().fields.webP256DH = newValue }
+    }
+
+    public var webAuth: String? {
+        get { storage.fields.webAuth }
+        set { unique().fields.webAuth = newValue }
+    }
 
     // apps
-    public var defaultLanguage: String?
-    public var defaultTimezone: String?
+    public var defaultLanguage: String? {
+        get { storage.fields.defaultLanguage }
+        set { unique().fields.defaultLanguage = newValue }
+    }
+
+    public var defaultTimezone: String? {
+        get { storage.fields.defaultTimezone }
+        set { unique().fields.defaultTimezone = newValue }
+    }
+
     /// `apps.quiet_hours_start` / `quiet_hours_end` as PostgreSQL prints `time` (`22:00:00`); both nil = off.
-    public var quietHoursStart: String? = nil
-    public var quietHoursEnd: String? = nil
-    public var signingKey: [UInt8]
+    public var quietHoursStart: String? {
+        get { storage.fields.quietHoursStart }
+        set { unique().fields.quietHoursStart = newValue }
+    }
+
+    public var quietHoursEnd: String? {
+        get { storage.fields.quietHoursEnd }
+        set { unique().fields.quietHoursEnd = newValue }
+    }
+
+    public var signingKey: [UInt8] {
+        get { storage.fields.signingKey }
+        set { unique().fields.signingKey = newValue }
+    }
+
     /// `apps.frequency_caps` as JSON text (`[{"max": N, "per_seconds": W}]`; `nil` or `[]` = no caps).
-    public var frequencyCapsJSON: String? = nil
+    public var frequencyCapsJSON: String? {
+        get { storage.fields.frequencyCapsJSON }
+        set { unique().fields.frequencyCapsJSON = newValue }
+    }
 
     // app_channels (nil when the app has no channel for this platform's provider)
-    public var channelProvider: String?
-    public var channelSettingsJSON: String?
-    public var channelEndpoint: String?
-    public var channelPausedUntil: Date?
+    public var channelProvider: String? {
+        get { storage.fields.channelProvider }
+        set { unique().fields.channelProvider = newValue }
+    }
+
+    public var channelSettingsJSON: String? {
+        get { storage.fields.channelSettingsJSON }
+        set { unique().fields.channelSettingsJSON = newValue }
+    }
+
+    public var channelEndpoint: String? {
+        get { storage.fields.channelEndpoint }
+        set { unique().fields.channelEndpoint = newValue }
+    }
+
+    public var channelPausedUntil: Date? {
+        get { storage.fields.channelPausedUntil }
+        set { unique().fields.channelPausedUntil = newValue }
+    }
 
     /// `deliveries.uncounted_retries`: retries so far that spent no attempt.
-    public var uncountedRetries: Int = 0
+    public var uncountedRetries: Int {
+        get { storage.fields.uncountedRetries }
+        set { unique().fields.uncountedRetries = newValue }
+    }
+
     /// `deliveries.local_due_at`: the instant expansion scheduled this delivery for by the message's
     /// `delivery_time_of_day` (docs/local-time-delivery.md); `nil` when not scheduled by local time.
-    public var localDueAt: Date? = nil
+    public var localDueAt: Date? {
+        get { storage.fields.localDueAt }
+        set { unique().fields.localDueAt = newValue }
+    }
+
     /// When this worker's claim runs out, on this process's monotonic clock (set by the claim loop from the
     /// instant before the claim's statement, so never later than the real expiry); `nil` outside the claim
     /// loop (tests, `preview`): no lease guard.
-    public var leaseExpiry: ContinuousClock.Instant? = nil
+    public var leaseExpiry: ContinuousClock.Instant? {
+        get { storage.fields.leaseExpiry }
+        set { unique().fields.leaseExpiry = newValue }
+    }
+
     /// Columns of this delivery's rows whose text was longer than the claim reads (e.g.
     /// `subscriptions.token`); such values are not shipped to the worker, and the delivery fails
     /// `oversized_column`.
-    public var oversizedColumns: [String] = []
+    public var oversizedColumns: [String] {
+        get { storage.fields.oversizedColumns }
+        set { unique().fields.oversizedColumns = newValue }
+    }
 }
 
 extension ClaimedDelivery {
