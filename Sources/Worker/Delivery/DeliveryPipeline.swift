@@ -357,12 +357,13 @@ public enum CompletionFactory {
 
     /// - Parameters:
     ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
-    ///   - unitRandom: jitter draw in `0..<1` for the retry time.
+    ///   - unitRandom: jitter draw in `0..<1` for the retry time, drawn only for a retry (the system generator is
+    ///     a `getrandom` system call, once per delivery for nothing when most are sent).
     /// A counted `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`; an
     /// uncounted one (or a channel error) past `maxUncountedRetries` becomes `failed` / `retries_exhausted`.
     public static func completion(
         for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
-        maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: Double
+        maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: @autoclosure () -> Double
     ) -> DeliveryCompletion {
         func make(_ event: DeliveryEvent, _ reason: String?, detailJSON: String, next: Date?) -> DeliveryCompletion {
             var completion = DeliveryCompletion(
@@ -410,9 +411,9 @@ public enum CompletionFactory {
             // Uncounted retries back off by how long the message has waited, not by attempts.
             let next =
                 counted
-                ? retryPolicy.nextAttempt(after: delivery.attempt, now: now, unitRandom: unitRandom, notBefore: notBefore)
+                ? retryPolicy.nextAttempt(after: delivery.attempt, now: now, unitRandom: unitRandom(), notBefore: notBefore)
                 : retryPolicy.nextAttemptDuringOutage(
-                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom,
+                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom(),
                     notBefore: notBefore)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(next.formatted(.iso8601))

@@ -77,7 +77,9 @@ final class Completer: Sendable {
     /// See ``CompletionBacklog/adopt(deliveryID:fence:leaseExpiry:)``: `true` when a completion of this
     /// delivery still waits here, so the new claim must not be sent.
     func adopt(_ delivery: ClaimedDelivery) -> Bool {
-        state.withLock { $0.backlog.adopt(deliveryID: delivery.id, fence: delivery.fence, leaseExpiry: delivery.leaseExpiry) }
+        // A row's first claim (fence 1) has nothing waiting here: no lock taken (see the backlog's check).
+        guard delivery.fence > 1 else { return false }
+        return state.withLock { $0.backlog.adopt(deliveryID: delivery.id, fence: delivery.fence, leaseExpiry: delivery.leaseExpiry) }
     }
 
     /// Asks ``run()`` to write what is left and return, at the latest at `deadline` (then what is left is

@@ -153,6 +153,9 @@ struct CompletionBacklog: Sendable {
     /// waiting completion takes the new claim's fence and lease, and the delivery must not be sent again.
     /// - Returns: `false` when no completion of that delivery waits (or it is being written right now).
     mutating func adopt(deliveryID: Int64, fence: Int64, leaseExpiry: ContinuousClock.Instant?) -> Bool {
+        // Every claim raises the fence by one from 0, so a claim with fence 1 is the row's first: nothing of it
+        // can wait here. That spares the usual claim a scan of the whole backlog per row.
+        guard fence > 1, count > 0 else { return false }
         func take(_ entry: inout Entry) -> Bool {
             guard entry.completion.deliveryID == deliveryID else { return false }
             entry.completion.fence = fence
