@@ -29,8 +29,7 @@ extension APNsSender: BatchingProviderSender {
     ) async -> [Int] {
         var declined: [Int] = []
         // Deliveries by credential fingerprint, in the batch's order.
-        var groups: [String: (channel: Channel, indexes: [Int])] = [:]
-        var credentialOrder: [String] = []
+        var groups = GroupsByKey<String, (channel: Channel, indexes: [Int])>()
         for (index, item) in batch.enumerated() {
             switch Result(catching: { try channel(for: item.delivery) }) {
             case .failure(let error):
@@ -38,19 +37,14 @@ extension APNsSender: BatchingProviderSender {
             case .success(.certificate):
                 declined.append(index)
             case .success(.token(let channel)):
-                let fingerprint = channel.tokenCredential.fingerprint
-                if groups[fingerprint] == nil {
-                    groups[fingerprint] = (channel, [])
-                    credentialOrder.append(fingerprint)
-                }
-                groups[fingerprint]!.indexes.append(index)
+                groups.update(channel.tokenCredential.fingerprint, new: (channel, [])) { $0.indexes.append(index) }
             }
         }
         var outgoing: [Outgoing] = []
-        var requests: [HTTP2Origin: (requests: [HTTP2Request], slots: [Int])] = [:]
-        let bearers = await fetchTokens(for: credentialOrder.compactMap { groups[$0]?.channel }, by: context.deadline)
-        for fingerprint in credentialOrder {
-            guard let (channel, indexes) = groups[fingerprint], let fetch = bearers[fingerprint] else { continue }
+        var requests = GroupsByKey<HTTP2Origin, (requests: [HTTP2Request], slots: [Int])>()
+        let bearers = await fetchTokens(for: groups.groups.map(\.value.channel), by: context.deadline)
+        for (fingerprint, (channel, indexes)) in groups.groups {
+            guard let fetch = bearers[fingerprint] else { continue }
             let bearer: String
             do {
                 guard let fetched = try fetch.get() else {
@@ -89,12 +83,15 @@ extension APNsSender: BatchingProviderSender {
                     continue
                 }
                 let origin = channel.origin ?? Self.origin(forEnvironment: item.delivery.apnsEnvironment)
-                requests[origin, default: ([], [])].requests.append(ProviderTransport.httpRequest(request, timeout: timeout))
-                requests[origin, default: ([], [])].slots.append(outgoing.count)
+                let slot = outgoing.count
+                requests.update(origin, new: ([], [])) { group in
+                    group.requests.append(ProviderTransport.httpRequest(request, timeout: timeout))
+                    group.slots.append(slot)
+                }
                 outgoing.append(Outgoing(index: index, channel: channel, origin: origin, bearer: bearer, cutByDeadline: cutByDeadline))
             }
         }
-        let resends = await exchange(requests, outgoing: outgoing, batch: batch, context: context, completed: completed)
+        let resends = await exchange(requests.groups, outgoing: outgoing, batch: batch, context: context, completed: completed)
         if !resends.isEmpty {
             await withDiscardingTaskGroup { group in
                 for (sent, refusal) in resends {
@@ -115,7 +112,7 @@ extension APNsSender: BatchingProviderSender {
     /// pool's paths make). This task waits once, for the last answer.
     /// - Returns: the requests whose answer refused their provider token, to be sent again alone.
     private func exchange(
-        _ requests: [HTTP2Origin: (requests: [HTTP2Request], slots: [Int])], outgoing: [Outgoing], batch: [BatchedSend],
+        _ requests: [(key: HTTP2Origin, value: (requests: [HTTP2Request], slots: [Int]))], outgoing: [Outgoing], batch: [BatchedSend],
         context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async -> [(Outgoing, (response: PushResponse, token: String))] {
         guard !outgoing.isEmpty else { return [] }
@@ -203,6 +200,31 @@ extension APNsSender: BatchingProviderSender {
         }
         guard let deadline = context.deadline else { return await exchange() }
         return (try? await DeliveryDeadlines.value(by: deadline, exchange)) ?? context.deadlineExceeded
+    }
+}
+
+/// Groups in the order their keys first came, found by key. A batch's deliveries nearly all share one credential
+/// and one origin, so the previous lookup's group is tried first: a comparison instead of hashing the key (a
+/// fingerprint string, an origin) once or twice per delivery.
+private struct GroupsByKey<Key: Hashable, Value> {
+    private(set) var groups: [(key: Key, value: Value)] = []
+    private var positions: [Key: Int] = [:]
+    private var last: Int?
+
+    /// Changes the group of `key` with `change`, first adding it as `new` when the key is not known yet.
+    mutating func update(_ key: Key, new: @autoclosure () -> Value, _ change: (inout Value) -> Void) {
+        let position: Int
+        if let last, groups[last].key == key {
+            position = last
+        } else if let known = positions[key] {
+            position = known
+        } else {
+            position = groups.count
+            groups.append((key, new()))
+            positions[key] = position
+        }
+        last = position
+        change(&groups[position].value)
     }
 }
 
