@@ -25,13 +25,17 @@ public enum HMACSHA256 {
         Key(key).authenticationCode(message: message)
     }
 
-    /// A key ready for many messages: an HMAC context keyed once and copied for each message (the copy carries
-    /// the hashed key pads). OpenSSL 3's one-shot `HMAC()` fetched the MAC and the digest from the provider store
-    /// on every call, which cost more than the hashing; a worker that signs every delivery's msgId spent a tenth
-    /// of its CPU there.
+    /// A key ready for many messages: HMAC contexts keyed once, each message computed in one of them after
+    /// `EVP_MAC_init` with no key (which restores the keyed state, the hashed key pads, without allocating).
+    /// OpenSSL 3's one-shot `HMAC()` fetched the MAC and the digest from the provider store on every call, which
+    /// cost more than the hashing; a worker that signs every delivery's msgId spent a tenth of its CPU there.
     public final class Key: Sendable {
-        /// The keyed context, never updated itself; the lock makes each copy of it one at a time.
-        private let keyed: Mutex<KeyedContext>
+        /// Keyed contexts not in use. One is taken per message, so threads never share one; a thread that finds
+        /// none copies one more (`EVP_MAC_CTX_dup` of the first), and at most ``spareLimit`` are kept.
+        private let spare: Mutex<[KeyedContext]>
+        /// The keyed context the others are copied from; only read (copied) under the `spare` lock.
+        private let original: KeyedContext
+        static let spareLimit = 8
 
         /// Keys a context. Traps only if OpenSSL cannot provide HMAC-SHA256 or allocate, which no caller could
         /// handle either.
@@ -50,32 +54,40 @@ public enum HMACSHA256 {
                 return keyBytes.withUnsafeBufferPointer { EVP_MAC_init(context, $0.baseAddress, key.count, &parameters) }
             }
             precondition(status == 1, "EVP_MAC_init(HMAC-SHA256) failed")
-            keyed = Mutex(KeyedContext(pointer: context))
+            original = KeyedContext(pointer: context)
+            spare = Mutex([])
         }
 
         deinit {
-            keyed.withLock { EVP_MAC_CTX_free($0.pointer) }
+            spare.withLock { contexts in for context in contexts { EVP_MAC_CTX_free(context.pointer) } }
+            EVP_MAC_CTX_free(original.pointer)
         }
 
         /// The 32-byte tag of `message`. Safe to call from many threads at once.
         public func authenticationCode(message: some Collection<UInt8>) -> [UInt8] {
-            guard let context = keyed.withLock({ KeyedContext(pointer: EVP_MAC_CTX_dup($0.pointer)) }).pointer else {
-                preconditionFailure("EVP_MAC_CTX_dup failed")
-            }
-            defer { EVP_MAC_CTX_free(context) }
+            let taken = spare.withLock { contexts in contexts.popLast() ?? KeyedContext(pointer: EVP_MAC_CTX_dup(original.pointer)) }
+            guard let context = taken.pointer else { preconditionFailure("EVP_MAC_CTX_dup failed") }
             var output = [UInt8](repeating: 0, count: 32)
             var length = 0
+            // No key: the keyed state of the first init is restored (EVP_MAC_init(3)).
+            let started = EVP_MAC_init(context, nil, 0, nil)
             let updated: Int32 =
                 message.withContiguousStorageIfAvailable { EVP_MAC_update(context, $0.baseAddress, $0.count) }
                 ?? Array(message).withUnsafeBufferPointer { EVP_MAC_update(context, $0.baseAddress, $0.count) }
             let finished = EVP_MAC_final(context, &output, &length, output.count)
-            precondition(updated == 1 && finished == 1 && length == 32, "HMAC-SHA256 failed")
+            precondition(started == 1 && updated == 1 && finished == 1 && length == 32, "HMAC-SHA256 failed")
+            let kept = spare.withLock { contexts in
+                guard contexts.count < Self.spareLimit else { return false }
+                contexts.append(taken)
+                return true
+            }
+            if !kept { EVP_MAC_CTX_free(context) }
             return output
         }
     }
 
-    /// An `EVP_MAC_CTX` pointer, movable into and out of the key's lock (only ever used under it or by the one
-    /// thread that copied it).
+    /// An `EVP_MAC_CTX` pointer, movable into and out of a key's lock (a context is used by one thread at a time:
+    /// the one that took it from the spares).
     private struct KeyedContext: @unchecked Sendable {
         var pointer: OpaquePointer?
     }

@@ -21,9 +21,15 @@ public enum MessageIDCodec {
     /// Signs the pair with `key` (the app's `signing_key`).
     /// - Returns: a 64-character base64url string (alphabet `A-Z a-z 0-9 - _`).
     public static func sign(notificationID: UUID, subscriptionID: UUID, key: [UInt8]) -> String {
-        let body = [version] + bytes(of: notificationID) + bytes(of: subscriptionID)
-        let tag = keyed(key).authenticationCode(message: domain + body).prefix(tagLength)
-        return Base64URL.encode(body + tag)
+        // domain || body in one buffer; then body || tag in the same one (one allocation, not five).
+        var bytes = domain
+        bytes.reserveCapacity(domain.count + 48)
+        bytes.append(version)
+        withUnsafeBytes(of: notificationID.uuid) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: subscriptionID.uuid) { bytes.append(contentsOf: $0) }
+        let tag = keyed(key).authenticationCode(message: bytes)
+        bytes.append(contentsOf: tag.prefix(tagLength))
+        return Base64URL.encode(bytes[domain.count...])
     }
 
     /// Checks a msgId against `key` and returns the identities it carries, or `nil` when the text is not a
