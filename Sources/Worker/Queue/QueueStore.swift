@@ -501,14 +501,14 @@ extension ClaimedDelivery {
             id: try c.id.decode(Int64.self, row),
             fence: try c.fence.decode(Int64.self, row),
             attempt: try c.attempt.decode(Int.self, row),
-            notificationID: try c.notificationID.decode(UUID.self, row),
+            notificationID: try c.notificationID.decode(UUID.self, row, repeating: &r.notificationID),
             subscriptionID: try c.subscriptionID.decode(UUID.self, row),
-            appID: try c.appID.decode(UUID.self, row),
+            appID: try c.appID.decode(UUID.self, row, repeating: &r.appID),
             apnsID: try c.apnsID.decode(UUID.self, row),
             messageVersion: try c.messageVersion.decode(String.self, row, repeating: &r.messageVersion),
             campaignID: try c.campaignID.decodeIfPresent(String.self, row, repeating: &r.campaignID),
-            notificationStatus: try c.notificationStatus.decode(String.self, row),
-            notificationStart: try c.notificationStart.decode(Date.self, row),
+            notificationStatus: try c.notificationStatus.decode(String.self, row, repeating: &r.notificationStatus),
+            notificationStart: try c.notificationStart.decode(Date.self, row, repeating: &r.notificationStart),
             platform: try c.platform.decode(String.self, row),
             token: try c.token.decode(String.self, row),
             apnsEnvironment: try c.apnsEnvironment.decodeIfPresent(String.self, row),
@@ -570,8 +570,14 @@ struct ClaimedColumns {
     }
 
     /// The last value of each column that repeats down a claim: the app's and notification's, the same on
-    /// each of their deliveries, and long enough that a copy per row costs an allocation.
+    /// each of their deliveries (a broadcast's rows come in runs of one notification), and costly to read again
+    /// on every row: long text (a copy per row is an allocation) or parsed values (UUIDs, timestamps). A row's
+    /// bytes are compared with the last ones (one memcmp) instead.
     struct Repeats {
+        var notificationID = PostgresRepeatedValue<UUID>()
+        var appID = PostgresRepeatedValue<UUID>()
+        var notificationStatus = PostgresRepeatedValue<String>()
+        var notificationStart = PostgresRepeatedValue<Date>()
         var messageVersion = PostgresRepeatedValue<String>()
         var campaignID = PostgresRepeatedValue<String>()
         var defaultTimezone = PostgresRepeatedValue<String>()
