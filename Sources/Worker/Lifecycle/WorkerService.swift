@@ -98,9 +98,16 @@ public final class WorkerService: Sendable {
         self.processor = processor
         self.logger = logger
         let capacityWake = self.capacityWake
+        let claimWake = self.claimWake
+        let exitWhenDrained = configuration.exitWhenDrained
         self.completer = Completer(
             database: database, logger: logger.named("completer"), leaseSeconds: configuration.lease.inSeconds,
-            onProgress: { capacityWake.signal() }, metrics: metrics)
+            onProgress: {
+                capacityWake.signal()
+                // A drained queue is only seen once the last completion is written: the claim loop checks again
+                // now rather than a poll interval later.
+                if exitWhenDrained { claimWake.signal() }
+            }, metrics: metrics)
         self.onReady = onReady
         metrics.observe(
             inFlight: { [weak self] in self?.inFlight.load(ordering: .relaxed) ?? 0 },
@@ -131,6 +138,8 @@ public final class WorkerService: Sendable {
         capacityWake.signal()
         maintenanceWake.signal()
         statisticsWake.signal()
+        // Otherwise each slice loop would notice the stop only after its poll interval.
+        for wake in sliceWakes { wake.signal() }
         if let canceller = statisticsCanceller.withLock({ $0 }) {
             // PQcancel opens a connection to the server and blocks: not on the caller's (possibly cooperative)
             // thread.

@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Testing
+@testable import Worker
 
 /// The real executable under SIGTERM: it stops claiming, finishes in-flight sends, writes their events and
 /// exits 0 (what systemd's `systemctl stop` relies on).
@@ -125,6 +126,32 @@ struct GracefulShutdownTests {
             }
             #expect(!stillAnalyzing)
             await database.shutdown()
+        }
+    }
+}
+
+/// A stop reaches every loop at once, not after its poll interval: the expansion slice loops among them.
+@Suite("A stop request reaches every loop")
+struct StopReachesEveryLoopTests {
+    @Test func anIdleWorkerWithAOneMinutePollStopsWellBeforeIt() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let configuration = try emulator.workerConfiguration(
+                    databaseURL: url,
+                    extra: ["PUSHIZO_POLL_INTERVAL": "60", "PUSHIZO_EXIT_WHEN_DRAINED": "false", "PUSHIZO_EXPANSION_TASKS": "3",
+                            "PUSHIZO_DATABASE_CONNECTIONS": "6"])
+                #expect(configuration.expansionTasks == 3)
+                let runtime = try WorkerRuntime(configuration: configuration, logger: quietLogger)
+                let run = Task { await runtime.run() }
+                // Every loop is waiting out its poll by now.
+                try await Task.sleep(for: .seconds(1))
+                let stopped = ContinuousClock.now
+                runtime.requestStop()
+                await run.value
+                // A hang guard far below the poll interval, not a timing target: before the slice loops were
+                // signalled, this waited the full minute.
+                #expect(ContinuousClock.now - stopped < .seconds(30))
+            }
         }
     }
 }
