@@ -76,8 +76,9 @@ public struct HTTP2ServerLimits: Sendable {
 }
 
 /// An HTTP/2 server over TLS (ALPN `h2`) or cleartext h2c with prior knowledge (RFC 9113 §3.3), driven by an
-/// `HTTP2EventLoop`. Each complete request stream runs `handler` in its own task; the response goes back to the
-/// loop thread for nghttp2. Used by the provider emulator and the tests.
+/// `HTTP2EventLoop`. Each complete request stream runs `handler` in its own task and the response goes back to the
+/// loop thread for nghttp2, or, for a handler that answers at once (`answeringOnLoop`), runs on the loop thread
+/// itself. Used by the provider emulator and the tests.
 public final class HTTP2Server: Sendable {
     /// The loop whose thread owns the listener and the connections.
     public let eventLoop: HTTP2EventLoop
@@ -158,14 +159,14 @@ public final class HTTP2Server: Sendable {
     }
 }
 
-/// The server's loop-side state. `@unchecked Sendable`: configuration is immutable; the rest is used on the loop
-/// thread only.
 /// Where a server's handler runs: in a task of its own per request, or at once on the loop thread.
 enum RequestHandler: Sendable {
     case inTask(@Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse)
     case onLoop(@Sendable (HTTP2ServerRequest) -> HTTP2ServerResponse)
 }
 
+/// The server's loop-side state. `@unchecked Sendable`: configuration is immutable; the rest is used on the loop
+/// thread only.
 final class ServerCore: LoopHandler, @unchecked Sendable {
     let loop: HTTP2EventLoop
     let host: String
