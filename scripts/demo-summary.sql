@@ -1,6 +1,6 @@
 \echo
 \echo notifications
-SELECT coalesce(campaign_id, '-') AS campaign, status, coalesce(status_reason, '') AS reason, targeted_count
+SELECT coalesce(campaign_id, '-') AS campaign, status, coalesce(status_reason, '') AS status_reason, targeted_count
 FROM notifications ORDER BY created_at;
 
 \echo final outcome of each delivery (its latest delivery_events row), by platform

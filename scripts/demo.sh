@@ -75,24 +75,29 @@ psql_demo -v key="$(cat "$demo/AuthKey_$key_id.p8")" -v team="$team" -v key_id="
     -v web_subscriptions="$(cat "$demo/web-subscriptions.tsv")" \
     -v fcm_key="$(cat "$demo/fcm-service-account.pem")" -v fcm_email="$fcm_email" -f scripts/demo-seed.sql
 
-echo "==> running the worker until the queue is drained (Prometheus metrics scraped while it runs)"
+echo "==> running the worker until the queue is drained, then scraping its Prometheus metrics and stopping it"
 # The emulator is on 127.0.0.1: the operator switch lets the worker connect there (never in production).
-# Metrics on a port the kernel picks (the worker logs it); the last scrape before it exits is kept.
+# Metrics on a port the kernel picks (the worker logs it). The worker runs as a service does (no
+# --exit-when-drained): once nothing is queued or waiting for expansion, one scrape sees every outcome, and
+# SIGTERM stops it as systemd would.
 PUSHIZO_CA_FILE=$demo/tls/ca.pem PUSHIZO_RETRY_BASE=0.5 PUSHIZO_POLL_INTERVAL=0.2 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true \
-    PUSHIZO_METRICS_LISTEN=127.0.0.1:0 "$bin" run --exit-when-drained 2>"$demo/worker.log" &
+    PUSHIZO_METRICS_LISTEN=127.0.0.1:0 "$bin" run 2>"$demo/worker.log" &
 worker_pid=$!
-metrics_port=
-while kill -0 "$worker_pid" 2>/dev/null; do
-    [ -n "$metrics_port" ] || metrics_port=$(sed -n 's/.*metrics listening.* port=\([0-9]*\).*/\1/p' "$demo/worker.log" | head -n 1)
-    if [ -n "$metrics_port" ] && curl -sf "http://127.0.0.1:$metrics_port/metrics" -o "$demo/metrics.tmp" 2>/dev/null; then
-        mv "$demo/metrics.tmp" "$demo/metrics.txt"
-    fi
+drained() {
+    [ "$(psql_demo -Atc "SELECT (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM notifications WHERE status IN ('pending', 'expanding'))")" = 0 ]
+}
+for _ in $(seq 1 1200); do
+    kill -0 "$worker_pid" 2>/dev/null || break
+    drained && break
     sleep 0.1
 done
+metrics_port=$(sed -n 's/.*metrics listening.* port=\([0-9]*\).*/\1/p' "$demo/worker.log" | head -n 1)
+[ -n "$metrics_port" ] && curl -sf "http://127.0.0.1:$metrics_port/metrics" -o "$demo/metrics.txt" 2>/dev/null || true
+kill -TERM "$worker_pid" 2>/dev/null || true
 wait "$worker_pid" || { tail -n 30 "$demo/worker.log" >&2; exit 1; }
 grep -E "worker (running|stopped)|notification (expanded|failed)" "$demo/worker.log" | sed 's/^<[0-9]>/    /' || true
 if [ -s "$demo/metrics.txt" ]; then
-    echo "==> the last metrics scrape (var/demo/metrics.txt; docs/metrics.md): outcomes so far"
+    echo "==> the metrics scrape once drained (var/demo/metrics.txt; docs/metrics.md): outcomes by provider and reason"
     grep -E '^pushizo_deliveries_total' "$demo/metrics.txt" | sed 's/^/    /' || true
     if command -v promtool >/dev/null; then
         promtool check metrics <"$demo/metrics.txt" && echo "    promtool check metrics: ok"
