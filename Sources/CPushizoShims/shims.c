@@ -90,4 +90,4 @@ uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon) {
 
 #include <malloc.h>
 
-int pz_set_malloc_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
+int pz_set_malloc_arena_limit(int count) { return mallopt(M_ARENA_MAX, count); }

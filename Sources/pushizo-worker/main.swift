@@ -9,8 +9,8 @@ guard let verb = arguments.first else {
 }
 let rest = Array(arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
-// Before any other thread allocates (see MallocLargeBlocks).
-if verb == "run" { MallocLargeBlocks.mapUnlessConfigured(environment: environment) }
+// Before any other thread allocates (see MallocArenas).
+if verb == "run" { MallocArenas.limitUnlessConfigured(environment: environment) }
 
 do {
     switch verb {

@@ -58,8 +58,8 @@ struct MHD_Daemon *pz_mhd_start(const struct sockaddr *address, int ipv6, unsign
 uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon);
 
 // MARK: glibc malloc. Added for pushizo-worker run.
-/// mallopt(M_MMAP_THRESHOLD, bytes): glibc maps blocks of `bytes` or more from now on, and stops raising the
-/// threshold by itself (<malloc.h> is not in Swift's Glibc module). Returns 1 on success, 0 on failure.
-int pz_set_malloc_mmap_threshold(int bytes);
+/// mallopt(M_ARENA_MAX, count): glibc creates at most `count` malloc arenas from now on (<malloc.h> is not in
+/// Swift's Glibc module). Returns 1 on success, 0 on failure.
+int pz_set_malloc_arena_limit(int count);
 
 #endif
