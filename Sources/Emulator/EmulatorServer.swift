@@ -33,6 +33,10 @@ public final class EmulatorServer: Sendable {
     ) {
         var limits = HTTP2ServerLimits()
         limits.refuseStreamsBeyond = refuseStreamsBeyond
+        // Every provider's request is a few KB (APNs at most 5 KB of payload, an FCM message or token request,
+        // a Web Push record of at most 4 KB): anything larger is answered 413 unread, so one client's large body
+        // neither holds memory per stream nor, parsed on the I/O thread, stalls the other connections.
+        limits.maximumRequestBodySize = Self.maximumRequestBodySize
         guard latency > 0 else {
             // The providers judge without blocking (``EmulatedProvider``): answered on the loop thread.
             server = HTTP2Server(
@@ -48,6 +52,9 @@ public final class EmulatorServer: Sendable {
             return Self.answer(request, routes: routes)
         }
     }
+
+    /// Largest request body the emulator reads, in bytes: 64 KiB.
+    public static let maximumRequestBodySize = 64 * 1024
 
     /// The answer of the route whose path prefix the request's path has (404 `BadPath` when none).
     private static func answer(_ request: HTTP2ServerRequest, routes: [Route]) -> HTTP2ServerResponse {

@@ -13,14 +13,22 @@ public enum MallocArenas {
     public static let defaultLimit = 1
 
     /// Sets glibc's arena limit (`mallopt(M_ARENA_MAX)`) to `limit` unless the operator set one: a non-empty
-    /// `MALLOC_ARENA_MAX`, or `glibc.malloc.arena_max` in `GLIBC_TUNABLES` (glibc applies those itself; an empty
-    /// `MALLOC_ARENA_MAX=`, as an `EnvironmentFile` line may leave, sets nothing and is ignored). Call it first
+    /// `MALLOC_ARENA_MAX`, or a positive `glibc.malloc.arena_max` in `GLIBC_TUNABLES` (glibc applies those itself;
+    /// an empty `MALLOC_ARENA_MAX=` or `glibc.malloc.arena_max=`, as an `EnvironmentFile` line may leave, sets
+    /// nothing and is ignored). Call it first
     /// thing, before other threads allocate: arenas already made stay.
     /// - Returns: the limit set, or nil when the operator's is kept or glibc refused.
     @discardableResult
     public static func limitUnlessConfigured(environment: [String: String], limit: Int = defaultLimit) -> Int? {
         if let value = environment["MALLOC_ARENA_MAX"], !value.isEmpty { return nil }
-        if environment["GLIBC_TUNABLES"]?.contains("glibc.malloc.arena_max=") == true { return nil }
+        if let tunables = environment["GLIBC_TUNABLES"], tunables.split(separator: ":").contains(where: { entry in
+            // Only a value glibc takes as a limit: an empty one (`glibc.malloc.arena_max=`) sets none.
+            guard entry.hasPrefix("glibc.malloc.arena_max="), let value = Int(entry.dropFirst("glibc.malloc.arena_max=".count))
+            else { return false }
+            return value > 0
+        }) {
+            return nil
+        }
         guard limit > 0, let count = Int32(exactly: limit) else { return nil }
         return pz_set_malloc_arena_limit(count) == 1 ? limit : nil
     }

@@ -144,7 +144,7 @@ struct SlicedExpansionTests {
     @Test func aSliceInProgressDoesNotHoldUpTheOthers() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let (seed, _) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, slicing: .init(size: 10))
+                let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, slicing: .init(size: 10))
                 // Slices of ids 11-20, 21-30, 31-40, 41-: another worker is inside slice 0's chunk, holding the
                 // locks a chunk holds (its slice row, and the notification FOR KEY SHARE as the insert trigger does).
                 let other = try PostgresConnection(connectionString: url)
