@@ -15,8 +15,7 @@ public enum MallocArenas {
     /// Sets glibc's arena limit (`mallopt(M_ARENA_MAX)`) to `limit` unless the operator set one: a non-empty
     /// `MALLOC_ARENA_MAX`, or a positive `glibc.malloc.arena_max` in `GLIBC_TUNABLES` (glibc applies those itself;
     /// an empty `MALLOC_ARENA_MAX=` or `glibc.malloc.arena_max=`, as an `EnvironmentFile` line may leave, sets
-    /// nothing and is ignored). Call it first
-    /// thing, before other threads allocate: arenas already made stay.
+    /// nothing and is ignored). Call it first thing, before other threads allocate: arenas already made stay.
     /// - Returns: the limit set, or nil when the operator's is kept or glibc refused.
     @discardableResult
     public static func limitUnlessConfigured(environment: [String: String], limit: Int = defaultLimit) -> Int? {
