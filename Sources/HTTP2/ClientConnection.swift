@@ -312,11 +312,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             (":authority", authority), (":path", r.path),
         ]
         fields.reserveCapacity(4 + r.headers.count + 1)
-        // Per request and header: no copy unless a name has upper-case letters (callers send lower case).
         var hasContentLength = false
         for header in r.headers {
-            let name = header.name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") })
-                ? header.name.lowercased() : header.name
+            let name = header.name.lowercasedFieldName
             if name == "content-length" { hasContentLength = true }
             fields.append((name, header.value))
         }

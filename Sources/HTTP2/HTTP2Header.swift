@@ -19,3 +19,12 @@ extension Array where Element == HTTP2Header {
         return first { $0.name.lowercased() == wanted }?.value
     }
 }
+
+extension String {
+    /// This field name as HTTP/2 sends it, lower-cased (RFC 9113 §8.2.1): the string itself, not a copy, when it
+    /// has no upper-case ASCII letter, which is almost always (callers write names in lower case, and this runs
+    /// for every header of every request and response).
+    var lowercasedFieldName: String {
+        utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? lowercased() : self
+    }
+}

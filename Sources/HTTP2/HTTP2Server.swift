@@ -449,9 +449,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
             return
         }
         var fields: [(String, String)] = [(":status", String(response.status))]
-        // HTTP/2 field names are lower-case (RFC 9113 §8.2.1); most handlers write them so already.
-        func lowercased(_ name: String) -> String { name.utf8.contains { $0 >= 65 && $0 <= 90 } ? name.lowercased() : name }
-        for header in response.headers { fields.append((lowercased(header.name), header.value)) }
+        for header in response.headers { fields.append((header.name.lowercasedFieldName, header.value)) }
         if !response.body.isEmpty, !fields.contains(where: { $0.0 == "content-length" }) {
             fields.append(("content-length", String(response.body.count)))
         }

@@ -21,8 +21,7 @@ extension HTTP2Request {
                 let shown = String(name.unicodeScalars.prefix(40).map { $0.escaped(asASCII: true) }.joined())
                 return HTTP2Error(.invalidRequest, "header #\(index) has an invalid field name \"\(shown)\" (RFC 9113 §8.2.1)")
             }
-            // Callers send lower case: no copy per header then, and no hashing (every request is checked).
-            let lower = name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? name.lowercased() : name
+            let lower = name.lowercasedFieldName
             if Self.connectionSpecific.contains(lower) {
                 return HTTP2Error(.invalidRequest, "header \"\(lower)\" is connection-specific and not allowed in HTTP/2 (RFC 9113 §8.2.2)")
             }
