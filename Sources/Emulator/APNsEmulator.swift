@@ -187,11 +187,12 @@ public final class APNsEmulator: EmulatedProvider {
 
     public func handle(_ request: EmulatorRequest) -> EmulatorResponse {
         let current = now()
+        let fields = APNsHeaderFields(request.headers)
         // Apple returns `apns-id` on every response, errors included: the request's, else a new UUID.
-        let responseID = request.header("apns-id").flatMap { CanonicalUUIDText.parse($0) == nil ? nil : $0 } ?? UUID().uuidString.lowercased()
+        let responseID = fields[.apnsID].flatMap { CanonicalUUIDText.parse($0) == nil ? nil : $0 } ?? UUID().uuidString.lowercased()
         let response: EmulatorResponse
         var accepted: APNsAcceptedNotification?
-        switch evaluate(request, at: current, apnsID: responseID) {
+        switch evaluate(request, fields: fields, at: current, apnsID: responseID) {
         case .reject(let status, let reason, let timestamp):
             response = Self.error(status, reason, timestamp: timestamp, apnsID: responseID)
         case .accept(let notification):
@@ -211,8 +212,12 @@ public final class APNsEmulator: EmulatedProvider {
         case accept(APNsAcceptedNotification)
     }
 
-    /// - Parameter responseID: the `apns-id` the answer carries (the request's when it is a UUID).
-    private func evaluate(_ request: EmulatorRequest, at current: Date, apnsID responseID: String) -> Verdict {
+    /// - Parameters:
+    ///   - fields: the request's judged headers.
+    ///   - responseID: the `apns-id` the answer carries: the request's exactly when that is a canonical UUID.
+    private func evaluate(
+        _ request: EmulatorRequest, fields: APNsHeaderFields, at current: Date, apnsID responseID: String
+    ) -> Verdict {
         guard request.method == "POST" else { return .reject(405, "MethodNotAllowed") }
         let prefix = "/3/device/"
         guard request.path.hasPrefix(prefix) else { return .reject(404, "BadPath") }
@@ -231,7 +236,6 @@ public final class APNsEmulator: EmulatedProvider {
             case .failure(let rejection): return rejection.verdict
             }
         }
-        let fields = APNsHeaderFields(request.headers)
         if request.clientCertificate == nil, let failure = checkProviderToken(fields[.authorization], at: current) {
             return failure
         }
@@ -249,7 +253,8 @@ public final class APNsEmulator: EmulatedProvider {
             if pushType == "background", priority == "10" { return .reject(400, "BadPriority") }
         }
         let apnsID = fields[.apnsID]
-        if let apnsID, CanonicalUUIDText.parse(apnsID) == nil { return .reject(400, "BadMessageId") }
+        // Parsed once, for the response's id: a request id the answer does not carry was not a UUID.
+        if let apnsID, apnsID != responseID { return .reject(400, "BadMessageId") }
         let expiration = fields[.expiration]
         if let expiration, Int64(expiration) == nil { return .reject(400, "BadExpirationDate") }
         let collapseID = fields[.collapseID]

@@ -32,12 +32,6 @@ public struct EmulatorRequest: Sendable, Hashable {
 
     /// The first header named `name` (case-insensitive), if any.
     public func header(_ name: String) -> String? { headers.first(named: name) }
-
-    /// How many headers are named `name` (case-insensitive).
-    func count(of name: String) -> Int {
-        let wanted = name.lowercased()
-        return headers.count { $0.isNamed(wanted) }
-    }
 }
 
 extension [EmulatorHeader] {

@@ -209,7 +209,10 @@ func reason(_ response: EmulatorResponse) -> String? {
         mixedCase.headers = mixedCase.headers.map { EmulatorHeader($0.name.uppercased(), $0.value) }
         #expect(emulator.handle(mixedCase).status == 200)
         #expect(mixedCase.header("Apns-Topic") == "com.example.app")
-        #expect(mixedCase.count(of: "APNS-TOPIC") == 1)
+        // A name in another case is the same header: one of each is a duplicate.
+        var mixedDuplicate = try builder.request()
+        mixedDuplicate.headers.append(EmulatorHeader("APNS-Topic", "com.other"))
+        #expect(reason(emulator.handle(mixedDuplicate)) == "DuplicateHeaders")
     }
 
     /// Apple's pairing of `apns-push-type` and topic ("Sending notification requests to APNs"): each type with
