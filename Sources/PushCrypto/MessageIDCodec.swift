@@ -60,10 +60,6 @@ public enum MessageIDCodec {
         }
     }
 
-    static func bytes(of id: UUID) -> [UInt8] {
-        withUnsafeBytes(of: id.uuid) { Array($0) }
-    }
-
     static func uuid(from bytes: ArraySlice<UInt8>) -> UUID {
         let b = Array(bytes)
         return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
