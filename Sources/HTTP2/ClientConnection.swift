@@ -54,7 +54,7 @@ final class PendingRequest {
 /// The client side of one connection: streams for pooled requests, keepalive PING, GOAWAY bookkeeping.
 /// `@unchecked Sendable` as its base class: loop thread only.
 final class ClientConnection: H2Connection, @unchecked Sendable {
-    final class Stream {
+    final class Stream: H2Stream {
         let request: PendingRequest
         var status: Int?
         var headers: [HTTP2Header] = []
@@ -65,6 +65,12 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         /// Set once the response went beyond a read bound: the stream is being reset and nothing more is kept.
         var overLimit: HTTP2Error?
         init(_ request: PendingRequest) { self.request = request }
+    }
+
+    /// The open stream `streamID` (owned by `streams`, attached as nghttp2's user data), or nil.
+    private func stream(_ streamID: Int32) -> Stream? {
+        // Every stream attached on this connection is a `Stream`.
+        attachedStream(streamID).map { unsafeDowncast($0, to: Stream.self) }
     }
 
     let core: ClientCore
@@ -195,7 +201,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     }
 
     override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let stream = streams[frame.streamID], stream.overLimit == nil else { return 0 }
+        guard let stream = stream(frame.streamID), stream.overLimit == nil else { return 0 }
         // Counted before anything is kept: an HPACK block can name one dynamic-table entry thousands of times
         // at one byte each (RFC 7541 §6.1), so the decoded size, not the bytes received, is what is bounded.
         let configuration = core.configuration
@@ -215,13 +221,15 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             // 1xx responses are interim (RFC 9110 §15.2); the final status replaces them.
             if name.text == ":status" { stream.status = Int(value.text) }
         } else {
+            // Providers answer with a handful of fields: one allocation instead of growing 1, 2, 4, 8.
+            if stream.headers.isEmpty { stream.headers.reserveCapacity(8) }
             stream.headers.append(HTTP2Header(name.text, value.text))
         }
         return 0
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let stream = streams[streamID], stream.overLimit == nil else { return 0 }
+        guard let stream = stream(streamID), stream.overLimit == nil else { return 0 }
         let limit = core.configuration.maximumResponseBodySize
         if stream.body.count + data.count > limit {
             // Nothing more is needed from this stream (RFC 9113 §8.7 CANCEL); DATA already in flight is dropped
@@ -247,7 +255,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
 
     override func headerBlockTooLong(streamID: Int32) -> HTTP2Error {
         let error = HTTP2Error(.responseTooLarge, "\(origin) sent a header block over more than \(Self.maximumHeaderBlockFrames) frames (HEADERS and CONTINUATION); connection closed with ENHANCE_YOUR_CALM")
-        if let stream = streams[streamID], stream.overLimit == nil { stream.overLimit = error }
+        if let stream = stream(streamID), stream.overLimit == nil { stream.overLimit = error }
         return error
     }
 
@@ -288,7 +296,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     }
 
     override func beforeFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
-        guard frame.frameType == NGHTTP2_HEADERS.rawValue, let stream = streams[frame.streamID] else { return 0 }
+        guard frame.frameType == NGHTTP2_HEADERS.rawValue, let stream = stream(frame.streamID) else { return 0 }
         // Never NGHTTP2_ERR_CANCEL here: nghttp2 has already HPACK-encoded the block, so dropping it would desync
         // the peer's header table (RFC 7541 §2.3.2). Answered requests are withdrawn earlier instead: `abort`
         // submits RST_STREAM, which cancels HEADERS still queued in nghttp2.
@@ -307,22 +315,21 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             return false
         }
         let r = request.request
-        var fields: [(String, String)] = [
-            (":method", r.method), (":scheme", origin.scheme.rawValue),
-            (":authority", authority), (":path", r.path),
-        ]
-        fields.reserveCapacity(4 + r.headers.count + 1)
-        var hasContentLength = false
-        for header in r.headers {
-            let name = header.name.lowercasedFieldName
-            if name == "content-length" { hasContentLength = true }
-            fields.append((name, header.value))
-        }
-        if !r.body.isEmpty, !hasContentLength {
-            fields.append(("content-length", String(r.body.count)))
-        }
-        let streamID = submit(headers: fields, body: r.body) { nva, count, provider in
-            nghttp2_submit_request(session, nil, nva, count, provider, nil)
+        let stream = Stream(request)
+        let streamID = submit(stream, body: r.body, fields: { fields in
+            fields.append(":method", r.method)
+            fields.append(":scheme", origin.scheme.rawValue)
+            fields.append(":authority", authority)
+            fields.append(":path", r.path)
+            var hasContentLength = false
+            for header in r.headers {
+                let name = header.name.lowercasedFieldName
+                if name == "content-length" { hasContentLength = true }
+                fields.append(name, header.value)
+            }
+            if !r.body.isEmpty, !hasContentLength { fields.append("content-length", decimal: r.body.count) }
+        }) { nva, count, provider in
+            nghttp2_submit_request(session, nil, nva, count, provider, Unmanaged.passUnretained(stream).toOpaque())
         }
         guard streamID > 0 else {
             core.finish(request, .failure(HTTP2Error(.protocolError, "cannot submit request: \(String(cString: nghttp2_strerror(streamID)))")))
@@ -330,7 +337,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         }
         request.connectionID = id
         request.streamID = streamID
-        streams[streamID] = Stream(request)
+        streams[streamID] = stream
         // Stream ids are 31-bit, odd for clients (RFC 9113 §5.1.1): about a billion requests per connection
         // (days at APNs rates). Drain this one near the end; the pool opens a successor.
         if nghttp2_session_get_next_stream_id(session) > UInt32(Int32.max - 1000) {
@@ -390,6 +397,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         loop.cancelTimer(pongTimer)
         let open = streams
         streams = [:]
+        // nghttp2 keeps the session (and these streams) until deinit: leave it no pointer to a released object.
+        for streamID in open.keys { detach(streamID) }
         let wasReady = isReady
         for (streamID, stream) in open.sorted(by: { $0.key < $1.key }) {
             let request = stream.request

@@ -26,8 +26,8 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     /// SSL_write needs to read first (TLS 1.3 key update): wait for EPOLLIN instead of spinning on EPOLLOUT.
     private var tlsWriteWantsRead = false
     private var flushScheduled = false
-    /// Request or response bodies being sent, by stream id (read by the data provider callback).
-    private var outgoingBodies: [Int32: OutgoingBody] = [:]
+    /// The fields of the HEADERS being submitted, kept between submissions for its storage.
+    private var fieldScratch = HeaderFieldList()
     private static let readBufferSize = 64 * 1024
     /// Frames one header block may span (HEADERS or PUSH_PROMISE plus CONTINUATIONs). nghttp2 before 1.61 reads
     /// an endless header block and decodes it (HPACK state must stay in sync) even after the stream is reset
@@ -40,12 +40,6 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     private var callbackFailure: HTTP2Error?
     private static let outboundHighWater = 256 * 1024
     private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: H2Connection.readBufferSize)
-
-    final class OutgoingBody {
-        let bytes: [UInt8]
-        var offset = 0
-        init(_ bytes: [UInt8]) { self.bytes = bytes }
-    }
 
     /// `connecting`: `fd` has a connect in progress; otherwise the TCP connection is established.
     init(loop: LoopCore, fd: Int32, ssl: OpaquePointer?, connecting: Bool) {
@@ -353,46 +347,70 @@ class H2Connection: LoopHandler, @unchecked Sendable {
         loop.unregister(fd)
         Glibc.close(fd)
         outbound = []
-        outgoingBodies = [:]
         didClose(error)
     }
 
     // MARK: Submitting
 
-    /// Submits HEADERS (+ DATA from `body` when non-empty). `call` calls nghttp2 with the header array and the
-    /// data provider (nil when there is no body). `existingStream` is the stream a response goes to (nil for a
-    /// request, whose id nghttp2 returns). Returns nghttp2's result: a new stream id, 0, or a negative error.
-    func submit(existingStream: Int32? = nil, headers: [(String, String)], body: [UInt8],
+    /// Submits HEADERS (+ DATA from `body` when non-empty) for `stream`: `fields` fills the header list, `call`
+    /// calls nghttp2 with it and the data provider (nil when there is no body). The data provider finds the body
+    /// through the stream's user data, so `stream` must be its user data by the time nghttp2 sends DATA: passed to
+    /// `nghttp2_submit_request`, or registered with ``attach(_:to:)`` for a response. Returns nghttp2's result:
+    /// a new stream id, 0, or a negative error.
+    func submit(_ stream: H2Stream, body: [UInt8], fields: (inout HeaderFieldList) -> Void,
                 _ call: (UnsafePointer<nghttp2_nv>, Int, UnsafePointer<nghttp2_data_provider>?) -> Int32) -> Int32 {
+        fieldScratch.removeAll()
+        fields(&fieldScratch)
+        stream.outgoing = body
+        stream.outgoingOffset = 0
+        if body.isEmpty { return fieldScratch.withNameValues { nva, count in call(nva, count, nil) } }
         var provider = nghttp2_data_provider()
         provider.source.ptr = nil
-        provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-            guard let userData, let buffer, let flags else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
-            let connection = Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
-            guard let body = connection.outgoingBodies[streamID] else {
+        provider.read_callback = { session, streamID, buffer, length, flags, _, _ in
+            guard let session, let buffer, let flags else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+            guard let pointer = nghttp2_session_get_stream_user_data(session, streamID) else {
                 flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
                 return 0
             }
-            let count = min(length, body.bytes.count - body.offset)
-            body.bytes.withUnsafeBufferPointer { source in
-                buffer.update(from: source.baseAddress! + body.offset, count: count)
+            let stream = Unmanaged<H2Stream>.fromOpaque(pointer).takeUnretainedValue()
+            let count = min(length, stream.outgoing.count - stream.outgoingOffset)
+            stream.outgoing.withUnsafeBufferPointer { source in
+                buffer.update(from: source.baseAddress! + stream.outgoingOffset, count: count)
             }
-            body.offset += count
-            if body.offset == body.bytes.count {
+            stream.outgoingOffset += count
+            if stream.outgoingOffset == stream.outgoing.count {
                 flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                connection.outgoingBodies[streamID] = nil
+                stream.outgoing = []
+                stream.outgoingOffset = 0
             }
             return count
         }
-        // The data provider is first read during a later mem_send, so registering the body after the call is in time.
-        let result = withNameValues(headers) { nva, count in
-            if body.isEmpty { return call(nva, count, nil) }
-            return withUnsafePointer(to: &provider) { call(nva, count, $0) }
+        return fieldScratch.withNameValues { nva, count in
+            withUnsafePointer(to: &provider) { call(nva, count, $0) }
         }
-        if !body.isEmpty, result >= 0, let streamID = existingStream ?? (result > 0 ? result : nil) {
-            outgoingBodies[streamID] = OutgoingBody(body)
-        }
-        return result
+    }
+
+    // MARK: Streams
+
+    /// Makes `stream` the user data of nghttp2's stream `streamID` (which must be open), unretained: the subclass
+    /// keeps it alive until nghttp2 reports the stream closed, or detaches it first (``detach(_:)``).
+    func attach(_ stream: H2Stream, to streamID: Int32) {
+        guard let session else { return }
+        nghttp2_session_set_stream_user_data(session, streamID, Unmanaged.passUnretained(stream).toOpaque())
+    }
+
+    /// Forgets the user data of `streamID` (before its object is released while nghttp2 still has the stream).
+    func detach(_ streamID: Int32) {
+        guard let session else { return }
+        nghttp2_session_set_stream_user_data(session, streamID, nil)
+    }
+
+    /// The object attached to `streamID`, or nil (none attached, or nghttp2 has closed the stream). A lookup in
+    /// nghttp2's own stream map, cheaper than hashing the id again in a Swift dictionary for every header field
+    /// and DATA chunk.
+    func attachedStream(_ streamID: Int32) -> H2Stream? {
+        guard let session, let pointer = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
+        return Unmanaged<H2Stream>.fromOpaque(pointer).takeUnretainedValue()
     }
 
     // MARK: Callbacks
@@ -427,9 +445,8 @@ class H2Connection: LoopHandler, @unchecked Sendable {
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
             guard let userData else { return 0 }
-            let connection = Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
-            connection.outgoingBodies[streamID] = nil
-            return connection.onStreamClosed(streamID: streamID, errorCode: errorCode)
+            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
+                .onStreamClosed(streamID: streamID, errorCode: errorCode)
         }
     }
 
@@ -453,27 +470,12 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 }
 
-/// Calls `body` with an `nghttp2_nv` array pointing into one contiguous copy of `headers` (nghttp2 copies the
-/// fields during the submit call, so the storage only lives for the call).
-func withNameValues<T>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
-    var storage: [UInt8] = []
-    var ranges: [(Int, Int, Int, Int)] = []
-    storage.reserveCapacity(headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count })
-    for (name, value) in headers {
-        let n = storage.count
-        storage.append(contentsOf: name.utf8)
-        let v = storage.count
-        storage.append(contentsOf: value.utf8)
-        ranges.append((n, v - n, v, storage.count - v))
-    }
-    if storage.isEmpty { storage.append(0) }
-    return storage.withUnsafeMutableBufferPointer { buffer in
-        let base = buffer.baseAddress!
-        let nvs = ranges.map { r in
-            nghttp2_nv(name: base + r.0, value: base + r.2, namelen: r.1, valuelen: r.3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-        }
-        return nvs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
-    }
+/// One stream of an ``H2Connection``, subclassed by the client's and the server's: the body it sends. nghttp2 holds
+/// it as the stream's user data, unretained; the connection's subclass owns it.
+class H2Stream {
+    /// The request or response body being sent, and how much of it nghttp2 has taken; emptied once all is taken.
+    var outgoing: [UInt8] = []
+    var outgoingOffset = 0
 }
 
 extension UnsafeBufferPointer<UInt8> {

@@ -276,7 +276,7 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
 /// The server side of one connection. `@unchecked Sendable` as its base class: loop thread only; handler tasks
 /// get back to it through `loop.execute`.
 final class ServerConnection: H2Connection, @unchecked Sendable {
-    final class Stream {
+    final class Stream: H2Stream {
         var method = "", scheme = "", authority = "", path = ""
         var headers: [HTTP2Header] = []
         var body: [UInt8] = []
@@ -288,6 +288,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     private let server: ServerCore
+    /// Open request streams, by id: their owner (each is also attached as nghttp2's stream user data).
     private var streams: [Int32: Stream] = [:]
     private var handlersRunning = 0
     private var goingAway = false
@@ -357,12 +358,20 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), frame.streamID, NGHTTP2_REFUSED_STREAM.rawValue)
             return 0
         }
-        streams[frame.streamID] = Stream()
+        let stream = Stream()
+        streams[frame.streamID] = stream
+        attach(stream, to: frame.streamID)
         return 0
     }
 
+    /// The open request stream `streamID`, or nil.
+    private func stream(_ streamID: Int32) -> Stream? {
+        // Every stream attached on this connection is a `Stream`.
+        attachedStream(streamID).map { unsafeDowncast($0, to: Stream.self) }
+    }
+
     override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let stream = streams[frame.streamID], stream.rejection == nil else { return 0 }
+        guard let stream = stream(frame.streamID), stream.rejection == nil else { return 0 }
         stream.headerListSize += name.count + value.count + 32
         stream.headerCount += 1
         if stream.headerListSize > server.limits.maximumHeaderListSize || stream.headerCount > server.limits.maximumHeaderCount {
@@ -383,7 +392,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let stream = streams[streamID], stream.rejection == nil, !stream.dispatched else { return 0 }
+        guard let stream = stream(streamID), stream.rejection == nil, !stream.dispatched else { return 0 }
         if stream.body.count + data.count > server.limits.maximumRequestBodySize {
             stream.rejection = 413
             stream.body = []
@@ -399,8 +408,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     private func reject(streamID: Int32, _ stream: Stream) {
         guard !stream.dispatched, let status = stream.rejection, let session else { return }
         stream.dispatched = true
-        let fields = [(":status", String(status))]
-        _ = submit(existingStream: streamID, headers: fields, body: []) { nva, count, provider in
+        _ = submit(stream, body: [], fields: { $0.append(":status", decimal: status) }) { nva, count, provider in
             nghttp2_submit_response(session, streamID, nva, count, provider)
         }
         scheduleFlush()
@@ -408,12 +416,12 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
 
     override func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         let type = frame.frameType
-        if type == NGHTTP2_HEADERS.rawValue, let stream = streams[frame.streamID], stream.rejection != nil {
+        if type == NGHTTP2_HEADERS.rawValue, let stream = stream(frame.streamID), stream.rejection != nil {
             reject(streamID: frame.streamID, stream)
             return 0
         }
         guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue, frame.has(NGHTTP2_FLAG_END_STREAM),
-              let stream = streams[frame.streamID], !stream.dispatched else { return 0 }
+              let stream = stream(frame.streamID), !stream.dispatched else { return 0 }
         stream.dispatched = true
         handlersRunning += 1
         var request = HTTP2ServerRequest(method: stream.method, scheme: stream.scheme, authority: stream.authority,
@@ -444,16 +452,17 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
 
     private func respond(streamID: Int32, _ response: HTTP2ServerResponse) {
         handlersRunning -= 1
-        guard state == .open, let session, streams[streamID] != nil else {
+        guard state == .open, let session, let stream = streams[streamID] else {
             checkIdle()
             return
         }
-        var fields: [(String, String)] = [(":status", String(response.status))]
-        for header in response.headers { fields.append((header.name.lowercasedFieldName, header.value)) }
-        if !response.body.isEmpty, !fields.contains(where: { $0.0 == "content-length" }) {
-            fields.append(("content-length", String(response.body.count)))
-        }
-        let rc = submit(existingStream: streamID, headers: fields, body: response.body) { nva, count, provider in
+        let rc = submit(stream, body: response.body, fields: { fields in
+            fields.append(":status", decimal: response.status)
+            for header in response.headers { fields.append(header.name.lowercasedFieldName, header.value) }
+            if !response.body.isEmpty, !fields.contains(name: "content-length") {
+                fields.append("content-length", decimal: response.body.count)
+            }
+        }) { nva, count, provider in
             nghttp2_submit_response(session, streamID, nva, count, provider)
         }
         if rc != 0 {
@@ -480,6 +489,8 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     override func didClose(_ error: HTTP2Error?) {
+        // nghttp2 keeps the session (and these streams) until deinit: leave it no pointer to a released object.
+        for streamID in streams.keys { detach(streamID) }
         streams = [:]
         server.connectionClosed(self)
     }
