@@ -90,6 +90,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     private var pongTimer: LoopTimerID?
     private var readSinceLastPing = true
     private var closeRequested = false
+    /// A dispatch of this connection's origin is queued for the end of the loop's turn (`ClientCore.streamClosed`).
+    var dispatchScheduled = false
 
     /// Addresses of the origin not tried yet (the next is used when TCP connect fails).
     let remainingAddresses: [SocketAddress]

@@ -372,18 +372,23 @@ class H2Connection: LoopHandler, @unchecked Sendable {
                 flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
                 return 0
             }
-            let stream = Unmanaged<H2Stream>.fromOpaque(pointer).takeUnretainedValue()
-            let count = min(length, stream.outgoing.count - stream.outgoingOffset)
-            stream.outgoing.withUnsafeBufferPointer { source in
-                buffer.update(from: source.baseAddress! + stream.outgoingOffset, count: count)
+            // Owned by the connection's stream table for as long as nghttp2 has the stream open.
+            return Unmanaged<H2Stream>.fromOpaque(pointer)._withUnsafeGuaranteedRef { stream in
+                let offset = stream.outgoingOffset
+                let count = stream.outgoing.withUnsafeBufferPointer { source in
+                    let count = min(length, source.count - offset)
+                    buffer.update(from: source.baseAddress! + offset, count: count)
+                    return count
+                }
+                if offset + count == stream.outgoing.count {
+                    flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                    stream.outgoing = []
+                    stream.outgoingOffset = 0
+                } else {
+                    stream.outgoingOffset = offset + count
+                }
+                return count
             }
-            stream.outgoingOffset += count
-            if stream.outgoingOffset == stream.outgoing.count {
-                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                stream.outgoing = []
-                stream.outgoingOffset = 0
-            }
-            return count
         }
         return fieldScratch.withNameValues { nva, count in
             withUnsafePointer(to: &provider) { call(nva, count, $0) }
@@ -418,36 +423,42 @@ class H2Connection: LoopHandler, @unchecked Sendable {
     private func installCallbacks(_ callbacks: OpaquePointer) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
             guard let frame, let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onBeginHeaders(frame)
+            return H2Connection.connection(userData) { $0.onBeginHeaders(frame) }
         }
         nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks) { _, header, userData in
             guard let header, let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onBeginFrame(header.pointee)
+            return H2Connection.connection(userData) { $0.onBeginFrame(header.pointee) }
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
             guard let frame, let name, let value, let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
-                .onHeader(frame, name: UnsafeBufferPointer(start: name, count: nameLength),
-                          value: UnsafeBufferPointer(start: value, count: valueLength))
+            return H2Connection.connection(userData) {
+                $0.onHeader(frame, name: UnsafeBufferPointer(start: name, count: nameLength),
+                            value: UnsafeBufferPointer(start: value, count: valueLength))
+            }
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
             guard let frame, let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().onFrameReceived(frame)
+            return H2Connection.connection(userData) { $0.onFrameReceived(frame) }
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
             guard let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
-                .onDataChunk(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+            return H2Connection.connection(userData) { $0.onDataChunk(streamID: streamID, UnsafeBufferPointer(start: data, count: length)) }
         }
         nghttp2_session_callbacks_set_before_frame_send_callback(callbacks) { _, frame, userData in
             guard let frame, let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue().beforeFrameSend(frame)
+            return H2Connection.connection(userData) { $0.beforeFrameSend(frame) }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
             guard let userData else { return 0 }
-            return Unmanaged<H2Connection>.fromOpaque(userData).takeUnretainedValue()
-                .onStreamClosed(streamID: streamID, errorCode: errorCode)
+            return H2Connection.connection(userData) { $0.onStreamClosed(streamID: streamID, errorCode: errorCode) }
         }
+    }
+
+    /// Runs `body` on the connection behind nghttp2's `user_data` without a retain and release per callback (a
+    /// dozen callbacks per request): nghttp2 calls back only from inside a method of the connection that owns the
+    /// session, which holds it for the call.
+    private static func connection(_ userData: UnsafeMutableRawPointer, _ body: (H2Connection) -> Int32) -> Int32 {
+        Unmanaged<H2Connection>.fromOpaque(userData)._withUnsafeGuaranteedRef(body)
     }
 
     /// Counts the frames of each header block (this callback, unlike on_frame_recv, sees each of them).

@@ -526,8 +526,18 @@ final class ClientCore: @unchecked Sendable {
 
     func streamClosed(_ connection: ClientConnection, processed: Bool = true) {
         machine.streamClosed(connection.id, now: .now, processed: processed)
-        scheduleDispatch(connection.origin)
-        for origin in machine.takeStarved() { scheduleDispatch(origin) }
+        // Dozens of responses arrive in one read: the connection's origin is dispatched once after them, marked on
+        // the connection rather than by hashing the origin into `dispatchScheduled` for each.
+        if !connection.dispatchScheduled {
+            connection.dispatchScheduled = true
+            loop.core.runSoon { [self] in
+                connection.dispatchScheduled = false
+                run(machine.dispatch(connection.origin, now: .now))
+            }
+        }
+        if machine.hasStarved {
+            for origin in machine.takeStarved() { scheduleDispatch(origin) }
+        }
     }
 
     func connectionClosed(_ connection: ClientConnection, wasReady: Bool, error: HTTP2Error) {

@@ -21,16 +21,23 @@ struct HeaderFieldList {
     /// Appends a field; `name` must already be lower case (RFC 9113 §8.2.1), see `String.lowercasedFieldName`.
     mutating func append(_ name: String, _ value: String) {
         let nameStart = bytes.count
-        bytes.append(contentsOf: name.utf8)
+        appendBytes(of: name)
         let valueStart = bytes.count
-        bytes.append(contentsOf: value.utf8)
+        appendBytes(of: value)
         spans.append((nameStart, valueStart - nameStart, valueStart, bytes.count - valueStart))
+    }
+
+    /// A native string's UTF-8 is contiguous: copied as one block rather than through the generic sequence path.
+    private mutating func appendBytes(of text: String) {
+        if text.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil {
+            bytes.append(contentsOf: text.utf8)
+        }
     }
 
     /// Appends a field whose value is `value` in decimal (`:status`, `content-length`), without building a String.
     mutating func append(_ name: String, decimal value: Int) {
         let nameStart = bytes.count
-        bytes.append(contentsOf: name.utf8)
+        appendBytes(of: name)
         let valueStart = bytes.count
         var remaining = value.magnitude
         repeat {

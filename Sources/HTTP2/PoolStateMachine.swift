@@ -85,6 +85,20 @@ struct PoolStateMachine {
             self.limitChangedAt = lastUsed
         }
 
+        /// One of its streams closed; returns true when a lowered stream limit was raised again by one (after
+        /// `limit` streams processed at it and `recovery` passed since it last changed).
+        mutating func streamClosed(now: Instant, processed: Bool, recovery: Duration) -> Bool {
+            streams = max(0, streams - 1)
+            lastUsed = now
+            guard processed, let limit = streamLimit else { return false }
+            processedSinceLimitChange += 1
+            guard processedSinceLimitChange >= limit, now - limitChangedAt >= recovery else { return false }
+            streamLimit = limit + 1 >= maxStreams ? nil : limit + 1
+            processedSinceLimitChange = 0
+            limitChangedAt = now
+            return true
+        }
+
         var usable: Bool { !goingAway && !closing }
         /// The streams this connection may carry: the peer's limit, or the lower one learned from refusals.
         var effectiveLimit: Int { min(maxStreams, streamLimit ?? Int.max) }
@@ -271,19 +285,14 @@ struct PoolStateMachine {
     /// window of `limit` processed streams, at most once per `streamLimitRecoveryInterval`, never above the
     /// peer's SETTINGS_MAX_CONCURRENT_STREAMS (then the lowered limit is dropped).
     mutating func streamClosed(_ connection: ConnectionID, now: Instant, processed: Bool = true) {
-        guard var c = connections[connection] else { return }
-        c.streams = max(0, c.streams - 1)
-        c.lastUsed = now
-        if processed, let limit = c.streamLimit {
-            c.processedSinceLimitChange += 1
-            if c.processedSinceLimitChange >= limit, now - c.limitChangedAt >= limits.streamLimitRecoveryInterval {
-                c.streamLimit = limit + 1 >= c.maxStreams ? nil : limit + 1
-                c.processedSinceLimitChange = 0
-                c.limitChangedAt = now
-                origins[c.origin]?.streamLimit = c.streamLimit
-            }
+        // Changed in place (one lookup, no copy of the connection's record): this runs once per response.
+        guard let index = connections.index(forKey: connection) else { return }
+        let recovery = limits.streamLimitRecoveryInterval
+        let raised = connections.values[index].streamClosed(now: now, processed: processed, recovery: recovery)
+        if raised {
+            let c = connections.values[index]
+            origins[c.origin]?.streamLimit = c.streamLimit
         }
-        connections[connection] = c
     }
 
     /// `connection` closed. `error` is why (nil = orderly). A connection that never got ready counts as a failed
@@ -320,6 +329,9 @@ struct PoolStateMachine {
         for origin in takeStarved() { actions += dispatch(origin, now: now) }
         return actions
     }
+
+    /// True when some origin waits for a global connection slot (see ``takeStarved()``).
+    var hasStarved: Bool { !starved.isEmpty }
 
     /// Origins that wait for room under the global cap; the owner dispatches them again when a stream ends
     /// (a connection may have gone idle, so it can be closed for them).
