@@ -197,8 +197,8 @@ public final class PostgresConnection {
         if parameters.isEmpty {
             result = PQexecParams(conn, sql, 0, nil, nil, nil, nil, 0)
         } else {
-            result = withParameterPointers(parameters) { pointers in
-                PQexecParams(conn, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            result = withParameterPointers(parameters) { pointers, lengths, formats in
+                PQexecParams(conn, sql, Int32(parameters.count), nil, pointers, lengths, formats, 0)
             }
         }
         return try check(result, conn)
@@ -237,8 +237,8 @@ public final class PostgresConnection {
         if parameters.isEmpty {
             result = PQexecPrepared(conn, name, 0, nil, nil, nil, 0)
         } else {
-            result = withParameterPointers(parameters) { pointers in
-                PQexecPrepared(conn, name, Int32(parameters.count), pointers, nil, nil, 0)
+            result = withParameterPointers(parameters) { pointers, lengths, formats in
+                PQexecPrepared(conn, name, Int32(parameters.count), pointers, lengths, formats, 0)
             }
         }
         return try check(result, conn)
@@ -272,8 +272,8 @@ public final class PostgresConnection {
             if statement.parameters.isEmpty {
                 sent = PQsendQueryParams(conn, statement.sql, 0, nil, nil, nil, nil, 0)
             } else {
-                sent = withParameterPointers(statement.parameters) { pointers in
-                    PQsendQueryParams(conn, statement.sql, Int32(statement.parameters.count), nil, pointers, nil, nil, 0)
+                sent = withParameterPointers(statement.parameters) { pointers, lengths, formats in
+                    PQsendQueryParams(conn, statement.sql, Int32(statement.parameters.count), nil, pointers, lengths, formats, 0)
                 }
             }
             if sent != 1 { throw broken() }
@@ -534,31 +534,53 @@ private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<Uns
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
 
-/// Calls `body` with libpq's `paramValues`: one contiguous buffer of NUL-terminated texts, nil for NULL.
+/// Calls `body` with libpq's `paramValues`, `paramLengths` and `paramFormats`: one contiguous buffer holding
+/// NUL-terminated texts and binary values, nil for NULL. Lengths and formats are nil (all text) unless some
+/// parameter is binary (``PostgresEncodable/postgresBinary``).
 private func withParameterPointers<R>(
-    _ parameters: [any PostgresEncodable], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R
+    _ parameters: [any PostgresEncodable],
+    _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
 ) -> R {
-    var texts: [String?] = parameters.map { $0.postgresText }
+    let binaries: [[UInt8]?] = parameters.map { $0.postgresBinary }
+    var texts: [String?] = parameters.indices.map { binaries[$0] == nil ? parameters[$0].postgresText : nil }
+    let anyBinary = binaries.contains { $0 != nil }
     var total = 0
-    for text in texts { if let text { total += text.utf8.count + 1 } }
+    for index in parameters.indices {
+        if let binary = binaries[index] { total += binary.count } else if let text = texts[index] { total += text.utf8.count + 1 }
+    }
     let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: max(total, 1))
     defer { buffer.deallocate() }
-    let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: texts.count)
+    let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: parameters.count)
     defer { pointers.deallocate() }
+    var lengths = [Int32](repeating: 0, count: anyBinary ? parameters.count : 0)
+    var formats = [Int32](repeating: 0, count: anyBinary ? parameters.count : 0)
     var offset = 0
-    for index in texts.indices {
-        guard texts[index] != nil else {
+    for index in parameters.indices {
+        let start = offset
+        if let binary = binaries[index] {
+            binary.withUnsafeBufferPointer { bytes in
+                if let base = bytes.baseAddress { (buffer + offset).update(from: base, count: bytes.count) }
+            }
+            offset += binary.count
+            lengths[index] = Int32(clamping: binary.count)
+            formats[index] = 1
+        } else if texts[index] != nil {
+            texts[index]!.withUTF8 { utf8 in
+                if let base = utf8.baseAddress { (buffer + offset).update(from: base, count: utf8.count) }
+                offset += utf8.count
+            }
+            buffer[offset] = 0
+            offset += 1
+        } else {
             pointers[index] = nil
             continue
         }
-        let start = offset
-        texts[index]!.withUTF8 { utf8 in
-            if let base = utf8.baseAddress { (buffer + offset).update(from: base, count: utf8.count) }
-            offset += utf8.count
-        }
-        buffer[offset] = 0
-        offset += 1
         pointers[index] = UnsafeRawPointer(buffer + start).assumingMemoryBound(to: CChar.self)
     }
-    return body(UnsafePointer(pointers))
+    if !anyBinary { return body(UnsafePointer(pointers), nil, nil) }
+    return lengths.withUnsafeBufferPointer { lengths in
+        formats.withUnsafeBufferPointer { formats in
+            body(UnsafePointer(pointers), lengths.baseAddress, formats.baseAddress)
+        }
+    }
 }

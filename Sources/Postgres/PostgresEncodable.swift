@@ -7,8 +7,15 @@ import UUIDText
 /// where inference is not enough). The text must be what the type's input function accepts
 /// (PostgreSQL docs, chapter 8 "Data Types").
 public protocol PostgresEncodable: Sendable {
-    /// The value in PostgreSQL's text input format; nil sends SQL NULL.
+    /// The value in PostgreSQL's text input format; nil sends SQL NULL (unless ``postgresBinary`` is set).
     var postgresText: String? { get }
+    /// The value in the binary format of the parameter's type (its `*_recv` function), sent with format code 1
+    /// instead of the text; nil (the default) sends the text. See ``PostgresBinaryArray``.
+    var postgresBinary: [UInt8]? { get }
+}
+
+extension PostgresEncodable {
+    public var postgresBinary: [UInt8]? { nil }
 }
 
 extension String: PostgresEncodable {

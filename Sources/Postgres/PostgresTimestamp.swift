@@ -12,6 +12,18 @@ enum PostgresTimestamp {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// The instant as a binary-format `timestamptz` (PostgreSQL's `timestamptz_send`): microseconds since
+    /// 2000-01-01 00:00 UTC, rounded as ``format(_:)`` rounds; `Int64.max` / `Int64.min` (the server's
+    /// `DT_NOEND` / `DT_NOBEGIN`, `infinity` / `-infinity`) where ``format(_:)`` writes those words.
+    static func postgresMicroseconds(_ date: Date) -> Int64 {
+        if date == .distantFuture { return .max }
+        if date == .distantPast { return .min }
+        let sinceReference = (date.timeIntervalSinceReferenceDate * 1_000_000).rounded()
+        guard sinceReference >= Double(firstMicros) else { return .min }
+        guard sinceReference < Double(endMicros) else { return .max }
+        return Int64(sinceReference) + 31_622_400_000_000
+    }
+
     /// Appends ``format(_:)``'s text to `bytes`, without building a `String`.
     static func append(_ date: Date, to bytes: inout [UInt8]) {
         if date == .distantFuture { return bytes.append(contentsOf: "infinity".utf8) }

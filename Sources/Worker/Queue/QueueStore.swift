@@ -323,19 +323,21 @@ public enum QueueStore {
         return try connection.transaction { connection in
             let result = try connection.preparedQuery(
                 completeSQL,
+                // In binary format, each typed as `completeSQL` casts it: neither side writes or parses an
+                // array literal and its elements' text (timestamps and uuids above all) for every delivery.
                 [
-                    completions.map(\.deliveryID),
-                    completions.map(\.fence),
-                    completions.map(\.event),
-                    completions.map(\.reason),
-                    completions.map(\.detailJSON),
-                    completions.map(\.nextRunAt),
-                    completions.map { $0.nextRunAt == nil ? nil : $0.reason },
-                    completions.map(\.refundsAttempt),
-                    completions.map(\.claimedAs?.appID),
-                    completions.map(\.claimedAs?.notificationID),
-                    completions.map(\.claimedAs?.subscriptionID),
-                    completions.map(\.claimedAs?.attempt),
+                    PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
+                    PostgresBinaryArray.bigint(completions.map(\.fence)),
+                    PostgresBinaryArray.text(completions.map(\.event)),
+                    PostgresBinaryArray.text(completions.map(\.reason)),
+                    PostgresBinaryArray.text(completions.map(\.detailJSON)),
+                    PostgresBinaryArray.timestamptz(completions.map(\.nextRunAt)),
+                    PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason }),
+                    PostgresBinaryArray.boolean(completions.map(\.refundsAttempt)),
+                    PostgresBinaryArray.uuid(completions.map(\.claimedAs?.appID)),
+                    PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
+                    PostgresBinaryArray.uuid(completions.map(\.claimedAs?.subscriptionID)),
+                    PostgresBinaryArray.integer(completions.map(\.claimedAs?.attempt)),
                 ])
             let invalidations = completions.compactMap(\.invalidation)
             if !invalidations.isEmpty {
