@@ -109,7 +109,8 @@ public final class HTTP2Client: Sendable {
         _ requests: [HTTP2Request], to origin: HTTP2Origin, answers: @escaping @Sendable ([HTTP2Answer]) -> Void
     ) -> HTTP2Submission {
         let first = nextID.wrappingAdd(UInt64(requests.count), ordering: .relaxed).oldValue
-        var valid: [(Int, HTTP2Request)] = []
+        // Labelled as `enqueue` takes them: an unlabelled tuple array would be converted, element by element.
+        var valid: [(index: Int, request: HTTP2Request)] = []
         valid.reserveCapacity(requests.count)
         var refused: [HTTP2Answer] = []
         for (index, request) in requests.enumerated() {
