@@ -21,31 +21,38 @@ extension HTTP2Request {
                 let shown = String(name.unicodeScalars.prefix(40).map { $0.escaped(asASCII: true) }.joined())
                 return HTTP2Error(.invalidRequest, "header #\(index) has an invalid field name \"\(shown)\" (RFC 9113 §8.2.1)")
             }
-            let lower = name.lowercasedFieldName
-            if Self.connectionSpecific.contains(lower) {
-                return HTTP2Error(.invalidRequest, "header \"\(lower)\" is connection-specific and not allowed in HTTP/2 (RFC 9113 §8.2.2)")
-            }
-            if lower == "te" && header.value != "trailers" {
-                return HTTP2Error(.invalidRequest, "header \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2)")
+            // Only names as long as a forbidden one are lower-cased and compared (most are not).
+            if Self.forbiddenNameLengths.contains(name.utf8.count) {
+                let lower = name.lowercasedFieldName
+                if Self.connectionSpecific.contains(lower) {
+                    return HTTP2Error(.invalidRequest, "header \"\(lower)\" is connection-specific and not allowed in HTTP/2 (RFC 9113 §8.2.2)")
+                }
+                if lower == "te" && header.value != "trailers" {
+                    return HTTP2Error(.invalidRequest, "header \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2)")
+                }
             }
             let value = header.value.utf8
             if !Self.allBytes(of: header.value, satisfy: { $0 != 0 && $0 != 0x0A && $0 != 0x0D }) {
-                return HTTP2Error(.invalidRequest, "value of header \"\(lower)\" contains NUL, CR or LF (RFC 9113 §8.2.1)")
+                return HTTP2Error(.invalidRequest, "value of header \"\(name.lowercasedFieldName)\" contains NUL, CR or LF (RFC 9113 §8.2.1)")
             }
             if let first = value.first, let last = value.last, Self.isWhitespace(first) || Self.isWhitespace(last) {
-                return HTTP2Error(.invalidRequest, "value of header \"\(lower)\" has leading or trailing whitespace (RFC 9113 §8.2.1)")
+                return HTTP2Error(.invalidRequest, "value of header \"\(name.lowercasedFieldName)\" has leading or trailing whitespace (RFC 9113 §8.2.1)")
             }
         }
         return nil
     }
 
-    /// tchar (RFC 9110 §5.6.2). Upper-case letters are accepted because the client lower-cases names when sending.
+    /// tchar (RFC 9110 §5.6.2), as one switch rather than a scan of the punctuation list per byte. Upper-case
+    /// letters are accepted because the client lower-cases names when sending.
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
             return true
         default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            return false
         }
     }
 
@@ -59,4 +66,6 @@ extension HTTP2Request {
 
     /// RFC 9113 §8.2.2. An array: five comparisons, most ending at the length, cost less than hashing the name.
     private static let connectionSpecific: [String] = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
+    /// The byte lengths of `connectionSpecific`'s names and of `te`.
+    private static let forbiddenNameLengths: Set<Int> = Set(connectionSpecific.map(\.utf8.count) + [2])
 }
