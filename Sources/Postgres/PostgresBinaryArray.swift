@@ -24,6 +24,15 @@ public struct PostgresBinaryArray: PostgresEncodable {
         }
     }
 
+    /// `smallint[]` (element OID 21, `int2`): 2 bytes, big-endian. Values outside `Int16` are clamped; callers pass
+    /// values read from `smallint` columns or checked against their range.
+    public static func smallint(_ values: [Int]) -> Self {
+        build(elementOID: 21, values, hasNull: false) { value, bytes in
+            appendBigEndian(Int16(clamping: value), to: &bytes)
+            return true
+        }
+    }
+
     /// `integer[]` (element OID 23, `int4`): 4 bytes, big-endian. Values outside `Int32` are clamped; callers pass
     /// values read from `integer` columns.
     public static func integer(_ values: [Int?]) -> Self {

@@ -22,6 +22,10 @@ struct BinaryArrayTests {
             var seen = try Self.serverText(.bigint(integers), integers, as: "bigint[]", on: c)
             #expect(seen.binary == seen.text && seen.binary == "{0,1,-1,9223372036854775807,-9223372036854775808,1234567890123}")
 
+            let tiny = [0, 5, 11, 32_767, -32_768]
+            seen = try Self.serverText(.smallint(tiny), tiny, as: "smallint[]", on: c)
+            #expect(seen.binary == seen.text && seen.binary == "{0,5,11,32767,-32768}")
+
             let small: [Int?] = [0, nil, 2_147_483_647, -2_147_483_648, 7]
             seen = try Self.serverText(.integer(small), small, as: "integer[]", on: c)
             #expect(seen.binary == seen.text && seen.binary == "{0,NULL,2147483647,-2147483648,7}")

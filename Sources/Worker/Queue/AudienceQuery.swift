@@ -39,9 +39,10 @@ struct AudienceQuery {
         var needsUsers = false
         switch selection.target {
         case .subscriptionIDs(let ids):
-            listedIDs = bind(ids, "uuid[]")
+            // Binary: a page of 1,000 ids is neither written nor parsed as text.
+            listedIDs = bind(PostgresBinaryArray.uuid(ids), "uuid[]")
         case .externalIDs(let ids):
-            listedUsers = bind(ids, "text[]")
+            listedUsers = bind(PostgresBinaryArray.text(ids), "text[]")
         case .all:
             break
         case .filters(let filters):

@@ -252,14 +252,18 @@ extension QueueStore {
                     result.failed = refused
                 }
                 guard !notifications.ids.isEmpty else { return }
+                // In binary format, each typed as the statement casts it (no array literals written or parsed).
                 var insertParameters: [any PostgresEncodable] = [
-                    notifications.ids, notifications.apps, notifications.priorities, notifications.platforms,
-                    listedSubscriptions.notifications, listedSubscriptions.ids,
-                    listedUsers.notifications, listedUsers.externalIDs,
-                    notifications.kinds,
+                    PostgresBinaryArray.uuid(notifications.ids), PostgresBinaryArray.uuid(notifications.apps),
+                    PostgresBinaryArray.smallint(notifications.priorities), PostgresBinaryArray.text(notifications.platforms),
+                    PostgresBinaryArray.uuid(listedSubscriptions.notifications), PostgresBinaryArray.uuid(listedSubscriptions.ids),
+                    PostgresBinaryArray.uuid(listedUsers.notifications), PostgresBinaryArray.text(listedUsers.externalIDs),
+                    PostgresBinaryArray.text(notifications.kinds),
                 ]
                 let withLocalTime = localTimes.timesOfDay.contains { $0 != nil }
-                if withLocalTime { insertParameters += [localTimes.timesOfDay, localTimes.ttls] }
+                if withLocalTime {
+                    insertParameters += [PostgresBinaryArray.text(localTimes.timesOfDay), PostgresBinaryArray.integer(localTimes.ttls)]
+                }
                 // One statement inserts the deliveries and marks the notifications expanded.
                 let created = try connection.preparedQuery(withLocalTime ? smallInsertWithLocalTimeSQL : smallInsertPlainSQL, insertParameters)
                 for row in created { result.created += try row.decode(Int.self, "n") }
