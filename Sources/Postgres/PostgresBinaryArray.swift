@@ -24,21 +24,22 @@ public struct PostgresBinaryArray: PostgresEncodable {
         }
     }
 
-    /// `smallint[]` (element OID 21, `int2`): 2 bytes, big-endian. Values outside `Int16` are clamped; callers pass
-    /// values read from `smallint` columns or checked against their range.
+    /// `smallint[]` (element OID 21, `int2`): 2 bytes, big-endian. A value outside `Int16` is sent as 8 bytes,
+    /// which the server refuses for the whole statement (SQLSTATE 22P03, "improper binary format in array
+    /// element"), as the text form's value would be refused (22003): never stored as another number.
     public static func smallint(_ values: [Int]) -> Self {
         build(elementOID: 21, values, hasNull: false) { value, bytes in
-            appendBigEndian(Int16(clamping: value), to: &bytes)
+            if let narrow = Int16(exactly: value) { appendBigEndian(narrow, to: &bytes) } else { appendBigEndian(Int64(value), to: &bytes) }
             return true
         }
     }
 
-    /// `integer[]` (element OID 23, `int4`): 4 bytes, big-endian. Values outside `Int32` are clamped; callers pass
-    /// values read from `integer` columns.
+    /// `integer[]` (element OID 23, `int4`): 4 bytes, big-endian. A value outside `Int32` is refused by the server
+    /// as for ``smallint(_:)``.
     public static func integer(_ values: [Int?]) -> Self {
         build(elementOID: 23, values, hasNull: values.contains(nil)) { value, bytes in
             guard let value else { return false }
-            appendBigEndian(Int32(clamping: value), to: &bytes)
+            if let narrow = Int32(exactly: value) { appendBigEndian(narrow, to: &bytes) } else { appendBigEndian(Int64(value), to: &bytes) }
             return true
         }
     }

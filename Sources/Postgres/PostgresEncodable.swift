@@ -89,6 +89,8 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
         } else {
             for (index, element) in enumerated() {
                 if index > 0 { literal.append(UInt8(ascii: ",")) }
+                // A binary value has no text to put in a literal; sending NULL instead would lose it silently.
+                precondition(element.postgresBinary == nil, "binary-format values cannot be elements of an array literal")
                 guard let elementText = element.postgresText else {
                     literal.append(contentsOf: "NULL".utf8)
                     continue
@@ -216,6 +218,14 @@ extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
         switch self {
         case .none: return nil
         case .some(let value): return value.postgresText
+        }
+    }
+
+    /// The wrapped value's binary form, if it has one (a wrapped ``PostgresBinaryArray`` is sent as itself).
+    public var postgresBinary: [UInt8]? {
+        switch self {
+        case .none: return nil
+        case .some(let value): return value.postgresBinary
         }
     }
 }

@@ -84,6 +84,18 @@ struct BinaryArrayTests {
         }
     }
 
+    @Test func anOptionalBinaryArrayIsSentAsTheArray() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            let wrapped: PostgresBinaryArray? = .bigint([1, 2, 3])
+            let none: PostgresBinaryArray? = nil
+            let row = try #require(try c.query("SELECT $1::bigint[]::text AS v, $2::bigint[] IS NULL AS n", [wrapped, none]).first)
+            #expect(row["v"] == "{1,2,3}")
+            #expect(try row.decode(Bool.self, "n"))
+        }
+    }
+
     @Test func aMismatchedElementTypeIsRefusedByTheServer() async throws {
         let url = try TestDatabase.baseConnectionString()
         try await onThread {
@@ -93,6 +105,13 @@ struct BinaryArrayTests {
                 try c.query("SELECT $1::integer[] AS v", [PostgresBinaryArray.bigint([1])])
             }
             #expect(error?.sqlState == "42804")
+            // Values beyond smallint and integer are refused as their text would be, never stored as other numbers.
+            for (binary, type) in [(PostgresBinaryArray.integer([1, 3_000_000_000, nil]), "integer[]"),
+                                   (PostgresBinaryArray.integer([-3_000_000_000]), "integer[]"),
+                                   (PostgresBinaryArray.smallint([40_000]), "smallint[]")] {
+                let refused = #expect(throws: PostgresError.self) { try c.query("SELECT $1::\(type) AS v", [binary]) }
+                #expect(refused?.sqlState == "22P03", "\(type)")
+            }
             // A NUL inside a text element is refused as in text format.
             #expect(throws: PostgresError.self) { try c.query("SELECT $1::text[] AS v", [PostgresBinaryArray.text(["a\u{0}b"])]) }
             // The connection is still usable.
