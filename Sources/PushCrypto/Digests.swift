@@ -48,7 +48,9 @@ public enum HMACSHA256 {
             let keyBytes = key.isEmpty ? [0] : key
             let status = "SHA256".withCString { digest in
                 var parameters = [
-                    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, UnsafeMutablePointer(mutating: digest), 0),
+                    // The name must outlive this array: a Swift `String` (the imported macro) passed here would
+                    // be a temporary C string, freed before `EVP_MAC_init` reads it.
+                    OSSL_PARAM_construct_utf8_string(staticCString("digest"), UnsafeMutablePointer(mutating: digest), 0),
                     OSSL_PARAM_construct_end(),
                 ]
                 return keyBytes.withUnsafeBufferPointer { EVP_MAC_init(context, $0.baseAddress, key.count, &parameters) }
