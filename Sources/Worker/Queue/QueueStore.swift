@@ -550,7 +550,8 @@ extension ClaimedDelivery {
 }
 
 /// The claim statement's columns, each looked up by name once per result instead of once per row and column.
-struct ClaimedColumns {
+/// A class: as a struct of 36 names, each row's decoding copied it, retaining and releasing every name.
+final class ClaimedColumns {
     /// One column: its name and its index in the result (nil when the result has no such column, which each
     /// row's decoding then reports as the name-based lookup does).
     struct Column {
