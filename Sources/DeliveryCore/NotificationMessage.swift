@@ -51,50 +51,208 @@ public struct NotificationMessage: Sendable, Hashable {
         case normal
     }
 
-    public var headings: [String: String] = [:]
-    public var contents: [String: String] = [:]
-    public var subtitle: [String: String] = [:]
+    /// The stored members, held in one shared box: a message is copied along every delivery of its notification
+    /// (decision, rendering, the provider's request), and as a struct of some thirty members each copy moved
+    /// hundreds of bytes and retained every string, array and dictionary in it.
+    struct Fields: Sendable, Hashable {
+        var headings: [String: String] = [:]
+        var contents: [String: String] = [:]
+        var subtitle: [String: String] = [:]
+        var iosSound: String?
+        var iosInterruptionLevel: InterruptionLevel?
+        var iosCriticalSound: CriticalSound?
+        var iosBadgeType: BadgeType?
+        var iosBadgeCount: Int?
+        var iosCategory: String?
+        var iosRelevanceScore: Double?
+        var threadID: String?
+        var contentAvailable: Bool = false
+        var mutableContent: Bool?
+        var url: String?
+        var image: String?
+        var buttons: [Button] = []
+        var data: [String: JSONValue]?
+        var ttl: Int?
+        var priority: Priority?
+        var collapseID: String?
+        var androidChannelID: String?
+        var androidSound: String?
+        var quietHoursExempt: Bool = false
+        var frequencyCapExempt: Bool = false
+        var deliveryTimeOfDay: LocalTime?
+        var apnsPushType: APNsPushType?
+        var liveActivity: LiveActivity?
+    }
+
+    /// Mutated only through ``unique()``, after `isKnownUniquelyReferenced` made sure no other value shares it.
+    private final class Storage: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage = Storage(Fields())
+
+    /// The storage, copied first when another value shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+        return storage
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.storage === rhs.storage || lhs.storage.fields == rhs.storage.fields }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(storage.fields) }
+
+    public var headings: [String: String] {
+        get { storage.fields.headings }
+        set { unique().fields.headings = newValue }
+    }
+
+    public var contents: [String: String] {
+        get { storage.fields.contents }
+        set { unique().fields.contents = newValue }
+    }
+
+    public var subtitle: [String: String] {
+        get { storage.fields.subtitle }
+        set { unique().fields.subtitle = newValue }
+    }
+
     /// `ios_sound`: a sound file name in the app bundle or `default`. Always sent as a string.
-    public var iosSound: String?
-    public var iosInterruptionLevel: InterruptionLevel?
-    public var iosCriticalSound: CriticalSound?
-    public var iosBadgeType: BadgeType?
+    public var iosSound: String? {
+        get { storage.fields.iosSound }
+        set { unique().fields.iosSound = newValue }
+    }
+
+    public var iosInterruptionLevel: InterruptionLevel? {
+        get { storage.fields.iosInterruptionLevel }
+        set { unique().fields.iosInterruptionLevel = newValue }
+    }
+
+    public var iosCriticalSound: CriticalSound? {
+        get { storage.fields.iosCriticalSound }
+        set { unique().fields.iosCriticalSound = newValue }
+    }
+
+    public var iosBadgeType: BadgeType? {
+        get { storage.fields.iosBadgeType }
+        set { unique().fields.iosBadgeType = newValue }
+    }
+
     /// `ios_badge_count`: the value for `SetTo` (>= 0) or the increment for `Increase`.
-    public var iosBadgeCount: Int?
-    public var iosCategory: String?
+    public var iosBadgeCount: Int? {
+        get { storage.fields.iosBadgeCount }
+        set { unique().fields.iosBadgeCount = newValue }
+    }
+
+    public var iosCategory: String? {
+        get { storage.fields.iosCategory }
+        set { unique().fields.iosCategory = newValue }
+    }
+
     /// `ios_relevance_score`: 0.0 ... 1.0 (Apple: summary ordering).
-    public var iosRelevanceScore: Double?
-    public var threadID: String?
+    public var iosRelevanceScore: Double? {
+        get { storage.fields.iosRelevanceScore }
+        set { unique().fields.iosRelevanceScore = newValue }
+    }
+
+    public var threadID: String? {
+        get { storage.fields.threadID }
+        set { unique().fields.threadID = newValue }
+    }
+
     /// `content_available: true` makes a silent (background) push: no alert, no sound, no badge.
-    public var contentAvailable: Bool = false
+    public var contentAvailable: Bool {
+        get { storage.fields.contentAvailable }
+        set { unique().fields.contentAvailable = newValue }
+    }
+
     /// `mutable_content` as given (`nil` when absent). Visible alerts always carry `mutable-content: 1`
     /// whatever this says, because the SDK's Notification Service Extension records `received` (docs/wire-formats.md).
-    public var mutableContent: Bool?
-    public var url: String?
-    public var image: String?
-    public var buttons: [Button] = []
+    public var mutableContent: Bool? {
+        get { storage.fields.mutableContent }
+        set { unique().fields.mutableContent = newValue }
+    }
+
+    public var url: String? {
+        get { storage.fields.url }
+        set { unique().fields.url = newValue }
+    }
+
+    public var image: String? {
+        get { storage.fields.image }
+        set { unique().fields.image = newValue }
+    }
+
+    public var buttons: [Button] {
+        get { storage.fields.buttons }
+        set { unique().fields.buttons = newValue }
+    }
+
     /// `data`: the app's own key/value payload (a JSON object).
-    public var data: [String: JSONValue]?
+    public var data: [String: JSONValue]? {
+        get { storage.fields.data }
+        set { unique().fields.data = newValue }
+    }
+
     /// `ttl`: how long, in seconds, the provider may hold the push for an offline device. `0` means
     /// "deliver now or never". `nil`: the provider's default. ``init(json:)`` accepts 0...``maximumTTL``;
     /// request factories clamp a value set directly, so an out-of-range one never traps.
-    public var ttl: Int?
-    public var priority: Priority?
+    public var ttl: Int? {
+        get { storage.fields.ttl }
+        set { unique().fields.ttl = newValue }
+    }
+
+    public var priority: Priority? {
+        get { storage.fields.priority }
+        set { unique().fields.priority = newValue }
+    }
+
     /// `collapse_id`: sent as `apns-collapse-id` (and FCM's collapse key); ``init(json:)`` refuses one
     /// that is not a clean header value (``HTTPFieldValue/isValid(_:)``).
-    public var collapseID: String?
-    public var androidChannelID: String?
-    public var androidSound: String?
-    public var quietHoursExempt: Bool = false
-    public var frequencyCapExempt: Bool = false
+    public var collapseID: String? {
+        get { storage.fields.collapseID }
+        set { unique().fields.collapseID = newValue }
+    }
+
+    public var androidChannelID: String? {
+        get { storage.fields.androidChannelID }
+        set { unique().fields.androidChannelID = newValue }
+    }
+
+    public var androidSound: String? {
+        get { storage.fields.androidSound }
+        set { unique().fields.androidSound = newValue }
+    }
+
+    public var quietHoursExempt: Bool {
+        get { storage.fields.quietHoursExempt }
+        set { unique().fields.quietHoursExempt = newValue }
+    }
+
+    public var frequencyCapExempt: Bool {
+        get { storage.fields.frequencyCapExempt }
+        set { unique().fields.frequencyCapExempt = newValue }
+    }
+
     /// `delivery_time_of_day` (`"HH:MM"`): deliver at this local wall-clock time in each subscriber's zone
     /// (docs/local-time-delivery.md); `nil`: as soon as the notification is due.
-    public var deliveryTimeOfDay: LocalTime?
+    public var deliveryTimeOfDay: LocalTime? {
+        get { storage.fields.deliveryTimeOfDay }
+        set { unique().fields.deliveryTimeOfDay = newValue }
+    }
+
     /// `apns_push_type`: `voip` or `liveactivity` (``APNsPushType``); `nil` for the ordinary alert or
     /// background push. It also picks the subscriptions the message expands to (`subscriptions.kind`).
-    public var apnsPushType: APNsPushType?
+    public var apnsPushType: APNsPushType? {
+        get { storage.fields.apnsPushType }
+        set { unique().fields.apnsPushType = newValue }
+    }
+
     /// `live_activity`: the ActivityKit members of a `liveactivity` push (required with it, refused without).
-    public var liveActivity: LiveActivity?
+    public var liveActivity: LiveActivity? {
+        get { storage.fields.liveActivity }
+        set { unique().fields.liveActivity = newValue }
+    }
 
     /// The largest `ttl` accepted, in seconds: 2,419,200 s = 28 days, FCM's maximum TTL (Firebase:
     /// "Setting the lifespan of a message") and the usual cap of Web Push services (RFC 8030 §5.2 lets them
