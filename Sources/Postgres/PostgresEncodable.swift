@@ -5,7 +5,8 @@ import UUIDText
 ///
 /// Parameters travel through `PQexecParams` as text with the type left to the server (`$1::uuid` casts
 /// where inference is not enough). The text must be what the type's input function accepts
-/// (PostgreSQL docs, chapter 8 "Data Types").
+/// (PostgreSQL docs, chapter 8 "Data Types"). A value with a ``postgresBinary`` form (``PostgresBinaryArray``)
+/// is sent in the binary format instead, which the type's receive function must accept.
 public protocol PostgresEncodable: Sendable {
     /// The value in PostgreSQL's text input format; nil sends SQL NULL (unless ``postgresBinary`` is set).
     var postgresText: String? { get }
