@@ -23,6 +23,15 @@ fi
 # cannot. Each run is still parallel inside.
 early='^(HTTP2Tests|PostgresTests)\.'
 rates='^WorkerTests\.ThrottleFleetTests/'
-swift test --skip-build --filter "$early"
-swift test --skip-build --skip "$early" --skip "$rates"
-swift test --skip-build --filter "$rates"
+# All three run even when one fails, so one failure never hides the rest of the suite; the exit status is the
+# first failure's.
+status=0
+run() {
+    local rc=0
+    swift test --skip-build "$@" || rc=$?
+    if [ "$status" -eq 0 ]; then status=$rc; fi
+}
+run --filter "$early"
+run --skip "$early" --skip "$rates"
+run --filter "$rates"
+exit "$status"
