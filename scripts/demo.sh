@@ -115,7 +115,9 @@ echo "    too large, e429 and e503 are retried once, the rest are encrypted, VAP
 echo "    emulator. Android: the worker gets an OAuth2 token from the emulator's token endpoint (JWT-bearer"
 echo "    grant signed with the service-account key) and sends FCM v1 data messages; fcm-unregistered,"
 echo "    fcm-invalid tokens are invalidated, fcm-sender-mismatch ones once a send proved the account,"
-echo "    fcm-quota and fcm-unavailable are retried once."
+echo "    fcm-quota and fcm-unavailable are retried once. The tables below count deliveries, except the"
+echo "    subscriptions table, which counts subscriptions (one can fail for two notifications); the metrics"
+echo "    above count every attempt, retries included."
 psql_demo -P pager=off -f scripts/demo-summary.sql
 echo "==> what the emulator received (2 APNs, 1 FCM and 1 decrypted Web Push of $(wc -l <"$demo/emulator-requests.jsonl") accepted requests)"
 grep -v -e '"provider":"webpush"' -e '"provider":"fcm"' "$demo/emulator-requests.jsonl" | head -n 2 || true
