@@ -181,8 +181,12 @@ final class AnswerBurst: @unchecked Sendable {
             deliver([answer])
             return
         }
+        if pending.isEmpty {
+            // A read brings a dozen answers or so: one allocation instead of growing 1, 2, 4, 8, 16.
+            pending.reserveCapacity(16)
+            core.loop.core.runSoon { [self] in flush() }
+        }
         pending.append(answer)
-        if pending.count == 1 { core.loop.core.runSoon { [self] in flush() } }
     }
 
     private func flush() {

@@ -45,7 +45,13 @@ struct HeaderFieldList {
             remaining /= 10
         } while remaining > 0
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        bytes[valueStart...].reverse()
+        // Reversed in place by index: reversing the slice `bytes[valueStart...]` copied the whole buffer.
+        var low = valueStart, high = bytes.count - 1
+        while low < high {
+            bytes.swapAt(low, high)
+            low += 1
+            high -= 1
+        }
         spans.append((nameStart, valueStart - nameStart, valueStart, bytes.count - valueStart))
     }
 
