@@ -92,6 +92,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     private var closeRequested = false
     /// A dispatch of this connection's origin is queued for the end of the loop's turn (`ClientCore.streamClosed`).
     var dispatchScheduled = false
+    /// The header fields of the last response completed on this connection (see `reusedOrNewHeader`).
+    private var previousResponseHeaders: [HTTP2Header] = []
 
     /// Addresses of the origin not tried yet (the next is used when TCP connect fails).
     let remainingAddresses: [SocketAddress]
@@ -225,9 +227,25 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         } else {
             // Providers answer with a handful of fields: one allocation instead of growing 1, 2, 4, 8.
             if stream.headers.isEmpty { stream.headers.reserveCapacity(8) }
-            stream.headers.append(HTTP2Header(name.text, value.text))
+            stream.headers.append(reusedOrNewHeader(at: stream.headers.count, name: name, value: value))
         }
         return 0
+    }
+
+    /// The field at `index` of the last response read on this connection when it has the same bytes (a server's
+    /// `server`, `content-type` or `date`, FCM's `vary` and `alt-svc`: most fields repeat from one response to
+    /// the next), else a new one. A repeated field then costs a comparison, not two strings.
+    private func reusedOrNewHeader(at index: Int, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> HTTP2Header {
+        if index < previousResponseHeaders.count {
+            let previous = previousResponseHeaders[index]
+            if Self.equal(previous.name, name), Self.equal(previous.value, value) { return previous }
+        }
+        return HTTP2Header(name.text, value.text)
+    }
+
+    private static func equal(_ text: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        text.utf8.count == bytes.count && (text.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(bytes) }
+            ?? text.utf8.elementsEqual(bytes))
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
@@ -273,6 +291,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             return 0
         }
         if errorCode == NGHTTP2_NO_ERROR.rawValue, let status = stream.status, status >= 200 {
+            previousResponseHeaders = stream.headers
             core.finish(request, .success(HTTP2Response(status: status, headers: stream.headers, body: stream.body)))
             return 0
         }

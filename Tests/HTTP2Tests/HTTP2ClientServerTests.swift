@@ -76,6 +76,35 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    /// Fields equal to the previous response's are shared with it (the client compares bytes): each response
+    /// still reads exactly its own fields, whether they repeat, change, move or go.
+    @Test func responseHeadersAreEachResponsesOwnWhenFieldsRepeatChangeOrMove() async throws {
+        let loop = try HTTP2EventLoop(name: "test-header-reuse")
+        defer { loop.shutdown() }
+        @Sendable func fields(for path: String) -> [HTTP2Header] {
+            let n = Int(path.dropFirst()) ?? 0
+            var fields = [HTTP2Header("server", "test"), HTTP2Header("x-n", "\(n % 3)")]
+            if n % 2 == 0 { fields.append(HTTP2Header("x-even", "yes")) }
+            if n % 5 == 0 { fields.swapAt(0, 1) }
+            fields.append(HTTP2Header("x-path", path))
+            return fields
+        }
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            HTTP2ServerResponse(status: 200, headers: fields(for: request.path))
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumConnectionsPerOrigin = 1
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        for n in 0..<40 {
+            let response = try await client.send(HTTP2Request(method: "GET", path: "/\(n)"), to: origin)
+            #expect(response.headers == fields(for: "/\(n)"), "response \(n)")
+        }
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func fiveHundredConcurrentRequestsOverOneConnectionWithTenStreams() async throws {
         let loop = try HTTP2EventLoop(name: "test-concurrency")
         defer { loop.shutdown() }
