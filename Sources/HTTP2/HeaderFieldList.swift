@@ -10,8 +10,6 @@ struct HeaderFieldList {
     private var spans: [(Int, Int, Int, Int)] = []
     private var entries: [nghttp2_nv] = []
 
-    var count: Int { spans.count }
-
     /// Empties the list, keeping its storage.
     mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
