@@ -68,10 +68,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     }
 
     /// The open stream `streamID` (owned by `streams`, attached as nghttp2's user data), or nil.
-    private func stream(_ streamID: Int32) -> Stream? {
-        // Every stream attached on this connection is a `Stream`.
-        attachedStream(streamID).map { unsafeDowncast($0, to: Stream.self) }
-    }
+    private func stream(_ streamID: Int32) -> Stream? { attachedStream(streamID, as: Stream.self) }
 
     let core: ClientCore
     /// This connection's id in the pool's `PoolStateMachine`.

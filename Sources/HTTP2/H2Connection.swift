@@ -412,10 +412,11 @@ class H2Connection: LoopHandler, @unchecked Sendable {
 
     /// The object attached to `streamID`, or nil (none attached, or nghttp2 has closed the stream). A lookup in
     /// nghttp2's own stream map, cheaper than hashing the id again in a Swift dictionary for every header field
-    /// and DATA chunk.
-    func attachedStream(_ streamID: Int32) -> H2Stream? {
+    /// and DATA chunk. `type` is the subclass's own stream type: a connection attaches only objects of that type,
+    /// so the cast is not checked.
+    func attachedStream<S: H2Stream>(_ streamID: Int32, as type: S.Type) -> S? {
         guard let session, let pointer = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
-        return Unmanaged<H2Stream>.fromOpaque(pointer).takeUnretainedValue()
+        return unsafeDowncast(Unmanaged<H2Stream>.fromOpaque(pointer).takeUnretainedValue(), to: type)
     }
 
     // MARK: Callbacks

@@ -365,10 +365,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     /// The open request stream `streamID`, or nil.
-    private func stream(_ streamID: Int32) -> Stream? {
-        // Every stream attached on this connection is a `Stream`.
-        attachedStream(streamID).map { unsafeDowncast($0, to: Stream.self) }
-    }
+    private func stream(_ streamID: Int32) -> Stream? { attachedStream(streamID, as: Stream.self) }
 
     override func onHeader(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Int32 {
         guard let stream = stream(frame.streamID), stream.rejection == nil else { return 0 }
