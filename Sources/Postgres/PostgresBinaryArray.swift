@@ -48,8 +48,8 @@ public struct PostgresBinaryArray: PostgresEncodable {
     /// is refused, SQLSTATE 22021).
     public static func text(_ values: [String?]) -> Self {
         build(elementOID: 25, values, hasNull: values.contains(nil)) { value, bytes in
-            guard var value else { return false }
-            value.withUTF8 { bytes.append(contentsOf: $0) }
+            guard let value else { return false }
+            appendUTF8(value, to: &bytes)
             return true
         }
     }
@@ -57,8 +57,7 @@ public struct PostgresBinaryArray: PostgresEncodable {
     /// `text[]` without NULLs.
     public static func text(_ values: [String]) -> Self {
         build(elementOID: 25, values, hasNull: false) { value, bytes in
-            var value = value
-            value.withUTF8 { bytes.append(contentsOf: $0) }
+            appendUTF8(value, to: &bytes)
             return true
         }
     }
@@ -116,6 +115,11 @@ public struct PostgresBinaryArray: PostgresEncodable {
             bytes[lengthAt + 3] = UInt8(truncatingIfNeeded: length)
         }
         return Self(bytes: bytes)
+    }
+
+    private static func appendUTF8(_ text: String, to bytes: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
     private static func appendBigEndian<I: FixedWidthInteger>(_ value: I, to bytes: inout [UInt8]) {
