@@ -1,20 +1,28 @@
 import Postgres
 
 /// Keeps the planner statistics of the tables the worker's hot statements read current while those tables grow
-/// (migration 0021; docs/performance.md, "Planner statistics").
+/// (migrations 0021 and 0022; docs/performance.md, "Planner statistics").
 ///
 /// The worker's claim, completion and expansion statements are prepared; PostgreSQL may keep a generic plan of
 /// each per session, made from a table's size when it was made, until an ANALYZE of a table it reads (or DDL)
 /// invalidates it. A plan made while the queue was empty scans the whole queue once it holds thousands of rows,
-/// and autovacuum's own analyze can be a minute or more away. Every worker therefore asks about once a second
-/// (``checkInterval``) which listed table has grown to ``growthFactor`` times the pages its statistics describe
-/// plus ``minimumGrowthPages`` (``grownTables(on:)``), and has those analyzed (``refresh(on:)``); the next run of
-/// each cached plan is then planned again.
+/// and autovacuum's own analyze can be a minute or more away. The same happens without any growth of the file
+/// when autovacuum recorded a nearly empty queue over many pages: the planner scales that density of almost
+/// zero rows a page to the table's size, and estimates one row while the next burst fills the same pages. Every
+/// worker therefore asks about once a second (``checkInterval``) which listed table has grown to
+/// ``growthFactor`` times the pages its statistics describe plus ``minimumGrowthPages``, or holds
+/// ``growthFactor`` times the rows they estimate for its size plus ``minimumGrowthRows`` (``grownTables(on:)``),
+/// and has those analyzed (``refresh(on:)``); the next run of each cached plan is then planned again.
 public enum PlannerStatistics {
     /// A table is analyzed once its file holds this many times the pages (8 KiB) of its last statistics...
     public static let growthFactor = 4.0
     /// ...plus this many pages (1 MiB of 8 KiB pages): below that a table is left to autovacuum.
     public static let minimumGrowthPages = 128
+    /// A table is also analyzed once it holds (by the cumulative statistics' live-row count) this many times the
+    /// rows its statistics estimate for its current size, plus ``minimumGrowthRows``. Below that the cost of
+    /// an estimate of one row is small: a misplanned join of a 500-row batch with 1,000 queued rows is half a
+    /// million comparisons, a few milliseconds.
+    public static let minimumGrowthRows = 1_000
     /// Between two checks while nothing goes wrong: a check is one statement comparing four tables' file sizes
     /// with `pg_class`.
     public static let checkInterval: Duration = .seconds(1)
@@ -35,10 +43,10 @@ public enum PlannerStatistics {
     }
 
     /// The listed tables that have grown (`pushizo_grown_tables`): names, sorted; empty nearly always.
-    /// - Throws: ``PostgresError`` (e.g. `42883` when the schema predates migration 0021).
+    /// - Throws: ``PostgresError`` (e.g. `42883` when the schema predates migration 0022).
     public static func grownTables(on connection: PostgresConnection) throws -> [String] {
         try connection.query(
-            "SELECT unnest(pushizo_grown_tables($1, $2)) AS relation", [growthFactor, minimumGrowthPages]
+            "SELECT unnest(pushizo_grown_tables($1, $2, $3)) AS relation", [growthFactor, minimumGrowthPages, minimumGrowthRows]
         ).map { $0["relation"] ?? "" }
     }
 
@@ -50,7 +58,8 @@ public enum PlannerStatistics {
     public static func refresh(on connection: PostgresConnection) throws -> Refresh {
         var refresh = Refresh()
         for row in try connection.query(
-            "SELECT relation, analyzed FROM pushizo_refresh_grown_statistics($1, $2)", [growthFactor, minimumGrowthPages])
+            "SELECT relation, analyzed FROM pushizo_refresh_grown_statistics($1, $2, $3)",
+            [growthFactor, minimumGrowthPages, minimumGrowthRows])
         {
             let relation = row["relation"] ?? ""
             if try row.decode(Bool.self, "analyzed") {
