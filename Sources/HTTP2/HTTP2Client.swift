@@ -114,7 +114,7 @@ public final class HTTP2Client: Sendable {
         valid.reserveCapacity(requests.count)
         var refused: [HTTP2Answer] = []
         for (index, request) in requests.enumerated() {
-            if let invalid = request.validationError() {
+            if let invalid = request.validationError(after: valid.last?.request) {
                 refused.append(HTTP2Answer(index: index, result: .failure(invalid)))
             } else {
                 valid.append((index, request))

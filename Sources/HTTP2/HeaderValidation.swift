@@ -1,3 +1,5 @@
+internal import Glibc
+
 /// Checks of request header fields before they are queued, so that a field the peer would reject with
 /// PROTOCOL_ERROR (RFC 9113 §8.1.1) fails at once instead of being retried forever.
 extension HTTP2Request {
@@ -5,16 +7,26 @@ extension HTTP2Request {
     /// Rules: RFC 9113 §8.2.1 (names are tokens, RFC 9110 §5.6.2, sent lower-cased; values hold no NUL, CR or LF
     /// and no leading/trailing space or tab) and §8.2.2 (no connection-specific fields; `te` only `trailers`).
     /// The message names the field but never shows its value (it may be a credential, e.g. `authorization`).
-    func validationError() -> HTTP2Error? {
+    ///
+    /// - Parameter accepted: a request that passed these checks. Its method, and each of its header fields equal
+    ///   (byte for byte, name and value) to this request's at the same place, are not checked again: a batch's
+    ///   requests share most fields, the 200-byte `authorization` value among them, and comparing the bytes
+    ///   (`memcmp`) costs less than testing each. (Not `==`: Swift's string equality is canonical equivalence,
+    ///   under which U+212A KELVIN SIGN equals the ASCII "K" a field name may hold.)
+    func validationError(after accepted: HTTP2Request? = nil) -> HTTP2Error? {
         // Pseudo-headers (RFC 9113 §8.3.1): `:method` is a token (RFC 9110 §9.1); `:path` is non-empty, starts
         // with "/" and holds visible ASCII only (RFC 3986 §3.3). The path is not shown: it may hold a device token.
-        if method.isEmpty || !Self.allBytes(of: method, satisfy: Self.isTokenByte) {
+        if !(accepted.map { Self.sameBytes($0.method, method) } ?? false) && (method.isEmpty || !Self.allBytes(of: method, satisfy: Self.isTokenByte)) {
             return HTTP2Error(.invalidRequest, "the :method is not a token (RFC 9110 §9.1)")
         }
         if path.utf8.first != UInt8(ascii: "/") || !Self.allBytes(of: path, satisfy: { $0 > 0x20 && $0 < 0x7F }) {
             return HTTP2Error(.invalidRequest, "the :path must start with \"/\" and hold visible ASCII only (RFC 9113 §8.3.1)")
         }
+        let known = accepted?.headers ?? []
         for (index, header) in headers.enumerated() {
+            if index < known.count && Self.sameBytes(known[index].value, header.value) && Self.sameBytes(known[index].name, header.name) {
+                continue
+            }
             let name = header.name
             guard !name.isEmpty, Self.allBytes(of: name, satisfy: Self.isTokenByte) else {
                 // An invalid name may itself be garbage: show it escaped, and only its first characters.
@@ -62,6 +74,18 @@ extension HTTP2Request {
     /// (native strings do): every request is checked, bearer tokens and paths included.
     private static func allBytes(of text: String, satisfy test: (UInt8) -> Bool) -> Bool {
         text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(test) } ?? text.utf8.allSatisfy(test)
+    }
+
+    /// Whether `a` and `b` hold the same UTF-8 bytes.
+    private static func sameBytes(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        return a.utf8.withContiguousStorageIfAvailable { left in
+            b.utf8.withContiguousStorageIfAvailable { right in
+                // Fields built once and shared (the `authorization` of one provider token) are one buffer.
+                left.isEmpty || left.baseAddress == right.baseAddress
+                    || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0
+            }
+        }.flatMap { $0 } ?? a.utf8.elementsEqual(b.utf8)
     }
 
     /// RFC 9113 §8.2.2. An array: five comparisons, most ending at the length, cost less than hashing the name.

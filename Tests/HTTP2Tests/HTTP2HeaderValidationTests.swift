@@ -4,6 +4,26 @@ import Synchronization
 
 @Suite("HTTP2 client header validation")
 struct HTTP2HeaderValidationTests {
+    /// A batch's requests are checked against the request accepted before them: only fields whose bytes differ
+    /// from it are checked again, so a field equal to an accepted one only under Unicode canonical equivalence
+    /// (what Swift's `==` compares) is still judged.
+    @Test func fieldsEqualToAnAcceptedRequestsAreSkippedOnlyWhenTheirBytesAreEqual() {
+        let accepted = HTTP2Request(path: "/a", headers: [HTTP2Header("authorization", "bearer x.y.z"), HTTP2Header("Key", "v")])
+        #expect(accepted.validationError() == nil)
+        let same = HTTP2Request(path: "/b", headers: [HTTP2Header("authorization", "bearer x.y.z"), HTTP2Header("Key", "v")])
+        #expect(same.validationError(after: accepted) == nil)
+        // U+212A KELVIN SIGN: `"\u{212A}ey" == "Key"` in Swift, yet it is no token.
+        let kelvin = HTTP2Request(path: "/b", headers: [HTTP2Header("authorization", "bearer x.y.z"), HTTP2Header("\u{212A}ey", "v")])
+        #expect(kelvin.headers[1].name == accepted.headers[1].name)
+        #expect(kelvin.validationError(after: accepted)?.code == .invalidRequest)
+        let injected = HTTP2Request(path: "/b", headers: [HTTP2Header("authorization", "bearer x.y.z\r\nx: 1"), HTTP2Header("Key", "v")])
+        #expect(injected.validationError(after: accepted)?.code == .invalidRequest)
+        let badMethod = HTTP2Request(method: "PO ST", path: "/b", headers: accepted.headers)
+        #expect(badMethod.validationError(after: accepted)?.code == .invalidRequest)
+        let badPath = HTTP2Request(path: "b", headers: accepted.headers)
+        #expect(badPath.validationError(after: accepted)?.code == .invalidRequest)
+    }
+
     @Test(arguments: [
         HTTP2Header("x-token", "abc\r\nx-injected: 1"),
         HTTP2Header("x-token", "abc\ndef"),
