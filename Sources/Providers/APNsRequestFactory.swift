@@ -68,6 +68,17 @@ public enum APNsRequestFactory {
     public static func makeRequest(
         _ delivery: APNsDelivery, bearerToken: String, body: () throws(APNsRequestError) -> [UInt8]
     ) throws(APNsRequestError) -> PushRequest {
+        try makeRequest(delivery, authorization: APNsProviderAuthorization(bearerToken: bearerToken), body: body)
+    }
+
+    /// ``makeRequest(_:bearerToken:body:)`` with the `authorization` field checked and built once for every request
+    /// that carries the same provider token (``APNsProviderAuthorization``): the requests then share one string,
+    /// and the HTTP/2 client compares it with the previous request's instead of checking it again.
+    /// - Throws: as ``makeRequest(_:bearerToken:)``; `invalid_provider_token` at the same point, when
+    ///   `authorization` holds no valid token.
+    public static func makeRequest(
+        _ delivery: APNsDelivery, authorization: APNsProviderAuthorization, body: () throws(APNsRequestError) -> [UInt8]
+    ) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
         // In place when the string has contiguous UTF-8 (it is checked for every request).
         let isHex = token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHexDigit) } ?? token.utf8.allSatisfy(isHexDigit)
@@ -83,14 +94,13 @@ public enum APNsRequestFactory {
             throw APNsRequestError(reason: "invalid_topic",
                                    detail: "the APNs topic (bundle ID) must be visible ASCII without spaces or control characters")
         }
-        // A JWT is base64url and dots; anything else would corrupt the `authorization` header.
-        guard HTTPFieldValue.isVisibleASCII(bearerToken) else {
+        guard let authorizationValue = authorization.fieldValue else {
             throw APNsRequestError(reason: "invalid_provider_token",
                                    detail: "the provider token must be a non-empty visible-ASCII JWT")
         }
         let message = delivery.message
         var headers = [
-            PushHeader("authorization", "bearer \(bearerToken)"),
+            PushHeader("authorization", authorizationValue),
             PushHeader("apns-id", CanonicalUUIDText.format(delivery.apnsID)),
             PushHeader("apns-push-type", pushTypeHeader(message)),
             PushHeader("apns-priority", priorityHeader(message)),
@@ -260,5 +270,19 @@ public enum APNsRequestFactory {
 
     static func isHexDigit(_ byte: UInt8) -> Bool {
         (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
+    }
+}
+
+/// The `authorization` field of token-based APNs requests, `bearer <provider token>` (Apple, "Establishing a
+/// token-based connection to APNs"), checked and built once per provider token rather than once per request.
+/// A token that is empty or not visible ASCII (a JWT is base64url and dots; anything else would corrupt the
+/// header) makes no field: ``APNsRequestFactory/makeRequest(_:authorization:body:)`` then throws
+/// `invalid_provider_token`, in the order of its other checks. The token is never echoed.
+public struct APNsProviderAuthorization: Sendable {
+    /// `bearer <token>`, or nil when the token cannot be sent.
+    public let fieldValue: String?
+
+    public init(bearerToken: String) {
+        fieldValue = HTTPFieldValue.isVisibleASCII(bearerToken) ? "bearer \(bearerToken)" : nil
     }
 }

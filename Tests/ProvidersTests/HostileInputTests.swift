@@ -94,6 +94,29 @@ import PushCrypto
         }
     }
 
+    /// Checked once per provider token: a bad one makes no field, and each request built with it is refused at the
+    /// same point as with the token itself (after the device token and topic checks); a good one's field is one
+    /// string that every request shares.
+    @Test func anAuthorizationBuiltOnceIsJudgedLikeItsToken() throws {
+        let bad = APNsProviderAuthorization(bearerToken: "a\r\nb")
+        #expect(bad.fieldValue == nil)
+        let refused = #expect(throws: APNsRequestError.self) {
+            try APNsRequestFactory.makeRequest(delivery(message { _ in }), authorization: bad) { [] }
+        }
+        #expect(refused?.reason == "invalid_provider_token")
+        let badToken = #expect(throws: APNsRequestError.self) {
+            var badDevice = delivery(message { _ in })
+            badDevice.deviceToken = "xyz"
+            return try APNsRequestFactory.makeRequest(badDevice, authorization: bad) { [] }
+        }
+        #expect(badToken?.reason == "bad_device_token_format")
+
+        let good = APNsProviderAuthorization(bearerToken: "h.p.s")
+        #expect(good.fieldValue == "bearer h.p.s")
+        let request = try APNsRequestFactory.makeRequest(delivery(message { _ in }), authorization: good) { [] }
+        #expect(request.headers.first { $0.name == "authorization" }?.value == "bearer h.p.s")
+    }
+
     @Test func everyHeaderOfAValidRequestIsAClean() throws {
         let request = try APNsRequestFactory.makeRequest(delivery(message {
             $0.ttl = 2_419_200

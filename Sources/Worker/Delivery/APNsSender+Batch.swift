@@ -57,6 +57,8 @@ extension APNsSender: BatchingProviderSender {
                 for index in indexes { completed(index, outcome) }
                 continue
             }
+            // Built once for the credential's requests, which then share one `authorization` string.
+            let authorization = APNsProviderAuthorization(bearerToken: bearer)
             // One timeout for the credential's requests (so the client keeps one deadline timer for them): the
             // request timeout, or what is left of the batch's deadline when that is less.
             var timeout = requestTimeout
@@ -76,7 +78,7 @@ extension APNsSender: BatchingProviderSender {
                     userTags: userTags)
                 let renderKey = DeliveryRendering.renderKey(for: item.delivery, message: item.message, variant: provider)
                 let request: PushRequest
-                switch makeRequest(apnsDelivery, renderKey: renderKey, bearer: bearer) {
+                switch makeRequest(apnsDelivery, renderKey: renderKey, authorization: authorization) {
                 case .success(let made): request = made
                 case .failure(let failure):
                     completed(index, failure.outcome)

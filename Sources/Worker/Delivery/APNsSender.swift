@@ -123,7 +123,7 @@ public final class APNsSender: ProviderSender {
                 return judge(refused.response, channel: channel, delivery: delivery, origin: origin)
             }
             let request: PushRequest
-            switch makeRequest(apnsDelivery, renderKey: renderKey, bearer: bearer) {
+            switch makeRequest(apnsDelivery, renderKey: renderKey, authorization: APNsProviderAuthorization(bearerToken: bearer)) {
             case .success(let made): request = made
             case .failure(let failure): return failure.outcome
             }
@@ -162,12 +162,14 @@ public final class APNsSender: ProviderSender {
         }
     }
 
-    /// The request for one delivery with `bearer`, its payload shared through ``renders`` when `renderKey`
+    /// The request for one delivery with `authorization`, its payload shared through ``renders`` when `renderKey`
     /// allows; a request-building error as the outcome to record (the channel's settings at fault pause the
     /// channel, the message's fail the delivery).
-    func makeRequest(_ apnsDelivery: APNsDelivery, renderKey: RenderKey?, bearer: String) -> Result<PushRequest, ProviderTransport.Failure> {
+    func makeRequest(
+        _ apnsDelivery: APNsDelivery, renderKey: RenderKey?, authorization: APNsProviderAuthorization
+    ) -> Result<PushRequest, ProviderTransport.Failure> {
         do throws(APNsRequestError) {
-            return .success(try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: bearer) { () throws(APNsRequestError) in
+            return .success(try APNsRequestFactory.makeRequest(apnsDelivery, authorization: authorization) { () throws(APNsRequestError) in
                 try renders.payload(
                     key: renderKey, msgID: apnsDelivery.msgID,
                     render: { () throws(APNsRequestError) in try APNsRequestFactory.payload(for: apnsDelivery) },
