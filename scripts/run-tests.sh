@@ -26,12 +26,17 @@ rates='^WorkerTests\.ThrottleFleetTests/'
 # All three run even when one fails, so one failure never hides the rest of the suite; the exit status is the
 # first failure's.
 status=0
+summary=()
 run() {
-    local rc=0
+    local name=$1 rc=0
+    shift
     swift test --skip-build "$@" || rc=$?
     if [ "$status" -eq 0 ]; then status=$rc; fi
+    if [ "$rc" -eq 0 ]; then summary+=("$name: passed"); else summary+=("$name: FAILED (exit status $rc)"); fi
 }
-run --filter "$early"
-run --skip "$early" --skip "$rates"
-run --filter "$rates"
+run "HTTP/2 and libpq sockets" --filter "$early"
+run "everything else" --skip "$early" --skip "$rates"
+run "rates across worker processes" --filter "$rates"
+# One line for the three runs, so the outcome needs no scrolling back.
+echo "==> test runs: ${summary[0]}; ${summary[1]}; ${summary[2]}"
 exit "$status"

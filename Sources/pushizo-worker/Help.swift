@@ -14,7 +14,8 @@ enum Help {
               preview    show what one device would get: decision + exact provider request (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
               maintain   data lifecycle now: create event partitions ahead, drop those past PUSHIZO_EVENT_RETENTION,
-                         prune old frequency-cap grants and finished notifications (docs/data-lifecycle.md)
+                         fold count deltas, prune old frequency-cap grants and finished notifications
+                         (docs/data-lifecycle.md)
               status [--json]
                          the fleet as the database sees it: queue depth per provider, queue lag, leases per
                          worker, sends and failures per minute, expansions, paused channels (docs/status.md)
