@@ -75,6 +75,26 @@ struct PlannerStatisticsTests {
         Issue.record("the live-row count of deliveries was not reported within 10 s")
     }
 
+    /// A seeded database whose queue held 30,000 deliveries (analyzed), all deleted, then vacuumed without
+    /// truncation: what autovacuum leaves when it cannot take the lock to truncate, every page and no row.
+    ///
+    /// Rows are queued and deleted by sessions of their own, as the workers do. A session reports its counts to
+    /// the cumulative statistics when it goes idle (a new one at once, later ones at most about once a second,
+    /// later still when the statistics are busy): each report is awaited, so that none lands after the VACUUM has
+    /// counted the table and moves its count.
+    static func emptiedQueue(_ url: String) throws -> Seed {
+        let seed = try Seed(url)
+        try seed.app()
+        try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
+        try queue(seed, 30_000, on: PostgresConnection(connectionString: url))
+        try awaitLiveDeliveries(on: seed.connection) { $0 >= 30_000 }
+        #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["deliveries"]))
+        try PostgresConnection(connectionString: url).execute("DELETE FROM deliveries")
+        try awaitLiveDeliveries(on: seed.connection) { $0 <= 0 }
+        try seed.connection.execute("VACUUM (TRUNCATE false) deliveries")
+        return seed
+    }
+
     /// Autovacuum that ran while the queue was empty and did not truncate its pages leaves statistics of zero rows
     /// over those pages: the planner then estimates one row, however many the next burst writes into the same
     /// pages (a completion planned that way joined its batch to the whole queue: 42 s for 20,000 deliveries).
@@ -82,20 +102,7 @@ struct PlannerStatisticsTests {
     @Test func statisticsOfAnEmptiedQueueAreRefreshedWhenItFillsItsPagesAgain() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let seed = try Seed(url)
-                try seed.app()
-                try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
-                // Rows are queued and deleted by sessions of their own, as the workers do. A session reports its
-                // counts to the cumulative statistics when it goes idle (a new one at once, later ones at most
-                // about once a second, later still when the statistics are busy): each report is awaited, so that
-                // none lands after the VACUUM below has counted the table and moves its count.
-                try Self.queue(seed, 30_000, on: PostgresConnection(connectionString: url))
-                try Self.awaitLiveDeliveries(on: seed.connection) { $0 >= 30_000 }
-                #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["deliveries"]))
-                try PostgresConnection(connectionString: url).execute("DELETE FROM deliveries")
-                try Self.awaitLiveDeliveries(on: seed.connection) { $0 <= 0 }
-                // What autovacuum leaves when it cannot take the lock to truncate: every page, no row.
-                try seed.connection.execute("VACUUM (TRUNCATE false) deliveries")
+                let seed = try Self.emptiedQueue(url)
                 let emptied = try seed.connection.query(
                     "SELECT relpages, reltuples::bigint AS reltuples FROM pg_class WHERE relname = 'deliveries'")[0]
                 #expect(try emptied.decode(Int.self, "relpages") >= PlannerStatistics.minimumGrowthPages)
@@ -126,14 +133,7 @@ struct PlannerStatisticsTests {
     @Test func aLiveRowCountThatDriftedAboveTheRowsHeldAnalyzesNothing() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let seed = try Seed(url)
-                try seed.app()
-                try seed.connection.execute("ALTER TABLE deliveries SET (autovacuum_enabled = false)")
-                try Self.queue(seed, 30_000, on: PostgresConnection(connectionString: url))
-                try Self.awaitLiveDeliveries(on: seed.connection) { $0 >= 30_000 }
-                try PostgresConnection(connectionString: url).execute("DELETE FROM deliveries")
-                try Self.awaitLiveDeliveries(on: seed.connection) { $0 <= 0 }
-                try seed.connection.execute("VACUUM (TRUNCATE false) deliveries")
+                let seed = try Self.emptiedQueue(url)
                 // A producer whose first report went out at once holds its next one for about a second...
                 let producer = try PostgresConnection(connectionString: url)
                 try Self.queue(seed, 1, on: producer)
