@@ -223,7 +223,7 @@ public final class APNsEmulator: EmulatedProvider {
         guard request.path.hasPrefix(prefix) else { return .reject(404, "BadPath") }
         let token = String(request.path.dropFirst(prefix.count))
         guard !token.isEmpty else { return .reject(400, "MissingDeviceToken") }
-        guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0, token.utf8.allSatisfy(Self.isHexDigit) else {
+        guard APNsDeviceToken.isWellFormed(token) else {
             return .reject(400, "BadDeviceToken")
         }
 
@@ -392,10 +392,6 @@ public final class APNsEmulator: EmulatedProvider {
         return EmulatorResponse(
             status: status, headers: [EmulatorHeader("content-type", "application/json"), EmulatorHeader("apns-id", apnsID)],
             body: Array(body.utf8))
-    }
-
-    static func isHexDigit(_ byte: UInt8) -> Bool {
-        (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
     }
 }
 

@@ -80,9 +80,8 @@ public enum APNsRequestFactory {
         _ delivery: APNsDelivery, authorization: APNsProviderAuthorization, body: () throws(APNsRequestError) -> [UInt8]
     ) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
-        // In place when the string has contiguous UTF-8 (it is checked for every request).
-        let isHex = token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHexDigit) } ?? token.utf8.allSatisfy(isHexDigit)
-        guard (64...200).contains(token.utf8.count), token.utf8.count % 2 == 0, isHex else {
+        let isHex = APNsDeviceToken.isHexadecimal(token)
+        guard APNsDeviceToken.lengths.contains(token.utf8.count), token.utf8.count % 2 == 0, isHex else {
             let problem = isHex ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
             throw APNsRequestError(reason: "bad_device_token_format",
                                    detail: "an APNs device token is an even number, 64 to 200, of hexadecimal characters (got \(problem))")
@@ -266,10 +265,6 @@ public enum APNsRequestFactory {
     static func tooLarge(_ size: Int) -> APNsRequestError {
         APNsRequestError(reason: "payload_too_large",
                          detail: "the APNs payload is \(size) bytes with every text shortened; the limit is \(maximumPayloadSize)")
-    }
-
-    static func isHexDigit(_ byte: UInt8) -> Bool {
-        (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
     }
 }
 

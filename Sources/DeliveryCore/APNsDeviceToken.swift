@@ -1,0 +1,30 @@
+/// The form of an APNs device token as a provider sends it in the request path (`/3/device/<token>`): hexadecimal
+/// characters, an even number of them (Apple, "Sending notification requests to APNs"; 64 today, up to 200 accepted
+/// here since Apple says the length may grow).
+public enum APNsDeviceToken {
+    /// Accepted lengths in characters (UTF-8 bytes).
+    public static let lengths = 64...200
+
+    /// Whether every character of `token` is a hexadecimal digit (`0-9`, `a-f`, `A-F`; true for ""). Read in place
+    /// when the string has contiguous UTF-8, as native strings do: the worker checks every request it builds and
+    /// the emulator every request it receives.
+    public static func isHexadecimal(_ token: String) -> Bool {
+        token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHexDigit) } ?? token.utf8.allSatisfy(isHexDigit)
+    }
+
+    /// Whether `token` has one of ``lengths``, an even number, and only hexadecimal digits.
+    public static func isWellFormed(_ token: String) -> Bool {
+        let count = token.utf8.count
+        return lengths.contains(count) && count % 2 == 0 && isHexadecimal(token)
+    }
+
+    @inline(__always)
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
+            return true
+        default:
+            return false
+        }
+    }
+}
