@@ -19,11 +19,11 @@ public enum PlannerStatistics {
     /// ...plus this many pages (1 MiB of 8 KiB pages): below that a table is left to autovacuum.
     public static let minimumGrowthPages = 128
     /// A table is also analyzed once it holds ``growthFactor`` times the rows its statistics estimate for its
-    /// current size, plus this many, while that estimate is small: first by the cumulative statistics' live-row
-    /// count, which drifts upward on a queue that churns fast, then by counting the table itself up to that many
-    /// rows through its primary key (`pushizo_holds_rows`, migration 0022). Below this the cost of
-    /// an estimate of one row is small: a misplanned join of a 500-row batch with 1,000 queued rows is half a
-    /// million comparisons, a few milliseconds.
+    /// current size, plus this many, while that estimate is under about 25,000 rows (the rule is for estimates
+    /// near zero): first by the cumulative statistics' live-row count, which drifts upward on a queue that churns
+    /// fast, then by counting the table itself up to that many rows through its primary key
+    /// (`pushizo_holds_rows`, migration 0022). Below this the cost of an estimate of one row is small: a
+    /// misplanned join of a 500-row batch with 1,000 queued rows is half a million comparisons, a few milliseconds.
     public static let minimumGrowthRows = 1_000
     /// Between two checks while nothing goes wrong: a check is one statement comparing four tables' file sizes
     /// with `pg_class`.
