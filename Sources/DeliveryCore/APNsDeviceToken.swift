@@ -5,11 +5,10 @@ public enum APNsDeviceToken {
     /// Accepted lengths in characters (UTF-8 bytes).
     public static let lengths = 64...200
 
-    /// Whether every character of `token` is a hexadecimal digit (`0-9`, `a-f`, `A-F`; true for ""). Read in place
-    /// when the string has contiguous UTF-8, as native strings do: the worker checks every request it builds and
-    /// the emulator every request it receives.
+    /// Whether every character of `token` is a hexadecimal digit (`0-9`, `a-f`, `A-F`; true for ""): the worker
+    /// checks every request it builds and the emulator every request it receives.
     public static func isHexadecimal(_ token: String) -> Bool {
-        token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHexDigit) } ?? token.utf8.allSatisfy(isHexDigit)
+        token.everyUTF8Byte(isHexDigit)
     }
 
     /// Whether `token` has one of ``lengths``, an even number, and only hexadecimal digits.

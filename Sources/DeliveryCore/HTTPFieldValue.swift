@@ -19,12 +19,7 @@ public enum HTTPFieldValue {
     /// no control character, no non-ASCII): the shape of identifiers such as an APNs topic (bundle ID),
     /// Team ID, Key ID, or a JWT.
     public static func isVisibleASCII(_ value: String) -> Bool {
-        // Every request checks its bearer token (a JWT of a few hundred bytes): read the bytes in place when the
-        // string has contiguous UTF-8, as native strings do, instead of through the view's iterator.
-        func check(_ bytes: some Collection<UInt8>) -> Bool {
-            !bytes.isEmpty && bytes.allSatisfy { $0 &- 0x21 < 0x5E }
-        }
-        return value.utf8.withContiguousStorageIfAvailable(check) ?? check(value.utf8)
+        !value.isEmpty && value.everyUTF8Byte { $0 &- 0x21 < 0x5E }
     }
 
     /// `true` for a Unicode control character (general category Cc: U+0000...U+001F, U+007F...U+009F).

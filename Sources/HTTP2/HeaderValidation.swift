@@ -16,7 +16,8 @@ extension HTTP2Request {
     func validationError(after accepted: HTTP2Request? = nil) -> HTTP2Error? {
         // Pseudo-headers (RFC 9113 §8.3.1): `:method` is a token (RFC 9110 §9.1); `:path` is non-empty, starts
         // with "/" and holds visible ASCII only (RFC 3986 §3.3). The path is not shown: it may hold a device token.
-        if !(accepted.map { Self.sameBytes($0.method, method) } ?? false) && (method.isEmpty || !Self.allBytes(of: method, satisfy: Self.isTokenByte)) {
+        let methodAccepted = accepted.map { Self.sameBytes($0.method, method) } ?? false
+        if !methodAccepted && (method.isEmpty || !Self.allBytes(of: method, satisfy: Self.isTokenByte)) {
             return HTTP2Error(.invalidRequest, "the :method is not a token (RFC 9110 §9.1)")
         }
         if path.utf8.first != UInt8(ascii: "/") || !Self.allBytes(of: path, satisfy: { $0 > 0x20 && $0 < 0x7F }) {
