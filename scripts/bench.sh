@@ -12,8 +12,8 @@
 #      lasted about a second and start-up was a tenth of it.
 #   3. the worker's peak RSS during (2).                                          target < 150 MB
 #   4. expansion of 1,000,000 subscriptions into deliveries ({"all": true}).     target < 10 s
-#   5. transactional: one-device notifications inserted by pgbench at steady rates (1k, 2k, 5k, 8k/s, 15 s
-#      each): the highest rate whose every notification is delivered within 3 s of the last insert
+#   5. transactional: one-device notifications inserted by pgbench at steady rates (1k, 2k, 5k, 6k, 7k, 8k/s,
+#      15 s each): the highest rate whose every notification is delivered within 3 s of the last insert
 #      (target >= 5,000/s); insert (created_at) -> emulator receipt p50/p99 at 1,000/s (target p99 < 50 ms);
 #      a burst of 20,000 drained by the worker vs pgbench running the same SQL alone.
 #   6. the worker's CPU time (user + sys) per sent delivery on a 100,000-delivery broadcast and on 10,000
@@ -29,7 +29,7 @@ root=$PWD
 work=$root/var/bench
 deliveries=${PUSHIZO_BENCH_DELIVERIES:-100000}
 expansion_size=${PUSHIZO_BENCH_EXPANSION:-1000000}
-steady_rates=${PUSHIZO_BENCH_STEADY_RATES:-1000 2000 5000 8000}
+steady_rates=${PUSHIZO_BENCH_STEADY_RATES:-1000 2000 5000 6000 7000 8000}
 steady_seconds=${PUSHIZO_BENCH_STEADY_SECONDS:-15}
 steady_grace=${PUSHIZO_BENCH_STEADY_GRACE:-3}
 steady_devices=${PUSHIZO_BENCH_STEADY_DEVICES:-20000}
@@ -194,7 +194,7 @@ for rate in $steady_rates; do
     verdict=no
     if [ "$inserted" -gt 0 ] && [ "$delivered" = "$inserted" ]; then verdict=yes; sustained_rate=$achieved; fi
     echo "    $rate/s asked, $achieved/s inserted for ${steady_seconds} s: $delivered of $inserted delivered ${steady_grace} s after the last insert (sustained: $verdict; worker CPU $worker_cpu ticks)"
-    steady_rows+=("{\"rate\": $rate, \"inserted_per_second\": $achieved, \"inserted\": $inserted, \"delivered_within_grace\": $delivered, \"sustained\": $([ $verdict = yes ] && echo true || echo false)}")
+    steady_rows+=("{\"rate\": $rate, \"inserted_per_second\": $achieved, \"inserted\": $inserted, \"delivered_within_grace\": $delivered, \"sustained\": $([ $verdict = yes ] && echo true || echo false), \"worker_cpu_ticks\": $worker_cpu}")
     # Let a backlog drain before the next step (bounded), so each step starts from an empty queue.
     for _ in $(seq 1 120); do
         [ "$(psql "$PUSHIZO_DATABASE_URL" -Atc "SELECT count(*) FROM notifications WHERE status IN ('pending', 'expanding')") $(psql "$PUSHIZO_DATABASE_URL" -Atc "SELECT count(*) FROM deliveries")" = "0 0" ] && break

@@ -6,14 +6,14 @@
 # expansion -> receipt (the emulator's receipt time, ms resolution), and receipt -> the `sent` event's
 # transaction. Prints one `transactional ...` line last.
 # Usage: scripts/bench/transactional.sh [BINDIR] (default: the release build). Knobs: PUSHIZO_BENCH_STEADY_RATES
-# (default "1000 2000 5000 8000"), PUSHIZO_BENCH_STEADY_SECONDS (15), PUSHIZO_BENCH_STEADY_GRACE (3),
+# (default "1000 2000 5000 6000 7000 8000"), PUSHIZO_BENCH_STEADY_SECONDS (15), PUSHIZO_BENCH_STEADY_GRACE (3),
 # PUSHIZO_BENCH_STEADY_DEVICES (20000), PUSHIZO_BENCH_TX_SETUP_SQL (below), PUSHIZO_BENCH_TX_HISTORY (20000 expanded notifications before the steps), PUSHIZO_BENCH_TX_PG_PORT (55438), PUSHIZO_BENCH_WRAPPER (wraps the
 # worker, e.g. "perf record -g -o /tmp/perf.data").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 bindir=${1:-$(swift build -c release --show-bin-path)}
-steady_rates=${PUSHIZO_BENCH_STEADY_RATES:-1000 2000 5000 8000}
+steady_rates=${PUSHIZO_BENCH_STEADY_RATES:-1000 2000 5000 6000 7000 8000}
 steady_seconds=${PUSHIZO_BENCH_STEADY_SECONDS:-15}
 steady_grace=${PUSHIZO_BENCH_STEADY_GRACE:-3}
 steady_devices=${PUSHIZO_BENCH_STEADY_DEVICES:-20000}

@@ -1,0 +1,116 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+/// `make bench` compares the worker's end-to-end rate with `pgbench` running the worker's own claim and
+/// completion SQL (scripts/bench/*.pgbench). These tests keep that baseline honest: the scripts hold the
+/// worker's statements as it sends them, and they run, draining what they claim.
+@Suite struct BenchBaselineTests {
+    static let benchDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("scripts/bench")
+
+    static let scripts = ["claim-complete.pgbench", "small-expand-claim-complete.pgbench"]
+
+    /// The worker's claim for a limit of 200, with pgbench's variables for its two parameters, split where the
+    /// scripts wrap its final `SELECT` in the `claim_rows` CTE.
+    static func claimParts() -> (ctes: String, select: String) {
+        let text = QueueStore.claimSQL(picking: .due, limit: 200)
+            .replacingOccurrences(of: "$1::float8", with: ":lease_seconds::float8")
+            .replacingOccurrences(of: "leased_by = $2", with: "leased_by = 'pgbench-' || :client_id")
+        let split = text.range(of: "\nSELECT c.id")!
+        return (String(text[..<split.lowerBound]), String(text[text.index(after: split.lowerBound)...]))
+    }
+
+    /// The worker's completion with pgbench's variables for `$1`...`$12`.
+    static func completion() -> String {
+        let names = [
+            "ids", "fences", "events", "reasons", "details", "next_run_ats", "last_errors", "refunds", "app_ids",
+            "notification_ids", "subscription_ids", "attempts",
+        ]
+        var text = QueueStore.completeSQL
+        // Highest first, so `$1` does not match the start of `$10`.
+        for (index, name) in names.enumerated().reversed() {
+            text = text.replacingOccurrences(of: "$\(index + 1)::", with: ":\(name)::")
+        }
+        return text
+    }
+
+    @Test(arguments: scripts)
+    func scriptHoldsTheWorkersStatements(_ file: String) throws {
+        let script = try String(contentsOf: Self.benchDirectory.appendingPathComponent(file), encoding: .utf8)
+        let (ctes, select) = Self.claimParts()
+        let indentedSelect = select.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { "    " + $0 }.joined(separator: "\n")
+        let holdsClaim = script.contains(ctes + ",\nclaim_rows AS (\n" + indentedSelect + "\n)\n")
+        let holdsCompletion = script.contains("BEGIN;\n" + Self.completion() + ";\nCOMMIT;\n")
+        #expect(holdsClaim, "\(file) lacks QueueStore.claimSQL(picking: .due, limit: 200)")
+        #expect(holdsCompletion, "\(file) lacks QueueStore.completeSQL")
+        #expect(!Self.completion().contains("$"))
+    }
+
+    /// One pgbench transaction of each script against a queue of three deliveries: every one is claimed and
+    /// completed as `sent`, with the detail the worker writes for APNs.
+    @Test(arguments: scripts)
+    func scriptDrainsWhatItClaims(_ file: String) async throws {
+        let (run, queued, sent) = try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                defer { seed.connection.close() }
+                try seed.app()
+                let devices = try (0..<3).map { _ in try seed.subscription().uuidString.lowercased() }
+                let target = #"{"include_subscription_ids": ["\#(devices.joined(separator: #"", ""#))"]}"#
+                let notification = try seed.notification(target: target)
+                if file == "claim-complete.pgbench" {
+                    // The broadcast's queue, expanded beforehand as the bench does.
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                        SELECT $1, id, app_id FROM subscriptions WHERE app_id = $2
+                        """, [notification, seed.appID])
+                }
+                let run = try Self.pgbench(file, url)
+                let rows = try seed.connection.query(
+                    """
+                    SELECT (SELECT count(*) FROM deliveries) AS queued,
+                           (SELECT count(*) FROM delivery_events
+                            WHERE event = 'sent' AND attempt = 1 AND detail->>'provider' = 'apns'
+                              AND detail->>'apns_id' IS NOT NULL) AS sent
+                    """)
+                return (run, try rows[0].decode(Int.self, "queued"), try rows[0].decode(Int.self, "sent"))
+            }
+        }
+        #expect(run.status == 0, "\(run.output)")
+        #expect(queued == 0)
+        #expect(sent == 3)
+    }
+
+    /// Runs one transaction of `file` as `make bench` runs it (prepared statements).
+    static func pgbench(_ file: String, _ url: String) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try pgbenchPath())
+        process.arguments = [
+            "-n", "-M", "prepared", "-c", "1", "-t", "1", "-f", benchDirectory.appendingPathComponent(file).path, url,
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    /// pgbench of the installed PostgreSQL server package, found as scripts/pg-throwaway.sh finds initdb.
+    static func pgbenchPath() throws -> String {
+        let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .sorted { $0.compare($1, options: .numeric) == .orderedDescending }
+            .map { "/usr/lib/postgresql/\($0)/bin/pgbench" } + ["/usr/bin/pgbench"]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw BenchBaselineError.pgbenchNotFound
+        }
+        return found
+    }
+
+    enum BenchBaselineError: Error { case pgbenchNotFound }
+}
