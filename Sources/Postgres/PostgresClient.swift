@@ -59,6 +59,13 @@ public final class PostgresClient: Sendable {
         try await withConnection { try $0.preparedQuery(sql, parameters) }
     }
 
+    /// Whether `processID` is the server process (`PQbackendPID`, `pg_stat_activity.pid`) of one of this
+    /// client's open connections: a `NOTIFY` whose ``PostgresNotification/processID`` it is came from a
+    /// transaction this client ran.
+    public func isPooledSession(processID: Int32) -> Bool {
+        pool.isPooledSession(processID: processID)
+    }
+
     /// Stops the client: waiting calls throw `.shutdown`, running bodies finish, then every connection
     /// is closed and every thread ends. Later calls throw `.shutdown`.
     public func shutdown() async {
@@ -170,6 +177,8 @@ final class PostgresPool: @unchecked Sendable {
     private var threadCounter = 0
     private var isShuttingDown = false
     private var stoppedCallbacks: [@Sendable () -> Void] = []
+    /// The server process IDs of the open connections.
+    private var sessionProcessIDs: Set<Int32> = []
 
     init(connectionString: String, maximumConnections: Int, applicationName: String) {
         self.connectionString = connectionString
@@ -213,6 +222,24 @@ final class PostgresPool: @unchecked Sendable {
         for job in waiting where job.claim() {
             job.fail(PostgresError(code: .shutdown, message: "the PostgreSQL client is shut down"))
         }
+    }
+
+    func isPooledSession(processID: Int32) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return sessionProcessIDs.contains(processID)
+    }
+
+    private func sessionOpened(_ connection: PostgresConnection) {
+        condition.lock()
+        sessionProcessIDs.insert(connection.processID)
+        condition.unlock()
+    }
+
+    private func sessionClosing(_ connection: PostgresConnection) {
+        condition.lock()
+        sessionProcessIDs.remove(connection.processID)
+        condition.unlock()
     }
 
     /// Calls `callback` once every thread has exited (at once if none is running).
@@ -268,7 +295,9 @@ final class PostgresPool: @unchecked Sendable {
                     continue
                 }
                 do {
-                    connection = try PostgresConnection(connectionString: connectionString, applicationName: applicationName)
+                    let opened = try PostgresConnection(connectionString: connectionString, applicationName: applicationName)
+                    sessionOpened(opened)
+                    connection = opened
                     consecutiveFailures = 0
                     nextAttempt = nil
                 } catch {
@@ -284,13 +313,17 @@ final class PostgresPool: @unchecked Sendable {
                 try? current.execute("ROLLBACK")
             }
             if current.isConnectionBad {
+                sessionClosing(current)
                 current.close()
                 connection = nil
                 consecutiveFailures += 1
                 nextAttempt = Date() + Self.backoff(failures: consecutiveFailures)
             }
         }
-        connection?.close()
+        if let connection {
+            sessionClosing(connection)
+            connection.close()
+        }
         condition.lock()
         liveThreads -= 1
         let callbacks = liveThreads == 0 ? stoppedCallbacks : []

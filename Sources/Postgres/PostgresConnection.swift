@@ -332,13 +332,38 @@ public final class PostgresConnection {
     /// `RELEASE SAVEPOINT`, `ROLLBACK TO SAVEPOINT` on throw), so only the inner work is undone.
     /// If `body` swallowed a statement error, PostgreSQL turns the `COMMIT` into a rollback; that is
     /// detected (command tag `ROLLBACK`) and thrown as `.queryFailed`, SQLSTATE `25P02`.
-    /// - Throws: `body`'s error, or ``PostgresError`` from `BEGIN` / `COMMIT` / the savepoint commands.
-    public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+    /// - Parameter localSettings: run-time parameters set with `SET LOCAL` (PostgreSQL docs, `SET`) in the same
+    ///   round trip as `BEGIN` (or the savepoint), for the rest of the transaction: names as PostgreSQL spells
+    ///   them, values quoted with `PQescapeLiteral`. Nested, they stay set after the savepoint is released, until
+    ///   the enclosing transaction ends.
+    /// - Throws: `body`'s error, or ``PostgresError`` from `BEGIN` / `COMMIT` / the savepoint commands /
+    ///   `SET LOCAL` (an unknown parameter or value).
+    public func transaction<T>(
+        localSettings: KeyValuePairs<String, String> = [:], _ body: (PostgresConnection) throws -> T
+    ) throws -> T {
+        var settings = ""
+        for (name, value) in localSettings {
+            // Lower-case letters, `_` and `.` (as in `auto_explain.log_min_duration`): no quoting needed.
+            let isParameterName = name.utf8.allSatisfy { byte in
+                byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+            }
+            guard !name.isEmpty, isParameterName else {
+                throw PostgresError(code: .queryFailed, message: "not a run-time parameter name: \(name)")
+            }
+            settings += "; SET LOCAL \(name) TO \(try quoteLiteral(value))"
+        }
         if isInTransaction {
             savepointDepth += 1
             defer { savepointDepth -= 1 }
             let savepoint = "pushizo_savepoint_\(savepointDepth)"
-            try execute("SAVEPOINT \(savepoint)")
+            do {
+                try execute("SAVEPOINT \(savepoint)\(settings)")
+            } catch {
+                if !isConnectionBad && !settings.isEmpty {
+                    try? execute("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+                }
+                throw error
+            }
             let value: T
             do {
                 value = try body(self)
@@ -349,7 +374,13 @@ public final class PostgresConnection {
             try execute("RELEASE SAVEPOINT \(savepoint)")
             return value
         }
-        try execute("BEGIN")
+        do {
+            try execute("BEGIN\(settings)")
+        } catch {
+            // A refused setting leaves the block open and aborted.
+            if !isConnectionBad && isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
         let value: T
         do {
             value = try body(self)
@@ -377,6 +408,18 @@ public final class PostgresConnection {
         let utf8Count = identifier.utf8.count
         guard let escaped = PQescapeIdentifier(conn, identifier, utf8Count) else {
             throw PostgresError(code: .queryFailed, message: "cannot quote identifier: \(Self.errorText(conn))")
+        }
+        defer { PQfreemem(escaped) }
+        return String(cString: escaped)
+    }
+
+    /// Quotes `text` as an SQL string literal with `PQescapeLiteral` (single quotes, inner quotes doubled,
+    /// `E'...'` when it holds a backslash).
+    /// - Throws: `.queryFailed` if libpq refuses it (e.g. invalid encoding), `.connectionLost` if closed.
+    public func quoteLiteral(_ text: String) throws -> String {
+        let conn = try open()
+        guard let escaped = PQescapeLiteral(conn, text, text.utf8.count) else {
+            throw PostgresError(code: .queryFailed, message: "cannot quote literal: \(Self.errorText(conn))")
         }
         defer { PQfreemem(escaped) }
         return String(cString: escaped)

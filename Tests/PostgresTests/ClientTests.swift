@@ -79,6 +79,23 @@ struct ClientTests {
         await client.shutdown()
     }
 
+    /// A notification's sender is recognised as one of the client's sessions while that session is open.
+    @Test func pooledSessionsAreKnownByProcessID() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        let client = PostgresClient(connectionString: url, maximumConnections: 1, applicationName: "pushizo-test-sessions")
+        let own = try await client.withConnection { $0.processID }
+        #expect(own != 0)
+        #expect(client.isPooledSession(processID: own))
+        let other = try await onThread {
+            let admin = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-admin")
+            defer { admin.close() }
+            return admin.processID
+        }
+        #expect(!client.isPooledSession(processID: other))
+        await client.shutdown()
+        #expect(!client.isPooledSession(processID: own))
+    }
+
     @Test func cancellingAQueuedCallRemovesIt() async throws {
         let url = try TestDatabase.baseConnectionString()
         let client = PostgresClient(connectionString: url, maximumConnections: 1)

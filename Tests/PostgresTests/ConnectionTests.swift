@@ -158,6 +158,51 @@ struct ConnectionTests {
         }
     }
 
+    /// `SET LOCAL` settings last for the transaction they came with (and, from a savepoint, until the enclosing
+    /// transaction ends); a refused name or value throws and leaves no transaction open.
+    @Test func transactionLocalSettings() async throws {
+        let url = try TestDatabase.baseConnectionString()
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            defer { c.close() }
+            func planCacheMode() throws -> String {
+                try c.query("SELECT current_setting('plan_cache_mode') AS v")[0].decode(String.self, "v")
+            }
+            let before = try planCacheMode()
+            #expect(before == "auto")
+            let inside = try c.transaction(localSettings: ["plan_cache_mode": "force_generic_plan", "application_name": "it's local"]) {
+                _ = $0
+                return (try planCacheMode(), try c.query("SELECT current_setting('application_name') AS v")[0].decode(String.self, "v"))
+            }
+            #expect(inside.0 == "force_generic_plan")
+            #expect(inside.1 == "it's local")
+            #expect(try planCacheMode() == before)
+            try c.transaction { outer throws in
+                try outer.transaction(localSettings: ["plan_cache_mode": "force_custom_plan"]) { _ throws in
+                    #expect(try planCacheMode() == "force_custom_plan")
+                }
+                #expect(try planCacheMode() == "force_custom_plan")
+            }
+            #expect(try planCacheMode() == before)
+            let badValue = try #require(throws: PostgresError.self) {
+                try c.transaction(localSettings: ["plan_cache_mode": "sometimes"]) { _ in Issue.record("body ran") }
+            }
+            #expect(badValue.sqlState == "22023")
+            #expect(!c.isInTransaction)
+            #expect(throws: PostgresError.self) {
+                try c.transaction(localSettings: ["plan_cache_mode; DROP TABLE x": "auto"]) { _ in Issue.record("body ran") }
+            }
+            try c.transaction { outer throws in
+                #expect(throws: PostgresError.self) {
+                    try outer.transaction(localSettings: ["no_such_parameter": "1"]) { _ in Issue.record("body ran") }
+                }
+                // The savepoint was rolled back: the outer transaction goes on.
+                #expect(try outer.query("SELECT 1 AS one")[0].decode(Int.self, "one") == 1)
+            }
+            #expect(!c.isInTransaction)
+        }
+    }
+
     @Test func listenAndWaitForNotifications() async throws {
         let url = try TestDatabase.baseConnectionString()
         try await onThread {
