@@ -15,7 +15,8 @@
 #   5. transactional: one-device notifications inserted by pgbench at steady rates (1k, 2k, 5k, 6k, 7k, 8k/s,
 #      15 s each): the highest rate whose every notification is delivered within 3 s of the last insert
 #      (target >= 5,000/s); insert (created_at) -> emulator receipt p50/p99 at 1,000/s (target p99 < 50 ms);
-#      a burst of 20,000 drained by the worker vs pgbench running the same SQL alone.
+#      the worker's and PostgreSQL's CPU per notification at each step; a burst of 20,000 drained by the worker
+#      vs pgbench running the same SQL alone.
 #   6. the worker's CPU time (user + sys) per sent delivery on a 100,000-delivery broadcast and on 10,000
 #      one-device notifications (scripts/bench/cpu-per-delivery.sh).            target <= 20 µs
 #   7. queue depth and workers (scripts/bench/queue-scale.sh): one worker's rate over 100,000 deliveries of a
@@ -179,9 +180,21 @@ pids+=($steady_worker)
 sleep 1
 steady_rows=()
 sustained_rate=0
+# CPU ticks (user+sys, 10 ms each) of the whole PostgreSQL server: the postmaster, its live children and the
+# children it has reaped (ended backends).
+steady_postmaster=$(head -n 1 "$work/pg/data/postmaster.pid")
+pg_ticks() {
+    local total
+    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$steady_postmaster/stat")
+    for child in $(pgrep -P "$steady_postmaster"); do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$child/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
 for rate in $steady_rates; do
     step_started=$(date +%s.%N)
     worker_cpu_before=$(awk '{ print $14 + $15 }' /proc/$steady_worker/stat)
+    pg_cpu_before=$(pg_ticks)
     "$pgbin/pgbench" -n -M prepared -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
         -f scripts/bench/steady-insert.pgbench "$PUSHIZO_DATABASE_URL" >"$work/pgbench-steady-$rate.log" 2>&1 || true
     sleep "$steady_grace"
@@ -191,10 +204,16 @@ for rate in $steady_rates; do
                round(count(*) / greatest(extract(epoch FROM max(created_at) - min(created_at)), 0.001))
         FROM notifications WHERE campaign_id = 'step-$rate'")"
     worker_cpu=$(( $(awk '{ print $14 + $15 }' /proc/$steady_worker/stat) - worker_cpu_before ))
+    pg_cpu=$(( $(pg_ticks) - pg_cpu_before ))
+    # Per notification, over the step and its grace: the steady cost of the stream (PostgreSQL's includes the
+    # producer's inserts).
+    worker_us=$(calc "$worker_cpu * 10000 / ($inserted + ($inserted == 0))"); pg_us=$(calc "$pg_cpu * 10000 / ($inserted + ($inserted == 0))")
+    # The first (lowest) step's, as its latency: the summary's steady figure.
+    if [ -z "${steady_worker_us:-}" ]; then steady_worker_us=$worker_us; steady_pg_us=$pg_us; fi
     verdict=no
     if [ "$inserted" -gt 0 ] && [ "$delivered" = "$inserted" ]; then verdict=yes; sustained_rate=$achieved; fi
-    echo "    $rate/s asked, $achieved/s inserted for ${steady_seconds} s: $delivered of $inserted delivered ${steady_grace} s after the last insert (sustained: $verdict; worker CPU $worker_cpu ticks)"
-    steady_rows+=("{\"rate\": $rate, \"inserted_per_second\": $achieved, \"inserted\": $inserted, \"delivered_within_grace\": $delivered, \"sustained\": $([ $verdict = yes ] && echo true || echo false), \"worker_cpu_ticks\": $worker_cpu}")
+    echo "    $rate/s asked, $achieved/s inserted for ${steady_seconds} s: $delivered of $inserted delivered ${steady_grace} s after the last insert (sustained: $verdict; CPU per notification: worker $(printf %.0f "$worker_us") µs, PostgreSQL $(printf %.0f "$pg_us") µs)"
+    steady_rows+=("{\"rate\": $rate, \"inserted_per_second\": $achieved, \"inserted\": $inserted, \"delivered_within_grace\": $delivered, \"sustained\": $([ $verdict = yes ] && echo true || echo false), \"worker_cpu_us_per_notification\": $worker_us, \"postgres_cpu_us_per_notification\": $pg_us}")
     # Let a backlog drain before the next step (bounded), so each step starts from an empty queue.
     for _ in $(seq 1 120); do
         [ "$(psql "$PUSHIZO_DATABASE_URL" -Atc "SELECT count(*) FROM notifications WHERE status IN ('pending', 'expanding')") $(psql "$PUSHIZO_DATABASE_URL" -Atc "SELECT count(*) FROM deliveries")" = "0 0" ] && break
@@ -294,6 +313,7 @@ printf "  %-55s %6s /s   (target >= 5000)\n" "one-device notifications sustained
 printf "  %-55s %6.2fx   (one-device burst, same SQL alone)\n" "transactional path vs pgbench bulk pass+claim/complete" "$(calc "$burst_worker / $burst_pgbench")"
 printf "  %-55s %6s ms   (target < 50; p50 %s ms)\n" "insert -> provider receipt p99 at $latency_rate/s" "${latency_p99:-?}" "${latency_p50:-?}"
 printf "  %-55s %6s µs   (target <= 20; one-device notifications %s µs)\n" "worker CPU per sent delivery (user+sys, broadcast)" "${cpu_broadcast_us:-?}" "${cpu_one_device_us:-?}"
+printf "  %-55s %6.0f µs   (PostgreSQL %.0f µs, the producer's inserts included)\n" "worker CPU per notification, steady $latency_rate/s" "$steady_worker_us" "$steady_pg_us"
 printf "  %-55s %6sx   (target >= 0.80; %s vs %s/s, small before/after %s/%s; SQL alone %sx)\n" \
     "deep queue: ${queued_large:-?} deliveries vs ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}" "$(ratio_text "$queue_ratio")" "${queue_large:-?}" \
     "${queue_small:-?}" "${queue_small_before:-?}" "${queue_small_after:-?}" "$(ratio_text "$(ratio_or_null "$queue_pgbench_large" "$queue_pgbench_small")")"
@@ -311,6 +331,7 @@ cat >"$json" <<JSON
  "expansion": {"subscriptions": $expansion_size, "seconds": ${expansion_seconds:-null}},
  "transactional": {"seconds_per_step": $steady_seconds, "grace_seconds": $steady_grace, "steps": [$steady_json],
    "sustained_per_second": $sustained_rate,
+   "worker_cpu_us_per_notification_at_latency_rate": ${steady_worker_us:-null}, "postgres_cpu_us_per_notification_at_latency_rate": ${steady_pg_us:-null},
    "latency_rate": $latency_rate, "latency_p50_ms": ${latency_p50:-null}, "latency_p99_ms": ${latency_p99:-null}, "latency_samples": ${latency_n:-0},
    "burst": {"notifications": $burst, "worker_per_second": $burst_worker, "pgbench_per_second": $burst_pgbench, "ratio": $(calc "$burst_worker / $burst_pgbench")}},
  "cpu_per_delivery": {"broadcast_deliveries": ${PUSHIZO_BENCH_CPU_BROADCAST:-100000}, "broadcast_us": ${cpu_broadcast_us:-null},

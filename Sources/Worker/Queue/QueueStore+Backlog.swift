@@ -2,18 +2,24 @@ import Foundation
 import Postgres
 
 extension QueueStore {
-    /// Writes one batch of completions in one transaction: those with an event through
-    /// ``complete(on:_:)``, those without (``DeliveryCompletion/writesEvent`` false) as a queue change only,
-    /// and counts the retries that spent no attempt (``DeliveryCompletion/countsUncountedRetry``).
-    /// Every change is fenced: a completion whose delivery was claimed again since changes nothing.
+    /// Writes one batch of completions atomically: those with an event through ``complete(on:_:)``, those
+    /// without (``DeliveryCompletion/writesEvent`` false) as a queue change only, and counts the retries that
+    /// spent no attempt (``DeliveryCompletion/countsUncountedRetry``). Every change is fenced: a completion
+    /// whose delivery was claimed again since changes nothing. The usual batch, sent deliveries only, is one
+    /// statement without a transaction block: one round trip instead of five (`BEGIN`, a savepoint and its
+    /// release, `COMMIT`), which under a steady stream of small batches was most of the completer's traffic.
     /// - Returns: how many completions took effect.
     /// - Throws: ``PostgresError``; the whole batch is then rolled back.
     public static func completeBatch(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
         guard !completions.isEmpty else { return 0 }
+        let withEvent = completions.filter(\.writesEvent)
+        let withoutEvent = completions.filter { !$0.writesEvent }
+        let uncounted = completions.filter { $0.countsUncountedRetry && $0.nextRunAt != nil }
+        if withoutEvent.isEmpty && uncounted.isEmpty { return try complete(on: connection, withEvent) }
         return try connection.transaction { connection in
-            var applied = try complete(on: connection, completions.filter(\.writesEvent))
-            applied += try rescheduleWithoutEvent(on: connection, completions.filter { !$0.writesEvent })
-            try countUncountedRetries(on: connection, completions.filter { $0.countsUncountedRetry && $0.nextRunAt != nil })
+            var applied = try writeCompletions(on: connection, withEvent)
+            applied += try rescheduleWithoutEvent(on: connection, withoutEvent)
+            try countUncountedRetries(on: connection, uncounted)
             return applied
         }
     }

@@ -321,67 +321,80 @@ public enum QueueStore {
         """
     }
 
-    /// Writes a batch of completions in one transaction: terminal rows are deleted from the queue, the others
+    /// Writes a batch of completions atomically: terminal rows are deleted from the queue, the others
     /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches.
     /// Completions whose fence no longer matches (the lease expired and another worker claimed the delivery)
     /// change nothing. Subscription invalidations and channel pauses are applied in the same transaction, and
     /// so are frequency-cap releases (``DeliveryCompletion/capRelease``) of completions that took effect.
+    /// A batch that needs none of those is the one statement ``completeSQL``, run without a transaction block
+    /// (a statement is atomic on its own; `BEGIN` and `COMMIT` would be two more round trips).
     /// - Returns: how many completions took effect (the rest lost their lease).
     @discardableResult
     public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
         guard !completions.isEmpty else { return 0 }
-        return try connection.transaction { connection in
-            let result = try connection.preparedQuery(
-                completeSQL,
-                // In binary format, each typed as `completeSQL` casts it: neither side writes or parses an
-                // array literal and its elements' text (timestamps and uuids above all) for every delivery.
+        if !needsFollowUpStatements(completions) { return try writeCompletions(on: connection, completions) }
+        return try connection.transaction { try writeCompletions(on: $0, completions) }
+    }
+
+    /// Whether writing `completions` takes more than ``completeSQL``: an invalidation, a channel pause or a
+    /// frequency-cap release.
+    static func needsFollowUpStatements(_ completions: [DeliveryCompletion]) -> Bool {
+        completions.contains { $0.invalidation != nil || $0.channelPause != nil || $0.capRelease != nil }
+    }
+
+    /// The statements of ``complete(on:_:)``, in the caller's transaction when they are more than one.
+    static func writeCompletions(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
+        guard !completions.isEmpty else { return 0 }
+        let result = try connection.preparedQuery(
+            completeSQL,
+            // In binary format, each typed as `completeSQL` casts it: neither side writes or parses an
+            // array literal and its elements' text (timestamps and uuids above all) for every delivery.
+            [
+                PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
+                PostgresBinaryArray.bigint(completions.map(\.fence)),
+                PostgresBinaryArray.text(completions.map(\.event)),
+                PostgresBinaryArray.text(completions.map(\.reason)),
+                PostgresBinaryArray.text(completions.map(\.detailJSON)),
+                PostgresBinaryArray.timestamptz(completions.map(\.nextRunAt)),
+                PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason }),
+                PostgresBinaryArray.boolean(completions.map(\.refundsAttempt)),
+                PostgresBinaryArray.uuid(completions.map(\.claimedAs?.appID)),
+                PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
+                PostgresBinaryArray.uuid(completions.map(\.claimedAs?.subscriptionID)),
+                PostgresBinaryArray.integer(completions.map(\.claimedAs?.attempt)),
+            ])
+        let invalidations = completions.compactMap(\.invalidation)
+        if !invalidations.isEmpty {
+            _ = try connection.query(
+                """
+                UPDATE subscriptions s
+                SET status = 'invalid', invalid_reason = i.reason
+                FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS i(id, reason, token_seen)
+                WHERE s.id = i.id AND s.status = 'active' AND s.token_updated_at <= i.token_seen
+                """,
                 [
-                    PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
-                    PostgresBinaryArray.bigint(completions.map(\.fence)),
-                    PostgresBinaryArray.text(completions.map(\.event)),
-                    PostgresBinaryArray.text(completions.map(\.reason)),
-                    PostgresBinaryArray.text(completions.map(\.detailJSON)),
-                    PostgresBinaryArray.timestamptz(completions.map(\.nextRunAt)),
-                    PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason }),
-                    PostgresBinaryArray.boolean(completions.map(\.refundsAttempt)),
-                    PostgresBinaryArray.uuid(completions.map(\.claimedAs?.appID)),
-                    PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
-                    PostgresBinaryArray.uuid(completions.map(\.claimedAs?.subscriptionID)),
-                    PostgresBinaryArray.integer(completions.map(\.claimedAs?.attempt)),
+                    invalidations.map(\.subscriptionID),
+                    invalidations.map(\.reason),
+                    invalidations.map(\.tokenUpdatedAt),
                 ])
-            let invalidations = completions.compactMap(\.invalidation)
-            if !invalidations.isEmpty {
-                _ = try connection.query(
-                    """
-                    UPDATE subscriptions s
-                    SET status = 'invalid', invalid_reason = i.reason
-                    FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS i(id, reason, token_seen)
-                    WHERE s.id = i.id AND s.status = 'active' AND s.token_updated_at <= i.token_seen
-                    """,
-                    [
-                        invalidations.map(\.subscriptionID),
-                        invalidations.map(\.reason),
-                        invalidations.map(\.tokenUpdatedAt),
-                    ])
-            }
-            for pause in completions.compactMap(\.channelPause) {
-                _ = try connection.query(
-                    """
-                    UPDATE app_channels
-                    SET paused_until = greatest(coalesce(paused_until, now()), $3), paused_reason = $4,
-                        updated_at = now()
-                    WHERE app_id = $1 AND provider = $2
-                    """,
-                    [pause.appID, pause.provider, pause.until, pause.reason])
-            }
-            // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
-            // lock then waits only for other such locks (taken in hash order), so no cycle can form.
-            let releases = completions.compactMap(\.capRelease)
-            if !releases.isEmpty {
-                try releaseFrequencyCapGrants(on: connection, releases)
-            }
-            return result.affectedRows
         }
+        for pause in completions.compactMap(\.channelPause) {
+            _ = try connection.query(
+                """
+                UPDATE app_channels
+                SET paused_until = greatest(coalesce(paused_until, now()), $3), paused_reason = $4,
+                    updated_at = now()
+                WHERE app_id = $1 AND provider = $2
+                """,
+                [pause.appID, pause.provider, pause.until, pause.reason])
+        }
+        // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
+        // lock then waits only for other such locks (taken in hash order), so no cycle can form.
+        let releases = completions.compactMap(\.capRelease)
+        if !releases.isEmpty {
+            try releaseFrequencyCapGrants(on: connection, releases)
+        }
+        return result.affectedRows
     }
 
     static let completeSQL = """

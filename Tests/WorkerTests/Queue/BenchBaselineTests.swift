@@ -43,7 +43,7 @@ import Testing
         let indentedSelect = select.split(separator: "\n", omittingEmptySubsequences: false)
             .map { "    " + $0 }.joined(separator: "\n")
         let holdsClaim = script.contains(ctes + ",\nclaim_rows AS (\n" + indentedSelect + "\n)\n")
-        let holdsCompletion = script.contains("BEGIN;\n" + Self.completion() + ";\nCOMMIT;\n")
+        let holdsCompletion = script.contains("\n\n" + Self.completion() + ";\n")
         #expect(holdsClaim, "\(file) lacks QueueStore.claimSQL(picking: .due, limit: 200)")
         #expect(holdsCompletion, "\(file) lacks QueueStore.completeSQL")
         #expect(!Self.completion().contains("$"))
