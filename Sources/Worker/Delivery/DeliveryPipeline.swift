@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import Postgres
 import UUIDText
 import Synchronization
 
@@ -84,8 +85,12 @@ public final class DeliveryPipeline: DeliveryProcessing {
         self.messages = MessageCache(load: loadMessages)
     }
 
-    public func prepare(_ batch: [ClaimedDelivery]) async {
-        await messages.prefetch(batch.map { ($0.notificationID, $0.messageVersion) })
+    /// Reads the batch's messages not cached at their claimed version (``QueueStore/messages(on:notificationIDs:maximumBytes:)``)
+    /// on the claim's connection.
+    public func prepare(_ batch: [ClaimedDelivery], on connection: PostgresConnection) {
+        messages.prefetch(batch.map { ($0.notificationID, $0.messageVersion) }) { ids in
+            try QueueStore.messages(on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
+        }
     }
 
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {

@@ -38,13 +38,16 @@ public final class MessageCache: Sendable {
         state = Mutex(ByteBoundedDictionary(capacity: capacity, byteBudget: byteBudget))
     }
 
-    /// Loads, in one round trip, the messages of a claimed batch that are not cached at their version.
-    /// Failures are left for ``message(for:version:)`` to report per delivery.
-    public func prefetch(_ keys: [(notificationID: UUID, version: String)]) async {
+    /// Reads, in one round trip by `read` on the caller's thread (the claim's database connection, so the
+    /// read needs no hand-off of its own), the messages of a claimed batch that are not cached at their
+    /// version. A failed read is left for ``message(for:version:)`` to try again and report per delivery.
+    public func prefetch(
+        _ keys: [(notificationID: UUID, version: String)], reading read: ([UUID]) throws -> [UUID: QueueStore.StoredMessage]
+    ) {
         let missing: Set<UUID> = state.withLock { state in
             Set(keys.filter { state[$0.notificationID]?.version != $0.version }.map(\.notificationID))
         }
-        guard !missing.isEmpty, let stored = try? await load(Array(missing)) else { return }
+        guard !missing.isEmpty, let stored = try? read(Array(missing)) else { return }
         for (id, message) in stored { insert(id, message) }
     }
 

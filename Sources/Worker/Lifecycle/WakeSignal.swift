@@ -6,7 +6,7 @@ import Synchronization
 final class WakeSignal: Sendable {
     private struct State {
         var pending = false
-        var waiter: CheckedContinuation<Void, Never>?
+        var waiter: CheckedContinuation<Bool, Never>?
         var generation: UInt64 = 0
     }
 
@@ -14,7 +14,7 @@ final class WakeSignal: Sendable {
 
     /// Wakes the waiter now, or makes the next wait return at once.
     func signal() {
-        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+        let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
             if let waiter = state.waiter {
                 state.waiter = nil
                 return waiter
@@ -22,12 +22,14 @@ final class WakeSignal: Sendable {
             state.pending = true
             return nil
         }
-        waiter?.resume()
+        waiter?.resume(returning: true)
     }
 
     /// Returns on a signal, after `timeout`, or on task cancellation, whichever comes first.
     /// Only one task may wait at a time.
-    func wait(timeout: Duration) async {
+    /// - Returns: `true` when a signal ended the wait (or one was pending), `false` on the timeout or cancellation.
+    @discardableResult
+    func wait(timeout: Duration) async -> Bool {
         let generation: UInt64? = state.withLock { state in
             if state.pending {
                 state.pending = false
@@ -36,38 +38,40 @@ final class WakeSignal: Sendable {
             state.generation &+= 1
             return state.generation
         }
-        guard let generation else { return }
+        guard let generation else { return true }
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
             self?.fire(generation: generation)
         }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow: Bool = state.withLock { state in
+        let signalled = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let resumeNow: Bool? = state.withLock { state in
                     // A signal or timeout between the two locks already happened: don't wait.
-                    if state.pending || state.generation != generation {
+                    if state.pending {
                         state.pending = false
                         return true
                     }
+                    if state.generation != generation { return false }
                     state.waiter = continuation
-                    return false
+                    return nil
                 }
-                if resumeNow { continuation.resume() }
+                if let resumeNow { continuation.resume(returning: resumeNow) }
             }
         } onCancel: {
             self.fire(generation: generation)
         }
         timer.cancel()
+        return signalled
     }
 
     private func fire(generation: UInt64) {
-        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+        let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
             guard state.generation == generation else { return nil }
             state.generation &+= 1
             let waiter = state.waiter
             state.waiter = nil
             return waiter
         }
-        waiter?.resume()
+        waiter?.resume(returning: false)
     }
 }

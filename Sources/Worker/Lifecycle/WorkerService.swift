@@ -6,17 +6,18 @@ import Synchronization
 /// Turns one claimed delivery into its completion: checks, rendering, the provider request and the
 /// classification of the answer. Never throws: every problem becomes an outcome of that delivery.
 public protocol DeliveryProcessing: Sendable {
-    /// Called once per claimed batch before its deliveries are processed (e.g. to load shared data in
-    /// one round trip).
-    func prepare(_ batch: [ClaimedDelivery]) async
+    /// Called once per claimed batch before its deliveries are processed, on the claim's database connection
+    /// and thread, in the claim's own hand-off to the pool: loads data the batch shares in one round trip (the
+    /// messages). Must not throw: what it could not load is loaded again, or reported, per delivery.
+    func prepare(_ batch: [ClaimedDelivery], on connection: PostgresConnection)
     func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion
-    /// Processes a claimed batch (after ``prepare(_:)``), calling `completed` once per delivery as soon as its
+    /// Processes a claimed batch (after ``prepare(_:on:)``), calling `completed` once per delivery as soon as its
     /// completion is known, from any task. Returns when every delivery has been completed.
     func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async
 }
 
 extension DeliveryProcessing {
-    public func prepare(_ batch: [ClaimedDelivery]) async {}
+    public func prepare(_ batch: [ClaimedDelivery], on connection: PostgresConnection) {}
 
     /// One task per delivery, each through ``process(_:)``.
     public func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async {
@@ -596,11 +597,13 @@ public final class WorkerService: Sendable {
                         let configuration = self.configuration
                         // Before the statement: the lease (from the database's now()) ends no earlier.
                         let leaseExpiry = ContinuousClock.now + configuration.lease
+                        let processor = self.processor
                         (claimed, throttle) = try await database.withConnection { connection in
                             let claimed = try QueueStore.claim(
                                 on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
                                 workerID: configuration.workerID)
-                            // Never thrown from here: the claimed rows are leased and must be sent.
+                            // Nothing is thrown from here on: the claimed rows are leased and must be sent.
+                            processor.prepare(claimed, on: connection)
                             let throttle = claimed.count < limit ? Result { try QueueStore.throttleWait(on: connection) } : nil
                             return (claimed, throttle)
                         }
@@ -627,7 +630,6 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     if !claimed.isEmpty {
-                        await processor.prepare(claimed)
                         claimedTotal.add(claimed.count, ordering: .relaxed)
                         inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
                         let held = claimed.heldTextBytes

@@ -100,7 +100,7 @@ struct CompletionFactoryTests {
     @Test func messageCacheParsesOncePerVersionAndReportsProblems() async {
         let loads = Counter()
         let good = UUID(), huge = UUID(), bad = UUID()
-        let cache = MessageCache(load: { ids in
+        let read: @Sendable ([UUID]) -> [UUID: QueueStore.StoredMessage] = { ids in
             loads.increment()
             var result: [UUID: QueueStore.StoredMessage] = [:]
             for id in ids {
@@ -112,8 +112,12 @@ struct CompletionFactoryTests {
                 }
             }
             return result
-        })
-        await cache.prefetch([(good, "7"), (huge, "1"), (bad, "1")])
+        }
+        let cache = MessageCache(load: { read($0) })
+        cache.prefetch([(good, "7"), (huge, "1"), (bad, "1")], reading: read)
+        #expect(loads.value == 1)
+        // Cached at these versions: nothing is read again.
+        cache.prefetch([(good, "7"), (bad, "1")], reading: read)
         #expect(loads.value == 1)
         guard case .success = await cache.message(for: good, version: "7") else {
             Issue.record("valid message refused")

@@ -55,7 +55,6 @@ struct DeliveryPipelineBatchTests {
         for index in batch.indices { batch[index].id = Int64(index + 1) }
         let completions = Mutex<[Int64: [DeliveryCompletion]]>([:])
         let pipeline = pipeline(sender)
-        await pipeline.prepare(batch)
         let started = ContinuousClock.now
         await pipeline.process(batch: batch) { delivery, completion in
             completions.withLock { $0[delivery.id, default: []].append(completion) }
