@@ -89,7 +89,7 @@ enum EmulatorCommand {
         logger.notice(
             "emulator stopped",
             [
-                "accepted": "\(apns.acceptedCount)", "responses": "\(apns.statusCounts)",
+                "apns_accepted": "\(apns.acceptedCount)", "apns_responses": "\(apns.statusCounts)",
                 "webpush_accepted": "\(webPush.acceptedCount)", "webpush_responses": "\(webPush.statusCounts)",
                 "fcm_accepted": "\(fcm.acceptedCount)", "fcm_errors": "\(fcm.errorCounts)",
                 "fcm_tokens_issued": "\(fcm.tokensIssued)",
