@@ -343,11 +343,7 @@ public final class PostgresConnection {
     ) throws -> T {
         var settings = ""
         for (name, value) in localSettings {
-            // Lower-case letters, `_` and `.` (as in `auto_explain.log_min_duration`): no quoting needed.
-            let isParameterName = name.utf8.allSatisfy { byte in
-                byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-            }
-            guard !name.isEmpty, isParameterName else {
+            guard Self.isParameterName(name) else {
                 throw PostgresError(code: .queryFailed, message: "not a run-time parameter name: \(name)")
             }
             settings += "; SET LOCAL \(name) TO \(try quoteLiteral(value))"
@@ -356,13 +352,15 @@ public final class PostgresConnection {
             savepointDepth += 1
             defer { savepointDepth -= 1 }
             let savepoint = "pushizo_savepoint_\(savepointDepth)"
-            do {
-                try execute("SAVEPOINT \(savepoint)\(settings)")
-            } catch {
-                if !isConnectionBad && !settings.isEmpty {
-                    try? execute("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+            // Apart from the settings, so that a refused one is undone by rolling back to a savepoint that exists.
+            try execute("SAVEPOINT \(savepoint)")
+            if !settings.isEmpty {
+                do {
+                    try execute(String(settings.dropFirst(2)))
+                } catch {
+                    if !isConnectionBad { try? execute("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)") }
+                    throw error
                 }
-                throw error
             }
             let value: T
             do {
@@ -411,6 +409,20 @@ public final class PostgresConnection {
         }
         defer { PQfreemem(escaped) }
         return String(cString: escaped)
+    }
+
+    /// A run-time parameter's name as `SET` takes it unquoted: lower-case letters, digits and `_`, not starting with
+    /// a digit, optionally one `.` between two such parts (a custom one, as `auto_explain.log_min_duration`).
+    static func isParameterName(_ name: String) -> Bool {
+        let parts = name.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count) else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+            return part.allSatisfy { byte in
+                byte == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            }
+        }
     }
 
     /// Quotes `text` as an SQL string literal with `PQescapeLiteral` (single quotes, inner quotes doubled,

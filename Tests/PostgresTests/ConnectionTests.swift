@@ -192,9 +192,19 @@ struct ConnectionTests {
             #expect(throws: PostgresError.self) {
                 try c.transaction(localSettings: ["plan_cache_mode; DROP TABLE x": "auto"]) { _ in Issue.record("body ran") }
             }
+            for name in ["a..b", ".a", "a.", "1a", "A", "a.b.c", "a b", ""] {
+                #expect(throws: PostgresError.self, "\(name)") {
+                    try c.transaction(localSettings: [name: "1"]) { _ in Issue.record("body ran") }
+                }
+            }
+            #expect(PostgresConnection.isParameterName("auto_explain.log_min_duration"))
+            #expect(PostgresConnection.isParameterName("work_mem2"))
             try c.transaction { outer throws in
                 #expect(throws: PostgresError.self) {
                     try outer.transaction(localSettings: ["no_such_parameter": "1"]) { _ in Issue.record("body ran") }
+                }
+                #expect(throws: PostgresError.self) {
+                    try outer.transaction(localSettings: ["plan_cache_mode": "sometimes"]) { _ in Issue.record("body ran") }
                 }
                 // The savepoint was rolled back: the outer transaction goes on.
                 #expect(try outer.query("SELECT 1 AS one")[0].decode(Int.self, "one") == 1)

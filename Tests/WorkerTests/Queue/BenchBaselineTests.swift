@@ -36,17 +36,56 @@ import Testing
         return text
     }
 
-    @Test(arguments: scripts)
-    func scriptHoldsTheWorkersStatements(_ file: String) throws {
-        let script = try String(contentsOf: Self.benchDirectory.appendingPathComponent(file), encoding: .utf8)
-        let (ctes, select) = Self.claimParts()
+    /// What the scripts do with the claim's rows: fold them into the completion's arrays (pgbench keeps one row of
+    /// variables), every column written out as text.
+    static let foldIntoArrays = """
+        SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(fence), '{}') AS fences,
+               coalesce(array_agg('sent'::text), '{}') AS events, coalesce(array_agg(NULL::text), '{}') AS reasons,
+               coalesce(array_agg(json_build_object('provider_message_id', apns_id, 'apns_id', apns_id, 'provider', 'apns')::text), '{}') AS details,
+               coalesce(array_agg(NULL::timestamptz), '{}') AS next_run_ats, coalesce(array_agg(NULL::text), '{}') AS last_errors,
+               coalesce(array_agg(false), '{}') AS refunds, coalesce(array_agg(app_id), '{}') AS app_ids,
+               coalesce(array_agg(notification_id), '{}') AS notification_ids,
+               coalesce(array_agg(subscription_id), '{}') AS subscription_ids, coalesce(array_agg(attempt), '{}') AS attempts,
+               sum(octet_length(r::text)) AS claimed_text_bytes
+        FROM claim_rows r \\gset
+
+        """
+
+    /// claim-complete.pgbench after its header: the claim and the completion, and nothing else (no other
+    /// statement or meta-command, such as an `\if` that would skip one).
+    static func claimAndCompletion() -> String {
+        let (ctes, select) = claimParts()
         let indentedSelect = select.split(separator: "\n", omittingEmptySubsequences: false)
             .map { "    " + $0 }.joined(separator: "\n")
-        let holdsClaim = script.contains(ctes + ",\nclaim_rows AS (\n" + indentedSelect + "\n)\n")
-        let holdsCompletion = script.contains("\n\n" + Self.completion() + ";\n")
-        #expect(holdsClaim, "\(file) lacks QueueStore.claimSQL(picking: .due, limit: 200)")
-        #expect(holdsCompletion, "\(file) lacks QueueStore.completeSQL")
+        return "\\set lease_seconds 120\n" + ctes + ",\nclaim_rows AS (\n" + indentedSelect + "\n)\n" + foldIntoArrays
+            + "\n" + completion() + ";\n"
+    }
+
+    /// A script without its leading comment lines (its header).
+    static func withoutHeader(_ script: String) -> Substring {
+        var rest = script[...]
+        while rest.hasPrefix("--"), let end = rest.firstIndex(of: "\n") { rest = rest[rest.index(after: end)...] }
+        return rest
+    }
+
+    @Test func theBroadcastScriptIsTheClaimAndTheCompletionAlone() throws {
+        let script = try String(contentsOf: Self.benchDirectory.appendingPathComponent("claim-complete.pgbench"), encoding: .utf8)
+        #expect(Self.withoutHeader(script) == Self.claimAndCompletion()[...], "claim-complete.pgbench differs from the worker's statements")
         #expect(!Self.completion().contains("$"))
+    }
+
+    /// The burst's script: one expansion statement (the worker's pass with the target read in SQL, as its
+    /// header says), then the same claim and completion.
+    @Test func theBurstScriptEndsWithTheSameClaimAndCompletion() throws {
+        let script = try String(
+            contentsOf: Self.benchDirectory.appendingPathComponent("small-expand-claim-complete.pgbench"), encoding: .utf8)
+        let body = Self.withoutHeader(script)
+        let tail = Self.claimAndCompletion()
+        #expect(body.hasSuffix(tail), "small-expand-claim-complete.pgbench does not end with the worker's statements")
+        let expansion = body.dropLast(tail.count)
+        #expect(expansion.hasPrefix("WITH picked AS ("))
+        #expect(expansion.hasSuffix(";\n\n"))
+        #expect(!expansion.contains("\\") && expansion.filter { $0 == ";" }.count == 1, "one statement, no meta-command")
     }
 
     /// One pgbench transaction of each script against a queue of three deliveries: every one is claimed and

@@ -203,6 +203,54 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// The pass's statements run under generic plans made once per connection. One made while the tables held
+    /// three rows must still look every listed id and user up by key once they hold 20,000 (statistics not yet
+    /// refreshed): a plan that scans the table inside each lookup read it once per listed id.
+    @Test func aGenericPlanMadeOnTinyTablesStillLooksUpByKey() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                for table in ["subscriptions", "users", "notifications"] {
+                    _ = try seed.connection.query("ALTER TABLE \(table) SET (autovacuum_enabled = false)")
+                }
+                let few = try Self.subscribers(seed, 3)
+                _ = try seed.connection.query("ANALYZE subscriptions, users, notifications")
+                var suspects = ExpansionSuspects()
+                for device in few { _ = try Self.oneDevice(seed, device) }
+                _ = try seed.connection.query(
+                    #"INSERT INTO notifications (app_id, message, target) VALUES ($1, '{"contents": {"en": "hi"}}', '{"include_external_ids": ["user-ios-0"]}')"#,
+                    [seed.appID])
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 4)
+                // 20,000 more subscriptions, each with its own user; the statistics still say three.
+                _ = try seed.connection.query(
+                    "INSERT INTO users (app_id, external_id) SELECT $1, 'bulk-' || n FROM generate_series(1, 20000) n", [seed.appID])
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, user_id, platform, token)
+                    SELECT app_id, id, 'ios', 'a0a0' || md5(external_id) FROM users WHERE external_id LIKE 'bulk-%'
+                    """)
+                let listed = try seed.connection.query(
+                    "SELECT s.id, u.external_id FROM subscriptions s JOIN users u ON u.id = s.user_id WHERE u.external_id LIKE 'bulk-%' LIMIT 40"
+                ).map { (try $0.decode(UUID.self, "id"), $0["external_id"] ?? "") }
+                for index in stride(from: 0, to: 20, by: 2) {
+                    let ids = listed[index..<index + 2].map { #""\#($0.0.uuidString.lowercased())""# }.joined(separator: ", ")
+                    _ = try seed.notification(target: #"{"include_subscription_ids": [\#(ids)]}"#)
+                    _ = try seed.notification(target: #"{"include_external_ids": ["\#(listed[20 + index].1)"]}"#)
+                }
+                var subscriptionsRead = 0
+                let usersRead = try rowsRead(of: "users", on: seed.connection) { () throws in
+                    subscriptionsRead = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
+                        #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 30)
+                    }
+                }
+                // 30 listed subscriptions and 10 users (by key, plus their devices): a scan of either table read 20,000.
+                #expect(subscriptionsRead <= 200)
+                #expect(usersRead <= 200)
+            }
+        }
+    }
+
     /// `count` subscriptions of one new user `externalID`, made in one statement.
     static func devices(_ seed: Seed, of externalID: String, count: Int) throws {
         let user = try seed.user(externalID)
