@@ -66,6 +66,13 @@ public final class PostgresClient: Sendable {
         pool.isPooledSession(processID: processID)
     }
 
+    /// Forgets the server process IDs of the open connections; each is known again after its next call. For when
+    /// the server may have restarted (a listener reconnected): a connection found dead only at its next use would
+    /// otherwise keep its old process ID known, which a new session of another client may be given.
+    public func forgetSessions() {
+        pool.forgetSessions()
+    }
+
     /// Stops the client: waiting calls throw `.shutdown`, running bodies finish, then every connection
     /// is closed and every thread ends. Later calls throw `.shutdown`.
     public func shutdown() async {
@@ -230,7 +237,13 @@ final class PostgresPool: @unchecked Sendable {
         return sessionProcessIDs.contains(processID)
     }
 
-    private func sessionOpened(_ connection: PostgresConnection) {
+    func forgetSessions() {
+        condition.lock()
+        sessionProcessIDs.removeAll()
+        condition.unlock()
+    }
+
+    private func sessionInUse(_ connection: PostgresConnection) {
         condition.lock()
         sessionProcessIDs.insert(connection.processID)
         condition.unlock()
@@ -295,9 +308,7 @@ final class PostgresPool: @unchecked Sendable {
                     continue
                 }
                 do {
-                    let opened = try PostgresConnection(connectionString: connectionString, applicationName: applicationName)
-                    sessionOpened(opened)
-                    connection = opened
+                    connection = try PostgresConnection(connectionString: connectionString, applicationName: applicationName)
                     consecutiveFailures = 0
                     nextAttempt = nil
                 } catch {
@@ -308,6 +319,9 @@ final class PostgresPool: @unchecked Sendable {
                 }
             }
             guard let current = connection else { continue }
+            // Known again from its next call on, should ``forgetSessions()`` have dropped it (a connection found
+            // bad after a call is removed below).
+            sessionInUse(current)
             job.run(on: current)
             if !current.isConnectionBad && current.isInTransaction {
                 try? current.execute("ROLLBACK")

@@ -92,6 +92,11 @@ struct ClientTests {
             return admin.processID
         }
         #expect(!client.isPooledSession(processID: other))
+        client.forgetSessions()
+        #expect(!client.isPooledSession(processID: own))
+        // Known again once the connection is used.
+        #expect(try await client.withConnection { $0.processID } == own)
+        #expect(client.isPooledSession(processID: own))
         await client.shutdown()
         #expect(!client.isPooledSession(processID: own))
     }

@@ -230,6 +230,9 @@ public final class WorkerService: Sendable {
                 if database.isPooledSession(processID: notification.processID) { continue }
                 if notification.payload == "notifications" { expansionWake.signal() } else { claimWake.signal() }
             case .reconnected:
+                // The server may have restarted: the pool's sessions are known again as they are used, so a
+                // dead one's process ID, which a new session of another client may get, is not taken for ours.
+                database.forgetSessions()
                 // Notifications may have been missed while disconnected: look at both queues now.
                 expansionWake.signal()
                 claimWake.signal()
