@@ -601,17 +601,19 @@ public final class WorkerService: Sendable {
                         // Before the statement: the lease (from the database's now()) ends no earlier.
                         let leaseExpiry = ContinuousClock.now + configuration.lease
                         let processor = self.processor
-                        (claimed, throttle) = try await database.withConnection { connection in
+                        let claimEnded: ContinuousClock.Instant
+                        (claimed, claimEnded, throttle) = try await database.withConnection { connection in
                             let claimed = try QueueStore.claim(
                                 on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
                                 workerID: configuration.workerID)
+                            let claimEnded = ContinuousClock.now
                             // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                             processor.prepare(claimed, on: connection)
                             let throttle = claimed.count < limit ? Result { try QueueStore.throttleWait(on: connection) } : nil
-                            return (claimed, throttle)
+                            return (claimed, claimEnded, throttle)
                         }
                         databaseReached()
-                        metrics.claimFinished(startedAt: claimStarted, claimed: claimed.count)
+                        metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
                         for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
                         // A delivery this worker already answered, claimed again because its lease ran out
                         // while the completion waited: the waiting completion takes the new claim; no resend.

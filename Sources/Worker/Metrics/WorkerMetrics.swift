@@ -169,13 +169,18 @@ public final class WorkerMetrics: Sendable {
 
     /// Seconds from `start` until now.
     static func seconds(since start: ContinuousClock.Instant) -> Double {
-        let elapsed = (ContinuousClock.now - start).components
+        seconds(from: start, to: .now)
+    }
+
+    /// Seconds from `start` to `end`.
+    static func seconds(from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Double {
+        let elapsed = (end - start).components
         return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
     }
 
-    /// One claim statement ended (`claimed` rows; 0 also when it failed).
-    func claimFinished(startedAt start: ContinuousClock.Instant, claimed: Int) {
-        claimDuration.observe(Self.seconds(since: start))
+    /// One claim statement ended at `end` (`claimed` rows; 0 also when it failed).
+    func claimFinished(startedAt start: ContinuousClock.Instant, endedAt end: ContinuousClock.Instant = .now, claimed: Int) {
+        claimDuration.observe(Self.seconds(from: start, to: end))
         claimedDeliveries.add(Double(claimed))
     }
 
