@@ -235,14 +235,9 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
     private func reusedOrNewHeader(at index: Int, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> HTTP2Header {
         if index < previousResponseHeaders.count {
             let previous = previousResponseHeaders[index]
-            if Self.equal(previous.name, name), Self.equal(previous.value, value) { return previous }
+            if previous.name.hasUTF8(name), previous.value.hasUTF8(value) { return previous }
         }
         return HTTP2Header(name.text, value.text)
-    }
-
-    private static func equal(_ text: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        text.utf8.count == bytes.count && (text.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(bytes) }
-            ?? text.utf8.elementsEqual(bytes))
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {

@@ -1,5 +1,3 @@
-internal import Glibc
-
 /// Checks of request header fields before they are queued, so that a field the peer would reject with
 /// PROTOCOL_ERROR (RFC 9113 §8.1.1) fails at once instead of being retried forever.
 extension HTTP2Request {
@@ -16,7 +14,7 @@ extension HTTP2Request {
     func validationError(after accepted: HTTP2Request? = nil) -> HTTP2Error? {
         // Pseudo-headers (RFC 9113 §8.3.1): `:method` is a token (RFC 9110 §9.1); `:path` is non-empty, starts
         // with "/" and holds visible ASCII only (RFC 3986 §3.3). The path is not shown: it may hold a device token.
-        let methodAccepted = accepted.map { Self.sameBytes($0.method, method) } ?? false
+        let methodAccepted = accepted.map { $0.method.hasSameUTF8(as: method) } ?? false
         if !methodAccepted && (method.isEmpty || !Self.allBytes(of: method, satisfy: Self.isTokenByte)) {
             return HTTP2Error(.invalidRequest, "the :method is not a token (RFC 9110 §9.1)")
         }
@@ -25,7 +23,7 @@ extension HTTP2Request {
         }
         let known = accepted?.headers ?? []
         for (index, header) in headers.enumerated() {
-            if index < known.count && Self.sameBytes(known[index].value, header.value) && Self.sameBytes(known[index].name, header.name) {
+            if index < known.count && known[index].value.hasSameUTF8(as: header.value) && known[index].name.hasSameUTF8(as: header.name) {
                 continue
             }
             let name = header.name
@@ -75,18 +73,6 @@ extension HTTP2Request {
     /// (native strings do): every request is checked, bearer tokens and paths included.
     private static func allBytes(of text: String, satisfy test: (UInt8) -> Bool) -> Bool {
         text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(test) } ?? text.utf8.allSatisfy(test)
-    }
-
-    /// Whether `a` and `b` hold the same UTF-8 bytes.
-    private static func sameBytes(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.count == b.utf8.count else { return false }
-        return a.utf8.withContiguousStorageIfAvailable { left in
-            b.utf8.withContiguousStorageIfAvailable { right in
-                // Fields built once and shared (the `authorization` of one provider token) are one buffer.
-                left.isEmpty || left.baseAddress == right.baseAddress
-                    || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0
-            }
-        }.flatMap { $0 } ?? a.utf8.elementsEqual(b.utf8)
     }
 
     /// RFC 9113 §8.2.2. An array: five comparisons, most ending at the length, cost less than hashing the name.

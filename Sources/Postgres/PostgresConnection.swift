@@ -341,12 +341,12 @@ public final class PostgresConnection {
     public func transaction<T>(
         localSettings: KeyValuePairs<String, String> = [:], _ body: (PostgresConnection) throws -> T
     ) throws -> T {
-        var settings = ""
+        var settings: [String] = []
         for (name, value) in localSettings {
             guard Self.isParameterName(name) else {
                 throw PostgresError(code: .queryFailed, message: "not a run-time parameter name: \(name)")
             }
-            settings += "; SET LOCAL \(name) TO \(try quoteLiteral(value))"
+            settings.append("SET LOCAL \(name) TO \(try quoteLiteral(value))")
         }
         if isInTransaction {
             savepointDepth += 1
@@ -356,7 +356,7 @@ public final class PostgresConnection {
             try execute("SAVEPOINT \(savepoint)")
             if !settings.isEmpty {
                 do {
-                    try execute(String(settings.dropFirst(2)))
+                    try execute(settings.joined(separator: "; "))
                 } catch {
                     if !isConnectionBad { try? execute("ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)") }
                     throw error
@@ -373,7 +373,7 @@ public final class PostgresConnection {
             return value
         }
         do {
-            try execute("BEGIN\(settings)")
+            try execute(settings.isEmpty ? "BEGIN" : (["BEGIN"] + settings).joined(separator: "; "))
         } catch {
             // A refused setting leaves the block open and aborted.
             if !isConnectionBad && isInTransaction { try? execute("ROLLBACK") }

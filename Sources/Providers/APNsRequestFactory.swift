@@ -80,9 +80,9 @@ public enum APNsRequestFactory {
         _ delivery: APNsDelivery, authorization: APNsProviderAuthorization, body: () throws(APNsRequestError) -> [UInt8]
     ) throws(APNsRequestError) -> PushRequest {
         let token = delivery.deviceToken
-        let isHex = APNsDeviceToken.isHexadecimal(token)
-        guard APNsDeviceToken.lengths.contains(token.utf8.count), token.utf8.count % 2 == 0, isHex else {
-            let problem = isHex ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
+        guard APNsDeviceToken.isWellFormed(token) else {
+            let problem = APNsDeviceToken.isHexadecimal(token)
+                ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
             throw APNsRequestError(reason: "bad_device_token_format",
                                    detail: "an APNs device token is an even number, 64 to 200, of hexadecimal characters (got \(problem))")
         }
