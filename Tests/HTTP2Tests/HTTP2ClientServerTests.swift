@@ -590,10 +590,8 @@ struct HTTP2ClientTimingTests {
 
     @Test func honoursAPeerLimitOfOneStream() async throws {
         // nghttpd with MAX_CONCURRENT_STREAMS 1 echoing uploads: 50 requests share one connection, one at a time.
-        let port = try freePort()
-        let nghttpd = try ExternalProcess("/usr/sbin/nghttpd", ["--no-tls", "--echo-upload", "-m", "1", String(port)])
+        let (nghttpd, port) = try await startListeningProcess("/usr/sbin/nghttpd") { ["--no-tls", "--echo-upload", "-m", "1", String($0)] }
         defer { nghttpd.stop() }
-        try await waitForListener(port: port)
         let loop = try HTTP2EventLoop(name: "test-limit-one")
         defer { loop.shutdown() }
         var configuration = HTTP2ClientConfiguration()

@@ -145,10 +145,8 @@ struct HTTP2HostileResponseMemoryTests {
         // Sparse: nghttpd streams 1 GiB of zeros (with flow control) without using disk.
         #expect(FileManager.default.createFile(atPath: docroot + "/huge.bin", contents: nil))
         #expect(truncate(docroot + "/huge.bin", 1 << 30) == 0)
-        let port = try freePort()
-        let nghttpd = try ExternalProcess("/usr/sbin/nghttpd", ["--no-tls", "-d", docroot, String(port)])
+        let (nghttpd, port) = try await startListeningProcess("/usr/sbin/nghttpd") { ["--no-tls", "-d", docroot, String($0)] }
         defer { nghttpd.stop() }
-        try await waitForListener(port: port)
         let (outcome, peak) = try await BenchFetch.run("http://127.0.0.1:\(port)/huge.bin")
         #expect(outcome == "error=responseTooLarge")
         #expect(peak < Self.peakLimit, "peak RSS \(peak >> 20) MB")

@@ -118,11 +118,10 @@ struct HTTP2TLSFailureTests {
 
     @Test func serverWithoutALPNIsRefused() async throws {
         let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("alpn"))
-        let port = try freePort()
-        let openssl = try ExternalProcess("/usr/bin/openssl", ["s_server", "-quiet", "-accept", String(port),
-                                                               "-cert", files.certificateChain, "-key", files.privateKey])
+        let (openssl, port) = try await startListeningProcess("/usr/bin/openssl") {
+            ["s_server", "-quiet", "-accept", String($0), "-cert", files.certificateChain, "-key", files.privateKey]
+        }
         defer { openssl.stop() }
-        try await waitForListener(port: port)
         let loop = try HTTP2EventLoop(name: "test-alpn")
         defer { loop.shutdown() }
         await expectFailure(.alpnNotNegotiated, trust: files.caCertificate,
@@ -140,13 +139,12 @@ struct HTTP2TLSFailureTests {
         defer { loop.shutdown() }
 
         // Cleartext h2c prior knowledge, then TLS with ALPN.
-        let plainPort = try freePort(), tlsPort = try freePort()
-        let plain = try ExternalProcess("/usr/sbin/nghttpd", ["--no-tls", "-d", docroot, String(plainPort)])
+        let (plain, plainPort) = try await startListeningProcess("/usr/sbin/nghttpd") { ["--no-tls", "-d", docroot, String($0)] }
         defer { plain.stop() }
-        let secure = try ExternalProcess("/usr/sbin/nghttpd", ["-d", docroot, String(tlsPort), files.privateKey, files.certificateChain])
+        let (secure, tlsPort) = try await startListeningProcess("/usr/sbin/nghttpd") {
+            ["-d", docroot, String($0), files.privateKey, files.certificateChain]
+        }
         defer { secure.stop() }
-        try await waitForListener(port: plainPort)
-        try await waitForListener(port: tlsPort)
 
         let client = HTTP2Client(eventLoop: loop, tls: TLSClientConfiguration(trustRoots: .pemFile(files.caCertificate)),
                                  configuration: .largeBodies)
@@ -154,7 +152,9 @@ struct HTTP2TLSFailureTests {
                        HTTP2Origin(scheme: .https, host: "localhost", port: tlsPort)] {
             let response = try await client.send(HTTP2Request(method: "GET", path: "/blob.bin"), to: origin)
             #expect(response.status == 200)
-            #expect(response.body == content)
+            // Compared apart from #expect, which would print both 200,000-byte arrays on a mismatch.
+            let sameBody = response.body == content
+            #expect(sameBody, "\(origin): \(response.body.count) bytes, expected \(content.count)")
             let missing = try await client.send(HTTP2Request(method: "GET", path: "/missing"), to: origin)
             #expect(missing.status == 404)
         }

@@ -76,37 +76,68 @@ final class ExternalProcess: @unchecked Sendable {
     }
 }
 
-/// Waits (up to ~10 s) until something accepts TCP connections on 127.0.0.1:port.
-func waitForListener(port: Int) async throws {
-    for _ in 0..<200 {
+/// Starts the program on a port from `freePort()` and returns once that process itself has a listening socket
+/// on the port, read from `/proc` (not just any listener answering there: a server that failed to bind would
+/// otherwise be mistaken for whatever else holds the port). If the process exits first, say because another
+/// program took the port in between, it tries again on another port, up to five times.
+func startListeningProcess(_ path: String, _ arguments: (Int) -> [String]) async throws -> (process: ExternalProcess, port: Int) {
+    for _ in 0..<5 {
+        let port = try freePort()
+        let server = try ExternalProcess(path, arguments(port))
+        for _ in 0..<400 where server.process.isRunning {
+            if processListens(pid: server.process.processIdentifier, port: port) { return (server, port) }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        server.stop()
+    }
+    throw HTTP2Error(.connectFailed, "\(path) did not start listening on any of five ports")
+}
+
+/// Whether one of process `pid`'s open sockets listens on TCP `port` (IPv4 or IPv6), from `/proc/net/tcp{,6}`
+/// (state `0A` is LISTEN) and the socket inodes in `/proc/<pid>/fd`.
+func processListens(pid: Int32, port: Int) -> Bool {
+    let hexPort = ":" + String(format: "%04X", port)
+    var listening = Set<Substring>()
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            if fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" { listening.insert(fields[9]) }
+        }
+    }
+    guard !listening.isEmpty, let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return false }
+    return fds.contains { fd in
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+              target.hasPrefix("socket:["), target.hasSuffix("]") else { return false }
+        return listening.contains(target.dropFirst("socket:[".count).dropLast())
+    }
+}
+
+/// Ports this test process has handed out, so two tests never get the same one.
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// A TCP port that was free a moment ago, taken below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`), so no other test's `bind` to port 0 or outgoing connection can be
+/// given it between this call and the caller's own `bind`; never the same port twice in one test process.
+func freePort() throws -> Int {
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+    let ceiling = max(range.first ?? 32768, 12_000)
+    for _ in 0..<100 {
+        let port = Int.random(in: 10_000..<ceiling)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        close(fd)
-        if rc == 0 { return }
-        try await Task.sleep(for: .milliseconds(50))
+        if rc == 0 { return port }
     }
-    throw HTTP2Error(.connectFailed, "nothing listened on port \(port)")
-}
-
-/// A TCP port that was free a moment ago (bind to port 0, read it back, close).
-func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let rc = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 ? getsockname(fd, $0, &length) : -1 }
-    }
-    guard rc == 0 else { throw HTTP2Error(.setupFailed, "no free port") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    throw HTTP2Error(.setupFailed, "no free port")
 }
 
 /// A hostile HTTP/2 server written with raw frames (RFC 9113 §4.1), for responses nghttp2 would never build:

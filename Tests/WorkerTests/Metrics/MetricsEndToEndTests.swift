@@ -3,6 +3,7 @@ import Foundation
     import FoundationNetworking
 #endif
 import Postgres
+import Synchronization
 import Testing
 @testable import Worker
 
@@ -319,11 +320,12 @@ func runTool(_ tool: String, _ arguments: [String], input: String = "") async th
     return (process.terminationStatus, text)
 }
 
-/// A TCP socket listening on 127.0.0.1 at a port the kernel chose.
-func listeningSocket() throws -> (fd: Int32, port: Int) {
+/// A TCP socket listening on 127.0.0.1 at `port`, or at a port the kernel chose when it is 0.
+func listeningSocket(port: Int = 0) throws -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
@@ -331,13 +333,29 @@ func listeningSocket() throws -> (fd: Int32, port: Int) {
             bind(fd, $0, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0
         }
     }
-    guard fd >= 0, bound else { throw POSIXError(.EADDRNOTAVAIL) }
+    guard fd >= 0, bound else {
+        if fd >= 0 { close(fd) }
+        throw POSIXError(.EADDRNOTAVAIL)
+    }
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
-/// A port nothing listens on right now (the kernel's choice, released at once).
+/// Ports this test process has handed out, so two tests never get the same one.
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// A port nothing listens on right now, released at once for a child process to bind. It is taken below the
+/// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`): a port the kernel chose would be free
+/// for its next `bind` to port 0 or outgoing connection by any of the many processes these tests run, until
+/// the child binds it. Never the same port twice in one test process.
 func freeLocalPort() throws -> Int {
-    let socket = try listeningSocket()
-    close(socket.fd)
-    return socket.port
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+    let ceiling = max(range.first ?? 32768, 12_000)
+    for _ in 0..<100 {
+        let port = Int.random(in: 10_000..<ceiling)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }), let socket = try? listeningSocket(port: port) else { continue }
+        close(socket.fd)
+        return port
+    }
+    throw POSIXError(.EADDRNOTAVAIL)
 }
