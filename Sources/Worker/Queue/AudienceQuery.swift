@@ -92,7 +92,7 @@ struct AudienceQuery {
         // subscriptions when few hold the kind (a VoIP push to a large app).
         matchPredicates.append("s.kind = \(bind(selection.subscriptionKind, "text"))")
         let match = matchPredicates.isEmpty ? "TRUE" : matchPredicates.joined(separator: "\n      AND ")
-        // Local time: the due instant per distinct zone of the page, joined back to each row.
+        // Local time: the due instant per distinct zone of the page, found by each row under its key.
         var localCTE = ""
         var localColumns = ""
         var localValues = ""
@@ -108,8 +108,9 @@ struct AudienceQuery {
                     FROM notifications n JOIN apps a ON a.id = n.app_id WHERE n.id = $1
                     """)
             localColumns = ", run_at, local_due_at"
-            localValues = ", \(LocalTimeSQL.runAt("ld")), ld.due"
-            localJoin = " LEFT JOIN local_due ld ON ld.zone_key = \(LocalTimeSQL.zoneKey("s.timezone"))"
+            let entry = LocalTimeSQL.scheduleEntry(schedule: "ls", notification: "$1::uuid", zone: LocalTimeSQL.zoneKey("s.timezone"))
+            localValues = ", \(LocalTimeSQL.runAt(entry: entry)), \(LocalTimeSQL.dueAt(entry: entry))"
+            localJoin = " CROSS JOIN local_schedule ls"
         }
         let columns = "s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind"
         let after = first ? ">=" : ">"

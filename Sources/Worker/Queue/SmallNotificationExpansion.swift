@@ -385,6 +385,7 @@ extension QueueStore {
     /// expects 10 elements from each `unnest` and joined two such sets with a nested loop, comparing every
     /// notification with every count (250,000 comparisons, 150 of a 200 ms pass, for 500 notifications).
     static func smallInsertSQL(localTime: Bool) -> String {
+        let entry = LocalTimeSQL.scheduleEntry(schedule: "ls", notification: "w.notification_id", zone: LocalTimeSQL.zoneKey("w.timezone"))
         let local = localTime
             ? LocalTimeSQL.ctes(
                 pairs: """
@@ -426,12 +427,8 @@ extension QueueStore {
                 WHERE s.app_id = n.app_id AND s.status = 'active' AND s.kind = n.kind
             )\(local), inserted AS (
                 INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localTime ? ", run_at, local_due_at" : ""))
-                SELECT w.notification_id, w.subscription_id, n.app_id, n.priority\(localTime ? ", \(LocalTimeSQL.runAt("ld")), ld.due" : "")
-                FROM wanted w JOIN n ON n.id = w.notification_id\(localTime ? """
-
-                    LEFT JOIN local_due ld ON ld.notification_id = w.notification_id
-                        AND ld.zone_key = \(LocalTimeSQL.zoneKey("w.timezone"))
-                    """ : "")
+                SELECT w.notification_id, w.subscription_id, n.app_id, n.priority\(localTime ? ", \(LocalTimeSQL.runAt(entry: entry)), \(LocalTimeSQL.dueAt(entry: entry))" : "")
+                FROM wanted w JOIN n ON n.id = w.notification_id\(localTime ? " CROSS JOIN local_schedule ls" : "")
                 WHERE n.platforms IS NULL OR w.platform = ANY(string_to_array(n.platforms, ','))
                 ORDER BY w.notification_id, w.subscription_id
                 ON CONFLICT (notification_id, subscription_id) DO NOTHING
