@@ -201,18 +201,24 @@ extension QueueStore {
                     }
                 }
                 // The audience each may create, bounded before anything is inserted; what does not fit this pass
-                // waits for the next, what fits no pass goes the chunked way.
-                let devices = try listedUsersDevices(accepted, on: connection)
+                // waits for the next, what fits no pass goes the chunked way. Every listed id costs a lookup by
+                // key whether or not it names anything, so it counts against the budget even when it reaches no
+                // device: 500 notifications of 500 unknown users would otherwise cost nothing and take 250,000
+                // lookups, twice. Devices are counted only for the notifications whose ids fit at all.
+                let countable = Self.listedIDsWithinBudget(accepted)
+                let devices = try listedUsersDevices(Array(accepted[..<countable]), on: connection)
                 var spent = 0
                 var included: [AcceptedSmall] = []
-                for notification in accepted {
+                for (index, notification) in accepted.enumerated() {
                     let cost: Int
                     switch notification.selection.target {
                     case .subscriptionIDs(let ids): cost = ids.count
-                    case .externalIDs: cost = devices[notification.id] ?? 0
+                    case .externalIDs(let ids): cost = max(ids.count, devices[notification.id] ?? 0)
                     case .all, .filters: cost = 0
                     }
-                    if cost > smallPassDeliveryBudget {
+                    if index >= countable {
+                        result.deferred += 1
+                    } else if cost > smallPassDeliveryBudget {
                         result.chunked.append(notification.id)
                     } else if spent + cost > smallPassDeliveryBudget {
                         result.deferred += 1
@@ -296,6 +302,22 @@ extension QueueStore {
         var selection: AudienceSelection
         var priority: Int
         var localTime: LocalTimeSchedule?
+    }
+
+    /// How many of `accepted`, from the first, have listed ids (subscription or external) that fit
+    /// ``smallPassDeliveryBudget`` together: the rest cannot fit this pass whatever their users own. At least one,
+    /// so a pass always makes progress (a target's size keeps its ids below the budget anyway).
+    static func listedIDsWithinBudget(_ accepted: [AcceptedSmall]) -> Int {
+        var listed = 0
+        for (index, notification) in accepted.enumerated() {
+            switch notification.selection.target {
+            case .subscriptionIDs(let ids): listed += ids.count
+            case .externalIDs(let ids): listed += ids.count
+            case .all, .filters: break
+            }
+            if listed > smallPassDeliveryBudget { return max(index, 1) }
+        }
+        return accepted.count
     }
 
     /// For each external-id notification of `accepted`, the subscriptions its listed users own (any status, app

@@ -305,6 +305,41 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// Listed external ids that name no user still cost the pass their lookups: a pass takes no more listed ids
+    /// than its budget, whatever they reach, and leaves the rest for the next (each pass looks every id up twice,
+    /// to count devices and to insert, so unknown users once made a full pass of 500 notifications cost
+    /// hundreds of thousands of lookups while counting as nothing).
+    @Test func unknownExternalIDsCountAgainstAPassesBudget() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let budget = QueueStore.smallPassDeliveryBudget
+                // Three-character ids, as many as fit a small target (8 KiB as jsonb's text: `"abc", ` is 7 bytes),
+                // none of them a user.
+                let digits = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+                let perNotification = (QueueStore.smallTargetBytes - 64) / 7
+                let notifications = try (0..<5).map { n in
+                    let ids = (0..<perNotification).map { i in
+                        "\"\(digits[n])\(digits[i / 36 % 36])\(digits[i % 36])\""
+                    }
+                    return try seed.notification(target: #"{"include_external_ids": [\#(ids.joined(separator: ","))]}"#)
+                }
+                #expect(perNotification * notifications.count > budget)
+                var suspects = ExpansionSuspects()
+                let first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                #expect(first.expanded == budget / perNotification)
+                #expect(first.deferred == notifications.count - budget / perNotification)
+                #expect(first.created == 0)
+                var passes = 1
+                while try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked > 0 { passes += 1 }
+                #expect(passes == 2)
+                let outcome = try Self.outcome(seed)
+                for id in notifications { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 0) }
+            }
+        }
+    }
+
     /// Notifications scheduled for later stay out of the bulk pick's index until their send_after passes and
     /// the worker releases them: a pick reads none of the 2,000 waiting; one released (or moved to the past by
     /// its producer) is taken by the next pass.
