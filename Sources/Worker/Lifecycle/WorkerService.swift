@@ -509,10 +509,24 @@ public final class WorkerService: Sendable {
 
     /// Refreshes the planner statistics of the queue's tables when they have grown (``PlannerStatistics``): checks
     /// about once a second, less often after failures or a grown table held by another session. Failures (the
-    /// database unreachable: the other loops say so too) are logged once a minute.
+    /// database unreachable: the other loops say so too) are logged once a minute. Also refreshes the tz
+    /// database's zone names (``TimeZoneNames``) soon after start and every hour.
     private func statisticsLoop() async {
         var setbacks = 0
+        var nextZoneRefresh = ContinuousClock.now + TimeZoneNames.firstRefreshDelay
         while !isStopping {
+            if ContinuousClock.now >= nextZoneRefresh {
+                do {
+                    let changed = try await database.withConnection { try TimeZoneNames.refresh(on: $0) }
+                    if changed > 0 { logger.info("time zone names refreshed", ["changed": "\(changed)"]) }
+                    nextZoneRefresh = .now + TimeZoneNames.refreshInterval
+                } catch {
+                    nextZoneRefresh = .now + TimeZoneNames.retryInterval
+                    if !isStopping && statisticsFailureLog.allow("time zones") {
+                        logger.warning("time zone names refresh failed; retried", ["error": "\(error)"])
+                    }
+                }
+            }
             do {
                 let grown = try await database.withConnection { try PlannerStatistics.grownTables(on: $0) }
                 var refresh = PlannerStatistics.Refresh()

@@ -100,6 +100,34 @@ struct LocalTimeExpansionTests {
         }
     }
 
+    /// Known names come from `time_zone_names` (a lookup by key, not a read of every zone file), which a refresh
+    /// makes what the tz database lists: a missing zone is unknown until then, a name the tz database does not
+    /// have is dropped, and a refresh with nothing to change writes nothing. An empty table falls back to the tz
+    /// database itself.
+    @Test func knownZonesComeFromTheRefreshedTable() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                defer { connection.close() }
+                func known(_ names: [String]) throws -> [String] {
+                    let text = try connection.query("SELECT array_to_string(pushizo_known_zones($1::text[]), ',') AS k", [names])[0]["k"] ?? ""
+                    return text.split(separator: ",").map(String.init).sorted()
+                }
+                let names = ["Asia/Kathmandu", "Europe/Paris", "Nowhere/Atlantis"]
+                #expect(try known(names) == ["Asia/Kathmandu", "Europe/Paris"])
+                #expect(try TimeZoneNames.refresh(on: connection) == 0)
+                _ = try connection.query("DELETE FROM time_zone_names WHERE name = 'Asia/Kathmandu'")
+                _ = try connection.query("INSERT INTO time_zone_names VALUES ('Nowhere/Atlantis')")
+                #expect(try known(names) == ["Europe/Paris", "Nowhere/Atlantis"])
+                #expect(try TimeZoneNames.refresh(on: connection) == 2)
+                #expect(try known(names) == ["Asia/Kathmandu", "Europe/Paris"])
+                _ = try connection.query("DELETE FROM time_zone_names")
+                #expect(try known(names) == ["Asia/Kathmandu", "Europe/Paris"])
+                #expect(try TimeZoneNames.refresh(on: connection) > 400)
+            }
+        }
+    }
+
     /// An app (default zone Europe/Paris) with one subscriber per zone case; returns (subscription, stored zone).
     static func audience(_ seed: Seed) throws -> [(id: UUID, zone: String?)] {
         try seed.app()
