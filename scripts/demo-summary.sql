@@ -1,7 +1,7 @@
 \echo
 \echo notifications
 SELECT coalesce(campaign_id, '-') AS campaign, status, coalesce(status_reason, '') AS status_reason, targeted_count
-FROM notifications ORDER BY created_at;
+FROM notifications ORDER BY created_at, campaign_id;
 
 \echo final outcome of each delivery (its latest delivery_events row), by platform
 WITH latest AS (

@@ -8,8 +8,6 @@ cd "$(dirname "$0")/.."
 root=$PWD
 demo=$root/var/demo
 port=${PUSHIZO_DEMO_PG_PORT:-55433}
-# The worker refuses unknown PUSHIZO_* variables: this one is the script's own.
-unset PUSHIZO_DEMO_PG_PORT
 rm -rf "$demo"
 mkdir -p "$demo"
 

@@ -1,14 +1,15 @@
 /// Merges `PUSHIZO_*` environment variables with command-line flags (flags win) and parses typed values.
 ///
 /// Unknown `PUSHIZO_*` variables and unknown flags are errors naming the key, so a typo never silently falls
-/// back to a default. Two prefixes are reserved for the repository's own scripts and never read:
-/// ``reservedPrefixes`` (`PUSHIZO_TEST_*` for the test suite, `PUSHIZO_BENCH_*` for `make bench`). Flags take `--name value` or `--name=value`; a boolean flag alone means `true`.
+/// back to a default. Three prefixes are reserved for the repository's own scripts and never read:
+/// ``reservedPrefixes`` (`PUSHIZO_TEST_*` for the test suite, `PUSHIZO_BENCH_*` for `make bench`,
+/// `PUSHIZO_DEMO_*` for `make demo`). Flags take `--name value` or `--name=value`; a boolean flag alone means `true`.
 public struct ConfigurationReader: Sendable {
     private var values: [String: String]
 
     /// Environment prefixes the daemon ignores: the test suite's (`scripts/run-tests.sh`) and the benchmark's
     /// (`scripts/bench.sh`) knobs, which stay in the environment of the worker those scripts start.
-    public static let reservedPrefixes = ["PUSHIZO_TEST_", "PUSHIZO_BENCH_"]
+    public static let reservedPrefixes = ["PUSHIZO_TEST_", "PUSHIZO_BENCH_", "PUSHIZO_DEMO_"]
 
     /// - Parameters:
     ///   - environment: the process environment (only `PUSHIZO_*` entries are read).

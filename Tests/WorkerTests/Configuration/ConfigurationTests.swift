@@ -52,9 +52,11 @@ struct ConfigurationTests {
         }
     }
 
-    /// `PUSHIZO_BENCH_DELIVERIES=200000 make bench` starts the worker with the bench's knobs still set.
+    /// `PUSHIZO_BENCH_DELIVERIES=200000 make bench` starts the worker with the bench's knobs still set, and a
+    /// shell that exported the demo's port for `make demo` runs the worker with it.
     @Test func theTestSuitesAndTheBenchmarksKnobsAreIgnored() throws {
         var environment = base
+        environment["PUSHIZO_DEMO_PG_PORT"] = "55533"
         environment["PUSHIZO_BENCH_DELIVERIES"] = "200000"
         environment["PUSHIZO_BENCH_WRAPPER"] = "perf record -g"
         environment["PUSHIZO_TEST_PG_PORT"] = "55541"
