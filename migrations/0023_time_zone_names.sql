@@ -7,10 +7,16 @@
 -- a second, most of a core of the database server).
 --
 -- time_zone_names holds the names pg_timezone_names lists (at most 64 bytes, as before). The worker refreshes it
--- when it starts and every hour after (pushizo_refresh_time_zone_names), so a tz database update that adds or
--- removes a zone is seen within the hour; until then a new zone's subscribers fall back to the app's zone, as an
--- unknown name always does. While the table is empty (a refresh that never ran) the names are read from
--- pg_timezone_names as before, so an empty table never makes every zone unknown.
+-- soon after it starts and every hour after (pushizo_refresh_time_zone_names), so a tz database update that adds
+-- a zone is seen within the hour; until then the new zone's subscribers fall back to the app's zone, as an
+-- unknown name always does. A name the table holds but this server's tz database cannot load (removed by an
+-- update, or a replica or restored copy on a host with older zone files) is not known either: each name found is
+-- also loaded, so such a subscriber falls back too instead of failing the statement. While the table is empty (a
+-- refresh that never ran) the names are read from pg_timezone_names as before.
+--
+-- Both functions run as their owner (SECURITY DEFINER, search_path pinned as in 0010): a worker role given rights
+-- table by table, not through the default privileges of docs/systemd.md, has none on this new table, and every
+-- expansion with a local time would otherwise fail on it.
 CREATE TABLE time_zone_names (
     name text PRIMARY KEY
 );
@@ -19,7 +25,7 @@ CREATE TABLE time_zone_names (
 -- hourly call leaves no dead rows behind. One caller at a time (an advisory lock nobody waits for: "PUSHTZNS"
 -- in ASCII). Returns how many names were added or removed.
 CREATE FUNCTION pushizo_refresh_time_zone_names() RETURNS integer
-    LANGUAGE plpgsql VOLATILE AS $$
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 DECLARE
     listed  text[];
     removed integer;
@@ -41,12 +47,36 @@ SELECT pushizo_refresh_time_zone_names();
 
 -- The names among p_names that the tz database knows, spelled exactly as given (no case folding, no
 -- abbreviations or POSIX specs such as 'UTC+5'), as quiet hours accept names exactly as stored: now lookups by
--- key in time_zone_names, pg_timezone_names only while that table is empty.
+-- key in time_zone_names, each name found then loaded once (PostgreSQL keeps a loaded zone for the session), and
+-- pg_timezone_names only while the table is empty.
 CREATE OR REPLACE FUNCTION pushizo_known_zones(p_names text[]) RETURNS text[]
-    LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM time_zone_names)
-                THEN (SELECT coalesce(array_agg(t.name), '{}') FROM time_zone_names t WHERE t.name = ANY (p_names))
-                ELSE (SELECT coalesce(array_agg(z.name), '{}') FROM pg_timezone_names z
-                      WHERE z.name = ANY (p_names) AND octet_length(z.name) <= 64)
-           END
+    LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
+DECLARE
+    listed text[];
+    known  text[] := '{}';
+    zone   text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM time_zone_names) THEN
+        RETURN (SELECT coalesce(array_agg(z.name), '{}') FROM pg_timezone_names z
+                WHERE z.name = ANY (p_names) AND octet_length(z.name) <= 64);
+    END IF;
+    SELECT coalesce(array_agg(t.name), '{}') INTO listed FROM time_zone_names t WHERE t.name = ANY (p_names);
+    FOREACH zone IN ARRAY listed LOOP
+        BEGIN
+            PERFORM now() AT TIME ZONE zone;
+            known := known || zone;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            -- In the table, not in this server's zone files: unknown, as if the table had been refreshed.
+            NULL;
+        END;
+    END LOOP;
+    RETURN known;
+END;
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION pushizo_refresh_time_zone_names() SET search_path = %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION pushizo_known_zones(text[]) SET search_path = %I, pg_temp', current_schema());
+END;
 $$;

@@ -102,8 +102,10 @@ struct LocalTimeExpansionTests {
 
     /// Known names come from `time_zone_names` (a lookup by key, not a read of every zone file), which a refresh
     /// makes what the tz database lists: a missing zone is unknown until then, a name the tz database does not
-    /// have is dropped, and a refresh with nothing to change writes nothing. An empty table falls back to the tz
-    /// database itself.
+    /// have is dropped, and a refresh with nothing to change writes nothing. A name the table holds but the
+    /// server cannot load (zone files older than the table, on a replica or a restored copy) is unknown too, so
+    /// its subscribers fall back to the app's zone instead of failing the expansion. An empty table falls back
+    /// to the tz database itself.
     @Test func knownZonesComeFromTheRefreshedTable() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -118,12 +120,49 @@ struct LocalTimeExpansionTests {
                 #expect(try TimeZoneNames.refresh(on: connection) == 0)
                 _ = try connection.query("DELETE FROM time_zone_names WHERE name = 'Asia/Kathmandu'")
                 _ = try connection.query("INSERT INTO time_zone_names VALUES ('Nowhere/Atlantis')")
-                #expect(try known(names) == ["Europe/Paris", "Nowhere/Atlantis"])
+                #expect(try known(names) == ["Europe/Paris"])
+                // Expanded while the table holds the name: the subscriber falls back to the app's zone.
+                let seed = try Seed(url)
+                try seed.app()
+                _ = try seed.connection.query("UPDATE apps SET default_timezone = 'Europe/Paris' WHERE id = $1", [seed.appID])
+                let atlantis = try seed.subscription()
+                _ = try seed.connection.query("UPDATE subscriptions SET timezone = 'Nowhere/Atlantis' WHERE id = $1", [atlantis])
+                for target in [#"{"include_subscription_ids": ["\#(atlantis)"]}"#, #"{"all": true}"#] {
+                    let local = try seed.notification(message: #"{"contents": "hi", "delivery_time_of_day": "09:00"}"#, target: target)
+                    var suspects = ExpansionSuspects()
+                    _ = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    while try QueueStore.expandNext(on: seed.connection, suspects: &suspects) != nil {}
+                    try Self.checkSchedule(seed, notification: local, audience: [(atlantis, "Nowhere/Atlantis")], time: "09:00", ttl: nil)
+                }
                 #expect(try TimeZoneNames.refresh(on: connection) == 2)
                 #expect(try known(names) == ["Asia/Kathmandu", "Europe/Paris"])
                 _ = try connection.query("DELETE FROM time_zone_names")
                 #expect(try known(names) == ["Asia/Kathmandu", "Europe/Paris"])
                 #expect(try TimeZoneNames.refresh(on: connection) > 400)
+            }
+        }
+    }
+
+    /// A worker role granted nothing on `time_zone_names` (rights given table by table before the table existed,
+    /// not through default privileges) still knows zones and refreshes the table: both run as their owner.
+    @Test func aRoleWithoutRightsOnTheTableKnowsAndRefreshesZones() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                defer { connection.close() }
+                // Roles belong to the cluster, which tests share: a name of this run's own.
+                let role = "zones_test_" + UUID().uuidString.prefix(8).lowercased()
+                try connection.execute("CREATE ROLE \(role); DELETE FROM time_zone_names WHERE name = 'Asia/Kathmandu'; SET ROLE \(role)")
+                defer { try? connection.execute("RESET ROLE; DROP ROLE \(role)") }
+                let denied = try #require(throws: PostgresError.self) { try connection.query("SELECT count(*) FROM time_zone_names") }
+                #expect(denied.sqlState == "42501")
+                let known = try connection.query(
+                    "SELECT array_to_string(pushizo_known_zones(ARRAY['Europe/Paris', 'Asia/Kathmandu']), ',') AS k")[0]["k"]
+                #expect(known == "Europe/Paris")
+                #expect(try TimeZoneNames.refresh(on: connection) == 1)
+                let after = try connection.query(
+                    "SELECT array_to_string(pushizo_known_zones(ARRAY['Asia/Kathmandu']), ',') AS k")[0]["k"]
+                #expect(after == "Asia/Kathmandu")
             }
         }
     }
