@@ -314,7 +314,9 @@ extension QueueStore {
         // filled), the pick was planned as a scan of every pending notification and a sort of them, each one's
         // target turned into text on the way: 52 ms and 3.9 MB sorted for 100 notifications of 1,000 listed ids,
         // 72 ms and 7.8 MB sorted on disk for 200 of 300, at every pick; 0.7 ms walking its partial index.
-        try connection.transaction(localSettings: ["enable_seqscan": "off", "enable_bitmapscan": "off"]) { connection in
+        // JIT off with them: a table with no index to use (expansion_slices) is still scanned, at a cost raised
+        // by 10^10, which set off JIT compilation of the slice pick (about 160 ms a chunk).
+        try connection.transaction(localSettings: ["enable_seqscan": "off", "enable_bitmapscan": "off", "jit": "off"]) { connection in
             var parameters: [any PostgresEncodable] = [schedulingMemberBytes]
             if case .only(let id) = pick { parameters.append(id) }
             var row: PostgresRow

@@ -179,8 +179,10 @@ extension QueueStore {
             // also ran faster: 4.5-5 ms against 8-10 (EXPLAIN ANALYZE, PostgreSQL 15). But a generic plan is
             // kept, and one made while the tables held a few rows scanned the whole table inside each lookup
             // by key once they had grown (800,000 rows read for 30 listed ids among 20,000): sequential scans
-            // are off for the pass, so each lookup stays an index probe whatever the statistics said.
-            try connection.transaction(localSettings: ["plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"]) { connection in
+            // are off for the pass, so each lookup stays an index probe whatever the statistics said. JIT is off
+            // with them: a scan left without an index to use costs 10^10 more once they are off, which would set
+            // off JIT compilation (a chunk's slice pick spent about 160 ms a call compiling that way).
+            try connection.transaction(localSettings: ["plan_cache_mode": "force_generic_plan", "enable_seqscan": "off", "jit": "off"]) { connection in
                 // Prepared with the limit in its text (one text per limit; the worker always passes the same):
                 // a generic plan with `LIMIT $2` unknown may give up the index order, as the claim's did (see
                 // QueueStore.claim), and planning cost more than running it.
