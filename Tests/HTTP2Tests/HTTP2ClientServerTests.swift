@@ -590,7 +590,7 @@ struct HTTP2ClientTimingTests {
 
     @Test func honoursAPeerLimitOfOneStream() async throws {
         // nghttpd with MAX_CONCURRENT_STREAMS 1 echoing uploads: 50 requests share one connection, one at a time.
-        let (nghttpd, port) = try await startListeningProcess("/usr/sbin/nghttpd") { ["--no-tls", "--echo-upload", "-m", "1", String($0)] }
+        let (nghttpd, port) = try await startListeningProcess("/usr/sbin/nghttpd") { ["-a", "127.0.0.1", "--no-tls", "--echo-upload", "-m", "1", String($0)] }
         defer { nghttpd.stop() }
         let loop = try HTTP2EventLoop(name: "test-limit-one")
         defer { loop.shutdown() }

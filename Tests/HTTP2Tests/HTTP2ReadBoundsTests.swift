@@ -145,7 +145,7 @@ struct HTTP2HostileResponseMemoryTests {
         // Sparse: nghttpd streams 1 GiB of zeros (with flow control) without using disk.
         #expect(FileManager.default.createFile(atPath: docroot + "/huge.bin", contents: nil))
         #expect(truncate(docroot + "/huge.bin", 1 << 30) == 0)
-        let (nghttpd, port) = try await startListeningProcess("/usr/sbin/nghttpd") { ["--no-tls", "-d", docroot, String($0)] }
+        let (nghttpd, port) = try await startListeningProcess("/usr/sbin/nghttpd") { ["-a", "127.0.0.1", "--no-tls", "-d", docroot, String($0)] }
         defer { nghttpd.stop() }
         let (outcome, peak) = try await BenchFetch.run("http://127.0.0.1:\(port)/huge.bin")
         #expect(outcome == "error=responseTooLarge")

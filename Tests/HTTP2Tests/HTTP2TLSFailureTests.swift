@@ -119,7 +119,7 @@ struct HTTP2TLSFailureTests {
     @Test func serverWithoutALPNIsRefused() async throws {
         let files = try LocalCertificateAuthority.generate(in: temporaryDirectory("alpn"))
         let (openssl, port) = try await startListeningProcess("/usr/bin/openssl") {
-            ["s_server", "-quiet", "-accept", String($0), "-cert", files.certificateChain, "-key", files.privateKey]
+            ["s_server", "-quiet", "-accept", "127.0.0.1:\($0)", "-cert", files.certificateChain, "-key", files.privateKey]
         }
         defer { openssl.stop() }
         let loop = try HTTP2EventLoop(name: "test-alpn")
@@ -139,10 +139,10 @@ struct HTTP2TLSFailureTests {
         defer { loop.shutdown() }
 
         // Cleartext h2c prior knowledge, then TLS with ALPN.
-        let (plain, plainPort) = try await startListeningProcess("/usr/sbin/nghttpd") { ["--no-tls", "-d", docroot, String($0)] }
+        let (plain, plainPort) = try await startListeningProcess("/usr/sbin/nghttpd") { ["-a", "127.0.0.1", "--no-tls", "-d", docroot, String($0)] }
         defer { plain.stop() }
         let (secure, tlsPort) = try await startListeningProcess("/usr/sbin/nghttpd") {
-            ["-d", docroot, String($0), files.privateKey, files.certificateChain]
+            ["-a", "127.0.0.1", "-d", docroot, String($0), files.privateKey, files.certificateChain]
         }
         defer { secure.stop() }
 

@@ -93,16 +93,17 @@ func startListeningProcess(_ path: String, _ arguments: (Int) -> [String]) async
     throw HTTP2Error(.connectFailed, "\(path) did not start listening on any of five ports")
 }
 
-/// Whether one of process `pid`'s open sockets listens on TCP `port` (IPv4 or IPv6), from `/proc/net/tcp{,6}`
-/// (state `0A` is LISTEN) and the socket inodes in `/proc/<pid>/fd`.
+/// Whether one of process `pid`'s open sockets listens on TCP 127.0.0.1:`port` or 0.0.0.0:`port`, the addresses the
+/// tests connect to, from `/proc/net/tcp` (state `0A` is LISTEN) and the socket inodes in `/proc/<pid>/fd`. A
+/// listener on `[::]` alone does not count: nghttpd that finds the IPv4 port taken keeps running on IPv6 only.
 func processListens(pid: Int32, port: Int) -> Bool {
     let hexPort = ":" + String(format: "%04X", port)
     var listening = Set<Substring>()
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+    if let text = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) {
         for line in text.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
-            if fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" { listening.insert(fields[9]) }
+            guard fields.count > 9, fields[3] == "0A" else { continue }
+            if fields[1] == "0100007F" + hexPort || fields[1] == "00000000" + hexPort { listening.insert(fields[9]) }
         }
     }
     guard !listening.isEmpty, let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return false }
@@ -113,18 +114,28 @@ func processListens(pid: Int32, port: Int) -> Bool {
     }
 }
 
+/// The larger stretch of unprivileged ports (1024-65535) below or above the kernel's ephemeral range; 10000-32767
+/// when the range cannot be read (Linux's default range starts at 32768).
+func portsOutsideEphemeralRange() -> Range<Int> {
+    let bounds = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+    guard bounds.count == 2, bounds[0] <= bounds[1] else { return 10_000..<32_768 }
+    let below = 1_024..<max(1_024, bounds[0])
+    let above = min(65_536, bounds[1] + 1)..<65_536
+    return below.count >= above.count ? below : above
+}
+
 /// Ports this test process has handed out, so two tests never get the same one.
 private let handedOutPorts = Mutex<Set<Int>>([])
 
-/// A TCP port that was free a moment ago, taken below the kernel's ephemeral range
-/// (`/proc/sys/net/ipv4/ip_local_port_range`), so no other test's `bind` to port 0 or outgoing connection can be
-/// given it between this call and the caller's own `bind`; never the same port twice in one test process.
+/// A TCP port that was free a moment ago, taken outside the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`; ``portsOutsideEphemeralRange()``), so no other test's `bind` to port
+/// 0 or outgoing connection can be given it between this call and the caller's own `bind`; never the same port
+/// twice in one test process.
 func freePort() throws -> Int {
-    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
-        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
-    let ceiling = max(range.first ?? 32768, 12_000)
+    let candidates = portsOutsideEphemeralRange()
     for _ in 0..<100 {
-        let port = Int.random(in: 10_000..<ceiling)
+        let port = Int.random(in: candidates)
         guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }

@@ -343,16 +343,21 @@ func listeningSocket(port: Int = 0) throws -> (fd: Int32, port: Int) {
 /// Ports this test process has handed out, so two tests never get the same one.
 private let handedOutPorts = Mutex<Set<Int>>([])
 
-/// A port nothing listens on right now, released at once for a child process to bind. It is taken below the
+/// A port nothing listens on right now, released at once for a child process to bind. It is taken outside the
 /// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`): a port the kernel chose would be free
 /// for its next `bind` to port 0 or outgoing connection by any of the many processes these tests run, until
 /// the child binds it. Never the same port twice in one test process.
 func freeLocalPort() throws -> Int {
-    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+    // The larger stretch of unprivileged ports below or above the ephemeral range.
+    let bounds = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
         .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
-    let ceiling = max(range.first ?? 32768, 12_000)
+    var candidates = 10_000..<32_768
+    if bounds.count == 2, bounds[0] <= bounds[1] {
+        let below = 1_024..<max(1_024, bounds[0]), above = min(65_536, bounds[1] + 1)..<65_536
+        candidates = below.count >= above.count ? below : above
+    }
     for _ in 0..<100 {
-        let port = Int.random(in: 10_000..<ceiling)
+        let port = Int.random(in: candidates)
         guard handedOutPorts.withLock({ $0.insert(port).inserted }), let socket = try? listeningSocket(port: port) else { continue }
         close(socket.fd)
         return port
