@@ -4,9 +4,10 @@ import UUIDText
 /// A notification's `target` (docs/targets.md), validated. Parsing never touches the database; a
 /// target that fails here marks the notification `failed` with the error's text and creates no deliveries.
 public enum AudienceTarget: Sendable, Equatable {
-    /// `{"include_subscription_ids": ["<uuid>", ...]}`
+    /// `{"include_subscription_ids": ["<uuid>", ...]}`, each id once (in the order first listed).
     case subscriptionIDs([UUID])
-    /// `{"include_external_ids": ["<external id>", ...]}`: every active subscription of those users.
+    /// `{"include_external_ids": ["<external id>", ...]}`: every active subscription of those users, each id once
+    /// (in the order first listed).
     case externalIDs([String])
     /// `{"filters": [{...}, ...]}`: every active subscription matching all filters (AND).
     case filters([AudienceFilter])
@@ -70,18 +71,22 @@ public struct AudienceSelection: Sendable, Equatable {
         }
         switch form {
         case "include_subscription_ids":
+            // A repeated id reaches its device once anyway; dropped here, it is not looked up again either (nor
+            // counted again against a bulk pass's budget).
             let texts = try Self.strings(value, key: form)
             var ids: [UUID] = []
             ids.reserveCapacity(texts.count)
+            var seen = Set<UUID>(minimumCapacity: texts.count)
             for (index, text) in texts.enumerated() {
                 guard let id = CanonicalUUIDText.parse(text) else {
                     throw AudienceTargetError("\(form)[\(index)] is not a UUID")
                 }
-                ids.append(id)
+                if seen.insert(id).inserted { ids.append(id) }
             }
             target = .subscriptionIDs(ids)
         case "include_external_ids":
-            target = .externalIDs(try Self.strings(value, key: form))
+            var seen = Set<String>()
+            target = .externalIDs(try Self.strings(value, key: form).filter { seen.insert($0).inserted })
         case "all":
             guard value.boolValue == true else { throw AudienceTargetError("all must be true") }
             target = .all

@@ -18,6 +18,20 @@ struct AudienceTargetTests {
         #expect(selection.platforms == nil)
     }
 
+    /// A repeated id is listed once, in the order first given: it would reach its device once anyway, and is
+    /// then neither looked up nor counted against a bulk pass's budget again. Ids that differ only in case are
+    /// different external ids; a UUID's text in either case is the same subscription.
+    @Test func repeatedIDsAreListedOnce() throws {
+        let id = UUID()
+        let other = UUID()
+        let subscriptions = try AudienceSelection(parsing: [
+            "include_subscription_ids": [.string(id.uuidString), .string(other.uuidString), .string(id.uuidString.lowercased())]
+        ])
+        #expect(subscriptions.target == .subscriptionIDs([id, other]))
+        let users = try AudienceSelection(parsing: ["include_external_ids": ["u2", "u1", "u2", "U1", "u1"]])
+        #expect(users.target == .externalIDs(["u2", "u1", "U1"]))
+    }
+
     @Test func allAndFilters() throws {
         #expect(try AudienceSelection(parsing: ["all": true, "platforms": ["web"]]).target == .all)
         let selection = try AudienceSelection(parsing: [
