@@ -112,7 +112,7 @@ for rate in $steady_rates; do
         FROM notifications WHERE campaign_id = 'step-$rate'")"
     cpu=$(( $(ticks "$worker_pid") - cpu_before )); pg_cpu=$(( $(pg_ticks) - pg_before )); emulator_cpu=$(( $(ticks "$emulator") - emulator_before ))
     verdict=no
-    if [ "$inserted" -gt 0 ] && [ "$delivered" = "$inserted" ]; then verdict=yes; sustained=$achieved; fi
+    if [ "$inserted" -gt 0 ] && [ "$delivered" = "$inserted" ]; then verdict=yes; if [ "$achieved" -gt "$sustained" ]; then sustained=$achieved; fi; fi
     echo "    $rate/s asked, $achieved/s inserted: $delivered of $inserted delivered ${steady_grace} s after the last insert (sustained: $verdict; CPU ticks: worker $cpu, PostgreSQL $pg_cpu, emulator $emulator_cpu; load $(cut -d' ' -f1-3 /proc/loadavg))"
     for _ in $(seq 1 120); do
         [ "$(psql "$PUSHIZO_DATABASE_URL" -Atc "SELECT (SELECT count(*) FROM notifications WHERE status IN ('pending', 'expanding')) + (SELECT count(*) FROM deliveries)")" = 0 ] && break
