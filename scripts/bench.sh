@@ -3,9 +3,10 @@
 # run on the same server in the same run. Prints ratios, never pass/fail timings.
 #   1. transport: APNs-sized POSTs (3.9 KB) over 1 connection x 100 streams to nghttpd (h2c):
 #      pushizo-bench (the worker's HTTP/2 client, handed batches as the worker hands them) vs h2load,
-#      median of three interleaved rounds; one `send` per request printed beside it.  target >= 0.8x
+#      median of five interleaved rounds; one `send` per request printed beside it.   target >= 0.8x
 #   2. end to end: notifications rows -> worker -> APNs emulator (TLS) -> events, vs pgbench running the
-#      worker's claim/complete SQL alone on the same PostgreSQL.                  target >= 0.5x
+#      worker's claim/complete SQL alone on the same PostgreSQL, in two alternating pairs (the mean rates).
+#                                                                                  target >= 0.5x
 #      100,000 deliveries (100 notifications of 1,000 listed subscriptions): about 4 s of the worker, so that
 #      its start-up (exec, connections, the first expansion page, the TLS handshake: about 0.1 s) weighs as
 #      little beside its throughput as pgbench's, whose rate excludes its connection time. With 20,000 the run
@@ -59,8 +60,10 @@ pids+=($!)
 for _ in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/$h2_port) 2>/dev/null && break; sleep 0.1; done
 url=http://127.0.0.1:$h2_port/3/device/bench
 h2load -n 5000 -c 1 -m 100 -d "$work/body.bin" "$url" >/dev/null 2>&1  # warm-up
-# Three rounds, each h2load then the client two ways, so that each ratio compares runs seconds apart; the
-# medians are reported (on a shared 2-core machine one run of either side can be off by a third).
+# Rounds (PUSHIZO_BENCH_TRANSPORT_ROUNDS, default 5), each h2load then the client two ways, so that each ratio
+# compares runs seconds apart; the medians are reported (on a shared 2-core machine one run of either side can be
+# off by a third; with three rounds the median moved between 0.79x and 0.98x from one run to the next).
+transport_rounds=${PUSHIZO_BENCH_TRANSPORT_ROUNDS:-5}
 #   submit 25: the way the worker hands the client claimed batches (HTTP2Client.submit, each answer taken on the
 #              I/O thread as it arrives, as the worker judges it there): 25 more each time 25 have been
 #              answered, never more than 100 outstanding, as with h2load -m 100;
@@ -68,7 +71,7 @@ h2load -n 5000 -c 1 -m 100 -d "$work/body.bin" "$url" >/dev/null 2>&1  # warm-up
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 rps_of() { sed -n 's/requests_per_second=\([0-9]*\).*/\1/p'; }
 h2load_runs=(); submit_runs=(); one_runs=(); submit_ratios=(); one_ratios=()
-for round in 1 2 3; do
+for round in $(seq 1 "$transport_rounds"); do
     h=$(h2load -n 50000 -c 1 -m 100 -d "$work/body.bin" "$url" 2>&1 | sed -n 's/.*finished in .*, \([0-9.]*\) req\/s.*/\1/p')
     sub=$("$bindir/pushizo-bench" transport "$url" --requests 50000 --streams 100 --submit 25 --body "$work/body.bin" | rps_of)
     one=$("$bindir/pushizo-bench" transport "$url" --requests 50000 --streams 100 --body "$work/body.bin" | rps_of)
@@ -100,36 +103,55 @@ INSERT INTO subscriptions (app_id, platform, token, language)
 SELECT '00000000-0000-4000-8000-0000000be4c0', 'ios', 'a0' || md5(n::text) || substr(md5('b' || n), 1, 30),
        (ARRAY['en', 'tr', 'de'])[1 + n % 3]
 FROM generate_series(1, :n) n;
--- 1,000 subscriptions per notification.
+SQL
+# Alternating pairs (PUSHIZO_BENCH_E2E_PAIRS, default 2): the worker, then pgbench, each on the same deliveries;
+# the ratio is that of the mean rates. On a shared 2-core machine one run of either side can be off by a fifth,
+# and the two sides of a pair run seconds apart.
+e2e_pairs=${PUSHIZO_BENCH_E2E_PAIRS:-2}
+clients=4
+transactions=$(( deliveries / (200 * clients) ))
+worker_runs=(); pgbench_runs=(); peak_rss=0
+for pair in $(seq 1 "$e2e_pairs"); do
+    # 1,000 subscriptions per notification; the previous pair's rows gone (deleting a notification deletes its
+    # deliveries) and vacuumed, as pgbench's queue is before it drains.
+    psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 <<'SQL'
+TRUNCATE delivery_events;
+DELETE FROM notifications;
+VACUUM ANALYZE deliveries;
+VACUUM notifications;
 INSERT INTO notifications (app_id, message, target)
 SELECT '00000000-0000-4000-8000-0000000be4c0',
        '{"headings": {"en": "Bench", "tr": "Ölçüm"}, "contents": {"en": "A notification of ordinary size for a benchmark run", "tr": "Sıradan boyutta bir bildirim"}, "data": {"k": "v"}}',
        jsonb_build_object('include_subscription_ids', jsonb_agg(id))
 FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 1000 AS chunk FROM subscriptions) s GROUP BY chunk;
 SQL
-started=$(date +%s.%N)
-# PUSHIZO_BENCH_WRAPPER profiles the worker, e.g. "perf record -g -o /tmp/perf.data".
-# The emulator is on 127.0.0.1: the operator switch lets the worker connect there (never in production).
-PUSHIZO_CA_FILE=$work/tls/ca.pem PUSHIZO_POLL_INTERVAL=0.05 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true ${PUSHIZO_BENCH_WRAPPER:-} "$bindir/pushizo-worker" run --exit-when-drained \
-    2>"$work/worker.log"
-finished=$(date +%s.%N)
-sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
-worker_jps=$(calc "$sent / ($finished - $started)")
-peak_rss=$(sed -n 's/.*peak_rss_mb=\([0-9]*\).*/\1/p' "$work/worker.log" | tail -n 1)
-steady_jps=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*) / greatest(extract(epoch FROM max(at) - min(at)), 0.001)) FROM delivery_events WHERE event = 'sent'")
-echo "    worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($steady_jps/s between the first and last event)"
+    started=$(date +%s.%N)
+    # PUSHIZO_BENCH_WRAPPER profiles the worker, e.g. "perf record -g -o /tmp/perf.data".
+    # The emulator is on 127.0.0.1: the operator switch lets the worker connect there (never in production).
+    PUSHIZO_CA_FILE=$work/tls/ca.pem PUSHIZO_POLL_INTERVAL=0.05 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true ${PUSHIZO_BENCH_WRAPPER:-} "$bindir/pushizo-worker" run --exit-when-drained \
+        2>"$work/worker-$pair.log"
+    finished=$(date +%s.%N)
+    sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
+    run_jps=$(calc "$sent / ($finished - $started)")
+    rss=$(sed -n 's/.*peak_rss_mb=\([0-9]*\).*/\1/p' "$work/worker-$pair.log" | tail -n 1)
+    if [ "${rss:-0}" -gt "$peak_rss" ]; then peak_rss=$rss; fi
+    steady_jps=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*) / greatest(extract(epoch FROM max(at) - min(at)), 0.001)) FROM delivery_events WHERE event = 'sent'")
+    echo "    pair $pair, worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($(printf %.0f "$run_jps")/s; $steady_jps/s between the first and last event)"
 
-# The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
-# Prepared (-M prepared), as the worker runs its hot statements: each is planned once per connection.
-psql "$PUSHIZO_DATABASE_URL" -qc "TRUNCATE delivery_events; INSERT INTO deliveries (notification_id, subscription_id, app_id)
-    SELECT n.id, s.id, n.app_id FROM notifications n CROSS JOIN LATERAL jsonb_array_elements_text(n.target->'include_subscription_ids') t(sid)
-    JOIN subscriptions s ON s.id = t.sid::uuid" -c "VACUUM ANALYZE deliveries"
-clients=4
-transactions=$(( deliveries / (200 * clients) ))
-pgbench_tps=$("$pgbin/pgbench" -n -M prepared -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
-    "$PUSHIZO_DATABASE_URL" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
-pgbench_jps=$(calc "$pgbench_tps * 200")
-echo "    pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$pgbench_jps") jobs/s"
+    # The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
+    # Prepared (-M prepared), as the worker runs its hot statements: each is planned once per connection.
+    psql "$PUSHIZO_DATABASE_URL" -qc "TRUNCATE delivery_events; INSERT INTO deliveries (notification_id, subscription_id, app_id)
+        SELECT n.id, s.id, n.app_id FROM notifications n CROSS JOIN LATERAL jsonb_array_elements_text(n.target->'include_subscription_ids') t(sid)
+        JOIN subscriptions s ON s.id = t.sid::uuid" -c "VACUUM ANALYZE deliveries"
+    pgbench_tps=$("$pgbin/pgbench" -n -M prepared -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
+        "$PUSHIZO_DATABASE_URL" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+    run_pgbench=$(calc "$pgbench_tps * 200")
+    echo "    pair $pair, pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$run_pgbench") jobs/s ($(calc "$run_jps / $run_pgbench")x)"
+    worker_runs+=("$run_jps"); pgbench_runs+=("$run_pgbench")
+done
+mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.4f", s / NR }'; }
+worker_jps=$(mean "${worker_runs[@]}"); pgbench_jps=$(mean "${pgbench_runs[@]}")
+echo "    means: worker $(printf %.0f "$worker_jps")/s, pgbench $(printf %.0f "$pgbench_jps") jobs/s ($(calc "$worker_jps / $pgbench_jps")x)"
 
 echo "==> 3. expansion of $expansion_size subscriptions ({\"all\": true}) by an expand-only worker"
 psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$expansion_size" <<'SQL'
@@ -304,7 +326,7 @@ done
 load_at_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "==> ratios against the targets"
-printf "  %-55s %6.2fx   (target >= 0.80; median of 3 rounds)\n" "HTTP/2 transport as the worker hands it (submit) vs h2load" "$submit_ratio"
+printf "  %-55s %6.2fx   (target >= 0.80; median of $transport_rounds rounds)\n" "HTTP/2 transport as the worker hands it (submit) vs h2load" "$submit_ratio"
 printf "  %-55s %6.2fx\n" "HTTP/2 transport, one send per request, vs h2load" "$one_ratio"
 printf "  %-55s %6.2fx   (target >= 0.50)\n" "end to end (worker jobs/s vs pgbench claim/complete)" "$(calc "$worker_jps / $pgbench_jps")"
 printf "  %-55s %6s MB   (target < 150)\n" "worker peak RSS" "${peak_rss:-?}"
@@ -327,7 +349,7 @@ cat >"$json" <<JSON
  "transport": {"h2load_rps": ${h2load_rps:-null}, "pushizo_rps": ${ours_rps:-null}, "ratio": $one_ratio,
    "rounds": {"h2load_rps": [$(IFS=,; echo "${h2load_runs[*]}")], "submit25_rps": [$(IFS=,; echo "${submit_runs[*]}")], "one_send_rps": [$(IFS=,; echo "${one_runs[*]}")]}},
  "transport_submit25": {"pushizo_rps": ${submit_rps:-null}, "ratio": $submit_ratio},
- "end_to_end": {"deliveries": $deliveries, "worker_jobs_per_second": $worker_jps, "pgbench_jobs_per_second": $pgbench_jps, "ratio": $(calc "$worker_jps / $pgbench_jps"), "worker_peak_rss_mb": ${peak_rss:-null}},
+ "end_to_end": {"deliveries": $deliveries, "worker_jobs_per_second": $worker_jps, "pgbench_jobs_per_second": $pgbench_jps, "ratio": $(calc "$worker_jps / $pgbench_jps"), "worker_peak_rss_mb": ${peak_rss:-null}, "worker_runs": [$(IFS=,; echo "${worker_runs[*]}")], "pgbench_runs": [$(IFS=,; echo "${pgbench_runs[*]}")]},
  "expansion": {"subscriptions": $expansion_size, "seconds": ${expansion_seconds:-null}},
  "transactional": {"seconds_per_step": $steady_seconds, "grace_seconds": $steady_grace, "steps": [$steady_json],
    "sustained_per_second": $sustained_rate,
