@@ -273,8 +273,6 @@ public final class WorkerService: Sendable {
         var nextRelease = ContinuousClock.now
         // Set after a pass that found small notifications but not a full batch: the next pass starts no earlier.
         var spacedUntil: ContinuousClock.Instant?
-        // Smaller after a pass whose budget ran out (QueueStore.nextSmallPassLimit).
-        var smallPassLimit = QueueStore.smallNotificationBatch
         while !isStopping {
             if let until = spacedUntil {
                 spacedUntil = nil
@@ -301,13 +299,9 @@ public final class WorkerService: Sendable {
                 }
                 // Small notifications (id lists) in bulk: many per transaction and statement.
                 let passStarted = ContinuousClock.now
-                let passLimit = smallPassLimit
                 let small = try await database.withConnection { connection in
-                    try self.expansionSuspects.withLock {
-                        try QueueStore.expandSmallNotifications(on: connection, limit: passLimit, suspects: &$0)
-                    }
+                    try self.expansionSuspects.withLock { try QueueStore.expandSmallNotifications(on: connection, suspects: &$0) }
                 }
-                smallPassLimit = QueueStore.nextSmallPassLimit(after: small)
                 databaseReached()
                 if small.picked > 0 {
                     metrics.expandedInBulk(expanded: small.expanded, created: small.created, failed: small.failed.count)
@@ -370,7 +364,7 @@ public final class WorkerService: Sendable {
                 case .idle:
                     // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
                     // wake flag is sticky: a hint that came during the pass ends the wait below at once.
-                    if small.picked >= passLimit || small.deferred > 0 {
+                    if small.picked >= QueueStore.smallNotificationBatch || small.deferred > 0 {
                         await Task.yield()
                         continue
                     }

@@ -306,18 +306,6 @@ extension QueueStore {
         var localTime: LocalTimeSchedule?
     }
 
-    /// The `limit` for the next ``expandSmallNotifications(on:limit:suspects:)`` after a pass that did `result`:
-    /// ``smallNotificationBatch`` unless the pass left notifications for the next because its budget ran out;
-    /// then twice what it took, rounded up to a power of two (so the pick's text, which holds its limit, comes
-    /// in a few variants only). Without it each pass locked, read and parsed 500 targets to take five: 1,000
-    /// notifications of 1,000 listed ids took 201 passes and 21 s instead of 1.5.
-    public static func nextSmallPassLimit(after result: SmallExpansionResult) -> Int {
-        guard result.deferred > 0 else { return smallNotificationBatch }
-        var limit = 1
-        while limit < 2 * max(1, result.picked) { limit *= 2 }
-        return min(limit, smallNotificationBatch)
-    }
-
     /// How many of `accepted`, from the first, have listed ids (subscription or external) that fit
     /// ``smallPassDeliveryBudget`` together: the rest cannot fit this pass whatever their users own. At least one,
     /// so a pass always makes progress (a target's size keeps its ids below the budget anyway).

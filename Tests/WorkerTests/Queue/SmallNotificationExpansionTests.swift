@@ -331,36 +331,13 @@ struct SmallNotificationExpansionTests {
                 #expect(first.expanded == budget / perNotification)
                 #expect(first.deferred == notifications.count - budget / perNotification)
                 #expect(first.created == 0)
-                // The next pass picks about what fit, not the whole batch again.
-                let limit = QueueStore.nextSmallPassLimit(after: first)
-                #expect(limit == 8)
-                let second = try QueueStore.expandSmallNotifications(on: seed.connection, limit: limit, suspects: &suspects)
-                #expect(second.picked + second.deferred == notifications.count - first.picked)
-                #expect(second.deferred == 0)
-                #expect(QueueStore.nextSmallPassLimit(after: second) == QueueStore.smallNotificationBatch)
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                var passes = 1
+                while try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked > 0 { passes += 1 }
+                #expect(passes == 2)
                 let outcome = try Self.outcome(seed)
                 for id in notifications { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 0) }
             }
         }
-    }
-
-    /// After a pass whose budget ran out, the next picks twice what it took (a power of two, at most the batch);
-    /// otherwise the whole batch.
-    @Test func theNextPassPicksAboutWhatTheLastOneTook() {
-        func after(picked: Int, deferred: Int) -> Int {
-            var result = QueueStore.SmallExpansionResult()
-            result.picked = picked
-            result.deferred = deferred
-            return QueueStore.nextSmallPassLimit(after: result)
-        }
-        let batch = QueueStore.smallNotificationBatch
-        #expect(after(picked: 0, deferred: 0) == batch)
-        #expect(after(picked: 37, deferred: 0) == batch)
-        #expect(after(picked: 1, deferred: 499) == 2)
-        #expect(after(picked: 5, deferred: 495) == 16)
-        #expect(after(picked: 64, deferred: 1) == 128)
-        #expect(after(picked: 300, deferred: 200) == batch)
     }
 
     /// Notifications scheduled for later stay out of the bulk pick's index until their send_after passes and
