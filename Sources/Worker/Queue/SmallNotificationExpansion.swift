@@ -32,6 +32,10 @@ extension QueueStore {
     /// of external ids can name 800 users, and each user any number of devices.
     public static let smallPassDeliveryBudget = expansionChunkSize
 
+    /// A notification that costs at least this much of ``smallPassDeliveryBudget`` (a tenth: listed ids or
+    /// devices) and does not fit what a pass has left goes the chunked way rather than waiting for a later pass.
+    public static let smallPassHeavyCost = smallPassDeliveryBudget / 10
+
     /// A notification expanded in bulk: never touched by expansion (so no suspect, nothing to resume), an
     /// id-list target of at most ``smallTargetBytes``. Total: it reads columns and tests key presence only,
     /// so it cannot fail on data. Swift still validates the target before any statement uses it. Written word
@@ -156,8 +160,8 @@ extension QueueStore {
     /// `ON CONFLICT DO NOTHING`, and marks them `expanded` with their `targeted_count` in the same statement. A crash
     /// rolls the whole pass back; nothing is half-expanded. A pass creates at most ``smallPassDeliveryBudget``
     /// deliveries, counted before the insert: in pick order, a notification whose own audience is larger goes the
-    /// chunked way (``SmallExpansionResult/chunked``), one that no longer fits is left for the next pass
-    /// (``SmallExpansionResult/deferred``).
+    /// chunked way (``SmallExpansionResult/chunked``), and so does one of at least ``smallPassHeavyCost`` that no
+    /// longer fits; a lighter one that no longer fits is left for the next pass (``SmallExpansionResult/deferred``).
     ///
     /// If the insert fails on data (SQLSTATE class 22/23), the pass is rolled back and every picked
     /// notification is expanded one at a time (``expandNext(on:chunkSize:suspects:pick:)`` with `.only`), so
@@ -218,12 +222,14 @@ extension QueueStore {
                     case .externalIDs(let ids): cost = max(ids.count, devices[notification.id] ?? 0)
                     case .all, .filters: cost = 0
                     }
-                    if index >= countable {
-                        result.deferred += 1
-                    } else if cost > smallPassDeliveryBudget {
+                    if cost > smallPassDeliveryBudget {
                         result.chunked.append(notification.id)
-                    } else if spent + cost > smallPassDeliveryBudget {
-                        result.deferred += 1
+                    } else if index >= countable || spent + cost > smallPassDeliveryBudget {
+                        // Left for the next pass when light; a heavy one goes the chunked way now: passes of a
+                        // few heavy notifications each would otherwise pick, lock and parse the same hundreds of
+                        // targets again and again (1,000 notifications of 1,000 unknown users: 201 passes, 31.5 s),
+                        // and new notifications behind them would wait for the whole backlog.
+                        if cost >= smallPassHeavyCost { result.chunked.append(notification.id) } else { result.deferred += 1 }
                     } else {
                         spent += cost
                         included.append(notification)

@@ -261,52 +261,59 @@ struct SmallNotificationExpansionTests {
 
     /// A target's size bounds its ids, not its audience: a pass creates at most `smallPassDeliveryBudget`
     /// deliveries. A notification to a user with more devices than that goes the chunked way (no transaction
-    /// larger than a chunk); notifications that do not fit what is left wait for the next pass; all end expanded
-    /// with every device once.
+    /// larger than a chunk), and so does a heavy one (a tenth of the budget or more) that does not fit what is
+    /// left; a light one that does not fit waits for the next pass; all end expanded with every device once.
     @Test func aPassCreatesAtMostItsBudgetAndLargeAudiencesGoTheChunkedWay() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
                 let budget = QueueStore.smallPassDeliveryBudget
+                let lightCount = QueueStore.smallPassHeavyCost - 1
                 try Self.devices(seed, of: "heavy", count: budget + 1)
                 try Self.devices(seed, of: "two-fifths", count: budget * 2 / 5)
-                let heavy = try seed.notification(target: #"{"include_external_ids": ["heavy"]}"#)
-                let fits = try (0..<3).map { _ in try seed.notification(target: #"{"include_external_ids": ["two-fifths"]}"#) }
+                try Self.devices(seed, of: "light", count: lightCount)
+                func to(_ user: String) throws -> UUID { try seed.notification(target: #"{"include_external_ids": ["\#(user)"]}"#) }
+                let heavy = try to("heavy")
+                let fits = try (0..<2).map { _ in try to("two-fifths") }
+                let lights = try (0..<3).map { _ in try to("light") }
+                let late = try to("two-fifths")
                 let device = try seed.subscription()
                 let single = try Self.oneDevice(seed, device)
 
                 var suspects = ExpansionSuspects()
                 let first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
-                #expect(first.chunked == [heavy])
-                #expect(first.expanded == 3)  // two of the three fit beside each other, and the one-device one
+                // Two fifths twice and two light ones fit, and the one-device one; the third light one waits, the
+                // third two-fifths one is heavy and goes the chunked way.
+                #expect(first.chunked == [heavy, late])
+                #expect(first.expanded == 5)
                 #expect(first.deferred == 1)
+                #expect(first.created == 2 * (budget * 2 / 5) + 2 * lightCount + 1)
                 #expect(first.created <= budget)
                 let second = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 #expect(second.expanded == 1 && second.deferred == 0 && second.chunked.isEmpty)
                 #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
-                // The heavy one, chunk by chunk, none larger than a chunk.
-                var chunks: [Int] = []
+                // The chunked ones, chunk by chunk, none larger than a chunk.
+                var chunks: [UUID: [Int]] = [:]
                 while case let result? = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) {
                     switch result {
-                    case .expanding(let id, let created), .expanded(let id, let created):
-                        #expect(id == heavy)
-                        chunks.append(created)
+                    case .expanding(let id, let created), .expanded(let id, let created): chunks[id, default: []].append(created)
                     default: Issue.record("unexpected \(result)")
                     }
-                    if case .expanded = result { break }
                 }
-                #expect(chunks.count == 2 && chunks.allSatisfy { $0 <= QueueStore.expansionChunkSize })
+                #expect(chunks[heavy]?.count == 2 && chunks[late]?.count == 1)
+                #expect(chunks.values.joined().allSatisfy { $0 <= QueueStore.expansionChunkSize })
                 let outcome = try Self.outcome(seed)
                 #expect(outcome[heavy]?.status == "expanded" && outcome[heavy]?.deliveries == budget + 1)
-                for id in fits { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == budget * 2 / 5) }
+                for id in fits + [late] { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == budget * 2 / 5) }
+                for id in lights { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == lightCount) }
                 #expect(outcome[single]?.deliveries == 1)
             }
         }
     }
 
     /// Listed external ids that name no user still cost the pass their lookups: a pass takes no more listed ids
-    /// than its budget, whatever they reach, and leaves the rest for the next (each pass looks every id up twice,
+    /// than its budget, whatever they reach, and sends the heavy rest the chunked way (each pass looks every id up twice,
     /// to count devices and to insert, so unknown users once made a full pass of 500 notifications cost
     /// hundreds of thousands of lookups while counting as nothing).
     @Test func unknownExternalIDsCountAgainstAPassesBudget() async throws {
@@ -329,11 +336,13 @@ struct SmallNotificationExpansionTests {
                 var suspects = ExpansionSuspects()
                 let first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 #expect(first.expanded == budget / perNotification)
-                #expect(first.deferred == notifications.count - budget / perNotification)
                 #expect(first.created == 0)
-                var passes = 1
-                while try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked > 0 { passes += 1 }
-                #expect(passes == 2)
+                // Each is heavy (more than a tenth of the budget): what does not fit goes the chunked way, so no
+                // later pass picks and parses it again.
+                #expect(perNotification >= QueueStore.smallPassHeavyCost)
+                #expect(first.chunked.count == notifications.count - budget / perNotification && first.deferred == 0)
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                while try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) != nil {}
                 let outcome = try Self.outcome(seed)
                 for id in notifications { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 0) }
             }
