@@ -14,69 +14,74 @@
 -- also loaded, so such a subscriber falls back too instead of failing the statement. While the table is empty (a
 -- refresh that never ran) the names are read from pg_timezone_names as before.
 --
--- Both functions run as their owner (SECURITY DEFINER, search_path pinned as in 0010): a worker role given rights
--- table by table, not through the default privileges of docs/systemd.md, has none on this new table, and every
--- expansion with a local time would otherwise fail on it.
+-- Both functions run as their owner (SECURITY DEFINER): a worker role given rights table by table, not through the
+-- default privileges of docs/systemd.md, has none on this new table, and every expansion with a local time would
+-- otherwise fail on it.
 CREATE TABLE time_zone_names (
     name text PRIMARY KEY
 );
 
--- Makes time_zone_names what pg_timezone_names lists now. Rows change only where the tz database did, so an
--- hourly call leaves no dead rows behind. One caller at a time (an advisory lock nobody waits for: "PUSHTZNS"
--- in ASCII). Returns how many names were added or removed.
-CREATE FUNCTION pushizo_refresh_time_zone_names() RETURNS integer
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
-DECLARE
-    listed  text[];
-    removed integer;
-    added   integer;
+-- The two functions below run as their owner and are created with the schema written into their bodies and
+-- search_path = pg_catalog, pg_temp: with the schema in the search path, an operator or function of the same name
+-- made there with exact argument types (`||` for text[] and text, say) would be chosen over PostgreSQL's
+-- polymorphic built-in, and run with the owner's rights.
+DO $do$
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(x'50555348545A4E53'::bigint) THEN
-        RETURN 0;
-    END IF;
-    SELECT coalesce(array_agg(z.name), '{}') INTO listed FROM pg_timezone_names z WHERE octet_length(z.name) <= 64;
-    DELETE FROM time_zone_names t WHERE NOT (t.name = ANY (listed));
-    GET DIAGNOSTICS removed = ROW_COUNT;
-    INSERT INTO time_zone_names (name) SELECT unnest(listed) ON CONFLICT DO NOTHING;
-    GET DIAGNOSTICS added = ROW_COUNT;
-    RETURN removed + added;
+    -- Makes time_zone_names what pg_timezone_names lists now. Rows change only where the tz database did, so an
+    -- hourly call leaves no dead rows behind. One caller at a time (an advisory lock nobody waits for:
+    -- "PUSHTZNS" in ASCII). Returns how many names were added or removed.
+    EXECUTE format($fn$
+        CREATE FUNCTION pushizo_refresh_time_zone_names() RETURNS integer
+            LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+        DECLARE
+            listed  text[];
+            removed integer;
+            added   integer;
+        BEGIN
+            IF NOT pg_try_advisory_xact_lock(x'50555348545A4E53'::bigint) THEN
+                RETURN 0;
+            END IF;
+            SELECT coalesce(array_agg(z.name), '{}') INTO listed FROM pg_timezone_names z WHERE octet_length(z.name) <= 64;
+            DELETE FROM %1$I.time_zone_names t WHERE NOT (t.name = ANY (listed));
+            GET DIAGNOSTICS removed = ROW_COUNT;
+            INSERT INTO %1$I.time_zone_names (name) SELECT unnest(listed) ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS added = ROW_COUNT;
+            RETURN removed + added;
+        END;
+        $body$
+        $fn$, current_schema());
+
+    -- The names among p_names that the tz database knows, spelled exactly as given (no case folding, no
+    -- abbreviations or POSIX specs such as 'UTC+5'), as quiet hours accept names exactly as stored: now lookups
+    -- by key in time_zone_names, each name found then loaded once (PostgreSQL keeps a loaded zone for the
+    -- session), and pg_timezone_names only while the table is empty.
+    EXECUTE format($fn$
+        CREATE OR REPLACE FUNCTION pushizo_known_zones(p_names text[]) RETURNS text[]
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+        DECLARE
+            listed text[];
+            known  text[] := '{}';
+            zone   text;
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM %1$I.time_zone_names) THEN
+                RETURN (SELECT coalesce(array_agg(z.name), '{}') FROM pg_timezone_names z
+                        WHERE z.name = ANY (p_names) AND octet_length(z.name) <= 64);
+            END IF;
+            SELECT coalesce(array_agg(t.name), '{}') INTO listed FROM %1$I.time_zone_names t WHERE t.name = ANY (p_names);
+            FOREACH zone IN ARRAY listed LOOP
+                BEGIN
+                    PERFORM now() AT TIME ZONE zone;
+                    known := array_append(known, zone);
+                EXCEPTION WHEN invalid_parameter_value THEN
+                    -- In the table, not in this server's zone files: unknown, as if the table had been refreshed.
+                    NULL;
+                END;
+            END LOOP;
+            RETURN known;
+        END;
+        $body$
+        $fn$, current_schema());
 END;
-$$;
+$do$;
 
 SELECT pushizo_refresh_time_zone_names();
-
--- The names among p_names that the tz database knows, spelled exactly as given (no case folding, no
--- abbreviations or POSIX specs such as 'UTC+5'), as quiet hours accept names exactly as stored: now lookups by
--- key in time_zone_names, each name found then loaded once (PostgreSQL keeps a loaded zone for the session), and
--- pg_timezone_names only while the table is empty.
-CREATE OR REPLACE FUNCTION pushizo_known_zones(p_names text[]) RETURNS text[]
-    LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
-DECLARE
-    listed text[];
-    known  text[] := '{}';
-    zone   text;
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM time_zone_names) THEN
-        RETURN (SELECT coalesce(array_agg(z.name), '{}') FROM pg_timezone_names z
-                WHERE z.name = ANY (p_names) AND octet_length(z.name) <= 64);
-    END IF;
-    SELECT coalesce(array_agg(t.name), '{}') INTO listed FROM time_zone_names t WHERE t.name = ANY (p_names);
-    FOREACH zone IN ARRAY listed LOOP
-        BEGIN
-            PERFORM now() AT TIME ZONE zone;
-            known := known || zone;
-        EXCEPTION WHEN invalid_parameter_value THEN
-            -- In the table, not in this server's zone files: unknown, as if the table had been refreshed.
-            NULL;
-        END;
-    END LOOP;
-    RETURN known;
-END;
-$$;
-
-DO $$
-BEGIN
-    EXECUTE format('ALTER FUNCTION pushizo_refresh_time_zone_names() SET search_path = %I, pg_temp', current_schema());
-    EXECUTE format('ALTER FUNCTION pushizo_known_zones(text[]) SET search_path = %I, pg_temp', current_schema());
-END;
-$$;

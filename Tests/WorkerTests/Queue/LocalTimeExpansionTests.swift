@@ -167,6 +167,27 @@ struct LocalTimeExpansionTests {
         }
     }
 
+    /// The owner-rights functions resolve nothing through the schema: an operator made there with the exact
+    /// argument types of a polymorphic built-in they use (`text[] || text`) is not called with the owner's rights.
+    @Test func theOwnerRightsFunctionsUseNoOperatorOfTheSchema() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                defer { connection.close() }
+                try connection.execute(
+                    """
+                    CREATE FUNCTION stand_in_cat(a text[], b text) RETURNS text[] LANGUAGE plpgsql AS $$
+                    BEGIN RAISE EXCEPTION 'the schema''s operator was called'; END $$;
+                    CREATE OPERATOR || (leftarg = text[], rightarg = text, function = stand_in_cat);
+                    """)
+                let known = try connection.query(
+                    "SELECT array_to_string(pushizo_known_zones(ARRAY['Europe/Paris', 'UTC']), ',') AS k")[0]["k"]
+                #expect(known?.split(separator: ",").sorted() == ["Europe/Paris", "UTC"])
+                #expect(try TimeZoneNames.refresh(on: connection) == 0)
+            }
+        }
+    }
+
     /// An app (default zone Europe/Paris) with one subscriber per zone case; returns (subscription, stored zone).
     static func audience(_ seed: Seed) throws -> [(id: UUID, zone: String?)] {
         try seed.app()
