@@ -85,8 +85,10 @@ public struct AudienceSelection: Sendable, Equatable {
             }
             target = .subscriptionIDs(ids)
         case "include_external_ids":
-            var seen = Set<String>()
-            target = .externalIDs(try Self.strings(value, key: form).filter { seen.insert($0).inserted })
+            // Compared by their UTF-8 bytes, as PostgreSQL compares `text`: Swift's `==` is canonical equivalence,
+            // under which "café" with a precomposed é and with e + U+0301 are one string but two users.
+            var seen = Set<[UInt8]>()
+            target = .externalIDs(try Self.strings(value, key: form).filter { seen.insert(Array($0.utf8)).inserted })
         case "all":
             guard value.boolValue == true else { throw AudienceTargetError("all must be true") }
             target = .all

@@ -19,8 +19,9 @@ struct AudienceTargetTests {
     }
 
     /// A repeated id is listed once, in the order first given: it would reach its device once anyway, and is
-    /// then neither looked up nor counted against a bulk pass's budget again. Ids that differ only in case are
-    /// different external ids; a UUID's text in either case is the same subscription.
+    /// then neither looked up nor counted against a bulk pass's budget again. External ids are compared by their
+    /// bytes, as PostgreSQL compares them (case and Unicode normalization both tell users apart); a UUID's text in
+    /// either case is the same subscription.
     @Test func repeatedIDsAreListedOnce() throws {
         let id = UUID()
         let other = UUID()
@@ -30,6 +31,11 @@ struct AudienceTargetTests {
         #expect(subscriptions.target == .subscriptionIDs([id, other]))
         let users = try AudienceSelection(parsing: ["include_external_ids": ["u2", "u1", "u2", "U1", "u1"]])
         #expect(users.target == .externalIDs(["u2", "u1", "U1"]))
+        // Two spellings of "café" (precomposed é, and e + U+0301) are equal as Swift strings but two users.
+        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        let accented = try AudienceSelection(parsing: ["include_external_ids": [.string(composed), .string(decomposed), .string(composed)]])
+        guard case .externalIDs(let ids) = accented.target else { Issue.record("\(accented.target)"); return }
+        #expect(ids.map { Array($0.utf8) } == [Array(composed.utf8), Array(decomposed.utf8)])
     }
 
     @Test func allAndFilters() throws {
