@@ -151,13 +151,16 @@ struct AudienceQuery {
                 LIMIT $4
                 """
         }
+        // A tag filter reads each page row's user by key (a lookup, OFFSET 0 keeping it one): as a join, the planner
+        // could hash the whole users table for every chunk of 5,000, so that a broadcast read the table once per
+        // chunk.
         sql = """
             WITH page AS (
             \(page)
             )\(localCTE), inserted AS (
                 INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localColumns))
                 SELECT $1::uuid, s.id, s.app_id, $5::smallint\(localValues)
-                FROM page s\(needsUsers ? " LEFT JOIN users u ON u.id = s.user_id" : "")\(localJoin)
+                FROM page s\(needsUsers ? " LEFT JOIN LATERAL (SELECT tags FROM users WHERE id = s.user_id OFFSET 0) u ON true" : "")\(localJoin)
                 WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
                   AND \(match)
                 ORDER BY s.id

@@ -160,6 +160,41 @@ struct ExpansionTests {
         }
     }
 
+    /// A tag filter's chunk reads its page's users by key, not the users table: a chunk of 5,000 of an app's
+    /// 50,000 subscriptions reads at most its 5,000 users, never the table (as a hash join of the page with users
+    /// would, once per chunk).
+    @Test func aTagFiltersChunkReadsItsPagesUsersNotTheTable() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                _ = try seed.connection.query(
+                    """
+                    WITH u AS (
+                        INSERT INTO users (app_id, external_id, tags)
+                        SELECT $1, 'user-' || n, jsonb_build_object('level', n % 10) FROM generate_series(1, 50000) n RETURNING id
+                    )
+                    INSERT INTO subscriptions (app_id, user_id, platform, token) SELECT $1, id, 'ios', 'a0a0' || id FROM u
+                    """, [seed.appID])
+                _ = try seed.connection.query("ANALYZE users, subscriptions")
+                let selection = try AudienceSelection(parsing: [
+                    "filters": [["field": "tag", "key": "level", "relation": "=", "value": "7"]]
+                ])
+                let query = AudienceQuery(selection: selection, first: true)
+                let notification = try seed.notification(
+                    target: #"{"filters": [{"field": "tag", "key": "level", "relation": "=", "value": "7"}]}"#)
+                let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+                let parameters: [any PostgresEncodable] = [notification, seed.appID, nilUUID, 5_000, 5, nil as [String]?] + query.parameters
+                let plan = try ExplainedPlan(analyzing: query.sql, parameters, on: seed.connection)
+                #expect(plan.rowsRead(of: "users") <= 5_000, "\(plan.text)")
+                var suspects = ExpansionSuspects()
+                while try QueueStore.expandNext(on: seed.connection, chunkSize: 5_000, suspects: &suspects) != nil {}
+                let reached = try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE notification_id = $1", [notification])[0]
+                #expect(try reached.decode(Int.self, "n") == 5_000)
+            }
+        }
+    }
+
     /// The chunk step's pick of what is not small reads past none of the pending small notifications nor of
     /// those scheduled for later (the partial index of migration 0017 matches its clauses), however many wait.
     @Test func theChunkStepsPickReadsNoPendingSmallNotification() async throws {
