@@ -7,8 +7,9 @@
 public struct ConfigurationReader: Sendable {
     private var values: [String: String]
 
-    /// Environment prefixes the daemon ignores: the test suite's (`scripts/run-tests.sh`) and the benchmark's
-    /// (`scripts/bench.sh`) knobs, which stay in the environment of the worker those scripts start.
+    /// Environment prefixes the daemon ignores: the test suite's (`scripts/run-tests.sh`), the benchmark's
+    /// (`scripts/bench.sh`) and the demo's (`scripts/demo.sh`) knobs, which stay in the environment of the worker
+    /// those scripts start, or of a shell that set them for one.
     public static let reservedPrefixes = ["PUSHIZO_TEST_", "PUSHIZO_BENCH_", "PUSHIZO_DEMO_"]
 
     /// - Parameters:

@@ -4,8 +4,9 @@ import Postgres
 /// look zone names up by key (docs/local-time-delivery.md). Reading `pg_timezone_names` opens every zone file
 /// (about 30 ms); the table turns that into one read an hour per fleet instead of one per expansion statement.
 public enum TimeZoneNames {
-    /// Between two refreshes by one worker: a tz database update that adds or removes a zone is seen within
-    /// this time (until then a new zone's subscribers fall back to the app's zone, as any unknown name does).
+    /// Between two refreshes by one worker: a zone a tz database update adds is known within this time (until
+    /// then its subscribers fall back to the app's zone, as for any unknown name). A zone it removes is unknown
+    /// at once: `pushizo_known_zones` also loads each name it finds.
     public static let refreshInterval: Duration = .seconds(3_600)
     /// From a worker's start to its first refresh: the migration filled the table, and a start after a tz
     /// database update refreshes it once the worker is up rather than among its start-up's first statements.
