@@ -32,6 +32,15 @@ public enum AudienceTarget: Sendable, Equatable {
         case .filters, .all: return false
         }
     }
+
+    /// How many ids an id-list form lists (subscription ids or external ids, each once); 0 for the other forms.
+    public var listedIDCount: Int {
+        switch self {
+        case .subscriptionIDs(let ids): return ids.count
+        case .externalIDs(let ids): return ids.count
+        case .filters, .all: return 0
+        }
+    }
 }
 
 /// A target plus its optional `platforms` narrowing.

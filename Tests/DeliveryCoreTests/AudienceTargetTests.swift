@@ -31,6 +31,8 @@ struct AudienceTargetTests {
         #expect(subscriptions.target == .subscriptionIDs([id, other]))
         let users = try AudienceSelection(parsing: ["include_external_ids": ["u2", "u1", "u2", "U1", "u1"]])
         #expect(users.target == .externalIDs(["u2", "u1", "U1"]))
+        #expect(subscriptions.target.listedIDCount == 2 && users.target.listedIDCount == 3)
+        #expect(AudienceTarget.all.listedIDCount == 0)
         // Two spellings of "café" (precomposed é, and e + U+0301) are equal as Swift strings but two users.
         let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
         let accented = try AudienceSelection(parsing: ["include_external_ids": [.string(composed), .string(decomposed), .string(composed)]])

@@ -216,12 +216,8 @@ extension QueueStore {
                 var spent = 0
                 var included: [AcceptedSmall] = []
                 for (index, notification) in accepted.enumerated() {
-                    let cost: Int
-                    switch notification.selection.target {
-                    case .subscriptionIDs(let ids): cost = ids.count
-                    case .externalIDs(let ids): cost = max(ids.count, devices[notification.id] ?? 0)
-                    case .all, .filters: cost = 0
-                    }
+                    // Its listed ids, or for external ids the devices their users own when that is more.
+                    let cost = max(notification.selection.target.listedIDCount, devices[notification.id] ?? 0)
                     if cost > smallPassDeliveryBudget {
                         result.chunked.append(notification.id)
                     } else if index >= countable || spent + cost > smallPassDeliveryBudget {
@@ -318,11 +314,7 @@ extension QueueStore {
     static func listedIDsWithinBudget(_ accepted: [AcceptedSmall]) -> Int {
         var listed = 0
         for (index, notification) in accepted.enumerated() {
-            switch notification.selection.target {
-            case .subscriptionIDs(let ids): listed += ids.count
-            case .externalIDs(let ids): listed += ids.count
-            case .all, .filters: break
-            }
+            listed += notification.selection.target.listedIDCount
             if listed > smallPassDeliveryBudget { return max(index, 1) }
         }
         return accepted.count
