@@ -160,6 +160,20 @@ struct ExpansionTests {
         }
     }
 
+    /// `count` users of the seed's app with tag `level` = n % 10, each with one iOS subscription (language `en`).
+    static func usersWithLevelTags(_ seed: Seed, _ count: Int) throws {
+        _ = try seed.connection.query(
+            """
+            WITH u AS (
+                INSERT INTO users (app_id, external_id, tags)
+                SELECT $1, 'u' || n, jsonb_build_object('level', n % 10) FROM generate_series(1, $2) n
+                RETURNING id, app_id
+            )
+            INSERT INTO subscriptions (app_id, user_id, platform, token, language)
+            SELECT app_id, id, 'ios', md5(id::text) || md5(id::text), 'en' FROM u
+            """, [seed.appID, count])
+    }
+
     /// A tag filter's chunk reads its page's users by key, not the users table: a chunk of 5,000 of an app's
     /// 50,000 subscriptions reads at most its 5,000 users, never the table (as a hash join of the page with users
     /// would, once per chunk).
@@ -168,14 +182,7 @@ struct ExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                _ = try seed.connection.query(
-                    """
-                    WITH u AS (
-                        INSERT INTO users (app_id, external_id, tags)
-                        SELECT $1, 'user-' || n, jsonb_build_object('level', n % 10) FROM generate_series(1, 50000) n RETURNING id
-                    )
-                    INSERT INTO subscriptions (app_id, user_id, platform, token) SELECT $1, id, 'ios', 'a0a0' || id FROM u
-                    """, [seed.appID])
+                try Self.usersWithLevelTags(seed, 50_000)
                 _ = try seed.connection.query("ANALYZE users, subscriptions")
                 let selection = try AudienceSelection(parsing: [
                     "filters": [["field": "tag", "key": "level", "relation": "=", "value": "7"]]
@@ -631,16 +638,7 @@ struct ExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                _ = try seed.connection.query(
-                    """
-                    WITH u AS (
-                        INSERT INTO users (app_id, external_id, tags)
-                        SELECT $1, 'u' || n, jsonb_build_object('level', n % 10) FROM generate_series(1, $2) n
-                        RETURNING id, app_id
-                    )
-                    INSERT INTO subscriptions (app_id, user_id, platform, token, language)
-                    SELECT app_id, id, 'ios', md5(id::text) || md5(id::text), 'en' FROM u
-                    """, [seed.appID, count])
+                try Self.usersWithLevelTags(seed, count)
                 _ = try seed.connection.query("ANALYZE")
                 let cases = [
                     (#"{"all": true}"#, count),
