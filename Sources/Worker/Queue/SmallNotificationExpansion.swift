@@ -216,11 +216,13 @@ extension QueueStore {
                 var spent = 0
                 var included: [AcceptedSmall] = []
                 for (index, notification) in accepted.enumerated() {
-                    // Its listed ids, or for external ids the devices their users own when that is more.
-                    let cost = max(notification.selection.target.listedIDCount, devices[notification.id] ?? 0)
+                    // Its listed ids, or for external ids the devices their users own when that is more (at least
+                    // that many for one whose count stopped at the heavy cost: it goes the chunked way).
+                    let cost = max(notification.selection.target.listedIDCount, devices.counted[notification.id] ?? 0)
                     if cost > smallPassDeliveryBudget {
                         result.chunked.append(notification.id)
-                    } else if index >= countable || spent + cost > smallPassDeliveryBudget {
+                    } else if index >= countable || devices.partial.contains(notification.id)
+                        || spent + cost > smallPassDeliveryBudget {
                         // Left for the next pass when light; a heavy one goes the chunked way now: passes of a
                         // few heavy notifications each would otherwise pick, lock and parse the same hundreds of
                         // targets again and again (1,000 notifications of 1,000 unknown users: 201 passes, 31.5 s),
@@ -320,30 +322,141 @@ extension QueueStore {
         return accepted.count
     }
 
-    /// For each external-id notification of `accepted`, the subscriptions its listed users own (any status, app
-    /// or kind: an upper bound of its deliveries), each user's counted only up to one past
-    /// ``smallPassDeliveryBudget``, so a user with a million devices costs no more to count than the budget.
-    /// Lookups by key, as in the insert. Notifications without such users are absent (none).
-    static func listedUsersDevices(_ accepted: [AcceptedSmall], on connection: PostgresConnection) throws -> [UUID: Int] {
-        var pairs: (notifications: [UUID], apps: [UUID], externalIDs: [String]) = ([], [], [])
-        for notification in accepted {
-            guard case .externalIDs(let ids) = notification.selection.target else { continue }
-            pairs.notifications += repeatElement(notification.id, count: ids.count)
-            pairs.apps += repeatElement(notification.appID, count: ids.count)
-            pairs.externalIDs += ids
+    /// The subscriptions the listed users of each external-id notification of `accepted` own (any status, app or
+    /// kind: an upper bound of its deliveries), read at most about one pass's worth plus a bounded amount per
+    /// notification, so that users with thousands of devices each cannot make a pass read millions of index
+    /// entries before it inserts anything:
+    /// - In pick order, no further than one past ``smallPassDeliveryBudget`` in all: past that the pass is full.
+    ///   When the first notification counted passes the budget alone (it goes the chunked way and spends
+    ///   nothing), the count starts again after it, up to ``maxOrderedDeviceCounts`` counts.
+    /// - The notification the last count stopped in and those after it are then counted each up to
+    ///   ``smallPassHeavyCost``: enough to tell a light one (counted exactly; it may still fit) from a heavy one
+    ///   (which goes the chunked way rather than blocking later picks).
+    /// At most ``maxOrderedDeviceCounts`` times the budget plus ``smallPassHeavyCost`` per notification picked:
+    /// about 275,000 entries in the worst case, against 25 million when each user's devices were counted up to
+    /// the budget.
+    /// Lookups by key, as in the insert.
+    /// - Returns: `counted`, each notification's devices (absent: none); `partial`, the notifications whose
+    ///   count stopped before their end: they own at least that many.
+    static func listedUsersDevices(
+        _ accepted: [AcceptedSmall], on connection: PostgresConnection
+    ) throws -> (counted: [UUID: Int], partial: Set<UUID>) {
+        let listed: [ListedUsers] = accepted.compactMap {
+            guard case .externalIDs(let ids) = $0.selection.target, !ids.isEmpty else { return nil }
+            return ListedUsers(id: $0.id, appID: $0.appID, externalIDs: ids)
         }
-        guard !pairs.notifications.isEmpty else { return [:] }
+        var counted: [UUID: Int] = [:]
+        var partial: Set<UUID> = []
+        var start = 0
+        var ordered = 0
+        while start < listed.count {
+            let (devices, cut) = try countListedUsersDevices(Array(listed[start...]), on: connection)
+            counted.merge(devices) { _, new in new }
+            guard let cut else { return (counted, partial) }
+            ordered += 1
+            if cut == 0 {
+                // The first one counted passed the budget alone: it goes the chunked way and spends nothing,
+                // so the budget is still whole for the rest. Counted so again a few times; past that, the rest
+                // is counted the bounded way below.
+                partial.insert(listed[start].id)
+                start += 1
+                if ordered < maxOrderedDeviceCounts { continue }
+            } else {
+                // The one the count stopped in is counted again with the rest.
+                start += cut
+            }
+            break
+        }
+        if start < listed.count {
+            let devices = try countEachListedUsersDevices(Array(listed[start...]), upTo: smallPassHeavyCost, on: connection)
+            counted.merge(devices) { _, new in new }
+            partial.formUnion(devices.filter { $0.value >= smallPassHeavyCost }.keys)
+        }
+        return (counted, partial)
+    }
+
+    /// How many ordered counts of ``listedUsersDevices(_:on:)`` a pass runs at most: each passes over one
+    /// notification whose users own more than the budget, reading one past the budget for it.
+    static let maxOrderedDeviceCounts = 4
+
+    /// An external-id notification's listed users, for counting their devices.
+    struct ListedUsers {
+        var id: UUID
+        var appID: UUID
+        var externalIDs: [String]
+    }
+
+    /// The devices of each of `notifications`' listed users, each notification's counted up to `limit`.
+    private static func countEachListedUsersDevices(
+        _ notifications: [ListedUsers], upTo limit: Int, on connection: PostgresConnection
+    ) throws -> [UUID: Int] {
+        var externalIDs: [String] = []
+        var bounds: (first: [Int], last: [Int]) = ([], [])
+        for notification in notifications {
+            bounds.first.append(externalIDs.count + 1)
+            externalIDs += notification.externalIDs
+            bounds.last.append(externalIDs.count)
+        }
         let rows = try connection.preparedQuery(
             """
-            SELECT l.notification_id, count(*) AS devices
-            FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS l(notification_id, app_id, external_id)
-            CROSS JOIN LATERAL (SELECT id FROM users WHERE app_id = l.app_id AND external_id = l.external_id OFFSET 0) u
-            CROSS JOIN LATERAL (SELECT 1 FROM subscriptions WHERE user_id = u.id LIMIT $4 OFFSET 0) s
-            GROUP BY l.notification_id
-            """, [pairs.notifications, pairs.apps, pairs.externalIDs, smallPassDeliveryBudget + 1])
+            SELECT g.id AS notification_id, (
+                SELECT count(*) FROM (
+                    SELECT 1
+                    FROM unnest(($3::text[])[g.first:g.last]) AS e(external_id)
+                    CROSS JOIN LATERAL (SELECT id FROM users WHERE app_id = g.app_id AND external_id = e.external_id OFFSET 0) u
+                    CROSS JOIN LATERAL (SELECT 1 FROM subscriptions WHERE user_id = u.id OFFSET 0) s
+                    LIMIT $6
+                ) x
+            ) AS devices
+            FROM unnest($1::uuid[], $2::uuid[], $4::integer[], $5::integer[]) AS g(id, app_id, first, last)
+            """,
+            [notifications.map(\.id), notifications.map(\.appID), externalIDs, bounds.first, bounds.last, limit])
         var devices: [UUID: Int] = [:]
         for row in rows { devices[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "devices") }
         return devices
+    }
+
+    /// One ordered count of ``listedUsersDevices(_:on:)``: the devices of each of `notifications`' listed users,
+    /// at most ``smallPassDeliveryBudget`` + 1 in all; `cut`, the index of the notification the limit stopped in
+    /// (`nil`: every one was counted to its end).
+    private static func countListedUsersDevices(
+        _ notifications: [ListedUsers], on connection: PostgresConnection
+    ) throws -> (devices: [UUID: Int], cut: Int?) {
+        var pairs: (notifications: [UUID], apps: [UUID], externalIDs: [String]) = ([], [], [])
+        // Each notification's pairs are consecutive: the last ordinality (1-based) of each, in order.
+        var lastOrdinalities: [Int] = []
+        for notification in notifications {
+            pairs.notifications += repeatElement(notification.id, count: notification.externalIDs.count)
+            pairs.apps += repeatElement(notification.appID, count: notification.externalIDs.count)
+            pairs.externalIDs += notification.externalIDs
+            lastOrdinalities.append(pairs.notifications.count)
+        }
+        // Rows in ordinality order: the function scan's own order, kept by the nested loops (the plan has no
+        // sort), and what `ORDER BY ... LIMIT` means whatever the plan, so the limit cuts at one point of it.
+        let rows = try connection.preparedQuery(
+            """
+            SELECT c.notification_id, count(*) AS devices, max(c.ord) AS last_ordinality
+            FROM (
+                SELECT l.notification_id, l.ord
+                FROM unnest($1::uuid[], $2::uuid[], $3::text[]) WITH ORDINALITY AS l(notification_id, app_id, external_id, ord)
+                CROSS JOIN LATERAL (SELECT id FROM users WHERE app_id = l.app_id AND external_id = l.external_id OFFSET 0) u
+                CROSS JOIN LATERAL (SELECT 1 FROM subscriptions WHERE user_id = u.id OFFSET 0) s
+                ORDER BY l.ord
+                LIMIT $4
+            ) c
+            GROUP BY c.notification_id
+            """, [pairs.notifications, pairs.apps, pairs.externalIDs, smallPassDeliveryBudget + 1])
+        var devices: [UUID: Int] = [:]
+        var total = 0
+        var last = 0
+        for row in rows {
+            let count = try row.decode(Int.self, "devices")
+            devices[try row.decode(UUID.self, "notification_id")] = count
+            total += count
+            last = max(last, try row.decode(Int.self, "last_ordinality"))
+        }
+        guard total > smallPassDeliveryBudget else { return (devices, nil) }
+        return (devices, lastOrdinalities.firstIndex { $0 >= last })
     }
 
     /// The fall-back of a bulk pass whose insert failed on data: each notification alone, under the poison-row

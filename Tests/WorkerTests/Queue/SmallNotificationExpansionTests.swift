@@ -312,6 +312,53 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// Counting the devices of listed users reads a bounded number of entries, not what the users own: one past
+    /// the budget in pick order (again after a notification that passed it alone, a few times), then at most
+    /// ``QueueStore/smallPassHeavyCost`` for each notification after that. Eight notifications of three users with
+    /// 2,000 devices each (48,000 devices) cost a pass about 22,000 entries, not 48,000 (each user's devices were
+    /// counted up to the budget, whatever the others had); the light ones behind them are counted exactly and
+    /// expanded in the same pass. Every device gets its delivery once.
+    @Test func countingListedUsersDevicesReadsAboutAPassesWorth() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let budget = QueueStore.smallPassDeliveryBudget
+                var heavy: [UUID] = []
+                for n in 0..<8 {
+                    let users = (0..<3).map { "user-\(n)-\($0)" }
+                    for user in users { try Self.devices(seed, of: user, count: 2000) }
+                    let list = users.map { "\"\($0)\"" }.joined(separator: ",")
+                    heavy.append(try seed.notification(target: #"{"include_external_ids": [\#(list)]}"#))
+                }
+                let light = try (0..<3).map { n in
+                    try Self.devices(seed, of: "light-\(n)", count: 2)
+                    return try seed.notification(target: #"{"include_external_ids": ["light-\#(n)"]}"#)
+                }
+                // Not vacuumed: the count's index-only scans visit every row's heap tuple, which the counters see.
+                var suspects = ExpansionSuspects()
+                var first = QueueStore.SmallExpansionResult()
+                let read = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
+                    first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                }
+                #expect(first.chunked == heavy)
+                #expect(first.expanded == 3 && first.created == 6 && first.deferred == 0)
+                // The ordered counts (one past the budget each, one notification passed each), the rest each up to
+                // the heavy cost, the light ones' inserts.
+                let ordered = QueueStore.maxOrderedDeviceCounts
+                let bound = ordered * (budget + 1) + (heavy.count - ordered + light.count) * QueueStore.smallPassHeavyCost + 6
+                #expect(read <= bound, "\(read) subscriptions read")
+                #expect(read < 8 * 6000 / 2)
+                // rowsRead rolled the pass back: now for real, then the chunked ones.
+                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).chunked == heavy)
+                while try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) != nil {}
+                let outcome = try Self.outcome(seed)
+                for id in heavy { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 6000) }
+                for id in light { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 2) }
+            }
+        }
+    }
+
     /// Listed external ids that name no user still cost the pass their lookups: a pass takes no more listed ids
     /// than its budget, whatever they reach, and sends the heavy rest the chunked way (each pass looks every id up twice,
     /// to count devices and to insert, so unknown users once made a full pass of 500 notifications cost
