@@ -66,6 +66,8 @@ public final class WorkerService: Sendable {
     /// Wake-ups of the slice-only expand tasks (``sliceLoop(wake:)``), one each: the main expand loop signals
     /// them when it may have cut a broadcast into slices.
     private let sliceWakes: [WakeSignal]
+    /// The slice-only expand tasks' progress stamps, one each (as ``sliceWakes``), for the systemd watchdog.
+    private let sliceHeartbeats: [LoopHeartbeat]
     private let expansionStallLog = LogRateLimiter(interval: 60)
     private let statisticsFailureLog = LogRateLimiter(interval: 60)
     /// Cancels the planner statistics refresh in progress, if any (``refreshStatistics()``).
@@ -75,11 +77,16 @@ public final class WorkerService: Sendable {
     /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
     /// systemd watchdog.
     let claimHeartbeat = LoopHeartbeat(name: "claim loop")
+    /// The main expand loop's progress stamp, for the systemd watchdog: a pass or chunk that never returns (a
+    /// statement waiting on a lock forever, a hung connection) stops the pings as a stuck claim does.
+    let expansionHeartbeat = LoopHeartbeat(name: "expansion loop")
     #if DEBUG
-        /// Test-only fault (debug builds only; release builds do not contain it): while the file named by
-        /// `PUSHIZO_TEST_STALL_CLAIM_LOOP` exists, the claim loop blocks inside an iteration, as a stuck claim
-        /// would. `PUSHIZO_TEST_*` is reserved for the test suite and ignored as configuration.
+        /// Test-only faults (debug builds only; release builds do not contain them): while the file named by
+        /// `PUSHIZO_TEST_STALL_CLAIM_LOOP` (`PUSHIZO_TEST_STALL_EXPANSION_LOOP`) exists, the claim loop (the
+        /// main expand loop) blocks inside an iteration, as a stuck claim (pass) would. `PUSHIZO_TEST_*` is
+        /// reserved for the test suite and ignored as configuration.
         private let stallClaimLoopFile = ProcessInfo.processInfo.environment["PUSHIZO_TEST_STALL_CLAIM_LOOP"]
+        private let stallExpansionLoopFile = ProcessInfo.processInfo.environment["PUSHIZO_TEST_STALL_EXPANSION_LOOP"]
     #endif
     private let metrics: WorkerMetrics
 
@@ -95,6 +102,7 @@ public final class WorkerService: Sendable {
         self.metrics = metrics
         self.configuration = configuration
         sliceWakes = (1..<max(configuration.expansionTasks, 1)).map { _ in WakeSignal() }
+        sliceHeartbeats = sliceWakes.indices.map { LoopHeartbeat(name: "slice loop \($0 + 1)") }
         self.database = database
         self.processor = processor
         self.logger = logger
@@ -153,8 +161,11 @@ public final class WorkerService: Sendable {
     /// Completions written so far and sends in flight now (for `STATUS=` lines).
     var progress: (settled: Int, inFlight: Int) { (completer.settled, inFlight.load(ordering: .relaxed)) }
 
-    /// The loops the systemd watchdog watches besides the HTTP/2 I/O thread.
-    var watchedLoops: [LoopHeartbeat] { [claimHeartbeat, completer.heartbeat] }
+    /// The loops the systemd watchdog watches besides the HTTP/2 I/O thread: the expand loops only when this
+    /// worker expands.
+    var watchedLoops: [LoopHeartbeat] {
+        [claimHeartbeat, completer.heartbeat] + (configuration.roles.contains(.expand) ? [expansionHeartbeat] + sliceHeartbeats : [])
+    }
 
     /// The queue lag in seconds (``QueueStore/queueLag(on:)``), or nil when the database did not answer.
     func sampleQueueLag() async -> Double? {
@@ -170,8 +181,8 @@ public final class WorkerService: Sendable {
             background.addTask { await self.listen(listener) }
             if configuration.roles.contains(.expand) {
                 background.addTask { await self.expandLoop() }
-                for wake in sliceWakes {
-                    background.addTask { await self.sliceLoop(wake: wake) }
+                for (wake, heartbeat) in zip(sliceWakes, sliceHeartbeats) {
+                    background.addTask { await self.sliceLoop(wake: wake, heartbeat: heartbeat) }
                 }
             }
             background.addTask { await self.completer.run() }
@@ -273,11 +284,26 @@ public final class WorkerService: Sendable {
         var nextRelease = ContinuousClock.now
         // Set after a pass that found small notifications but not a full batch: the next pass starts no earlier.
         var spacedUntil: ContinuousClock.Instant?
+        let heartbeat = expansionHeartbeat
+        defer { heartbeat.finished() }
+        // Every wait of the loop says how long it may last before it does, for the watchdog.
+        func wait(_ timeout: Duration) async {
+            heartbeat.waiting(for: timeout)
+            await expansionWake.wait(timeout: timeout)
+        }
         while !isStopping {
             if let until = spacedUntil {
                 spacedUntil = nil
-                if ContinuousClock.now < until { try? await Task.sleep(until: until, clock: .continuous) }
+                let now = ContinuousClock.now
+                if now < until {
+                    heartbeat.waiting(for: until - now)
+                    try? await Task.sleep(until: until, clock: .continuous)
+                }
             }
+            heartbeat.working()
+            #if DEBUG
+                await stallWhileFaultFileExists(stallExpansionLoopFile, loop: "expansion loop", variable: "PUSHIZO_TEST_STALL_EXPANSION_LOOP")
+            #endif
             do {
                 // Cancellations first: they are cheap and stop work that would otherwise be claimed.
                 if ContinuousClock.now >= nextSweep {
@@ -320,7 +346,7 @@ public final class WorkerService: Sendable {
                     if let sqlState = small.stalledSQLState {
                         failures += 1
                         logStall(sqlState)
-                        await expansionWake.wait(timeout: Self.backoff(afterFailures: failures))
+                        await wait(Self.backoff(afterFailures: failures))
                         continue
                     }
                     failures = 0
@@ -359,7 +385,7 @@ public final class WorkerService: Sendable {
                     await Task.yield()
                     continue
                 case .backOff(let pause):
-                    await expansionWake.wait(timeout: pause)
+                    await wait(pause)
                     continue
                 case .idle:
                     // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
@@ -370,16 +396,18 @@ public final class WorkerService: Sendable {
                     }
                     if small.picked > 0 { spacedUntil = passStarted + Self.smallPassSpacing }
                     if chunkSkipped {
-                        await expansionWake.wait(timeout: min(configuration.pollInterval, .milliseconds(100)))
+                        await wait(min(configuration.pollInterval, .milliseconds(100)))
                         continue
                     }
                 }
             } catch {
                 failures += 1
                 logger.error("expanding notifications failed", ["error": "\(error)"])
-                try? await Task.sleep(for: Self.backoff(afterFailures: failures))
+                let pause = Self.backoff(afterFailures: failures)
+                heartbeat.waiting(for: pause)
+                try? await Task.sleep(for: pause)
             }
-            await expansionWake.wait(timeout: configuration.pollInterval)
+            await wait(configuration.pollInterval)
         }
     }
 
@@ -447,10 +475,12 @@ public final class WorkerService: Sendable {
     /// (``ExpansionPick/slice``) while there are any, so one broadcast is expanded by several backends at once;
     /// otherwise it waits for the main expand loop's signal or the poll interval. Its data-error suspects are
     /// its own, as another worker's would be.
-    private func sliceLoop(wake: WakeSignal) async {
+    private func sliceLoop(wake: WakeSignal, heartbeat: LoopHeartbeat) async {
         let suspects = Mutex(ExpansionSuspects())
         var failures = 0
+        defer { heartbeat.finished() }
         while !isStopping {
+            heartbeat.working()
             do {
                 let result = try await database.withConnection { connection in
                     try suspects.withLock { try QueueStore.expandNext(on: connection, suspects: &$0, pick: .slice) }
@@ -460,6 +490,7 @@ public final class WorkerService: Sendable {
                     await Task.yield()
                     continue
                 case .backOff(let pause):
+                    heartbeat.waiting(for: pause)
                     await wake.wait(timeout: pause)
                     continue
                 case .idle:
@@ -468,8 +499,11 @@ public final class WorkerService: Sendable {
             } catch {
                 failures += 1
                 logger.error("expanding slices failed", ["error": "\(error)"])
-                try? await Task.sleep(for: Self.backoff(afterFailures: failures))
+                let pause = Self.backoff(afterFailures: failures)
+                heartbeat.waiting(for: pause)
+                try? await Task.sleep(for: pause)
             }
+            heartbeat.waiting(for: configuration.pollInterval)
             await wake.wait(timeout: configuration.pollInterval)
         }
     }
@@ -595,7 +629,7 @@ public final class WorkerService: Sendable {
                 while !isStopping {
                     claimHeartbeat.working()
                     #if DEBUG
-                        await stallWhileFaultFileExists()
+                        await stallWhileFaultFileExists(stallClaimLoopFile, loop: "claim loop", variable: "PUSHIZO_TEST_STALL_CLAIM_LOOP")
                     #endif
                     let free = freeSlots(sending: inFlight.load(ordering: .acquiring))
                     let wanted = min(configuration.claimBatch, configuration.concurrency)
@@ -709,10 +743,11 @@ public final class WorkerService: Sendable {
     }
 
     #if DEBUG
-        /// See ``stallClaimLoopFile``: blocks (stamped as working) while the file exists, until a stop request.
-        private func stallWhileFaultFileExists() async {
-            guard let path = stallClaimLoopFile, FileManager.default.fileExists(atPath: path) else { return }
-            logger.warning("test fault: claim loop stalled (PUSHIZO_TEST_STALL_CLAIM_LOOP)")
+        /// See ``stallClaimLoopFile``: blocks (stamped as working) while the file at `path` exists, until a stop
+        /// request.
+        private func stallWhileFaultFileExists(_ path: String?, loop: String, variable: String) async {
+            guard let path, FileManager.default.fileExists(atPath: path) else { return }
+            logger.warning("test fault: \(loop) stalled (\(variable))")
             while !isStopping && FileManager.default.fileExists(atPath: path) {
                 try? await Task.sleep(for: .milliseconds(50))
             }

@@ -171,4 +171,31 @@ struct SystemdNotifyTests {
             #expect(resumed.contains("WATCHDOG=1"))
         }
     }
+
+    /// The expand loop is watched too: one stuck inside a pass from the start (the debug-only fault
+    /// `PUSHIZO_TEST_STALL_EXPANSION_LOOP`) withholds the pings once the claim loop has made the worker ready,
+    /// with `STATUS=` naming it, and they resume once it moves.
+    @Test func watchdogWatchesTheExpansionLoop() async throws {
+        let socket = try NotifySocket()
+        let stallFile = FileManager.default.temporaryDirectory.appendingPathComponent("stall-\(UUID())").path
+        #expect(FileManager.default.createFile(atPath: stallFile, contents: nil))
+        defer { unlink(stallFile) }
+        try await TestDatabase.withMigratedDatabase { url in
+            let (worker, _) = try Self.start(
+                databaseURL: url, notifySocket: socket.path,
+                extra: ["WATCHDOG_USEC": "1000000", "PUSHIZO_TEST_STALL_EXPANSION_LOOP": stallFile])
+            defer { kill(worker.processIdentifier, SIGKILL); worker.waitUntilExit() }
+            let stuck = try await Self.collect(socket) { $0.contains { $0.hasPrefix("STATUS=watchdog withheld") } }
+            #expect(stuck.contains("READY=1"), "\(stuck)")
+            let withheld = stuck.first { $0.hasPrefix("STATUS=watchdog withheld") }
+            #expect(withheld?.contains("expansion loop stuck for") == true, "\(stuck)")
+            #expect(withheld?.contains("claim loop") == false, "\(stuck)")
+            _ = socket.pending()
+            let silent = try await Self.collect(socket) { $0.filter { $0.hasPrefix("STATUS=") }.count >= 2 }
+            #expect(!silent.contains("WATCHDOG=1"), "pinged while the expansion loop was stuck: \(silent)")
+            unlink(stallFile)
+            let resumed = try await Self.collect(socket) { $0.contains("WATCHDOG=1") }
+            #expect(resumed.contains("WATCHDOG=1"))
+        }
+    }
 }
