@@ -71,6 +71,14 @@ public struct HTTP2ServerLimits: Sendable {
     /// (RFC 9113 §8.7), whatever SETTINGS_MAX_CONCURRENT_STREAMS announced: a provider that refuses beyond a
     /// load it never advertised, for tests and benchmarks of the client's refusal handling. nil: no such limit.
     public var refuseStreamsBeyond: Int?
+    /// Request-body bytes the server holds at once across all its connections, each from its first DATA frame
+    /// until its stream closes, answered or not: a DATA frame that would go beyond it resets its stream with
+    /// REFUSED_STREAM (RFC 9113 §8.7: not processed, the client may retry) and drops what the stream held.
+    /// Without it each connection could hold SETTINGS_MAX_CONCURRENT_STREAMS times ``maximumRequestBodySize``
+    /// (1 GiB by the defaults), since nghttp2 gives flow-control window back as it reads.
+    public var maximumHeldBodyBytes: Int = 64 << 20
+    /// Connections open at once; a further one is closed as soon as it is accepted, before any TLS.
+    public var maximumConnections: Int = 1024
 
     public init() {}
 }
@@ -145,6 +153,12 @@ public final class HTTP2Server: Sendable {
     /// Streams refused so far because `HTTP2ServerLimits.refuseStreamsBeyond` were open on their connection.
     public var refusedStreamCount: Int { core.refusedStreams.load(ordering: .relaxed) }
 
+    /// Streams reset so far because the server held `HTTP2ServerLimits.maximumHeldBodyBytes` of request bodies.
+    public var bodyBudgetRefusalCount: Int { core.bodyBudgetRefusals.load(ordering: .relaxed) }
+
+    /// Connections closed on accept so far because `HTTP2ServerLimits.maximumConnections` were open.
+    public var refusedConnectionCount: Int { core.refusedConnections.load(ordering: .relaxed) }
+
     /// Testing hook: stop acknowledging PINGs on connections accepted from now on.
     func testingIgnorePings() {
         let core = self.core
@@ -182,11 +196,17 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     var ignorePings = false
     /// Connections accepted so far (read by tests and diagnostics from any thread).
     let acceptedConnections = Atomic<Int>(0)
+    /// Connections closed at once because `HTTP2ServerLimits.maximumConnections` were open (any thread).
+    let refusedConnections = Atomic<Int>(0)
+    /// Streams reset because the server held `HTTP2ServerLimits.maximumHeldBodyBytes` (any thread).
+    let bodyBudgetRefusals = Atomic<Int>(0)
     /// Streams reset by `HTTP2ServerLimits.refuseStreamsBeyond` so far (any thread).
     let refusedStreams = Atomic<Int>(0)
     private var listenFD: Int32 = -1
     private var context: TLSContext?
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
+    /// Request-body bytes of every connection's open streams (`HTTP2ServerLimits.maximumHeldBodyBytes`).
+    var heldBodyBytes = 0
     private var shuttingDown = false
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -215,6 +235,11 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
         for _ in 0..<64 {
             let fd = pz_accept_nonblocking(listenFD)
             if fd < 0 { return }
+            if connections.count >= limits.maximumConnections {
+                refusedConnections.add(1, ordering: .relaxed)
+                close(fd)
+                continue
+            }
             setNoDelay(fd)
             acceptedConnections.add(1, ordering: .relaxed)
             var ssl: OpaquePointer?
@@ -285,6 +310,10 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         var headerCount = 0
         /// 413 or 431 once the request went beyond `HTTP2ServerLimits`: nothing more is kept, the handler never runs.
         var rejection: Int?
+        /// Reset with REFUSED_STREAM: the server's body budget was spent. Nothing more is kept.
+        var refused = false
+        /// Body bytes counted against the server's budget until the stream closes.
+        var heldBytes = 0
     }
 
     private let server: ServerCore
@@ -389,15 +418,32 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     override func onDataChunk(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let stream = stream(streamID), stream.rejection == nil, !stream.dispatched else { return 0 }
+        guard let stream = stream(streamID), stream.rejection == nil, !stream.refused, !stream.dispatched else { return 0 }
         if stream.body.count + data.count > server.limits.maximumRequestBodySize {
             stream.rejection = 413
-            stream.body = []
+            release(stream)
             reject(streamID: streamID, stream)
             return 0
         }
+        if server.heldBodyBytes + data.count > server.limits.maximumHeldBodyBytes, let session {
+            stream.refused = true
+            release(stream)
+            server.bodyBudgetRefusals.add(1, ordering: .relaxed)
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_REFUSED_STREAM.rawValue)
+            scheduleFlush()
+            return 0
+        }
         stream.body.append(contentsOf: data)
+        stream.heldBytes += data.count
+        server.heldBodyBytes += data.count
         return 0
+    }
+
+    /// Drops what `stream` held of its body and gives it back to the server's budget.
+    private func release(_ stream: Stream) {
+        server.heldBodyBytes -= stream.heldBytes
+        stream.heldBytes = 0
+        stream.body = []
     }
 
     /// Answers a request beyond `HTTP2ServerLimits` without running the handler. The rest of its body, if any, is
@@ -418,7 +464,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
             return 0
         }
         guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue, frame.has(NGHTTP2_FLAG_END_STREAM),
-              let stream = stream(frame.streamID), !stream.dispatched else { return 0 }
+              let stream = stream(frame.streamID), !stream.dispatched, !stream.refused else { return 0 }
         stream.dispatched = true
         handlersRunning += 1
         var request = HTTP2ServerRequest(method: stream.method, scheme: stream.scheme, authority: stream.authority,
@@ -443,7 +489,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     override func onStreamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
-        streams[streamID] = nil
+        if let stream = streams.removeValue(forKey: streamID) { release(stream) }
         return 0
     }
 
@@ -487,7 +533,10 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
 
     override func didClose(_ error: HTTP2Error?) {
         // nghttp2 keeps the session (and these streams) until deinit: leave it no pointer to a released object.
-        for streamID in streams.keys { detach(streamID) }
+        for (streamID, stream) in streams {
+            detach(streamID)
+            release(stream)
+        }
         streams = [:]
         server.connectionClosed(self)
     }

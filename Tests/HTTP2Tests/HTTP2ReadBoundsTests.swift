@@ -131,6 +131,79 @@ struct HTTP2ReadBoundsTests {
         await client.shutdown()
         await server.shutdown()
     }
+
+    /// The server holds at most `maximumHeldBodyBytes` of request bodies until their streams close: with three
+    /// 3,000-byte requests held by a handler that has not answered, a fourth is reset with REFUSED_STREAM before
+    /// its handler runs. The client takes that as the connection's load limit and sends it again once the others
+    /// are answered, and the budget is whole again.
+    @Test func serverBoundsTheRequestBodiesItHolds() async throws {
+        let loop = try HTTP2EventLoop(name: "test-server-body-budget")
+        defer { loop.shutdown() }
+        let arrived = Mutex<[String]>([])
+        let release = Gate()
+        var limits = HTTP2ServerLimits()
+        limits.maximumHeldBodyBytes = 10_000
+        let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits) { request in
+            arrived.withLock { $0.append(request.path) }
+            if request.path == "/hold" { await release.wait() }
+            return HTTP2ServerResponse(status: 200)
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumConnectionsPerOrigin = 1
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let body = [UInt8](repeating: 7, count: 3000)
+        let held = (0..<3).map { _ in
+            Task { try await client.send(HTTP2Request(method: "POST", path: "/hold", body: body), to: origin) }
+        }
+        // Polled for at most 20 s each (a loaded machine), so that a server without the bound fails, not hangs.
+        for _ in 0..<2000 where arrived.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
+        let fourth = Task { try await client.send(HTTP2Request(method: "POST", path: "/fourth", body: body), to: origin) }
+        for _ in 0..<2000 where server.bodyBudgetRefusalCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.bodyBudgetRefusalCount >= 1)
+        #expect(arrived.withLock { $0 } == ["/hold", "/hold", "/hold"])
+        release.open()
+        for task in held { #expect(try await task.value.status == 200) }
+        #expect(try await fourth.value.status == 200)
+        #expect(arrived.withLock { $0.last } == "/fourth")
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
+        let heldAfter = await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
+            _ = loop.execute { c.resume(returning: server.core.heldBodyBytes) }
+        }
+        #expect(heldAfter == 0)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    /// Beyond `maximumConnections` open connections a new one is closed at once; once one closes, the next is
+    /// served.
+    @Test func serverBoundsItsConnections() async throws {
+        let loop = try HTTP2EventLoop(name: "test-server-connections")
+        defer { loop.shutdown() }
+        var limits = HTTP2ServerLimits()
+        limits.maximumConnections = 1
+        let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits) { _ in HTTP2ServerResponse(status: 200) }
+        let port = try server.start()
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumRetries = 0
+        let first = HTTP2Client(eventLoop: loop, configuration: configuration)
+        #expect(try await first.send(HTTP2Request(path: "/"), to: origin).status == 200)
+        let second = HTTP2Client(eventLoop: loop, configuration: configuration)
+        await #expect(throws: HTTP2Error.self) { _ = try await second.send(HTTP2Request(path: "/"), to: origin) }
+        #expect(server.refusedConnectionCount >= 1)
+        await first.shutdown()
+        // The server sees the first connection close on its own loop: a few tries at most.
+        var status: Int?
+        for _ in 0..<50 where status == nil {
+            status = try? await second.send(HTTP2Request(path: "/"), to: origin).status
+            if status == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(status == 200)
+        await second.shutdown()
+        await server.shutdown()
+    }
 }
 
 /// Rows 4 and 5 of the threat model, measured in a separate process (`pushizo-bench fetch`, the client with its
