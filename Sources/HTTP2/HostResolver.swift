@@ -146,3 +146,19 @@ func checkResolved(_ host: String, _ addresses: [SocketAddress], policy: EgressP
     }
     return .success(addresses)
 }
+
+extension EgressPolicy {
+    /// Resolves `host` now and checks every address of the answer as a connection would (``checkResolved``):
+    /// for command-line checks (`pushizo-worker check`), which should report a host name that resolves to a
+    /// forbidden address before the worker pauses its channel for it.
+    ///
+    /// Blocking (`getaddrinfo`): call it on a thread of its own or a database thread, never on Swift's
+    /// cooperative pool or an event loop.
+    /// - Returns: the addresses, every one allowed; `.failure` with ``HTTP2Error/Code/forbiddenAddress`` when one
+    ///   is not (the whole answer is refused, as for a connection), or the resolver's ``HTTP2Error/Code/connectFailed``.
+    public func resolveChecked(host: String, port: Int) -> Result<[IPAddress], HTTP2Error> {
+        SocketAddress.resolve(host, port: port)
+            .flatMap { checkResolved(host, $0, policy: self) }
+            .map { addresses in addresses.compactMap(\.ipAddress) }
+    }
+}

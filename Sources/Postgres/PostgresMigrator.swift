@@ -116,14 +116,19 @@ public struct PostgresMigrator: Sendable {
             }
         }
         let quoted = try connection.quoteIdentifier(table)
-        try connection.execute("""
-            CREATE TABLE IF NOT EXISTS \(quoted) (
-                version    integer PRIMARY KEY,
-                name       text NOT NULL,
-                checksum   text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """)
+        // Created only when missing: `CREATE TABLE IF NOT EXISTS` needs CREATE on the schema even when the table
+        // exists, and a role without it (a worker role) may still run this to find nothing pending.
+        let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [quoted])
+        if try exists.first?.decode(Bool.self, "present") != true {
+            try connection.execute("""
+                CREATE TABLE IF NOT EXISTS \(quoted) (
+                    version    integer PRIMARY KEY,
+                    name       text NOT NULL,
+                    checksum   text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """)
+        }
         let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
         var applied: [String] = []
         for migration in pending {

@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import HTTP2
 import Postgres
 import Providers
 import Worker
@@ -52,6 +53,8 @@ enum CheckCommand {
                 FROM app_channels ORDER BY app_id, provider
                 """)
             var problems = 0
+            // Each override host is looked up once per run, however many channels name it.
+            var resolved: [String: Result<[IPAddress], HTTP2Error>] = [:]
             for channel in channels {
                 let app = channel["app_id"] ?? "?"
                 let provider = channel["provider"] ?? "?"
@@ -62,7 +65,12 @@ enum CheckCommand {
                     line += " endpoint=\(endpoint)"
                     if provider == "apns" || provider == "fcm" {
                         do throws(ChannelEndpointError) {
-                            _ = try ChannelEndpoint.origin(endpoint, policy: policy)
+                            let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
+                            switch resolvedProblem(origin, field: "endpoint", policy: policy, cache: &resolved) {
+                            case .forbidden(let message)?: endpointProblem = message
+                            case .unresolved(let message)?: line += " (\(message))"
+                            case nil: break
+                            }
                         } catch {
                             endpointProblem = error.message
                         }
@@ -102,7 +110,12 @@ enum CheckCommand {
                     do {
                         let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
                         do throws(ChannelEndpointError) {
-                            _ = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
+                            let origin = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
+                            switch resolvedProblem(origin, field: "token_uri", policy: policy, cache: &resolved) {
+                            case .forbidden(let message)?: endpointProblem = endpointProblem ?? message
+                            case .unresolved(let message)?: line += " (\(message))"
+                            case nil: break
+                            }
                         } catch {
                             endpointProblem = endpointProblem ?? error.message
                         }
@@ -129,6 +142,32 @@ enum CheckCommand {
         if report.contains(where: { $0.hasPrefix("FAILED") || $0.hasPrefix("migrations: ") && $0.contains("pending") }) {
             exit(1)
         }
+    }
+}
+
+/// What resolving an override's host now says, as the worker's connection would judge it: `forbidden` (a
+/// channel error the worker pauses the channel for) or `unresolved` (reported, not a failure: the worker retries
+/// the connection). Runs `getaddrinfo` on the calling thread: `check` calls it on the database thread.
+private enum ResolvedEndpointProblem {
+    case forbidden(String)
+    case unresolved(String)
+}
+
+private func resolvedProblem(
+    _ origin: HTTP2Origin, field: String, policy: EgressPolicy, cache: inout [String: Result<[IPAddress], HTTP2Error>]
+) -> ResolvedEndpointProblem? {
+    // An address literal was judged already; with the operator switch on every address is allowed.
+    guard !policy.allowsPrivateNetworks, case .name? = try? EgressHost(parsing: origin.host) else { return nil }
+    let key = "\(origin.host):\(origin.port)"
+    let answer = cache[key] ?? policy.resolveChecked(host: origin.host, port: origin.port)
+    cache[key] = answer
+    switch answer {
+    case .success:
+        return nil
+    case .failure(let error) where error.code == .forbiddenAddress:
+        return .forbidden("\(field) is refused: \(error.message)")
+    case .failure(let error):
+        return .unresolved("\(field) host does not resolve now: \(error.message)")
     }
 }
 

@@ -14,7 +14,15 @@ enum MigrateCommand {
         let migrator = try PostgresMigrator(directory: directory)
         let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-migrate")
         defer { connection.close() }
-        let report = try migrator.migrate(on: connection)
+        let report: PostgresMigrator.Report
+        do {
+            report = try migrator.migrate(on: connection)
+        } catch var error as PostgresError where error.sqlState == "42501" && reader.string(.migrateDatabaseURL) == nil {
+            // insufficient_privilege: most often the workers' own role, which owns nothing, running the DDL.
+            let advice = "migrations need a role that may create in the schema: set PUSHIZO_MIGRATE_DATABASE_URL to the schema-owning role (docs/systemd.md)"
+            error.hint = error.hint.map { "\($0); \(advice)" } ?? advice
+            throw error
+        }
         for name in report.applied { logger.notice("applied migration", ["file": name]) }
         logger.notice(
             report.applied.isEmpty ? "schema is up to date" : "migrations applied",

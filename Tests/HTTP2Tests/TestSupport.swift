@@ -27,8 +27,18 @@ final class Gate: Sendable {
     }
 }
 
+/// The test process's own directory for every ``temporaryDirectory(_:)``, removed when the process exits: the
+/// tests write certificate authorities and private keys there, which no run should leave behind in /tmp.
+let testProcessDirectory: String = {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-http2-tests-\(getpid())").path
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    atexit { try? FileManager.default.removeItem(atPath: testProcessDirectory) }
+    return path
+}()
+
+/// A fresh directory inside ``testProcessDirectory``.
 func temporaryDirectory(_ label: String) -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-http2-\(label)-\(UUID().uuidString)").path
+    let path = (testProcessDirectory as NSString).appendingPathComponent("\(label)-\(UUID().uuidString)")
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
 }

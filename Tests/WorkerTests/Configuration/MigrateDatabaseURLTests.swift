@@ -44,4 +44,55 @@ struct MigrateDatabaseURLTests {
         }
         #expect((applied ?? 0) > 0)
     }
+
+    /// The workers' own role (no CREATE on the schema) may run `migrate` when nothing is pending: it finds the
+    /// schema up to date (the bookkeeping table is created only when missing). With a migration pending it is
+    /// refused as before, and the error says which setting gives migrations a schema-owning role.
+    @Test func aRoleWithoutCreateFindsNothingPendingAndIsToldWhatToSetOtherwise() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let role = "migrate_test_" + UUID().uuidString.prefix(8).lowercased()
+            try await onThread {
+                let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                defer { connection.close() }
+                try connection.execute(
+                    "CREATE ROLE \(role) LOGIN; GRANT USAGE ON SCHEMA public TO \(role); "
+                        + "GRANT SELECT ON pushizo_schema_migrations TO \(role); REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            }
+            defer {
+                _ = try? runOnThreadSync {
+                    let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                    defer { connection.close() }
+                    try connection.execute("DROP OWNED BY \(role); DROP ROLE \(role)")
+                }
+            }
+            func migrate(_ directory: String) async throws -> (Int32, String) {
+                try await onThread {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
+                    process.arguments = ["migrate"]
+                    process.environment = ["PUSHIZO_DATABASE_URL": url + " user=\(role)", "PUSHIZO_MIGRATIONS_DIR": directory]
+                    let pipe = Pipe()
+                    process.standardError = pipe
+                    process.standardOutput = pipe
+                    try process.run()
+                    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+                    process.waitUntilExit()
+                    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+                }
+            }
+            let (upToDate, upToDateOutput) = try await migrate(TestDatabase.migrationsDirectory.path)
+            #expect(upToDate == 0, "\(upToDateOutput)")
+            #expect(upToDateOutput.contains("schema is up to date"), "\(upToDateOutput)")
+
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(UUID())")
+            try FileManager.default.copyItem(at: TestDatabase.migrationsDirectory, to: directory)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try "CREATE TABLE one_more (id integer);\n".write(
+                to: directory.appendingPathComponent("9999_one_more.sql"), atomically: true, encoding: .utf8)
+            let (pending, pendingOutput) = try await migrate(directory.path)
+            #expect(pending == 1, "\(pendingOutput)")
+            #expect(pendingOutput.contains("42501"), "\(pendingOutput)")
+            #expect(pendingOutput.contains("set PUSHIZO_MIGRATE_DATABASE_URL to the schema-owning role"), "\(pendingOutput)")
+        }
+    }
 }

@@ -121,15 +121,38 @@ struct EgressEndToEndTests {
         }
     }
 
+    /// A host name is resolved as the worker's connection would resolve it: `check` fails an override whose name
+    /// answers with a forbidden address (`localhost`: loopback), which `run` would pause the channel for, and
+    /// passes it with the operator switch on.
+    @Test func checkResolvesOverrideHostNames() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: "https://localhost:9")
+                }
+            }
+            let (status, output) = try await Self.runCheck(databaseURL: url)
+            #expect(status == 1, "\(output)")
+            // 127.0.0.1 or ::1, whichever the resolver lists first.
+            let line = output.split(separator: "\n").first { $0.contains("endpoint=https://localhost:9") }
+            #expect(line?.contains("INVALID ENDPOINT: endpoint is refused: localhost resolves to ") == true, "\(output)")
+            #expect(line?.contains("loopback") == true, "\(output)")
+            let (allowed, allowedOutput) = try await Self.runCheck(databaseURL: url, extra: ["PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true"])
+            #expect(allowed == 0, "\(allowedOutput)")
+            #expect(!allowedOutput.contains("INVALID"), "\(allowedOutput)")
+        }
+    }
+
     /// Runs `pushizo-worker check`; returns its exit status and stdout + stderr.
-    static func runCheck(databaseURL: String) async throws -> (Int32, String) {
+    static func runCheck(databaseURL: String, extra: [String: String] = [:]) async throws -> (Int32, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments = ["check"]
         process.environment = [
             "PUSHIZO_DATABASE_URL": databaseURL, "PUSHIZO_MIGRATIONS_DIR": TestDatabase.migrationsDirectory.path,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-        ]
+        ].merging(extra) { _, new in new }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
