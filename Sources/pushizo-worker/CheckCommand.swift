@@ -137,7 +137,10 @@ enum CheckCommand {
             return lines
         } }
         await database.shutdown()
-        let report = try outcome.get()
+        guard case .success(let report) = outcome else {
+            if case .failure(let error) = outcome { output("database: FAILED: \(oneLine(error))") }
+            exit(1)
+        }
         for line in report { output(line) }
         if report.contains(where: { $0.hasPrefix("FAILED") || $0.hasPrefix("migrations: ") && $0.contains("pending") }) {
             exit(1)
