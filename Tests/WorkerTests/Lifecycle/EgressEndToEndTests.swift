@@ -111,6 +111,9 @@ struct EgressEndToEndTests {
                     for forbidden in ["\u{1b}", "\u{9b}", "\u{07}", "\u{202e}", "\u{2067}", "\r", "hunter2", "u:p@", password, "Se#c", "r@t"] {
                         #expect(!output.contains(forbidden), "\(forbidden.unicodeScalars.map { $0.value }): \(output)")
                     }
+                    if databaseURL == withPassword + " port=1" {
+                        #expect(output.contains("database: FAILED: "), "\(output)")
+                    }
                     if databaseURL == withPassword {
                         #expect(output.contains("https://***@api.push.apple.com\\u{1B}"), "\(output)")
                         #expect(output.contains("INVALID ENDPOINT: endpoint is refused: http:// is cleartext"), "\(output)")
