@@ -329,15 +329,16 @@ extension QueueStore {
     /// - In pick order, no further than one past ``smallPassDeliveryBudget`` in all: past that the pass is full.
     ///   When the first notification counted passes the budget alone (it goes the chunked way and spends
     ///   nothing), the count starts again after it, up to ``maxOrderedDeviceCounts`` counts.
-    /// - The notification the last count stopped in and those after it are then counted each up to
-    ///   ``smallPassHeavyCost``: enough to tell a light one (counted exactly; it may still fit) from a heavy one
-    ///   (which goes the chunked way rather than blocking later picks).
-    /// At most ``maxOrderedDeviceCounts`` times the budget plus ``smallPassHeavyCost`` per notification picked:
-    /// about 275,000 entries in the worst case, against 25 million when each user's devices were counted up to
-    /// the budget.
+    /// - The notification the last count stopped in and those after it are then counted in pick order, each up
+    ///   to ``smallPassHeavyCost`` and all together up to ``classifyingDeviceCount``: enough to tell a light one
+    ///   (counted exactly; it may still fit) from a heavy one (which goes the chunked way rather than blocking
+    ///   later picks). Those that count does not reach wait for the next pass, uncounted.
+    /// At most ``maxOrderedDeviceCounts`` times the budget plus ``classifyingDeviceCount`` entries (about 40,000)
+    /// whatever the users own, against 25 million when each user's devices were counted up to the budget; a
+    /// backlog of notifications that wait is not counted again in full on every pass.
     /// Lookups by key, as in the insert.
-    /// - Returns: `counted`, each notification's devices (absent: none); `partial`, the notifications whose
-    ///   count stopped before their end: they own at least that many.
+    /// - Returns: `counted`, each notification's devices (absent: none, or not counted); `partial`, the
+    ///   notifications whose count stopped before their end (they own at least that many) or never began.
     static func listedUsersDevices(
         _ accepted: [AcceptedSmall], on connection: PostgresConnection
     ) throws -> (counted: [UUID: Int], partial: Set<UUID>) {
@@ -368,9 +369,12 @@ extension QueueStore {
             break
         }
         if start < listed.count {
-            let devices = try countEachListedUsersDevices(Array(listed[start...]), upTo: smallPassHeavyCost, on: connection)
+            let rest = Array(listed[start...])
+            let (devices, reached) = try countEachListedUsersDevices(
+                rest, upTo: smallPassHeavyCost, total: classifyingDeviceCount, on: connection)
             counted.merge(devices) { _, new in new }
             partial.formUnion(devices.filter { $0.value >= smallPassHeavyCost }.keys)
+            partial.formUnion(rest[reached...].map(\.id))
         }
         return (counted, partial)
     }
@@ -379,6 +383,11 @@ extension QueueStore {
     /// notification whose users own more than the budget, reading one past the budget for it.
     static let maxOrderedDeviceCounts = 4
 
+    /// Most devices ``listedUsersDevices(_:on:)`` reads to tell light notifications from heavy ones after the
+    /// budget's count: four times the budget, at most ``smallPassHeavyCost`` per notification, so 40 heavy ones
+    /// are sent the chunked way per pass (150 to a user with 3,000 devices clear in four passes).
+    static let classifyingDeviceCount = 4 * smallPassDeliveryBudget
+
     /// An external-id notification's listed users, for counting their devices.
     struct ListedUsers {
         var id: UUID
@@ -386,10 +395,13 @@ extension QueueStore {
         var externalIDs: [String]
     }
 
-    /// The devices of each of `notifications`' listed users, each notification's counted up to `limit`.
+    /// The devices of each of `notifications`' listed users, in order, each notification's counted up to `limit`
+    /// and all of them together up to `total`.
+    /// - Returns: `devices`, each notification's count (absent: none, or not reached); `reached`, how many of
+    ///   `notifications`, from the first, were counted to their end or to `limit`: the rest are unknown.
     private static func countEachListedUsersDevices(
-        _ notifications: [ListedUsers], upTo limit: Int, on connection: PostgresConnection
-    ) throws -> [UUID: Int] {
+        _ notifications: [ListedUsers], upTo limit: Int, total: Int, on connection: PostgresConnection
+    ) throws -> (devices: [UUID: Int], reached: Int) {
         var externalIDs: [String] = []
         var bounds: (first: [Int], last: [Int]) = ([], [])
         for notification in notifications {
@@ -397,23 +409,41 @@ extension QueueStore {
             externalIDs += notification.externalIDs
             bounds.last.append(externalIDs.count)
         }
+        // In ordinality order, as the budget's count (the plan keeps the function scan's order; nothing is
+        // sorted before the limit).
         let rows = try connection.preparedQuery(
             """
-            SELECT g.id AS notification_id, (
-                SELECT count(*) FROM (
+            SELECT c.notification_id, count(*) AS devices, max(c.ord) AS last_ordinality
+            FROM (
+                SELECT g.id AS notification_id, g.ord
+                FROM unnest($1::uuid[], $2::uuid[], $4::integer[], $5::integer[]) WITH ORDINALITY AS g(id, app_id, first, last, ord)
+                CROSS JOIN LATERAL (
                     SELECT 1
                     FROM unnest(($3::text[])[g.first:g.last]) AS e(external_id)
                     CROSS JOIN LATERAL (SELECT id FROM users WHERE app_id = g.app_id AND external_id = e.external_id OFFSET 0) u
                     CROSS JOIN LATERAL (SELECT 1 FROM subscriptions WHERE user_id = u.id OFFSET 0) s
                     LIMIT $6
-                ) x
-            ) AS devices
-            FROM unnest($1::uuid[], $2::uuid[], $4::integer[], $5::integer[]) AS g(id, app_id, first, last)
+                ) d
+                ORDER BY g.ord
+                LIMIT $7
+            ) c
+            GROUP BY c.notification_id
             """,
-            [notifications.map(\.id), notifications.map(\.appID), externalIDs, bounds.first, bounds.last, limit])
+            [notifications.map(\.id), notifications.map(\.appID), externalIDs, bounds.first, bounds.last, limit, total])
         var devices: [UUID: Int] = [:]
-        for row in rows { devices[try row.decode(UUID.self, "notification_id")] = try row.decode(Int.self, "devices") }
-        return devices
+        var counted = 0
+        var last = 0
+        for row in rows {
+            let id = try row.decode(UUID.self, "notification_id")
+            let count = try row.decode(Int.self, "devices")
+            devices[id] = count
+            counted += count
+            last = max(last, try row.decode(Int.self, "last_ordinality"))
+        }
+        guard counted >= total else { return (devices, notifications.count) }
+        // The total was reached in the notification at ordinality `last`: known if it reached `limit` too.
+        let reachedLimit = (devices[notifications[last - 1].id] ?? 0) >= limit
+        return (devices, reachedLimit ? last : last - 1)
     }
 
     /// One ordered count of ``listedUsersDevices(_:on:)``: the devices of each of `notifications`' listed users,

@@ -359,6 +359,39 @@ struct SmallNotificationExpansionTests {
         }
     }
 
+    /// Light notifications waiting behind a full pass are not all counted again on every pass: after the budget's
+    /// count, the rest are counted up to ``QueueStore/classifyingDeviceCount`` devices in all. 100 notifications to
+    /// users with 400 devices each (40,000): a pass reads about 30,000 entries (the budget's count, the
+    /// classifying count, its inserts), not 40,000 and more, and they all expand, twelve a pass.
+    @Test func waitingLightNotificationsAreCountedWithinABound() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let budget = QueueStore.smallPassDeliveryBudget
+                let notifications = try (0..<100).map { n in
+                    try Self.devices(seed, of: "user-\(n)", count: 400)
+                    return try seed.notification(target: #"{"include_external_ids": ["user-\#(n)"]}"#)
+                }
+                // Not vacuumed: the count's index-only scans visit every row's heap tuple, which the counters see.
+                var suspects = ExpansionSuspects()
+                var first = QueueStore.SmallExpansionResult()
+                let read = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
+                    first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                }
+                #expect(first.expanded == budget / 400 && first.created == budget / 400 * 400, "\(first)")
+                #expect(first.deferred == 100 - budget / 400 && first.chunked.isEmpty, "\(first)")
+                #expect(read <= budget + 1 + QueueStore.classifyingDeviceCount + budget, "\(read) subscriptions read")
+                #expect(read < 100 * 400, "\(read) subscriptions read")
+                var passes = 0
+                while try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked > 0 { passes += 1 }
+                #expect(passes == (100 + budget / 400 - 1) / (budget / 400))
+                let outcome = try Self.outcome(seed)
+                for id in notifications { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 400) }
+            }
+        }
+    }
+
     /// Listed external ids that name no user still cost the pass their lookups: a pass takes no more listed ids
     /// than its budget, whatever they reach, and sends the heavy rest the chunked way (each pass looks every id up twice,
     /// to count devices and to insert, so unknown users once made a full pass of 500 notifications cost
