@@ -17,6 +17,12 @@
 -- `delivery_events` do not fire for a statement on one partition): a trigger added there later must name its
 -- tables with the schema or set its own search_path.
 --
+-- The three partition functions also fix DateStyle and TimeZone: partition bounds go through text (pg_get_expr
+-- reading them, format('%L') writing them), in the session's settings. A caller with DateStyle 'Postgres' and a
+-- POSIX zone named like an abbreviation ('LINT+160') read today's bounds back days off, and the drop took today's
+-- and tomorrow's partitions for expired ones; with 'Asia/Kolkata' a day's partition began at 03:30 UTC and the
+-- next day's could not be created. The worker sets ISO and UTC on its own sessions; any other caller may not.
+--
 -- The schema's name is written into the bodies as an identifier, inside string literals (regclass constants) and
 -- inside format() templates. A name holding a single quote or a percent sign would need other spellings in the
 -- last two; this migration refuses it instead.
@@ -33,7 +39,8 @@ BEGIN
     EXECUTE replace($fn$
         CREATE OR REPLACE FUNCTION @s@.pushizo_event_partitions(OUT name text, OUT lower_bound timestamptz,
                                                                OUT upper_bound timestamptz, OUT is_default boolean)
-            RETURNS SETOF record LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $body$
+            RETURNS SETOF record LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+            SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC' AS $body$
             SELECT c.relname::text,
                    CASE WHEN b.m[1] <> 'MINVALUE' THEN btrim(b.m[1], '''')::timestamptz END,
                    CASE WHEN b.m[2] <> 'MAXVALUE' THEN btrim(b.m[2], '''')::timestamptz END,
@@ -51,7 +58,8 @@ BEGIN
     -- partition first when it holds any.
     EXECUTE replace($fn$
         CREATE OR REPLACE FUNCTION @s@.pushizo_create_event_partition(p_day date) RETURNS text
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+            SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC' AS $body$
         DECLARE
             v_name text := 'delivery_events_p' || to_char(p_day, 'YYYYMMDD');
             v_from timestamptz := p_day::timestamp AT TIME ZONE 'UTC';
@@ -83,7 +91,8 @@ BEGIN
     -- (at least one day). It drops the partition the catalog lists in this schema, by its oid.
     EXECUTE replace($fn$
         CREATE OR REPLACE FUNCTION @s@.pushizo_drop_event_partition(p_name text, p_retention_seconds float8)
-            RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+            RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+            SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC' AS $body$
         DECLARE
             v_partition regclass;
         BEGIN

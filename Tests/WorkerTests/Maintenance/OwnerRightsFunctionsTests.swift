@@ -112,4 +112,35 @@ struct OwnerRightsFunctionsTests {
             }
         }
     }
+
+    /// Partition bounds go through text, so the partition functions fix DateStyle and TimeZone themselves: a
+    /// caller with DateStyle 'Postgres' and a POSIX zone named like an abbreviation does not get today's and
+    /// tomorrow's partitions taken for expired ones, and one in Asia/Kolkata gets a day partition that starts at
+    /// UTC midnight.
+    @Test func partitionFunctionsIgnoreTheCallersDateSettings() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                defer { connection.close() }
+                _ = try connection.query(
+                    "SELECT pushizo_create_event_partition((now() AT TIME ZONE 'UTC')::date + d) FROM generate_series(0, 1) d")
+                try connection.execute("SET DateStyle = 'Postgres'; SET TimeZone = 'LINT+160'")
+                for offset in [0, 1] {
+                    let dropped = try connection.query(
+                        """
+                        SELECT pushizo_drop_event_partition(
+                            'delivery_events_p' || to_char((now() AT TIME ZONE 'UTC')::date + $1::integer, 'YYYYMMDD'), 86400) AS d
+                        """, [offset])[0].decode(Bool.self, "d")
+                    #expect(!dropped, "day +\(offset)")
+                }
+                try connection.execute("SET TimeZone = 'Asia/Kolkata'")
+                #expect(try connection.query("SELECT pushizo_create_event_partition(date '2027-02-01') AS n")[0]["n"] == "delivery_events_p20270201")
+                try connection.execute("SET DateStyle = 'ISO'; SET TimeZone = 'UTC'")
+                let bounds = try connection.query(
+                    "SELECT lower_bound::text AS l, upper_bound::text AS u FROM pushizo_event_partitions() WHERE name = 'delivery_events_p20270201'")
+                #expect(bounds.first?["l"] == "2027-02-01 00:00:00+00" && bounds.first?["u"] == "2027-02-02 00:00:00+00")
+                #expect(try connection.query("SELECT pushizo_create_event_partition(date '2027-02-02') AS n")[0]["n"] == "delivery_events_p20270202")
+            }
+        }
+    }
 }
