@@ -27,8 +27,9 @@ enum Help {
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag
             derived from its name; flags win. An unknown PUSHIZO_* variable or a bad value stops start-up
             naming the key (exit status 78). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
-            for the test suite, `make bench` and `make demo` and ignored. Durations are plain seconds (30, 0.25) or a number with one
-            unit: 500ms, 30s, 5m, 2h, 30d (retention and maintenance settings also take off).
+            for the test suite, `make bench` and `make demo` and ignored. Durations are plain seconds (30,
+            0.25) or a number with one unit: 500ms, 30s, 5m, 2h, 30d (retention and maintenance settings also
+            take off).
 
             Under systemd (Type=notify, docs/systemd.md) the worker sends READY=1 after its first successful
             database round trip, STATUS= lines with the send rate and queue lag, and, when the unit sets
