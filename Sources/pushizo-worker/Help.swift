@@ -33,7 +33,8 @@ enum Help {
 
             Under systemd (Type=notify, docs/systemd.md) the worker sends READY=1 after its first successful
             database round trip, STATUS= lines with the send rate and queue lag, and, when the unit sets
-            WatchdogSec=, WATCHDOG=1 only while its claim loop, completer and HTTP/2 I/O thread all make progress.
+            WatchdogSec=, WATCHDOG=1 only while its claim loop, expand loops, completer and HTTP/2 I/O thread
+            all make progress.
 
             settings:
 

@@ -27,8 +27,8 @@ public final class WorkerRuntime: Sendable {
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
     ///     ``SystemdNotifier`` (set when `$NOTIFY_SOCKET` is).
     ///   - watchdog: systemd's watchdog interval (``SystemdNotifier/watchdogInterval()``): `WATCHDOG=1` is sent
-    ///     every half interval while the claim loop, the completer and the HTTP/2 I/O thread all make
-    ///     progress (``WatchdogPolicy``); `nil` = no watchdog.
+    ///     every half interval while the claim loop, the expand loops (when expanding), the completer and the
+    ///     HTTP/2 I/O thread all make progress (``WatchdogPolicy``); `nil` = no watchdog.
     ///   - metrics: the metrics this run records (tests pass their own to read them).
     /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable);
     ///   ``ConfigurationError`` for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot start.
