@@ -46,16 +46,18 @@ let package = Package(
         .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
 
         // MARK: Tests (folders mirror Sources/)
+        // Free ports and raw TCP clients, shared by the test targets that start servers.
+        .target(name: "SocketTestSupport", path: "Tests/SocketTestSupport"),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
         .testTarget(name: "MetricsServerTests", dependencies: ["MetricsServer", "Metrics"]),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto", "SocketTestSupport"]),
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),
         .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto", "Providers", "DeliveryCore"]),
-        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "SocketTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

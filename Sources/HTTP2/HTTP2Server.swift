@@ -77,8 +77,15 @@ public struct HTTP2ServerLimits: Sendable {
     /// Without it each connection could hold SETTINGS_MAX_CONCURRENT_STREAMS times ``maximumRequestBodySize``
     /// (1 GiB by the defaults), since nghttp2 gives flow-control window back as it reads.
     public var maximumHeldBodyBytes: Int = 64 << 20
-    /// Connections open at once; a further one is closed as soon as it is accepted, before any TLS.
+    /// Connections open at once; a further one is closed as soon as it is accepted, before any TLS. With the
+    /// two timeouts below, idle or silent connections cannot hold the server's connections for good.
     public var maximumConnections: Int = 1024
+    /// How long a new connection may take to complete its TLS handshake and send its first HTTP/2 frame (the
+    /// client preface's SETTINGS, RFC 9113 §3.4) before it is closed.
+    public var prefaceTimeout: Duration = .seconds(10)
+    /// How long a connection may go without receiving any frame (PINGs count) while no request is open or being
+    /// answered before it is closed with GOAWAY.
+    public var idleTimeout: Duration = .seconds(300)
 
     public init() {}
 }
@@ -207,6 +214,10 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
     /// Request-body bytes of every connection's open streams (`HTTP2ServerLimits.maximumHeldBodyBytes`).
     var heldBodyBytes = 0
+    /// Connections open now (loop thread only).
+    var openConnectionCount: Int { connections.count }
+    /// A descriptor kept open to give back when accept fails for lack of descriptors (see `handleEvents`).
+    private var spareFD: Int32 = -1
     private var shuttingDown = false
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -223,6 +234,7 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
 
     func startListening(fd: Int32, tls: TLSContext?) {
         context = tls
+        if spareFD < 0 { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) }
         guard !shuttingDown, loop.core.register(fd, self, events: PZ_EPOLLIN) else {
             close(fd)
             return
@@ -234,7 +246,22 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
         // Accept a bounded batch per wake-up; level-triggered epoll reports the rest.
         for _ in 0..<64 {
             let fd = pz_accept_nonblocking(listenFD)
-            if fd < 0 { return }
+            if fd < 0 {
+                // Out of descriptors: the pending connection would stay queued and level-triggered epoll would
+                // report it again at once, a spinning loop. Give back the spare descriptor, accept it and close
+                // it (nginx's and libev's way), then take the spare again.
+                if errno == EMFILE || errno == ENFILE, spareFD >= 0 {
+                    Glibc.close(spareFD)
+                    let refused = pz_accept_nonblocking(listenFD)
+                    if refused >= 0 {
+                        refusedConnections.add(1, ordering: .relaxed)
+                        Glibc.close(refused)
+                    }
+                    spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                    continue
+                }
+                return
+            }
             if connections.count >= limits.maximumConnections {
                 refusedConnections.add(1, ordering: .relaxed)
                 close(fd)
@@ -273,6 +300,10 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
             loop.core.unregister(listenFD)
             close(listenFD)
             listenFD = -1
+        }
+        if spareFD >= 0 {
+            close(spareFD)
+            spareFD = -1
         }
     }
 
@@ -324,10 +355,39 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     private var clientCertificateSubject: String?
     private var clientCertificateDER: [UInt8]?
     private var clientCertificateVerified = false
+    /// When the last frame arrived; nil until the first (`HTTP2ServerLimits.prefaceTimeout`, `idleTimeout`).
+    private var lastFrameAt: ContinuousClock.Instant?
+    private var timeoutTimer: LoopTimerID?
 
     init(server: ServerCore, fd: Int32, ssl: OpaquePointer?) {
         self.server = server
         super.init(loop: server.loop.core, fd: fd, ssl: ssl, connecting: false)
+    }
+
+    override func start() {
+        super.start()
+        if state != .closed { scheduleTimeoutCheck(after: server.limits.prefaceTimeout) }
+    }
+
+    /// Closes a connection that sent no frame within the preface timeout, or none for the idle timeout while
+    /// nothing is open; otherwise looks again when the idle timeout could next expire.
+    private func scheduleTimeoutCheck(after delay: Duration) {
+        timeoutTimer = loop.schedule(after: delay) { [weak self] in
+            guard let self, self.state != .closed else { return }
+            self.timeoutTimer = nil
+            let limits = self.server.limits
+            guard let last = self.lastFrameAt else {
+                self.close(HTTP2Error(.connectFailed, "no HTTP/2 preface within \(limits.prefaceTimeout)"))
+                return
+            }
+            let idleFor = ContinuousClock.now - last
+            if idleFor >= limits.idleTimeout && self.streams.isEmpty && self.handlersRunning == 0 {
+                self.goAway()
+                self.close(HTTP2Error(.connectFailed, "idle for \(limits.idleTimeout)"))
+                return
+            }
+            self.scheduleTimeoutCheck(after: max(limits.idleTimeout - idleFor, .seconds(1)))
+        }
     }
 
     override func tlsEstablished() -> HTTP2Error? {
@@ -458,6 +518,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     override func onFrameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        lastFrameAt = .now
         let type = frame.frameType
         if type == NGHTTP2_HEADERS.rawValue, let stream = stream(frame.streamID), stream.rejection != nil {
             reject(streamID: frame.streamID, stream)
@@ -532,6 +593,8 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     }
 
     override func didClose(_ error: HTTP2Error?) {
+        loop.cancelTimer(timeoutTimer)
+        timeoutTimer = nil
         // nghttp2 keeps the session (and these streams) until deinit: leave it no pointer to a released object.
         for (streamID, stream) in streams {
             detach(streamID)

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import SocketTestSupport
 import Testing
 import Synchronization
 @testable import HTTP2

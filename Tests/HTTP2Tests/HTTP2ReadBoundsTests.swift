@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import SocketTestSupport
 import Synchronization
 import Testing
 @testable import HTTP2
@@ -172,6 +174,45 @@ struct HTTP2ReadBoundsTests {
             _ = loop.execute { c.resume(returning: server.core.heldBodyBytes) }
         }
         #expect(heldAfter == 0)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    /// A connection that sends nothing is closed once the preface timeout passes, one idle after its requests
+    /// once the idle timeout passes; clients connect again and are served.
+    @Test func serverClosesSilentAndIdleConnections() async throws {
+        let loop = try HTTP2EventLoop(name: "test-server-timeouts")
+        defer { loop.shutdown() }
+        var limits = HTTP2ServerLimits()
+        limits.prefaceTimeout = .milliseconds(300)
+        limits.idleTimeout = .milliseconds(500)
+        let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits, handler: echoHandler)
+        let port = try server.start()
+        func openConnections() async -> Int {
+            await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
+                _ = loop.execute { c.resume(returning: server.core.openConnectionCount) }
+            }
+        }
+        // A TCP connection that never sends the preface: the server closes it (the read sees the end).
+        let silent = try await onSocketThread { try RawTCP.connect(port: port) }
+        defer { Glibc.close(silent) }
+        #expect(try await onSocketThread { RawTCP.readsEndOfStream(silent, within: 20) })
+
+        var configuration = HTTP2ClientConfiguration()
+        configuration.pingInterval = .seconds(3600)
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        #expect(try await client.send(HTTP2Request(path: "/first"), to: origin).status == 200)
+        // Idle: closed by the server within a few timeouts (polled for at most 20 s).
+        for _ in 0..<2000 where await openConnections() > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await openConnections() == 0)
+        var status: Int?
+        for _ in 0..<50 where status == nil {
+            status = try? await client.send(HTTP2Request(path: "/again"), to: origin).status
+            if status == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(status == 200)
+        #expect(server.core.acceptedConnections.load(ordering: .relaxed) >= 3)
         await client.shutdown()
         await server.shutdown()
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Synchronization
 @testable import HTTP2
 
@@ -122,43 +123,6 @@ func processListens(pid: Int32, port: Int) -> Bool {
               target.hasPrefix("socket:["), target.hasSuffix("]") else { return false }
         return listening.contains(target.dropFirst("socket:[".count).dropLast())
     }
-}
-
-/// The larger stretch of unprivileged ports (1024-65535) below or above the kernel's ephemeral range; 10000-32767
-/// when the range cannot be read (Linux's default range starts at 32768).
-func portsOutsideEphemeralRange() -> Range<Int> {
-    let bounds = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
-        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
-    guard bounds.count == 2, bounds[0] <= bounds[1] else { return 10_000..<32_768 }
-    let below = 1_024..<max(1_024, bounds[0])
-    let above = min(65_536, bounds[1] + 1)..<65_536
-    return below.count >= above.count ? below : above
-}
-
-/// Ports this test process has handed out, so two tests never get the same one.
-private let handedOutPorts = Mutex<Set<Int>>([])
-
-/// A TCP port that was free a moment ago, taken outside the kernel's ephemeral range
-/// (`/proc/sys/net/ipv4/ip_local_port_range`; ``portsOutsideEphemeralRange()``), so no other test's `bind` to port
-/// 0 or outgoing connection can be given it between this call and the caller's own `bind`; never the same port
-/// twice in one test process.
-func freePort() throws -> Int {
-    let candidates = portsOutsideEphemeralRange()
-    for _ in 0..<100 {
-        let port = Int.random(in: candidates)
-        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if rc == 0 { return port }
-    }
-    throw HTTP2Error(.setupFailed, "no free port")
 }
 
 /// A hostile HTTP/2 server written with raw frames (RFC 9113 §4.1), for responses nghttp2 would never build:
@@ -302,3 +266,4 @@ enum BenchFetch {
         }
     }
 }
+

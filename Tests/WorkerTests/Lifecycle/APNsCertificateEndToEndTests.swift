@@ -3,6 +3,7 @@ import Foundation
 import HTTP2
 import Postgres
 import PushCrypto
+import SocketTestSupport
 import Testing
 @testable import Worker
 
@@ -85,7 +86,7 @@ struct APNsCertificateEndToEndTests {
                     }
                     return ids
                 }
-                let port = try freeLocalPort()
+                let port = try freePort()
                 let log = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-cert-worker-\(UUID()).log").path
                 _ = FileManager.default.createFile(atPath: log, contents: nil)
                 defer { try? FileManager.default.removeItem(atPath: log) }

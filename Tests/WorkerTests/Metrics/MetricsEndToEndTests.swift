@@ -3,7 +3,7 @@ import Foundation
     import FoundationNetworking
 #endif
 import Postgres
-import Synchronization
+import SocketTestSupport
 import Testing
 @testable import Worker
 
@@ -39,7 +39,7 @@ struct MetricsEndToEndTests {
                         "INSERT INTO users (app_id, external_id) SELECT $1, 'metrics-' || n FROM generate_series(1, 30000) n",
                         [seed.appID])
                 }
-                let port = try freeLocalPort()
+                let port = try freePort()
                 let process = emulator.workerProcess(databaseURL: url, extra: ["PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(port)"])
                 try process.run()
                 defer { if process.isRunning { process.terminate() } }
@@ -340,27 +340,3 @@ func listeningSocket(port: Int = 0) throws -> (fd: Int32, port: Int) {
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
-/// Ports this test process has handed out, so two tests never get the same one.
-private let handedOutPorts = Mutex<Set<Int>>([])
-
-/// A port nothing listens on right now, released at once for a child process to bind. It is taken outside the
-/// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`): a port the kernel chose would be free
-/// for its next `bind` to port 0 or outgoing connection by any of the many processes these tests run, until
-/// the child binds it. Never the same port twice in one test process.
-func freeLocalPort() throws -> Int {
-    // The larger stretch of unprivileged ports below or above the ephemeral range.
-    let bounds = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
-        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
-    var candidates = 10_000..<32_768
-    if bounds.count == 2, bounds[0] <= bounds[1] {
-        let below = 1_024..<max(1_024, bounds[0]), above = min(65_536, bounds[1] + 1)..<65_536
-        candidates = below.count >= above.count ? below : above
-    }
-    for _ in 0..<100 {
-        let port = Int.random(in: candidates)
-        guard handedOutPorts.withLock({ $0.insert(port).inserted }), let socket = try? listeningSocket(port: port) else { continue }
-        close(socket.fd)
-        return port
-    }
-    throw POSIXError(.EADDRNOTAVAIL)
-}

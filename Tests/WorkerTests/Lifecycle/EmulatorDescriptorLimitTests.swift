@@ -1,0 +1,60 @@
+import Foundation
+import Glibc
+import SocketTestSupport
+import Testing
+
+/// `pushizo-worker emulator` run out of file descriptors (util-linux's `prlimit` lowers the limit for it): its
+/// listener must not spin on connections it cannot accept.
+@Suite("The emulator at its descriptor limit")
+struct EmulatorDescriptorLimitTests {
+    /// With every descriptor in use, accept fails with EMFILE and the pending connection stays queued, which
+    /// level-triggered epoll reported again at once: the I/O thread took a whole core until connections closed.
+    /// The emulator now accepts and closes such a connection with a spare descriptor: the client sees its
+    /// connection end, and the emulator stays idle.
+    @Test func acceptAtTheDescriptorLimitClosesInsteadOfSpinning() async throws {
+        let prlimit = "/usr/bin/prlimit"
+        try #require(FileManager.default.isExecutableFile(atPath: prlimit), "util-linux's prlimit is missing")
+        let ready = FileManager.default.temporaryDirectory.appendingPathComponent("emulator-port-\(UUID())").path
+        defer { unlink(ready) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: prlimit)
+        process.arguments = [
+            "--nofile=64:64", GracefulShutdownTests.executable, "emulator", "--emulator-cleartext",
+            "--emulator-listen", "127.0.0.1:0", "--emulator-ready-file", ready, "--log-level", "warning",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        var port: Int?
+        for _ in 0..<400 where port == nil {
+            port = (try? String(contentsOfFile: ready, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if port == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let listening = try #require(port, "the emulator never wrote its port")
+        // More idle connections than descriptors: the kernel completes each handshake, the emulator cannot accept
+        // them all.
+        let sockets = try await onThread { try (0..<80).map { _ in try RawTCP.connect(port: listening) } }
+        defer { for fd in sockets { Glibc.close(fd) } }
+        // Idle now: CPU over two seconds (clock ticks, 100 a second), far from the 200 a spinning thread takes.
+        // All of it well inside the emulator's 10 s preface timeout, which would close the idle connections and
+        // so free descriptors.
+        let before = try Self.cpuTicks(process.processIdentifier)
+        try await Task.sleep(for: .seconds(2))
+        let after = try Self.cpuTicks(process.processIdentifier)
+        #expect(after - before < 60, "\(after - before) ticks of CPU in 2 s while idle at the descriptor limit")
+        let last = try #require(sockets.last)
+        #expect(try await onThread { RawTCP.readsEndOfStream(last, within: 3) }, "the connection past the limit was not closed")
+    }
+
+    /// User + system clock ticks of `pid` (`/proc/<pid>/stat` fields 14 and 15).
+    static func cpuTicks(_ pid: Int32) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let fields = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ")
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+}
