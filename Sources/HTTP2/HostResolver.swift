@@ -148,17 +148,50 @@ func checkResolved(_ host: String, _ addresses: [SocketAddress], policy: EgressP
 }
 
 extension EgressPolicy {
-    /// Resolves `host` now and checks every address of the answer as a connection would (``checkResolved``):
-    /// for command-line checks (`pushizo-worker check`), which should report a host name that resolves to a
-    /// forbidden address before the worker pauses its channel for it.
+    /// Resolves each of `hosts` now, on the shared resolver's threads (at most 128 lookups at a time), and checks
+    /// every address of each answer as a connection would (``checkResolved``): for command-line checks
+    /// (`pushizo-worker check`), which should report a host name that resolves to a forbidden address before the
+    /// worker pauses its channel for it.
     ///
-    /// Blocking (`getaddrinfo`): call it on a thread of its own or a database thread, never on Swift's
-    /// cooperative pool or an event loop.
-    /// - Returns: the addresses, every one allowed; `.failure` with ``HTTP2Error/Code/forbiddenAddress`` when one
-    ///   is not (the whole answer is refused, as for a connection), or the resolver's ``HTTP2Error/Code/connectFailed``.
-    public func resolveChecked(host: String, port: Int) -> Result<[IPAddress], HTTP2Error> {
-        SocketAddress.resolve(host, port: port)
-            .flatMap { checkResolved(host, $0, policy: self) }
-            .map { addresses in addresses.compactMap(\.ipAddress) }
+    /// Blocking: waits up to `timeout` for each batch of 128 (`getaddrinfo` cannot be cancelled; an unresponsive
+    /// DNS server costs glibc's timeout times attempts per lookup). Call it on a thread of its own or a database
+    /// thread, never on Swift's cooperative pool or an event loop.
+    /// - Returns: for each host, the addresses, every one allowed; `.failure` with
+    ///   ``HTTP2Error/Code/forbiddenAddress`` when one is not (the whole answer is refused, as for a connection),
+    ///   or ``HTTP2Error/Code/connectFailed`` when it did not resolve (in time).
+    public func resolveChecked(_ hosts: Set<HostAndPort>, timeout: Duration) -> [HostAndPort: Result<[IPAddress], HTTP2Error>] {
+        let results = Mutex<[HostAndPort: Result<[IPAddress], HTTP2Error>]>([:])
+        let all = Array(hosts)
+        for start in stride(from: 0, to: all.count, by: 128) {
+            let batch = all[start..<min(start + 128, all.count)]
+            let group = DispatchGroup()
+            for host in batch {
+                group.enter()
+                HostResolver.shared.resolve(host.host, port: host.port) { answer in
+                    let checked = answer.flatMap { checkResolved(host.host, $0, policy: self) }.map { $0.compactMap(\.ipAddress) }
+                    results.withLock { $0[host] = checked }
+                    group.leave()
+                }
+            }
+            _ = group.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000) + Int(timeout.components.attoseconds / 1_000_000_000_000_000)))
+        }
+        return results.withLock { answered in
+            var all = answered
+            for host in hosts where all[host] == nil {
+                all[host] = .failure(HTTP2Error(.connectFailed, "\(host.host) did not resolve within \(timeout)", isSafeToRetry: true))
+            }
+            return all
+        }
+    }
+}
+
+/// A host name or address literal and a TCP port, as looked up.
+public struct HostAndPort: Hashable, Sendable {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
     }
 }

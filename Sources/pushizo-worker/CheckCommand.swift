@@ -53,8 +53,7 @@ enum CheckCommand {
                 FROM app_channels ORDER BY app_id, provider
                 """)
             var problems = 0
-            // Each override host is looked up once per run, however many channels name it.
-            var resolved: [String: Result<[IPAddress], HTTP2Error>] = [:]
+            let resolved = resolveOverrideHosts(channels, policy: policy)
             for channel in channels {
                 let app = channel["app_id"] ?? "?"
                 let provider = channel["provider"] ?? "?"
@@ -66,7 +65,7 @@ enum CheckCommand {
                     if provider == "apns" || provider == "fcm" {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
-                            switch resolvedProblem(origin, field: "endpoint", policy: policy, cache: &resolved) {
+                            switch resolvedProblem(origin, field: "endpoint", policy: policy, resolved: resolved) {
                             case .forbidden(let message)?: endpointProblem = message
                             case .unresolved(let message)?: line += " (\(message))"
                             case nil: break
@@ -111,7 +110,7 @@ enum CheckCommand {
                         let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
-                            switch resolvedProblem(origin, field: "token_uri", policy: policy, cache: &resolved) {
+                            switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
                             case .forbidden(let message)?: endpointProblem = endpointProblem ?? message
                             case .unresolved(let message)?: line += " (\(message))"
                             case nil: break
@@ -150,20 +149,16 @@ enum CheckCommand {
 
 /// What resolving an override's host now says, as the worker's connection would judge it: `forbidden` (a
 /// channel error the worker pauses the channel for) or `unresolved` (reported, not a failure: the worker retries
-/// the connection). Runs `getaddrinfo` on the calling thread: `check` calls it on the database thread.
+/// the connection).
 private enum ResolvedEndpointProblem {
     case forbidden(String)
     case unresolved(String)
 }
 
 private func resolvedProblem(
-    _ origin: HTTP2Origin, field: String, policy: EgressPolicy, cache: inout [String: Result<[IPAddress], HTTP2Error>]
+    _ origin: HTTP2Origin, field: String, policy: EgressPolicy, resolved: [HostAndPort: Result<[IPAddress], HTTP2Error>]
 ) -> ResolvedEndpointProblem? {
-    // An address literal was judged already; with the operator switch on every address is allowed.
-    guard !policy.allowsPrivateNetworks, case .name? = try? EgressHost(parsing: origin.host) else { return nil }
-    let key = "\(origin.host):\(origin.port)"
-    let answer = cache[key] ?? policy.resolveChecked(host: origin.host, port: origin.port)
-    cache[key] = answer
+    guard let answer = resolved[HostAndPort(host: origin.host, port: origin.port)] else { return nil }
     switch answer {
     case .success:
         return nil
@@ -172,6 +167,27 @@ private func resolvedProblem(
     case .failure(let error):
         return .unresolved("\(field) host does not resolve now: \(error.message)")
     }
+}
+
+/// The host names of every channel's endpoint override and FCM `token_uri`, each looked up once and all at once
+/// (at most 15 s a batch of 128, an unresponsive DNS server included), when the egress policy restricts
+/// addresses. Address literals were judged with the URL; with the operator switch on every address is allowed.
+private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: EgressPolicy) -> [HostAndPort: Result<[IPAddress], HTTP2Error>] {
+    guard !policy.allowsPrivateNetworks else { return [:] }
+    var names = Set<HostAndPort>()
+    func add(_ url: String?, field: String) {
+        guard let url, let origin = try? ChannelEndpoint.origin(url, field: field, policy: policy),
+              case .name? = try? EgressHost(parsing: origin.host) else { return }
+        names.insert(HostAndPort(host: origin.host, port: origin.port))
+    }
+    for channel in channels {
+        let provider = channel["provider"]
+        if provider == "apns" || provider == "fcm" { add(channel["endpoint"], field: "endpoint") }
+        if provider == "fcm" {
+            add((try? FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}"))?.account.tokenURI, field: "token_uri")
+        }
+    }
+    return names.isEmpty ? [:] : policy.resolveChecked(names, timeout: .seconds(15))
 }
 
 /// An error as one sanitized line: libpq's multi-line messages joined with spaces.
