@@ -19,7 +19,8 @@ enum MigrateCommand {
             report = try migrator.migrate(on: connection)
         } catch var error as PostgresError where error.sqlState == "42501" && reader.string(.migrateDatabaseURL) == nil {
             // insufficient_privilege: most often the workers' own role, which owns nothing, running the DDL.
-            let advice = "migrations need a role that may create in the schema: set PUSHIZO_MIGRATE_DATABASE_URL to the schema-owning role (docs/systemd.md)"
+            let advice = "migrations need a role that may create in the schema and read pushizo_schema_migrations: "
+                + "set PUSHIZO_MIGRATE_DATABASE_URL to the schema-owning role (docs/systemd.md)"
             error.hint = error.hint.map { "\($0); \(advice)" } ?? advice
             throw error
         }
