@@ -16,14 +16,21 @@ struct EmulatorDescriptorLimitTests {
         try #require(FileManager.default.isExecutableFile(atPath: prlimit), "util-linux's prlimit is missing")
         let ready = FileManager.default.temporaryDirectory.appendingPathComponent("emulator-port-\(UUID())").path
         defer { unlink(ready) }
+        // The child may inherit this process's descriptors (the test runner holds many while other suites run):
+        // its limit counts them in, and the connections below pass it whatever it inherited.
+        let inherited = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+        let limit = inherited + 64
         let process = Process()
         process.executableURL = URL(fileURLWithPath: prlimit)
         process.arguments = [
-            "--nofile=64:64", GracefulShutdownTests.executable, "emulator", "--emulator-cleartext",
+            "--nofile=\(limit):\(limit)", GracefulShutdownTests.executable, "emulator", "--emulator-cleartext",
             "--emulator-listen", "127.0.0.1:0", "--emulator-ready-file", ready, "--log-level", "warning",
         ]
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("emulator-log-\(UUID())").path
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        defer { unlink(log) }
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try process.run()
         defer {
             process.terminate()
@@ -37,11 +44,13 @@ struct EmulatorDescriptorLimitTests {
         let listening = try #require(port, "the emulator never wrote its port")
         // More idle connections than descriptors: the kernel completes each handshake, the emulator cannot accept
         // them all.
-        let sockets = try await onThread { try (0..<80).map { _ in try RawTCP.connect(port: listening) } }
+        let sockets = try await onThread { try (0..<(limit + 16)).map { _ in try RawTCP.connect(port: listening) } }
         defer { for fd in sockets { Glibc.close(fd) } }
         // Idle now: CPU over two seconds (clock ticks, 100 a second), far from the 200 a spinning thread takes.
         // All of it well inside the emulator's 10 s preface timeout, which would close the idle connections and
         // so free descriptors.
+        let exited = "the emulator exited: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
+        try #require(process.isRunning, "\(exited)")
         let before = try Self.cpuTicks(process.processIdentifier)
         try await Task.sleep(for: .seconds(2))
         let after = try Self.cpuTicks(process.processIdentifier)
