@@ -65,7 +65,10 @@ struct PreviewInput {
             // The worker draws a random apns-id once per delivery; a preview derives a stable one.
             let digest = SHA256.hash(Array((notificationID.uuidString + subscriptionID.uuidString).utf8))
             apnsID = Self.uuid(fromBytes: Array(digest.prefix(16)))
-            notes.append("delivery.apns_id not given: derived from the ids (the worker draws one per delivery)")
+            // Only an APNs request carries it (the apns-id header).
+            if Platform(platform).provider?.rawValue == "apns" {
+                notes.append("delivery.apns_id not given: derived from the ids (the worker draws one per delivery)")
+            }
         }
         let attempt = try Self.int(deliveryFields["attempt"], "delivery.attempt", in: 1...1_000) ?? 1
         maxAttempts = try Self.int(deliveryFields["max_attempts"], "delivery.max_attempts", in: 1...100) ?? Self.defaultMaxAttempts

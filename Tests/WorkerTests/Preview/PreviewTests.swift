@@ -201,6 +201,8 @@ struct PreviewMorePlatformsTests {
         #expect(data["on.title"] == "Merhaba Ayşe")
         #expect(request["body"]?["message"]?["notification"] == nil)
         #expect(data.values.contains("1") && data.values.contains("true") && data.values.contains(#"{"a":[1]}"#))
+        // No apns-id on an FCM request, so no note about one.
+        #expect(output["notes"]?.arrayValue?.contains { $0.stringValue?.contains("apns_id") == true } != true)
     }
 
     @Test func webPushShowsThePlaintextAndRFC8030Headers() throws {
