@@ -83,9 +83,13 @@ public struct HTTP2ServerLimits: Sendable {
     /// How long a new connection may take to complete its TLS handshake and send its first HTTP/2 frame (the
     /// client preface's SETTINGS, RFC 9113 §3.4) before it is closed.
     public var prefaceTimeout: Duration = .seconds(10)
-    /// How long a connection may go without receiving any frame (PINGs count) while no request is open or being
-    /// answered before it is closed with GOAWAY.
+    /// How long a connection may go without receiving any frame (PINGs count) while no request is being
+    /// answered before it is closed with GOAWAY; requests it left unfinished go with it.
     public var idleTimeout: Duration = .seconds(300)
+    /// How long a request may take from its HEADERS to the end of its body; past it the stream is reset with
+    /// CANCEL and what it held of the body is given back, so unfinished requests cannot keep
+    /// ``maximumHeldBodyBytes`` spent.
+    public var requestTimeout: Duration = .seconds(30)
 
     public init() {}
 }
@@ -345,6 +349,8 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
         var refused = false
         /// Body bytes counted against the server's budget until the stream closes.
         var heldBytes = 0
+        /// When its HEADERS began (`HTTP2ServerLimits.requestTimeout`).
+        let openedAt = ContinuousClock.now
     }
 
     private let server: ServerCore
@@ -357,6 +363,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
     private var clientCertificateVerified = false
     /// When the last frame arrived; nil until the first (`HTTP2ServerLimits.prefaceTimeout`, `idleTimeout`).
     private var lastFrameAt: ContinuousClock.Instant?
+    private let acceptedAt = ContinuousClock.now
     private var timeoutTimer: LoopTimerID?
 
     init(server: ServerCore, fd: Int32, ssl: OpaquePointer?) {
@@ -366,29 +373,53 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
 
     override func start() {
         super.start()
-        if state != .closed { scheduleTimeoutCheck(after: server.limits.prefaceTimeout) }
+        if state != .closed { scheduleTimeoutCheck(after: min(server.limits.prefaceTimeout, checkInterval)) }
     }
 
-    /// Closes a connection that sent no frame within the preface timeout, or none for the idle timeout while
-    /// nothing is open; otherwise looks again when the idle timeout could next expire.
+    /// Closes a connection that sent no frame within the preface timeout, or none for the idle timeout while no
+    /// request is being answered, and resets requests whose body is not complete within the request timeout;
+    /// then looks again.
     private func scheduleTimeoutCheck(after delay: Duration) {
         timeoutTimer = loop.schedule(after: delay) { [weak self] in
             guard let self, self.state != .closed else { return }
             self.timeoutTimer = nil
-            let limits = self.server.limits
-            guard let last = self.lastFrameAt else {
-                self.close(HTTP2Error(.connectFailed, "no HTTP/2 preface within \(limits.prefaceTimeout)"))
-                return
-            }
-            let idleFor = ContinuousClock.now - last
-            if idleFor >= limits.idleTimeout && self.streams.isEmpty && self.handlersRunning == 0 {
-                self.goAway()
-                self.close(HTTP2Error(.connectFailed, "idle for \(limits.idleTimeout)"))
-                return
-            }
-            self.scheduleTimeoutCheck(after: max(limits.idleTimeout - idleFor, .seconds(1)))
+            self.checkTimeouts()
         }
     }
+
+    private func checkTimeouts() {
+        let limits = server.limits
+        let now = ContinuousClock.now
+        guard let last = lastFrameAt else {
+            if now - acceptedAt >= limits.prefaceTimeout {
+                close(HTTP2Error(.connectFailed, "no HTTP/2 preface within \(limits.prefaceTimeout)"))
+            } else {
+                scheduleTimeoutCheck(after: min(limits.prefaceTimeout - (now - acceptedAt), checkInterval))
+            }
+            return
+        }
+        let idleFor = now - last
+        if idleFor >= limits.idleTimeout && handlersRunning == 0 {
+            goAway()
+            close(HTTP2Error(.connectFailed, "idle for \(limits.idleTimeout)"))
+            return
+        }
+        if let session {
+            var reset = false
+            for (streamID, stream) in streams
+            where !stream.dispatched && !stream.refused && now - stream.openedAt >= limits.requestTimeout {
+                stream.refused = true
+                release(stream)
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+                reset = true
+            }
+            if reset { scheduleFlush() }
+        }
+        scheduleTimeoutCheck(after: max(.milliseconds(100), min(limits.idleTimeout - idleFor, checkInterval)))
+    }
+
+    /// How often unfinished requests are looked for: half the request timeout.
+    private var checkInterval: Duration { max(.milliseconds(100), server.limits.requestTimeout / 2) }
 
     override func tlsEstablished() -> HTTP2Error? {
         if let ssl, let certificate = SSL_get0_peer_certificate(ssl) {

@@ -178,14 +178,16 @@ struct HTTP2ReadBoundsTests {
         await server.shutdown()
     }
 
-    /// A connection that sends nothing is closed once the preface timeout passes, one idle after its requests
-    /// once the idle timeout passes; clients connect again and are served.
+    /// A connection that sends nothing is closed once the preface timeout passes, one idle after its requests (or
+    /// with an unfinished one) once the idle timeout passes; clients connect again and are served.
     @Test func serverClosesSilentAndIdleConnections() async throws {
         let loop = try HTTP2EventLoop(name: "test-server-timeouts")
         defer { loop.shutdown() }
         var limits = HTTP2ServerLimits()
         limits.prefaceTimeout = .milliseconds(300)
         limits.idleTimeout = .milliseconds(500)
+        // Longer than the test: the unfinished request below is closed as idle, not reset as late.
+        limits.requestTimeout = .seconds(120)
         let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits, handler: echoHandler)
         let port = try server.start()
         func openConnections() async -> Int {
@@ -193,6 +195,16 @@ struct HTTP2ReadBoundsTests {
                 _ = loop.execute { c.resume(returning: server.core.openConnectionCount) }
             }
         }
+        // A connection holding an unfinished request and sending nothing more is idle too: closed.
+        let unfinished = try await onSocketThread {
+            let fd = try RawTCP.connect(port: port)
+            let bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + RawHTTP2Peer.frame(type: 4, flags: 0, stream: 0, [])
+                + RawHTTP2Peer.frame(type: 1, flags: 0x4, stream: 1, [0x83, 0x86, 0x84, 0x01, 0x01, UInt8(ascii: "x")])
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            return fd
+        }
+        defer { Glibc.close(unfinished) }
+        #expect(try await onSocketThread { RawTCP.readsEndOfStream(unfinished, within: 20) })
         // A TCP connection that never sends the preface: the server closes it (the read sees the end).
         let silent = try await onSocketThread { try RawTCP.connect(port: port) }
         defer { Glibc.close(silent) }
@@ -213,6 +225,49 @@ struct HTTP2ReadBoundsTests {
         }
         #expect(status == 200)
         #expect(server.core.acceptedConnections.load(ordering: .relaxed) >= 3)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    /// A request whose body never finishes is reset once the request timeout passes and gives its bytes back to
+    /// the server's budget, while its connection stays open: unfinished bodies cannot keep every other request
+    /// refused.
+    @Test func serverResetsRequestsWhoseBodyNeverFinishes() async throws {
+        let loop = try HTTP2EventLoop(name: "test-server-request-timeout")
+        defer { loop.shutdown() }
+        var limits = HTTP2ServerLimits()
+        limits.maximumHeldBodyBytes = 10_000
+        limits.requestTimeout = .seconds(1)
+        let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits, handler: echoHandler)
+        let port = try server.start()
+        func held() async -> Int {
+            await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
+                _ = loop.execute { c.resume(returning: server.core.heldBodyBytes) }
+            }
+        }
+        // Preface, SETTINGS, a POST's HEADERS (static-table :method POST, :scheme http, :path /; :authority x) and 9,000 bytes
+        // of its body, never the end of it.
+        let raw = try await onSocketThread {
+            let fd = try RawTCP.connect(port: port)
+            let bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+                + RawHTTP2Peer.frame(type: 4, flags: 0, stream: 0, [])
+                + RawHTTP2Peer.frame(type: 1, flags: 0x4, stream: 1, [0x83, 0x86, 0x84, 0x01, 0x01, UInt8(ascii: "x")])
+                + RawHTTP2Peer.frame(type: 0, flags: 0, stream: 1, [UInt8](repeating: 1, count: 9000))
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            return fd
+        }
+        defer { Glibc.close(raw) }
+        // Polled for at most 20 s each: the body arrives, then the timeout gives it back.
+        for _ in 0..<2000 where await held() < 9000 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await held() == 9000)
+        for _ in 0..<2000 where await held() > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await held() == 0)
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumRetries = 0
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let body = [UInt8](repeating: 2, count: 9000)
+        let response = try await client.send(HTTP2Request(path: "/", body: body), to: HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port))
+        #expect(response.status == 200 && response.body == body)
         await client.shutdown()
         await server.shutdown()
     }
