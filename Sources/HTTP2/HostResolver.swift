@@ -148,39 +148,51 @@ func checkResolved(_ host: String, _ addresses: [SocketAddress], policy: EgressP
 }
 
 extension EgressPolicy {
-    /// Resolves each of `hosts` now, on the shared resolver's threads (at most 128 lookups at a time), and checks
-    /// every address of each answer as a connection would (``checkResolved``): for command-line checks
-    /// (`pushizo-worker check`), which should report a host name that resolves to a forbidden address before the
-    /// worker pauses its channel for it.
+    /// Resolves each of `hosts` now and checks every address of each answer as a connection would
+    /// (``checkResolved``): for command-line checks (`pushizo-worker check`), which should report a host name that
+    /// resolves to a forbidden address before the worker pauses its channel for it.
     ///
-    /// Blocking: waits up to `timeout` for each batch of 128 (`getaddrinfo` cannot be cancelled; an unresponsive
-    /// DNS server costs glibc's timeout times attempts per lookup). Call it on a thread of its own or a database
-    /// thread, never on Swift's cooperative pool or an event loop.
+    /// The lookups run on `threads` threads of their own (not the worker's shared resolver, whose bounded queue
+    /// would refuse most of a long list), and the call waits as long as answers keep coming: it gives up only when
+    /// none arrived for `stallTimeout` (an unresponsive DNS server), so a slow but working one still judges every
+    /// host. Blocking: call it on a thread of its own or a database thread, never on Swift's cooperative pool or
+    /// an event loop. Lookups still running when it gives up finish on their threads and are dropped.
     /// - Returns: for each host, the addresses, every one allowed; `.failure` with
     ///   ``HTTP2Error/Code/forbiddenAddress`` when one is not (the whole answer is refused, as for a connection),
-    ///   or ``HTTP2Error/Code/connectFailed`` when it did not resolve (in time).
-    public func resolveChecked(_ hosts: Set<HostAndPort>, timeout: Duration) -> [HostAndPort: Result<[IPAddress], HTTP2Error>] {
-        let results = Mutex<[HostAndPort: Result<[IPAddress], HTTP2Error>]>([:])
+    ///   ``HTTP2Error/Code/connectFailed`` when the resolver answered without addresses, or
+    ///   ``HTTP2Error/Code/connectTimeout`` when no answer came before the call gave up.
+    public func resolveChecked(
+        _ hosts: Set<HostAndPort>, stallTimeout: Duration, threads: Int = 8
+    ) -> [HostAndPort: Result<[IPAddress], HTTP2Error>] {
         let all = Array(hosts)
-        for start in stride(from: 0, to: all.count, by: 128) {
-            let batch = all[start..<min(start + 128, all.count)]
-            let group = DispatchGroup()
-            for host in batch {
-                group.enter()
-                HostResolver.shared.resolve(host.host, port: host.port) { answer in
-                    let checked = answer.flatMap { checkResolved(host.host, $0, policy: self) }.map { $0.compactMap(\.ipAddress) }
-                    results.withLock { $0[host] = checked }
-                    group.leave()
+        let state = Mutex<(next: Int, results: [HostAndPort: Result<[IPAddress], HTTP2Error>])>((0, [:]))
+        let answered = DispatchSemaphore(value: 0)
+        for _ in 0..<min(max(threads, 1), all.count) {
+            let thread = Thread {
+                while let host = state.withLock({ state -> HostAndPort? in
+                    guard state.next < all.count else { return nil }
+                    state.next += 1
+                    return all[state.next - 1]
+                }) {
+                    let answer = SocketAddress.resolve(host.host, port: host.port)
+                        .flatMap { checkResolved(host.host, $0, policy: self) }
+                        .map { $0.compactMap(\.ipAddress) }
+                    state.withLock { $0.results[host] = answer }
+                    answered.signal()
                 }
             }
-            _ = group.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000) + Int(timeout.components.attoseconds / 1_000_000_000_000_000)))
+            thread.name = "pushizo-check-dns"
+            thread.start()
         }
-        return results.withLock { answered in
-            var all = answered
-            for host in hosts where all[host] == nil {
-                all[host] = .failure(HTTP2Error(.connectFailed, "\(host.host) did not resolve within \(timeout)", isSafeToRetry: true))
+        let stall = Double(stallTimeout.components.seconds) + Double(stallTimeout.components.attoseconds) / 1e18
+        for _ in all.indices where answered.wait(timeout: .now() + stall) == .timedOut { break }
+        return state.withLock { state in
+            var results = state.results
+            for host in hosts where results[host] == nil {
+                results[host] = .failure(HTTP2Error(
+                    .connectTimeout, "\(host.host): no answer from the resolver within \(stallTimeout)", isSafeToRetry: true))
             }
-            return all
+            return results
         }
     }
 }

@@ -66,7 +66,7 @@ enum CheckCommand {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
                             switch resolvedProblem(origin, field: "endpoint", policy: policy, resolved: resolved) {
-                            case .forbidden(let message)?: endpointProblem = message
+                            case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = message
                             case .unresolved(let message)?: line += " (\(message))"
                             case nil: break
                             }
@@ -111,7 +111,7 @@ enum CheckCommand {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
                             switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
-                            case .forbidden(let message)?: endpointProblem = endpointProblem ?? message
+                            case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
                             case .unresolved(let message)?: line += " (\(message))"
                             case nil: break
                             }
@@ -148,11 +148,13 @@ enum CheckCommand {
 }
 
 /// What resolving an override's host now says, as the worker's connection would judge it: `forbidden` (a
-/// channel error the worker pauses the channel for) or `unresolved` (reported, not a failure: the worker retries
-/// the connection).
+/// channel error the worker pauses the channel for), `unresolved` (the resolver found no address: reported, not a
+/// failure, as the worker only retries the connection) or `unjudged` (no answer in time: the check cannot say the
+/// endpoint is allowed, so it fails).
 private enum ResolvedEndpointProblem {
     case forbidden(String)
     case unresolved(String)
+    case unjudged(String)
 }
 
 private func resolvedProblem(
@@ -164,13 +166,15 @@ private func resolvedProblem(
         return nil
     case .failure(let error) where error.code == .forbiddenAddress:
         return .forbidden("\(field) is refused: \(error.message)")
+    case .failure(let error) where error.code == .connectTimeout:
+        return .unjudged("\(field) host could not be checked: \(error.message)")
     case .failure(let error):
         return .unresolved("\(field) host does not resolve now: \(error.message)")
     }
 }
 
-/// The host names of every channel's endpoint override and FCM `token_uri`, each looked up once and all at once
-/// (at most 15 s a batch of 128, an unresponsive DNS server included), when the egress policy restricts
+/// The host names of every channel's endpoint override and FCM `token_uri`, each looked up once, eight at a time,
+/// for as long as answers keep coming (giving up after 15 s without one), when the egress policy restricts
 /// addresses. Address literals were judged with the URL; with the operator switch on every address is allowed.
 private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: EgressPolicy) -> [HostAndPort: Result<[IPAddress], HTTP2Error>] {
     guard !policy.allowsPrivateNetworks else { return [:] }
@@ -187,7 +191,7 @@ private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: Egres
             add((try? FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}"))?.account.tokenURI, field: "token_uri")
         }
     }
-    return names.isEmpty ? [:] : policy.resolveChecked(names, timeout: .seconds(15))
+    return names.isEmpty ? [:] : policy.resolveChecked(names, stallTimeout: .seconds(15))
 }
 
 /// An error as one sanitized line: libpq's multi-line messages joined with spaces.
