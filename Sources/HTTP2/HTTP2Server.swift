@@ -211,6 +211,8 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     let refusedConnections = Atomic<Int>(0)
     /// Streams reset because the server held `HTTP2ServerLimits.maximumHeldBodyBytes` (any thread).
     let bodyBudgetRefusals = Atomic<Int>(0)
+    /// Streams reset because their body was unfinished after `HTTP2ServerLimits.requestTimeout` (any thread).
+    let lateRequestResets = Atomic<Int>(0)
     /// Streams reset by `HTTP2ServerLimits.refuseStreamsBeyond` so far (any thread).
     let refusedStreams = Atomic<Int>(0)
     private var listenFD: Int32 = -1
@@ -411,6 +413,7 @@ final class ServerConnection: H2Connection, @unchecked Sendable {
                 stream.refused = true
                 release(stream)
                 nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+                server.lateRequestResets.add(1, ordering: .relaxed)
                 reset = true
             }
             if reset { scheduleFlush() }
