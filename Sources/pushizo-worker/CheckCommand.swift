@@ -23,13 +23,7 @@ enum CheckCommand {
     }
 
     static func run(environment: [String: String], arguments: [String]) async throws {
-        let keys = WorkerConfiguration.keys + [.migrationsDirectory]
-        let reader = try ConfigurationReader(
-            environment: environment, arguments: arguments, keys: keys,
-            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
-        let configuration = try WorkerConfiguration(reader)
-        _ = try LoggerConfiguration.make(reader, label: "check")
-        let directory = try MigrationsLocation.resolve(reader)
+        let (configuration, directory) = try readConfiguration(environment: environment, arguments: arguments)
         let policy = configuration.egressPolicy
         output("configuration: ok (worker \(configuration.workerID), concurrency \(configuration.concurrency))")
         if policy.allowsPrivateNetworks {
@@ -192,6 +186,50 @@ private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: Egres
         }
     }
     return names.isEmpty ? [:] : policy.resolveChecked(names, stallTimeout: .seconds(15))
+}
+
+/// The configuration as `run` reads it, every problem reported at once: all unknown variables, then each bad
+/// value, found by reading again without the key that failed (it takes its default then, or a stand-in when it is
+/// required and missing), once per key at most. A bad flag ends the search.
+/// - Throws: ``ConfigurationError``: the last problem, after every one was printed to standard error.
+private func readConfiguration(environment: [String: String], arguments: [String]) throws -> (WorkerConfiguration, URL) {
+    var problems: [ConfigurationError] = []
+    func fail() -> ConfigurationError {
+        for problem in problems.dropLast() {
+            FileHandle.standardError.write(Data("pushizo-worker: \(oneLine(problem))\n".utf8))
+        }
+        return problems[problems.count - 1]
+    }
+    let unknown = ConfigurationReader.unknownVariables(in: environment)
+    problems += unknown.map { ConfigurationError(key: $0, problem: "unknown key (see `pushizo-worker help`)") }
+    var known = environment
+    for name in unknown { known[name] = nil }
+    var reader: ConfigurationReader
+    do {
+        reader = try ConfigurationReader(
+            environment: known, arguments: arguments, keys: WorkerConfiguration.keys + [.migrationsDirectory],
+            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
+    } catch let error as ConfigurationError {
+        problems.append(error)
+        throw fail()
+    }
+    for _ in 0...ConfigurationKey.all.count {
+        do {
+            let configuration = try WorkerConfiguration(reader)
+            _ = try LoggerConfiguration.make(reader, label: "check")
+            let directory = try MigrationsLocation.resolve(reader)
+            if problems.isEmpty { return (configuration, directory) }
+            break
+        } catch let error as ConfigurationError {
+            // The same key again: a rule between keys that its default breaks too; said once is enough.
+            guard !problems.contains(where: { $0.key == error.key }) else { break }
+            problems.append(error)
+            // A bad value gives way to the default; a missing required key to a stand-in (a database URL, a
+            // path: text either way), so the keys read after it are judged too.
+            reader = reader.isSet(error.key) ? reader.removing(error.key) : reader.setting(error.key, to: "unset")
+        }
+    }
+    throw fail()
 }
 
 /// An error as one sanitized line: libpq's multi-line messages joined with spaces.

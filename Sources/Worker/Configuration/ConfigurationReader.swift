@@ -67,6 +67,34 @@ public struct ConfigurationReader: Sendable {
         self.values = values
     }
 
+    /// `PUSHIZO_*` names in `environment` that are neither a known key nor under a reserved prefix: what
+    /// ``init(environment:arguments:keys:booleanKeys:)`` refuses, all of them, sorted.
+    public static func unknownVariables(in environment: [String: String]) -> [String] {
+        let known = Set(ConfigurationKey.all.map(\.name))
+        return environment.keys.filter { name in
+            name.hasPrefix("PUSHIZO_") && !known.contains(name) && !reservedPrefixes.contains(where: { name.hasPrefix($0) })
+        }.sorted()
+    }
+
+    /// Whether `name` (an environment-variable name) was set, by the environment or a flag.
+    public func isSet(_ name: String) -> Bool { values[name] != nil }
+
+    /// The same settings without `name` (an environment-variable name): that key then takes its default.
+    /// `check` uses it to go on past a bad value and report the next.
+    public func removing(_ name: String) -> ConfigurationReader {
+        var copy = self
+        copy.values[name] = nil
+        return copy
+    }
+
+    /// The same settings with `name` set to `value`: `check` gives a missing required key a stand-in, to go on
+    /// and report the next problem.
+    public func setting(_ name: String, to value: String) -> ConfigurationReader {
+        var copy = self
+        copy.values[name] = value
+        return copy
+    }
+
     /// The raw text set for `key`, if any (environment or flag).
     public func raw(_ key: ConfigurationKey) -> String? {
         values[key.name]

@@ -39,4 +39,17 @@ struct ConfigurationExitTests {
         #expect(status == 78)
         #expect(text.contains("PUSHIZO_REQUEST_TIMEOUT") && text.contains("PUSHIZO_LEASE_SECONDS"), "stderr: \(text)")
     }
+
+    /// `check` reports every configuration problem in one run: each unknown variable, a missing required key,
+    /// and each bad value, not only the first.
+    @Test func checkReportsEveryProblemAtOnce() async throws {
+        let (status, text) = try await Self.run(
+            ["check", "--claim-batch", "0", "--log-level", "loud"],
+            environment: ["PUSHIZO_FOO": "1", "PUSHIZO_BAR": "2", "PUSHIZO_CONCURRENCY": "abc"])
+        #expect(status == 78)
+        for key in ["PUSHIZO_FOO", "PUSHIZO_BAR", "PUSHIZO_DATABASE_URL", "PUSHIZO_CONCURRENCY", "PUSHIZO_CLAIM_BATCH", "PUSHIZO_LOG_LEVEL"] {
+            #expect(text.contains("configuration key \(key) "), "\(key) missing from: \(text)")
+        }
+        #expect(text.split(separator: "\n").count == 6, "\(text)")
+    }
 }
