@@ -351,7 +351,8 @@ extension QueueStore {
         var start = 0
         var ordered = 0
         while start < listed.count {
-            let (devices, cut) = try countListedUsersDevices(Array(listed[start...]), on: connection)
+            let (devices, cut) = try countListedUsersDevices(
+                Array(listed[start...]), upTo: smallPassDeliveryBudget + 1, total: smallPassDeliveryBudget + 1, on: connection)
             counted.merge(devices) { _, new in new }
             guard let cut else { return (counted, partial) }
             ordered += 1
@@ -370,10 +371,13 @@ extension QueueStore {
         }
         if start < listed.count {
             let rest = Array(listed[start...])
-            let (devices, reached) = try countEachListedUsersDevices(
+            let (devices, stoppedIn) = try countListedUsersDevices(
                 rest, upTo: smallPassHeavyCost, total: classifyingDeviceCount, on: connection)
             counted.merge(devices) { _, new in new }
             partial.formUnion(devices.filter { $0.value >= smallPassHeavyCost }.keys)
+            // Those after the one the total stopped in are unknown; so is that one, unless it reached the heavy
+            // cost (it is heavy then, whatever else it owns).
+            let reached = stoppedIn.map { (devices[rest[$0].id] ?? 0) >= smallPassHeavyCost ? $0 + 1 : $0 } ?? rest.count
             partial.formUnion(rest[reached...].map(\.id))
         }
         return (counted, partial)
@@ -396,12 +400,13 @@ extension QueueStore {
     }
 
     /// The devices of each of `notifications`' listed users, in order, each notification's counted up to `limit`
-    /// and all of them together up to `total`.
-    /// - Returns: `devices`, each notification's count (absent: none, or not reached); `reached`, how many of
-    ///   `notifications`, from the first, were counted to their end or to `limit`: the rest are unknown.
-    private static func countEachListedUsersDevices(
+    /// and all of them together up to `total`: the budget's count (both one past the budget) and the classifying
+    /// count of ``listedUsersDevices(_:on:)``.
+    /// - Returns: `devices`, each notification's count (absent: none, or not reached); `stoppedIn`, the index of
+    ///   the notification the total was reached in (`nil`: every one was counted to its end or to `limit`).
+    private static func countListedUsersDevices(
         _ notifications: [ListedUsers], upTo limit: Int, total: Int, on connection: PostgresConnection
-    ) throws -> (devices: [UUID: Int], reached: Int) {
+    ) throws -> (devices: [UUID: Int], stoppedIn: Int?) {
         var externalIDs: [String] = []
         var bounds: (first: [Int], last: [Int]) = ([], [])
         for notification in notifications {
@@ -409,8 +414,8 @@ extension QueueStore {
             externalIDs += notification.externalIDs
             bounds.last.append(externalIDs.count)
         }
-        // In ordinality order, as the budget's count (the plan keeps the function scan's order; nothing is
-        // sorted before the limit).
+        // Rows in ordinality order: the function scan's own order, kept by the nested loops (the plan has no
+        // sort), and what `ORDER BY ... LIMIT` means whatever the plan, so the limit cuts at one point of it.
         let rows = try connection.preparedQuery(
             """
             SELECT c.notification_id, count(*) AS devices, max(c.ord) AS last_ordinality
@@ -434,59 +439,12 @@ extension QueueStore {
         var counted = 0
         var last = 0
         for row in rows {
-            let id = try row.decode(UUID.self, "notification_id")
             let count = try row.decode(Int.self, "devices")
-            devices[id] = count
+            devices[try row.decode(UUID.self, "notification_id")] = count
             counted += count
             last = max(last, try row.decode(Int.self, "last_ordinality"))
         }
-        guard counted >= total else { return (devices, notifications.count) }
-        // The total was reached in the notification at ordinality `last`: known if it reached `limit` too.
-        let reachedLimit = (devices[notifications[last - 1].id] ?? 0) >= limit
-        return (devices, reachedLimit ? last : last - 1)
-    }
-
-    /// One ordered count of ``listedUsersDevices(_:on:)``: the devices of each of `notifications`' listed users,
-    /// at most ``smallPassDeliveryBudget`` + 1 in all; `cut`, the index of the notification the limit stopped in
-    /// (`nil`: every one was counted to its end).
-    private static func countListedUsersDevices(
-        _ notifications: [ListedUsers], on connection: PostgresConnection
-    ) throws -> (devices: [UUID: Int], cut: Int?) {
-        var pairs: (notifications: [UUID], apps: [UUID], externalIDs: [String]) = ([], [], [])
-        // Each notification's pairs are consecutive: the last ordinality (1-based) of each, in order.
-        var lastOrdinalities: [Int] = []
-        for notification in notifications {
-            pairs.notifications += repeatElement(notification.id, count: notification.externalIDs.count)
-            pairs.apps += repeatElement(notification.appID, count: notification.externalIDs.count)
-            pairs.externalIDs += notification.externalIDs
-            lastOrdinalities.append(pairs.notifications.count)
-        }
-        // Rows in ordinality order: the function scan's own order, kept by the nested loops (the plan has no
-        // sort), and what `ORDER BY ... LIMIT` means whatever the plan, so the limit cuts at one point of it.
-        let rows = try connection.preparedQuery(
-            """
-            SELECT c.notification_id, count(*) AS devices, max(c.ord) AS last_ordinality
-            FROM (
-                SELECT l.notification_id, l.ord
-                FROM unnest($1::uuid[], $2::uuid[], $3::text[]) WITH ORDINALITY AS l(notification_id, app_id, external_id, ord)
-                CROSS JOIN LATERAL (SELECT id FROM users WHERE app_id = l.app_id AND external_id = l.external_id OFFSET 0) u
-                CROSS JOIN LATERAL (SELECT 1 FROM subscriptions WHERE user_id = u.id OFFSET 0) s
-                ORDER BY l.ord
-                LIMIT $4
-            ) c
-            GROUP BY c.notification_id
-            """, [pairs.notifications, pairs.apps, pairs.externalIDs, smallPassDeliveryBudget + 1])
-        var devices: [UUID: Int] = [:]
-        var total = 0
-        var last = 0
-        for row in rows {
-            let count = try row.decode(Int.self, "devices")
-            devices[try row.decode(UUID.self, "notification_id")] = count
-            total += count
-            last = max(last, try row.decode(Int.self, "last_ordinality"))
-        }
-        guard total > smallPassDeliveryBudget else { return (devices, nil) }
-        return (devices, lastOrdinalities.firstIndex { $0 >= last })
+        return (devices, counted >= total ? last - 1 : nil)
     }
 
     /// The fall-back of a bulk pass whose insert failed on data: each notification alone, under the poison-row
