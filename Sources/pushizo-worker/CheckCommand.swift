@@ -201,7 +201,7 @@ private func readConfiguration(environment: [String: String], arguments: [String
         return problems[problems.count - 1]
     }
     let unknown = ConfigurationReader.unknownVariables(in: environment)
-    problems += unknown.map { ConfigurationError(key: $0, problem: "unknown key (see `pushizo-worker help`)") }
+    problems += unknown.map { ConfigurationError(key: $0, problem: ConfigurationReader.unknownKeyProblem) }
     var known = environment
     for name in unknown { known[name] = nil }
     var reader: ConfigurationReader

@@ -22,13 +22,12 @@ public struct ConfigurationReader: Sendable {
         environment: [String: String], arguments: [String], keys: [ConfigurationKey],
         booleanKeys: Set<String> = []
     ) throws {
+        if let unknown = Self.unknownVariables(in: environment).first {
+            throw ConfigurationError(key: unknown, problem: Self.unknownKeyProblem)
+        }
         var values: [String: String] = [:]
-        let known = Set(ConfigurationKey.all.map(\.name))
-        for (name, value) in environment where name.hasPrefix("PUSHIZO_") {
-            if Self.reservedPrefixes.contains(where: { name.hasPrefix($0) }) { continue }
-            guard known.contains(name) else {
-                throw ConfigurationError(key: name, problem: "unknown key (see `pushizo-worker help`)")
-            }
+        for (name, value) in environment
+        where name.hasPrefix("PUSHIZO_") && !Self.reservedPrefixes.contains(where: { name.hasPrefix($0) }) {
             values[name] = value
         }
         let accepted = Set(keys.map(\.name))
@@ -67,8 +66,11 @@ public struct ConfigurationReader: Sendable {
         self.values = values
     }
 
+    /// What is wrong with a variable ``unknownVariables(in:)`` lists.
+    public static let unknownKeyProblem = "unknown key (see `pushizo-worker help`)"
+
     /// `PUSHIZO_*` names in `environment` that are neither a known key nor under a reserved prefix: what
-    /// ``init(environment:arguments:keys:booleanKeys:)`` refuses, all of them, sorted.
+    /// ``init(environment:arguments:keys:booleanKeys:)`` refuses (the first of them), all of them, sorted.
     public static func unknownVariables(in environment: [String: String]) -> [String] {
         let known = Set(ConfigurationKey.all.map(\.name))
         return environment.keys.filter { name in
