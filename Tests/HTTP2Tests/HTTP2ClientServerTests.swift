@@ -414,9 +414,7 @@ struct HTTP2ClientServerTests {
         #expect(bodies == requests.map(\.path))
         #expect(hits.withLock { $0 } == 2000)
         #expect(server.refusedStreamCount > 0)
-        let limit = await withCheckedContinuation { (c: CheckedContinuation<Int?, Never>) in
-            _ = loop.execute { c.resume(returning: client.core.machine.streamLimit(of: 1)) }
-        }
+        let limit = await onLoop(loop) { client.core.machine.streamLimit(of: 1) }
         #expect(limit.map { $0 < 1000 } == true)  // still below what the server announced
         await client.shutdown()
         await server.shutdown()

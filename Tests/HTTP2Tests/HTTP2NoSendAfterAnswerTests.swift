@@ -40,9 +40,7 @@ struct HTTP2NoSendAfterAnswerTests {
         Self.expectAllFailedSafely(early, ["requestTimeout"])
         // Answered requests leave the queue in bulk (a handful may stay until the next dispatch skips them).
         let core = client.core
-        let stored = await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
-            _ = loop.execute { c.resume(returning: core.machine.storedCount(at: origin)) }
-        }
+        let stored = await onLoop(loop) { core.machine.storedCount(at: origin) }
         #expect(stored < 32)
 
         // The server comes back on the same listening socket and accepts the waiting connection.

@@ -170,10 +170,7 @@ struct HTTP2ReadBoundsTests {
         #expect(try await fourth.value.status == 200)
         #expect(arrived.withLock { $0.last } == "/fourth")
         #expect(server.core.acceptedConnections.load(ordering: .relaxed) == 1)
-        let heldAfter = await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
-            _ = loop.execute { c.resume(returning: server.core.heldBodyBytes) }
-        }
-        #expect(heldAfter == 0)
+        #expect(await onLoop(loop) { server.core.heldBodyBytes } == 0)
         await client.shutdown()
         await server.shutdown()
     }
@@ -190,19 +187,9 @@ struct HTTP2ReadBoundsTests {
         limits.requestTimeout = .seconds(120)
         let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits, handler: echoHandler)
         let port = try server.start()
-        func openConnections() async -> Int {
-            await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
-                _ = loop.execute { c.resume(returning: server.core.openConnectionCount) }
-            }
-        }
+        func openConnections() async -> Int { await onLoop(loop) { server.core.openConnectionCount } }
         // A connection holding an unfinished request and sending nothing more is idle too: closed.
-        let unfinished = try await onSocketThread {
-            let fd = try RawTCP.connect(port: port)
-            let bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + RawHTTP2Peer.frame(type: 4, flags: 0, stream: 0, [])
-                + RawHTTP2Peer.frame(type: 1, flags: 0x4, stream: 1, [0x83, 0x86, 0x84, 0x01, 0x01, UInt8(ascii: "x")])
-            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-            return fd
-        }
+        let unfinished = try await onSocketThread { try RawHTTP2Peer.unfinishedPost(port: port, bodyBytes: 0) }
         defer { Glibc.close(unfinished) }
         #expect(try await onSocketThread { RawTCP.readsEndOfStream(unfinished, within: 20) })
         // A TCP connection that never sends the preface: the server closes it (the read sees the end).
@@ -240,22 +227,9 @@ struct HTTP2ReadBoundsTests {
         limits.requestTimeout = .seconds(1)
         let server = HTTP2Server(eventLoop: loop, tls: nil, limits: limits, handler: echoHandler)
         let port = try server.start()
-        func held() async -> Int {
-            await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
-                _ = loop.execute { c.resume(returning: server.core.heldBodyBytes) }
-            }
-        }
-        // Preface, SETTINGS, a POST's HEADERS (static-table :method POST, :scheme http, :path /; :authority x) and 9,000 bytes
-        // of its body, never the end of it.
-        let raw = try await onSocketThread {
-            let fd = try RawTCP.connect(port: port)
-            let bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-                + RawHTTP2Peer.frame(type: 4, flags: 0, stream: 0, [])
-                + RawHTTP2Peer.frame(type: 1, flags: 0x4, stream: 1, [0x83, 0x86, 0x84, 0x01, 0x01, UInt8(ascii: "x")])
-                + RawHTTP2Peer.frame(type: 0, flags: 0, stream: 1, [UInt8](repeating: 1, count: 9000))
-            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-            return fd
-        }
+        func held() async -> Int { await onLoop(loop) { server.core.heldBodyBytes } }
+        // 9,000 bytes of a POST's body, never the end of it.
+        let raw = try await onSocketThread { try RawHTTP2Peer.unfinishedPost(port: port, bodyBytes: 9000) }
         defer { Glibc.close(raw) }
         // Polled for at most 20 s: the stream is reset as late (whether or not a poll saw its 9,000 bytes held
         // first: the window is one request timeout, which a loaded machine may sleep through), and its bytes are

@@ -267,3 +267,24 @@ enum BenchFetch {
     }
 }
 
+
+/// `body`'s answer, computed on `loop`'s thread (where the client's and the server's state live).
+func onLoop<T: Sendable>(_ loop: HTTP2EventLoop, _ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        _ = loop.execute { continuation.resume(returning: body()) }
+    }
+}
+
+extension RawHTTP2Peer {
+    /// A cleartext connection to 127.0.0.1:`port` that sends the client preface, an empty SETTINGS and a POST's
+    /// HEADERS (static-table `:method POST`, `:scheme http`, `:path /`; `:authority x`) on stream 1, then
+    /// `bodyBytes` bytes of its body and never its end. Blocking: call it on a socket thread.
+    static func unfinishedPost(port: Int, bodyBytes: Int) throws -> Int32 {
+        let fd = try RawTCP.connect(port: port)
+        var bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + frame(type: 4, flags: 0, stream: 0, [])
+            + frame(type: 1, flags: 0x4, stream: 1, [0x83, 0x86, 0x84, 0x01, 0x01, UInt8(ascii: "x")])
+        if bodyBytes > 0 { bytes += frame(type: 0, flags: 0, stream: 1, [UInt8](repeating: 1, count: bodyBytes)) }
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        return fd
+    }
+}
