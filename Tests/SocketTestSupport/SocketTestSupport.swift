@@ -82,7 +82,8 @@ public enum RawTCP {
     }
 }
 
-/// Runs blocking socket work on its own thread, never on Swift's cooperative pool.
+/// Runs blocking work (sockets, processes, database calls) on a thread of its own, never on Swift's cooperative
+/// pool.
 public func onSocketThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread { continuation.resume(with: Result { try work() }) }.start()

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import SocketTestSupport
 import Testing
 
 /// A fresh, migrated database per test on the PostgreSQL that `make test` starts
@@ -47,11 +48,10 @@ enum TestDatabase {
     }
 }
 
-/// Runs blocking code on a fresh thread, so tests never block Swift's small cooperative pool.
+/// Runs blocking code on a fresh thread, so tests never block Swift's small cooperative pool (the WorkerTests
+/// spelling of ``onSocketThread(_:)``).
 func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
+    try await onSocketThread(body)
 }
 
 /// For `defer` blocks, which cannot await: runs on a fresh thread and waits for it.
