@@ -224,6 +224,11 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     var openConnectionCount: Int { connections.count }
     /// A descriptor kept open to give back when accept fails for lack of descriptors (see `handleEvents`).
     private var spareFD: Int32 = -1
+    /// Accepted descriptors numbered this high or higher are closed at once: the open-file limit
+    /// (`RLIMIT_NOFILE`, read when listening starts) less ``reservedDescriptors``.
+    private var descriptorCeiling = Int32.max
+    /// Descriptors below the open-file limit that accepted connections never take.
+    static let reservedDescriptors: Int32 = 32
     private var shuttingDown = false
     private var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -241,6 +246,10 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
     func startListening(fd: Int32, tls: TLSContext?) {
         context = tls
         if spareFD < 0 { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) {
+            descriptorCeiling = Int32(limit.rlim_cur) - Self.reservedDescriptors
+        }
         guard !shuttingDown, loop.core.register(fd, self, events: PZ_EPOLLIN) else {
             close(fd)
             return
@@ -268,7 +277,10 @@ final class ServerCore: LoopHandler, @unchecked Sendable {
                 }
                 return
             }
-            if connections.count >= limits.maximumConnections {
+            // Descriptors are numbered lowest free first, so a number this high means the process is close to its
+            // limit: the last ones stay for the runtime (libdispatch traps when it cannot create its own
+            // descriptors) and for the connections already open.
+            if connections.count >= limits.maximumConnections || fd >= descriptorCeiling {
                 refusedConnections.add(1, ordering: .relaxed)
                 close(fd)
                 continue
