@@ -11,6 +11,9 @@
 #      its start-up (exec, connections, the first expansion page, the TLS handshake: about 0.1 s) weighs as
 #      little beside its throughput as pgbench's, whose rate excludes its connection time. With 20,000 the run
 #      lasted about a second and start-up was a tenth of it.
+#      Printed beside: the CPU each side spends a delivery (PostgreSQL, the worker, the APNs stand-in; PostgreSQL
+#      and pgbench), whose ratio bounds the rates' on busy cores, and the same pairs again with PostgreSQL on a
+#      core of its own (taskset), as in a deployment whose database has its own host.
 #   3. the worker's peak RSS during (2).                                          target < 150 MB
 #   4. expansion of 1,000,000 subscriptions into deliveries ({"all": true}).     target < 10 s
 #   5. transactional: one-device notifications inserted by pgbench at steady rates (1k, 2k, 5k, 6k, 7k, 8k/s,
@@ -110,8 +113,47 @@ SQL
 e2e_pairs=${PUSHIZO_BENCH_E2E_PAIRS:-2}
 clients=4
 transactions=$(( deliveries / (200 * clients) ))
-worker_runs=(); pgbench_runs=(); peak_rss=0
-for pair in $(seq 1 "$e2e_pairs"); do
+clock_ticks=$(getconf CLK_TCK)
+postmaster=$(head -n 1 "$work/pg/data/postmaster.pid")
+# CPU ticks (user+sys, 1/CLK_TCK s each) of the whole PostgreSQL server: the postmaster, its live children and
+# the children it has reaped (ended backends). Sections 2-5 share this server.
+pg_ticks() {
+    local total
+    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
+    for child in $(pgrep -P "$postmaster"); do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$child/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+# Waits (up to 5 s) until no client backend is left, not even one that has exited but is not yet reaped: a
+# backend's ticks move to the postmaster's reaped-children count only when it is reaped, so a psql that just
+# filled the queue would otherwise land its CPU in the next measurement (10-15 µs a job, seen).
+pg_clients_gone() {
+    local child command
+    for _ in $(seq 1 500); do
+        local busy=0
+        for child in $(pgrep -P "$postmaster"); do
+            # A client backend's title names its client ("[local]" or an address); a zombie's is empty. One gone
+            # from /proc was reaped: the next round no longer lists it.
+            command=$( (tr '\0' ' ' <"/proc/$child/cmdline") 2>/dev/null || true)
+            case $command in
+                "" | *"[local]"* | *"127.0.0.1"*) busy=1 ;;
+            esac
+        done
+        [ "$busy" = 0 ] && return 0
+        sleep 0.01
+    done
+}
+# Microseconds of CPU per item: $1 ticks over $2 items.
+ticks_us() { calc "$1 * 1000000 / $clock_ticks / ($2 + ($2 == 0))"; }
+# bash's `time` below prints the user and system seconds.
+TIMEFORMAT='%U %S'
+# One pair: the worker drains the 100 notifications, then pgbench drains the same deliveries put straight into
+# the queue. $1 names the pair in the log; the rest is a command prefix for the worker and pgbench (empty, or a
+# taskset). Sets pair_worker_jps, pair_pgbench_jps and the CPU per delivery of each process.
+e2e_pair() {
+    local name=$1
+    shift
     # 1,000 subscriptions per notification; the previous pair's rows gone (deleting a notification deletes its
     # deliveries) and vacuumed, as pgbench's queue is before it drains.
     psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 <<'SQL'
@@ -125,33 +167,82 @@ SELECT '00000000-0000-4000-8000-0000000be4c0',
        jsonb_build_object('include_subscription_ids', jsonb_agg(id))
 FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 1000 AS chunk FROM subscriptions) s GROUP BY chunk;
 SQL
+    local pg0 pg1 emulator0 emulator1 worker_cpu started finished sent rss steady_jps
+    pg_clients_gone; pg0=$(pg_ticks); emulator0=$(awk '{ print $14 + $15 }' "/proc/$emulator_pid/stat")
     started=$(date +%s.%N)
     # PUSHIZO_BENCH_WRAPPER profiles the worker, e.g. "perf record -g -o /tmp/perf.data".
     # The emulator is on 127.0.0.1: the operator switch lets the worker connect there (never in production).
-    PUSHIZO_CA_FILE=$work/tls/ca.pem PUSHIZO_POLL_INTERVAL=0.05 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true ${PUSHIZO_BENCH_WRAPPER:-} "$bindir/pushizo-worker" run --exit-when-drained \
-        2>"$work/worker-$pair.log"
+    worker_cpu=$( { time "$@" env PUSHIZO_CA_FILE="$work/tls/ca.pem" PUSHIZO_POLL_INTERVAL=0.05 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true \
+        ${PUSHIZO_BENCH_WRAPPER:-} "$bindir/pushizo-worker" run --exit-when-drained 2>"$work/worker-$name.log"; } 2>&1 )
     finished=$(date +%s.%N)
+    pg_clients_gone; pg1=$(pg_ticks); emulator1=$(awk '{ print $14 + $15 }' "/proc/$emulator_pid/stat")
     sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
-    run_jps=$(calc "$sent / ($finished - $started)")
-    rss=$(sed -n 's/.*peak_rss_mb=\([0-9]*\).*/\1/p' "$work/worker-$pair.log" | tail -n 1)
+    pair_worker_jps=$(calc "$sent / ($finished - $started)")
+    pair_worker_pg_us=$(ticks_us "$(( pg1 - pg0 ))" "$sent")
+    pair_emulator_us=$(ticks_us "$(( emulator1 - emulator0 ))" "$sent")
+    pair_worker_us=$(calc "($(tr ' ' + <<<"$worker_cpu")) * 1000000 / ($sent + ($sent == 0))")
+    rss=$(sed -n 's/.*peak_rss_mb=\([0-9]*\).*/\1/p' "$work/worker-$name.log" | tail -n 1)
     if [ "${rss:-0}" -gt "$peak_rss" ]; then peak_rss=$rss; fi
     steady_jps=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*) / greatest(extract(epoch FROM max(at) - min(at)), 0.001)) FROM delivery_events WHERE event = 'sent'")
-    echo "    pair $pair, worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($(printf %.0f "$run_jps")/s; $steady_jps/s between the first and last event)"
+    echo "    $name, worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($(printf %.0f "$pair_worker_jps")/s; $steady_jps/s between the first and last event); CPU a delivery: PostgreSQL $(printf %.1f "$pair_worker_pg_us") µs, the worker $(printf %.1f "$pair_worker_us"), the APNs stand-in $(printf %.1f "$pair_emulator_us")"
 
     # The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
     # Prepared (-M prepared), as the worker runs its hot statements: each is planned once per connection.
     psql "$PUSHIZO_DATABASE_URL" -qc "TRUNCATE delivery_events; INSERT INTO deliveries (notification_id, subscription_id, app_id)
         SELECT n.id, s.id, n.app_id FROM notifications n CROSS JOIN LATERAL jsonb_array_elements_text(n.target->'include_subscription_ids') t(sid)
         JOIN subscriptions s ON s.id = t.sid::uuid" -c "VACUUM ANALYZE deliveries"
-    pgbench_tps=$("$pgbin/pgbench" -n -M prepared -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
-        "$PUSHIZO_DATABASE_URL" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
-    run_pgbench=$(calc "$pgbench_tps * 200")
-    echo "    pair $pair, pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$run_pgbench") jobs/s ($(calc "$run_jps / $run_pgbench")x)"
-    worker_runs+=("$run_jps"); pgbench_runs+=("$run_pgbench")
-done
+    local pgbench_out pgbench_cpu pgbench_tps
+    pg_clients_gone; pg0=$(pg_ticks)
+    pgbench_out=$( { time "$@" "$pgbin/pgbench" -n -M prepared -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
+        "$PUSHIZO_DATABASE_URL" 2>/dev/null; } 2>&1 )
+    pgbench_cpu=$(tail -n 1 <<<"$pgbench_out")
+    pgbench_tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$pgbench_out")
+    pair_pgbench_jps=$(calc "$pgbench_tps * 200")
+    pg_clients_gone; pair_pgbench_pg_us=$(ticks_us "$(( $(pg_ticks) - pg0 ))" "$deliveries")
+    pair_pgbench_us=$(calc "($(tr ' ' + <<<"$pgbench_cpu")) * 1000000 / $deliveries")
+    echo "    $name, pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$pair_pgbench_jps") jobs/s ($(calc "$pair_worker_jps / $pair_pgbench_jps")x); CPU a job: PostgreSQL $(printf %.1f "$pair_pgbench_pg_us") µs, pgbench $(printf %.1f "$pair_pgbench_us")"
+}
 mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.4f", s / NR }'; }
+worker_runs=(); pgbench_runs=(); peak_rss=0
+worker_pg_us=(); worker_own_us=(); emulator_us=(); pgbench_pg_us=(); pgbench_own_us=()
+for pair in $(seq 1 "$e2e_pairs"); do
+    e2e_pair "pair $pair"
+    worker_runs+=("$pair_worker_jps"); pgbench_runs+=("$pair_pgbench_jps")
+    worker_pg_us+=("$pair_worker_pg_us"); worker_own_us+=("$pair_worker_us"); emulator_us+=("$pair_emulator_us")
+    pgbench_pg_us+=("$pair_pgbench_pg_us"); pgbench_own_us+=("$pair_pgbench_us")
+done
 worker_jps=$(mean "${worker_runs[@]}"); pgbench_jps=$(mean "${pgbench_runs[@]}")
 echo "    means: worker $(printf %.0f "$worker_jps")/s, pgbench $(printf %.0f "$pgbench_jps") jobs/s ($(calc "$worker_jps / $pgbench_jps")x)"
+# What the machine spends on one delivery either way. On a machine whose cores are all busy, the ratio of the
+# rates is at most the inverse ratio of these sums: the worker's job includes the expansion of each list
+# (an insert into the queue, which pgbench's queue had before it started) and the provider's side.
+e2e_worker_cpu_us=$(calc "$(mean "${worker_pg_us[@]}") + $(mean "${worker_own_us[@]}") + $(mean "${emulator_us[@]}")")
+e2e_pgbench_cpu_us=$(calc "$(mean "${pgbench_pg_us[@]}") + $(mean "${pgbench_own_us[@]}")")
+echo "    CPU a delivery, all processes: the worker's job $(printf %.1f "$e2e_worker_cpu_us") µs (PostgreSQL $(printf %.1f "$(mean "${worker_pg_us[@]}")"), the worker $(printf %.1f "$(mean "${worker_own_us[@]}")"), the stand-in $(printf %.1f "$(mean "${emulator_us[@]}")")); pgbench's $(printf %.1f "$e2e_pgbench_cpu_us") µs (PostgreSQL $(printf %.1f "$(mean "${pgbench_pg_us[@]}")"), pgbench $(printf %.1f "$(mean "${pgbench_own_us[@]}")")): at most $(calc "$e2e_pgbench_cpu_us / $e2e_worker_cpu_us")x on busy cores"
+
+# The same pairs with PostgreSQL on a core of its own (PUSHIZO_BENCH_E2E_OWN_CORE_PAIRS, default 2; 0 skips):
+# the postmaster and every backend on CPU 0, the worker, the stand-in and pgbench on the others, as in a
+# deployment whose database has its own host and whose provider is remote. Both sides get the same one core of
+# PostgreSQL, so the ratio says how close the worker comes to the database's own limit for its claim and
+# completion.
+own_core_pairs=${PUSHIZO_BENCH_E2E_OWN_CORE_PAIRS:-2}
+own_core_worker_jps=null; own_core_pgbench_jps=null; own_core_ratio=null
+if [ "$(nproc)" -ge 2 ] && [ "$own_core_pairs" -gt 0 ]; then
+    others=1-$(( $(nproc) - 1 ))
+    for pid in "$postmaster" $(pgrep -P "$postmaster"); do taskset -a -p -c 0 "$pid" >/dev/null; done
+    taskset -a -p -c "$others" "$emulator_pid" >/dev/null
+    own_worker_runs=(); own_pgbench_runs=()
+    for pair in $(seq 1 "$own_core_pairs"); do
+        e2e_pair "PostgreSQL on CPU 0, pair $pair" taskset -c "$others"
+        own_worker_runs+=("$pair_worker_jps"); own_pgbench_runs+=("$pair_pgbench_jps")
+    done
+    all=0-$(( $(nproc) - 1 ))
+    for pid in "$postmaster" $(pgrep -P "$postmaster"); do taskset -a -p -c "$all" "$pid" >/dev/null; done
+    taskset -a -p -c "$all" "$emulator_pid" >/dev/null
+    own_core_worker_jps=$(mean "${own_worker_runs[@]}"); own_core_pgbench_jps=$(mean "${own_pgbench_runs[@]}")
+    own_core_ratio=$(calc "$own_core_worker_jps / $own_core_pgbench_jps")
+    echo "    means, PostgreSQL on a core of its own: worker $(printf %.0f "$own_core_worker_jps")/s, pgbench $(printf %.0f "$own_core_pgbench_jps") jobs/s (${own_core_ratio}x)"
+fi
 
 echo "==> 3. expansion of $expansion_size subscriptions ({\"all\": true}) by an expand-only worker"
 psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v n="$expansion_size" <<'SQL'
@@ -202,17 +293,6 @@ pids+=($steady_worker)
 sleep 1
 steady_rows=()
 sustained_rate=0
-# CPU ticks (user+sys, 10 ms each) of the whole PostgreSQL server: the postmaster, its live children and the
-# children it has reaped (ended backends).
-steady_postmaster=$(head -n 1 "$work/pg/data/postmaster.pid")
-pg_ticks() {
-    local total
-    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$steady_postmaster/stat")
-    for child in $(pgrep -P "$steady_postmaster"); do
-        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$child/stat" 2>/dev/null || echo 0)))
-    done
-    echo "$total"
-}
 for rate in $steady_rates; do
     step_started=$(date +%s.%N)
     worker_cpu_before=$(awk '{ print $14 + $15 }' /proc/$steady_worker/stat)
@@ -229,7 +309,7 @@ for rate in $steady_rates; do
     pg_cpu=$(( $(pg_ticks) - pg_cpu_before ))
     # Per notification, over the step and its grace: the steady cost of the stream (PostgreSQL's includes the
     # producer's inserts).
-    worker_us=$(calc "$worker_cpu * 10000 / ($inserted + ($inserted == 0))"); pg_us=$(calc "$pg_cpu * 10000 / ($inserted + ($inserted == 0))")
+    worker_us=$(ticks_us "$worker_cpu" "$inserted"); pg_us=$(ticks_us "$pg_cpu" "$inserted")
     # The first (lowest) step's, as its latency: the summary's steady figure.
     if [ -z "${steady_worker_us:-}" ]; then steady_worker_us=$worker_us; steady_pg_us=$pg_us; fi
     verdict=no
@@ -329,6 +409,11 @@ echo "==> ratios against the targets"
 printf "  %-55s %6.2fx   (target >= 0.80; median of $transport_rounds rounds)\n" "HTTP/2 transport as the worker hands it (submit) vs h2load" "$submit_ratio"
 printf "  %-55s %6.2fx\n" "HTTP/2 transport, one send per request, vs h2load" "$one_ratio"
 printf "  %-55s %6.2fx   (target >= 0.50)\n" "end to end (worker jobs/s vs pgbench claim/complete)" "$(calc "$worker_jps / $pgbench_jps")"
+printf "  %-55s %6.2fx   (CPU a delivery: the worker's job %.0f µs, pgbench's %.0f µs)\n" "end to end at most, all cores busy (CPU per job ratio)" \
+    "$(calc "$e2e_pgbench_cpu_us / $e2e_worker_cpu_us")" "$e2e_worker_cpu_us" "$e2e_pgbench_cpu_us"
+if [ "$own_core_ratio" != null ]; then
+    printf "  %-55s %6.2fx   (%.0f vs %.0f/s)\n" "end to end, PostgreSQL on a core of its own" "$own_core_ratio" "$own_core_worker_jps" "$own_core_pgbench_jps"
+fi
 printf "  %-55s %6s MB   (target < 150)\n" "worker peak RSS" "${peak_rss:-?}"
 printf "  %-55s %6s s    (target < 10)\n" "expansion of $expansion_size subscriptions" "${expansion_seconds:-?}"
 printf "  %-55s %6s /s   (target >= 5000)\n" "one-device notifications sustained (highest rate)" "$sustained_rate"
@@ -349,7 +434,10 @@ cat >"$json" <<JSON
  "transport": {"h2load_rps": ${h2load_rps:-null}, "pushizo_rps": ${ours_rps:-null}, "ratio": $one_ratio,
    "rounds": {"h2load_rps": [$(IFS=,; echo "${h2load_runs[*]}")], "submit25_rps": [$(IFS=,; echo "${submit_runs[*]}")], "one_send_rps": [$(IFS=,; echo "${one_runs[*]}")]}},
  "transport_submit25": {"pushizo_rps": ${submit_rps:-null}, "ratio": $submit_ratio},
- "end_to_end": {"deliveries": $deliveries, "worker_jobs_per_second": $worker_jps, "pgbench_jobs_per_second": $pgbench_jps, "ratio": $(calc "$worker_jps / $pgbench_jps"), "worker_peak_rss_mb": ${peak_rss:-null}, "worker_runs": [$(IFS=,; echo "${worker_runs[*]}")], "pgbench_runs": [$(IFS=,; echo "${pgbench_runs[*]}")]},
+ "end_to_end": {"deliveries": $deliveries, "worker_jobs_per_second": $worker_jps, "pgbench_jobs_per_second": $pgbench_jps, "ratio": $(calc "$worker_jps / $pgbench_jps"), "worker_peak_rss_mb": ${peak_rss:-null}, "worker_runs": [$(IFS=,; echo "${worker_runs[*]}")], "pgbench_runs": [$(IFS=,; echo "${pgbench_runs[*]}")],
+   "cpu_us_per_delivery": {"worker_job": $e2e_worker_cpu_us, "postgres_for_worker": $(mean "${worker_pg_us[@]}"), "worker": $(mean "${worker_own_us[@]}"), "apns_stand_in": $(mean "${emulator_us[@]}"),
+     "pgbench_job": $e2e_pgbench_cpu_us, "postgres_for_pgbench": $(mean "${pgbench_pg_us[@]}"), "pgbench": $(mean "${pgbench_own_us[@]}"), "ratio": $(calc "$e2e_pgbench_cpu_us / $e2e_worker_cpu_us")},
+   "postgres_own_core": {"pairs": $own_core_pairs, "worker_jobs_per_second": $own_core_worker_jps, "pgbench_jobs_per_second": $own_core_pgbench_jps, "ratio": $own_core_ratio}},
  "expansion": {"subscriptions": $expansion_size, "seconds": ${expansion_seconds:-null}},
  "transactional": {"seconds_per_step": $steady_seconds, "grace_seconds": $steady_grace, "steps": [$steady_json],
    "sustained_per_second": $sustained_rate,
