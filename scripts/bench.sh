@@ -227,21 +227,31 @@ echo "    CPU a delivery, all processes: the worker's job $(printf %.1f "$e2e_wo
 # completion.
 own_core_pairs=${PUSHIZO_BENCH_E2E_OWN_CORE_PAIRS:-2}
 own_core_worker_jps=null; own_core_pgbench_jps=null; own_core_ratio=null
+pin_postgres() {
+    # A backend may exit between the listing and its taskset; the postmaster's own list is checked below.
+    for pid in "$postmaster" $(pgrep -P "$postmaster"); do taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 || true; done
+}
 if [ "$(nproc)" -ge 2 ] && [ "$own_core_pairs" -gt 0 ]; then
     others=1-$(( $(nproc) - 1 ))
-    for pid in "$postmaster" $(pgrep -P "$postmaster"); do taskset -a -p -c 0 "$pid" >/dev/null; done
+    pin_postgres 0
     taskset -a -p -c "$others" "$emulator_pid" >/dev/null
+    if [ "$(taskset -c -p "$postmaster" | sed 's/.*: *//')" != 0 ]; then
+        echo "    PostgreSQL could not be pinned to CPU 0 (taskset: $(taskset -c -p "$postmaster")): the pairs on a core of its own are skipped"
+        own_core_pairs=0
+    fi
     own_worker_runs=(); own_pgbench_runs=()
     for pair in $(seq 1 "$own_core_pairs"); do
         e2e_pair "PostgreSQL on CPU 0, pair $pair" taskset -c "$others"
         own_worker_runs+=("$pair_worker_jps"); own_pgbench_runs+=("$pair_pgbench_jps")
     done
     all=0-$(( $(nproc) - 1 ))
-    for pid in "$postmaster" $(pgrep -P "$postmaster"); do taskset -a -p -c "$all" "$pid" >/dev/null; done
+    pin_postgres "$all"
     taskset -a -p -c "$all" "$emulator_pid" >/dev/null
-    own_core_worker_jps=$(mean "${own_worker_runs[@]}"); own_core_pgbench_jps=$(mean "${own_pgbench_runs[@]}")
-    own_core_ratio=$(calc "$own_core_worker_jps / $own_core_pgbench_jps")
-    echo "    means, PostgreSQL on a core of its own: worker $(printf %.0f "$own_core_worker_jps")/s, pgbench $(printf %.0f "$own_core_pgbench_jps") jobs/s (${own_core_ratio}x)"
+    if [ "$own_core_pairs" -gt 0 ]; then
+        own_core_worker_jps=$(mean "${own_worker_runs[@]}"); own_core_pgbench_jps=$(mean "${own_pgbench_runs[@]}")
+        own_core_ratio=$(calc "$own_core_worker_jps / $own_core_pgbench_jps")
+        echo "    means, PostgreSQL on a core of its own: worker $(printf %.0f "$own_core_worker_jps")/s, pgbench $(printf %.0f "$own_core_pgbench_jps") jobs/s (${own_core_ratio}x)"
+    fi
 fi
 
 echo "==> 3. expansion of $expansion_size subscriptions ({\"all\": true}) by an expand-only worker"
