@@ -245,18 +245,24 @@ public enum DataLifecycle {
     /// Deletes up to `$3` grants that no cap window of their app can count any more: older than the app's
     /// longest rule window and than `$1` seconds (the grant retention the reservation keeps, 28 days). A rule
     /// the worker could not read counts as the longest window allowed (`$2`, 366 days), so a malformed setting
-    /// never loses a grant a corrected one would count.
+    /// never loses a grant a corrected one would count: that includes a `per_seconds` that is no whole number
+    /// of 1 ... `$2`, which is compared in `numeric` (a float8 cast of 1e-1000 failed the statement for every
+    /// app).
     static let pruneGrantsSQL = """
         WITH keep AS (
             SELECT a.id AS app_id,
-                   greatest($1::float8, coalesce(max(
-                       CASE WHEN jsonb_typeof(r.rule) = 'object' AND jsonb_typeof(r.rule -> 'per_seconds') = 'number'
-                            THEN least((r.rule ->> 'per_seconds')::numeric, $2::numeric) ELSE $2::numeric END), 0)::float8)
+                   greatest($1::numeric, coalesce(max(
+                       CASE WHEN w.seconds BETWEEN 1 AND $2::numeric AND w.seconds = trunc(w.seconds) THEN w.seconds
+                            ELSE $2::numeric END), 0))::float8
                        AS keep_seconds
             FROM apps a
             LEFT JOIN LATERAL jsonb_array_elements(
                 CASE WHEN jsonb_typeof(a.frequency_caps) = 'array' THEN a.frequency_caps ELSE '[]'::jsonb END
             ) AS r(rule) ON true
+            LEFT JOIN LATERAL (
+                SELECT CASE WHEN jsonb_typeof(r.rule) = 'object' AND jsonb_typeof(r.rule -> 'per_seconds') = 'number'
+                            THEN (r.rule ->> 'per_seconds')::numeric END AS seconds
+            ) AS w ON true
             GROUP BY a.id
         ), doomed AS (
             SELECT g.app_id, g.cap_key, g.notification_id

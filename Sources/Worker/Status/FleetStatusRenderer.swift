@@ -178,7 +178,9 @@ public enum FleetStatusRenderer {
 
     /// A rate or permit count: whole numbers grouped, others with up to two decimals.
     static func rate(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? grouped(Int64(value)) : String(format: "%.2f", value)
+        // Beyond 10^15 (a limit the column allows up to float8's largest), digits say nothing: `1.7e+308`.
+        if !(abs(value) < 1e15) { return String(format: "%.3g", value) }
+        return value == value.rounded() ? grouped(Int64(value)) : String(format: "%.2f", value)
     }
 
     static func percent(_ fraction: Double) -> String {
@@ -195,9 +197,12 @@ public enum FleetStatusRenderer {
             parts.hour ?? 0, parts.minute ?? 0, parts.second ?? 0)
     }
 
-    /// `3d 4h`, `1h 59m 50s`, `3m 58s`, `42s` (whole seconds, rounded down; negative as 0s).
+    /// `3d 4h`, `1h 59m 50s`, `3m 58s`, `42s` (whole seconds, rounded down; negative and NaN as 0s, at most
+    /// 10^12 s).
     static func duration(_ seconds: Double) -> String {
-        var rest = Int64(max(0, seconds.isFinite ? seconds : 0))
+        // Capped at about 31,700 years: a queue over a tiny send limit gives any number of seconds (infinity
+        // included), and Int64(_:) traps beyond its range.
+        var rest = Int64(seconds.isNaN ? 0 : min(max(0, seconds), 1e12))
         let days = rest / 86_400
         rest %= 86_400
         let hours = rest / 3_600

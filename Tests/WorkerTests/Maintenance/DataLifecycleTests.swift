@@ -309,19 +309,26 @@ struct DataLifecycleTests {
                 try seed.app()
                 let long = UUID()
                 let broken = UUID()
+                // Numbers the worker refuses as a window: beyond float8 (which failed the whole statement, so no
+                // app's grants were pruned), negative, fractional, zero.
+                let tiny = UUID(), huge = UUID(), fraction = UUID(), zero = UUID()
                 _ = try seed.connection.query(
                     """
                     INSERT INTO apps (id, frequency_caps) VALUES
-                        ($1, '[{"max": 3, "per_seconds": 8640000}]'), ($2, '[{"max": 3, "per_second": 86400}]')
-                    """, [long, broken])
+                        ($1, '[{"max": 3, "per_seconds": 8640000}]'), ($2, '[{"max": 3, "per_second": 86400}]'),
+                        ($3, '[{"max": 1, "per_seconds": 1e-1000}]'), ($4, '[{"max": 1, "per_seconds": -1e1000}]'),
+                        ($5, '[{"max": 1, "per_seconds": 86400.5}]'), ($6, '[{"max": 1, "per_seconds": 0}]')
+                    """, [long, broken, tiny, huge, fraction, zero])
                 _ = try seed.connection.query(
                     "UPDATE apps SET frequency_caps = '[{\"max\": 3, \"per_seconds\": 86400}]' WHERE id = $1", [seed.appID])
                 // (app, age in days, kept?): one day's window keeps 28 days (what the reservation keeps); a 100-day
-                // window keeps 100 days; an unreadable rule keeps the longest window there is (366 days).
+                // window keeps 100 days; an unreadable rule or window keeps the longest window there is (366 days).
                 let cases: [(UUID, Int, Bool)] = [
                     (seed.appID, 10, true), (seed.appID, 27, true), (seed.appID, 29, false), (seed.appID, 200, false),
                     (long, 40, true), (long, 99, true), (long, 101, false),
                     (broken, 40, true), (broken, 365, true), (broken, 367, false),
+                    (tiny, 365, true), (tiny, 367, false), (huge, 365, true), (huge, 367, false),
+                    (fraction, 365, true), (fraction, 367, false), (zero, 365, true), (zero, 367, false),
                 ]
                 for (app, age, _) in cases {
                     _ = try seed.connection.query(
@@ -333,6 +340,7 @@ struct DataLifecycleTests {
                 var settings = Self.days30
                 settings.batchSize = 2  // several batches
                 let report = try #require(try DataLifecycle.maintain(on: seed.connection, settings: settings, waitForLock: false))
+                #expect(report.problems.isEmpty)
                 #expect(report.prunedGrants == cases.filter { !$0.2 }.count)
                 let left = try seed.connection.query(
                     "SELECT app_id, round(extract(epoch FROM now() - granted_at) / 86400)::integer AS age FROM frequency_cap_grants"

@@ -86,6 +86,32 @@ struct ThrottleClaimTests {
         }
     }
 
+    /// Any positive finite limit the column's CHECK takes: the claim, the claim loop's wait and `status` stay in
+    /// float8's range (migration 0025). Before, 1.7e308/s failed every worker's every claim at once ("value out of
+    /// range: overflow"), 1e305/s after an idle hour, and 5e-324/s underflowed.
+    @Test func extremeLimitsNeitherOverflowNorStopTheClaim() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let huge = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: 1.7e308)
+                let idle = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: 1e305)
+                let tiny = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: 5e-324)
+                let free = try Self.appWithDueDeliveries(url, count: 10, priority: 5, limit: nil)
+                _ = try idle.connection.query(
+                    "UPDATE app_send_buckets SET tokens = 0, refilled_at = now() - interval '1 hour' WHERE app_id = $1",
+                    [idle.appID])
+                // The tiny limit's bucket starts full: one permit (the burst is at least one).
+                let claimed = try QueueStore.claim(on: free.connection, limit: 200, leaseSeconds: 60, workerID: "t")
+                #expect(Self.claimedCounts(claimed, huge, idle, tiny, free) == [30, 30, 1, 10])
+                // Only the tiny limit has due deliveries left; its next permit is ages away: capped at a day.
+                #expect(try QueueStore.throttleWait(on: free.connection) == 86_400)
+                let status = try FleetStatusStore.read(on: free.connection)
+                #expect(status.throttledApps.count == 3)
+                let text = FleetStatusRenderer.text(status)
+                #expect(text.contains(tiny.appID.uuidString.lowercased()))
+            }
+        }
+    }
+
     @Test func settingAndClearingALimitFlagsTheQueueAndKeepsTheBucket() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {

@@ -149,9 +149,18 @@ struct FleetStatusRendererTests {
 
     @Test(arguments: [
         (0.0, "0s"), (59.9, "59s"), (60, "1m 0s"), (3_725, "1h 2m 5s"), (90_000, "1d 1h"), (-5, "0s"),
+        // A queue over a tiny send limit: capped, never a trap converting to Int64.
+        (1e300, "11574074d 1h"), (.infinity, "11574074d 1h"), (.nan, "0s"),
     ])
     func durations(seconds: Double, text: String) {
         #expect(FleetStatusRenderer.duration(seconds) == text)
+    }
+
+    @Test func sendLimits() {
+        #expect(FleetStatusRenderer.rate(200) == "200")
+        #expect(FleetStatusRenderer.rate(12_500) == "12,500")
+        #expect(FleetStatusRenderer.rate(0.5) == "0.50")
+        #expect(FleetStatusRenderer.rate(1.7e308) == "1.7e+308")
     }
 
     @Test func groupedNumbers() {
