@@ -277,6 +277,7 @@ final class ClientCore: @unchecked Sendable {
     var cancelledEarlyCount: Int { cancelledEarly.recent.count + cancelledEarly.older.count }
     private var dispatchScheduled: Set<HTTP2Origin> = []
     private var sweepTimer: LoopTimerID?
+    private var queueWaitTimer: LoopTimerID?
     private var shuttingDown = false
     private var loopStopped = false
     /// The loop has stopped: work deferred to the end of a turn would never run.
@@ -300,6 +301,7 @@ final class ClientCore: @unchecked Sendable {
             shutdownWaiters = []
         }
         scheduleSweep()
+        scheduleQueueWaitCheck()
     }
 
     func tls() -> Result<TLSContext, HTTP2Error> {
@@ -433,7 +435,7 @@ final class ClientCore: @unchecked Sendable {
                 guard let connection = live[connectionID] else {
                     // Not expected (slots come from live connections only); never lose the request.
                     machine.streamClosed(connectionID, now: .now, processed: false)
-                    _ = machine.unprocessed(requestID, at: request.origin, retries: 0)
+                    _ = machine.unprocessed(requestID, at: request.origin, retries: 0, now: .now)
                     scheduleDispatch(request.origin)
                     continue
                 }
@@ -477,6 +479,19 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
+    /// Every half `maximumQueueWait` (at most a second, at least 10 ms): fails the requests that waited that long
+    /// at an origin with every stream in use (``PoolStateMachine/expireWaits(now:)``). One timer for the client,
+    /// not one per request.
+    private func scheduleQueueWaitCheck() {
+        guard let wait = configuration.maximumQueueWait else { return }
+        let interval = min(max(wait / 2, .milliseconds(10)), .seconds(1))
+        queueWaitTimer = loop.core.schedule(after: interval) { [weak self] in
+            guard let self, !self.shuttingDown else { return }
+            self.run(self.machine.expireWaits(now: .now))
+            self.scheduleQueueWaitCheck()
+        }
+    }
+
     /// Drops the early cancellations older than two rotations (see ``cancelledEarly``).
     private func forgetStaleEarlyCancellations() {
         let now = ContinuousClock.now
@@ -488,7 +503,7 @@ final class ClientCore: @unchecked Sendable {
     func retry(_ request: PendingRequest, reason: HTTP2Error) {
         request.retries += 1
         request.headersSent = false
-        switch machine.unprocessed(request.id, at: request.origin, retries: request.retries) {
+        switch machine.unprocessed(request.id, at: request.origin, retries: request.retries, now: .now) {
         case .giveUp:
             finish(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
         case .requeued:
@@ -562,7 +577,8 @@ final class ClientCore: @unchecked Sendable {
     private func open(_ id: PoolStateMachine.ConnectionID, _ origin: HTTP2Origin) {
         // The one place names are resolved; the completion runs on the loop thread (resolveOffLoop hops back).
         let box = UncheckedBox(self)
-        resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop) { result in
+        resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop,
+                       resolver: configuration.resolver) { result in
             box.value.connect(id, origin, result)
         }
     }
@@ -619,6 +635,7 @@ final class ClientCore: @unchecked Sendable {
 
     private func closeEverything() {
         loop.core.cancelTimer(sweepTimer)
+        loop.core.cancelTimer(queueWaitTimer)
         for id in machine.closeAll() { live[id]?.terminate() }
         let waiters = shutdownWaiters
         shutdownWaiters = []

@@ -8,9 +8,13 @@ internal import Glibc
 /// `getaddrinfo` cannot be cancelled; a lookup that outlives its caller's timeout keeps its thread until the
 /// resolver library gives up (glibc: `options timeout:` × `attempts:` from resolv.conf). With every thread busy,
 /// new lookups wait in the queue; once the queue is full they fail at once.
-final class HostResolver: Sendable {
-    /// The process-wide resolver used by every ``HTTP2Client``: 4 threads, 256 queued lookups.
-    static let shared = HostResolver(threads: 4, queueCapacity: 256)
+///
+/// Clients share one resolver unless given their own (``HTTP2ClientConfiguration/resolver``): a client whose host
+/// names come from untrusted parties (Web Push endpoints, chosen by subscribers) should have one, so that names
+/// whose DNS never answers hold up only its lookups.
+public final class HostResolver: Sendable {
+    /// The process-wide resolver clients use by default: 4 threads, 256 queued lookups.
+    public static let shared = HostResolver(threads: 4, queueCapacity: 256)
 
     private struct State {
         var queue: [Job] = []
@@ -32,12 +36,19 @@ final class HostResolver: Sendable {
     private let available = DispatchSemaphore(value: 0)
     private let lookup: @Sendable (String, Int) -> Result<[SocketAddress], HTTP2Error>
 
+    /// A resolver of its own, using the C library's `getaddrinfo`.
+    /// - Parameters:
+    ///   - threads: resolver threads (at least 1), started on first use and kept for the process's life.
+    ///   - queueCapacity: lookups that may wait for a free thread; more fail at once with `.connectFailed`.
+    public convenience init(threads: Int, queueCapacity: Int) {
+        self.init(threads: threads, queueCapacity: queueCapacity, lookup: SocketAddress.resolve)
+    }
+
     /// - Parameters:
     ///   - threads: resolver threads, started on first use and kept for the process's life.
     ///   - queueCapacity: lookups that may wait for a free thread; more fail with `.connectFailed`.
     ///   - lookup: the blocking lookup (tests substitute one).
-    init(threads: Int, queueCapacity: Int,
-         lookup: @escaping @Sendable (String, Int) -> Result<[SocketAddress], HTTP2Error> = SocketAddress.resolve) {
+    init(threads: Int, queueCapacity: Int, lookup: @escaping @Sendable (String, Int) -> Result<[SocketAddress], HTTP2Error>) {
         self.threadCount = max(1, threads)
         self.queueCapacity = max(0, queueCapacity)
         self.lookup = lookup

@@ -10,6 +10,8 @@
 ///   origin is closed to make room, and when none is idle the origin waits for one to close;
 /// - at most `inFlightPerOrigin` streams per origin, whatever the peers' SETTINGS_MAX_CONCURRENT_STREAMS, so one
 ///   slow endpoint cannot take every stream; further requests wait in the origin's queue (until their deadline);
+/// - a request that has waited `queueWait` at an origin whose streams are all in use (``expireWaits(now:)``)
+///   fails unsent, so that the callers' own slots (a worker's deliveries) are not held by one slow origin either;
 /// - a connection whose peer answered REFUSED_STREAM (RFC 9113 §8.7) carries at most as many streams as were open
 ///   without being refused (its effective limit, never above the peer's SETTINGS_MAX_CONCURRENT_STREAMS); the
 ///   limit grows back by one stream per window of that many processed streams, at most once per
@@ -32,6 +34,8 @@ struct PoolStateMachine {
         var backoffMaximum: Duration
         var maximumRetries: Int
         var streamLimitRecoveryInterval: Duration
+        /// nil: requests wait for a stream until their deadline.
+        var queueWait: Duration?
 
         init(_ configuration: HTTP2ClientConfiguration) {
             connectionsPerOrigin = max(1, configuration.maximumConnectionsPerOrigin)
@@ -43,6 +47,7 @@ struct PoolStateMachine {
             backoffMaximum = configuration.reconnectBackoffMaximum
             maximumRetries = configuration.maximumRetries
             streamLimitRecoveryInterval = configuration.streamLimitRecoveryInterval
+            queueWait = configuration.maximumQueueWait
         }
     }
 
@@ -105,8 +110,14 @@ struct PoolStateMachine {
         var freeSlots: Int { ready && usable ? max(0, effectiveLimit - streams) : 0 }
     }
 
+    /// A request waiting for a stream, and since when.
+    private struct Waiting {
+        var id: RequestID
+        var since: Instant
+    }
+
     private struct Origin {
-        var queue: [RequestID] = []
+        var queue: [Waiting] = []
         var head = 0
         /// Queued entries whose caller was already answered (timeout, cancellation): skipped, then dropped.
         var answered: Set<RequestID> = []
@@ -124,7 +135,7 @@ struct PoolStateMachine {
 
         mutating func pop() -> RequestID? {
             while head < queue.count {
-                let id = queue[head]
+                let id = queue[head].id
                 head += 1
                 if answered.remove(id) == nil { return id }
             }
@@ -192,14 +203,14 @@ struct PoolStateMachine {
 
     /// A new request for `origin`: queued, then dispatched.
     mutating func enqueue(_ request: RequestID, to origin: HTTP2Origin, now: Instant) -> [Action] {
-        origins[origin, default: Origin()].queue.append(request)
+        origins[origin, default: Origin()].queue.append(Waiting(id: request, since: now))
         return dispatch(origin, now: now)
     }
 
     /// Several requests queued at once, in order, then one dispatch: the same actions as enqueueing them one
     /// by one and dispatching after the last, for one lookup of the origin instead of one per request.
     mutating func enqueue(_ requests: [RequestID], to origin: HTTP2Origin, now: Instant) -> [Action] {
-        origins[origin, default: Origin()].queue.append(contentsOf: requests)
+        origins[origin, default: Origin()].queue.append(contentsOf: requests.lazy.map { Waiting(id: $0, since: now) })
         return dispatch(origin, now: now)
     }
 
@@ -209,23 +220,25 @@ struct PoolStateMachine {
         guard var o = origins[origin] else { return }
         o.answered.insert(request)
         if o.answered.count >= 32, o.answered.count * 2 >= o.queue.count - o.head {
-            o.queue = o.queue[o.head...].filter { !o.answered.contains($0) }
+            o.queue = o.queue[o.head...].filter { !o.answered.contains($0.id) }
             o.head = 0
             o.answered = []
         }
         origins[origin] = o
     }
 
-    /// The peer did not process `request` (RFC 9113 §8.7): back to the front of the queue, or given up after
-    /// `maximumRetries` resends. Dispatch follows separately (this runs inside nghttp2 callbacks).
-    mutating func unprocessed(_ request: RequestID, at origin: HTTP2Origin, retries: Int) -> RetryDecision {
+    /// The peer did not process `request` (RFC 9113 §8.7): back to the front of the queue (waiting from `now`),
+    /// or given up after `maximumRetries` resends. Dispatch follows separately (this runs inside nghttp2
+    /// callbacks).
+    mutating func unprocessed(_ request: RequestID, at origin: HTTP2Origin, retries: Int, now: Instant) -> RetryDecision {
         guard retries <= limits.maximumRetries else { return .giveUp }
         var o = origins[origin, default: Origin()]
+        let entry = Waiting(id: request, since: now)
         if o.head > 0 {
             o.head -= 1
-            o.queue[o.head] = request
+            o.queue[o.head] = entry
         } else {
-            o.queue.insert(request, at: 0)
+            o.queue.insert(entry, at: 0)
         }
         origins[origin] = o
         return .requeued
@@ -253,7 +266,7 @@ struct PoolStateMachine {
                 counted = false
             }
         }
-        return (unprocessed(request, at: origin, retries: counted ? retries + 1 : retries), counted)
+        return (unprocessed(request, at: origin, retries: counted ? retries + 1 : retries, now: now), counted)
     }
 
     // MARK: Connection events
@@ -403,6 +416,52 @@ struct PoolStateMachine {
         o.connections.append(id)
         actions.append(.open(id, origin))
         return actions
+    }
+
+    /// Fails, unsent, the requests that have waited `queueWait` or longer at an origin whose streams are all in
+    /// use: `inFlightPerOrigin` streams open, or every connection it may have open, ready and at its stream limit.
+    /// Requests still waiting for a connection to open (a handshake, a reconnect backoff, the global cap) are
+    /// left to their deadlines. A queue is in arrival order, so only its oldest entries are looked at.
+    mutating func expireWaits(now: Instant) -> [Action] {
+        guard let queueWait = limits.queueWait else { return [] }
+        var busy: [HTTP2Origin] = []
+        for (origin, o) in origins where o.waiting > 0 && now - o.queue[o.head].since >= queueWait && streamsInUse(o) {
+            busy.append(origin)
+        }
+        var actions: [Action] = []
+        for origin in busy {
+            guard var o = origins[origin] else { continue }
+            var expired: [RequestID] = []
+            while o.head < o.queue.count, now - o.queue[o.head].since >= queueWait {
+                let id = o.queue[o.head].id
+                o.head += 1
+                if o.answered.remove(id) == nil { expired.append(id) }
+            }
+            o.compact()
+            origins[origin] = o
+            if !expired.isEmpty {
+                actions.append(.fail(expired, HTTP2Error(
+                    .originBusy, "\(origin) had every stream in use while the request waited \(queueWait); not sent",
+                    isSafeToRetry: true)))
+            }
+        }
+        return actions
+    }
+
+    /// Whether `o` can take no request now and none soon: its in-flight cap is reached, or all the connections
+    /// it may have are open, ready and full.
+    private func streamsInUse(_ o: Origin) -> Bool {
+        var inFlight = 0
+        var usable = 0
+        var full = true
+        for id in o.connections {
+            guard let c = connections[id] else { continue }
+            inFlight += c.streams
+            guard c.usable else { continue }
+            usable += 1
+            if !c.ready || c.freeSlots > 0 { full = false }
+        }
+        return inFlight >= limits.inFlightPerOrigin || (full && usable >= limits.connectionsPerOrigin)
     }
 
     /// Periodic sweep: closes connections idle (no streams) for `idleTimeout` and forgets origins with nothing

@@ -156,4 +156,44 @@ struct HostResolverTests {
         #expect(accepted < 0)
         if accepted >= 0 { close(accepted) }
     }
+
+    /// Web Push's client has a resolver of its own: while every thread and queue place of one resolver is held by
+    /// lookups that never answer, a client on another resolver still resolves, connects and is answered; a
+    /// client on the jammed one is refused at once (queue full), never left waiting.
+    @Test func aClientWithItsOwnResolverIsNotHeldUpByAnothersStuckLookups() async throws {
+        let loop = try HTTP2EventLoop(name: "test-resolver-lanes")
+        defer { loop.shutdown() }
+        let server = HTTP2Server(eventLoop: loop, tls: nil, handler: echoHandler)
+        let port = try server.start()
+        let stuck = BlockingLookup(answer: [IPAddress(ipv4: 0x7F00_0001)])
+        let jammed = HostResolver(threads: 1, queueCapacity: 1, lookup: stuck.lookup)
+        let own = HostResolver(threads: 1, queueCapacity: 4) { _, port in
+            .success([SocketAddress(IPAddress(ipv4: 0x7F00_0001), port: port)])
+        }
+        var jammedConfiguration = HTTP2ClientConfiguration()
+        jammedConfiguration.resolver = jammed
+        var ownConfiguration = HTTP2ClientConfiguration()
+        ownConfiguration.resolver = own
+        let hostile = HTTP2Client(eventLoop: loop, configuration: jammedConfiguration)
+        let other = HTTP2Client(eventLoop: loop, configuration: ownConfiguration)
+        // Two lookups that never answer: one on the thread, then one in the queue.
+        func hold(_ host: String) -> Task<Void, Never> {
+            Task { _ = try? await hostile.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .http, host: host, port: port)) }
+        }
+        let first = hold("h1.slow.example")
+        while stuck.running.withLock({ $0.now }) < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        let second = hold("h2.slow.example")
+        while jammed.queuedCount < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        let answer = try await other.send(HTTP2Request(path: "/", body: [7]), to: HTTP2Origin(scheme: .http, host: "push.example", port: port))
+        #expect(answer.status == 200 && answer.body == [7])
+        await #expect {
+            try await hostile.send(HTTP2Request(path: "/"), to: HTTP2Origin(scheme: .http, host: "h3.slow.example", port: port))
+        } throws: { ($0 as? HTTP2Error)?.code == .connectFailed }
+        stuck.release.signal()
+        stuck.release.signal()
+        _ = await (first.value, second.value)
+        await hostile.shutdown()
+        await other.shutdown()
+        await server.shutdown()
+    }
 }

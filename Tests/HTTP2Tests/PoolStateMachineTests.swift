@@ -178,11 +178,11 @@ struct PoolStateMachineTests {
         #expect(describe(pool.enqueue(2, to: a, now: t0)) == ["open 2 a.example"])
         // REFUSED_STREAM on request 1: it goes before request 2.
         pool.streamClosed(1, now: t0)
-        #expect(pool.unprocessed(1, at: a, retries: 1) == .requeued)
+        #expect(pool.unprocessed(1, at: a, retries: 1, now: t0) == .requeued)
         #expect(describe(pool.dispatch(a, now: t0)) == ["start 1 on 1"])
         pool.streamClosed(1, now: t0)
-        #expect(pool.unprocessed(1, at: a, retries: 2) == .requeued)
-        #expect(pool.unprocessed(1, at: a, retries: 3) == .giveUp)
+        #expect(pool.unprocessed(1, at: a, retries: 2, now: t0) == .requeued)
+        #expect(pool.unprocessed(1, at: a, retries: 3, now: t0) == .giveUp)
     }
 
     /// Starts `count` requests (ids 1...count) on connection 1 of `a`, which allows `maxStreams`.
@@ -267,6 +267,46 @@ struct PoolStateMachineTests {
         #expect(describe(pool.dispatch(a, now: t0)).prefix(2) == ["start 7 on 1", "start 61 on 1"])
     }
 
+    @Test func requestsWaitingAtAnOriginWithEveryStreamInUseFailUnsentAfterTheQueueWait() {
+        var pool = machine { $0.maximumInFlightPerOrigin = 2; $0.maximumQueueWait = .seconds(2) }
+        for id in 1...4 { _ = pool.enqueue(UInt64(id), to: a, now: t0) }
+        pool.connected(1, maxStreams: 1000, now: t0)
+        #expect(describe(pool.dispatch(a, now: t0)) == ["start 1 on 1", "start 2 on 1"])
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(1))).isEmpty)
+        _ = pool.enqueue(5, to: a, now: t0 + .seconds(1))
+        pool.answeredWhileQueued(4, at: a)
+        // 3 waited 2 s (4 was answered meanwhile: skipped); 5 only 1 s.
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(2))) == ["fail [3] originBusy safe"])
+        #expect(pool.waiting(at: a) == 1)
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(3))) == ["fail [5] originBusy safe"])
+        // Another origin's queue is its own.
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(30))).isEmpty)
+    }
+
+    @Test func requestsWaitingForAConnectionAreLeftToTheirDeadline() {
+        var pool = machine { $0.maximumConnectionsPerOrigin = 2; $0.maximumQueueWait = .seconds(2) }
+        for id in 1...3 { _ = pool.enqueue(UInt64(id), to: a, now: t0) }
+        // Still connecting: not busy, however long.
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(9))).isEmpty)
+        // One connection of one stream ready, the second one opening: still not busy.
+        pool.connected(1, maxStreams: 1, now: t0)
+        #expect(describe(pool.dispatch(a, now: t0)) == ["start 1 on 1", "open 2 a.example"])
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(9))).isEmpty)
+        // Both connections ready and full: the origin can take nothing more, so 3 goes.
+        pool.connected(2, maxStreams: 1, now: t0)
+        #expect(describe(pool.dispatch(a, now: t0)) == ["start 2 on 2"])
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(9))) == ["fail [3] originBusy safe"])
+    }
+
+    @Test func withoutAQueueWaitRequestsWaitUntilTheirDeadline() {
+        var pool = machine { $0.maximumInFlightPerOrigin = 1; $0.maximumQueueWait = nil }
+        for id in 1...2 { _ = pool.enqueue(UInt64(id), to: a, now: t0) }
+        pool.connected(1, maxStreams: 10, now: t0)
+        _ = pool.dispatch(a, now: t0)
+        #expect(describe(pool.expireWaits(now: t0 + .seconds(3600))).isEmpty)
+        #expect(pool.waiting(at: a) == 1)
+    }
+
     @Test func goingAwayConnectionsTakeNoNewStreams() {
         var pool = machine()
         _ = pool.enqueue(1, to: a, now: t0)
@@ -333,6 +373,46 @@ struct HTTP2PoolBoundsTests {
         await client.shutdown()
         await first.shutdown()
         await second.shutdown()
+    }
+
+    /// A server that holds every answer: two requests get streams (the cap), the other three fail unsent with
+    /// `.originBusy` once they have waited the queue wait, long before their deadline, and never reach it.
+    @Test func requestsQueuedBehindASlowOriginComeBackUnsent() async throws {
+        let loop = try HTTP2EventLoop(name: "test-queue-wait")
+        defer { loop.shutdown() }
+        let received = Mutex(0)
+        let release = Mutex(false)
+        let server = HTTP2Server(eventLoop: loop, tls: nil) { request in
+            received.withLock { $0 += 1 }
+            while !release.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+            return HTTP2ServerResponse(status: 200, body: request.body)
+        }
+        let port = try server.start()
+        var configuration = HTTP2ClientConfiguration()
+        configuration.maximumInFlightPerOrigin = 2
+        configuration.maximumQueueWait = .milliseconds(200)
+        let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+        let origin = HTTP2Origin(scheme: .http, host: "127.0.0.1", port: port)
+        let sends = Task {
+            await client.send((0..<5).map { HTTP2Request(path: "/", body: [UInt8($0)], timeout: .seconds(60)) }, to: origin)
+        }
+        // The three waiting ones fail while the first two are still held.
+        let core = client.core
+        #expect(await eventually(loop) { received.withLock { $0 } == 2 })
+        #expect(await eventually(loop) { core.machine.waiting(at: origin) == 0 })
+        release.withLock { $0 = true }
+        let results = await sends.value
+        #expect(results.prefix(2).allSatisfy { (try? $0.get().status) == 200 })
+        for result in results.suffix(3) {
+            guard case .failure(let error as HTTP2Error) = result else {
+                Issue.record("expected originBusy, got \(result)")
+                continue
+            }
+            #expect(error.code == .originBusy && error.isSafeToRetry)
+        }
+        #expect(received.withLock { $0 } == 2)
+        await client.shutdown()
+        await server.shutdown()
     }
 
     @Test func oneOriginNeverHasMoreStreamsThanItsCap() async throws {

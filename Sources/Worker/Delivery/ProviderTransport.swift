@@ -4,7 +4,9 @@ import Providers
 
 /// Sends a provider request over the shared HTTP/2 client and maps a transport failure to an outcome the
 /// same way for every provider: a request HTTP/2 refuses to carry fails for good (`invalid_request`); a
-/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`);
+/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`), among them
+/// one withdrawn after waiting too long behind an origin with every stream in use (`.originBusy`), which so gives
+/// back its delivery slot instead of holding it until its deadline;
 /// a response over the HTTP/2 client's read bounds is a counted retry (`response_too_large`: the provider had
 /// the whole request and may have accepted the push, so the retry spends an attempt and the delivery ends in
 /// `max_attempts`); an endpoint the egress policy refuses fails for good (`forbidden_endpoint`); anything else
@@ -61,9 +63,11 @@ enum ProviderTransport {
     static func outcome(for error: HTTP2Error, origin: String, subscriberChosen: Bool = false) -> DeliveryOutcome {
         if subscriberChosen, error.code != .invalidRequest, error.code != .forbiddenAddress {
             let sentence =
-                error.code == .responseTooLarge
-                ? "the push service's answer went beyond the client's read bounds"
-                : "the push service could not be reached or did not answer (the network's own message is not recorded)"
+                switch error.code {
+                case .responseTooLarge: "the push service's answer went beyond the client's read bounds"
+                case .originBusy: "every stream to the push service was in use for too long: not sent"
+                default: "the push service could not be reached or did not answer (the network's own message is not recorded)"
+                }
             return outcome(for: error, origin: origin, detailError: sentence)
         }
         return outcome(for: error, origin: origin, detailError: error.description)

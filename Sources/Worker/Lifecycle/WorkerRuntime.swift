@@ -48,8 +48,13 @@ public final class WorkerRuntime: Sendable {
         clientConfiguration.egressPolicy = configuration.egressPolicy
         let tls = TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system)
         let eventLoop = self.eventLoop
+        // Web Push hosts are chosen by subscribers: their lookups get threads of their own, so a name whose DNS
+        // never answers (each lookup holding a thread for the C library's whole timeout) cannot hold up the APNs
+        // and FCM hosts, which share the process-wide resolver.
+        var webPushConfiguration = clientConfiguration
+        webPushConfiguration.resolver = HostResolver(threads: 4, queueCapacity: 256)
         let clients = Dictionary(uniqueKeysWithValues: ["apns", "fcm", "webpush"].map {
-            ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration))
+            ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: $0 == "webpush" ? webPushConfiguration : clientConfiguration))
         })
         self.clients = clients
         let certificateClients = APNsSender.CertificateClients(

@@ -94,7 +94,7 @@ struct ThrottleClaimTests {
             try await onThread {
                 let huge = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: 1.7e308)
                 let idle = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: 1e305)
-                let tiny = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: 5e-324)
+                let tiny = try Self.appWithDueDeliveries(url, count: 30, priority: 5, limit: .leastNonzeroMagnitude)
                 let free = try Self.appWithDueDeliveries(url, count: 10, priority: 5, limit: nil)
                 _ = try idle.connection.query(
                     "UPDATE app_send_buckets SET tokens = 0, refilled_at = now() - interval '1 hour' WHERE app_id = $1",
