@@ -421,7 +421,9 @@ struct PoolStateMachine {
     /// Fails, unsent, the requests that have waited `queueWait` or longer at an origin whose streams are all in
     /// use: `inFlightPerOrigin` streams open, or every connection it may have open, ready and at its stream limit.
     /// Requests still waiting for a connection to open (a handshake, a reconnect backoff, the global cap) are
-    /// left to their deadlines. A queue is in arrival order, so only its oldest entries are looked at.
+    /// left to their deadlines. A queue is in arrival order (a request the peer refused goes back to its front,
+    /// waiting from then), so only entries from its front are looked at: one behind a younger requeued entry
+    /// waits for a later check.
     mutating func expireWaits(now: Instant) -> [Action] {
         guard let queueWait = limits.queueWait else { return [] }
         var busy: [HTTP2Origin] = []

@@ -6,8 +6,8 @@ extension QueueStore {
     /// (`pushizo_send_burst`, a tenth of a second's permits), or `nil` when no limited app has due deliveries.
     /// What a worker whose claim came back short waits at most before claiming again, so a limited app is
     /// served at its rate rather than once per poll interval; at most a day (86,400 s), to the microsecond.
-    /// Computed in `numeric`: a rate near float8's smallest value would otherwise overflow the division. One index probe per limited
-    /// app (`deliveries_claim_throttled`); no row is locked or written. docs/throttle.md.
+    /// Computed in `numeric`: a rate near float8's smallest value would otherwise overflow the division. One
+    /// index probe per limited app (`deliveries_claim_throttled`); no row is locked or written. docs/throttle.md.
     public static func throttleWait(on connection: PostgresConnection) throws -> Double? {
         let rows = try connection.preparedQuery(
             """
