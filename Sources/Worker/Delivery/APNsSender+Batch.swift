@@ -28,8 +28,9 @@ extension APNsSender: BatchingProviderSender {
         batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async -> [Int] {
         var declined: [Int] = []
-        // Deliveries by credential fingerprint, in the batch's order.
-        var groups = GroupsByKey<String, (channel: Channel, indexes: [Int])>()
+        // Deliveries by credential fingerprint, in the batch's order, each with its own app's channel: apps may share
+        // one signing key (one provider token for all of them) while each has its own topic and endpoint.
+        var groups = GroupsByKey<String, (channel: Channel, members: [(index: Int, channel: Channel)])>()
         for (index, item) in batch.enumerated() {
             switch Result(catching: { try channel(for: item.delivery) }) {
             case .failure(let error):
@@ -37,14 +38,15 @@ extension APNsSender: BatchingProviderSender {
             case .success(.certificate):
                 declined.append(index)
             case .success(.token(let channel)):
-                groups.update(channel.tokenCredential.fingerprint, new: (channel, [])) { $0.indexes.append(index) }
+                groups.update(channel.tokenCredential.fingerprint, new: (channel, [])) { $0.members.append((index, channel)) }
             }
         }
         var outgoing: [Outgoing] = []
         var requests = GroupsByKey<HTTP2Origin, (requests: [HTTP2Request], slots: [Int])>()
         let bearers = await fetchTokens(for: groups.groups.map(\.value.channel), by: context.deadline)
-        for (fingerprint, (channel, indexes)) in groups.groups {
+        for (fingerprint, (_, members)) in groups.groups {
             guard let fetch = bearers[fingerprint] else { continue }
+            let indexes = members.map(\.index)
             let bearer: String
             do {
                 guard let fetched = try fetch.get() else {
@@ -71,7 +73,7 @@ extension APNsSender: BatchingProviderSender {
                 }
                 if left < timeout { (timeout, cutByDeadline) = (left, true) }
             }
-            for index in indexes {
+            for (index, channel) in members {
                 let item = batch[index]
                 let apnsDelivery = DeliveryRendering.apnsDelivery(
                     for: item.delivery, message: item.message, topic: channel.credentials.topic, now: context.now,

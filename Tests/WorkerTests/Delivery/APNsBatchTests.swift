@@ -82,6 +82,38 @@ struct APNsBatchTests {
         }
     }
 
+    /// Two apps with one signing key (one provider token for both) and topics of their own, in one batch: each
+    /// request carries its own app's topic. The batch once took the first app's topic and endpoint for every
+    /// delivery of the key, so the second app's pushes went to the first one's bundle (APNs:
+    /// DeviceTokenNotForTopic) and through the first one's endpoint.
+    @Test func appsSharingASigningKeyKeepTheirOwnTopics() async throws {
+        try await CacheBoundsTests.withEmulatorClient { emulator, client in
+            let message = try NotificationMessage(json: ["headings": ["en": "Hi"], "contents": ["en": "A push"]])
+            func settings(topic: String) throws -> String {
+                var object = try #require(try JSONSerialization.jsonObject(with: Data(emulator.channelSettings.utf8)) as? [String: String])
+                object["topic"] = topic
+                return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            }
+            var sends: [BatchedSend] = []
+            for (app, topic) in [(UUID(), "com.company.a"), (UUID(), "com.company.b")] {
+                for device in 0..<3 {
+                    var claimed = bounds.delivery(
+                        app: app, settings: try settings(topic: topic), platform: "ios",
+                        token: "a\(device)" + String(repeating: topic.hasSuffix("a") ? "a" : "b", count: 62))
+                    claimed.channelEndpoint = emulator.endpoint
+                    claimed.apnsID = UUID()
+                    sends.append(BatchedSend(delivery: claimed, message: message))
+                }
+            }
+            let sender = APNsSender(client: client, requestTimeout: 300, logger: quietLogger, egressPolicy: .unrestricted)
+            let (_, got) = await Self.sendCollecting(sends, through: sender)
+            #expect(sends.indices.map { got[$0].map { Self.shape($0[0]) } } == Array(repeating: "sent", count: 6))
+            let topics = Dictionary(emulator.apns.acceptedNotifications.map { ($0.deviceToken, $0.topic) }, uniquingKeysWith: { first, _ in first })
+            #expect(topics.count == 6)
+            #expect(topics.allSatisfy { token, topic in topic == (token.hasSuffix("a") ? "com.company.a" : "com.company.b") })
+        }
+    }
+
     /// Answers held back (5 s) past the batch's deadline (1.5 s): every request is cut at the deadline, not at
     /// the request timeout (30 s), and ends as `deadline_exceeded`; one the deadline missed would be `sent`.
     /// No wall-clock bound is asserted: beside the other suites on 2 cores this test's threads can wait for the
