@@ -114,6 +114,11 @@ public enum DeliveryReason: String, Sendable, Hashable, CaseIterable, CustomStri
     case messageUnavailable = "message_unavailable"
     /// `retrying` (no attempt spent): the provider could not be reached (the request never left).
     case providerUnreachable = "provider_unreachable"
+    /// `retrying` (no attempt spent, no event, not counted against the retries allowed): the request waited 2 s for
+    /// a stream (every stream of the push service in use, or its connection not open) and was withdrawn unsent; the
+    /// worker, not the delivery, was short of streams there. It comes back after the outage backoff (a tenth of
+    /// the message's age).
+    case originBusy = "origin_busy"
     /// `retrying`: the whole provider exchange took longer than the per-delivery deadline.
     case deadlineExceeded = "deadline_exceeded"
     /// `failed`: no sender serves the platform's provider.

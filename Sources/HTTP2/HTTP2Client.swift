@@ -480,7 +480,7 @@ final class ClientCore: @unchecked Sendable {
     }
 
     /// Every half `maximumQueueWait` (at most a second, at least 10 ms): fails the requests that waited that long
-    /// at an origin with every stream in use (``PoolStateMachine/expireWaits(now:)``). One timer for the client,
+    /// for a stream (``PoolStateMachine/expireWaits(now:)``). One timer for the client,
     /// not one per request.
     private func scheduleQueueWaitCheck() {
         guard let wait = configuration.maximumQueueWait else { return }

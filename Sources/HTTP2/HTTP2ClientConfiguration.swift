@@ -30,13 +30,12 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// Streams open at once to one origin, whatever its SETTINGS_MAX_CONCURRENT_STREAMS: one slow endpoint cannot
     /// take every stream. Further requests to it wait in its queue (until their deadline, or `maximumQueueWait`).
     public var maximumInFlightPerOrigin: Int = 256
-    /// How long a request may wait for a stream at an origin whose streams are all in use (`maximumInFlightPerOrigin`
-    /// open, or every connection it may open ready and at its stream limit) before it fails with `.originBusy`,
-    /// unsent. Callers that hold a slot per request (a worker's deliveries) so get it back from an origin that
-    /// answers slowly, instead of waiting out the request's deadline behind it. A fast origin's queue drains long
-    /// before (256 streams answered in 5 ms each serve 50,000 requests a second). Requests waiting for a
-    /// connection to open are not affected. nil: wait until the deadline. Checked every half of it, so a request
-    /// may wait up to one and a half times as long.
+    /// How long a request may wait for a stream (every stream of its origin in use, or a connection still
+    /// opening) before it fails with `.originBusy`, unsent. Callers that hold a slot per request (a worker's
+    /// deliveries) so get it back from an origin that answers slowly or never completes a handshake, instead of
+    /// waiting out the request's deadline behind it. A fast origin's queue drains long before (256 streams
+    /// answered in 5 ms each serve 50,000 requests a second), and a TLS handshake takes well under it. nil: wait
+    /// until the deadline. Checked every half of it, so a request may wait up to one and a half times as long.
     public var maximumQueueWait: Duration? = .seconds(2)
     /// A connection without streams for this long is closed (GOAWAY); an origin with no connection left, nothing
     /// waiting and no backoff pending is then forgotten.

@@ -33,8 +33,8 @@ public struct HTTP2Error: Error, CustomStringConvertible, Sendable {
         public static let streamReset = Code("streamReset")
         /// The per-request deadline passed; the stream was reset with CANCEL.
         public static let requestTimeout = Code("requestTimeout")
-        /// The request waited `HTTP2ClientConfiguration.maximumQueueWait` for a stream at an origin whose streams
-        /// were all in use, and was withdrawn. Never sent: `isSafeToRetry` is true.
+        /// The request waited `HTTP2ClientConfiguration.maximumQueueWait` for a stream (every stream of its origin
+        /// in use, or a connection still opening) and was withdrawn. Never sent: `isSafeToRetry` is true.
         public static let originBusy = Code("originBusy")
         /// nghttp2 reported an HTTP/2 protocol violation or an unusable request.
         public static let protocolError = Code("protocolError")

@@ -10,8 +10,8 @@
 ///   origin is closed to make room, and when none is idle the origin waits for one to close;
 /// - at most `inFlightPerOrigin` streams per origin, whatever the peers' SETTINGS_MAX_CONCURRENT_STREAMS, so one
 ///   slow endpoint cannot take every stream; further requests wait in the origin's queue (until their deadline);
-/// - a request that has waited `queueWait` at an origin whose streams are all in use (``expireWaits(now:)``)
-///   fails unsent, so that the callers' own slots (a worker's deliveries) are not held by one slow origin either;
+/// - a request that has waited `queueWait` for a stream (``expireWaits(now:)``) fails unsent, so that the callers'
+///   own slots (a worker's deliveries) are not held by one slow or unreachable origin either;
 /// - a connection whose peer answered REFUSED_STREAM (RFC 9113 §8.7) carries at most as many streams as were open
 ///   without being refused (its effective limit, never above the peer's SETTINGS_MAX_CONCURRENT_STREAMS); the
 ///   limit grows back by one stream per window of that many processed streams, at most once per
@@ -418,16 +418,16 @@ struct PoolStateMachine {
         return actions
     }
 
-    /// Fails, unsent, the requests that have waited `queueWait` or longer at an origin whose streams are all in
-    /// use: `inFlightPerOrigin` streams open, or every connection it may have open, ready and at its stream limit.
-    /// Requests still waiting for a connection to open (a handshake, a reconnect backoff, the global cap) are
-    /// left to their deadlines. A queue is in arrival order (a request the peer refused goes back to its front,
-    /// waiting from then), so only entries from its front are looked at: one behind a younger requeued entry
-    /// waits for a later check.
+    /// Fails, unsent, the requests that have waited `queueWait` or longer for a stream, whatever held them: every
+    /// stream in use (`inFlightPerOrigin` open, or every connection at its limit), or a connection that does not
+    /// open (a handshake that never ends ties up requests for `connectTimeout` otherwise). The connection attempt
+    /// goes on; requests that come later use it once it is ready. A queue is in arrival order (a request the peer
+    /// refused goes back to its front, waiting from then), so only entries from its front are looked at: one
+    /// behind a younger requeued entry waits for a later check.
     mutating func expireWaits(now: Instant) -> [Action] {
         guard let queueWait = limits.queueWait else { return [] }
         var busy: [HTTP2Origin] = []
-        for (origin, o) in origins where o.waiting > 0 && now - o.queue[o.head].since >= queueWait && streamsInUse(o) {
+        for (origin, o) in origins where o.waiting > 0 && now - o.queue[o.head].since >= queueWait {
             busy.append(origin)
         }
         var actions: [Action] = []
@@ -443,27 +443,11 @@ struct PoolStateMachine {
             origins[origin] = o
             if !expired.isEmpty {
                 actions.append(.fail(expired, HTTP2Error(
-                    .originBusy, "\(origin) had every stream in use while the request waited \(queueWait); not sent",
+                    .originBusy, "no stream of \(origin) was free while the request waited \(queueWait); not sent",
                     isSafeToRetry: true)))
             }
         }
         return actions
-    }
-
-    /// Whether `o` can take no request now and none soon: its in-flight cap is reached, or all the connections
-    /// it may have are open, ready and full.
-    private func streamsInUse(_ o: Origin) -> Bool {
-        var inFlight = 0
-        var usable = 0
-        var full = true
-        for id in o.connections {
-            guard let c = connections[id] else { continue }
-            inFlight += c.streams
-            guard c.usable else { continue }
-            usable += 1
-            if !c.ready || c.freeSlots > 0 { full = false }
-        }
-        return inFlight >= limits.inFlightPerOrigin || (full && usable >= limits.connectionsPerOrigin)
     }
 
     /// Periodic sweep: closes connections idle (no streams) for `idleTimeout` and forgets origins with nothing

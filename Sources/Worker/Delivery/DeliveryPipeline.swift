@@ -360,6 +360,11 @@ public enum CompletionFactory {
     /// (the worker, not the delivery, was late).
     public static let leaseExpiringReason = DeliveryReason.leaseExpiring.rawValue
 
+    /// The retry reason of a delivery whose request was withdrawn unsent from behind a push service with every
+    /// stream in use (`HTTP2Error.originBusy`): no attempt spent, no event written, not counted as an uncounted
+    /// retry, and back after the outage backoff.
+    public static let originBusyReason = DeliveryReason.originBusy.rawValue
+
     /// - Parameters:
     ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
     ///   - unitRandom: jitter draw in `0..<1` for the retry time, drawn only for a retry (the system generator is
@@ -399,6 +404,16 @@ public enum CompletionFactory {
             return completion
         case .retry(let reason, _, _) where reason == leaseExpiringReason:
             var completion = make(.retrying, reason, .object([:]), next: now)
+            completion.refundsAttempt = true
+            completion.writesEvent = false
+            return completion
+        case .retry(let reason, _, let notBefore) where reason == originBusyReason:
+            // Paced like an outage (a push service answering slowly for a long broadcast keeps sending it back),
+            // but neither an event nor a retry counted towards `retries_exhausted`: the delivery did nothing wrong,
+            // and a broadcast draining for an hour through a slow push service must not run out of retries.
+            let next = retryPolicy.nextAttemptDuringOutage(
+                age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom(), notBefore: notBefore)
+            var completion = make(.retrying, reason, .object([:]), next: next)
             completion.refundsAttempt = true
             completion.writesEvent = false
             return completion

@@ -4,9 +4,9 @@ import Providers
 
 /// Sends a provider request over the shared HTTP/2 client and maps a transport failure to an outcome the
 /// same way for every provider: a request HTTP/2 refuses to carry fails for good (`invalid_request`); a
-/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`), among them
-/// one withdrawn after waiting too long behind an origin with every stream in use (`.originBusy`), which so gives
-/// back its delivery slot instead of holding it until its deadline;
+/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`); one withdrawn
+/// after waiting too long for a stream (`.originBusy`: a busy origin, or a connection that does not open) gives its slot back
+/// and comes back later without an event (`origin_busy`, ``CompletionFactory``);
 /// a response over the HTTP/2 client's read bounds is a counted retry (`response_too_large`: the provider had
 /// the whole request and may have accepted the push, so the retry spends an attempt and the delivery ends in
 /// `max_attempts`); an endpoint the egress policy refuses fails for good (`forbidden_endpoint`); anything else
@@ -65,7 +65,7 @@ enum ProviderTransport {
             let sentence =
                 switch error.code {
                 case .responseTooLarge: "the push service's answer went beyond the client's read bounds"
-                case .originBusy: "every stream to the push service was in use for too long: not sent"
+                case .originBusy: "no stream to the push service came free in time (busy, or not connected): not sent"
                 default: "the push service could not be reached or did not answer (the network's own message is not recorded)"
                 }
             return outcome(for: error, origin: origin, detailError: sentence)
@@ -74,6 +74,9 @@ enum ProviderTransport {
     }
 
     private static func outcome(for error: HTTP2Error, origin: String, detailError: String) -> DeliveryOutcome {
+        if error.code == .originBusy {
+            return .retry(reason: DeliveryReason.originBusy.rawValue, detail: ["error": .string(detailError), "origin": .string(origin)])
+        }
         if error.code == .invalidRequest {
             return .failed(reason: "invalid_request", detail: ["error": .string(detailError)])
         }

@@ -21,11 +21,10 @@ struct ProviderTransportTests {
 
     @Test func unsentAndMaybeSentFailuresKeepTheirReasons() {
         #expect(reason(ProviderTransport.outcome(for: HTTP2Error(.tlsHandshakeFailed, "x", isSafeToRetry: true), origin: "o")) == "provider_unreachable")
-        // Withdrawn from a busy origin's queue: never sent, so no attempt is spent.
+        // Withdrawn from a busy origin's queue: never sent; paced without an event (CompletionFactory).
         let busy = ProviderTransport.outcome(for: HTTP2Error(.originBusy, "x", isSafeToRetry: true), origin: "o", subscriberChosen: true)
-        #expect(reason(busy) == "provider_unreachable")
-        #expect(CompletionFactory.uncountedRetryReasons.contains("provider_unreachable"))
-        if case .retry(_, let detail, _) = busy { #expect(detail["error"]?.stringValue?.contains("in use") == true) }
+        #expect(reason(busy) == CompletionFactory.originBusyReason)
+        if case .retry(_, let detail, _) = busy { #expect(detail["error"]?.stringValue?.contains("came free") == true) }
         #expect(reason(ProviderTransport.outcome(for: HTTP2Error(.connectionClosed, "x"), origin: "o")) == "transport_error")
     }
 

@@ -75,6 +75,19 @@ struct RetryBoundsTests {
         #expect(!completion.countsUncountedRetry)
     }
 
+    /// Withdrawn from behind a push service with every stream in use: back after the outage backoff, with no
+    /// event and no count towards `retries_exhausted`, however often (a long broadcast through a slow push
+    /// service can be withdrawn many times).
+    @Test func aDeliveryWithdrawnFromABusyOriginSpendsNothingAndNeverRunsOutOfRetries() {
+        for uncounted in [0, 10, 1_000] {
+            let completion = completion(.retry(reason: CompletionFactory.originBusyReason), uncountedRetries: uncounted)
+            #expect(completion.event == "retrying")
+            #expect(completion.refundsAttempt && !completion.writesEvent && !completion.countsUncountedRetry)
+            // The message is as old as `now`: the base delay's ceiling (2 s), drawn from its upper half.
+            #expect(completion.nextRunAt.map { $0 >= Self.now.addingTimeInterval(1) && $0 <= Self.now.addingTimeInterval(2) } == true)
+        }
+    }
+
     @Test func noSendStartsOnALeaseAboutToRunOut() async {
         let sender = DeliveryPipelineTests.RecordingSender()
         let pipeline = pipeline(sender, deliveryTimeout: 10)
