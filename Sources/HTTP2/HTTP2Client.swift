@@ -578,7 +578,7 @@ final class ClientCore: @unchecked Sendable {
         // The one place names are resolved; the completion runs on the loop thread (resolveOffLoop hops back).
         let box = UncheckedBox(self)
         resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop,
-                       resolver: configuration.resolver) { result in
+                       resolver: configuration.resolver(origin)) { result in
             box.value.connect(id, origin, result)
         }
     }

@@ -59,10 +59,11 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// networks.
     public var egressPolicy: EgressPolicy = .unrestricted
 
-    /// Where host names are looked up: the process-wide ``HostResolver/shared`` (4 threads, 256 queued lookups)
-    /// unless set. A client whose names come from untrusted parties should have its own, so that names whose DNS
-    /// never answers (each holding a thread until the C library gives up) cannot hold up other clients' lookups.
-    public var resolver: HostResolver = .shared
+    /// Where each origin's host name is looked up: the process-wide ``HostResolver/shared`` (4 threads, 256 queued
+    /// lookups) unless this chooses another. Names that come from untrusted parties should go to a resolver of
+    /// their own, so that names whose DNS never answers (each holding a thread until the C library gives up)
+    /// cannot hold up the lookups of trusted hosts.
+    public var resolver: @Sendable (HTTP2Origin) -> HostResolver = { _ in .shared }
 
     /// Testing hook: a fixed SO_SNDBUF (bytes) for new connections, so tests can fill the socket deterministically
     /// (the kernel otherwise grows the buffer on its own). Not public: production keeps the kernel's autotuning.

@@ -9,9 +9,9 @@ internal import Glibc
 /// resolver library gives up (glibc: `options timeout:` × `attempts:` from resolv.conf). With every thread busy,
 /// new lookups wait in the queue; once the queue is full they fail at once.
 ///
-/// Clients share one resolver unless given their own (``HTTP2ClientConfiguration/resolver``): a client whose host
-/// names come from untrusted parties (Web Push endpoints, chosen by subscribers) should have one, so that names
-/// whose DNS never answers hold up only its lookups.
+/// Clients share one resolver unless they choose another per origin (``HTTP2ClientConfiguration/resolver``): host
+/// names that come from untrusted parties (Web Push endpoints, chosen by subscribers; endpoints an app overrides)
+/// should have one of their own, so that names whose DNS never answers hold up only their own lookups.
 public final class HostResolver: Sendable {
     /// The process-wide resolver clients use by default: 4 threads, 256 queued lookups.
     public static let shared = HostResolver(threads: 4, queueCapacity: 256)

@@ -171,9 +171,9 @@ struct HostResolverTests {
             .success([SocketAddress(IPAddress(ipv4: 0x7F00_0001), port: port)])
         }
         var jammedConfiguration = HTTP2ClientConfiguration()
-        jammedConfiguration.resolver = jammed
+        jammedConfiguration.resolver = { _ in jammed }
         var ownConfiguration = HTTP2ClientConfiguration()
-        ownConfiguration.resolver = own
+        ownConfiguration.resolver = { _ in own }
         let hostile = HTTP2Client(eventLoop: loop, configuration: jammedConfiguration)
         let other = HTTP2Client(eventLoop: loop, configuration: ownConfiguration)
         // Two lookups that never answer: one on the thread, then one in the queue.

@@ -23,6 +23,17 @@ public final class WorkerRuntime: Sendable {
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
 
+    /// The providers' own hosts (APNs, FCM and Google's OAuth2 token endpoint, which the documentation names)
+    /// resolve on ``HostResolver/shared``; every other host of the APNs and FCM clients is an app's override and
+    /// resolves on `overrides`.
+    static func providerHostsFirst(overrides: HostResolver) -> @Sendable (HTTP2Origin) -> HostResolver {
+        let providerHosts: Set<String> = [
+            APNsSender.productionOrigin.host, APNsSender.sandboxOrigin.host, FCMSender.defaultOrigin.host,
+            "oauth2.googleapis.com",
+        ]
+        return { origin in providerHosts.contains(origin.host) ? .shared : overrides }
+    }
+
     /// - Parameters:
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
     ///     ``SystemdNotifier`` (set when `$NOTIFY_SOCKET` is).
@@ -48,11 +59,13 @@ public final class WorkerRuntime: Sendable {
         clientConfiguration.egressPolicy = configuration.egressPolicy
         let tls = TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system)
         let eventLoop = self.eventLoop
-        // Web Push hosts are chosen by subscribers: their lookups get threads of their own, so a name whose DNS
-        // never answers (each lookup holding a thread for the C library's whole timeout) cannot hold up the APNs
-        // and FCM hosts, which share the process-wide resolver.
+        // Host names chosen by subscribers (Web Push) and by apps (channel endpoint overrides, FCM `token_uri`) are
+        // looked up on resolvers of their own, so a name whose DNS never answers (each lookup holding a thread for
+        // the C library's whole timeout) cannot hold up the providers' own hosts, which use the process-wide one.
+        clientConfiguration.resolver = Self.providerHostsFirst(overrides: HostResolver(threads: 4, queueCapacity: 256))
         var webPushConfiguration = clientConfiguration
-        webPushConfiguration.resolver = HostResolver(threads: 4, queueCapacity: 256)
+        let webPushResolver = HostResolver(threads: 4, queueCapacity: 256)
+        webPushConfiguration.resolver = { _ in webPushResolver }
         let clients = Dictionary(uniqueKeysWithValues: ["apns", "fcm", "webpush"].map {
             ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: $0 == "webpush" ? webPushConfiguration : clientConfiguration))
         })
