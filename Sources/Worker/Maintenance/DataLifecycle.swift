@@ -247,12 +247,14 @@ public enum DataLifecycle {
     /// the worker could not read counts as the longest window allowed (`$2`, 366 days), so a malformed setting
     /// never loses a grant a corrected one would count: that includes a `per_seconds` that is no whole number
     /// of 1 ... `$2`, which is compared in `numeric` (a float8 cast of 1e-1000 failed the statement for every
-    /// app).
+    /// app). An app without caps (`NULL`, `[]`) keeps its grants `$1` seconds, as one with short windows does.
     static let pruneGrantsSQL = """
         WITH keep AS (
             SELECT a.id AS app_id,
                    greatest($1::numeric, coalesce(max(
-                       CASE WHEN w.seconds BETWEEN 1 AND $2::numeric AND w.seconds = trunc(w.seconds) THEN w.seconds
+                       -- No rule (no caps: NULL or []; the column's CHECK allows only arrays): nothing longer.
+                       CASE WHEN r.rule IS NULL THEN 0
+                            WHEN w.seconds BETWEEN 1 AND $2::numeric AND w.seconds = trunc(w.seconds) THEN w.seconds
                             ELSE $2::numeric END), 0))::float8
                        AS keep_seconds
             FROM apps a

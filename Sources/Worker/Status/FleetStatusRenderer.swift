@@ -178,8 +178,9 @@ public enum FleetStatusRenderer {
 
     /// A rate or permit count: whole numbers grouped, others with up to two decimals.
     static func rate(_ value: Double) -> String {
-        // Beyond 10^15 (a limit the column allows up to float8's largest), digits say nothing: `1.7e+308`.
-        if !(abs(value) < 1e15) { return String(format: "%.3g", value) }
+        // Beyond 10^15 (a limit the column allows up to float8's largest), digits say nothing: `1.7e+308`; below a
+        // hundredth, two decimals would say 0.00: `4.94e-324`.
+        if !(abs(value) < 1e15) || (value != 0 && abs(value) < 0.01) { return String(format: "%.3g", value) }
         return value == value.rounded() ? grouped(Int64(value)) : String(format: "%.2f", value)
     }
 

@@ -312,13 +312,16 @@ struct DataLifecycleTests {
                 // Numbers the worker refuses as a window: beyond float8 (which failed the whole statement, so no
                 // app's grants were pruned), negative, fractional, zero.
                 let tiny = UUID(), huge = UUID(), fraction = UUID(), zero = UUID()
+                // No caps any more: its grants count nowhere.
+                let none = UUID()
                 _ = try seed.connection.query(
                     """
                     INSERT INTO apps (id, frequency_caps) VALUES
                         ($1, '[{"max": 3, "per_seconds": 8640000}]'), ($2, '[{"max": 3, "per_second": 86400}]'),
                         ($3, '[{"max": 1, "per_seconds": 1e-1000}]'), ($4, '[{"max": 1, "per_seconds": -1e1000}]'),
-                        ($5, '[{"max": 1, "per_seconds": 86400.5}]'), ($6, '[{"max": 1, "per_seconds": 0}]')
-                    """, [long, broken, tiny, huge, fraction, zero])
+                        ($5, '[{"max": 1, "per_seconds": 86400.5}]'), ($6, '[{"max": 1, "per_seconds": 0}]'),
+                        ($7, '[]')
+                    """, [long, broken, tiny, huge, fraction, zero, none])
                 _ = try seed.connection.query(
                     "UPDATE apps SET frequency_caps = '[{\"max\": 3, \"per_seconds\": 86400}]' WHERE id = $1", [seed.appID])
                 // (app, age in days, kept?): one day's window keeps 28 days (what the reservation keeps); a 100-day
@@ -329,6 +332,7 @@ struct DataLifecycleTests {
                     (broken, 40, true), (broken, 365, true), (broken, 367, false),
                     (tiny, 365, true), (tiny, 367, false), (huge, 365, true), (huge, 367, false),
                     (fraction, 365, true), (fraction, 367, false), (zero, 365, true), (zero, 367, false),
+                    (none, 27, true), (none, 29, false),
                 ]
                 for (app, age, _) in cases {
                     _ = try seed.connection.query(

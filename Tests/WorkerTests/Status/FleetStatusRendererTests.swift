@@ -161,6 +161,8 @@ struct FleetStatusRendererTests {
         #expect(FleetStatusRenderer.rate(12_500) == "12,500")
         #expect(FleetStatusRenderer.rate(0.5) == "0.50")
         #expect(FleetStatusRenderer.rate(1.7e308) == "1.7e+308")
+        #expect(FleetStatusRenderer.rate(.leastNonzeroMagnitude) == "4.94e-324")
+        #expect(FleetStatusRenderer.rate(0) == "0")
     }
 
     @Test func groupedNumbers() {
