@@ -360,9 +360,9 @@ public enum CompletionFactory {
     /// (the worker, not the delivery, was late).
     public static let leaseExpiringReason = DeliveryReason.leaseExpiring.rawValue
 
-    /// The retry reason of a delivery whose request was withdrawn unsent from behind a push service with every
-    /// stream in use (`HTTP2Error.originBusy`): no attempt spent, no event written, not counted as an uncounted
-    /// retry, and back after the outage backoff.
+    /// The retry reason of a delivery whose request was withdrawn unsent after waiting for a stream (`HTTP2Error
+    /// .originBusy`: every stream of the push service in use, or its connection not open): no attempt spent, no
+    /// event written, not counted as an uncounted retry, and back after the outage backoff.
     public static let originBusyReason = DeliveryReason.originBusy.rawValue
 
     /// - Parameters:

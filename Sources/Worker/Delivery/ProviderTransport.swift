@@ -4,9 +4,9 @@ import Providers
 
 /// Sends a provider request over the shared HTTP/2 client and maps a transport failure to an outcome the
 /// same way for every provider: a request HTTP/2 refuses to carry fails for good (`invalid_request`); a
-/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`); one withdrawn
-/// after waiting too long for a stream (`.originBusy`: a busy origin, or a connection that does not open) gives its slot back
-/// and comes back later without an event (`origin_busy`, ``CompletionFactory``);
+/// request the layer knows was not processed is retried at no attempt's cost (`provider_unreachable`); one
+/// withdrawn after waiting too long for a stream (`.originBusy`: a busy origin, or a connection that does not
+/// open) gives its slot back and comes back later without an event (`origin_busy`, ``CompletionFactory``);
 /// a response over the HTTP/2 client's read bounds is a counted retry (`response_too_large`: the provider had
 /// the whole request and may have accepted the push, so the retry spends an attempt and the delivery ends in
 /// `max_attempts`); an endpoint the egress policy refuses fails for good (`forbidden_endpoint`); anything else
