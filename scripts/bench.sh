@@ -114,17 +114,8 @@ e2e_pairs=${PUSHIZO_BENCH_E2E_PAIRS:-2}
 clients=4
 transactions=$(( deliveries / (200 * clients) ))
 clock_ticks=$(getconf CLK_TCK)
+# Sections 2-5 share this server (pg_ticks, common.sh, counts its whole CPU).
 postmaster=$(head -n 1 "$work/pg/data/postmaster.pid")
-# CPU ticks (user+sys, 1/CLK_TCK s each) of the whole PostgreSQL server: the postmaster, its live children and
-# the children it has reaped (ended backends). Sections 2-5 share this server.
-pg_ticks() {
-    local total
-    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
-    for child in $(pgrep -P "$postmaster"); do
-        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$child/stat" 2>/dev/null || echo 0)))
-    done
-    echo "$total"
-}
 # Waits (up to 5 s) until no client backend is left, not even one that has exited but is not yet reaped: a
 # backend's ticks move to the postmaster's reaped-children count only when it is reaped, so a psql that just
 # filled the queue would otherwise land its CPU in the next measurement (10-15 µs a job, seen).
@@ -168,14 +159,14 @@ SELECT '00000000-0000-4000-8000-0000000be4c0',
 FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 1000 AS chunk FROM subscriptions) s GROUP BY chunk;
 SQL
     local pg0 pg1 emulator0 emulator1 worker_cpu started finished sent rss steady_jps
-    pg_clients_gone; pg0=$(pg_ticks); emulator0=$(awk '{ print $14 + $15 }' "/proc/$emulator_pid/stat")
+    pg_clients_gone; pg0=$(pg_ticks); emulator0=$(process_ticks "$emulator_pid")
     started=$(date +%s.%N)
     # PUSHIZO_BENCH_WRAPPER profiles the worker, e.g. "perf record -g -o /tmp/perf.data".
     # The emulator is on 127.0.0.1: the operator switch lets the worker connect there (never in production).
     worker_cpu=$( { time "$@" env PUSHIZO_CA_FILE="$work/tls/ca.pem" PUSHIZO_POLL_INTERVAL=0.05 PUSHIZO_ALLOW_PRIVATE_NETWORKS=true \
         ${PUSHIZO_BENCH_WRAPPER:-} "$bindir/pushizo-worker" run --exit-when-drained 2>"$work/worker-$name.log"; } 2>&1 )
     finished=$(date +%s.%N)
-    pg_clients_gone; pg1=$(pg_ticks); emulator1=$(awk '{ print $14 + $15 }' "/proc/$emulator_pid/stat")
+    pg_clients_gone; pg1=$(pg_ticks); emulator1=$(process_ticks "$emulator_pid")
     sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
     pair_worker_jps=$(calc "$sent / ($finished - $started)")
     pair_worker_pg_us=$(ticks_us "$(( pg1 - pg0 ))" "$sent")
@@ -311,7 +302,7 @@ sustained_rate=0
 sustained_asked=0
 for rate in $steady_rates; do
     step_started=$(date +%s.%N)
-    worker_cpu_before=$(awk '{ print $14 + $15 }' /proc/$steady_worker/stat)
+    worker_cpu_before=$(process_ticks "$steady_worker")
     pg_cpu_before=$(pg_ticks)
     "$pgbin/pgbench" -n -M prepared -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
         -f scripts/bench/steady-insert.pgbench "$PUSHIZO_DATABASE_URL" >"$work/pgbench-steady-$rate.log" 2>&1 || true
@@ -321,7 +312,7 @@ for rate in $steady_rates; do
                           WHERE m.campaign_id = 'step-$rate' AND e.event = 'sent'),
                round(count(*) / greatest(extract(epoch FROM max(created_at) - min(created_at)), 0.001))
         FROM notifications WHERE campaign_id = 'step-$rate'")"
-    worker_cpu=$(( $(awk '{ print $14 + $15 }' /proc/$steady_worker/stat) - worker_cpu_before ))
+    worker_cpu=$(( $(process_ticks "$steady_worker") - worker_cpu_before ))
     pg_cpu=$(( $(pg_ticks) - pg_cpu_before ))
     # Per notification, over the step and its grace: the steady cost of the stream (PostgreSQL's includes the
     # producer's inserts).

@@ -34,3 +34,18 @@ VALUES (:'app', 'apns',
         :'endpoint');
 SQL
 }
+
+# CPU ticks (user + sys, 1/CLK_TCK s each) of process $1.
+process_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# CPU ticks of the whole PostgreSQL server in $work/pg: the postmaster, its live children and the children it
+# has reaped (ended backends).
+pg_ticks() {
+    local postmaster total child
+    postmaster=$(head -n 1 "$work/pg/data/postmaster.pid")
+    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
+    for child in $(pgrep -P "$postmaster"); do
+        total=$((total + $(process_ticks "$child" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}

@@ -89,19 +89,11 @@ worker=$!
 pids+=($worker)
 sleep 1
 worker_pid=$(pgrep -n -f "^$bindir/pushizo-worker run" || echo "$worker")
-postmaster=$(head -n 1 "$work/pg/data/postmaster.pid")
-# CPU ticks (user+sys) of a process; of the whole PostgreSQL server: the postmaster, its live children and
-# the children it has reaped (ended backends).
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-pg_ticks() {
-    local total
-    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
-    for child in $(pgrep -P "$postmaster"); do total=$((total + $(ticks "$child" 2>/dev/null || echo 0))); done
-    echo "$total"
-}
+# process_ticks and pg_ticks: CPU ticks of a process, of the whole PostgreSQL server.
+. scripts/bench/common.sh
 sustained=0
 for rate in $steady_rates; do
-    cpu_before=$(ticks "$worker_pid"); pg_before=$(pg_ticks); emulator_before=$(ticks "$emulator")
+    cpu_before=$(process_ticks "$worker_pid"); pg_before=$(pg_ticks); emulator_before=$(process_ticks "$emulator")
     "$pgbin/pgbench" -n -M prepared -c 4 -j 2 -R "$rate" -T "$steady_seconds" -D step="$rate" -D subscriptions="$steady_devices" \
         -f scripts/bench/steady-insert.pgbench "$PUSHIZO_DATABASE_URL" >"$work/pgbench-$rate.log" 2>&1 || true
     sleep "$steady_grace"
@@ -110,7 +102,7 @@ for rate in $steady_rates; do
                           WHERE m.campaign_id = 'step-$rate' AND e.event = 'sent'),
                round(count(*) / greatest(extract(epoch FROM max(created_at) - min(created_at)), 0.001))
         FROM notifications WHERE campaign_id = 'step-$rate'")"
-    cpu=$(( $(ticks "$worker_pid") - cpu_before )); pg_cpu=$(( $(pg_ticks) - pg_before )); emulator_cpu=$(( $(ticks "$emulator") - emulator_before ))
+    cpu=$(( $(process_ticks "$worker_pid") - cpu_before )); pg_cpu=$(( $(pg_ticks) - pg_before )); emulator_cpu=$(( $(process_ticks "$emulator") - emulator_before ))
     verdict=no
     if [ "$inserted" -gt 0 ] && [ "$delivered" = "$inserted" ]; then verdict=yes; if [ "$achieved" -gt "$sustained" ]; then sustained=$achieved; fi; fi
     echo "    $rate/s asked, $achieved/s inserted: $delivered of $inserted delivered ${steady_grace} s after the last insert (sustained: $verdict; CPU ticks: worker $cpu, PostgreSQL $pg_cpu, emulator $emulator_cpu; load $(cut -d' ' -f1-3 /proc/loadavg))"
