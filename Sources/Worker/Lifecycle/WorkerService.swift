@@ -544,11 +544,27 @@ public final class WorkerService: Sendable {
     /// Refreshes the planner statistics of the queue's tables when they have grown (``PlannerStatistics``): checks
     /// about once a second, less often after failures or a grown table held by another session. Failures (the
     /// database unreachable: the other loops say so too) are logged once a minute. Also refreshes the tz
-    /// database's zone names (``TimeZoneNames``) soon after start and every hour.
+    /// database's zone names (``TimeZoneNames``) soon after start and every hour, and brings forward claim turns
+    /// that other writers left late (``QueueStore/repairClaimTurns(on:)``) every few seconds.
     private func statisticsLoop() async {
         var setbacks = 0
         var nextZoneRefresh = ContinuousClock.now + TimeZoneNames.firstRefreshDelay
+        var nextTurnRepair = ContinuousClock.now + QueueStore.turnRepairInterval
         while !isStopping {
+            if ContinuousClock.now >= nextTurnRepair {
+                nextTurnRepair = .now + QueueStore.turnRepairInterval
+                do {
+                    let moved = try await database.withConnection { try QueueStore.repairClaimTurns(on: $0) }
+                    if moved > 0 {
+                        claimWake.signal()
+                        logger.info("claim turns brought forward: deliveries made due outside the worker", ["apps": "\(moved)"])
+                    }
+                } catch {
+                    if !isStopping && statisticsFailureLog.allow("turns") {
+                        logger.warning("claim turn repair failed; retried", ["error": "\(error)"])
+                    }
+                }
+            }
             if ContinuousClock.now >= nextZoneRefresh {
                 do {
                     let changed = try await database.withConnection { try TimeZoneNames.refresh(on: $0) }
@@ -642,7 +658,7 @@ public final class WorkerService: Sendable {
                     var claimed: [ClaimedDelivery]
                     // How long to wait after a short claim, asked on the claim's connection in the same hand-off to
                     // the pool (a second hand-off cost two more thread wake-ups per claim); nil after a full one.
-                    var throttle: Result<Double?, any Error>?
+                    var nextTurn: Result<Double?, any Error>?
                     let claimStarted = ContinuousClock.now
                     do {
                         let configuration = self.configuration
@@ -650,15 +666,15 @@ public final class WorkerService: Sendable {
                         let leaseExpiry = ContinuousClock.now + configuration.lease
                         let processor = self.processor
                         let claimEnded: ContinuousClock.Instant
-                        (claimed, claimEnded, throttle) = try await database.withConnection { connection in
+                        (claimed, claimEnded, nextTurn) = try await database.withConnection { connection in
                             let claimed = try QueueStore.claim(
                                 on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
                                 workerID: configuration.workerID)
                             let claimEnded = ContinuousClock.now
                             // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                             processor.prepare(claimed, on: connection)
-                            let throttle = claimed.count < limit ? Result { try QueueStore.throttleWait(on: connection) } : nil
-                            return (claimed, claimEnded, throttle)
+                            let nextTurn = claimed.count < limit ? Result { try QueueStore.nextTurnWait(on: connection) } : nil
+                            return (claimed, claimEnded, nextTurn)
                         }
                         databaseReached()
                         metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
@@ -705,7 +721,7 @@ public final class WorkerService: Sendable {
                         requestStop()
                         break
                     }
-                    let wait = claimWait(after: throttle)
+                    let wait = claimWait(after: nextTurn)
                     claimHeartbeat.waiting(for: wait)
                     await claimWake.wait(timeout: wait)
                 }
@@ -725,17 +741,18 @@ public final class WorkerService: Sendable {
         watchdog.cancel()
     }
 
-    /// How long a claim loop whose claim came back short waits: the poll interval, or less when a limited app
-    /// has due deliveries and its bucket refills sooner (`throttle`, the answer of ``QueueStore/throttleWait(on:)``;
-    /// at least 20 ms, so the fleet's claims for a limited app stay a few per tenth of a second). When that check
-    /// failed, the poll interval: the next claim reports a database error.
-    private func claimWait(after throttle: Result<Double?, any Error>?) -> Duration {
+    /// How long a claim loop whose claim came back short waits: the poll interval, or less when an app's claim
+    /// turn comes sooner (a delivery falls due, a limited app's bucket holds its next permit: `nextTurn`, the
+    /// answer of ``QueueStore/nextTurnWait(on:)``; at least 20 ms, so the fleet's claims for a limited app stay a
+    /// few per tenth of a second). When that check failed, the poll interval: the next claim reports a database
+    /// error.
+    private func claimWait(after nextTurn: Result<Double?, any Error>?) -> Duration {
         let poll = configuration.pollInterval
-        switch throttle {
+        switch nextTurn {
         case .success(let seconds?)?:
             return min(poll, max(.milliseconds(20), .seconds(seconds)))
         case .failure(let error)?:
-            logger.debug("throttle wait check failed", ["error": "\(error)"])
+            logger.debug("next claim turn check failed", ["error": "\(error)"])
             return poll
         case .success(nil)?, nil:
             return poll

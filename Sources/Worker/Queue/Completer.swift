@@ -139,7 +139,7 @@ final class Completer: Sendable {
         let started = ContinuousClock.now
         do {
             let applied = try await database.withConnection { connection in
-                try QueueStore.completeBatch(on: connection, completions)
+                try QueueStore.complete(on: connection, completions)
             }
             metrics?.completionBatchFinished(startedAt: started, written: applied, ignored: batch.count - applied, failed: false)
             failures = 0

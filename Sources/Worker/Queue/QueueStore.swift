@@ -20,32 +20,43 @@ public enum QueueStore {
     /// stay until one is. `k` bad rows among `limit` cost at most about `2k·log2(limit) + 2` statements.
     /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
     ///   due row meets, or setting a row aside failed for another reason than a data error).
+    /// - Parameter room: how many deliveries each app may take in this worker (``ClaimRoom``).
     public static func claim(
-        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String
+        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String,
+        room: ClaimRoom = .unbounded
     ) throws -> [ClaimedDelivery] {
+        let parameters: [any PostgresEncodable] = [
+            leaseSeconds, workerID, room.full, room.limitedApps, room.limitedRooms,
+        ]
         do {
             return try decodeClaimed(
                 // Prepared with the limit written into its text: planning took longer than running it, and after
                 // five executions PostgreSQL may keep a prepared statement's generic plan, which with `LIMIT $1`
                 // unknown ran ten times slower than the custom one on a queue of 2,000,000 rows (89-103 ms
                 // against 8-11 ms). With the limit known the generic plan is the custom one.
-                try connection.preparedQuery(claimText(limit: limit), [leaseSeconds, workerID]), on: connection)
+                try connection.preparedQuery(claimText(limit: limit), parameters), on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
-                on: connection, limit: limit, leaseSeconds: leaseSeconds, workerID: workerID, error: error)
+                on: connection, limit: limit, parameters: parameters, error: error)
         }
     }
 
-    /// The fallback of ``claim(on:limit:leaseSeconds:workerID:)`` after a data error: the candidates (read
-    /// without locks, in claim order) are claimed by id, a failing set split in two until single rows remain.
+    /// The fallback of ``claim(on:limit:leaseSeconds:workerID:room:)`` after a data error: the candidates (the
+    /// due deliveries of the apps whose turn has come, read without locks, in claim order) are claimed by id, a
+    /// failing set split in two until single rows remain. `parameters`: the claim's own (lease ... room).
     private static func claimIsolatingBadRows(
-        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String, error: PostgresError
+        on connection: PostgresConnection, limit: Int, parameters: [any PostgresEncodable], error: PostgresError
     ) throws -> [ClaimedDelivery] {
         let candidates = try connection.query(
             """
-            (SELECT id FROM deliveries WHERE NOT throttled AND run_at <= now() ORDER BY priority DESC, run_at LIMIT $1)
-            UNION ALL
-            (SELECT id FROM deliveries WHERE throttled AND run_at <= now() ORDER BY priority DESC, run_at LIMIT $1)
+            SELECT d.id FROM app_claim_turns t
+            CROSS JOIN LATERAL (
+                SELECT id, priority, run_at FROM deliveries
+                WHERE app_id = t.app_id AND run_at <= now()
+                ORDER BY priority DESC, run_at LIMIT $1
+            ) d
+            WHERE t.turn_at <= now()
+            ORDER BY d.priority DESC, d.run_at LIMIT $1
             """, [limit]
         ).map { try $0.decode(Int64.self, "id") }
         var claimed: [ClaimedDelivery] = []
@@ -54,8 +65,7 @@ public enum QueueStore {
             guard !ids.isEmpty else { return }
             do {
                 claimed += try decodeClaimed(
-                    try connection.query(
-                        claimSQL(picking: .listed), [ids.count, leaseSeconds, workerID, Array(ids)]),
+                    try connection.query(claimSQL(picking: .listed), [ids.count] + parameters + [Array(ids)]),
                     on: connection)
             } catch let error as PostgresError where error.isDataError {
                 guard ids.count > 1 else {
@@ -73,8 +83,7 @@ public enum QueueStore {
             // Every candidate failed: is it these rows, or the statement? Claim around them to find out (an
             // error here too means every row meets it: nothing is set aside).
             claimed = try decodeClaimed(
-                try connection.query(
-                    claimSQL(picking: .unlisted), [limit, leaseSeconds, workerID, failing.map(\.id)]),
+                try connection.query(claimSQL(picking: .unlisted), [limit] + parameters + [failing.map(\.id)]),
                 on: connection)
             // No other row is due: no evidence either way; they are tried again with the next claim.
             if claimed.isEmpty { return [] }
@@ -192,59 +201,114 @@ public enum QueueStore {
             + (orEmpty ? " ELSE ''" : "") + " END AS \(name)"
     }
 
-    /// The claim statement. Deliveries of apps with `apps.max_sends_per_second` (`throttled`) are picked per
-    /// app through `deliveries_claim_throttled`, at most as many as the permits taken from the app's token
-    /// bucket (`app_send_buckets`, refilled from `clock_timestamp()`, capacity `pushizo_send_burst`); the
-    /// others through `deliveries_claim_unthrottled`, which does not contain a limited app's rows, so its
-    /// backlog is never scanned. The two are merged in claim order; the bucket is charged only for the rows
-    /// kept. A bucket another claim holds is skipped (`SKIP LOCKED`): that app waits for the next claim, the
-    /// others do not. docs/throttle.md.
+    /// The claim statement: apps take turns (migration 0026, docs/fair-claims.md). It visits the apps whose turn
+    /// has come (`app_claim_turns.turn_at <= now()`), oldest turn first, at most as many as the limit, and gives
+    /// each a share of the limit in proportion to `apps.claim_weight`, no more than its room in this worker
+    /// (``ClaimRoom``) and, for an app with `apps.max_sends_per_second`, the permits taken from its token bucket
+    /// (`app_send_buckets`, refilled from `clock_timestamp()`; a bucket another claim holds is skipped, `SKIP
+    /// LOCKED`, and that app waits for the next claim). Each app's share is picked in the app's own claim order
+    /// (`priority DESC, run_at`) through `deliveries_claim_app`, `FOR UPDATE SKIP LOCKED`. What apps with fewer
+    /// due deliveries than their share left is shared again among the apps that filled theirs. Then each visited
+    /// app's turn moves: to the claim's `now()` (the back of the line) when it filled its share, to the next
+    /// `run_at` of its deliveries (or the lease's end of those just claimed) when its due deliveries ran out, and
+    /// no earlier than its bucket's next permit. A turn row another transaction holds is left as it is (it stays
+    /// due; that transaction is adding or rescheduling deliveries of the app), and one changed since this
+    /// statement's snapshot keeps the earlier of the two times. docs/throttle.md for the buckets.
     ///
-    /// Parameters: without `limit`, `$1` the limit, `$2` lease seconds, `$3` the worker id and, for `.listed`
-    /// and `.unlisted`, `$4` the ids; with `limit` (written into the text), `$1` lease seconds, `$2` the worker
-    /// id and `$3` the ids.
+    /// Parameters: without `limit`, `$1` the limit, `$2` lease seconds, `$3` the worker id, `$4` the apps with no
+    /// room (`uuid[]`), `$5`/`$6` apps with less room than the limit and their room (`uuid[]`, `integer[]`)
+    /// and, for `.listed` and `.unlisted`, `$7` the ids; with `limit` (written into the text) each of those one
+    /// lower (`$1` lease seconds ... `$6` the ids).
     static func claimSQL(picking: ClaimPicking, limit: Int? = nil) -> String {
         let shift = limit == nil ? 0 : 1
         let limitText = limit.map { "\(max($0, 0))" } ?? "$1"
-        let lease = "$\(2 - shift)"
-        let worker = "$\(3 - shift)"
-        let ids = "$\(4 - shift)"
+        func parameter(_ number: Int) -> String { "$\(number - shift)" }
+        let lease = parameter(2)
+        let worker = parameter(3)
+        let noRoom = parameter(4)
+        let roomApps = parameter(5)
+        let rooms = parameter(6)
+        let ids = parameter(7)
         let listed = picking == .due ? "" : picking == .listed ? " AND id = ANY(\(ids)::bigint[])" : " AND id <> ALL(\(ids)::bigint[])"
         return """
-        WITH buckets AS MATERIALIZED (
-            SELECT b.app_id, c.at,
-                   pushizo_bucket_permits(a.max_sends_per_second, b.tokens, b.refilled_at, c.at) AS available
-            FROM app_send_buckets b
-            JOIN apps a ON a.id = b.app_id
+        WITH visit AS MATERIALIZED (
+            -- The apps whose turn has come, oldest turn first (app_claim_turns_due), those without room left out.
+            SELECT t.app_id, t.xmin::text AS seen, a.max_sends_per_second AS rate, a.claim_weight AS weight,
+                   least(\(limitText), coalesce(r.room, \(limitText))) AS room,
+                   row_number() OVER (ORDER BY t.turn_at, t.app_id) AS turn
+            FROM (SELECT app_id, turn_at, xmin FROM app_claim_turns
+                  WHERE turn_at <= now() AND app_id <> ALL(\(noRoom)::uuid[])
+                  ORDER BY turn_at LIMIT \(limitText)) t
+            JOIN apps a ON a.id = t.app_id
+            LEFT JOIN unnest(\(roomApps)::uuid[], \(rooms)::integer[]) AS r(app_id, room) ON r.app_id = t.app_id
+        ), buckets AS MATERIALIZED (
+            SELECT b.app_id, c.at, b.refilled_at,
+                   pushizo_bucket_permits(v.rate, b.tokens, b.refilled_at, c.at) AS available
+            FROM visit v
+            JOIN app_send_buckets b ON b.app_id = v.app_id
             CROSS JOIN (SELECT clock_timestamp() AS at) c
-            WHERE a.max_sends_per_second IS NOT NULL
+            WHERE v.rate IS NOT NULL
             FOR UPDATE OF b SKIP LOCKED
-        ), throttled_due AS MATERIALIZED (
-            SELECT t.id, t.app_id, t.priority, t.run_at, true AS throttled
-            FROM buckets b
+        ), caps AS MATERIALIZED (
+            -- What each app may take at most: its room, and a limited app's whole permits (none while another
+            -- claim holds its bucket).
+            SELECT v.app_id, v.turn, v.weight, v.seen, v.rate,
+                   CASE WHEN v.rate IS NULL THEN v.room
+                        ELSE least(v.room, coalesce(floor(b.available), 0))::integer END AS cap
+            FROM visit v LEFT JOIN buckets b ON b.app_id = v.app_id
+        ), first_shares AS MATERIALIZED (
+            -- The limit in proportion to weight: each app's whole part, then one more to each of the first apps in
+            -- turn order until the limit is reached; no more than its cap.
+            SELECT app_id, turn, weight, cap,
+                   least(cap, base + CASE WHEN row_number() OVER (ORDER BY turn) <= \(limitText) - sum(base) OVER ()
+                                          THEN 1 ELSE 0 END)::integer AS share
+            FROM (SELECT *, floor(\(limitText)::numeric * weight / sum(weight) OVER ())::integer AS base
+                  FROM caps WHERE cap > 0) c
+        ), first_pick AS MATERIALIZED (
+            SELECT d.id, d.app_id
+            FROM first_shares s
             CROSS JOIN LATERAL (
-                SELECT id, app_id, priority, run_at FROM deliveries
-                WHERE app_id = b.app_id AND throttled AND run_at <= now()\(listed)
+                SELECT id, app_id FROM deliveries
+                WHERE app_id = s.app_id AND run_at <= now()\(listed)
                 ORDER BY priority DESC, run_at
-                LIMIT least(floor(b.available), \(limitText))::int
+                LIMIT s.share
                 FOR UPDATE SKIP LOCKED
-            ) t
-        ), free_due AS MATERIALIZED (
-            SELECT id, app_id, priority, run_at, false AS throttled FROM deliveries
-            WHERE NOT throttled AND run_at <= now()\(listed)
-            ORDER BY priority DESC, run_at
-            LIMIT \(limitText)
-            FOR UPDATE SKIP LOCKED
+            ) d
+            WHERE s.share > 0
+        ), first_counts AS MATERIALIZED (
+            SELECT s.app_id, s.turn, s.weight, s.cap, s.share, count(p.id)::integer AS got,
+                   coalesce(array_agg(p.id) FILTER (WHERE p.id IS NOT NULL), '{}') AS taken
+            FROM first_shares s LEFT JOIN first_pick p ON p.app_id = s.app_id
+            GROUP BY s.app_id, s.turn, s.weight, s.cap, s.share
+        ), second_shares AS MATERIALIZED (
+            -- What the first pick left of the limit, shared the same way among the apps that filled their share
+            -- and may take more.
+            SELECT app_id, taken,
+                   least(cap - got, base + CASE WHEN row_number() OVER (ORDER BY turn) <= room - sum(base) OVER ()
+                                                THEN 1 ELSE 0 END)::integer AS more
+            FROM (SELECT *, floor(room::numeric * weight / sum(weight) OVER ())::integer AS base
+                  FROM first_counts
+                  CROSS JOIN (SELECT \(limitText) - count(*) AS room FROM first_pick) r
+                  WHERE got = share AND cap > got AND r.room > 0) c
+        ), second_pick AS MATERIALIZED (
+            SELECT d.id, d.app_id
+            FROM second_shares s
+            CROSS JOIN LATERAL (
+                SELECT id, app_id FROM deliveries
+                WHERE app_id = s.app_id AND run_at <= now() AND id <> ALL(s.taken)\(listed)
+                ORDER BY priority DESC, run_at
+                LIMIT s.more
+                FOR UPDATE SKIP LOCKED
+            ) d
+            WHERE s.more > 0
         ), picked AS MATERIALIZED (
-            SELECT id, app_id, throttled FROM (SELECT * FROM throttled_due UNION ALL SELECT * FROM free_due) p
-            ORDER BY priority DESC, run_at
-            LIMIT \(limitText)
+            SELECT id, app_id FROM first_pick UNION ALL SELECT id, app_id FROM second_pick
         ), taken AS (
-            -- Permits of rows not kept (fewer due than permits, or beaten in claim order) stay in the bucket.
+            -- Permits of rows not taken (fewer due than permits) stay in the bucket.
             UPDATE app_send_buckets s
             SET tokens = b.available - u.used, refilled_at = b.at
             FROM buckets b
-            JOIN (SELECT app_id, count(*) AS used FROM picked WHERE throttled GROUP BY app_id) u ON u.app_id = b.app_id
+            JOIN (SELECT app_id, count(*) AS used FROM picked GROUP BY app_id) u ON u.app_id = b.app_id
             WHERE s.app_id = b.app_id
         ), claimed AS (
             -- The picked rows by primary key (an array, so no join plan can read the whole queue instead).
@@ -257,6 +321,46 @@ public enum QueueStore {
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
                       d.uncounted_retries,
                       d.local_due_at
+        ), settled AS MATERIALIZED (
+            -- Each visited app's next turn (apps whose bucket another claim held are left as they are).
+            SELECT c.app_id, c.seen,
+                   greatest(
+                       CASE WHEN c.cap = 0 THEN now()
+                            WHEN f.got + coalesce(m.got, 0) >= f.share + coalesce(m.more, 0) THEN now()
+                            ELSE coalesce(least(nx.next_run_at,
+                                                CASE WHEN f.got + coalesce(m.got, 0) > 0
+                                                     THEN now() + make_interval(secs => \(lease)::float8) END),
+                                          'infinity')
+                       END,
+                       -- A limited app whose bucket holds less than a permit after this claim: not before the next.
+                       CASE WHEN b.app_id IS NOT NULL
+                                 AND b.available - (coalesce(f.got, 0) + coalesce(m.got, 0)) < 1 THEN
+                            greatest(b.at, b.refilled_at) + make_interval(secs => least(86400,
+                                (1 - (b.available::numeric - (coalesce(f.got, 0) + coalesce(m.got, 0)))) / c.rate::numeric)::float8)
+                       END) AS next_at
+            FROM caps c
+            LEFT JOIN buckets b ON b.app_id = c.app_id
+            LEFT JOIN first_counts f ON f.app_id = c.app_id
+            LEFT JOIN (SELECT s.app_id, s.more, count(p.id)::integer AS got,
+                              s.taken || coalesce(array_agg(p.id) FILTER (WHERE p.id IS NOT NULL), '{}') AS taken
+                       FROM second_shares s LEFT JOIN second_pick p ON p.app_id = s.app_id
+                       GROUP BY s.app_id, s.more, s.taken) m ON m.app_id = c.app_id
+            -- The next run of an app whose due deliveries ran out (those just claimed left out): one probe per
+            -- distinct priority, however many deliveries wait for later (migration 0026).
+            LEFT JOIN LATERAL (
+                SELECT pushizo_next_run_at(c.app_id, coalesce(m.taken, f.taken, '{}')) AS next_run_at
+            ) nx ON f.app_id IS NOT NULL AND f.got + coalesce(m.got, 0) < f.share + coalesce(m.more, 0)
+            -- Not an app whose bucket another claim held, nor one whose share of this claim was nothing (more
+            -- apps were visited than the limit has deliveries for their weights): neither was served.
+            WHERE (c.rate IS NULL OR b.app_id IS NOT NULL) AND (c.cap = 0 OR f.share > 0)
+        ), turned AS (
+            UPDATE app_claim_turns t
+            SET turn_at = CASE WHEN l.xmin::text = s.seen THEN s.next_at ELSE least(t.turn_at, s.next_at) END
+            FROM (SELECT app_id, xmin FROM app_claim_turns
+                  WHERE app_id = ANY (ARRAY(SELECT app_id FROM settled))
+                  ORDER BY app_id FOR UPDATE SKIP LOCKED) l
+            JOIN settled s ON s.app_id = l.app_id
+            WHERE t.app_id = l.app_id
         ),
         -- The claimed apps' settings and channels, their jsonb written as text once per app and claim: read per
         -- row, each document was written out up to three times per claimed delivery (for its bound, its value
@@ -322,15 +426,21 @@ public enum QueueStore {
     }
 
     /// Writes a batch of completions atomically: terminal rows are deleted from the queue, the others
-    /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches.
-    /// Completions whose fence no longer matches (the lease expired and another worker claimed the delivery)
-    /// change nothing. Subscription invalidations and channel pauses are applied in the same transaction, and
-    /// so are frequency-cap releases (``DeliveryCompletion/capRelease``) of completions that took effect.
-    /// A batch that needs none of those is the one statement ``completeSQL``, run without a transaction block
-    /// (a statement is atomic on its own; `BEGIN` and `COMMIT` would be two more round trips).
+    /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches and
+    /// whose completion writes one (``DeliveryCompletion/writesEvent``: a retry that spent no attempt past the
+    /// first few writes none). Retries that spent no attempt are counted
+    /// (``DeliveryCompletion/countsUncountedRetry``), and each rescheduled delivery's app gets its claim turn no
+    /// later than the delivery's next run. Completions whose fence no longer matches (the lease expired and
+    /// another worker claimed the delivery) change nothing. Subscription invalidations and channel pauses are
+    /// applied in the same transaction, and so are frequency-cap releases (``DeliveryCompletion/capRelease``) of
+    /// completions that took effect. A batch that needs none of those is the one statement ``completeSQL``, run
+    /// without a transaction block (a statement is atomic on its own; `BEGIN` and `COMMIT` would be two more
+    /// round trips).
     /// - Returns: how many completions took effect (the rest lost their lease).
     @discardableResult
     public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
+        // A completion that neither ends its delivery nor writes an event changes nothing.
+        let completions = completions.filter { $0.writesEvent || $0.nextRunAt != nil }
         guard !completions.isEmpty else { return 0 }
         if !needsFollowUpStatements(completions) { return try writeCompletions(on: connection, completions) }
         return try connection.transaction { try writeCompletions(on: $0, completions) }
@@ -362,7 +472,10 @@ public enum QueueStore {
                 PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
                 PostgresBinaryArray.uuid(completions.map(\.claimedAs?.subscriptionID)),
                 PostgresBinaryArray.integer(completions.map(\.claimedAs?.attempt)),
+                PostgresBinaryArray.boolean(completions.map(\.writesEvent)),
+                PostgresBinaryArray.boolean(completions.map { $0.countsUncountedRetry && $0.nextRunAt != nil }),
             ])
+        let applied = try result.first?.decode(Int.self, "applied") ?? 0
         let invalidations = completions.compactMap(\.invalidation)
         if !invalidations.isEmpty {
             _ = try connection.query(
@@ -394,30 +507,42 @@ public enum QueueStore {
         if !releases.isEmpty {
             try releaseFrequencyCapGrants(on: connection, releases)
         }
-        return result.affectedRows
+        return applied
     }
 
     static let completeSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                                  $6::timestamptz[], $7::text[], $8::bool[],
-                                 $9::uuid[], $10::uuid[], $11::uuid[], $12::integer[])
+                                 $9::uuid[], $10::uuid[], $11::uuid[], $12::integer[], $13::bool[], $14::bool[])
                 AS i(id, fence, event, reason, detail, next_run_at, last_error, refund,
-                     app_id, notification_id, subscription_id, attempt)
+                     app_id, notification_id, subscription_id, attempt, writes_event, uncounted)
         ), terminal AS (
             DELETE FROM deliveries d USING input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NULL
-            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt, i.event, i.reason, i.detail
+            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt, i.event, i.reason, i.detail,
+                      i.writes_event
         ), rescheduled AS (
             UPDATE deliveries d
             SET run_at = i.next_run_at, leased_by = NULL, last_error = i.last_error,
-                attempt = d.attempt - CASE WHEN i.refund THEN 1 ELSE 0 END
+                attempt = d.attempt - CASE WHEN i.refund THEN 1 ELSE 0 END,
+                uncounted_retries = d.uncounted_retries + CASE WHEN i.uncounted THEN 1 ELSE 0 END
             FROM input i
             WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NOT NULL
-            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt, i.event, i.reason, i.detail
+            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt, i.event, i.reason, i.detail,
+                      i.writes_event, d.run_at
+        ), turns AS (
+            -- A rescheduled delivery's app has its turn no later than the delivery's next run (claims visit apps
+            -- by turn). Each row is written even when its time stays, so that a claim that computed a later turn
+            -- without seeing this reschedule keeps the earlier one (docs/fair-claims.md); in app order, as the
+            -- deliveries insert trigger takes them.
+            INSERT INTO app_claim_turns (app_id, turn_at)
+            SELECT app_id, min(run_at) FROM rescheduled GROUP BY app_id ORDER BY app_id
+            ON CONFLICT (app_id) DO UPDATE SET turn_at = least(app_claim_turns.turn_at, excluded.turn_at)
         ), missing AS MATERIALIZED (
             -- Only completions that settled nothing (usually none) are looked up: is their queue row gone?
-            SELECT i.id, i.app_id, i.notification_id, i.subscription_id, i.attempt, i.event, i.reason, i.detail
+            SELECT i.id, i.app_id, i.notification_id, i.subscription_id, i.attempt, i.event, i.reason, i.detail,
+                   i.writes_event
             FROM input i
             WHERE i.notification_id IS NOT NULL
               AND i.id NOT IN (SELECT id FROM terminal UNION ALL SELECT id FROM rescheduled)
@@ -435,16 +560,22 @@ public enum QueueStore {
         ), settled AS (
             -- Each settled row carries its input's event, so no join back to the input is planned (a prepared
             -- plan that guesses a few rows may make it a nested loop: 83,000 comparisons for 289 rows, seen).
-            SELECT *, false AS deleted FROM terminal
-            UNION ALL SELECT *, false FROM rescheduled
+            SELECT id, app_id, notification_id, subscription_id, attempt, event, reason, detail, writes_event,
+                   false AS deleted FROM terminal
+            UNION ALL SELECT id, app_id, notification_id, subscription_id, attempt, event, reason, detail, writes_event,
+                             false FROM rescheduled
             UNION ALL SELECT *, true FROM vanished
+        ), written AS (
+            INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
+            -- jsonb refuses the escape \\u0000 that JSON allows (a NUL from a provider's answer): never fail on it.
+            SELECT s.app_id, s.notification_id, s.subscription_id, s.event, s.reason, s.attempt,
+                   coalesce(replace(s.detail, '\\u0000', '\\ufffd')::jsonb, '{}'::jsonb)
+                       || CASE WHEN s.deleted THEN '{"delivery_deleted": true}'::jsonb ELSE '{}'::jsonb END
+            FROM settled s
+            WHERE s.writes_event
         )
-        INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
-        -- jsonb refuses the escape \\u0000 that JSON allows (a NUL from a provider's answer): never fail on it.
-        SELECT s.app_id, s.notification_id, s.subscription_id, s.event, s.reason, s.attempt,
-               coalesce(replace(s.detail, '\\u0000', '\\ufffd')::jsonb, '{}'::jsonb)
-                   || CASE WHEN s.deleted THEN '{"delivery_deleted": true}'::jsonb ELSE '{}'::jsonb END
-        FROM settled s
+        -- The completions that took effect: their queue row changed, or their event was written for a row gone.
+        SELECT count(*) AS applied FROM settled WHERE writes_event OR NOT deleted
         """
 
     /// A notification's message as stored: its row version, its size in bytes of JSON text, and the text

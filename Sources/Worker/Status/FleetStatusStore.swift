@@ -59,7 +59,7 @@ public enum FleetStatusStore {
         ("app_channels", nil, "0001_producer_contract.sql"),
         ("notifications", "expansion_cursor", "0003_chunked_expansion.sql"),
         ("notifications", "expansion_touched_at", "0003_chunked_expansion.sql"),
-        ("deliveries", "throttled", "0012_app_send_throttle.sql"),
+        ("app_claim_turns", nil, "0026_claim_turns.sql"),
     ]
 
     /// The partial index on leased rows; without it the leases are counted by a scan of the queue.
@@ -154,7 +154,7 @@ public enum FleetStatusStore {
     // MARK: Queue
 
     /// Which rows of `deliveries` a state is, as a condition on `d` (`$1` the priorities present, `$2` the
-    /// limited apps with queued rows), written as ranges of the claim's partial indexes.
+    /// apps with queued rows), written as ranges of the claim's index `deliveries_claim_app`.
     enum QueueState: CaseIterable {
         case due, deferred, leased
 
@@ -166,36 +166,30 @@ public enum FleetStatusStore {
             }
         }
 
-        /// Every row, as the union of `deliveries_claim_unthrottled`'s and `deliveries_claim_throttled`'s ranges.
-        static let inClaimRanges = """
-            ((NOT d.throttled AND d.priority = ANY($1::smallint[]))
-             OR (d.throttled AND d.app_id = ANY($2::uuid[]) AND d.priority = ANY($1::smallint[])))
-            """
+        /// Every row, as the ranges of `deliveries_claim_app` (one per app and priority).
+        static let inClaimRanges = "d.app_id = ANY($2::uuid[]) AND d.priority = ANY($1::smallint[])"
     }
 
     static func readQueue(
         on connection: PostgresConnection, now: Date, leased: Int64, expired: Int64, limits: Limits,
         notes: inout [String]
     ) throws -> FleetStatus.Queue {
-        // The distinct priorities and limited apps (a handful each) by loose index scans of the claim's two
-        // partial indexes, so each count below is a few ranges of them (priority = ANY(...) AND run_at <= / >
-        // now(), per limited app for the throttled index), each counted up to the bound.
+        // The apps with queued rows and their distinct priorities (a handful) by loose index scans of the claim's
+        // index, so each count below is a few ranges of it (app_id = ANY(...) AND priority = ANY(...) AND run_at
+        // <= / > now()), each counted up to the bound.
         let ranges = try connection.query(
             """
             WITH RECURSIVE \(QueueStore.claimRangesCTE)
             SELECT priority, NULL::uuid AS app_id FROM priorities WHERE priority IS NOT NULL
             UNION ALL
-            SELECT NULL, app_id FROM throttled_apps WHERE app_id IS NOT NULL
+            SELECT NULL, app_id FROM queued_apps
             """)
         let priorities = try ranges.compactMap { try $0.decodeIfPresent(Int64.self, "priority") }
-        let limitedApps = try ranges.compactMap { try $0.decodeIfPresent(UUID.self, "app_id") }
+        let queuedApps = try ranges.compactMap { try $0.decodeIfPresent(UUID.self, "app_id") }
         let bound = limits.countLimit + 1
         func bounded(_ runAt: String) -> String {
             """
-            least($3, (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE NOT d.throttled
-                                              AND d.priority = ANY($1::smallint[]) AND \(runAt) LIMIT $3) x)
-                      + (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.throttled AND d.app_id = ANY($2::uuid[])
-                                                AND d.priority = ANY($1::smallint[]) AND \(runAt) LIMIT $3) x))
+            (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE \(QueueState.inClaimRanges) AND \(runAt) LIMIT $3) x)
             """
         }
         let row = try connection.query(
@@ -203,7 +197,7 @@ public enum FleetStatusStore {
             WITH RECURSIVE \(QueueStore.claimRangesCTE)
             SELECT \(bounded("d.run_at <= now()")) AS due, \(bounded("d.run_at > now()")) AS future,
                    \(QueueStore.oldestDueRunAt) AS oldest_due
-            """, [priorities, limitedApps, bound])[0]
+            """, [priorities, queuedApps, bound])[0]
         let dueCounted = try row.decode(Int64.self, "due")
         let futureCounted = try row.decode(Int64.self, "future")
         let oldestDue = try row.decodeIfPresent(Date.self, "oldest_due")
@@ -223,7 +217,7 @@ public enum FleetStatusStore {
             if let exact = exactCounts[state] ?? nil, exact <= limits.exactSplitLimit {
                 counts[state] =
                     exact == 0
-                    ? [:] : try exactSplit(on: connection, state: state, priorities: priorities, limitedApps: limitedApps)
+                    ? [:] : try exactSplit(on: connection, state: state, priorities: priorities, queuedApps: queuedApps)
             } else if sample == nil {
                 estimatedRows = try plannerRows(on: connection, "SELECT 1 FROM deliveries")
                 sample = try sampleSplit(on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows)
@@ -291,7 +285,7 @@ public enum FleetStatusStore {
 
     /// Rows of one state per provider, every row joined to its subscription (one primary-key lookup each).
     static func exactSplit(
-        on connection: PostgresConnection, state: QueueState, priorities: [Int64], limitedApps: [UUID]
+        on connection: PostgresConnection, state: QueueState, priorities: [Int64], queuedApps: [UUID]
     ) throws -> [String: Int64] {
         var split: [String: Int64] = [:]
         for row in try connection.query(
@@ -302,7 +296,7 @@ public enum FleetStatusStore {
                                 AS provider) p
             WHERE \(state.condition)
             GROUP BY p.provider
-            """, [priorities, limitedApps])
+            """, [priorities, queuedApps])
         {
             split[try row.decodeIfPresent(String.self, "provider") ?? "other"] = try row.decode(Int64.self, "n")
         }
@@ -540,7 +534,7 @@ public enum FleetStatusStore {
     // MARK: Throttle
 
     /// Limited apps (at most ``listedRows``, by id) with their bucket refilled to `now()` and their due
-    /// deliveries counted through `deliveries_claim_throttled` up to `limits.countLimit`. Empty when the
+    /// deliveries counted through `deliveries_claim_app` up to `limits.countLimit`. Empty when the
     /// schema predates migration 0012 (nothing else in `status` needs it).
     static func readThrottledApps(on connection: PostgresConnection, limits: Limits) throws -> [FleetStatus.ThrottledApp] {
         let present = try connection.query("SELECT to_regclass('app_send_buckets') IS NOT NULL AS present")[0]
@@ -552,7 +546,7 @@ public enum FleetStatusStore {
                    coalesce(pushizo_bucket_permits(a.max_sends_per_second, b.tokens, b.refilled_at, now()),
                             pushizo_send_burst(a.max_sends_per_second)) AS permits,
                    (SELECT count(*) FROM (SELECT 1 FROM deliveries d
-                                          WHERE d.app_id = a.id AND d.throttled AND d.run_at <= now()
+                                          WHERE d.app_id = a.id AND d.run_at <= now()
                                           LIMIT $2) x) AS due
             FROM apps a LEFT JOIN app_send_buckets b ON b.app_id = a.id
             WHERE a.max_sends_per_second IS NOT NULL

@@ -90,14 +90,15 @@ struct OwnerRightsFunctionsTests {
                 _ = try seed.connection.query("SELECT * FROM pushizo_refresh_grown_statistics(2, 0, 0)")
                 _ = try seed.connection.query("SELECT pushizo_grown_tables(2, 0, 0) AS g")
 
-                // An app's send limit set, changed, cleared: its bucket and its queued rows' flag follow.
+                // An app's send limit set, changed, cleared: its bucket follows, and its claim turn comes now.
                 _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = 50 WHERE id = $1", [seed.appID])
-                let flagged = "SELECT count(*) FILTER (WHERE throttled) AS n FROM deliveries"
-                #expect(try seed.connection.query(flagged)[0].decode(Int.self, "n") == 1)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM app_send_buckets")[0].decode(Int.self, "n") == 1)
+                _ = try seed.connection.query(
+                    "UPDATE app_claim_turns SET turn_at = now() + interval '1 hour' WHERE app_id = $1", [seed.appID])
                 _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = NULL WHERE id = $1", [seed.appID])
-                #expect(try seed.connection.query(flagged)[0].decode(Int.self, "n") == 0)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM app_send_buckets")[0].decode(Int.self, "n") == 0)
+                let due = "SELECT count(*) AS n FROM app_claim_turns WHERE app_id = $1 AND turn_at <= now()"
+                #expect(try seed.connection.query(due, [seed.appID])[0].decode(Int.self, "n") == 1)
 
                 // Zone names.
                 #expect(try TimeZoneNames.refresh(on: seed.connection) == 0)

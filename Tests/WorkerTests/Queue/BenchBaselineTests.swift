@@ -15,9 +15,13 @@ import Testing
     /// The worker's claim for a limit of 200, with pgbench's variables for its two parameters, split where the
     /// scripts wrap its final `SELECT` in the `claim_rows` CTE.
     static func claimParts() -> (ctes: String, select: String) {
+        // No app is short of room in pgbench's clients: the room arrays are empty.
         let text = QueueStore.claimSQL(picking: .due, limit: 200)
             .replacingOccurrences(of: "$1::float8", with: ":lease_seconds::float8")
             .replacingOccurrences(of: "leased_by = $2", with: "leased_by = 'pgbench-' || :client_id")
+            .replacingOccurrences(of: "$3::uuid[]", with: "'{}'::uuid[]")
+            .replacingOccurrences(of: "$4::uuid[]", with: "'{}'::uuid[]")
+            .replacingOccurrences(of: "$5::integer[]", with: "'{}'::integer[]")
         let split = text.range(of: "\nSELECT c.id")!
         return (String(text[..<split.lowerBound]), String(text[text.index(after: split.lowerBound)...]))
     }
@@ -26,7 +30,7 @@ import Testing
     static func completion() -> String {
         let names = [
             "ids", "fences", "events", "reasons", "details", "next_run_ats", "last_errors", "refunds", "app_ids",
-            "notification_ids", "subscription_ids", "attempts",
+            "notification_ids", "subscription_ids", "attempts", "writes_events", "uncounted",
         ]
         var text = QueueStore.completeSQL
         // Highest first, so `$1` does not match the start of `$10`.
@@ -46,6 +50,7 @@ import Testing
                coalesce(array_agg(false), '{}') AS refunds, coalesce(array_agg(app_id), '{}') AS app_ids,
                coalesce(array_agg(notification_id), '{}') AS notification_ids,
                coalesce(array_agg(subscription_id), '{}') AS subscription_ids, coalesce(array_agg(attempt), '{}') AS attempts,
+               coalesce(array_agg(true), '{}') AS writes_events, coalesce(array_agg(false), '{}') AS uncounted,
                sum(octet_length(r::text)) AS claimed_text_bytes
         FROM claim_rows r \\gset
 
@@ -69,6 +74,9 @@ import Testing
     }
 
     @Test func theBroadcastScriptIsTheClaimAndTheCompletionAlone() throws {
+        if let directory = ProcessInfo.processInfo.environment["PUSHIZO_TEST_WRITE_BENCH_SQL"] {
+            try Self.claimAndCompletion().write(toFile: directory + "/claim-and-completion.sql", atomically: true, encoding: .utf8)
+        }
         let script = try String(contentsOf: Self.benchDirectory.appendingPathComponent("claim-complete.pgbench"), encoding: .utf8)
         #expect(Self.withoutHeader(script) == Self.claimAndCompletion()[...], "claim-complete.pgbench differs from the worker's statements")
         #expect(!Self.completion().contains("$"))

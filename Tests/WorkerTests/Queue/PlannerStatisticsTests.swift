@@ -34,8 +34,8 @@ struct PlannerStatisticsTests {
                 // statement without parameters gets it at once).
                 try seed.connection.execute(
                     """
-                    PREPARE due AS SELECT id FROM deliveries WHERE NOT throttled AND run_at <= now()
-                    ORDER BY priority DESC, run_at LIMIT 10
+                    PREPARE due AS SELECT id FROM deliveries WHERE app_id = '\(seed.appID.uuidString.lowercased())'
+                    AND run_at <= now() ORDER BY priority DESC, run_at LIMIT 10
                     """)
                 _ = try seed.connection.query("EXECUTE due")
                 #expect(try Self.plan(of: "due", on: seed.connection).contains("Seq Scan on deliveries"))
@@ -47,7 +47,7 @@ struct PlannerStatisticsTests {
                 #expect(try PlannerStatistics.refresh(on: seed.connection) == .init(analyzed: ["deliveries"]))
                 let plan = try Self.plan(of: "due", on: seed.connection)
                 #expect(!plan.contains("Seq Scan"), "\(plan)")
-                #expect(plan.contains("deliveries_claim_unthrottled"), "\(plan)")
+                #expect(plan.contains("deliveries_claim_app"), "\(plan)")
                 let pages = try seed.connection.query("SELECT relpages FROM pg_class WHERE relname = 'deliveries'")[0]
                 #expect(try pages.decode(Int.self, "relpages") >= PlannerStatistics.minimumGrowthPages)
                 // Analyzed now: no further growth, no further ANALYZE.

@@ -42,7 +42,16 @@ struct ThrottleClaimTests {
             .first?.decode(Double.self, "tokens")
     }
 
-    @Test func aLimitedAppAtTheHeadGetsItsBurstAndTheRestOfTheBatchGoesToOthers() async throws {
+    /// Seconds from the database's now() to the app's claim turn (nil for 'infinity').
+    static func secondsToTurn(_ seed: Seed) throws -> Double? {
+        try seed.connection.query(
+            """
+            SELECT CASE WHEN turn_at < 'infinity' THEN extract(epoch FROM turn_at - now())::float8 END AS s
+            FROM app_claim_turns WHERE app_id = $1
+            """, [seed.appID])[0].decodeIfPresent(Double.self, "s")
+    }
+
+    @Test func aLimitedAppGetsItsBurstAndTheRestOfTheBatchGoesToOthers() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let limited = try Self.appWithDueDeliveries(url, count: 300, priority: 10, limit: 200)
@@ -50,11 +59,18 @@ struct ThrottleClaimTests {
                 // A full bucket: 20 permits (a tenth of 200/s).
                 let first = try QueueStore.claim(on: limited.connection, limit: 100, leaseSeconds: 60, workerID: "t")
                 #expect(Self.claimedCounts(first, limited, free) == [20, 40])
-                // No permit left (refill set an hour ahead): only the unlimited app's rows, none of them left.
+                // Its turn waits for the next permit (a two-hundredth of a second), the other app's for its lease.
+                #expect(try #require(try Self.secondsToTurn(limited)) < 1)
+                #expect(try #require(try Self.secondsToTurn(free)) > 30)
+                // No permit left (refill set an hour ahead): only the unlimited app's rows, made due again by hand
+                // (its turn brought forward by the repair, as the worker runs it), none of them left after.
                 try Self.emptyBucket(limited)
                 _ = try free.connection.query("UPDATE deliveries SET run_at = now() - interval '1 minute' WHERE app_id = $1", [free.appID])
+                #expect(try QueueStore.repairClaimTurns(on: free.connection) == 1)
                 let second = try QueueStore.claim(on: limited.connection, limit: 100, leaseSeconds: 60, workerID: "t")
                 #expect(Self.claimedCounts(second, limited, free) == [0, 40])
+                // Visited without a permit: its turn waits for the refill, an hour ahead.
+                #expect(try #require(try Self.secondsToTurn(limited)) > 3_000)
                 // Waiting rows were not written: still due, unleased, attempt 0.
                 let waiting = try limited.connection.query(
                     """
@@ -76,12 +92,17 @@ struct ThrottleClaimTests {
                 let claimed = try QueueStore.claim(on: limited.connection, limit: 100, leaseSeconds: 60, workerID: "t")
                 #expect(claimed.count == 5)
                 #expect(try Self.tokens(limited) == 15)
-                // Beaten in claim order by an unlimited app's higher priority work: the batch of 3 takes none.
+                // A batch of 3 shared with another app: the limited app is charged for what it got, not its permits.
+                _ = try limited.connection.query(
+                    "UPDATE app_send_buckets SET tokens = 15, refilled_at = now() + interval '1 hour' WHERE app_id = $1",
+                    [limited.appID])
                 let free = try Self.appWithDueDeliveries(url, count: 3, priority: 10, limit: nil)
                 _ = try limited.connection.query("UPDATE deliveries SET run_at = now() - interval '1 minute' WHERE app_id = $1", [limited.appID])
+                _ = try QueueStore.repairClaimTurns(on: limited.connection)
                 let batch = try QueueStore.claim(on: limited.connection, limit: 3, leaseSeconds: 60, workerID: "t")
-                #expect(Self.claimedCounts(batch, limited, free) == [0, 3])
-                #expect(try Self.tokens(limited) == 15)
+                let counts = Self.claimedCounts(batch, limited, free)
+                #expect(counts[0] >= 1 && counts[1] >= 1 && counts[0] + counts[1] == 3)
+                #expect(try Self.tokens(limited) == 15 - Double(counts[0]))
             }
         }
     }
@@ -102,8 +123,11 @@ struct ThrottleClaimTests {
                 // The tiny limit's bucket starts full: one permit (the burst is at least one).
                 let claimed = try QueueStore.claim(on: free.connection, limit: 200, leaseSeconds: 60, workerID: "t")
                 #expect(Self.claimedCounts(claimed, huge, idle, tiny, free) == [30, 30, 1, 10])
-                // Only the tiny limit has due deliveries left; its next permit is ages away: capped at a day.
-                #expect(try QueueStore.throttleWait(on: free.connection) == 86_400)
+                // Only the tiny limit has due deliveries left; its next permit is ages away: its turn is a day off
+                // (the cap), and the claim loop's wait is the nearest turn, the others' leases.
+                #expect(try #require(try Self.secondsToTurn(tiny)) > 86_000)
+                let wait = try #require(try QueueStore.nextTurnWait(on: free.connection))
+                #expect(wait > 30 && wait <= 60)
                 let status = try FleetStatusStore.read(on: free.connection)
                 #expect(status.throttledApps.count == 3)
                 let text = FleetStatusRenderer.text(status)
@@ -112,27 +136,23 @@ struct ThrottleClaimTests {
         }
     }
 
-    @Test func settingAndClearingALimitFlagsTheQueueAndKeepsTheBucket() async throws {
+    @Test func settingAndClearingALimitMakesOrDropsTheBucketAndBringsTheTurnForward() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let app = try Self.appWithDueDeliveries(url, count: 10, priority: 5, limit: nil)
-                func flagged() throws -> Int {
-                    try app.connection.query(
-                        "SELECT count(*) FILTER (WHERE throttled) AS n FROM deliveries WHERE app_id = $1", [app.appID]
-                    )[0].decode(Int.self, "n")
-                }
-                #expect(try flagged() == 0 && Self.tokens(app) == nil)
+                #expect(try Self.tokens(app) == nil)
                 _ = try app.connection.query("UPDATE apps SET max_sends_per_second = 0.5 WHERE id = $1", [app.appID])
-                #expect(try flagged() == 10)
                 #expect(try Self.tokens(app) == 1)  // the burst: at least one permit
-                // Limited: a worker whose claim came back short is told to come back within the refill.
+                // Limited: a claim without permits puts the app's turn off until the refill, and a worker whose
+                // claim came back short is told to come back then.
                 try Self.emptyBucket(app)
                 #expect(try QueueStore.claim(on: app.connection, limit: 10, leaseSeconds: 60, workerID: "t").isEmpty)
-                let wait = try #require(try QueueStore.throttleWait(on: app.connection))
-                #expect(wait >= 0)
+                let wait = try #require(try QueueStore.nextTurnWait(on: app.connection))
+                #expect(wait > 3_000)
+                // Cleared: the bucket goes and the turn comes now.
                 _ = try app.connection.query("UPDATE apps SET max_sends_per_second = NULL WHERE id = $1", [app.appID])
-                #expect(try flagged() == 0 && Self.tokens(app) == nil)
-                #expect(try QueueStore.throttleWait(on: app.connection) == nil)
+                #expect(try Self.tokens(app) == nil)
+                #expect(try QueueStore.nextTurnWait(on: app.connection) == nil)
                 #expect(try QueueStore.claim(on: app.connection, limit: 10, leaseSeconds: 60, workerID: "t").count == 10)
                 // Refused: a limit must be a positive finite rate.
                 for bad in ["0", "-1", "'infinity'", "'NaN'"] {
