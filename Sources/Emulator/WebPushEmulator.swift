@@ -55,6 +55,8 @@ public final class WebPushEmulator: EmulatedProvider {
     public static let maximumTokenLifetime: Double = 86_400
     /// The `retry-after` seconds answered with a 429.
     public static let retryAfterSeconds = 1
+    /// The `retry-after` seconds answered with a 406, as Microsoft's push service throttles.
+    public static let throttleRetryAfterSeconds = 900
 
     private let subscriptions: WebPushEmulatorSubscriptions
     private let now: @Sendable () -> Date
@@ -265,6 +267,12 @@ public final class WebPushEmulator: EmulatedProvider {
             // Once per subscription id, so a retry after `retry-after` goes through.
             let first = state.withLock { $0.unavailableOnce.insert(id).inserted }
             return first ? .reject(429, "emulated: too many requests", [EmulatorHeader("retry-after", String(Self.retryAfterSeconds))]) : nil
+        case "e406":
+            // Microsoft's push service (WNS) throttles with 406 Not Acceptable and a Retry-After; once per id.
+            let first = state.withLock { $0.unavailableOnce.insert(id).inserted }
+            return first
+                ? .reject(406, "emulated: throttle limit exceeded", [EmulatorHeader("retry-after", String(Self.throttleRetryAfterSeconds))])
+                : nil
         case "e500": return .reject(500, "emulated internal error")
         case "e503":
             let first = state.withLock { $0.unavailableOnce.insert(id).inserted }

@@ -31,6 +31,14 @@ public enum WebPushResponseClassifier {
     ///   several subscriptions at several origins pause it (``ChannelFaultEvidence``).
     /// - 408, 429: `retry` `request_timeout` / `rate_limited`, `notBefore` from `Retry-After` (RFC 8030
     ///   §8.4; delta seconds or IMF-fixdate, capped at 1 hour). 5xx: `retry` `http_<status>`. Transient.
+    /// - 406: `retry` `rate_limited`, like 429. Microsoft's push service (WNS) answers 406 Not Acceptable when
+    ///   "the cloud service exceeded its throttle limit" (Microsoft, "Push notification service request and
+    ///   response headers"); a push request asks for no content negotiation, so a 406 can mean nothing else.
+    ///   `notBefore` from `Retry-After`, else from WNS's `X-WNS-CONTINUE-AFTER` (integer seconds), capped at
+    ///   1 hour. Transient; the subscription is kept.
+    /// - any other 4xx with a usable `Retry-After` (RFC 9110 §10.2.3: how long to wait before a follow-up
+    ///   request): `retry` `http_<status>` not before it. A status with a meaning of its own keeps it (404 and
+    ///   410 are gone whatever they add; 400, 401, 403, 413 and 415 refuse the request itself). Transient.
     /// - anything else: `failed` `http_<status>`. Delivery.
     /// Every non-2xx detail is `{"status": <int>, "body": "<at most 200 characters, control characters
     /// removed>"?}`.
@@ -47,10 +55,8 @@ public enum WebPushResponseClassifier {
         var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]
         if let excerpt = excerpt(response.body) { detail["body"] = .string(excerpt) }
         let detailJSON = JSONValue.object(detail)
-        func retry(_ reason: String) -> ProviderAnswer {
-            ProviderAnswer(
-                .retry(reason: reason, detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now)),
-                fault: .transient)
+        func retry(_ reason: String, notBefore: Date? = RetryAfterHeader.notBefore(response, now: now)) -> ProviderAnswer {
+            ProviderAnswer(.retry(reason: reason, detail: detailJSON, notBefore: notBefore), fault: .transient)
         }
         switch response.status {
         case 404, 410:
@@ -64,6 +70,10 @@ public enum WebPushResponseClassifier {
             return retry("request_timeout")
         case 429:
             return retry("rate_limited")
+        case 406:
+            return retry(
+                "rate_limited",
+                notBefore: RetryAfterHeader.notBefore(response, now: now) ?? RetryAfterHeader.wnsContinueAfter(response, now: now))
         case 400:
             return ProviderAnswer(.failed(reason: "bad_request", detail: detailJSON), fault: .delivery, suspectsChannel: true)
         case 401:
@@ -72,6 +82,9 @@ public enum WebPushResponseClassifier {
             return ProviderAnswer(.failed(reason: "vapid_forbidden", detail: detailJSON), fault: .subscription, suspectsChannel: true)
         case 500...599:
             return retry("http_\(response.status)")
+        case 400...499:
+            if let notBefore = RetryAfterHeader.notBefore(response, now: now) { return retry("http_\(response.status)", notBefore: notBefore) }
+            return ProviderAnswer(.failed(reason: "http_\(response.status)", detail: detailJSON), fault: .delivery)
         default:
             return ProviderAnswer(.failed(reason: "http_\(response.status)", detail: detailJSON), fault: .delivery)
         }

@@ -11,18 +11,34 @@ enum RetryAfterHeader {
     /// The instant before which no retry should happen, or `nil` when the header is absent, malformed,
     /// or an HTTP-date not after `now`. Values beyond ``maximum`` seconds are cut to it.
     static func notBefore(_ response: PushResponse, now: Date) -> Date? {
-        guard let raw = response.header("retry-after"), raw.utf8.count <= 64 else { return nil }
-        let value = raw.trimmingCharacters(in: .whitespaces)
-        guard !value.isEmpty else { return nil }
-        if value.utf8.allSatisfy({ (48...57).contains($0) }) {
-            // Digits only, so the only failure of Int(_:) is overflow: beyond the cap anyway.
-            let seconds = Double(Int(value) ?? Int.max)
-            return now.addingTimeInterval(min(seconds, maximum))
-        }
+        guard let value = fieldValue(response, "retry-after") else { return nil }
+        if let seconds = delaySeconds(value) { return now.addingTimeInterval(seconds) }
         guard let date = imfFixdate(value) else { return nil }
         let seconds = date.timeIntervalSince(now)
         guard seconds > 0 else { return nil }
         return now.addingTimeInterval(min(seconds, maximum))
+    }
+
+    /// WNS's own wait for a throttled sender, `X-WNS-CONTINUE-AFTER` (Microsoft, "Push notification service
+    /// request and response headers": an integer, "the number of seconds to wait until sending another
+    /// notification without being throttled"), cut to ``maximum``; `nil` when absent or not digits.
+    static func wnsContinueAfter(_ response: PushResponse, now: Date) -> Date? {
+        guard let value = fieldValue(response, "x-wns-continue-after"), let seconds = delaySeconds(value) else { return nil }
+        return now.addingTimeInterval(seconds)
+    }
+
+    /// The field's value without surrounding whitespace; `nil` when absent, empty or over 64 bytes.
+    private static func fieldValue(_ response: PushResponse, _ name: String) -> String? {
+        guard let raw = response.header(name), raw.utf8.count <= 64 else { return nil }
+        let value = raw.trimmingCharacters(in: .whitespaces)
+        return value.isEmpty ? nil : value
+    }
+
+    /// `delay-seconds` (`1*DIGIT`) cut to ``maximum``; `nil` for anything else.
+    private static func delaySeconds(_ value: String) -> Double? {
+        guard value.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
+        // Digits only, so the only failure of Int(_:) is overflow: beyond the cap anyway.
+        return min(Double(Int(value) ?? Int.max), maximum)
     }
 
     /// Parses `Day, DD Mon YYYY HH:MM:SS GMT` exactly (29 characters); anything else gives `nil`.

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Providers
 import PushCrypto
@@ -178,5 +179,16 @@ import Testing
         #expect(emulator.handle(try request("e429x")).status == 201)
         #expect(emulator.handle(try request("e503x")).status == 503)
         #expect(emulator.handle(try request("e503x")).status == 201)
+        // Microsoft's push service throttles with 406 and a Retry-After; the worker retries no earlier.
+        let throttled = emulator.handle(try request("e406x"))
+        #expect(throttled.status == 406)
+        #expect(throttled.header("retry-after") == "900")
+        let response = PushResponse(status: throttled.status, headers: throttled.headers.map { PushHeader($0.name, $0.value) }, body: throttled.body)
+        guard case .retry("rate_limited", _, let notBefore) = WebPushResponseClassifier.classify(response, now: clock.now) else {
+            Issue.record("a 406 is a throttle, retried")
+            return
+        }
+        #expect(notBefore == clock.now.addingTimeInterval(900))
+        #expect(emulator.handle(try request("e406x")).status == 201)
     }
 }

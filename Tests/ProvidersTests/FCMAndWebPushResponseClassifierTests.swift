@@ -161,7 +161,30 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         (response(500), "retry http_500 -"),
         (response(503, headers: [PushHeader("Retry-After", "7200")]), "retry http_503 3600"),
         (response(302), "failed http_302"),
-        (response(406), "failed http_406"),
+        (response(302, headers: [PushHeader("Retry-After", "30")]), "failed http_302"),
+        // WNS throttles with 406 (Microsoft, "Push notification service request and response headers").
+        (response(406, headers: [PushHeader("Retry-After", "900")]), "retry rate_limited 900"),
+        (response(406, headers: [PushHeader("Retry-After", "Tue, 14 Jul 2026 03:37:00 GMT")]), "retry rate_limited 220"),
+        (response(406, headers: [PushHeader("X-WNS-CONTINUE-AFTER", "120")]), "retry rate_limited 120"),
+        (response(406, headers: [PushHeader("Retry-After", "60"), PushHeader("X-WNS-CONTINUE-AFTER", "120")]), "retry rate_limited 60"),
+        (response(406, headers: [PushHeader("Retry-After", "86400")]), "retry rate_limited 3600"),
+        (response(406, headers: [PushHeader("Retry-After", "soon"), PushHeader("X-WNS-CONTINUE-AFTER", "1.5")]), "retry rate_limited -"),
+        (response(406), "retry rate_limited -"),
+        // Any other 4xx that says when to come back is retried then (RFC 9110 §10.2.3)...
+        (response(409, headers: [PushHeader("Retry-After", "30")]), "retry http_409 30"),
+        (response(418, headers: [PushHeader("retry-after", "Tue, 14 Jul 2026 03:35:20 GMT")]), "retry http_418 120"),
+        (response(451, headers: [PushHeader("Retry-After", "99999999999999999999999")]), "retry http_451 3600"),
+        (response(409), "failed http_409"),
+        (response(409, headers: [PushHeader("Retry-After", "Wed, 13 Jul 2026 00:00:00 GMT")]), "failed http_409"),
+        (response(409, headers: [PushHeader("Retry-After", "")]), "failed http_409"),
+        // ...but a status with a meaning of its own keeps it.
+        (response(410, headers: [PushHeader("Retry-After", "30")]), "failed unregistered invalidate"),
+        (response(404, headers: [PushHeader("Retry-After", "30")]), "failed unregistered invalidate"),
+        (response(403, headers: [PushHeader("Retry-After", "30")]), "failed vapid_forbidden"),
+        (response(401, headers: [PushHeader("Retry-After", "30")]), "failed vapid_unauthorized"),
+        (response(400, headers: [PushHeader("Retry-After", "30")]), "failed bad_request"),
+        (response(413, headers: [PushHeader("Retry-After", "30")]), "failed payload_too_large"),
+        (response(415, headers: [PushHeader("Retry-After", "30")]), "failed unsupported_media_type"),
     ]
 
     @Test(arguments: 0..<table.count)
@@ -177,7 +200,8 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
         (400, .delivery, true), (401, .delivery, true), (403, .subscription, true),
         (404, .subscription, false), (410, .subscription, false),
         (408, .transient, false), (429, .transient, false), (500, .transient, false), (503, .transient, false),
-        (413, .delivery, false), (415, .delivery, false), (406, .delivery, false), (302, .delivery, false),
+        (413, .delivery, false), (415, .delivery, false), (406, .transient, false), (302, .delivery, false),
+        (409, .delivery, false),
     ]
 
     @Test(arguments: 0..<faults.count)

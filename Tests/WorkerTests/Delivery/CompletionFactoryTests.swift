@@ -89,6 +89,26 @@ struct CompletionFactoryTests {
         #expect(!counted.refundsAttempt)
     }
 
+    /// A throttling answer's `Retry-After` (WNS 406 included) is a floor, and the retry still counts: it ends
+    /// in `max_attempts` like any other, never invalidating the subscription.
+    @Test func aThrottledRetryWaitsForRetryAfterAndCountsItsAttempt() throws {
+        let floor = Self.now.addingTimeInterval(900)
+        let outcome = DeliveryOutcome.retry(reason: "rate_limited", detail: ["status": 406], notBefore: floor)
+        let early = CompletionFactory.completion(
+            for: delivery(attempt: 1), outcome: outcome, provider: "webpush", maxAttempts: 3, retryPolicy: policy,
+            now: Self.now, unitRandom: 0.99)
+        #expect(early.event == "retrying")
+        #expect(early.nextRunAt == floor)
+        #expect(!early.refundsAttempt)
+        #expect(try detail(early)["next_attempt_at"]?.stringValue == floor.formatted(.iso8601))
+        let last = CompletionFactory.completion(
+            for: delivery(attempt: 3), outcome: outcome, provider: "webpush", maxAttempts: 3, retryPolicy: policy,
+            now: Self.now, unitRandom: 0)
+        #expect(last.event == "failed")
+        #expect(last.reason == "max_attempts")
+        #expect(last.invalidation == nil)
+    }
+
     @Test func outageBackoffGrowsWithTheMessagesAge() {
         // A message waiting for an hour retries within [180 s, 360 s), not every 2 s.
         let next = policy.nextAttemptDuringOutage(age: 3600, now: Self.now, unitRandom: 0)

@@ -347,6 +347,58 @@ struct WebPushEndToEndTests {
         }
     }
 
+    /// Microsoft's push service throttles with 406 Not Acceptable and `Retry-After: 900`. Through the worker
+    /// binary: the delivery is retried, not before 900 s after the answer (measured from before the worker
+    /// started, so whatever the machine's load), its attempt counted, the subscription and channel untouched.
+    @Test func aThrottling406IsRetriedNoEarlierThanRetryAfter() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let origin = emulator.endpoint
+                let (app, throttled, okay, started) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try seed.webPushChannel(settings: emulator.webPushChannelSettings)
+                    let throttled = try seed.webSubscription(try emulator.webSubscription("e406a"), origin: origin)
+                    let okay = try seed.webSubscription(try emulator.webSubscription("okay1"), origin: origin)
+                    try seed.notification(target: #"{"include_subscription_ids": ["\#(throttled)", "\#(okay)"]}"#)
+                    let started = try seed.connection.query("SELECT now() AS t")[0].decode(Date.self, "t")
+                    return (seed.appID, throttled, okay, started)
+                }
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                try await emulator.withWorkerBinary(databaseURL: url) {
+                    try await waitUntil("both deliveries have an outcome") {
+                        let rows = try await database.query("SELECT count(DISTINCT subscription_id) AS n FROM delivery_events")
+                        return rows[0]["n"] == "2"
+                    }
+                }
+
+                let events = try await database.query(
+                    """
+                    SELECT event || coalesce('/' || reason, '') AS e, detail->>'status' AS status,
+                           -- The detail's instant is written in whole seconds.
+                           (detail->>'next_attempt_at')::timestamptz >= date_trunc('second', $2::timestamptz) + interval '900 seconds' AS floor
+                    FROM delivery_events WHERE subscription_id = $1
+                    """, [throttled, started])
+                #expect(events.map { $0["e"] ?? "" } == ["retrying/rate_limited"])
+                #expect(events.first?["status"] == "406")
+                #expect(events.first?["floor"] == "t")
+                let queued = try await database.query(
+                    "SELECT run_at >= $2::timestamptz + interval '900 seconds' AS floor, attempt FROM deliveries WHERE subscription_id = $1",
+                    [throttled, started])
+                #expect(queued.first?["floor"] == "t")
+                #expect(queued.first?["attempt"] == "1", "a throttled try still counts")
+                let sent = try await database.query("SELECT event FROM delivery_events WHERE subscription_id = $1", [okay])
+                #expect(sent.map { $0["event"] ?? "" } == ["sent"])
+                let statuses = try await database.query("SELECT DISTINCT status FROM subscriptions")
+                #expect(statuses.map { $0["status"] ?? "" } == ["active"])
+                let channel = try await database.query("SELECT paused_until IS NULL AS running FROM app_channels WHERE app_id = $1", [app])
+                #expect(channel.first?["running"] == "t")
+                #expect(emulator.webPush.statusCounts[406] == 1, "not retried before Retry-After")
+                await database.shutdown()
+            }
+        }
+    }
+
     @Test func anUnreachablePushServiceIsRetriedWithoutCountingAttempts() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in

@@ -120,6 +120,18 @@ struct EmulatorHarness: Sendable {
         return process
     }
 
+    /// Runs the real `pushizo-worker run` (``workerProcess(databaseURL:arguments:extra:)``) while `body` runs,
+    /// then stops it with SIGTERM, as systemd does, and expects exit status 0.
+    func withWorkerBinary(databaseURL: String, _ body: () async throws -> Void) async throws {
+        let process = workerProcess(databaseURL: databaseURL)
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        try await body()
+        process.terminate()
+        try await onThread { process.waitUntilExit() }
+        #expect(process.terminationStatus == 0)
+    }
+
     /// A worker configuration for tests: fast polls and retries, exit once the queue is drained, private networks
     /// allowed (the emulator is on 127.0.0.1; `extra` may set `PUSHIZO_ALLOW_PRIVATE_NETWORKS` back to false).
     func workerConfiguration(databaseURL: String, workerID: String = "test-worker", extra: [String: String] = [:])
@@ -169,4 +181,17 @@ func runUntil(
     runtime.requestStop()
     await run.value
     if !met { Issue.record("timed out waiting until \(what)") }
+}
+
+/// Polls `condition` every 50 ms until it holds; records an issue naming `what` when it has not after `limit`
+/// seconds (a hang guard, not a timing assertion). Returns whether it held.
+@discardableResult
+func waitUntil(_ what: String, limit: Double = 60, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(limit)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("timed out waiting until \(what)")
+    return false
 }
