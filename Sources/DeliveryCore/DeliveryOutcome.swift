@@ -18,7 +18,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case retry(reason: String, detail: JSONValue = .null, notBefore: Date? = nil)
 
     /// The app's provider credentials or settings are at fault: an answer naming the credential (APNs
-    /// `InvalidProviderToken`, FCM `THIRD_PARTY_AUTH_ERROR`), settings that do not parse, or enough
+    /// `InvalidProviderToken`, FCM `PERMISSION_DENIED`), settings that do not parse, or enough
     /// ``ChannelFaultEvidence`` (never one subscription's answer alone). The channel is paused until
     /// `pausedUntil`, this delivery goes back to the queue for after the pause, and the subscription is left
     /// alone.

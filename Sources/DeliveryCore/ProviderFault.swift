@@ -12,6 +12,11 @@ public enum ProviderFault: String, Sendable, Equatable, CaseIterable {
     case subscription
     /// The app's credentials or channel settings are wrong: the channel pauses, the delivery waits.
     case channel
+    /// A credential of the app that carries only some of the channel's pushes is wrong (FCM
+    /// `THIRD_PARTY_AUTH_ERROR`: the APNs certificate or web push auth key configured in Firebase, which FCM
+    /// uses for Apple and web apps only). The channel goes on; the subscription it was refused for waits
+    /// (``CredentialHolds``), kept, never failed for it.
+    case partialCredential
     /// The provider or the path to it failed for now: the delivery is retried.
     case transient
 }

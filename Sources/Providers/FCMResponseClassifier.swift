@@ -22,6 +22,8 @@ public enum FCMResponseClassifier {
     public static let maximumMessageLength = 200
     /// The longest `Retry-After` honoured, in seconds (1 hour).
     public static let maximumRetryAfter: Double = RetryAfterHeader.maximum
+    /// The retry reason of `THIRD_PARTY_AUTH_ERROR` (and its older name `APNS_AUTH_ERROR`).
+    public static let thirdPartyAuthError = "third_party_auth_error"
 
     /// The `@type` of FCM's own error detail.
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
@@ -49,11 +51,15 @@ public enum FCMResponseClassifier {
     ///   too big, bad TTL, ...) is the message's fault, not the subscriber's.
     /// - `QUOTA_EXCEEDED` (429), `UNAVAILABLE` (503), `INTERNAL` (500), and any other 429 / 5xx: `retry`,
     ///   `notBefore` from `Retry-After` (delta seconds or IMF-fixdate HTTP-date, capped at 1 hour).
-    /// - `THIRD_PARTY_AUTH_ERROR` (401: the APNs certificate or web push key configured in Firebase is
-    ///   wrong; `APNS_AUTH_ERROR` is its older name), `PERMISSION_DENIED` (403: the service account may not
-    ///   send for the project), and a 401 `UNAUTHENTICATED` (the access token was refused; the sender
-    ///   refreshes once first, see ``requiresNewAccessToken(_:)``, and records this only when the retry is
-    ///   refused too): `channelError`, subscription untouched. Each names the channel's credential.
+    /// - `THIRD_PARTY_AUTH_ERROR` (401: "APNs certificate or web push auth key was invalid or missing";
+    ///   `APNS_AUTH_ERROR` is its older name): `retry` ``thirdPartyAuthError`` without `notBefore`, fault
+    ///   ``ProviderFault/partialCredential``. The credential it names carries only the pushes to Apple and web
+    ///   apps of the Firebase project, so it is neither the channel's fault (Android tokens of the same
+    ///   channel are sent) nor the subscription's: the worker holds that subscription (``CredentialHolds``).
+    /// - `PERMISSION_DENIED` (403: the service account may not send for the project) and a 401
+    ///   `UNAUTHENTICATED` (the access token was refused; the sender refreshes once first, see
+    ///   ``requiresNewAccessToken(_:)``, and records this only when the retry is refused too): `channelError`,
+    ///   subscription untouched. Each names the channel's credential.
     /// - 404 without an FCM `UNREGISTERED` detail (the channel's `project_id` is unknown): `channelError`
     ///   `not_found`.
     /// - anything else (`UNSPECIFIED_ERROR` included): `failed` with the lower-cased FCM code or
@@ -103,7 +109,9 @@ public enum FCMResponseClassifier {
             return ProviderAnswer(.failed(reason: "invalid_argument", detail: detailJSON), fault: .delivery)
         case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
             return retry(code!.lowercased())
-        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR", "PERMISSION_DENIED", "UNAUTHENTICATED":
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+            return ProviderAnswer(.retry(reason: thirdPartyAuthError, detail: detailJSON), fault: .partialCredential)
+        case "PERMISSION_DENIED", "UNAUTHENTICATED":
             return channel(code!.lowercased())
         default:
             break

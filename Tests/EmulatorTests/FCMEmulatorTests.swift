@@ -143,7 +143,8 @@ import Testing
         guard case .retry("internal", _, _) = try outcome("fcm-internal-a") else { Issue.record("internal"); return }
         guard case .retry("internal", _, _) = try outcome("fcm-internal-a") else { Issue.record("internal always"); return }
         let thirdParty = try send("fcm-third-party-auth-a", accessToken: token)
-        guard case .channelError("third_party_auth_error", _, _) = classify(thirdParty) else { Issue.record("3p"); return }
+        // Held per subscription by the worker, never a channel pause (docs/provider-answers.md).
+        guard case .retry("third_party_auth_error", _, nil) = classify(thirdParty) else { Issue.record("3p"); return }
         // A 401 a new token cannot fix.
         #expect(!FCMResponseClassifier.requiresNewAccessToken(
             PushResponse(status: thirdParty.status, headers: [], body: thirdParty.body)))

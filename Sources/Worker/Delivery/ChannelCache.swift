@@ -115,17 +115,34 @@ final class SharedInstances<Value: Sendable>: Sendable {
 }
 
 /// The fault evidence of one cached channel (``ChannelFaultEvidence`` behind a lock): fed every provider
-/// answer, it turns a suspect refusal into a channel pause only on enough evidence.
+/// answer, it turns a suspect refusal into a channel pause only on enough evidence. It also holds the
+/// subscriptions a credential that carries only some of the channel's pushes was refused for
+/// (``CredentialHolds``), so their pushes wait without a request while the rest of the channel is sent.
 final class ChannelEvidence: Sendable {
-    private let evidence: Mutex<ChannelFaultEvidence>
+    private struct State: Sendable {
+        var evidence: ChannelFaultEvidence
+        var holds: CredentialHolds
+    }
 
-    init(policy: ChannelFaultEvidence.Policy) {
-        evidence = Mutex(ChannelFaultEvidence(policy: policy))
+    private let state: Mutex<State>
+
+    init(policy: ChannelFaultEvidence.Policy, holds: CredentialHolds.Policy = .standard) {
+        state = Mutex(State(evidence: ChannelFaultEvidence(policy: policy), holds: CredentialHolds(policy: holds)))
     }
 
     /// See ``ChannelFaultEvidence/judge(_:subscription:origin:at:)`` (`origin` evaluated for a suspect
-    /// refusal only).
+    /// refusal only); a ``ProviderFault/partialCredential`` answer holds the subscription instead
+    /// (``CredentialHolds/judge(_:subscription:at:)``) and is no evidence about the channel either way.
     func judge(_ answer: ProviderAnswer, subscription: UUID, origin: @autoclosure () -> String, now: Date) -> DeliveryOutcome {
-        evidence.withLock { $0.judge(answer, subscription: subscription, origin: origin(), at: now) }
+        state.withLock { state in
+            if answer.fault == .partialCredential { return state.holds.judge(answer, subscription: subscription, at: now) }
+            return state.evidence.judge(answer, subscription: subscription, origin: origin(), at: now)
+        }
+    }
+
+    /// The outcome of a push to a held subscription, to be recorded without sending it; `nil` when the
+    /// subscription is not held (``CredentialHolds/heldOutcome(for:at:)``).
+    func heldOutcome(subscription: UUID, now: Date) -> DeliveryOutcome? {
+        state.withLock { $0.holds.heldOutcome(for: subscription, at: now) }
     }
 }

@@ -1,6 +1,7 @@
 import DeliveryCore
 import Foundation
 import Postgres
+import Providers
 import UUIDText
 import Synchronization
 
@@ -344,11 +345,14 @@ extension ClaimedDelivery {
 
 /// Turns an outcome into the queue change and the event row (the event names of docs/producer-contract.md).
 public enum CompletionFactory {
-    /// Retry reasons that do not count as a send attempt, because the request never reached the provider.
-    /// Such deliveries wait out the outage (backing off) until their `ttl` expires, never `max_attempts`.
+    /// Retry reasons that do not count as a send attempt, because the request never reached the provider, or
+    /// because the app's configuration, not this push, was refused: FCM `THIRD_PARTY_AUTH_ERROR` names the APNs
+    /// or web push credential configured in Firebase, and the subscription it was refused for is held
+    /// (``CredentialHolds``) as a paused channel holds all of them. Such deliveries wait out the outage (backing
+    /// off) until their `ttl` expires or `PUSHIZO_MAX_UNCOUNTED_RETRIES` ends them, never `max_attempts`.
     public static let uncountedRetryReasons: Set<String> = [
         DeliveryReason.channelPaused.rawValue, DeliveryReason.providerUnreachable.rawValue, DeliveryReason.messageUnavailable.rawValue,
-        DeliveryReason.capUnavailable.rawValue,
+        DeliveryReason.capUnavailable.rawValue, FCMResponseClassifier.thirdPartyAuthError,
     ]
 
     /// How many retries spending no attempt write a `retrying` event; later ones change the queue row only

@@ -75,6 +75,8 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 /// - A 401 the classifier says needs a new token (``FCMResponseClassifier/requiresNewAccessToken(_:)``)
 ///   replaces that token once fleet-wide (or adopts the replacement another worker made) and retries the
 ///   send once.
+/// - A subscription refused with `THIRD_PARTY_AUTH_ERROR` is held (``CredentialHolds``, 5 minutes per worker):
+///   its pushes wait without a request, and the channel's other subscriptions are sent as usual.
 public final class FCMSender: ProviderSender {
     public let provider = "fcm"
     /// FCM's production origin.
@@ -140,6 +142,10 @@ public final class FCMSender: ProviderSender {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
             return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
         }
+        // A subscription FCM refused with THIRD_PARTY_AUTH_ERROR waits out its hold without a request: the
+        // credential that carries its pushes is wrong, and sending again before the hold ends would only be
+        // refused again (docs/provider-answers.md).
+        if let held = channel.evidence.heldOutcome(subscription: delivery.subscriptionID, now: Date()) { return held }
         let account = channel.settings.account
         let fcmDelivery = DeliveryRendering.fcmDelivery(
             for: delivery, message: message, projectID: account.projectID, now: now, userTags: userTags)

@@ -89,6 +89,22 @@ struct CompletionFactoryTests {
         #expect(!counted.refundsAttempt)
     }
 
+    /// FCM `THIRD_PARTY_AUTH_ERROR` names the APNs or web push credential configured in Firebase: the delivery
+    /// waits for the hold without spending an attempt, the channel is not paused, the subscription is kept.
+    @Test func aRefusedPartialCredentialWaitsForItsHoldWithoutSpendingAnAttempt() throws {
+        let until = Self.now.addingTimeInterval(300)
+        let completion = CompletionFactory.completion(
+            for: delivery(attempt: 3), outcome: .retry(reason: "third_party_auth_error", notBefore: until), provider: "fcm",
+            maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
+        #expect(completion.event == "retrying")
+        #expect(completion.reason == "third_party_auth_error")
+        #expect(completion.nextRunAt == until)
+        #expect(completion.refundsAttempt)
+        #expect(completion.countsUncountedRetry)
+        #expect(completion.channelPause == nil)
+        #expect(completion.invalidation == nil)
+    }
+
     /// A throttling answer's `Retry-After` (WNS 406 included) is a floor, and the retry still counts: it ends
     /// in `max_attempts` like any other, never invalidating the subscription.
     @Test func aThrottledRetryWaitsForRetryAfterAndCountsItsAttempt() throws {

@@ -216,13 +216,6 @@ struct FCMEndToEndTests {
             try await EmulatorHarness.with { emulator in
                 let ids = try await onThread {
                     var result: [(subscription: UUID, app: UUID)] = []
-                    // THIRD_PARTY_AUTH_ERROR.
-                    let thirdParty = try Seed(url)
-                    try thirdParty.app()
-                    try thirdParty.fcmChannel(settings: emulator.fcmChannelSettings, endpoint: emulator.endpoint)
-                    let a = try thirdParty.subscription(platform: "android", token: "fcm-third-party-auth-1")
-                    try thirdParty.notification(target: #"{"include_subscription_ids": ["\#(a)"]}"#)
-                    result.append((a, thirdParty.appID))
                     // A key the token endpoint does not trust: access_token_failed.
                     let stranger = try Seed(url)
                     try stranger.app()
@@ -248,11 +241,11 @@ struct FCMEndToEndTests {
                 let runtime = try WorkerRuntime(
                     configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "false"]),
                     logger: quietLogger)
-                try await runUntil(runtime, "three deliveries have an outcome") {
+                try await runUntil(runtime, "two deliveries have an outcome") {
                     let rows = try await database.query("SELECT count(DISTINCT subscription_id) AS n FROM delivery_events")
-                    return rows[0]["n"] == "3"
+                    return rows[0]["n"] == "2"
                 }
-                let expected = ["third_party_auth_error", "access_token_failed", "invalid_channel_settings"]
+                let expected = ["access_token_failed", "invalid_channel_settings"]
                 for (index, pair) in ids.enumerated() {
                     let events = try await database.query(
                         "SELECT event, reason, detail::text AS d FROM delivery_events WHERE subscription_id = $1", [pair.subscription])
@@ -265,6 +258,79 @@ struct FCMEndToEndTests {
                     #expect(subscription.first?["status"] == "active")
                 }
                 #expect(emulator.fcm.acceptedCount == 0)
+                await database.shutdown()
+            }
+        }
+    }
+
+    /// A tenant's iOS app registered through Firebase whose APNs credential in Firebase is wrong: FCM answers
+    /// its token 401 `THIRD_PARTY_AUTH_ERROR`. Through the worker binary, that subscription alone is held (a
+    /// second push to it waits without a request, the subscription kept, its attempts not spent), and the
+    /// Android pushes of the same channel sent after the refusal go out at once: the channel is never paused.
+    @Test func thirdPartyAuthErrorHoldsOnlyThePushesItsCredentialCarries() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (app, ios, androids, started) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app()
+                    try seed.fcmChannel(settings: emulator.fcmChannelSettings, endpoint: emulator.endpoint)
+                    // An iOS device registered through Firebase has an FCM registration token like an Android
+                    // one; its row is `android` / `device`, as is every row an `fcm` channel serves.
+                    let ios = try seed.subscription(platform: "android", token: "fcm-third-party-auth-ios")
+                    let androids = try (1...5).map { try seed.subscription(platform: "android", token: "fcm-okay-android-\($0)") }
+                    try seed.notification(target: #"{"include_subscription_ids": ["\#(ios)"]}"#)
+                    let started = try seed.connection.query("SELECT now() AS t")[0].decode(Date.self, "t")
+                    return (seed.appID, ios, androids, started)
+                }
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                func events(_ subscription: UUID) async throws -> [String] {
+                    try await database.query(
+                        "SELECT event || coalesce('/' || reason, '') AS e FROM delivery_events WHERE subscription_id = $1 ORDER BY id",
+                        [subscription]
+                    ).map { $0["e"] ?? "" }
+                }
+                try await emulator.withWorkerBinary(databaseURL: url) {
+                    try await waitUntil("FCM refused the iOS token") { try await events(ios).count == 1 }
+                    // After the refusal, a push to all six: the five Android ones are sent, the iOS one is held.
+                    let everyone = ([ios] + androids).map { "\"\($0)\"" }.joined(separator: ", ")
+                    _ = try await database.query(
+                        #"INSERT INTO notifications (app_id, message, target) VALUES ($1, '{"contents": {"en": "hi"}}', $2::jsonb)"#,
+                        [app, #"{"include_subscription_ids": [\#(everyone)]}"#])
+                    try await waitUntil("the Android pushes are sent and the iOS one is held") {
+                        let sent = try await database.query(
+                            "SELECT count(*) AS n FROM delivery_events WHERE subscription_id = ANY($1::uuid[]) AND event = 'sent'", [androids])
+                        let held = try await events(ios).count
+                        return sent[0]["n"] == "5" && held == 2
+                    }
+                }
+
+                for android in androids { #expect(try await events(android) == ["sent"]) }
+                #expect(try await events(ios) == ["retrying/third_party_auth_error", "retrying/third_party_auth_error"])
+                let details = try await database.query(
+                    "SELECT detail->>'fcm_error' AS code, detail ? 'held_until' AS held FROM delivery_events WHERE subscription_id = $1 ORDER BY id",
+                    [ios])
+                #expect(details.map { $0["code"] ?? "-" } == ["THIRD_PARTY_AUTH_ERROR", "-"], "the second push was never sent")
+                #expect(details.allSatisfy { $0["held"] == "t" })
+                #expect(emulator.fcm.errorCounts["THIRD_PARTY_AUTH_ERROR"] == 1)
+                #expect(emulator.fcm.acceptedCount == 5)
+
+                // Nothing of the channel paused, the subscription kept, and both iOS pushes waiting for the hold
+                // (5 minutes from a refusal that came after `started`) without spending an attempt.
+                let channel = try await database.query("SELECT paused_until IS NULL AS running FROM app_channels WHERE app_id = $1", [app])
+                #expect(channel.first?["running"] == "t")
+                let subscription = try await database.query("SELECT status FROM subscriptions WHERE id = $1", [ios])
+                #expect(subscription.first?["status"] == "active")
+                let waiting = try await database.query(
+                    """
+                    SELECT run_at >= $2::timestamptz + interval '300 seconds' AS held, attempt, uncounted_retries
+                    FROM deliveries WHERE subscription_id = $1
+                    """, [ios, started])
+                #expect(waiting.count == 2)
+                for row in waiting {
+                    #expect(row["held"] == "t")
+                    #expect(row["attempt"] == "0")
+                    #expect(row["uncounted_retries"] == "1")
+                }
                 await database.shutdown()
             }
         }
