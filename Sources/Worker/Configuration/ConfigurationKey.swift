@@ -76,7 +76,7 @@ extension ConfigurationKey {
         "PUSHIZO_RETRY_MAX", "longest wait between retries (1s...24h)", default: "3600")
     public static let databaseConnections = ConfigurationKey(
         "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN one (2...64)",
-        default: "4")
+        default: "5")
     public static let expansionTasks = ConfigurationKey(
         "PUSHIZO_EXPANSION_TASKS",
         "expansion chunks this worker runs at once: different slices of one large broadcast, each on a pooled database connection (1...16, below PUSHIZO_DATABASE_CONNECTIONS)",

@@ -30,8 +30,9 @@ public struct WorkerConfiguration: Sendable {
     public var maxAttempts: Int
     public var retryPolicy: RetryPolicy
     public var databaseConnections: Int
-    /// Expansion chunks run at once (`PUSHIZO_EXPANSION_TASKS`): one task does everything expansion does, the
-    /// others only slices of sliced broadcasts (``QueueStore/Slicing``); below ``databaseConnections``.
+    /// Expansion chunks run at once (`PUSHIZO_EXPANSION_TASKS`): one task takes chunks of any large notification,
+    /// the others only slices of sliced broadcasts (``QueueStore/Slicing``); below ``databaseConnections``.
+    /// Small notifications have a lane of their own beside them (bulk passes, short transactions).
     public var expansionTasks: Int
     /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
     public var caFile: String?
@@ -89,7 +90,7 @@ public struct WorkerConfiguration: Sendable {
             throw ConfigurationError(key: ConfigurationKey.retryMax.name, problem: "must not be below PUSHIZO_RETRY_BASE")
         }
         retryPolicy = RetryPolicy(baseDelay: retryBase, maximumDelay: retryMax)
-        databaseConnections = try reader.int(.databaseConnections, default: 4, in: 2...64)
+        databaseConnections = try reader.int(.databaseConnections, default: 5, in: 2...64)
         expansionTasks = try reader.int(.expansionTasks, default: min(2, databaseConnections - 1), in: 1...16)
         guard expansionTasks < databaseConnections else {
             throw ConfigurationError(

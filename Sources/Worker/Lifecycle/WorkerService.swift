@@ -48,6 +48,7 @@ public final class WorkerService: Sendable {
     private let completer: Completer
     private let claimWake = WakeSignal()
     private let expansionWake = WakeSignal()
+    private let chunkWake = WakeSignal()
     private let capacityWake = WakeSignal()
     private let maintenanceWake = WakeSignal()
     private let statisticsWake = WakeSignal()
@@ -77,9 +78,11 @@ public final class WorkerService: Sendable {
     /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
     /// systemd watchdog.
     let claimHeartbeat = LoopHeartbeat(name: "claim loop")
-    /// The main expand loop's progress stamp, for the systemd watchdog: a pass or chunk that never returns (a
+    /// The transactional expand lane's progress stamp, for the systemd watchdog: a pass that never returns (a
     /// statement waiting on a lock forever, a hung connection) stops the pings as a stuck claim does.
     let expansionHeartbeat = LoopHeartbeat(name: "expansion loop")
+    /// The chunk loop's progress stamp, as ``expansionHeartbeat``.
+    let chunkHeartbeat = LoopHeartbeat(name: "chunk loop")
     #if DEBUG
         /// Test-only faults (debug builds only; release builds do not contain them): while the file named by
         /// `PUSHIZO_TEST_STALL_CLAIM_LOOP` (`PUSHIZO_TEST_STALL_EXPANSION_LOOP`) exists, the claim loop (the
@@ -144,6 +147,7 @@ public final class WorkerService: Sendable {
         logger.notice("stop requested: no new claims; finishing in-flight sends", ["in_flight": "\(inFlight.load(ordering: .relaxed))"])
         claimWake.signal()
         expansionWake.signal()
+        chunkWake.signal()
         capacityWake.signal()
         maintenanceWake.signal()
         statisticsWake.signal()
@@ -164,7 +168,8 @@ public final class WorkerService: Sendable {
     /// The loops the systemd watchdog watches besides the HTTP/2 I/O thread: the expand loops only when this
     /// worker expands.
     var watchedLoops: [LoopHeartbeat] {
-        [claimHeartbeat, completer.heartbeat] + (configuration.roles.contains(.expand) ? [expansionHeartbeat] + sliceHeartbeats : [])
+        [claimHeartbeat, completer.heartbeat]
+            + (configuration.roles.contains(.expand) ? [expansionHeartbeat, chunkHeartbeat] + sliceHeartbeats : [])
     }
 
     /// The queue lag in seconds (``QueueStore/queueLag(on:)``), or nil when the database did not answer.
@@ -181,6 +186,7 @@ public final class WorkerService: Sendable {
             background.addTask { await self.listen(listener) }
             if configuration.roles.contains(.expand) {
                 background.addTask { await self.expandLoop() }
+                background.addTask { await self.chunkLoop() }
                 for (wake, heartbeat) in zip(sliceWakes, sliceHeartbeats) {
                     background.addTask { await self.sliceLoop(wake: wake, heartbeat: heartbeat) }
                 }
@@ -208,6 +214,7 @@ public final class WorkerService: Sendable {
             completer.finish(
                 deadline: max(stoppedAt + configuration.shutdownTimeout, .now + .seconds(1)))
             expansionWake.signal()
+            chunkWake.signal()
             await background.waitForAll()
         }
         logger.notice(
@@ -239,13 +246,19 @@ public final class WorkerService: Sendable {
                 // small-notification pass woke the expand loop for an empty pass (its own status update) and
                 // the claim loop for an empty claim (its own insert).
                 if database.isPooledSession(processID: notification.processID) { continue }
-                if notification.payload == "notifications" { expansionWake.signal() } else { claimWake.signal() }
+                if notification.payload == "notifications" {
+                    expansionWake.signal()
+                    chunkWake.signal()
+                } else {
+                    claimWake.signal()
+                }
             case .reconnected:
                 // The server may have restarted: the pool's sessions are known again as they are used, so a
                 // dead one's process ID, which a new session of another client may get, is not taken for ours.
                 database.forgetSessions()
                 // Notifications may have been missed while disconnected: look at both queues now.
                 expansionWake.signal()
+                chunkWake.signal()
                 claimWake.signal()
             }
         }
@@ -268,19 +281,21 @@ public final class WorkerService: Sendable {
         }
     }
 
+    /// The transactional lane of expansion: cancellations, scheduled notifications whose time has come, and
+    /// small notifications (id lists) in bulk passes, many per transaction and statement. It never runs a chunk
+    /// of a large notification, so a one-device notification is expanded within a pass's time whatever
+    /// broadcasts are expanding meanwhile (``chunkLoop()`` and the slice loops take those, on connections of
+    /// their own).
     private func expandLoop() async {
         var failures = 0
         // Under a steady stream of small notifications every hint wakes this loop: the checks that usually
-        // find nothing (cancellations, other notifications) run at most this often while they find nothing,
+        // find nothing (cancellations, scheduled notifications) run at most this often while they find nothing,
         // so a wake-up costs one bulk pass, not three transactions.
         let idleSweepInterval = Duration.seconds(1)
-        let idleChunkInterval = Duration.milliseconds(100)
         // Notifications scheduled for later are out of the picks' indexes until released: looked for at most
         // this often while none falls due, so one is taken within about this long after its send_after.
         let idleReleaseInterval = Duration.milliseconds(100)
         var nextSweep = ContinuousClock.now
-        var nextChunk = ContinuousClock.now
-        var slicesFirst = false
         var nextRelease = ContinuousClock.now
         // Set after a pass that found small notifications but not a full batch: the next pass starts no earlier.
         var spacedUntil: ContinuousClock.Instant?
@@ -322,6 +337,8 @@ public final class WorkerService: Sendable {
                 if ContinuousClock.now >= nextRelease {
                     let released = try await database.withConnection { try QueueStore.releaseScheduled(on: $0) }
                     nextRelease = released > 0 ? .now : .now + idleReleaseInterval
+                    // A released notification may be large: the chunk loop takes those.
+                    if released > 0 { chunkWake.signal() }
                 }
                 // Small notifications (id lists) in bulk: many per transaction and statement.
                 let passStarted = ContinuousClock.now
@@ -332,6 +349,7 @@ public final class WorkerService: Sendable {
                 if small.picked > 0 {
                     metrics.expandedInBulk(expanded: small.expanded, created: small.created, failed: small.failed.count)
                     if small.created > 0 { claimWake.signal() }
+                    if !small.chunked.isEmpty { chunkWake.signal() }
                     logger.debug(
                         "small notifications expanded",
                         [
@@ -350,30 +368,55 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     failures = 0
+                    // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
+                    // wake flag is sticky: a hint that came during the pass ends the wait below at once.
+                    if small.picked >= QueueStore.smallNotificationBatch || small.deferred > 0 {
+                        await Task.yield()
+                        continue
+                    }
+                    spacedUntil = passStarted + Self.smallPassSpacing
                 }
-                // Then one chunk of anything else, and yield: the next call picks the least recently served
-                // notification, so one created during a broadcast is expanded before the broadcast's next chunk,
-                // and a broadcast's next chunk runs between two bulk passes however steady the small stream.
-                // (Skipped for a moment after it found nothing, unless the pass found nothing either.)
-                // Chunks of unsliced notifications and slices of sliced broadcasts take turns (either goes when
-                // the other finds nothing).
-                let chunkSkipped = small.picked > 0 && ContinuousClock.now < nextChunk
+                failures = 0
+            } catch {
+                failures += 1
+                logger.error("expanding notifications failed", ["error": "\(error)"])
+                let pause = Self.backoff(afterFailures: failures)
+                heartbeat.waiting(for: pause)
+                try? await Task.sleep(for: pause)
+            }
+            // The sweep and the release are due again within these intervals even when no hint comes.
+            await wait(min(configuration.pollInterval, idleSweepInterval, max(.milliseconds(1), nextRelease - .now)))
+        }
+    }
+
+    /// Chunks of notifications that are not small (broadcasts, filters, long lists): one chunk, then the least
+    /// recently served notification's next one, so two broadcasts take turns; chunks of unsliced notifications
+    /// and slices of sliced broadcasts take turns too (either goes when the other finds nothing). Woken by the
+    /// transactional lane when it passed a notification on, by NOTIFY, and polls as a floor.
+    private func chunkLoop() async {
+        // Its data-error suspects are its own, as the slice loops' are: shared with the transactional lane, a
+        // chunk in progress would hold that lane's passes on the lock.
+        let suspects = Mutex(ExpansionSuspects())
+        var failures = 0
+        var slicesFirst = false
+        let heartbeat = chunkHeartbeat
+        defer { heartbeat.finished() }
+        while !isStopping {
+            heartbeat.working()
+            do {
                 let picks: [ExpansionPick] = slicesFirst ? [.slice, .skippingSmall] : [.skippingSmall, .slice]
                 slicesFirst.toggle()
-                let result: QueueStore.ExpansionResult? =
-                    chunkSkipped
-                    ? nil
-                    : try await database.withConnection { connection -> QueueStore.ExpansionResult? in
-                        try self.expansionSuspects.withLock { suspects -> QueueStore.ExpansionResult? in
-                            for pick in picks {
-                                if let result = try QueueStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
-                                    return result
-                                }
+                let result = try await database.withConnection { connection -> QueueStore.ExpansionResult? in
+                    try suspects.withLock { suspects -> QueueStore.ExpansionResult? in
+                        for pick in picks {
+                            if let result = try QueueStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
+                                return result
                             }
-                            return nil
                         }
+                        return nil
                     }
-                nextChunk = result == nil ? (chunkSkipped ? nextChunk : .now + idleChunkInterval) : .now
+                }
+                databaseReached()
                 if case .expanding = result {
                     // Maybe just cut into slices: the slice tasks take the others.
                     for wake in sliceWakes { wake.signal() }
@@ -385,20 +428,11 @@ public final class WorkerService: Sendable {
                     await Task.yield()
                     continue
                 case .backOff(let pause):
-                    await wait(pause)
+                    heartbeat.waiting(for: pause)
+                    await chunkWake.wait(timeout: pause)
                     continue
                 case .idle:
-                    // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
-                    // wake flag is sticky: a hint that came during the pass ends the wait below at once.
-                    if small.picked >= QueueStore.smallNotificationBatch || small.deferred > 0 {
-                        await Task.yield()
-                        continue
-                    }
-                    if small.picked > 0 { spacedUntil = passStarted + Self.smallPassSpacing }
-                    if chunkSkipped {
-                        await wait(min(configuration.pollInterval, .milliseconds(100)))
-                        continue
-                    }
+                    break
                 }
             } catch {
                 failures += 1
@@ -407,7 +441,8 @@ public final class WorkerService: Sendable {
                 heartbeat.waiting(for: pause)
                 try? await Task.sleep(for: pause)
             }
-            await wait(configuration.pollInterval)
+            heartbeat.waiting(for: configuration.pollInterval)
+            await chunkWake.wait(timeout: configuration.pollInterval)
         }
     }
 
