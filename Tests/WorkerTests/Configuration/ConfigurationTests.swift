@@ -81,7 +81,7 @@ struct ConfigurationTests {
     @Test(arguments: [
         ("PUSHIZO_CONCURRENCY", "0"), ("PUSHIZO_CONCURRENCY", "many"), ("PUSHIZO_LEASE_SECONDS", "1"),
         ("PUSHIZO_POLL_INTERVAL", "-1"), ("PUSHIZO_EXIT_WHEN_DRAINED", "maybe"), ("PUSHIZO_CA_FILE", "/nonexistent.pem"),
-        ("PUSHIZO_RETRY_MAX", "1.5"), ("PUSHIZO_EXPANSION_TASKS", "0"), ("PUSHIZO_EXPANSION_TASKS", "4"),
+        ("PUSHIZO_RETRY_MAX", "1.5"), ("PUSHIZO_EXPANSION_TASKS", "0"), ("PUSHIZO_EXPANSION_TASKS", "5"),
     ])
     func badValueNamesTheKey(key: String, value: String) {
         var environment = base
