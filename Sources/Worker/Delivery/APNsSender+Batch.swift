@@ -152,7 +152,7 @@ extension APNsSender: BatchingProviderSender {
         _ result: Result<HTTP2Response, any Error>, of sent: Outgoing, batch: [BatchedSend], context: SendBatchContext,
         completed: @Sendable (Int, DeliveryOutcome) -> Void
     ) -> (response: PushResponse, token: String)? {
-        switch ProviderTransport.response(result, origin: sent.origin) {
+        switch ProviderTransport.response(result, origin: sent.origin, pacer: pacer) {
         case .failure(let failure):
             if sent.cutByDeadline, case .failure(let error as HTTP2Error) = result, error.code == .requestTimeout {
                 completed(sent.index, context.deadlineExceeded)

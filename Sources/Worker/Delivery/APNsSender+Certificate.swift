@@ -83,7 +83,7 @@ extension APNsSender {
                 ])
         }
         let client = certificateClients.client(for: credentials.identity)
-        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
+        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout, pacer: pacer) {
         case .success(let response):
             let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
             return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())

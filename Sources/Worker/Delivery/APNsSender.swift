@@ -40,6 +40,8 @@ public final class APNsSender: ProviderSender {
     static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
 
     let client: HTTP2Client
+    /// Paces deliveries withdrawn from a busy origin (``OriginPacing``), for the token and certificate paths.
+    let pacer = OriginPacer()
     private let egressPolicy: EgressPolicy
     let requestTimeout: Duration
     private let logger: Logger
@@ -128,7 +130,7 @@ public final class APNsSender: ProviderSender {
             case .failure(let failure): return failure.outcome
             }
             let pushResponse: PushResponse
-            switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout) {
+            switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout, pacer: pacer) {
             case .success(let response): pushResponse = response
             case .failure(let failure): return transportOutcome(failure, channel: channel)
             }

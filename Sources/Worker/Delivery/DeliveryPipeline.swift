@@ -366,7 +366,8 @@ public enum CompletionFactory {
 
     /// The retry reason of a delivery whose request was withdrawn unsent after waiting for a stream (`HTTP2Error
     /// .originBusy`: every stream of the push service in use, or its connection not open): no attempt spent, no
-    /// event written, not counted as an uncounted retry, and back after the outage backoff.
+    /// event written, not counted as an uncounted retry, and back at the origin's ticket (``OriginPacing``), or
+    /// after the outage backoff when it has none.
     public static let originBusyReason = DeliveryReason.originBusy.rawValue
 
     /// - Parameters:
@@ -412,11 +413,14 @@ public enum CompletionFactory {
             completion.writesEvent = false
             return completion
         case .retry(let reason, _, let notBefore) where reason == originBusyReason:
-            // Paced like an outage (a push service answering slowly for a long broadcast keeps sending it back),
-            // but neither an event nor a retry counted towards `retries_exhausted`: the delivery did nothing wrong,
-            // and a broadcast draining for an hour through a slow push service must not run out of retries.
-            let next = retryPolicy.nextAttemptDuringOutage(
-                age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom(), notBefore: notBefore)
+            // Back at the origin's ticket (``OriginPacing``: about when the push service can take it), or paced
+            // like an outage without one; neither an event nor a retry counted towards `retries_exhausted`: the
+            // delivery did nothing wrong, and a broadcast draining for an hour through a slow push service must
+            // not run out of retries.
+            let next =
+                notBefore
+                ?? retryPolicy.nextAttemptDuringOutage(
+                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom())
             var completion = make(.retrying, reason, .object([:]), next: next)
             completion.refundsAttempt = true
             completion.writesEvent = false

@@ -92,6 +92,8 @@ public final class FCMSender: ProviderSender {
     }
 
     private let client: HTTP2Client
+    /// Paces deliveries withdrawn from a busy origin (``OriginPacing``).
+    private let pacer = OriginPacer()
     private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
@@ -192,7 +194,7 @@ public final class FCMSender: ProviderSender {
                 return error.outcome
             }
             let pushResponse: PushResponse
-            switch await ProviderTransport.send(request, to: channel.origin, client: client, timeout: requestTimeout) {
+            switch await ProviderTransport.send(request, to: channel.origin, client: client, timeout: requestTimeout, pacer: pacer) {
             case .success(let response): pushResponse = response
             case .failure(let failure):
                 return channel.origin == Self.defaultOrigin

@@ -15,10 +15,11 @@ enum ProviderTransport {
     /// - Parameter subscriberChosen: the origin came from a subscriber (a Web Push endpoint): a transport
     ///   failure's detail then carries a fixed sentence instead of the network's own text (see
     ///   ``outcome(for:origin:subscriberChosen:)``).
+    /// - Parameter pacer: counts the origin's answers and dates the return of a withdrawn request's delivery.
     /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
     static func send(
         _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration,
-        subscriberChosen: Bool = false
+        subscriberChosen: Bool = false, pacer: OriginPacer? = nil
     ) async -> Result<PushResponse, Failure> {
         let result: Result<HTTP2Response, any Error>
         do {
@@ -26,7 +27,7 @@ enum ProviderTransport {
         } catch {
             result = .failure(error)
         }
-        return response(result, origin: origin, subscriberChosen: subscriberChosen)
+        return response(result, origin: origin, subscriberChosen: subscriberChosen, pacer: pacer)
     }
 
     /// `request` as the HTTP/2 client takes it.
@@ -37,19 +38,25 @@ enum ProviderTransport {
     }
 
     /// The HTTP/2 client's result for a request to `origin` as a ``PushResponse``, or the outcome to record
-    /// instead (see ``send(_:to:client:timeout:subscriberChosen:)``).
+    /// instead (see ``send(_:to:client:timeout:subscriberChosen:pacer:)``). A request withdrawn from a busy
+    /// origin comes back no earlier than the `pacer`'s ticket for it (``OriginPacing``).
     static func response(
-        _ result: Result<HTTP2Response, any Error>, origin: HTTP2Origin, subscriberChosen: Bool = false
+        _ result: Result<HTTP2Response, any Error>, origin: HTTP2Origin, subscriberChosen: Bool = false,
+        pacer: OriginPacer? = nil
     ) -> Result<PushResponse, Failure> {
         switch result {
         case .success(let response):
+            pacer?.answered(origin.description)
             return .success(
                 PushResponse(
                     status: response.status, headers: response.headers.map { PushHeader($0.name, $0.value) },
                     body: response.body))
         case .failure(let error as HTTP2Error):
-            return .failure(
-                Failure(outcome: outcome(for: error, origin: origin.description, subscriberChosen: subscriberChosen)))
+            var failed = outcome(for: error, origin: origin.description, subscriberChosen: subscriberChosen)
+            if error.code == .originBusy, let pacer, case .retry(let reason, let detail, _) = failed {
+                failed = .retry(reason: reason, detail: detail, notBefore: pacer.withdrawn(origin.description))
+            }
+            return .failure(Failure(outcome: failed))
         case .failure(let error):
             return .failure(Failure(outcome: .retry(reason: "transport_error", detail: ["error": .string("\(error)")])))
         }

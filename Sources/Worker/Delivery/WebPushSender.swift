@@ -64,6 +64,8 @@ public final class WebPushSender: ProviderSender {
     }
 
     private let client: HTTP2Client
+    /// Paces deliveries withdrawn from a busy push service (``OriginPacing``).
+    private let pacer = OriginPacer()
     private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
@@ -141,7 +143,7 @@ public final class WebPushSender: ProviderSender {
         // The origin is a capability-free host:port (the path, which is the secret, never appears).
         let pushResponse: PushResponse
         switch await ProviderTransport.send(
-            request, to: origin, client: client, timeout: requestTimeout, subscriberChosen: true)
+            request, to: origin, client: client, timeout: requestTimeout, subscriberChosen: true, pacer: pacer)
         {
         case .success(let response): pushResponse = response
         case .failure(let failure): return failure.outcome

@@ -55,6 +55,8 @@ public final class WorkerService: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let inFlight = Atomic<Int>(0)
+    /// The slots each app holds, and the room each may claim (``AppSlotShares``).
+    private let slotShares: Mutex<AppSlotShares>
     /// Row text held by claimed batches still being processed (``Swift/Array/heldTextBytes``).
     private let heldTextBytes = Atomic<Int>(0)
     /// Most row text held by batches in flight before the claim loop waits: 32 MiB. The slots bound deliveries
@@ -104,6 +106,10 @@ public final class WorkerService: Sendable {
     ) {
         self.metrics = metrics
         self.configuration = configuration
+        slotShares = Mutex(
+            AppSlotShares(
+                concurrency: configuration.concurrency,
+                minimumClaim: max(1, min(configuration.claimBatch, configuration.concurrency) / 2)))
         sliceWakes = (1..<max(configuration.expansionTasks, 1)).map { _ in WakeSignal() }
         sliceHeartbeats = sliceWakes.indices.map { LoopHeartbeat(name: "slice loop \($0 + 1)") }
         self.database = database
@@ -690,6 +696,7 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     let limit = QueueStore.claimLimit(free: free, batch: wanted)
+                    let room = slotShares.withLock { $0.room }
                     var claimed: [ClaimedDelivery]
                     // How long to wait after a short claim, asked on the claim's connection in the same hand-off to
                     // the pool (a second hand-off cost two more thread wake-ups per claim); nil after a full one.
@@ -704,7 +711,7 @@ public final class WorkerService: Sendable {
                         (claimed, claimEnded, nextTurn) = try await database.withConnection { connection in
                             let claimed = try QueueStore.claim(
                                 on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
-                                workerID: configuration.workerID)
+                                workerID: configuration.workerID, room: room)
                             let claimEnded = ContinuousClock.now
                             // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                             processor.prepare(claimed, on: connection)
@@ -734,6 +741,9 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     if !claimed.isEmpty {
+                        slotShares.withLock { shares in
+                            for delivery in claimed { shares.claimed(delivery.appID) }
+                        }
                         claimedTotal.add(claimed.count, ordering: .relaxed)
                         inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
                         let held = claimed.heldTextBytes
@@ -741,6 +751,10 @@ public final class WorkerService: Sendable {
                         sends.addTask { [claimed] in
                             await self.processor.process(batch: claimed) { delivery, completion in
                                 self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
+                                if self.slotShares.withLock({ $0.released(delivery.appID, worthAClaim: self.minimumClaim) }) {
+                                    // An app short of room for the last claim has some again.
+                                    self.claimWake.signal()
+                                }
                                 let sending = self.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue
                                 // Only when the claim loop would claim: a wake-up per answer is a hop to the
                                 // pool (and a fresh wait) for nothing while the slot waits for its write.
