@@ -80,6 +80,30 @@ extension NotificationMessage {
         /// `aps.attributes`: the static attributes of the new activity (`start` only).
         public var attributes: [String: JSONValue]?
 
+        /// The latest time a Live Activity date may name, in seconds since 1970-01-01 UTC: 7,258,118,399 =
+        /// 2199-12-31T23:59:59Z. Apple's `timestamp`, `stale-date` and `dismissal-date` are UNIX epoch seconds
+        /// ("Starting and updating Live Activities with ActivityKit push notifications"); a millisecond value
+        /// for any moment after 1970-03-26 is beyond this bound, so a producer sending JavaScript's
+        /// `Date.now()` (as some SDK examples do) is told so instead of having its activity frozen: ActivityKit
+        /// ignores every later update older than the last one it applied, and a millisecond `timestamp` reads
+        /// as some 55,000 years ahead.
+        public static let latestEpochSeconds = 7_258_118_399
+
+        /// Checks one date member: whole seconds from 0 to ``latestEpochSeconds``.
+        /// - Throws: ``MessageError`` (`invalidValue`) naming `field`; for a value that divided by 1,000 is in
+        ///   range, the message says it reads as milliseconds and gives the seconds to send.
+        static func checkEpochSeconds(_ value: Int, field: String) throws(MessageError) {
+            guard value < 0 || value > latestEpochSeconds else { return }
+            var message = "must be whole seconds since 1970-01-01 UTC, from 0 to \(latestEpochSeconds) (2199-12-31T23:59:59Z); got \(value)"
+            if value > latestEpochSeconds {
+                let thousandth = value / 1000
+                message += thousandth <= latestEpochSeconds
+                    ? ", which reads as milliseconds: send \(thousandth)"
+                    : ", which is not a time in seconds"
+            }
+            throw MessageError(code: .invalidValue, field: field, message: message)
+        }
+
         public init(event: Event, timestamp: Int, contentState: [String: JSONValue]? = nil, staleDate: Int? = nil,
                     dismissalDate: Int? = nil, relevanceScore: Double? = nil, attributesType: String? = nil,
                     attributes: [String: JSONValue]? = nil)
@@ -134,9 +158,10 @@ extension NotificationMessage {
     }
 
     /// The rules of Apple's "Starting and updating Live Activities with ActivityKit push notifications":
-    /// `event` one of `start` / `update` / `end`; `timestamp` a whole number of seconds >= 0 (required);
-    /// `content_state` an object, required for `start` and `update`; `stale_date` and `dismissal_date` whole
-    /// seconds >= 0, `dismissal_date` only with `end`; `relevance_score` a number; `attributes_type` (a
+    /// `event` one of `start` / `update` / `end`; `timestamp` whole seconds since 1970 from 0 to
+    /// ``LiveActivity/latestEpochSeconds`` (required); `content_state` an object, required for `start` and
+    /// `update`; `stale_date` and `dismissal_date` whole seconds in the same range, `dismissal_date` only with
+    /// `end`; `relevance_score` a number; `attributes_type` (a
     /// non-empty string) and `attributes` (an object) required with `start` and refused otherwise; and a
     /// `start` needs `contents` text, which becomes its alert.
     /// - Throws: ``MessageError`` naming `live_activity.<member>` (or `contents`).
@@ -151,10 +176,7 @@ extension NotificationMessage {
         }
         func seconds(_ key: String) throws(MessageError) -> Int? {
             guard let value = try reader.integer(key) else { return nil }
-            guard value >= 0 else {
-                throw MessageError(code: .invalidValue, field: "live_activity." + key,
-                                   message: "must be whole seconds since 1970-01-01 UTC, >= 0 (got \(value))")
-            }
+            try LiveActivity.checkEpochSeconds(value, field: "live_activity." + key)
             return value
         }
         guard let timestamp = try seconds("timestamp") else {

@@ -80,6 +80,35 @@ import Testing
         #expect(refusal(#"{"apns_push_type": "liveactivity", "contents": "x", "live_activity": {\#(start), "attributes_type": "A", "attributes": {}}}"#) == "accepted")
     }
 
+    /// Apple's Live Activity dates are UNIX epoch seconds; a millisecond value (JavaScript's `Date.now()`) would
+    /// read as a time thousands of years ahead, and ActivityKit then ignores every correct update after it.
+    @Test(arguments: ["timestamp", "stale_date", "dismissal_date"])
+    func millisecondDatesAreRefusedNamingTheirField(member: String) throws {
+        var members = ["\"timestamp\": 1764590400"]
+        members.append("\"\(member)\": 1764590400000")
+        let message = #"{"apns_push_type": "liveactivity", "live_activity": {"event": "end", \#(members.joined(separator: ", "))}}"#
+        let error = try #require(throws: MessageError.self) { try parse(message) }
+        #expect(error.field == "live_activity.\(member)")
+        #expect(error.code == .invalidValue)
+        #expect(error.message.contains("milliseconds: send 1764590400"), "\(error.message)")
+        // The same member in seconds is accepted.
+        let seconds = #"{"apns_push_type": "liveactivity", "live_activity": {"event": "end", "timestamp": 1764590400, "\#(member)": 1764590400}}"#
+        #expect(try parse(seconds).liveActivity != nil)
+    }
+
+    @Test func epochSecondsRangeEndsBefore2200() throws {
+        func timestamp(_ value: Int) -> String {
+            #"{"apns_push_type": "liveactivity", "live_activity": {"event": "end", "timestamp": \#(value)}}"#
+        }
+        #expect(NotificationMessage.LiveActivity.latestEpochSeconds == 7_258_118_399)  // 2199-12-31T23:59:59Z
+        #expect(try parse(timestamp(0)).liveActivity?.timestamp == 0)
+        #expect(try parse(timestamp(7_258_118_399)).liveActivity?.timestamp == 7_258_118_399)
+        #expect(refusal(timestamp(7_258_118_400)) == "live_activity.timestamp")
+        // Microseconds are no seconds either, and the reason does not pretend they are milliseconds.
+        let error = try #require(throws: MessageError.self) { try parse(timestamp(1_764_590_400_000_000)) }
+        #expect(error.message.hasSuffix("which is not a time in seconds"), "\(error.message)")
+    }
+
     @Test func expansionReadsTheKindByTheSameRules() throws {
         #expect(try APNsPushType.subscriptionKind(of: nil) == "device")
         #expect(try APNsPushType.subscriptionKind(of: .null) == "device")

@@ -66,17 +66,9 @@ struct PushTypeEndToEndTests {
                 }
                 let (tokens, subscriptions, notifications) = seeded
 
-                let process = emulator.workerProcess(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "true"])
-                try process.run()
-                let database = PostgresClient(connectionString: url, maximumConnections: 1)
-                // Hang guard, not a timing assertion: the worker exits once the queue is drained.
-                let guardTask = Task {
-                    try await Task.sleep(for: .seconds(60))
-                    process.terminate()
-                }
-                try await onThread { process.waitUntilExit() }
-                guardTask.cancel()
+                let process = try await emulator.runWorkerUntilDrained(databaseURL: url)
                 #expect(process.terminationStatus == 0)
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
 
                 let rows = try await database.query(
                     """
@@ -122,6 +114,70 @@ struct PushTypeEndToEndTests {
                     == #"{"aps":{"alert":{"body":"Driver is 2 minutes away"},"content-state":{"eta":2},"event":"update","timestamp":1685952000}}"#)
                 let voip = try #require(emulator.apns.acceptedNotifications.first { $0.pushType == "voip" })
                 #expect(voip.expiration != nil)
+            }
+        }
+    }
+
+    /// Live Activity dates in milliseconds (JavaScript's `Date.now()`, as some SDK examples send) fail their own
+    /// delivery with `invalid_message` naming the member, through the real worker: sent as they were, a
+    /// millisecond `timestamp` would read as a time thousands of years ahead and ActivityKit would ignore
+    /// every correct update of that activity after it. The same push in seconds goes out.
+    @Test func millisecondDatesFailNamingTheirFieldAndSecondsAreSent() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let messages = [
+                    "live_activity.timestamp": #"{"event": "update", "timestamp": 1764590400000, "content_state": {"eta": 2}}"#,
+                    "live_activity.stale_date":
+                        #"{"event": "update", "timestamp": 1764590400, "stale_date": 1764594000000, "content_state": {"eta": 2}}"#,
+                    "live_activity.dismissal_date": #"{"event": "end", "timestamp": 1764590400, "dismissal_date": 1764594000000}"#,
+                    "seconds": #"{"event": "update", "timestamp": 1764590400, "stale_date": 1764594000, "content_state": {"eta": 3}}"#,
+                ]
+                let (token, notifications) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    let token = Seed.token()
+                    let subscription = try seed.connection.query(
+                        """
+                        INSERT INTO subscriptions (app_id, platform, token, apns_environment, language, kind)
+                        VALUES ($1, 'ios', $2, 'production', 'en', 'liveactivity') RETURNING id
+                        """, [seed.appID, token])[0].decode(UUID.self, "id")
+                    var notifications: [UUID: String] = [:]
+                    for (name, activity) in messages {
+                        let message = #"{"apns_push_type": "liveactivity", "live_activity": \#(activity)}"#
+                        notifications[try seed.notification(message: message, target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)] = name
+                    }
+                    return (token, notifications)
+                }
+
+                let process = try await emulator.runWorkerUntilDrained(databaseURL: url)
+                #expect(process.terminationStatus == 0)
+
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let rows = try await database.query(
+                    """
+                    SELECT notification_id, event, reason, detail->>'field' AS field, detail->>'message' AS message
+                    FROM delivery_events WHERE event IN ('sent', 'failed')
+                    """)
+                await database.shutdown()
+                var outcomes: [String] = []
+                for row in rows {
+                    let name = notifications[try row.decode(UUID.self, "notification_id")] ?? "?"
+                    outcomes.append("\(name): \(row["event"] ?? "")/\(row["reason"] ?? "-") \(row["field"] ?? "-")")
+                    if row["event"] == "failed" {
+                        #expect(row["message"]?.contains("reads as milliseconds") == true, "\(row["message"] ?? "")")
+                    }
+                }
+                #expect(outcomes.sorted() == [
+                    "live_activity.dismissal_date: failed/invalid_message live_activity.dismissal_date",
+                    "live_activity.stale_date: failed/invalid_message live_activity.stale_date",
+                    "live_activity.timestamp: failed/invalid_message live_activity.timestamp",
+                    "seconds: sent/- -",
+                ])
+                // APNs got the push in seconds, and nothing else.
+                let payloads = Set(emulator.apns.acceptedNotifications.map { "\($0.deviceToken) \(String(decoding: $0.payload, as: UTF8.self))" })
+                #expect(payloads == [
+                    #"\#(token) {"aps":{"content-state":{"eta":3},"event":"update","stale-date":1764594000,"timestamp":1764590400}}"#
+                ])
             }
         }
     }

@@ -71,4 +71,16 @@ struct PushTypePreviewTests {
         #expect(output["decision"]?["reason"] == "invalid_message")
         #expect("\(output["decision"] ?? .null)".contains("live_activity.timestamp"))
     }
+
+    /// A millisecond date shows the worker's decision: `invalid_message` naming the member, no request.
+    @Test(arguments: ["timestamp", "stale_date"])
+    func millisecondDateFailsNamingTheField(member: String) throws {
+        var activity: [String: JSONValue] = ["event": "update", "timestamp": 1_764_590_400, "content_state": ["eta": 2]]
+        activity[member] = 1_764_590_400_000
+        let output = try Preview.run(input(message: ["apns_push_type": "liveactivity", "live_activity": .object(activity)], kind: "liveactivity"))
+        #expect(output["decision"]?["action"] == "fail")
+        #expect(output["decision"]?["reason"] == "invalid_message")
+        #expect("\(output["decision"] ?? .null)".contains("live_activity.\(member)"))
+        #expect(output["request"] == nil)
+    }
 }

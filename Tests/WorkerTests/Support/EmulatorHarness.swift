@@ -132,6 +132,21 @@ struct EmulatorHarness: Sendable {
         #expect(process.terminationStatus == 0)
     }
 
+    /// Runs ``workerProcess(databaseURL:arguments:extra:)`` with `PUSHIZO_EXIT_WHEN_DRAINED=true` until it exits
+    /// by itself, the queue drained; a hang guard terminates it after `guardSeconds` (not a timing assertion).
+    /// - Returns: the exited process, for its termination status.
+    func runWorkerUntilDrained(databaseURL: String, guardSeconds: Int = 60) async throws -> Process {
+        let process = workerProcess(databaseURL: databaseURL, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "true"])
+        try process.run()
+        let guardTask = Task {
+            try await Task.sleep(for: .seconds(guardSeconds))
+            process.terminate()
+        }
+        try await onThread { process.waitUntilExit() }
+        guardTask.cancel()
+        return process
+    }
+
     /// A worker configuration for tests: fast polls and retries, exit once the queue is drained, private networks
     /// allowed (the emulator is on 127.0.0.1; `extra` may set `PUSHIZO_ALLOW_PRIVATE_NETWORKS` back to false).
     func workerConfiguration(databaseURL: String, workerID: String = "test-worker", extra: [String: String] = [:])
