@@ -4,7 +4,8 @@ import Synchronization
 /// Chooses the text for a subscriber from a language map (`headings`, `contents`, `subtitle`) by BCP 47
 /// (RFC 5646) language tags. The chain, with examples, is in docs/localization.md.
 ///
-/// Only Foundation's `Locale` is used (ICU's canonicalization and CLDR likely-subtags data); no I/O.
+/// Foundation's `Locale` gives ICU's canonicalization and CLDR likely-subtags data; ``Macrolanguages`` adds
+/// CLDR's macrolanguage equivalents, which ICU does not apply. No I/O.
 public enum LanguageSelector {
     /// The best entry of `texts` for the subscriber: the first of ``ranked(from:subscriberLanguage:appDefaultLanguage:)``.
     /// - Returns: the key as written in the map and its text, or `nil` when no entry has text.
@@ -20,8 +21,11 @@ public enum LanguageSelector {
     ///    subscriber's (`zh-TW`, `zh-Hant`, `zh-Hant-TW` are one), then language-script (`zh-TW` reads
     ///    `zh-Hant`; `sr-ME` reads `sr-Latn`);
     /// 4. the bare language (`pt` for `pt-PT`);
-    /// 5. the same chain for the app's default language, then for `en`;
-    /// 6. the rest in byte order of their canonical keys, so the choice never depends on dictionary order.
+    /// 5. steps 1-4 again with the language replaced by its macrolanguage or by the individual language the
+    ///    macrolanguage is taken to mean (``Macrolanguages``, from CLDR: `nb-NO` reads `no-NO`, then `no`; `no`
+    ///    reads `nb`; `zh-TW` reads `cmn-TW`), so a key of the subscriber's own language always wins;
+    /// 6. the same chain for the app's default language, then for `en`;
+    /// 7. the rest in byte order of their canonical keys, so the choice never depends on dictionary order.
     ///
     /// Keys get the same canonicalization as tags; two keys that canonicalize alike are ordered by the key as
     /// written. Entries with empty text are skipped.
@@ -35,10 +39,13 @@ public enum LanguageSelector {
         let withText = texts.filter { !$0.value.isEmpty }
         guard !withText.isEmpty else { return [] }
         // One language (most transactional messages): it is the choice whatever the tags, since every entry
-        // with text ends up in the order (step 6). Skips the tags' resolution and the sort.
+        // with text ends up in the order (step 7). Skips the tags' resolution and the sort.
         if withText.count == 1, let only = withText.first { return [(only.key, only.value)] }
         let tags = [subscriberLanguage, appDefaultLanguage, "en"].compactMap { $0 }
-        let resolved = resolve(Array(withText.keys) + tags)
+        var resolved = resolve(Array(withText.keys) + tags)
+        // The tags with a macrolanguage equivalent (few: most languages have none), resolved like the others.
+        let equivalentTags = tags.flatMap { resolved[$0]?.equivalentTags ?? [] }
+        if !equivalentTags.isEmpty { resolved.merge(resolve(equivalentTags)) { known, _ in known } }
         let entries = withText.map { key, text in
             Entry(key: key, text: text, canonical: resolved[key]?.comparable ?? normalize(key), maximal: resolved[key]?.maximal ?? "")
         }.sorted { ($0.canonical, $0.key) < ($1.canonical, $1.key) }
@@ -51,14 +58,20 @@ public enum LanguageSelector {
                 if firstOnly { return }
             }
         }
-        for tag in tags {
-            guard let chain = resolved[tag]?.chain else { continue }
+        func take(chain: Chain) {
             for range in chain.ranges { take { $0.canonical == range } }
             if let maximalTag = chain.maximal {
                 take { $0.maximal == maximalTag }
                 if let script = chain.languageScript { take { $0.canonical == script } }
             }
             take { $0.canonical == chain.language }
+        }
+        for tag in tags {
+            guard let tagResolved = resolved[tag], let chain = tagResolved.chain else { continue }
+            take(chain: chain)
+            for equivalent in tagResolved.equivalentTags {
+                if let equivalentChain = resolved[equivalent]?.chain { take(chain: equivalentChain) }
+            }
             if firstOnly, !result.isEmpty { return result }
         }
         take { _ in true }
@@ -97,18 +110,25 @@ public enum LanguageSelector {
         let maximal: String
     }
 
-    /// One tag's canonical form (lower-cased, `nil` for no language) and likely-subtags form, and the lookup
-    /// chain they give (`nil` for no language): cached with the tag, since a pick for every text of every
-    /// delivery would otherwise split and join it again.
+    /// One tag's canonical form (lower-cased, `nil` for no language) and likely-subtags form, the lookup
+    /// chain they give (`nil` for no language), and the tag with its language replaced by each macrolanguage
+    /// equivalent (`nb-no` -> `no-no`): cached with the tag, since a pick for every text of every delivery
+    /// would otherwise split and join it again.
     private struct Resolved: Sendable {
         let comparable: String?
         let maximal: String
         let chain: Chain?
+        let equivalentTags: [String]
 
         init(comparable: String?, maximal: String) {
             self.comparable = comparable
             self.maximal = maximal
-            chain = comparable.map { lookupChain($0, maximal: maximal) }
+            let chain = comparable.map { lookupChain($0, maximal: maximal) }
+            self.chain = chain
+            equivalentTags = chain.map { chain in
+                let rest = comparable.map { $0.dropFirst(chain.language.count) } ?? ""
+                return Macrolanguages.equivalents(of: chain.language).map { $0 + rest }
+            } ?? []
         }
     }
 

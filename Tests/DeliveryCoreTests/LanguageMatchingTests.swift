@@ -46,12 +46,57 @@ import Testing
         #expect(picked?.language == expected)
     }
 
-    /// `no` (Norwegian), `nb` (Bokmål), `tl` (Tagalog) and `fil` (Filipino) are distinct registry entries,
-    /// none deprecated: they do not match each other.
-    @Test func macrolanguagesAreNotMerged() {
-        #expect(LanguageSelector.pick(from: ["nb": "x", "en": "y"], subscriberLanguage: "no", appDefaultLanguage: nil)?.language == "en")
-        #expect(LanguageSelector.pick(from: ["fil": "x", "en": "y"], subscriberLanguage: "tl", appDefaultLanguage: nil)?.language == "en")
-        #expect(LanguageSelector.pick(from: ["nb": "x", "en": "y"], subscriberLanguage: "nb-NO", appDefaultLanguage: nil)?.language == "nb")
+    /// A macrolanguage and the individual language it is taken to mean serve each other's readers (CLDR:
+    /// `no` ⇒ `nb` in languageInfo.xml, `cmn` ⇒ `zh` and the other `reason="macrolanguage"` aliases in
+    /// supplementalMetadata.xml), whichever side the device or the map key is on.
+    @Test(arguments: [
+        ("nb-NO", "no", "no"), ("nb", "no", "no"), ("nb_no", "NO", "NO"), ("no", "nb", "nb"), ("no-NO", "nb", "nb"),
+        ("no", "nb-NO", "nb-NO"), ("nb-NO", "no-NO", "no-NO"),
+        ("zh-CN", "cmn", "cmn"), ("cmn", "zh", "zh"), ("ms-MY", "zsm", "zsm"), ("zsm", "ms", "ms"),
+        ("ar-EG", "arb", "arb"), ("arb", "ar", "ar"), ("fa-IR", "pes", "pes"), ("pes", "fa", "fa"),
+        ("sw", "swh", "swh"), ("lv-LV", "lvs", "lvs"), ("et", "ekk", "ekk"),
+    ])
+    func macrolanguageMatchesItsIndividualLanguage(subscriber: String, key: String, expected: String) {
+        let picked = LanguageSelector.pick(from: [key: "x", "en": "y"], subscriberLanguage: subscriber, appDefaultLanguage: "en")
+        #expect(picked?.language == expected)
+    }
+
+    /// Every key of the subscriber's own language comes before its macrolanguage's (or individual language's).
+    @Test func ownLanguageWinsOverItsMacrolanguage() {
+        let texts = ["no": "Norsk", "nb": "Bokmål", "en": "English"]
+        #expect(LanguageSelector.pick(from: texts, subscriberLanguage: "nb-NO", appDefaultLanguage: "en")?.language == "nb")
+        #expect(LanguageSelector.pick(from: texts, subscriberLanguage: "no", appDefaultLanguage: "en")?.language == "no")
+        #expect(LanguageSelector.pick(from: texts, subscriberLanguage: "no-NO", appDefaultLanguage: "en")?.language == "no")
+        // Even a region of the own language (likely subtags: nb = nb-Latn-NO) wins over the macrolanguage's exact tag.
+        #expect(LanguageSelector.pick(from: ["nb-NO": "a", "no": "b"], subscriberLanguage: "nb", appDefaultLanguage: nil)?.language == "nb-NO")
+        // The equivalent's own lookup chain: region first, then the bare language.
+        #expect(LanguageSelector.pick(from: ["no-NO": "a", "no": "b", "en": "c"], subscriberLanguage: "nb-NO", appDefaultLanguage: nil)?.language == "no-NO")
+        // Likely subtags apply to the equivalent tag too: a `cmn-TW` device reads the Traditional text.
+        #expect(LanguageSelector.pick(from: ["zh-Hans": "a", "zh-Hant": "b", "en": "c"], subscriberLanguage: "cmn-TW", appDefaultLanguage: nil)?.language == "zh-Hant")
+        // The macrolanguage step comes before the app default and `en`.
+        #expect(LanguageSelector.ranked(from: ["de": "Hallo", "no": "Hei", "en": "Hi"], subscriberLanguage: "nb", appDefaultLanguage: "de")
+            .map(\.language) == ["no", "de", "en"])
+        // The app default's macrolanguage counts too.
+        #expect(LanguageSelector.pick(from: ["nb": "Hei", "en": "Hi"], subscriberLanguage: "ja", appDefaultLanguage: "no")?.language == "nb")
+    }
+
+    /// Only a macrolanguage and the individual language CLDR takes it to mean: other individual languages, and
+    /// languages merely related, stay apart. `tl` (Tagalog) and `fil` (Filipino) are distinct registry entries.
+    @Test func onlyMacrolanguageEquivalentsMatch() {
+        for (subscriber, key) in [("nn", "no"), ("no", "nn"), ("nn", "nb"), ("yue", "zh"), ("zh", "yue"), ("fat", "tw"), ("tl", "fil"),
+                                  ("ckb", "ku"), ("da", "no")] {
+            let picked = LanguageSelector.pick(from: [key: "x", "en": "y"], subscriberLanguage: subscriber, appDefaultLanguage: nil)
+            #expect(picked?.language == "en", "\(subscriber) read \(key)")
+        }
+        #expect(Macrolanguages.equivalents(of: "no") == ["nb"])
+        #expect(Macrolanguages.equivalents(of: "nb") == ["no"])
+        #expect(Macrolanguages.equivalents(of: "ak") == ["fat", "tw"])
+        #expect(Macrolanguages.equivalents(of: "en") == [])
+        // Every macrolanguage has a two-letter code and no individual language is a macrolanguage too.
+        for (individual, macrolanguage) in Macrolanguages.macrolanguageOf {
+            #expect(macrolanguage.utf8.count == 2)
+            #expect(Macrolanguages.macrolanguageOf[macrolanguage] == nil, "\(individual)")
+        }
     }
 
     /// RFC 4647 §3.4: subtags go from the end, a singleton left at the end goes with the next one.
@@ -77,6 +122,17 @@ import Testing
         // What ICU cannot parse is compared as written, ASCII-folded only.
         #expect(LanguageSelector.canonical("en--US") == "en--us")
         #expect(LanguageSelector.canonical("İT") == "İt")
+    }
+
+    /// The third example table of docs/localization.md (macrolanguages).
+    @Test(arguments: [
+        ("nb-NO", "no", "nb"), ("nb", "no", "nb"), ("no", "no", "no"), ("no-NO", "no", "no"), ("nn-NO", "en", "en"),
+        ("ms-MY", "zsm", "en"),
+    ])
+    func documentedMacrolanguageExamples(subscriber: String, inFirstMap: String, inSecondMap: String) {
+        let first = ["en": "Hi", "no": "Hei", "zsm": "Hai"], second = ["en": "Hi", "no": "Hei", "nb": "Hei!"]
+        #expect(LanguageSelector.pick(from: first, subscriberLanguage: subscriber, appDefaultLanguage: nil)?.language == inFirstMap)
+        #expect(LanguageSelector.pick(from: second, subscriberLanguage: subscriber, appDefaultLanguage: nil)?.language == inSecondMap)
     }
 
     /// The second example table of docs/localization.md.
