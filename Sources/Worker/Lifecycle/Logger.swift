@@ -108,9 +108,22 @@ final class LogSink: Sendable {
     static let shared = LogSink()
     private let lock = Mutex(())
 
+    /// Writes with write(2) and drops what cannot be written: Foundation's `FileHandle.write(_:)` traps on an
+    /// error, and a lost log line must not end the daemon (a closed journal stream gives `EPIPE`, a file past
+    /// `RLIMIT_FSIZE` gives `EFBIG`, since SIGPIPE and SIGXFSZ are ignored).
     func write(_ line: String) {
         lock.withLock { _ in
-            FileHandle.standardError.write(Data(line.utf8))
+            var bytes = Array(line.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+                if written > 0 {
+                    bytes = bytes.dropFirst(written)
+                } else if written < 0, errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
         }
     }
 }
