@@ -91,3 +91,47 @@ uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon) {
 #include <malloc.h>
 
 int pz_set_malloc_arena_limit(int count) { return mallopt(M_ARENA_MAX, count); }
+
+// MARK: Signals
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t pz_signal_pipe_write_end = -1;
+
+static void pz_forward_signal(int number, siginfo_t *info, void *context) {
+    (void)context;
+    int saved = errno;
+    struct pz_signal_record record = {number, info ? info->si_code : 0, info ? (int32_t)info->si_pid : 0};
+    if (pz_signal_pipe_write_end >= 0) {
+        // At most PIPE_BUF bytes: written whole or not at all.
+        ssize_t ignored = write(pz_signal_pipe_write_end, &record, sizeof record);
+        (void)ignored;
+    }
+    errno = saved;
+}
+
+int pz_signals_forward_to_pipe(const int *signals, int count) {
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC) != 0) return -1;
+    int flags = fcntl(ends[1], F_GETFL);
+    if (flags < 0 || fcntl(ends[1], F_SETFL, flags | O_NONBLOCK) != 0) {
+        close(ends[0]);
+        close(ends[1]);
+        return -1;
+    }
+    pz_signal_pipe_write_end = ends[1];
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = pz_forward_signal;
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&action.sa_mask);
+    for (int i = 0; i < count; i++) {
+        if (sigaction(signals[i], &action, NULL) != 0) return -1;
+    }
+    return ends[0];
+}
+
+int pz_set_current_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }

@@ -81,7 +81,7 @@ enum EmulatorCommand {
         }
 
         let stop = StopFlag()
-        let signals = SignalHandling { _ in stop.set() }
+        let signals = SignalHandling(logger: logger) { _ in stop.set() }
         while !stop.isSet { try? await Task.sleep(for: .milliseconds(100)) }
         await server.shutdown()
         eventLoop.shutdown()

@@ -12,9 +12,9 @@ enum RunCommand {
             configuration: configuration, logger: logger,
             onReady: { SystemdNotifier.notify("READY=1\nSTATUS=claiming deliveries") },
             systemdStatus: SystemdNotifier.isEnabled, watchdog: SystemdNotifier.watchdogInterval())
-        let signals = SignalHandling { signal in
+        let signals = SignalHandling(logger: logger) { received in
             SystemdNotifier.notify("STOPPING=1\nSTATUS=finishing in-flight sends")
-            logger.notice("signal received", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
+            logger.notice("signal received", received.logFields)
             runtime.requestStop()
             // Last resort: the stop is bounded by PUSHIZO_SHUTDOWN_TIMEOUT; should closing connections hang
             // past it, the process ends anyway (leases rescue what it held).

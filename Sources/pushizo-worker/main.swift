@@ -9,6 +9,9 @@ guard let verb = arguments.first else {
 }
 let rest = Array(arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
+// Before any other thread starts: no signal a daemon may be sent (SIGHUP from a reload or a log rotator,
+// SIGUSR1, ...) takes its default action and ends it, and every thread inherits the mask (SignalHandling).
+if verb == "run" || verb == "emulator" { SignalHandling.prepare() }
 // Before any other thread allocates (see MallocArenas).
 if verb == "run" { MallocArenas.limitUnlessConfigured(environment: environment) }
 

@@ -62,4 +62,21 @@ uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon);
 /// Swift's Glibc module). Returns 1 on success, 0 on failure.
 int pz_set_malloc_arena_limit(int count);
 
+// MARK: Signals. Added for Worker (SignalHandling).
+/// One signal as the forwarding handler records it: the number, `si_code` (<= 0 when a process sent it:
+/// SI_USER, SI_QUEUE, SI_TKILL) and `si_pid` (the sender, meaningful only then).
+struct pz_signal_record {
+    int32_t number;
+    int32_t code;
+    int32_t sender_pid;
+};
+/// Creates a pipe and installs, for each of `signals`, a handler (SA_SIGINFO | SA_RESTART, every signal
+/// blocked while it runs) that writes one `pz_signal_record` to the pipe's non-blocking write end and does
+/// nothing else (write(2) is async-signal-safe; errno is preserved). A record that does not fit (the pipe
+/// holds thousands) is dropped. Returns the blocking read end, or -1 (errno set).
+int pz_signals_forward_to_pipe(const int *signals, int count);
+/// pthread_setname_np(pthread_self(), name) (a GNU extension Swift's Glibc module leaves out): the calling
+/// thread's kernel name, at most 15 bytes (longer names are refused). Returns 0 or an error number.
+int pz_set_current_thread_name(const char *name);
+
 #endif
