@@ -1,4 +1,4 @@
--- Claims take turns by app (docs/fair-claims.md).
+-- Claims take turns by app (docs/fairness.md).
 --
 -- Claims used to read one index of every unlimited app's deliveries in (priority DESC, run_at) order: first in,
 -- first out across tenants, so a broadcast of a million devices queued first held every other app's pushes of

@@ -26,6 +26,9 @@
 #   7. queue depth and workers (scripts/bench/queue-scale.sh): one worker's rate over 100,000 deliveries of a
 #      10,000,000-delivery queue vs a 100,000-delivery queue's (target >= 0.8x), and 1, 2 and 4 workers
 #      draining 100,000 deliveries side by side on the same database (rate vs 1 worker's).
+#   8. fairness (scripts/bench/fairness.sh): another app's one-device notifications (50/s) while a 1,000,000-device
+#      broadcast drains: their insert -> emulator receipt p99 (target < 100 ms), and the broadcast's rate beside
+#      them vs alone (target >= 0.9x).
 # Everything is also written as JSON to var/bench-<UTC time>.json (and var/bench/results.json).
 # Its knobs are PUSHIZO_BENCH_* variables, a prefix the worker reserves and ignores (README, Configuration).
 set -euo pipefail
@@ -378,7 +381,7 @@ burst_pgbench_sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM de
 burst_pgbench=$(calc "$burst_pgbench_sent / ($finished - $started)")
 echo "    burst of $burst one-device notifications: worker $(printf %.0f "$burst_worker")/s ($burst_sent sent) vs pgbench $(printf %.0f "$burst_pgbench")/s ($burst_pgbench_sent)"
 
-# Sections 6 and 7 bring their own PostgreSQL and emulators. Stop this section's now, so that none of its
+# Sections 6 to 8 bring their own PostgreSQL and emulators. Stop this section's now, so that none of its
 # background work (autovacuum of the tables above, a checkpoint writing them out) lands in their figures.
 for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
 pids=()
@@ -410,6 +413,12 @@ for pair in $(sed -n 's/.* workers \(.*\)$/\1/p' <<<"$queue_line"); do
     workers_text+=("$count: $(ratio_text "$workers_ratio")x ($workers_rate/s)")
 done
 
+echo "==> 8. fairness: another app's one-device notifications (${PUSHIZO_BENCH_FAIR_RATE:-50}/s) while a ${PUSHIZO_BENCH_FAIR_SIZE:-1000000}-device broadcast drains"
+fair_line=$(PUSHIZO_BENCH_FAIR_PG_PORT=$((pg_port + 4)) scripts/bench/fairness.sh "$bindir" | tee -a /dev/stderr | tail -n 1) || true
+fair_field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$fair_line"; }
+fair_p50=$(fair_field p50); fair_p99=$(fair_field p99); fair_alone=$(fair_field alone); fair_beside=$(fair_field beside)
+fair_ratio=$(ratio_or_null "$fair_beside" "$fair_alone")
+
 load_at_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "==> ratios against the targets"
@@ -433,6 +442,8 @@ printf "  %-55s %6sx   (target >= 0.80; %s vs %s/s, small before/after %s/%s; SQ
     "deep queue: ${queued_large:-?} deliveries vs ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}" "$(ratio_text "$queue_ratio")" "${queue_large:-?}" \
     "${queue_small:-?}" "${queue_small_before:-?}" "${queue_small_after:-?}" "$(ratio_text "$(ratio_or_null "$queue_pgbench_large" "$queue_pgbench_small")")"
 printf "  %-55s %s\n" "workers on one database, rate vs 1 worker" "$(IFS=,; echo "${workers_text[*]:-?}" | sed 's/,/, /g')"
+printf "  %-55s %6s ms   (target < 100; p50 %s ms)\n" "another app's one-device p99 beside a broadcast" "${fair_p99:-?}" "${fair_p50:-?}"
+printf "  %-55s %6sx   (target >= 0.90; %s/s beside them, %s/s alone)\n" "the broadcast's rate beside them vs alone" "$(ratio_text "$fair_ratio")" "${fair_beside:-?}" "${fair_alone:-?}"
 printf "  (load average while measuring: %s)\n" "$load_at_end"
 
 json=$root/var/bench-$(date -u +%Y%m%dT%H%M%SZ).json
@@ -459,7 +470,10 @@ cat >"$json" <<JSON
    "large_per_second": ${queue_large:-null}, "ratio": $queue_ratio,
    "pgbench_small_per_second": ${queue_pgbench_small:-null}, "pgbench_large_per_second": ${queue_pgbench_large:-null},
    "pgbench_ratio": $(ratio_or_null "$queue_pgbench_large" "$queue_pgbench_small")},
- "workers": {"deliveries": ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, "runs": [$(IFS=,; echo "${workers_json[*]}")]}}
+ "workers": {"deliveries": ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, "runs": [$(IFS=,; echo "${workers_json[*]}")]},
+ "fairness": {"broadcast_devices": ${PUSHIZO_BENCH_FAIR_SIZE:-1000000}, "other_app_per_second": ${PUSHIZO_BENCH_FAIR_RATE:-50},
+   "other_app_p50_ms": ${fair_p50:-null}, "other_app_p99_ms": ${fair_p99:-null},
+   "broadcast_alone_per_second": ${fair_alone:-null}, "broadcast_beside_per_second": ${fair_beside:-null}, "ratio": $fair_ratio}}
 JSON
 cp "$json" "$work/results.json"
 echo "  JSON: ${json#$root/}"

@@ -4,7 +4,7 @@ import Postgres
 extension QueueStore {
     /// Seconds until the next claim turn that lies ahead (`app_claim_turns.turn_at`, the earliest after `now()`
     /// that is not `'infinity'`): when a delivery of some app falls due, or a limited app's bucket holds its next
-    /// permit (docs/fair-claims.md, docs/throttle.md). `nil` when no turn lies ahead. What a worker whose claim
+    /// permit (docs/fairness.md, docs/throttle.md). `nil` when no turn lies ahead. What a worker whose claim
     /// came back short waits at most before claiming again, so a retry, a deferred push or a limited app is
     /// served when it is due rather than a poll interval later; at most a day (86,400 s), to the microsecond.
     /// One index probe (`app_claim_turns_due`); no row is locked or written.

@@ -201,7 +201,7 @@ public enum QueueStore {
             + (orEmpty ? " ELSE ''" : "") + " END AS \(name)"
     }
 
-    /// The claim statement: apps take turns (migration 0026, docs/fair-claims.md). It visits the apps whose turn
+    /// The claim statement: apps take turns (migration 0026, docs/fairness.md). It visits the apps whose turn
     /// has come (`app_claim_turns.turn_at <= now()`), oldest turn first, at most as many as the limit, and gives
     /// each a share of the limit in proportion to `apps.claim_weight`, no more than its room in this worker
     /// (``ClaimRoom``) and, for an app with `apps.max_sends_per_second`, the permits taken from its token bucket
@@ -534,7 +534,7 @@ public enum QueueStore {
         ), turns AS (
             -- A rescheduled delivery's app has its turn no later than the delivery's next run (claims visit apps
             -- by turn). Each row is written even when its time stays, so that a claim that computed a later turn
-            -- without seeing this reschedule keeps the earlier one (docs/fair-claims.md); in app order, as the
+            -- without seeing this reschedule keeps the earlier one (docs/fairness.md); in app order, as the
             -- deliveries insert trigger takes them.
             INSERT INTO app_claim_turns (app_id, turn_at)
             SELECT app_id, min(run_at) FROM rescheduled GROUP BY app_id ORDER BY app_id
