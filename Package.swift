@@ -19,13 +19,15 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // The HTTP/1.1 server of the Prometheus metrics listener.
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // The Public Suffix List (built into libpsl): registrable domains, by which the resolver shares its threads.
+        .systemLibrary(name: "CLibPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
         // Functions standing in for OpenSSL macros and variadic C calls, which Swift cannot call.
         .target(name: "CPushizoShims", dependencies: ["COpenSSL", "CMicroHTTPD"]),
 
         // MARK: Wrappers over C (C types never leave these modules)
         .target(name: "UUIDText"),
         .target(name: "Postgres", dependencies: ["CLibPQ", "UUIDText"]),
-        .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoShims"]),
+        .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoShims", "CLibPSL"]),
         .target(name: "PushCrypto", dependencies: ["COpenSSL", "CPushizoShims"]),
 
         // MARK: Logic without I/O

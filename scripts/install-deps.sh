@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need on a fresh Debian machine (run as root), and nothing
 # that is already there. (libsystemd-dev: sd_notify for the worker; systemd: systemd-analyze for the unit tests;
-# libmicrohttpd-dev: the metrics listener; prometheus: promtool, which checks metrics and alert rules in the tests;
+# libmicrohttpd-dev: the metrics listener; libpsl-dev: the Public Suffix List, by whose registrable domains the resolver
+# shares its threads; prometheus: promtool, which checks metrics and alert rules in the tests;
 # curl: scrapes in the demo.) The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev prometheus libcurl4 curl)
+packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -1,0 +1,4 @@
+#ifndef PUSHIZO_CLIBPSL_SHIM_H
+#define PUSHIZO_CLIBPSL_SHIM_H
+#include <libpsl.h>
+#endif
