@@ -48,8 +48,11 @@ let package = Package(
         .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
 
         // MARK: Tests (folders mirror Sources/)
-        // Free ports and raw TCP clients, shared by the test targets that start servers.
-        .target(name: "SocketTestSupport", path: "Tests/SocketTestSupport"),
+        // Points the calling thread's resolver (glibc's `_res`, a macro) at a DNS server of the tests' own.
+        .target(name: "CResolverTestSupport", path: "Tests/CResolverTestSupport"),
+        // Free ports, raw TCP clients and a DNS server that never answers, shared by the test targets that start
+        // servers.
+        .target(name: "SocketTestSupport", dependencies: ["CResolverTestSupport"], path: "Tests/SocketTestSupport"),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),

@@ -276,6 +276,17 @@ final class ClientCore: @unchecked Sendable {
     /// Early cancellations remembered now (tests).
     var cancelledEarlyCount: Int { cancelledEarly.recent.count + cancelledEarly.older.count }
     private var dispatchScheduled: Set<HTTP2Origin> = []
+    /// Lookups of origins' names that may still wait in their resolver, per origin, with the tenants they were
+    /// handed over for: a request of another tenant for that origin shares the lookup (``HostResolver/share(_:with:)``),
+    /// so it may start on that tenant's share instead of waiting for the first tenant's. Removed when the answer
+    /// (or the timeout) arrives.
+    private var lookups: [HTTP2Origin: [OriginLookup]] = [:]
+    private struct OriginLookup {
+        var connection: PoolStateMachine.ConnectionID
+        var resolver: HostResolver
+        var ticket: HostResolver.Ticket
+        var tenants: [String]
+    }
     private var sweepTimer: LoopTimerID?
     private var queueWaitTimer: LoopTimerID?
     private var shuttingDown = false
@@ -340,6 +351,11 @@ final class ClientCore: @unchecked Sendable {
             queued.append(id)
             byTimeout[request.timeout ?? configuration.requestTimeout, default: []].append(id)
         }
+        if !lookups.isEmpty, lookups[origin] != nil {
+            for (_, request) in batch {
+                if let tenant = request.tenant { shareLookups(of: origin, with: tenant) }
+            }
+        }
         for (timeout, ids) in byTimeout {
             _ = loop.core.schedule(after: timeout) { [weak self] in
                 guard let self else { return }
@@ -371,7 +387,19 @@ final class ClientCore: @unchecked Sendable {
             self.timedOut(pending, after: timeout)
         }
         pending.isQueued = true
+        if !lookups.isEmpty, let tenant = request.tenant { shareLookups(of: origin, with: tenant) }
         run(machine.enqueue(id, to: origin, now: .now))
+    }
+
+    /// A request of `tenant` waits for `origin`: lookups of its name still pending are shared with the tenant.
+    private func shareLookups(of origin: HTTP2Origin, with tenant: String) {
+        guard var pending = lookups[origin] else { return }
+        for index in pending.indices where !pending[index].tenants.contains(tenant)
+            && pending[index].tenants.count <= HostResolverStateMachine.maximumSharers {
+            pending[index].tenants.append(tenant)
+            pending[index].resolver.share(pending[index].ticket, with: tenant)
+        }
+        lookups[origin] = pending
     }
 
     /// Ends a request whose deadline passed with `.requestTimeout`.
@@ -576,11 +604,29 @@ final class ClientCore: @unchecked Sendable {
 
     private func open(_ id: PoolStateMachine.ConnectionID, _ origin: HTTP2Origin) {
         // The one place names are resolved; the completion runs on the loop thread (resolveOffLoop hops back).
+        // The lookup is handed over for the tenants of the requests waiting for it, the oldest first.
+        var tenants: [String] = []
+        for requestID in machine.waitingRequests(at: origin, limit: 256) {
+            guard let tenant = requests[requestID]?.request.tenant, !tenants.contains(tenant) else { continue }
+            tenants.append(tenant)
+            if tenants.count > HostResolverStateMachine.maximumSharers { break }
+        }
         let box = UncheckedBox(self)
-        resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop,
-                       resolver: configuration.resolver(origin)) { result in
+        let resolver = configuration.resolver(origin)
+        let ticket = resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop,
+                                    resolver: resolver, tenant: tenants.first) { result in
+            box.value.lookupEnded(for: id, of: origin)
             box.value.connect(id, origin, result)
         }
+        guard let ticket else { return }
+        for tenant in tenants.dropFirst() { resolver.share(ticket, with: tenant) }
+        lookups[origin, default: []].append(OriginLookup(connection: id, resolver: resolver, ticket: ticket, tenants: tenants))
+    }
+
+    private func lookupEnded(for connection: PoolStateMachine.ConnectionID, of origin: HTTP2Origin) {
+        guard var pending = lookups[origin] else { return }
+        pending.removeAll { $0.connection == connection }
+        lookups[origin] = pending.isEmpty ? nil : pending
     }
 
     private func connect(_ id: PoolStateMachine.ConnectionID, _ origin: HTTP2Origin, _ resolved: Result<[SocketAddress], HTTP2Error>) {

@@ -60,9 +60,11 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var egressPolicy: EgressPolicy = .unrestricted
 
     /// Where each origin's host name is looked up: the process-wide ``HostResolver/shared`` (4 threads, 256 queued
-    /// lookups) unless this chooses another. Names that come from untrusted parties should go to a resolver of
-    /// their own, so that names whose DNS never answers (each holding a thread until the C library gives up)
-    /// cannot hold up the lookups of trusted hosts.
+    /// lookups, first come first served) unless this chooses another. Names that come from untrusted parties
+    /// should go to a resolver of their own with ``HostResolverLimits/untrustedNames``, so that names whose DNS
+    /// never answers (each holding a thread until the C library gives up) cannot hold up the lookups of trusted
+    /// hosts, and hold only their registrable domain's and their tenant's (``HTTP2Request/tenant``) share of
+    /// their own resolver.
     public var resolver: @Sendable (HTTP2Origin) -> HostResolver = { _ in .shared }
 
     /// Testing hook: a fixed SO_SNDBUF (bytes) for new connections, so tests can fill the socket deterministically

@@ -11,13 +11,23 @@ public struct HTTP2Request: Sendable {
     /// Deadline for this request from the moment `send` is called (queueing included);
     /// nil uses `HTTP2ClientConfiguration.requestTimeout`.
     public var timeout: Duration?
+    /// Whom the request is sent for: an opaque key (a worker passes the app's id). A host name the client looks
+    /// up to connect for this request counts against this tenant's share of the resolver
+    /// (``HostResolverLimits``), so one tenant's names that never answer cannot hold up another's lookups; a
+    /// connection that requests of several tenants wait for may start on any of their shares. nil: the name's
+    /// registrable domain's share only. Never sent.
+    public var tenant: String?
 
-    public init(method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], timeout: Duration? = nil) {
+    public init(
+        method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], timeout: Duration? = nil,
+        tenant: String? = nil
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.tenant = tenant
     }
 }
 

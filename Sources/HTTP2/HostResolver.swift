@@ -2,24 +2,27 @@ import Foundation
 import Synchronization
 internal import Glibc
 
-/// Resolves host names with `getaddrinfo` on a small fixed set of threads fed by a bounded queue, so a flood of
-/// lookups (thousands of Web Push origins, a slow DNS server) never starts a thread per lookup.
+/// Resolves host names with `getaddrinfo` on threads fed by a bounded queue, so a flood of lookups (thousands of
+/// Web Push origins, a slow DNS server) never starts a thread per lookup, and shares the threads and the queue
+/// fairly (``HostResolverLimits``): a lookup counts against its host's registrable domain and the tenant its caller
+/// names, and starts only while both are under their share, so names of one domain or one tenant whose DNS never
+/// answers cannot hold up the lookups of others. The decisions are ``HostResolverStateMachine``'s.
 ///
-/// `getaddrinfo` cannot be cancelled; a lookup that outlives its caller's timeout keeps its thread until the
-/// resolver library gives up (glibc: `options timeout:` × `attempts:` from resolv.conf). With every thread busy,
-/// new lookups wait in the queue; once the queue is full they fail at once.
+/// `getaddrinfo` cannot be cancelled: a lookup that outlives its caller's timeout keeps its thread until the C
+/// library gives up (glibc: `options timeout:` × `attempts:` from resolv.conf) and stays counted against its
+/// shares until then. A lookup still waiting when its caller gives up is dropped (``cancel(_:)``).
 ///
 /// Clients share one resolver unless they choose another per origin (``HTTP2ClientConfiguration/resolver``): host
 /// names that come from untrusted parties (Web Push endpoints, chosen by subscribers; endpoints an app overrides)
-/// should have one of their own, so that names whose DNS never answers hold up only their own lookups.
+/// should go to one with ``HostResolverLimits/untrustedNames``, apart from the trusted names' resolver.
 public final class HostResolver: Sendable {
-    /// The process-wide resolver clients use by default: 4 threads, 256 queued lookups.
-    public static let shared = HostResolver(threads: 4, queueCapacity: 256)
+    /// The process-wide resolver clients use by default, for trusted names: 4 threads, 256 queued lookups, no
+    /// shares.
+    public static let shared = HostResolver(limits: .unshared(threads: 4, queueCapacity: 256))
 
-    private struct State {
-        var queue: [Job] = []
-        var head = 0
-        var threadsStarted = 0
+    /// A lookup handed to the resolver, for ``cancel(_:)`` and ``share(_:with:)``.
+    struct Ticket: Hashable, Sendable {
+        let id: HostResolverStateMachine.LookupID
     }
 
     private struct Job {
@@ -28,77 +31,128 @@ public final class HostResolver: Sendable {
         var completion: @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void
     }
 
-    /// Most lookups running at once.
-    let threadCount: Int
-    /// Most lookups waiting for a thread.
-    let queueCapacity: Int
-    private let state = Mutex(State())
+    private struct State {
+        var machine: HostResolverStateMachine
+        /// Every lookup waiting or running, by id.
+        var jobs: [HostResolverStateMachine.LookupID: Job] = [:]
+        var nextID: HostResolverStateMachine.LookupID = 1
+    }
+
+    /// The bounds this resolver keeps.
+    public let limits: HostResolverLimits
+    private let state: Mutex<State>
+    /// One signal per admitted lookup no thread has taken yet.
     private let available = DispatchSemaphore(value: 0)
     private let lookup: @Sendable (String, Int) -> Result<[SocketAddress], HTTP2Error>
 
     /// A resolver of its own, using the C library's `getaddrinfo`.
-    /// - Parameters:
-    ///   - threads: resolver threads (at least 1), started on first use and kept for the process's life.
-    ///   - queueCapacity: lookups that may wait for a free thread; more fail at once with `.connectFailed`.
-    public convenience init(threads: Int, queueCapacity: Int) {
-        self.init(threads: threads, queueCapacity: queueCapacity, lookup: SocketAddress.resolve)
+    public convenience init(limits: HostResolverLimits) {
+        self.init(limits: limits, lookup: SocketAddress.resolve)
     }
 
-    /// - Parameters:
-    ///   - threads: resolver threads, started on first use and kept for the process's life.
-    ///   - queueCapacity: lookups that may wait for a free thread; more fail with `.connectFailed`.
-    ///   - lookup: the blocking lookup (tests substitute one).
-    init(threads: Int, queueCapacity: Int, lookup: @escaping @Sendable (String, Int) -> Result<[SocketAddress], HTTP2Error>) {
-        self.threadCount = max(1, threads)
-        self.queueCapacity = max(0, queueCapacity)
+    /// A resolver of its own without shares: `threads` threads (at least 1, started on first use and kept for
+    /// the process's life) and `queueCapacity` lookups waiting for one; more fail at once with `.connectFailed`.
+    public convenience init(threads: Int, queueCapacity: Int) {
+        self.init(limits: .unshared(threads: threads, queueCapacity: queueCapacity))
+    }
+
+    /// - Parameter lookup: the blocking lookup of a host and port (tests substitute one; it runs on the
+    ///   resolver's threads).
+    init(limits: HostResolverLimits, lookup: @escaping @Sendable (String, Int) -> Result<[SocketAddress], HTTP2Error>) {
+        self.limits = limits
+        self.state = Mutex(State(machine: HostResolverStateMachine(limits: limits)))
         self.lookup = lookup
     }
 
-    /// Lookups queued and not yet taken by a thread.
-    var queuedCount: Int { state.withLock { $0.queue.count - $0.head } }
+    /// Lookups waiting for a thread or for room in their shares.
+    var queuedCount: Int { state.withLock { $0.machine.waitingCount } }
 
-    /// Threads started so far (never more than `threadCount`).
-    var startedThreads: Int { state.withLock { $0.threadsStarted } }
+    /// Lookups admitted and not yet returned from `getaddrinfo` (stuck ones included).
+    var runningCount: Int { state.withLock { $0.machine.runningCount } }
 
-    /// Queues a lookup; `completion` runs on a resolver thread (or at once, on the caller's thread, with
-    /// `.connectFailed` when the queue is full).
-    func resolve(_ host: String, port: Int, _ completion: @escaping @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void) {
-        let startThread: Bool? = state.withLock { state in
-            guard state.queue.count - state.head < queueCapacity else { return nil }
-            state.queue.append(Job(host: host, port: port, completion: completion))
-            guard state.threadsStarted < threadCount else { return false }
-            state.threadsStarted += 1
-            return true
+    /// Lookups running for `tenant`, and for names under `host`'s registrable domain.
+    func running(tenant: String) -> Int { state.withLock { $0.machine.running(tenant: tenant) } }
+    func running(domainOf host: String) -> Int {
+        let domain = RegistrableDomain.key(of: host)
+        return state.withLock { $0.machine.running(domain: domain) }
+    }
+
+    /// Threads started so far (never more than `limits.threads`).
+    var startedThreads: Int { state.withLock { $0.machine.threads } }
+
+    /// Hands over a lookup of `host` for `tenant` (nil: counted against the host's registrable domain only).
+    /// `completion` runs once, on a resolver thread, unless the lookup is refused at once (then it runs on the
+    /// caller's thread before this returns, with `.connectFailed` naming the full bound, safe to retry) or
+    /// cancelled while it waits (then it never runs).
+    /// - Returns: the lookup's ticket, for ``cancel(_:)`` and ``share(_:with:)``; nil when it was refused.
+    @discardableResult
+    func resolve(
+        _ host: String, port: Int, tenant: String? = nil,
+        _ completion: @escaping @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void
+    ) -> Ticket? {
+        let domain = RegistrableDomain.key(of: host)
+        let (id, submission) = state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            let submission = state.machine.submit(id, domain: domain, tenant: tenant)
+            if case .refused = submission { return (id, submission) }
+            state.jobs[id] = Job(host: host, port: port, completion: completion)
+            return (id, submission)
         }
-        guard let startThread else {
-            completion(.failure(HTTP2Error(
-                .connectFailed, "cannot resolve \(host): \(queueCapacity) lookups already wait for the resolver",
-                isSafeToRetry: true)))
-            return
+        switch submission {
+        case .refused(let refusal):
+            completion(.failure(HTTP2Error(.connectFailed, "cannot resolve \(host): \(refusal)", isSafeToRetry: true)))
+            return nil
+        case .admitted(let action):
+            perform([action])
+        case .queued:
+            break
         }
-        if startThread {
-            let thread = Thread { [self] in work() }
-            thread.name = "pushizo-dns"
-            thread.start()
+        return Ticket(id: id)
+    }
+
+    /// Drops a lookup that still waits (its completion never runs); one already running goes on, counted.
+    func cancel(_ ticket: Ticket) {
+        state.withLock { state in
+            if state.machine.cancel(ticket.id) { state.jobs[ticket.id] = nil }
         }
-        available.signal()
+    }
+
+    /// Another tenant wants the answer of a waiting lookup: it may start on that tenant's share
+    /// (``HostResolverStateMachine/share(_:with:)``).
+    func share(_ ticket: Ticket, with tenant: String) {
+        let action = state.withLock { $0.machine.share(ticket.id, with: tenant) }
+        if let action { perform([action]) }
+    }
+
+    private func perform(_ actions: [HostResolverStateMachine.Action]) {
+        for action in actions {
+            if action == .startThread {
+                let thread = Thread { [self] in
+                    // Set on the thread itself: Linux names a thread (top -H, perf) only from inside it.
+                    Thread.current.name = "pushizo-dns"
+                    work()
+                }
+                thread.start()
+            }
+            available.signal()
+        }
     }
 
     private func work() {
         while true {
             available.wait()
-            let job: Job? = state.withLock { state in
-                guard state.head < state.queue.count else { return nil }
-                let job = state.queue[state.head]
-                state.head += 1
-                if state.head > 64 && state.head * 2 > state.queue.count {
-                    state.queue.removeFirst(state.head)
-                    state.head = 0
-                }
-                return job
+            // One signal per admitted lookup, so one is ready; its job is there unless something went wrong, and
+            // even then the lookup is reported finished so it stops counting against its shares.
+            guard let (id, job) = state.withLock({ state in state.machine.takeNext().map { ($0, state.jobs[$0]) } })
+            else { continue }
+            let result = job.map { lookup($0.host, $0.port) }
+            let next = state.withLock { state in
+                state.jobs[id] = nil
+                return state.machine.finished(id)
             }
-            guard let job else { continue }
-            job.completion(lookup(job.host, job.port))
+            perform(next)
+            if let job, let result { job.completion(result) }
         }
     }
 }

@@ -169,6 +169,16 @@ struct PoolStateMachine {
     var originCount: Int { origins.count }
     /// Requests waiting for a stream at `origin`.
     func waiting(at origin: HTTP2Origin) -> Int { origins[origin]?.waiting ?? 0 }
+    /// The oldest `limit` requests waiting at `origin` (answered ones skipped), oldest first.
+    func waitingRequests(at origin: HTTP2Origin, limit: Int) -> [RequestID] {
+        guard let o = origins[origin] else { return [] }
+        var ids: [RequestID] = []
+        for entry in o.queue[o.head...] where !o.answered.contains(entry.id) {
+            guard ids.count < limit else { break }
+            ids.append(entry.id)
+        }
+        return ids
+    }
     /// Entries stored in `origin`'s queue, answered ones included (bounded by compaction).
     func storedCount(at origin: HTTP2Origin) -> Int { origins[origin].map { $0.queue.count - $0.head } ?? 0 }
     /// The effective stream limit of `connection` (the peer's, or lower after REFUSED_STREAM); nil when unknown.

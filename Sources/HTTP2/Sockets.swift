@@ -59,24 +59,29 @@ struct SocketAddress: @unchecked Sendable {
 ///
 /// The host is parsed first (``EgressHost``): an invalid spelling fails with `.forbiddenAddress`, an address
 /// literal in any spelling is checked against `policy` at once. A name is looked up on `resolver` (a bounded
-/// pool, never a thread per lookup) and every address of the answer is checked (``checkResolved``) before the
-/// result reaches the loop; the caller connects to exactly these addresses. A lookup that takes longer than
-/// `timeout` fails with `.connectFailed` (safe to retry); its late answer is dropped.
+/// pool, never a thread per lookup) for `tenant` (the share it counts against besides its registrable domain's,
+/// ``HostResolverLimits``), and every address of the answer is checked (``checkResolved``) before the result
+/// reaches the loop; the caller connects to exactly these addresses. A lookup that takes longer than `timeout`
+/// fails with `.connectFailed` (safe to retry): one still waiting for the resolver is dropped from its queue, one
+/// running has its late answer dropped.
+/// - Returns: the lookup's ticket while it may still wait in the resolver (for ``HostResolver/share(_:with:)``);
+///   nil when the answer came at once (a literal, a refusal).
+@discardableResult
 func resolveOffLoop(_ host: String, port: Int, policy: EgressPolicy = .unrestricted, loop: HTTP2EventLoop,
-                    resolver: HostResolver = .shared, timeout: Duration = .seconds(10),
-                    _ completion: @escaping @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void) {
+                    resolver: HostResolver = .shared, tenant: String? = nil, timeout: Duration = .seconds(10),
+                    _ completion: @escaping @Sendable (Result<[SocketAddress], HTTP2Error>) -> Void) -> HostResolver.Ticket? {
     let parsed: EgressHost
     do {
         parsed = try policy.check(host: host)
     } catch {
         completion(.failure(HTTP2Error(.forbiddenAddress, "refused \(host): \(error.message)")))
-        return
+        return nil
     }
     let name: String
     switch parsed {
     case .address(let address):
         completion(.success([SocketAddress(address, port: port)]))
-        return
+        return nil
     case .name(let text):
         name = text
     }
@@ -84,17 +89,19 @@ func resolveOffLoop(_ host: String, port: Int, policy: EgressPolicy = .unrestric
     final class Pending: @unchecked Sendable {
         var completion: ((Result<[SocketAddress], HTTP2Error>) -> Void)?
         var timer: LoopTimerID?
+        var ticket: HostResolver.Ticket?
     }
     let pending = Pending()
     pending.completion = completion
     let core = loop.core
     pending.timer = core.schedule(after: timeout) {
         pending.timer = nil
+        if let ticket = pending.ticket { resolver.cancel(ticket) }
         let completion = pending.completion
         pending.completion = nil
         completion?(.failure(HTTP2Error(.connectFailed, "cannot resolve \(host): no answer within \(timeout)", isSafeToRetry: true)))
     }
-    resolver.resolve(name, port: port) { result in
+    pending.ticket = resolver.resolve(name, port: port, tenant: tenant) { result in
         let checked = result.flatMap { checkResolved(host, $0, policy: policy) }
         let delivered = loop.execute {
             core.cancelTimer(pending.timer)
@@ -105,6 +112,7 @@ func resolveOffLoop(_ host: String, port: Int, policy: EgressPolicy = .unrestric
         // A stopped loop never runs it; its stop hooks fail whatever was waiting.
         _ = delivered
     }
+    return pending.ticket
 }
 
 /// Opens a non-blocking TCP socket and starts connecting. Returns the fd (connect may still be in progress).

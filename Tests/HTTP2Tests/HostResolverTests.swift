@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Synchronization
 import Testing
 @testable import HTTP2
@@ -28,12 +29,12 @@ struct HostResolverTests {
     /// `.connectFailed` (safe to retry); no third thread is ever started; released, the waiting ones finish.
     @Test func queueAndThreadsAreBounded() async throws {
         let blocking = BlockingLookup(answer: [IPAddress(ipv4: 0x0808_0808)])
-        let resolver = HostResolver(threads: 2, queueCapacity: 8, lookup: blocking.lookup)
+        let resolver = HostResolver(limits: .unshared(threads: 2, queueCapacity: 8), lookup: blocking.lookup)
         let results = Mutex<[Result<[SocketAddress], HTTP2Error>]>([])
         for index in 0..<50 {
             resolver.resolve("host\(index).example", port: 443) { result in results.withLock { $0.append(result) } }
-            // Let the two threads take their first jobs, so exactly 2 + 8 are accepted.
-            if index == 1 { while resolver.queuedCount > 0 { try await Task.sleep(for: .milliseconds(1)) } }
+            // The first two are admitted at once; let both threads be inside them before the rest arrive.
+            if index == 1 { while blocking.running.withLock({ $0.now }) < 2 { try await Task.sleep(for: .milliseconds(1)) } }
         }
         let refused = results.withLock { $0 }
         #expect(refused.count == 40)
@@ -55,7 +56,7 @@ struct HostResolverTests {
     /// A lookup that never answers fails after the timeout; its late answer is dropped (the completion runs once).
     @Test func lookupTimesOut() async throws {
         let blocking = BlockingLookup(answer: [IPAddress(ipv4: 0x0808_0808)])
-        let resolver = HostResolver(threads: 1, queueCapacity: 1, lookup: blocking.lookup)
+        let resolver = HostResolver(limits: .unshared(threads: 1, queueCapacity: 1), lookup: blocking.lookup)
         let loop = try HTTP2EventLoop(name: "test-resolver")
         defer { loop.shutdown() }
         let calls = Mutex<[Result<[SocketAddress], HTTP2Error>]>([])
@@ -95,7 +96,7 @@ struct HostResolverTests {
     func everyResolvedAddressIsChecked(_ answer: [IPAddress], _ allowed: Bool) async throws {
         let blocking = BlockingLookup(answer: answer)
         blocking.release.signal()
-        let resolver = HostResolver(threads: 1, queueCapacity: 1, lookup: blocking.lookup)
+        let resolver = HostResolver(limits: .unshared(threads: 1, queueCapacity: 1), lookup: blocking.lookup)
         let loop = try HTTP2EventLoop(name: "test-resolver")
         defer { loop.shutdown() }
         for policy in [EgressPolicy.publicInternetOnly, .unrestricted] {
@@ -166,8 +167,8 @@ struct HostResolverTests {
         let server = HTTP2Server(eventLoop: loop, tls: nil, handler: echoHandler)
         let port = try server.start()
         let stuck = BlockingLookup(answer: [IPAddress(ipv4: 0x7F00_0001)])
-        let jammed = HostResolver(threads: 1, queueCapacity: 1, lookup: stuck.lookup)
-        let own = HostResolver(threads: 1, queueCapacity: 4) { _, port in
+        let jammed = HostResolver(limits: .unshared(threads: 1, queueCapacity: 1), lookup: stuck.lookup)
+        let own = HostResolver(limits: .unshared(threads: 1, queueCapacity: 4)) { _, port in
             .success([SocketAddress(IPAddress(ipv4: 0x7F00_0001), port: port)])
         }
         var jammedConfiguration = HTTP2ClientConfiguration()
@@ -195,5 +196,100 @@ struct HostResolverTests {
         await hostile.shutdown()
         await other.shutdown()
         await server.shutdown()
+    }
+
+    /// A client whose names are looked up through the real `getaddrinfo` on a resolver with the untrusted names'
+    /// shares, asking a name server on 127.0.0.1 that reads every query and answers none (names in /etc/hosts,
+    /// such as `localhost`, never reach it), and an h2c echo server on 127.0.0.1.
+    struct SilentDNSClient {
+        let dns: SilentNameServer
+        let resolver: HostResolver
+        let client: HTTP2Client
+        let port: Int
+
+        /// Sends one request for `tenant` to each of `hosts` (at the echo server's port), in tasks of their own,
+        /// and returns once `tenant` has `running` lookups at the name server.
+        func hold(_ hosts: [String], for tenant: String, until running: Int) async throws -> [Task<Void, Never>] {
+            let held = hosts.map { host in
+                Task {
+                    _ = try? await client.send(
+                        HTTP2Request(path: "/", tenant: tenant), to: HTTP2Origin(scheme: .http, host: host, port: port))
+                }
+            }
+            while resolver.running(tenant: tenant) < running || dns.askedNames.count < running {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            return held
+        }
+
+        static func with(
+            maximumQueueWait: Duration? = .seconds(2), _ body: (SilentDNSClient) async throws -> [Task<Void, Never>]
+        ) async throws {
+            let dns = try SilentNameServer()
+            let resolver = HostResolver(limits: .untrustedNames) { host, port in
+                dns.useOnThisThread(timeoutSeconds: 3600)
+                return SocketAddress.resolve(host, port: port)
+            }
+            let loop = try HTTP2EventLoop(name: "test-resolver-shares")
+            defer { loop.shutdown() }
+            let server = HTTP2Server(eventLoop: loop, tls: nil, handler: echoHandler)
+            let port = try server.start()
+            var configuration = HTTP2ClientConfiguration()
+            configuration.resolver = { _ in resolver }
+            configuration.maximumQueueWait = maximumQueueWait
+            let client = HTTP2Client(eventLoop: loop, configuration: configuration)
+            let held = try await body(SilentDNSClient(dns: dns, resolver: resolver, client: client, port: port))
+            // The held requests are cancelled and their lookups answered, so the client can shut down.
+            for task in held { task.cancel() }
+            dns.stop()
+            for task in held { await task.value }
+            await client.shutdown()
+            await server.shutdown()
+        }
+    }
+
+    /// Names whose DNS never answers: one tenant's lookups of names under one registrable domain hold that
+    /// domain's share of the threads (2), and with its names under other domains the tenant holds its own share
+    /// (8), never more, however many it asks for. Meanwhile another tenant's request through the same client and
+    /// resolver is looked up at once (a name from /etc/hosts), connected, sent and answered, while every one of
+    /// the first tenant's lookups is still unanswered.
+    @Test func namesThatNeverAnswerHoldOnlyTheirDomainsAndTenantsShares() async throws {
+        try await SilentDNSClient.with { rig in
+            let hostile = (1...60).map { "h\($0).slow.example.org" } + (1...30).map { "push.d\($0).example" }
+            let held = try await rig.hold(hostile, for: "hostile-app", until: 8)
+            let answer = try await rig.client.send(
+                HTTP2Request(path: "/", body: [7], tenant: "other-app"),
+                to: HTTP2Origin(scheme: .http, host: "localhost", port: rig.port))
+            #expect(answer.status == 200 && answer.body == [7])
+            let asked = rig.dns.askedNames
+            #expect(rig.resolver.running(tenant: "hostile-app") == 8)
+            #expect(rig.resolver.running(domainOf: "h1.slow.example.org") == 2)
+            #expect(asked.count { $0.hasSuffix(".slow.example.org") } == 2, "\(asked)")
+            #expect(asked.count == 8, "\(asked)")
+            #expect(rig.resolver.startedThreads <= 9)
+            return held
+        }
+    }
+
+    /// A connection that requests of several tenants wait for is looked up on any of their shares: one tenant
+    /// whose names never answer (its share of 8 full) asks first for a healthy origin, whose lookup then waits for
+    /// that tenant's share; another tenant's request for the same origin lets the lookup start on its own share,
+    /// and both are answered over the one connection while the first tenant's 8 lookups are still unanswered.
+    @Test func aLookupAnotherTenantWaitsForStartsOnThatTenantsShare() async throws {
+        try await SilentDNSClient.with(maximumQueueWait: nil) { rig in
+            let held = try await rig.hold((1...8).map { "push.d\($0).example" }, for: "hostile-app", until: 8)
+            let healthy = HTTP2Origin(scheme: .http, host: "localhost", port: rig.port)
+            let first = Task {
+                try await rig.client.send(HTTP2Request(path: "/", body: [1], tenant: "hostile-app"), to: healthy)
+            }
+            while rig.resolver.queuedCount < 1 { try await Task.sleep(for: .milliseconds(10)) }
+            let answer = try await rig.client.send(HTTP2Request(path: "/", body: [2], tenant: "other-app"), to: healthy)
+            #expect(answer.status == 200 && answer.body == [2])
+            let firstAnswer = try await first.value
+            #expect(firstAnswer.status == 200 && firstAnswer.body == [1])
+            #expect(rig.resolver.running(tenant: "hostile-app") == 8)
+            #expect(rig.dns.askedNames.count == 8)
+            return held
+        }
     }
 }
