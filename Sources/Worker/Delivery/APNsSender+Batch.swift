@@ -89,7 +89,7 @@ extension APNsSender: BatchingProviderSender {
                 let origin = channel.origin ?? Self.origin(forEnvironment: item.delivery.apnsEnvironment)
                 let slot = outgoing.count
                 requests.update(origin, new: ([], [])) { group in
-                    group.requests.append(ProviderTransport.httpRequest(request, timeout: timeout))
+                    group.requests.append(ProviderTransport.httpRequest(request, timeout: timeout, tenant: channel.tenant))
                     group.slots.append(slot)
                 }
                 outgoing.append(Outgoing(index: index, channel: channel, origin: origin, bearer: bearer, cutByDeadline: cutByDeadline))

@@ -12,6 +12,8 @@ extension APNsSender {
         var credentials: APNsCertificateCredentials
         var origin: HTTP2Origin?
         var evidence: ChannelEvidence
+        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
+        var tenant: String
     }
 
     /// Certificate-based APNs (Apple: "Establishing a certificate-based connection to APNs"): the request has no
@@ -83,7 +85,9 @@ extension APNsSender {
                 ])
         }
         let client = certificateClients.client(for: credentials.identity)
-        switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout, pacer: pacer) {
+        switch await ProviderTransport.send(
+            request, to: origin, client: client, timeout: requestTimeout, tenant: channel.tenant, pacer: pacer)
+        {
         case .success(let response):
             let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
             return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())

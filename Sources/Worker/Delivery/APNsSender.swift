@@ -4,6 +4,7 @@ import HTTP2
 import Providers
 import PushCrypto
 import Synchronization
+import UUIDText
 
 /// APNs over HTTP/2 with token-based authentication (Apple: "Establishing a token-based connection to APNs").
 ///
@@ -28,6 +29,8 @@ public final class APNsSender: ProviderSender {
         var tokenCredential: ProviderTokenCredential
         var origin: HTTP2Origin?
         var evidence: ChannelEvidence
+        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
+        var tenant: String
     }
 
     /// An app's APNs channel: token-based (``Channel``) or certificate-based (``CertificateChannel``).
@@ -130,7 +133,9 @@ public final class APNsSender: ProviderSender {
             case .failure(let failure): return failure.outcome
             }
             let pushResponse: PushResponse
-            switch await ProviderTransport.send(request, to: origin, client: client, timeout: requestTimeout, pacer: pacer) {
+            switch await ProviderTransport.send(
+                request, to: origin, client: client, timeout: requestTimeout, tenant: channel.tenant, pacer: pacer)
+            {
             case .success(let response): pushResponse = response
             case .failure(let failure): return transportOutcome(failure, channel: channel)
             }
@@ -212,12 +217,13 @@ public final class APNsSender: ProviderSender {
             if APNsCertificateCredentials.isCertificateSettings(settings) {
                 return .certificate(CertificateChannel(
                     credentials: try APNsCertificateCredentials(settings: settings), origin: origin,
-                    evidence: ChannelEvidence(policy: .singleOrigin)))
+                    evidence: ChannelEvidence(policy: .singleOrigin), tenant: CanonicalUUIDText.format(delivery.appID)))
             }
             let credentials = try APNsCredentials(settings: settings)
             return .token(Channel(
                 credentials: credentials, tokenCredential: try ProviderTokenCredential(apns: credentials),
-                origin: origin, evidence: ChannelEvidence(policy: .singleOrigin)))
+                origin: origin, evidence: ChannelEvidence(policy: .singleOrigin),
+                tenant: CanonicalUUIDText.format(delivery.appID)))
         }
     }
 }

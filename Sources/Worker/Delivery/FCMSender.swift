@@ -4,6 +4,7 @@ import HTTP2
 import Providers
 import PushCrypto
 import Synchronization
+import UUIDText
 
 /// The settings of an app's `fcm` channel (`app_channels.settings`): the Google service-account JSON
 /// (Firebase: "Authorize send requests"; fields `project_id`, `client_email`, `private_key`, `token_uri`,
@@ -89,6 +90,8 @@ public final class FCMSender: ProviderSender {
         /// The shared token's owner (the account fingerprinted, the sealing key derived).
         var tokenCredential: ProviderTokenCredential
         var evidence: ChannelEvidence
+        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
+        var tenant: String
     }
 
     private let client: HTTP2Client
@@ -152,7 +155,7 @@ public final class FCMSender: ProviderSender {
         let fcmDelivery = DeliveryRendering.fcmDelivery(
             for: delivery, message: message, projectID: account.projectID, now: now, userTags: userTags)
         let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
-        let (client, timeout, tokenURI) = (self.client, requestTimeout, channel.tokenURI)
+        let (client, timeout, tokenURI, tenant) = (self.client, requestTimeout, channel.tokenURI, channel.tenant)
         var refreshed = false
         while true {
             let accessToken: String
@@ -160,7 +163,8 @@ public final class FCMSender: ProviderSender {
                 accessToken = try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
                     let assertion = try account.assertion(issuedAt: Date())
                     let fetched = try await Self.fetchToken(
-                        assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout)
+                        assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout,
+                        tenant: tenant)
                     let fetchedAt = Date()
                     return MintedProviderToken(
                         token: fetched.accessToken, issuedAt: fetchedAt, expiresAt: fetchedAt.addingTimeInterval(Double(fetched.expiresIn)))
@@ -194,7 +198,9 @@ public final class FCMSender: ProviderSender {
                 return error.outcome
             }
             let pushResponse: PushResponse
-            switch await ProviderTransport.send(request, to: channel.origin, client: client, timeout: requestTimeout, pacer: pacer) {
+            switch await ProviderTransport.send(
+                request, to: channel.origin, client: client, timeout: requestTimeout, tenant: channel.tenant, pacer: pacer)
+            {
             case .success(let response): pushResponse = response
             case .failure(let failure):
                 return channel.origin == Self.defaultOrigin
@@ -226,7 +232,8 @@ public final class FCMSender: ProviderSender {
             let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
             return Channel(
                 origin: origin, settings: settings, tokenURI: tokenURI,
-                tokenCredential: try ProviderTokenCredential(fcm: settings.account), evidence: ChannelEvidence(policy: .singleOrigin))
+                tokenCredential: try ProviderTokenCredential(fcm: settings.account), evidence: ChannelEvidence(policy: .singleOrigin),
+                tenant: CanonicalUUIDText.format(delivery.appID))
         }
     }
 
@@ -241,9 +248,10 @@ public final class FCMSender: ProviderSender {
     }
 
     /// `POST token_uri` with the JWT-bearer grant; the answer parsed by `GoogleServiceAccount.parseTokenResponse`.
+    /// `tenant` is the app whose delivery needs the token (``HTTP2Request/tenant``).
     /// - Throws: ``FCMTokenFetchError``.
     static func fetchToken(
-        assertion: String, origin: HTTP2Origin, path: String, client: HTTP2Client, timeout: Duration
+        assertion: String, origin: HTTP2Origin, path: String, client: HTTP2Client, timeout: Duration, tenant: String
     ) async throws -> (accessToken: String, expiresIn: Int) {
         let response: HTTP2Response
         do {
@@ -251,7 +259,7 @@ public final class FCMSender: ProviderSender {
                 HTTP2Request(
                     method: "POST", path: path,
                     headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
-                    body: GoogleServiceAccount.tokenRequestBody(assertion: assertion), timeout: timeout),
+                    body: GoogleServiceAccount.tokenRequestBody(assertion: assertion), timeout: timeout, tenant: tenant),
                 to: origin)
         } catch let error as HTTP2Error {
             throw FCMTokenFetchError(code: .transport, message: "token endpoint \(origin): \(error)", transportError: error)

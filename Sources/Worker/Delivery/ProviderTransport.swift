@@ -12,34 +12,38 @@ import Providers
 /// `max_attempts`); an endpoint the egress policy refuses fails for good (`forbidden_endpoint`); anything else
 /// is a counted retry (`transport_error`).
 enum ProviderTransport {
-    /// - Parameter subscriberChosen: the origin came from a subscriber (a Web Push endpoint): a transport
-    ///   failure's detail then carries a fixed sentence instead of the network's own text (see
-    ///   ``outcome(for:origin:subscriberChosen:)``).
-    /// - Parameter pacer: counts the origin's answers and dates the return of a withdrawn request's delivery.
+    /// - Parameters:
+    ///   - tenant: the app the request is sent for (``HTTP2Request/tenant``): the share its host-name lookup
+    ///     counts against.
+    ///   - subscriberChosen: the origin came from a subscriber (a Web Push endpoint): a transport failure's detail
+    ///     then carries a fixed sentence instead of the network's own text (see
+    ///     ``outcome(for:origin:subscriberChosen:)``).
+    ///   - pacer: counts the origin's answers and dates the return of a withdrawn request's delivery.
     /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
     static func send(
-        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration,
+        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration, tenant: String,
         subscriberChosen: Bool = false, pacer: OriginPacer? = nil
     ) async -> Result<PushResponse, Failure> {
         let result: Result<HTTP2Response, any Error>
         do {
-            result = .success(try await client.send(httpRequest(request, timeout: timeout), to: origin))
+            result = .success(try await client.send(httpRequest(request, timeout: timeout, tenant: tenant), to: origin))
         } catch {
             result = .failure(error)
         }
         return response(result, origin: origin, subscriberChosen: subscriberChosen, pacer: pacer)
     }
 
-    /// `request` as the HTTP/2 client takes it.
-    static func httpRequest(_ request: PushRequest, timeout: Duration) -> HTTP2Request {
+    /// `request` as the HTTP/2 client takes it, sent for `tenant` (the app's id as text).
+    static func httpRequest(_ request: PushRequest, timeout: Duration, tenant: String) -> HTTP2Request {
         HTTP2Request(
             method: request.method, path: request.path,
-            headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body, timeout: timeout)
+            headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body, timeout: timeout,
+            tenant: tenant)
     }
 
     /// The HTTP/2 client's result for a request to `origin` as a ``PushResponse``, or the outcome to record
-    /// instead (see ``send(_:to:client:timeout:subscriberChosen:pacer:)``). A request withdrawn from a busy
-    /// origin comes back no earlier than the `pacer`'s ticket for it (``OriginPacing``).
+    /// instead (see ``send(_:to:client:timeout:tenant:subscriberChosen:pacer:)``). A request withdrawn from a
+    /// busy origin comes back no earlier than the `pacer`'s ticket for it (``OriginPacing``).
     static func response(
         _ result: Result<HTTP2Response, any Error>, origin: HTTP2Origin, subscriberChosen: Bool = false,
         pacer: OriginPacer? = nil

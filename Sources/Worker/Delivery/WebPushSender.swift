@@ -4,6 +4,7 @@ import HTTP2
 import Providers
 import PushCrypto
 import Synchronization
+import UUIDText
 
 /// The settings of an app's `webpush` channel (`app_channels.settings`):
 /// `{"vapid_private_key": "<PKCS#8 PEM of a P-256 key>", "subject": "mailto:..." | "https://..."}`
@@ -61,6 +62,8 @@ public final class WebPushSender: ProviderSender {
         /// The ``tokenManagers`` key: the public key's fingerprint and the subject.
         var tokenManagerKey: String
         var evidence: ChannelEvidence
+        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
+        var tenant: String
     }
 
     private let client: HTTP2Client
@@ -143,7 +146,8 @@ public final class WebPushSender: ProviderSender {
         // The origin is a capability-free host:port (the path, which is the secret, never appears).
         let pushResponse: PushResponse
         switch await ProviderTransport.send(
-            request, to: origin, client: client, timeout: requestTimeout, subscriberChosen: true, pacer: pacer)
+            request, to: origin, client: client, timeout: requestTimeout, tenant: channel.tenant, subscriberChosen: true,
+            pacer: pacer)
         {
         case .success(let response): pushResponse = response
         case .failure(let failure): return failure.outcome
@@ -179,7 +183,7 @@ public final class WebPushSender: ProviderSender {
             let fingerprint = Base64URL.encode(SHA256.hash(Array(settings.privateKey.publicKey.x963Representation)))
             return Channel(
                 settings: settings, tokenManagerKey: "\(fingerprint) \(settings.subject.value)",
-                evidence: ChannelEvidence(policy: .webPush))
+                evidence: ChannelEvidence(policy: .webPush), tenant: CanonicalUUIDText.format(delivery.appID))
         }
     }
 

@@ -23,17 +23,6 @@ public final class WorkerRuntime: Sendable {
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
 
-    /// The providers' own hosts (APNs, FCM and Google's OAuth2 token endpoint, which the documentation names)
-    /// resolve on ``HostResolver/shared``; every other host of the APNs and FCM clients is an app's override and
-    /// resolves on `overrides`.
-    static func providerHostsFirst(overrides: HostResolver) -> @Sendable (HTTP2Origin) -> HostResolver {
-        let providerHosts: Set<String> = [
-            APNsSender.productionOrigin.host, APNsSender.sandboxOrigin.host, FCMSender.defaultOrigin.host,
-            "oauth2.googleapis.com",
-        ]
-        return { origin in providerHosts.contains(origin.host) ? .shared : overrides }
-    }
-
     /// - Parameters:
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
     ///     ``SystemdNotifier`` (set when `$NOTIFY_SOCKET` is).
@@ -43,9 +32,21 @@ public final class WorkerRuntime: Sendable {
     ///   - metrics: the metrics this run records (tests pass their own to read them).
     /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable);
     ///   ``ConfigurationError`` for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot start.
-    public init(
+    public convenience init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
         systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics()
+    ) throws {
+        try self.init(
+            configuration: configuration, logger: logger, onReady: onReady, systemdStatus: systemdStatus,
+            watchdog: watchdog, metrics: metrics, resolvers: .standard())
+    }
+
+    /// As the public initializer, with the resolvers host names are looked up on (tests pass resolvers whose
+    /// lookups go to a DNS server of their own).
+    init(
+        configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
+        systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics(),
+        resolvers: WorkerResolvers
     ) throws {
         self.metrics = metrics
         self.logger = logger
@@ -60,12 +61,12 @@ public final class WorkerRuntime: Sendable {
         let tls = TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system)
         let eventLoop = self.eventLoop
         // Host names chosen by subscribers (Web Push) and by apps (channel endpoint overrides, FCM `token_uri`) are
-        // looked up on resolvers of their own, so a name whose DNS never answers (each lookup holding a thread for
-        // the C library's whole timeout) cannot hold up the providers' own hosts, which use the process-wide one.
-        clientConfiguration.resolver = Self.providerHostsFirst(overrides: HostResolver(threads: 4, queueCapacity: 256))
+        // looked up on resolvers of their own, shared fairly by registrable domain and app, so a name whose DNS
+        // never answers (each lookup holding a thread for the C library's whole timeout) cannot hold up the
+        // providers' own hosts, nor another app's names.
+        clientConfiguration.resolver = resolvers.forAPNsAndFCM
         var webPushConfiguration = clientConfiguration
-        let webPushResolver = HostResolver(threads: 4, queueCapacity: 256)
-        webPushConfiguration.resolver = { _ in webPushResolver }
+        webPushConfiguration.resolver = resolvers.forWebPush
         let clients = Dictionary(uniqueKeysWithValues: ["apns", "fcm", "webpush"].map {
             ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: $0 == "webpush" ? webPushConfiguration : clientConfiguration))
         })
