@@ -276,7 +276,7 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         let request = stream.request
         request.connectionID = nil
         let refused = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
-        defer { core.streamClosed(self, processed: !refused) }
+        defer { core.streamClosed(self, tenant: request.request.tenant, processed: !refused) }
         guard !request.isFinished else { return 0 }
         if let error = stream.overLimit {
             core.finish(request, .failure(error))
@@ -413,6 +413,8 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
         // nghttp2 keeps the session (and these streams) until deinit: leave it no pointer to a released object.
         for streamID in open.keys { detach(streamID) }
         let wasReady = isReady
+        // The pool counts these streams off their tenants when the connection's close reaches it.
+        let openTenants = open.values.map { $0.request.request.tenant }
         for (streamID, stream) in open.sorted(by: { $0.key < $1.key }) {
             let request = stream.request
             request.connectionID = nil
@@ -433,6 +435,6 @@ final class ClientConnection: H2Connection, @unchecked Sendable {
             }
         }
         let poolError = error ?? HTTP2Error(.connectionClosed, "\(origin) closed the connection before SETTINGS", isSafeToRetry: true)
-        loop.runSoon { [core] in core.connectionClosed(self, wasReady: wasReady, error: poolError) }
+        loop.runSoon { [core] in core.connectionClosed(self, wasReady: wasReady, error: poolError, openStreams: openTenants) }
     }
 }

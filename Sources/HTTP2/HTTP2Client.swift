@@ -4,7 +4,8 @@ internal import CPushizoShims
 internal import Glibc
 
 /// An HTTP/2 client with a connection pool per origin (RFC 9113). Requests share connections up to the peer's
-/// SETTINGS_MAX_CONCURRENT_STREAMS and `maximumInFlightPerOrigin`; the rest wait in the origin's queue; up to
+/// SETTINGS_MAX_CONCURRENT_STREAMS and `maximumInFlightPerOrigin`; the rest wait in the origin's queue, served
+/// tenant by tenant in turn (`HTTP2Request.tenant`, each within its share of the origin's streams); up to
 /// `maximumConnectionsPerOrigin` connections are opened per origin and `maximumConnections` in all; idle ones
 /// close after `idleTimeout` (decisions: `PoolStateMachine`). GOAWAY and REFUSED_STREAM are handled by resending
 /// unprocessed requests on a fresh connection (RFC 9113 §6.8, §8.7). Responses are read within the
@@ -342,6 +343,8 @@ final class ClientCore: @unchecked Sendable {
         }
         var queued: [UInt64] = []
         queued.reserveCapacity(batch.count)
+        // The tenants of `queued`, as runs of consecutive requests of one tenant (mostly one run).
+        var tenants: [(tenant: HTTP2Tenant?, count: Int)] = []
         var byTimeout: [Duration: [UInt64]] = [:]
         for (index, request) in batch {
             let id = firstID + UInt64(index)
@@ -349,11 +352,16 @@ final class ClientCore: @unchecked Sendable {
             requests[id] = pending
             pending.isQueued = true
             queued.append(id)
+            if let last = tenants.indices.last, tenants[last].tenant == request.tenant {
+                tenants[last].count += 1
+            } else {
+                tenants.append((request.tenant, 1))
+            }
             byTimeout[request.timeout ?? configuration.requestTimeout, default: []].append(id)
         }
         if !lookups.isEmpty, lookups[origin] != nil {
             for (_, request) in batch {
-                if let tenant = request.tenant { shareLookups(of: origin, with: tenant) }
+                if let tenant = request.tenant?.key { shareLookups(of: origin, with: tenant) }
             }
         }
         for (timeout, ids) in byTimeout {
@@ -365,7 +373,7 @@ final class ClientCore: @unchecked Sendable {
                 }
             }
         }
-        run(machine.enqueue(queued, to: origin, now: .now))
+        run(machine.enqueue(queued, tenants: tenants, to: origin, now: .now))
     }
 
     private func enqueue(id: UInt64, _ request: HTTP2Request, _ origin: HTTP2Origin, completion: PendingRequest.Completion) {
@@ -387,8 +395,8 @@ final class ClientCore: @unchecked Sendable {
             self.timedOut(pending, after: timeout)
         }
         pending.isQueued = true
-        if !lookups.isEmpty, let tenant = request.tenant { shareLookups(of: origin, with: tenant) }
-        run(machine.enqueue(id, to: origin, now: .now))
+        if !lookups.isEmpty, let tenant = request.tenant?.key { shareLookups(of: origin, with: tenant) }
+        run(machine.enqueue(id, tenant: request.tenant, to: origin, now: .now))
     }
 
     /// A request of `tenant` waits for `origin`: lookups of its name still pending are shared with the tenant.
@@ -438,7 +446,7 @@ final class ClientCore: @unchecked Sendable {
         // Answered while waiting (timeout, cancellation): it must never be dispatched now.
         if pending.isQueued {
             pending.isQueued = false
-            machine.answeredWhileQueued(pending.id, at: pending.origin)
+            machine.answeredWhileQueued(pending.id, tenant: pending.request.tenant, at: pending.origin)
         }
         if shuttingDown && requests.isEmpty {
             // Not from inside an nghttp2 callback (this may run in one): closing flushes the sessions.
@@ -455,20 +463,22 @@ final class ClientCore: @unchecked Sendable {
             switch action {
             case .open(let id, let origin):
                 open(id, origin)
-            case .start(let requestID, let connectionID):
+            case .start(let requestID, let connectionID, let tenant):
                 guard let request = requests[requestID] else {
-                    machine.streamClosed(connectionID, now: .now, processed: false)
+                    machine.streamClosed(connectionID, tenant: tenant, now: .now, processed: false)
                     continue
                 }
                 guard let connection = live[connectionID] else {
                     // Not expected (slots come from live connections only); never lose the request.
-                    machine.streamClosed(connectionID, now: .now, processed: false)
-                    _ = machine.unprocessed(requestID, at: request.origin, retries: 0, now: .now)
+                    machine.streamClosed(connectionID, tenant: tenant, now: .now, processed: false)
+                    _ = machine.unprocessed(requestID, tenant: tenant, at: request.origin, retries: 0, now: .now)
                     scheduleDispatch(request.origin)
                     continue
                 }
                 request.isQueued = false
-                if !connection.startStream(request) { machine.streamClosed(connectionID, now: .now, processed: false) }
+                if !connection.startStream(request) {
+                    machine.streamClosed(connectionID, tenant: tenant, now: .now, processed: false)
+                }
             case .fail(let ids, let error):
                 for id in ids {
                     guard let request = requests[id] else { continue }
@@ -531,7 +541,8 @@ final class ClientCore: @unchecked Sendable {
     func retry(_ request: PendingRequest, reason: HTTP2Error) {
         request.retries += 1
         request.headersSent = false
-        switch machine.unprocessed(request.id, at: request.origin, retries: request.retries, now: .now) {
+        switch machine.unprocessed(request.id, tenant: request.request.tenant, at: request.origin, retries: request.retries,
+                                   now: .now) {
         case .giveUp:
             finish(request, .failure(HTTP2Error(reason.code, "\(reason.message); gave up after \(configuration.maximumRetries) retries", isSafeToRetry: true)))
         case .requeued:
@@ -546,7 +557,8 @@ final class ClientCore: @unchecked Sendable {
     func refused(_ request: PendingRequest, on connection: ClientConnection, reason: HTTP2Error) {
         request.headersSent = false
         let (decision, counted) = machine.refused(
-            request.id, on: connection.id, at: request.origin, retries: request.retries, now: .now)
+            request.id, tenant: request.request.tenant, on: connection.id, at: request.origin, retries: request.retries,
+            now: .now)
         if counted { request.retries += 1 }
         switch decision {
         case .giveUp:
@@ -572,8 +584,9 @@ final class ClientCore: @unchecked Sendable {
         scheduleDispatch(connection.origin)
     }
 
-    func streamClosed(_ connection: ClientConnection, processed: Bool = true) {
-        machine.streamClosed(connection.id, now: .now, processed: processed)
+    /// A stream of `connection`, of a request of `tenant`, ended (`processed`: the peer answered it).
+    func streamClosed(_ connection: ClientConnection, tenant: HTTP2Tenant?, processed: Bool = true) {
+        machine.streamClosed(connection.id, tenant: tenant, now: .now, processed: processed)
         // Dozens of responses arrive in one read: the connection's origin is dispatched once after them, marked on
         // the connection rather than by hashing the origin into `dispatchScheduled` for each.
         if !connection.dispatchScheduled {
@@ -588,7 +601,9 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    func connectionClosed(_ connection: ClientConnection, wasReady: Bool, error: HTTP2Error) {
+    /// `connection` closed; `openStreams`: the tenants of the streams it still had (each one's request finished
+    /// or requeued).
+    func connectionClosed(_ connection: ClientConnection, wasReady: Bool, error: HTTP2Error, openStreams: [HTTP2Tenant?]) {
         guard live[connection.id] === connection else { return }
         live[connection.id] = nil
         if !wasReady && error.code == .connectFailed && !connection.remainingAddresses.isEmpty
@@ -597,7 +612,7 @@ final class ClientCore: @unchecked Sendable {
             connect(connection.id, connection.origin, .success(connection.remainingAddresses))
             return
         }
-        run(machine.connectionClosed(connection.id, error: wasReady ? nil : error, now: .now))
+        run(machine.connectionClosed(connection.id, error: wasReady ? nil : error, now: .now, openStreams: openStreams))
     }
 
     // MARK: Opening connections
@@ -605,12 +620,8 @@ final class ClientCore: @unchecked Sendable {
     private func open(_ id: PoolStateMachine.ConnectionID, _ origin: HTTP2Origin) {
         // The one place names are resolved; the completion runs on the loop thread (resolveOffLoop hops back).
         // The lookup is handed over for the tenants of the requests waiting for it, the oldest first.
-        var tenants: [String] = []
-        for requestID in machine.waitingRequests(at: origin, limit: 256) {
-            guard let tenant = requests[requestID]?.request.tenant, !tenants.contains(tenant) else { continue }
-            tenants.append(tenant)
-            if tenants.count > HostResolverStateMachine.maximumSharers { break }
-        }
+        let tenants = machine.waitingTenants(at: origin, limit: HostResolverStateMachine.maximumSharers + 1)
+            .compactMap { $0?.key }
         let box = UncheckedBox(self)
         let resolver = configuration.resolver(origin)
         let ticket = resolveOffLoop(origin.host, port: origin.port, policy: configuration.egressPolicy, loop: loop,

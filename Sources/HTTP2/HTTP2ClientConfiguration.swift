@@ -28,7 +28,9 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// requests for a new origin wait for one to close.
     public var maximumConnections: Int = 1024
     /// Streams open at once to one origin, whatever its SETTINGS_MAX_CONCURRENT_STREAMS: one slow endpoint cannot
-    /// take every stream. Further requests to it wait in its queue (until their deadline, or `maximumQueueWait`).
+    /// take every stream. Further requests to it wait in its queue (until their deadline, or `maximumQueueWait`),
+    /// served tenant by tenant in turn, a tenant at its share of these streams after the others
+    /// (`HTTP2Request.tenant`).
     public var maximumInFlightPerOrigin: Int = 256
     /// How long a request may wait for a stream (every stream of its origin in use, or a connection still
     /// opening) before it fails with `.originBusy`, unsent. Callers that hold a slot per request (a worker's

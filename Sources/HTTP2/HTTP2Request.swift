@@ -11,16 +11,17 @@ public struct HTTP2Request: Sendable {
     /// Deadline for this request from the moment `send` is called (queueing included);
     /// nil uses `HTTP2ClientConfiguration.requestTimeout`.
     public var timeout: Duration?
-    /// Whom the request is sent for: an opaque key (a worker passes the app's id). A host name the client looks
-    /// up to connect for this request counts against this tenant's share of the resolver
-    /// (``HostResolverLimits``), so one tenant's names that never answer cannot hold up another's lookups; a
-    /// connection that requests of several tenants wait for may start on any of their shares. nil: the name's
-    /// registrable domain's share only. Never sent.
-    public var tenant: String?
+    /// Whom the request is sent for (the worker: its app; ``HTTP2Tenant``). Never sent. While it waits for a
+    /// stream, the origin's queue serves tenants in turn and holds back a tenant at its share of the origin's
+    /// streams. A host name the client looks up to connect for it counts against this tenant's share of the
+    /// resolver (``HostResolverLimits``), so one tenant's names that never answer cannot hold up another's
+    /// lookups; a connection that requests of several tenants wait for may start on any of their shares. nil: the
+    /// tenant of every request without one, and for lookups the name's registrable domain's share only.
+    public var tenant: HTTP2Tenant?
 
     public init(
         method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], timeout: Duration? = nil,
-        tenant: String? = nil
+        tenant: HTTP2Tenant? = nil
     ) {
         self.method = method
         self.path = path

@@ -10,6 +10,10 @@
 ///   origin is closed to make room, and when none is idle the origin waits for one to close;
 /// - at most `inFlightPerOrigin` streams per origin, whatever the peers' SETTINGS_MAX_CONCURRENT_STREAMS, so one
 ///   slow endpoint cannot take every stream; further requests wait in the origin's queue (until their deadline);
+/// - an origin's queue is one FIFO queue per tenant (`HTTP2Request.tenant`), served in turn, and a tenant at its
+///   share of the origin's streams gets no new one while a tenant below its share waits (`TenantQueues`), so one
+///   tenant's broadcast, or a tenant whose answers are slow, does not hold up another's requests at a shared
+///   origin (every app's APNs pushes go to one origin);
 /// - a request that has waited `queueWait` for a stream (``expireWaits(now:)``) fails unsent, so that the callers'
 ///   own slots (a worker's deliveries) are not held by one slow or unreachable origin either;
 /// - a connection whose peer answered REFUSED_STREAM (RFC 9113 §8.7) carries at most as many streams as were open
@@ -54,9 +58,9 @@ struct PoolStateMachine {
     enum Action {
         /// Resolve the origin and connect; report `connected` or `connectionClosed` for this id.
         case open(ConnectionID, HTTP2Origin)
-        /// Open a stream for the request on the connection (report `streamClosed` when it ends, or at once if
-        /// the request is gone or the stream cannot be opened).
-        case start(RequestID, on: ConnectionID)
+        /// Open a stream for the request (of `tenant`) on the connection (report `streamClosed` with the tenant
+        /// when it ends, or at once if the request is gone or the stream cannot be opened).
+        case start(RequestID, on: ConnectionID, tenant: HTTP2Tenant?)
         /// Fail these waiting requests with the error (never sent).
         case fail([RequestID], HTTP2Error)
         /// Close the connection gracefully (GOAWAY, RFC 9113 §6.8): idle too long, or evicted at the global cap.
@@ -82,26 +86,31 @@ struct PoolStateMachine {
         /// Streams the peer processed since `streamLimit` last changed, and when it changed.
         var processedSinceLimitChange = 0
         var limitChangedAt: Instant
+        /// Its origin is shared by tenants (`TenantQueues.isShared`): each stream that ends is counted off its
+        /// tenant. Kept here so that a response at an origin of one tenant costs no look-up of the origin.
+        var countsTenantStreams: Bool
 
-        init(origin: HTTP2Origin, lastUsed: Instant, streamLimit: Int?) {
+        init(origin: HTTP2Origin, lastUsed: Instant, streamLimit: Int?, countsTenantStreams: Bool) {
             self.origin = origin
             self.lastUsed = lastUsed
             self.streamLimit = streamLimit
             self.limitChangedAt = lastUsed
+            self.countsTenantStreams = countsTenantStreams
         }
 
-        /// One of its streams closed; returns true when a lowered stream limit was raised again by one (after
-        /// `limit` streams processed at it and `recovery` passed since it last changed).
-        mutating func streamClosed(now: Instant, processed: Bool, recovery: Duration) -> Bool {
+        /// One of its streams closed. Returns whether a lowered stream limit was raised again by one (after
+        /// `limit` streams processed at it and `recovery` passed since it last changed), and whether the stream
+        /// is to be counted off its tenant (read here, in place: reading the record out of the dictionary copies it).
+        mutating func streamClosed(now: Instant, processed: Bool, recovery: Duration) -> (raisedLimit: Bool, countsTenantStreams: Bool) {
             streams = max(0, streams - 1)
             lastUsed = now
-            guard processed, let limit = streamLimit else { return false }
+            guard processed, let limit = streamLimit else { return (false, countsTenantStreams) }
             processedSinceLimitChange += 1
-            guard processedSinceLimitChange >= limit, now - limitChangedAt >= recovery else { return false }
+            guard processedSinceLimitChange >= limit, now - limitChangedAt >= recovery else { return (false, countsTenantStreams) }
             streamLimit = limit + 1 >= maxStreams ? nil : limit + 1
             processedSinceLimitChange = 0
             limitChangedAt = now
-            return true
+            return (true, countsTenantStreams)
         }
 
         var usable: Bool { !goingAway && !closing }
@@ -110,17 +119,11 @@ struct PoolStateMachine {
         var freeSlots: Int { ready && usable ? max(0, effectiveLimit - streams) : 0 }
     }
 
-    /// A request waiting for a stream, and since when.
-    private struct Waiting {
-        var id: RequestID
-        var since: Instant
-    }
-
     private struct Origin {
-        var queue: [Waiting] = []
-        var head = 0
-        /// Queued entries whose caller was already answered (timeout, cancellation): skipped, then dropped.
-        var answered: Set<RequestID> = []
+        /// The requests waiting for a stream, by tenant.
+        var queue = TenantQueues()
+        /// Whether its connections count streams off tenants now (`Connection.countsTenantStreams`).
+        var connectionsCountTenantStreams = false
         var connections: [ConnectionID] = []
         var consecutiveFailures = 0
         var backoffUntil: Instant?
@@ -130,24 +133,6 @@ struct PoolStateMachine {
         var refusal: HTTP2Error?
         /// The stream limit its connections learned from REFUSED_STREAM (nil: none); new connections start from it.
         var streamLimit: Int?
-
-        var waiting: Int { queue.count - head - answered.count }
-
-        mutating func pop() -> RequestID? {
-            while head < queue.count {
-                let id = queue[head].id
-                head += 1
-                if answered.remove(id) == nil { return id }
-            }
-            return nil
-        }
-
-        mutating func compact() {
-            if head > 64 && head * 2 > queue.count {
-                queue.removeFirst(head)
-                head = 0
-            }
-        }
     }
 
     let limits: Limits
@@ -168,19 +153,15 @@ struct PoolStateMachine {
     /// Origins currently remembered.
     var originCount: Int { origins.count }
     /// Requests waiting for a stream at `origin`.
-    func waiting(at origin: HTTP2Origin) -> Int { origins[origin]?.waiting ?? 0 }
-    /// The oldest `limit` requests waiting at `origin` (answered ones skipped), oldest first.
-    func waitingRequests(at origin: HTTP2Origin, limit: Int) -> [RequestID] {
-        guard let o = origins[origin] else { return [] }
-        var ids: [RequestID] = []
-        for entry in o.queue[o.head...] where !o.answered.contains(entry.id) {
-            guard ids.count < limit else { break }
-            ids.append(entry.id)
-        }
-        return ids
+    func waiting(at origin: HTTP2Origin) -> Int { origins[origin]?.queue.waiting ?? 0 }
+    /// The tenants with requests waiting at `origin`, at most `limit`, in the order their turns come.
+    func waitingTenants(at origin: HTTP2Origin, limit: Int) -> [HTTP2Tenant?] {
+        origins[origin]?.queue.waitingTenants(limit: limit) ?? []
     }
     /// Entries stored in `origin`'s queue, answered ones included (bounded by compaction).
-    func storedCount(at origin: HTTP2Origin) -> Int { origins[origin].map { $0.queue.count - $0.head } ?? 0 }
+    func storedCount(at origin: HTTP2Origin) -> Int { origins[origin]?.queue.stored ?? 0 }
+    /// Tenants remembered at `origin`: those with streams or waiting requests (or the last one).
+    func tenantCount(at origin: HTTP2Origin) -> Int { origins[origin]?.queue.tenantCount ?? 0 }
     /// The effective stream limit of `connection` (the peer's, or lower after REFUSED_STREAM); nil when unknown.
     func streamLimit(of connection: ConnectionID) -> Int? {
         connections[connection].map(\.effectiveLimit)
@@ -197,7 +178,7 @@ struct PoolStateMachine {
             totals.connections += 1
             totals.openStreams += connection.streams
         }
-        totals.waitingRequests = origins.values.reduce(0) { $0 + $1.waiting }
+        totals.waitingRequests = origins.values.reduce(0) { $0 + $1.queue.waiting }
         return totals
     }
 
@@ -211,46 +192,67 @@ struct PoolStateMachine {
 
     // MARK: Requests
 
-    /// A new request for `origin`: queued, then dispatched.
-    mutating func enqueue(_ request: RequestID, to origin: HTTP2Origin, now: Instant) -> [Action] {
-        origins[origin, default: Origin()].queue.append(Waiting(id: request, since: now))
-        return dispatch(origin, now: now)
+    /// A new request of `tenant` for `origin`: queued at the back of its tenant's queue, then dispatched.
+    mutating func enqueue(_ request: RequestID, tenant: HTTP2Tenant? = nil, to origin: HTTP2Origin, now: Instant) -> [Action] {
+        var o = Origin()
+        let index = takeOrigin(creatingIfMissing: origin, into: &o)
+        let connectionIDs = o.connections
+        o.queue.append(request, tenant: tenant, since: now) { streams(on: connectionIDs) }
+        defer { putBack(&o, at: index) }
+        return dispatch(&o, origin, now: now)
     }
 
     /// Several requests queued at once, in order, then one dispatch: the same actions as enqueueing them one
-    /// by one and dispatching after the last, for one lookup of the origin instead of one per request.
-    mutating func enqueue(_ requests: [RequestID], to origin: HTTP2Origin, now: Instant) -> [Action] {
-        origins[origin, default: Origin()].queue.append(contentsOf: requests.lazy.map { Waiting(id: $0, since: now) })
-        return dispatch(origin, now: now)
-    }
-
-    /// A queued request was answered before it got a stream (timeout, cancellation): it is skipped. Once such
-    /// entries are many and at least half the queue they are dropped at once (an outage can time out thousands).
-    mutating func answeredWhileQueued(_ request: RequestID, at origin: HTTP2Origin) {
-        guard var o = origins[origin] else { return }
-        o.answered.insert(request)
-        if o.answered.count >= 32, o.answered.count * 2 >= o.queue.count - o.head {
-            o.queue = o.queue[o.head...].filter { !o.answered.contains($0.id) }
-            o.head = 0
-            o.answered = []
+    /// by one and dispatching after the last, for one lookup of the origin instead of one per request (and of
+    /// a tenant's queue per run). `tenants`: the requests' tenants as runs of consecutive requests of one tenant,
+    /// in order, their counts adding up to `requests.count` (the ids stay a plain array: a batch is mostly one
+    /// tenant's, and an array of pairs costs a release of each element's tenant).
+    mutating func enqueue(_ requests: [RequestID], tenants: [(tenant: HTTP2Tenant?, count: Int)], to origin: HTTP2Origin,
+                          now: Instant) -> [Action] {
+        var o = Origin()
+        let index = takeOrigin(creatingIfMissing: origin, into: &o)
+        let connectionIDs = o.connections
+        var start = 0
+        for run in tenants {
+            let end = min(start + run.count, requests.count)
+            o.queue.append(contentsOf: requests[start..<end], tenant: run.tenant, since: now) { streams(on: connectionIDs) }
+            start = end
         }
-        origins[origin] = o
+        defer { putBack(&o, at: index) }
+        return dispatch(&o, origin, now: now)
     }
 
-    /// The peer did not process `request` (RFC 9113 §8.7): back to the front of the queue (waiting from `now`),
-    /// or given up after `maximumRetries` resends. Dispatch follows separately (this runs inside nghttp2
+    /// ``enqueue(_:tenants:to:now:)`` for requests of one tenant.
+    mutating func enqueue(_ requests: [RequestID], tenant: HTTP2Tenant? = nil, to origin: HTTP2Origin, now: Instant) -> [Action] {
+        var o = Origin()
+        let index = takeOrigin(creatingIfMissing: origin, into: &o)
+        let connectionIDs = o.connections
+        o.queue.append(contentsOf: requests[...], tenant: tenant, since: now) { streams(on: connectionIDs) }
+        defer { putBack(&o, at: index) }
+        return dispatch(&o, origin, now: now)
+    }
+
+    /// A queued request of `tenant` was answered before it got a stream (timeout, cancellation): it is skipped.
+    /// Once such entries are many and at least half the queue they are dropped at once (an outage can time out
+    /// thousands).
+    mutating func answeredWhileQueued(_ request: RequestID, tenant: HTTP2Tenant? = nil, at origin: HTTP2Origin) {
+        var o = Origin()
+        guard let index = takeOrigin(origin, into: &o) else { return }
+        o.queue.answered(request, tenant: tenant)
+        putBack(&o, at: index)
+    }
+
+    /// The peer did not process `request` (RFC 9113 §8.7): back to the front of its tenant's queue (waiting from
+    /// `now`), or given up after `maximumRetries` resends. Dispatch follows separately (this runs inside nghttp2
     /// callbacks).
-    mutating func unprocessed(_ request: RequestID, at origin: HTTP2Origin, retries: Int, now: Instant) -> RetryDecision {
+    mutating func unprocessed(_ request: RequestID, tenant: HTTP2Tenant? = nil, at origin: HTTP2Origin, retries: Int,
+                              now: Instant) -> RetryDecision {
         guard retries <= limits.maximumRetries else { return .giveUp }
-        var o = origins[origin, default: Origin()]
-        let entry = Waiting(id: request, since: now)
-        if o.head > 0 {
-            o.head -= 1
-            o.queue[o.head] = entry
-        } else {
-            o.queue.insert(entry, at: 0)
-        }
-        origins[origin] = o
+        var o = Origin()
+        let index = takeOrigin(creatingIfMissing: origin, into: &o)
+        let connectionIDs = o.connections
+        o.queue.requeue(request, tenant: tenant, since: now) { streams(on: connectionIDs) }
+        putBack(&o, at: index)
         return .requeued
     }
 
@@ -261,8 +263,8 @@ struct PoolStateMachine {
     /// own doing (too many streams) and costs the request no retry; one at an unchanged limit, or of the only
     /// stream open, counts against `maximumRetries` (`retries`: the count before this refusal).
     /// - Returns: whether it was requeued, and whether this refusal counted as a retry.
-    mutating func refused(_ request: RequestID, on connection: ConnectionID, at origin: HTTP2Origin, retries: Int,
-                          now: Instant) -> (decision: RetryDecision, counted: Bool) {
+    mutating func refused(_ request: RequestID, tenant: HTTP2Tenant? = nil, on connection: ConnectionID, at origin: HTTP2Origin,
+                          retries: Int, now: Instant) -> (decision: RetryDecision, counted: Bool) {
         var counted = true
         if var c = connections[connection] {
             // Alone on its connection, the stream was not refused for concurrency: the limit stays, it counts.
@@ -276,7 +278,7 @@ struct PoolStateMachine {
                 counted = false
             }
         }
-        return (unprocessed(request, at: origin, retries: counted ? retries + 1 : retries, now: now), counted)
+        return (unprocessed(request, tenant: tenant, at: origin, retries: counted ? retries + 1 : retries, now: now), counted)
     }
 
     // MARK: Connection events
@@ -303,31 +305,45 @@ struct PoolStateMachine {
         connections[connection]?.goingAway = true
     }
 
-    /// A stream of `connection` ended (or could not be opened). `processed`: the peer answered it (false for a
-    /// refused stream or one never opened). Processed streams grow a lowered limit back: one stream more per
-    /// window of `limit` processed streams, at most once per `streamLimitRecoveryInterval`, never above the
-    /// peer's SETTINGS_MAX_CONCURRENT_STREAMS (then the lowered limit is dropped).
-    mutating func streamClosed(_ connection: ConnectionID, now: Instant, processed: Bool = true) {
+    /// A stream of `connection`, of a request of `tenant`, ended (or could not be opened). `processed`: the peer
+    /// answered it (false for a refused stream or one never opened). Processed streams grow a lowered limit back:
+    /// one stream more per window of `limit` processed streams, at most once per `streamLimitRecoveryInterval`,
+    /// never above the peer's SETTINGS_MAX_CONCURRENT_STREAMS (then the lowered limit is dropped).
+    mutating func streamClosed(_ connection: ConnectionID, tenant: HTTP2Tenant? = nil, now: Instant, processed: Bool = true) {
         // Changed in place (one lookup, no copy of the connection's record): this runs once per response.
         guard let index = connections.index(forKey: connection) else { return }
         let recovery = limits.streamLimitRecoveryInterval
-        let raised = connections.values[index].streamClosed(now: now, processed: processed, recovery: recovery)
-        if raised {
-            let c = connections.values[index]
-            origins[c.origin]?.streamLimit = c.streamLimit
-        }
+        let closed = connections.values[index].streamClosed(now: now, processed: processed, recovery: recovery)
+        guard closed.raisedLimit || closed.countsTenantStreams else { return }
+        let c = connections.values[index]
+        if closed.raisedLimit { origins[c.origin]?.streamLimit = c.streamLimit }
+        if closed.countsTenantStreams { tenantStreamsClosed(at: c.origin, CollectionOfOne(tenant)) }
     }
 
-    /// `connection` closed. `error` is why (nil = orderly). A connection that never got ready counts as a failed
-    /// connect: the origin backs off (doubling from `backoffInitial` up to `backoffMaximum`), and when it has no
-    /// ready connection its waiting requests fail now with `error` (never sent: safe to retry) rather than wait for
-    /// the next attempt. Then waiting requests are dispatched, here and at origins that waited for a free slot
-    /// under the global cap.
-    mutating func connectionClosed(_ connection: ConnectionID, error: HTTP2Error?, now: Instant) -> [Action] {
+    /// Streams of these tenants at `origin` ended (the origin is shared by tenants).
+    private mutating func tenantStreamsClosed(at origin: HTTP2Origin, _ tenants: some Sequence<HTTP2Tenant?>) {
+        var o = Origin()
+        guard let index = takeOrigin(origin, into: &o) else { return }
+        for tenant in tenants { o.queue.streamClosed(tenant: tenant) }
+        putBack(&o, at: index)
+    }
+
+    /// `connection` closed. `error` is why (nil = orderly); `openStreams`: the tenants of the streams still open
+    /// on it (each one's request is finished or requeued, and reports no `streamClosed`). A connection that never
+    /// got ready counts as a failed connect: the origin backs off (doubling from `backoffInitial` up to
+    /// `backoffMaximum`), and when it has no ready connection its waiting requests fail now with `error` (never
+    /// sent: safe to retry) rather than wait for the next attempt. Then waiting requests are dispatched, here and
+    /// at origins that waited for a free slot under the global cap.
+    mutating func connectionClosed(_ connection: ConnectionID, error: HTTP2Error?, now: Instant,
+                                   openStreams: [HTTP2Tenant?] = []) -> [Action] {
         guard let c = connections.removeValue(forKey: connection) else { return [] }
         var actions: [Action] = []
-        if var o = origins[c.origin] {
+        var o = Origin()
+        if let index = takeOrigin(c.origin, into: &o) {
             o.connections.removeAll { $0 == connection }
+            if c.countsTenantStreams {
+                for tenant in openStreams { o.queue.streamClosed(tenant: tenant) }
+            }
             if !c.ready && !c.closing {
                 o.consecutiveFailures += 1
                 var delay = limits.backoffInitial * (1 << min(o.consecutiveFailures - 1, 20))
@@ -336,16 +352,14 @@ struct PoolStateMachine {
                 o.refusal = error.flatMap { $0.code == .forbiddenAddress ? HTTP2Error($0.code, $0.message, isSafeToRetry: true) : nil }
                 let anyReady = o.connections.contains { connections[$0].map { $0.ready && !$0.goingAway } ?? false }
                 if !anyReady {
-                    var failed: [RequestID] = []
-                    while let id = o.pop() { failed.append(id) }
-                    o.compact()
+                    let failed = o.queue.removeAll()
                     if !failed.isEmpty {
                         let base = error ?? HTTP2Error(.connectionClosed, "\(c.origin) closed the connection before SETTINGS")
                         actions.append(.fail(failed, HTTP2Error(base.code, base.message, isSafeToRetry: true)))
                     }
                 }
             }
-            origins[c.origin] = o
+            putBack(&o, at: index)
         }
         actions += dispatch(c.origin, now: now)
         // A global slot opened.
@@ -372,33 +386,47 @@ struct PoolStateMachine {
     // MARK: Decisions
 
     /// Assigns waiting requests of `origin` to connections with free slots (most free first) within the per-origin
-    /// in-flight cap; opens a connection when requests still wait and the limits, backoff and global cap allow.
+    /// in-flight cap, tenants in turn within their shares (`TenantQueues`); opens a connection when requests still
+    /// wait and the limits, backoff and global cap allow.
     mutating func dispatch(_ origin: HTTP2Origin, now: Instant) -> [Action] {
-        guard var o = origins[origin] else { return [] }
-        defer { origins[origin] = o }
+        var o = Origin()
+        guard let index = takeOrigin(origin, into: &o) else { return [] }
+        defer { putBack(&o, at: index) }
+        return dispatch(&o, origin, now: now)
+    }
+
+    /// ``dispatch(_:now:)`` on `origin`'s record, taken out of `origins` (see `takeOrigin`).
+    private mutating func dispatch(_ o: inout Origin, _ origin: HTTP2Origin, now: Instant) -> [Action] {
         var actions: [Action] = []
-        var inFlight = o.connections.reduce(0) { $0 + (connections[$1]?.streams ?? 0) }
-        while o.waiting > 0, inFlight < limits.inFlightPerOrigin {
+        var inFlight = streams(on: o.connections)
+        if o.queue.isShared {
+            // The streams the origin's connections may carry now: the share of each tenant is taken from them,
+            // not from the cap alone, when a peer (or its refusals) allows fewer.
+            var capacity = 0
+            for id in o.connections {
+                guard let c = connections[id], c.ready, c.usable else { continue }
+                capacity += min(c.effectiveLimit, limits.inFlightPerOrigin)
+            }
+            o.queue.startTurns(capacity: min(capacity, limits.inFlightPerOrigin), originStreams: inFlight)
+        }
+        while o.queue.waiting > 0, inFlight < limits.inFlightPerOrigin {
             guard let best = o.connections.max(by: { (connections[$0]?.freeSlots ?? 0) < (connections[$1]?.freeSlots ?? 0) }),
                   var c = connections[best], c.freeSlots > 0 else { break }
             for _ in 0..<min(c.freeSlots, limits.inFlightPerOrigin - inFlight) {
-                guard let id = o.pop() else { break }
-                actions.append(.start(id, on: best))
+                guard let next = o.queue.next() else { break }
+                actions.append(.start(next.id, on: best, tenant: next.tenant))
                 c.streams += 1
                 inFlight += 1
             }
             c.lastUsed = now
             connections[best] = c
         }
-        o.compact()
-        guard o.waiting > 0, inFlight < limits.inFlightPerOrigin else { return actions }
+        guard o.queue.waiting > 0, inFlight < limits.inFlightPerOrigin else { return actions }
         let usable = o.connections.compactMap { connections[$0] }.filter(\.usable)
         if usable.contains(where: { !$0.ready }) || usable.count >= limits.connectionsPerOrigin { return actions }
         if let until = o.backoffUntil, until > now {
             if let refusal = o.refusal, usable.isEmpty {
-                var failed: [RequestID] = []
-                while let id = o.pop() { failed.append(id) }
-                o.compact()
+                let failed = o.queue.removeAll()
                 if !failed.isEmpty { actions.append(.fail(failed, refusal)) }
                 return actions
             }
@@ -422,7 +450,8 @@ struct PoolStateMachine {
         starved.remove(origin)
         let id = nextConnectionID
         nextConnectionID += 1
-        connections[id] = Connection(origin: origin, lastUsed: now, streamLimit: o.streamLimit)
+        connections[id] = Connection(origin: origin, lastUsed: now, streamLimit: o.streamLimit,
+                                     countsTenantStreams: o.connectionsCountTenantStreams)
         o.connections.append(id)
         actions.append(.open(id, origin))
         return actions
@@ -431,26 +460,21 @@ struct PoolStateMachine {
     /// Fails, unsent, the requests that have waited `queueWait` or longer for a stream, whatever held them: every
     /// stream in use (`inFlightPerOrigin` open, or every connection at its limit), or a connection that does not
     /// open (a handshake that never ends ties up requests for `connectTimeout` otherwise). The connection attempt
-    /// goes on; requests that come later use it once it is ready. A queue is in arrival order (a request the peer
-    /// refused goes back to its front, waiting from then), so only entries from its front are looked at: one
-    /// behind a younger requeued entry waits for a later check.
+    /// goes on; requests that come later use it once it is ready. Each tenant's queue is in arrival order (a
+    /// request the peer refused goes back to its front, waiting from then), so only entries from the front of
+    /// each are looked at: one behind a younger requeued entry waits for a later check.
     mutating func expireWaits(now: Instant) -> [Action] {
         guard let queueWait = limits.queueWait else { return [] }
         var busy: [HTTP2Origin] = []
-        for (origin, o) in origins where o.waiting > 0 && now - o.queue[o.head].since >= queueWait {
+        for (origin, o) in origins where o.queue.waiting > 0 && o.queue.hasWaited(queueWait, now: now) {
             busy.append(origin)
         }
         var actions: [Action] = []
         for origin in busy {
-            guard var o = origins[origin] else { continue }
-            var expired: [RequestID] = []
-            while o.head < o.queue.count, now - o.queue[o.head].since >= queueWait {
-                let id = o.queue[o.head].id
-                o.head += 1
-                if o.answered.remove(id) == nil { expired.append(id) }
-            }
-            o.compact()
-            origins[origin] = o
+            var o = Origin()
+            guard let index = takeOrigin(origin, into: &o) else { continue }
+            let expired = o.queue.removeWaited(queueWait, now: now)
+            putBack(&o, at: index)
             if !expired.isEmpty {
                 actions.append(.fail(expired, HTTP2Error(
                     .originBusy, "no stream of \(origin) was free while the request waited \(queueWait); not sent",
@@ -469,7 +493,7 @@ struct PoolStateMachine {
             actions.append(.close(id))
         }
         origins = origins.filter { _, o in
-            !o.connections.isEmpty || o.waiting > 0 || o.wakeUpPending || (o.backoffUntil.map { $0 > now } ?? false)
+            !o.connections.isEmpty || o.queue.waiting > 0 || o.wakeUpPending || (o.backoffUntil.map { $0 > now } ?? false)
         }
         return actions
     }
@@ -478,5 +502,39 @@ struct PoolStateMachine {
     mutating func closeAll() -> [ConnectionID] {
         for id in connections.keys { connections[id]?.closing = true }
         return Array(connections.keys)
+    }
+
+    // MARK: Origins' records
+
+    /// Moves `origin`'s record into `o`, leaving an empty one in its place, and returns where it goes back
+    /// (``putBack(_:at:)``); nil when the origin has none. Changed outside the dictionary, the record's queues are
+    /// not copied on write, and the connections can be read meanwhile. Until it is back, nothing may add or remove
+    /// origins or read this one's record.
+    private mutating func takeOrigin(_ origin: HTTP2Origin, into o: inout Origin) -> Dictionary<HTTP2Origin, Origin>.Index? {
+        guard let index = origins.index(forKey: origin) else { return nil }
+        swap(&o, &origins.values[index])
+        return index
+    }
+
+    /// ``takeOrigin(_:into:)`` for an origin remembered from now on if it was not.
+    private mutating func takeOrigin(creatingIfMissing origin: HTTP2Origin, into o: inout Origin) -> Dictionary<HTTP2Origin, Origin>.Index {
+        if let index = takeOrigin(origin, into: &o) { return index }
+        origins[origin] = Origin()
+        return takeOrigin(origin, into: &o)!
+    }
+
+    /// Puts back a record taken by ``takeOrigin(_:into:)`` (`o` is left empty). When its tenants came to
+    /// share it, or it was left to one, its connections start or stop counting streams off tenants.
+    private mutating func putBack(_ o: inout Origin, at index: Dictionary<HTTP2Origin, Origin>.Index) {
+        if o.connectionsCountTenantStreams != o.queue.isShared {
+            o.connectionsCountTenantStreams = o.queue.isShared
+            for id in o.connections { connections[id]?.countsTenantStreams = o.queue.isShared }
+        }
+        swap(&o, &origins.values[index])
+    }
+
+    /// Streams open on these connections.
+    private func streams(on ids: [ConnectionID]) -> Int {
+        ids.reduce(0) { $0 + (connections[$1]?.streams ?? 0) }
     }
 }

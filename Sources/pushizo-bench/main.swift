@@ -1,13 +1,15 @@
 // pushizo-bench: the client half of `make bench` (scripts/bench.sh drives it).
 //
-//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE] [--batch B | --submit B]
+//   pushizo-bench transport URL --requests N --streams S --body FILE [--ca FILE] [--batch B | --submit B] [--tenants T]
 //
 // Sends N POSTs of FILE's bytes to URL over one HTTP/2 connection with S requests in flight, one `send` per
 // request, and prints `requests_per_second=<r> failures=<f>`. With `--submit B` (B > 1) the requests go to the
 // client the way the worker hands it claimed batches: B at a time (`submit`, one hand-off to the I/O thread per
 // batch, each answer taken where it arrives, on the I/O thread, as the worker judges it), B more each time B
 // have been answered, never more than S outstanding. With `--batch B` each of S/B lanes hands B requests at a time to the collecting
-// `send([HTTP2Request], to:)` and waits for all of them before its next B.
+// `send([HTTP2Request], to:)` and waits for all of them before its next B. With `--tenants T` the requests carry
+// `HTTP2Request.tenant`, one of T keys (by lane, or by hand-over with `--submit`), as the worker's name their app;
+// without it they carry none.
 //
 //   pushizo-bench fetch URL [--max-body BYTES] [--max-header-list BYTES] [--ca FILE]
 //
@@ -60,6 +62,9 @@ _ = try? await client.send(HTTP2Request(path: path.isEmpty ? "/" : path, body: p
 
 let submitted = max(1, Int(options["--submit"] ?? "1") ?? 1)
 let batch = max(1, Int(options["--batch"] ?? "1") ?? 1)
+let tenantKeys = (0..<max(0, Int(options["--tenants"] ?? "0") ?? 0)).map { HTTP2Tenant("00000000-0000-4000-8000-\(String(1_000_000_000_000 + $0))") }
+/// The tenant of lane or hand-over `n`: nil without `--tenants`.
+func tenant(_ n: Int) -> HTTP2Tenant? { tenantKeys.isEmpty ? nil : tenantKeys[n % tenantKeys.count] }
 let start = ContinuousClock.now
 let failures = await withTaskGroup(of: Int.self) { group in
     if submitted > 1 {
@@ -71,7 +76,6 @@ let failures = await withTaskGroup(of: Int.self) { group in
             // free), not once per burst.
             let (refills, refill) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .unbounded)
             let tally = Mutex((failed: 0, waiting: requests, sinceHandOver: 0))
-            let request = HTTP2Request(path: path.isEmpty ? "/" : path, body: payload)
             let answered: @Sendable ([HTTP2Answer]) -> Void = { burst in
                 let (wake, done) = tally.withLock { tally -> (Int, Bool) in
                     var wake = 0
@@ -89,10 +93,13 @@ let failures = await withTaskGroup(of: Int.self) { group in
                 if done { refill.finish() } else { for _ in 0..<wake { refill.yield() } }
             }
             var left = requests
+            var handOvers = 0
             func handOver(_ count: Int) {
                 let count = min(count, left)
                 guard count > 0 else { return }
                 left -= count
+                let request = HTTP2Request(path: path.isEmpty ? "/" : path, body: payload, tenant: tenant(handOvers))
+                handOvers += 1
                 _ = client.submit(Array(repeating: request, count: count), to: origin, answers: answered)
             }
             for _ in 0..<max(1, streams / submitted) { handOver(submitted) }
@@ -114,7 +121,8 @@ let failures = await withTaskGroup(of: Int.self) { group in
                     let count = min(batch, left)
                     left -= count
                     let results = await client.send(
-                        Array(repeating: HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), count: count), to: origin)
+                        Array(repeating: HTTP2Request(path: path.isEmpty ? "/" : path, body: payload, tenant: tenant(lane)), count: count),
+                        to: origin)
                     for result in results {
                         if let response = try? result.get(), response.status < 500 { continue }
                         failed += 1
@@ -134,7 +142,8 @@ let failures = await withTaskGroup(of: Int.self) { group in
             var failed = 0
             for _ in 0..<(perTask + (lane < extra ? 1 : 0)) {
                 do {
-                    let response = try await client.send(HTTP2Request(path: path.isEmpty ? "/" : path, body: payload), to: origin)
+                    let response = try await client.send(
+                        HTTP2Request(path: path.isEmpty ? "/" : path, body: payload, tenant: tenant(lane)), to: origin)
                     if response.status >= 500 { failed += 1 }
                 } catch {
                     failed += 1

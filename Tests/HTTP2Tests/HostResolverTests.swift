@@ -213,7 +213,7 @@ struct HostResolverTests {
             let held = hosts.map { host in
                 Task {
                     _ = try? await client.send(
-                        HTTP2Request(path: "/", tenant: tenant), to: HTTP2Origin(scheme: .http, host: host, port: port))
+                        HTTP2Request(path: "/", tenant: HTTP2Tenant(tenant)), to: HTTP2Origin(scheme: .http, host: host, port: port))
                 }
             }
             while resolver.running(tenant: tenant) < running || dns.askedNames.count < running {
@@ -258,7 +258,7 @@ struct HostResolverTests {
             let hostile = (1...60).map { "h\($0).slow.example.org" } + (1...30).map { "push.d\($0).example" }
             let held = try await rig.hold(hostile, for: "hostile-app", until: 8)
             let answer = try await rig.client.send(
-                HTTP2Request(path: "/", body: [7], tenant: "other-app"),
+                HTTP2Request(path: "/", body: [7], tenant: HTTP2Tenant("other-app")),
                 to: HTTP2Origin(scheme: .http, host: "localhost", port: rig.port))
             #expect(answer.status == 200 && answer.body == [7])
             let asked = rig.dns.askedNames
@@ -280,10 +280,10 @@ struct HostResolverTests {
             let held = try await rig.hold((1...8).map { "push.d\($0).example" }, for: "hostile-app", until: 8)
             let healthy = HTTP2Origin(scheme: .http, host: "localhost", port: rig.port)
             let first = Task {
-                try await rig.client.send(HTTP2Request(path: "/", body: [1], tenant: "hostile-app"), to: healthy)
+                try await rig.client.send(HTTP2Request(path: "/", body: [1], tenant: HTTP2Tenant("hostile-app")), to: healthy)
             }
             while rig.resolver.queuedCount < 1 { try await Task.sleep(for: .milliseconds(10)) }
-            let answer = try await rig.client.send(HTTP2Request(path: "/", body: [2], tenant: "other-app"), to: healthy)
+            let answer = try await rig.client.send(HTTP2Request(path: "/", body: [2], tenant: HTTP2Tenant("other-app")), to: healthy)
             #expect(answer.status == 200 && answer.body == [2])
             let firstAnswer = try await first.value
             #expect(firstAnswer.status == 200 && firstAnswer.body == [1])

@@ -23,7 +23,7 @@ struct PoolStateMachineTests {
         actions.map { action in
             switch action {
             case .open(let id, let origin): "open \(id) \(origin.host)"
-            case .start(let request, let connection): "start \(request) on \(connection)"
+            case .start(let request, let connection, let tenant): "start \(request) on \(connection)\(tenant.map { " for \($0.key)" } ?? "")"
             case .fail(let ids, let error): "fail \(ids) \(error.code)\(error.isSafeToRetry ? " safe" : "")"
             case .close(let id): "close \(id)"
             case .wakeUp(let origin, let delay): "wake \(origin.host) after \(delay)"
@@ -321,7 +321,7 @@ struct PoolStateMachineTests {
 @Suite("HTTP2 pool bounds over real sockets")
 struct HTTP2PoolBoundsTests {
     /// Waits (up to ~5 s) until `condition` holds on the loop thread; a condition, not a timing assertion.
-    private func eventually(_ loop: HTTP2EventLoop, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
+    func eventually(_ loop: HTTP2EventLoop, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
         for _ in 0..<250 {
             let holds = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
                 if !loop.execute({ c.resume(returning: condition()) }) { c.resume(returning: false) }

@@ -12,8 +12,9 @@ extension APNsSender {
         var credentials: APNsCertificateCredentials
         var origin: HTTP2Origin?
         var evidence: ChannelEvidence
-        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
-        var tenant: String
+        /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
+        /// and its share of host-name lookups; made once per channel.
+        var tenant: HTTP2Tenant
     }
 
     /// Certificate-based APNs (Apple: "Establishing a certificate-based connection to APNs"): the request has no

@@ -29,8 +29,9 @@ public final class APNsSender: ProviderSender {
         var tokenCredential: ProviderTokenCredential
         var origin: HTTP2Origin?
         var evidence: ChannelEvidence
-        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
-        var tenant: String
+        /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
+        /// and its share of host-name lookups; made once per channel.
+        var tenant: HTTP2Tenant
     }
 
     /// An app's APNs channel: token-based (``Channel``) or certificate-based (``CertificateChannel``).
@@ -217,13 +218,13 @@ public final class APNsSender: ProviderSender {
             if APNsCertificateCredentials.isCertificateSettings(settings) {
                 return .certificate(CertificateChannel(
                     credentials: try APNsCertificateCredentials(settings: settings), origin: origin,
-                    evidence: ChannelEvidence(policy: .singleOrigin), tenant: CanonicalUUIDText.format(delivery.appID)))
+                    evidence: ChannelEvidence(policy: .singleOrigin), tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
             }
             let credentials = try APNsCredentials(settings: settings)
             return .token(Channel(
                 credentials: credentials, tokenCredential: try ProviderTokenCredential(apns: credentials),
                 origin: origin, evidence: ChannelEvidence(policy: .singleOrigin),
-                tenant: CanonicalUUIDText.format(delivery.appID)))
+                tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
         }
     }
 }

@@ -90,8 +90,9 @@ public final class FCMSender: ProviderSender {
         /// The shared token's owner (the account fingerprinted, the sealing key derived).
         var tokenCredential: ProviderTokenCredential
         var evidence: ChannelEvidence
-        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
-        var tenant: String
+        /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
+        /// and its share of host-name lookups; made once per channel.
+        var tenant: HTTP2Tenant
     }
 
     private let client: HTTP2Client
@@ -233,7 +234,7 @@ public final class FCMSender: ProviderSender {
             return Channel(
                 origin: origin, settings: settings, tokenURI: tokenURI,
                 tokenCredential: try ProviderTokenCredential(fcm: settings.account), evidence: ChannelEvidence(policy: .singleOrigin),
-                tenant: CanonicalUUIDText.format(delivery.appID))
+                tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID)))
         }
     }
 
@@ -251,7 +252,7 @@ public final class FCMSender: ProviderSender {
     /// `tenant` is the app whose delivery needs the token (``HTTP2Request/tenant``).
     /// - Throws: ``FCMTokenFetchError``.
     static func fetchToken(
-        assertion: String, origin: HTTP2Origin, path: String, client: HTTP2Client, timeout: Duration, tenant: String
+        assertion: String, origin: HTTP2Origin, path: String, client: HTTP2Client, timeout: Duration, tenant: HTTP2Tenant
     ) async throws -> (accessToken: String, expiresIn: Int) {
         let response: HTTP2Response
         do {

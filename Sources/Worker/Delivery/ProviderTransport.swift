@@ -21,7 +21,7 @@ enum ProviderTransport {
     ///   - pacer: counts the origin's answers and dates the return of a withdrawn request's delivery.
     /// - Returns: the response as a ``PushResponse``, or the outcome to record instead.
     static func send(
-        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration, tenant: String,
+        _ request: PushRequest, to origin: HTTP2Origin, client: HTTP2Client, timeout: Duration, tenant: HTTP2Tenant,
         subscriberChosen: Bool = false, pacer: OriginPacer? = nil
     ) async -> Result<PushResponse, Failure> {
         let result: Result<HTTP2Response, any Error>
@@ -33,8 +33,8 @@ enum ProviderTransport {
         return response(result, origin: origin, subscriberChosen: subscriberChosen, pacer: pacer)
     }
 
-    /// `request` as the HTTP/2 client takes it, sent for `tenant` (the app's id as text).
-    static func httpRequest(_ request: PushRequest, timeout: Duration, tenant: String) -> HTTP2Request {
+    /// `request` as the HTTP/2 client takes it, sent for `tenant` (the app).
+    static func httpRequest(_ request: PushRequest, timeout: Duration, tenant: HTTP2Tenant) -> HTTP2Request {
         HTTP2Request(
             method: request.method, path: request.path,
             headers: request.headers.map { HTTP2Header($0.name, $0.value) }, body: request.body, timeout: timeout,

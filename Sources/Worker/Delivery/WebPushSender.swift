@@ -62,8 +62,9 @@ public final class WebPushSender: ProviderSender {
         /// The ``tokenManagers`` key: the public key's fingerprint and the subject.
         var tokenManagerKey: String
         var evidence: ChannelEvidence
-        /// The app's id as text: the tenant its requests' host-name lookups count against (``HTTP2Request/tenant``).
-        var tenant: String
+        /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
+        /// and its share of host-name lookups; made once per channel.
+        var tenant: HTTP2Tenant
     }
 
     private let client: HTTP2Client
@@ -183,7 +184,7 @@ public final class WebPushSender: ProviderSender {
             let fingerprint = Base64URL.encode(SHA256.hash(Array(settings.privateKey.publicKey.x963Representation)))
             return Channel(
                 settings: settings, tokenManagerKey: "\(fingerprint) \(settings.subject.value)",
-                evidence: ChannelEvidence(policy: .webPush), tenant: CanonicalUUIDText.format(delivery.appID))
+                evidence: ChannelEvidence(policy: .webPush), tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID)))
         }
     }
 
