@@ -16,13 +16,17 @@ if [ $# -gt 0 ]; then
     exit
 fi
 # Three runs: the socket-level HTTP/2 and libpq tests first, on an otherwise idle machine, then everything else,
-# then the suites that measure a rate across worker processes. Run together, the end-to-end suites (which start
+# then the suites that measure a rate across worker processes (and the tenant-isolation suite, below). Run together, the end-to-end suites (which start
 # worker, emulator and fleet processes by the dozen) leave the socket tests' peers without CPU on a 2-core
 # machine, and their request deadlines then fire: a failure of the machine's capacity, not of the code. Likewise
 # a per-app rate limit only binds when the fleet can send faster than the limit, which four starved workers
 # cannot. Each run is still parallel inside.
 early='^(HTTP2Tests|PostgresTests)\.'
-rates='^WorkerTests\.ThrottleFleetTests/'
+# The last run also takes the tenant-isolation suite, which drains a 20,000-device broadcast and holds thousands of
+# requests at slow emulators (load that starved the second run's end-to-end suites past their hang guards), and the
+# memory-bound suite, whose 4,000 large rows behind a slow provider need most of the machine to drain within its
+# guard.
+rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests)/'
 # All three run even when one fails, so one failure never hides the rest of the suite; the exit status is the
 # first failure's.
 status=0
@@ -36,7 +40,7 @@ run() {
 }
 run "HTTP/2 and libpq sockets" --filter "$early"
 run "everything else" --skip "$early" --skip "$rates"
-run "rates across worker processes" --filter "$rates"
+run "rates across worker processes, tenant isolation, memory bound" --filter "$rates"
 # One line for the three runs, so the outcome needs no scrolling back.
 echo "==> test runs: ${summary[0]}; ${summary[1]}; ${summary[2]}"
 exit "$status"

@@ -49,6 +49,9 @@ public final class WorkerService: Sendable {
     private let claimWake = WakeSignal()
     private let expansionWake = WakeSignal()
     private let chunkWake = WakeSignal()
+    /// Deliveries the transactional expand lane claimed itself, admitted and split into parts, on their way to the
+    /// send tasks (``claimAndSend()`` consumes them; the lane finishes the stream when it ends).
+    private let handedOff = AsyncStream.makeStream(of: [(deliveries: [ClaimedDelivery], priority: TaskPriority?)].self)
     private let capacityWake = WakeSignal()
     private let maintenanceWake = WakeSignal()
     private let statisticsWake = WakeSignal()
@@ -188,6 +191,8 @@ public final class WorkerService: Sendable {
         let listener = PostgresListener(
             connectionString: configuration.databaseURL, channels: ["pushizo_wakeup"],
             applicationName: "pushizo-worker-listen")
+        // Only the transactional expand lane hands deliveries to the send tasks.
+        if !configuration.roles.contains(.expand) { handedOff.continuation.finish() }
         await withTaskGroup(of: Void.self) { background in
             background.addTask { await self.listen(listener) }
             if configuration.roles.contains(.expand) {
@@ -306,7 +311,11 @@ public final class WorkerService: Sendable {
         // Set after a pass that found small notifications but not a full batch: the next pass starts no earlier.
         var spacedUntil: ContinuousClock.Instant?
         let heartbeat = expansionHeartbeat
-        defer { heartbeat.finished() }
+        defer {
+            heartbeat.finished()
+            // Nothing more is handed to the send tasks: they end once what was handed is sent.
+            handedOff.continuation.finish()
+        }
         // Every wait of the loop says how long it may last before it does, for the watchdog.
         func wait(_ timeout: Duration) async {
             heartbeat.waiting(for: timeout)
@@ -348,13 +357,18 @@ public final class WorkerService: Sendable {
                 }
                 // Small notifications (id lists) in bulk: many per transaction and statement.
                 let passStarted = ContinuousClock.now
-                let small = try await database.withConnection { connection in
-                    try self.expansionSuspects.withLock { try QueueStore.expandSmallNotifications(on: connection, suspects: &$0) }
+                let handOff = handOffTerms()
+                let (small, handed) = try await database.withConnection { connection in
+                    let small = try self.expansionSuspects.withLock {
+                        try QueueStore.expandSmallNotifications(on: connection, suspects: &$0)
+                    }
+                    return (small, handOff.map { self.claimExpanded(small, on: connection, terms: $0) })
                 }
                 databaseReached()
                 if small.picked > 0 {
                     metrics.expandedInBulk(expanded: small.expanded, created: small.created, failed: small.failed.count)
-                    if small.created > 0 { claimWake.signal() }
+                    if let handed, !handed.parts.isEmpty { handedOff.continuation.yield(handed.parts) }
+                    if small.created > 0 && !(handed?.tookAll ?? false) { claimWake.signal() }
                     if !small.chunked.isEmpty { chunkWake.signal() }
                     logger.debug(
                         "small notifications expanded",
@@ -393,6 +407,58 @@ public final class WorkerService: Sendable {
             // The sweep and the release are due again within these intervals even when no hint comes.
             await wait(min(configuration.pollInterval, idleSweepInterval, max(.milliseconds(1), nextRelease - .now)))
         }
+    }
+
+    /// The most deliveries a small notifications' pass claims itself (``claimExpanded(_:)``); a larger pass leaves
+    /// them to the claim loop.
+    static let handOffLimit = 100
+
+    /// What a small notifications' pass may claim of what it creates (``claimExpanded(_:on:terms:)``), read before
+    /// the pass: nil when this worker does not send, is stopping, or holds its budget of row text.
+    private struct HandOffTerms {
+        var free: Int
+        var room: ClaimRoom
+        var leaseExpiry: ContinuousClock.Instant
+    }
+
+    private func handOffTerms() -> HandOffTerms? {
+        // As for the claim loop: no claim while batches being sent hold the row text budget.
+        guard configuration.roles.contains(.send), !isStopping,
+            heldTextBytes.load(ordering: .acquiring) < Self.heldTextBudget
+        else { return nil }
+        return HandOffTerms(
+            free: freeSlots(sending: inFlight.load(ordering: .acquiring)), room: slotShares.withLock { $0.room },
+            // Before the statement: the lease (from the database's now()) ends no earlier.
+            leaseExpiry: .now + configuration.lease)
+    }
+
+    /// Claims what a small notifications' pass just created, on the pass's connection right after it, admitted
+    /// and split into the parts the send tasks take: a one-device notification does not wait for the claim loop's
+    /// next turn (behind a broadcast, a claim of its rows under way). The same claim statement, limited to those
+    /// notifications and their apps (their turns, rooms and send limits apply). What it leaves (no room, a limit's
+    /// permits, more than ``handOffLimit`` or than the free slots, or an error) is the claim loop's.
+    /// - Returns: the parts to send, and whether they are all the pass created.
+    private func claimExpanded(_ small: QueueStore.SmallExpansionResult, on connection: PostgresConnection, terms: HandOffTerms)
+        -> (parts: [(deliveries: [ClaimedDelivery], priority: TaskPriority?)], tookAll: Bool)
+    {
+        guard small.created > 0, small.created <= Self.handOffLimit, small.created <= terms.free,
+            !small.withDeliveries.isEmpty
+        else { return ([], false) }
+        let started = ContinuousClock.now
+        let claimed: [ClaimedDelivery]
+        do {
+            claimed = try QueueStore.claim(
+                on: connection, limit: small.created, leaseSeconds: configuration.lease.inSeconds,
+                workerID: configuration.workerID, room: terms.room, notifications: small.withDeliveries)
+        } catch {
+            logger.warning("claiming a pass's deliveries failed; the claim loop takes them", ["error": "\(error)"])
+            return ([], false)
+        }
+        metrics.claimFinished(startedAt: started, endedAt: .now, claimed: claimed.count)
+        // Nothing is thrown from here on: the claimed rows are leased and must be sent.
+        processor.prepare(claimed, on: connection)
+        let kept = withoutAdopted(claimed, leaseExpiry: terms.leaseExpiry)
+        return (kept.isEmpty ? [] : admit(kept), claimed.count == small.created)
     }
 
     /// Chunks of notifications that are not small (broadcasts, filters, long lists): one chunk, then the least
@@ -447,10 +513,17 @@ public final class WorkerService: Sendable {
                 heartbeat.waiting(for: pause)
                 try? await Task.sleep(for: pause)
             }
+            // Nothing to chunk: the next look no sooner than this, whatever wakes it. Every new notification sends
+            // the same hint, a one-device one too, so under a steady stream of those each wake-up would cost two
+            // picks that find nothing; a large notification waits at most this long for its first chunk.
             heartbeat.waiting(for: configuration.pollInterval)
-            await chunkWake.wait(timeout: configuration.pollInterval)
+            try? await Task.sleep(for: Self.idleChunkInterval)
+            await chunkWake.wait(timeout: max(.zero, configuration.pollInterval - Self.idleChunkInterval))
         }
     }
+
+    /// The least time between two looks of the chunk loop that find nothing (``chunkLoop()``).
+    static let idleChunkInterval = Duration.milliseconds(100)
 
     /// The least time from one pass over small notifications to the next while they keep coming (a pass that
     /// found none, or a full batch, is followed at once): under a steady stream each pass then takes what
@@ -681,6 +754,16 @@ public final class WorkerService: Sendable {
     private func claimAndSend() async {
         let sendTask = Task {
             await withDiscardingTaskGroup { sends in
+                // What the transactional expand lane claimed itself, sent beside the claim loop's batches.
+                sends.addTask {
+                    await withDiscardingTaskGroup { handed in
+                        for await parts in self.handedOff.stream {
+                            for (part, priority) in parts {
+                                handed.addTask(priority: priority) { [part] in await self.send(part) }
+                            }
+                        }
+                    }
+                }
                 var failures = 0
                 defer { claimHeartbeat.finished() }
                 while !isStopping {
@@ -720,16 +803,7 @@ public final class WorkerService: Sendable {
                         }
                         databaseReached()
                         metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
-                        for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
-                        // A delivery this worker already answered, claimed again because its lease ran out
-                        // while the completion waited: the waiting completion takes the new claim; no resend.
-                        let fetched = claimed.count
-                        claimed.removeAll { completer.adopt($0) }
-                        if claimed.count < fetched {
-                            logger.warning(
-                                "claimed deliveries whose completions still wait; not sending them again",
-                                ["count": "\(fetched - claimed.count)"])
-                        }
+                        claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
                         failures = 0
                     } catch {
                         failures += 1
@@ -741,28 +815,8 @@ public final class WorkerService: Sendable {
                         continue
                     }
                     if !claimed.isEmpty {
-                        slotShares.withLock { shares in
-                            for delivery in claimed { shares.claimed(delivery.appID) }
-                        }
-                        claimedTotal.add(claimed.count, ordering: .relaxed)
-                        inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
-                        let held = claimed.heldTextBytes
-                        heldTextBytes.add(held, ordering: .acquiringAndReleasing)
-                        sends.addTask { [claimed] in
-                            await self.processor.process(batch: claimed) { delivery, completion in
-                                self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
-                                if self.slotShares.withLock({ $0.released(delivery.appID, worthAClaim: self.minimumClaim) }) {
-                                    // An app short of room for the last claim has some again.
-                                    self.claimWake.signal()
-                                }
-                                let sending = self.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue
-                                // Only when the claim loop would claim: a wake-up per answer is a hop to the
-                                // pool (and a fresh wait) for nothing while the slot waits for its write.
-                                if self.freeSlots(sending: sending) >= self.minimumClaim { self.capacityWake.signal() }
-                            }
-                            // The batch's rows are released with this task.
-                            let before = self.heldTextBytes.subtract(held, ordering: .acquiringAndReleasing).oldValue
-                            if before >= Self.heldTextBudget { self.capacityWake.signal() }
+                        for (part, priority) in admit(claimed) {
+                            sends.addTask(priority: priority) { [part] in await self.send(part) }
                         }
                         if claimed.count == limit { continue }
                     } else if configuration.exitWhenDrained, await isDrained() {
@@ -789,6 +843,72 @@ public final class WorkerService: Sendable {
         await sendTask.value
         watchdog.cancel()
     }
+
+    /// `claimed` with its lease expiry set, less the deliveries this worker already answered: one claimed again
+    /// because its lease ran out while the completion waited gives the waiting completion the new claim, and is
+    /// not sent again.
+    private func withoutAdopted(_ claimed: [ClaimedDelivery], leaseExpiry: ContinuousClock.Instant) -> [ClaimedDelivery] {
+        var claimed = claimed
+        for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
+        let fetched = claimed.count
+        claimed.removeAll { completer.adopt($0) }
+        if claimed.count < fetched {
+            logger.warning(
+                "claimed deliveries whose completions still wait; not sending them again",
+                ["count": "\(fetched - claimed.count)"])
+        }
+        return claimed
+    }
+
+    /// Counts claimed deliveries in: their slots (per app and in all) and their row text. Returns the parts their
+    /// sends run as (``splitByShare(_:)``), each to be passed to ``send(_:)``.
+    private func admit(_ claimed: [ClaimedDelivery]) -> [(deliveries: [ClaimedDelivery], priority: TaskPriority?)] {
+        slotShares.withLock { shares in
+            for delivery in claimed { shares.claimed(delivery.appID) }
+        }
+        claimedTotal.add(claimed.count, ordering: .relaxed)
+        inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
+        heldTextBytes.add(claimed.heldTextBytes, ordering: .acquiringAndReleasing)
+        return Self.splitByShare(claimed)
+    }
+
+    /// Sends one admitted part and hands each completion to the completer, releasing its slot.
+    private func send(_ part: [ClaimedDelivery]) async {
+        await processor.process(batch: part) { delivery, completion in
+            self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
+            if self.slotShares.withLock({ $0.released(delivery.appID, worthAClaim: self.minimumClaim) }) {
+                // An app short of room for the last claim has some again.
+                self.claimWake.signal()
+            }
+            let sending = self.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue
+            // Only when the claim loop would claim: a wake-up per answer is a hop to the pool (and a fresh wait)
+            // for nothing while the slot waits for its write.
+            if self.freeSlots(sending: sending) >= self.minimumClaim { self.capacityWake.signal() }
+        }
+        // The part's rows are released with this task.
+        let held = part.heldTextBytes
+        let before = heldTextBytes.subtract(held, ordering: .acquiringAndReleasing).oldValue
+        if before >= Self.heldTextBudget { capacityWake.signal() }
+    }
+
+    /// A claimed batch in the parts its sends run as, each with its task priority: the deliveries of apps with at
+    /// most ``smallShare`` in the batch first, at high priority, then the rest at the default one (one part when
+    /// the batch is all of one kind). Each app's deliveries stay together, in claim order.
+    static func splitByShare(_ claimed: [ClaimedDelivery]) -> [(deliveries: [ClaimedDelivery], priority: TaskPriority?)] {
+        var counts: [UUID: Int] = [:]
+        for delivery in claimed { counts[delivery.appID, default: 0] += 1 }
+        guard counts.count > 1 else { return [(claimed, nil)] }
+        var small: [ClaimedDelivery] = []
+        var large: [ClaimedDelivery] = []
+        for delivery in claimed {
+            if counts[delivery.appID, default: 0] <= smallShare { small.append(delivery) } else { large.append(delivery) }
+        }
+        return [(small, TaskPriority.high), (large, nil)].filter { !$0.0.isEmpty }
+    }
+
+    /// The most deliveries an app may have in a claimed batch for them to be sent at high priority: a few
+    /// one-device notifications, not a share of a broadcast.
+    static let smallShare = 8
 
     /// How long a claim loop whose claim came back short waits: the poll interval, or less when an app's claim
     /// turn comes sooner (a delivery falls due, a limited app's bucket holds its next permit: `nextTurn`, the

@@ -21,13 +21,21 @@ public enum QueueStore {
     /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
     ///   due row meets, or setting a row aside failed for another reason than a data error).
     /// - Parameter room: how many deliveries each app may take in this worker (``ClaimRoom``).
+    /// - Parameter notifications: only the deliveries of these notifications (those a small notifications' pass
+    ///   just created), visiting only their apps; nil: every due delivery.
     public static func claim(
         on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String,
-        room: ClaimRoom = .unbounded
+        room: ClaimRoom = .unbounded, notifications: [UUID]? = nil
     ) throws -> [ClaimedDelivery] {
         let parameters: [any PostgresEncodable] = [
             leaseSeconds, workerID, room.full, room.limitedApps, room.limitedRooms,
         ]
+        if let notifications {
+            // Not prepared per limit: the lists are short and their lengths vary.
+            return try decodeClaimed(
+                try connection.query(claimSQL(picking: .ofNotifications), [limit] + parameters + [notifications]),
+                on: connection)
+        }
         do {
             return try decodeClaimed(
                 // Prepared with the limit written into its text: planning took longer than running it, and after
@@ -184,10 +192,12 @@ public enum QueueStore {
     enum ClaimPicking {
         /// The due rows in claim order.
         case due
-        /// Those of the due rows whose id is in `$4::bigint[]`.
+        /// Those of the due rows whose id is in the ids parameter (`bigint[]`); only their apps are visited.
         case listed
-        /// The due rows whose id is not in `$4::bigint[]`.
+        /// The due rows whose id is not in the ids parameter (`bigint[]`).
         case unlisted
+        /// The due rows of the notifications in the ids parameter (`uuid[]`); only their apps are visited.
+        case ofNotifications
     }
 
     /// `expression AS name`, or NULL (`''` with `orEmpty`, for columns read as non-optional) when its text is
@@ -217,8 +227,8 @@ public enum QueueStore {
     ///
     /// Parameters: without `limit`, `$1` the limit, `$2` lease seconds, `$3` the worker id, `$4` the apps with no
     /// room (`uuid[]`), `$5`/`$6` apps with less room than the limit and their room (`uuid[]`, `integer[]`)
-    /// and, for `.listed` and `.unlisted`, `$7` the ids; with `limit` (written into the text) each of those one
-    /// lower (`$1` lease seconds ... `$6` the ids).
+    /// and, for the pickings other than `.due`, `$7` the ids; with `limit` (written into the text) each of those
+    /// one lower (`$1` lease seconds ... `$6` the ids).
     static func claimSQL(picking: ClaimPicking, limit: Int? = nil) -> String {
         let shift = limit == nil ? 0 : 1
         let limitText = limit.map { "\(max($0, 0))" } ?? "$1"
@@ -229,7 +239,20 @@ public enum QueueStore {
         let roomApps = parameter(5)
         let rooms = parameter(6)
         let ids = parameter(7)
-        let listed = picking == .due ? "" : picking == .listed ? " AND id = ANY(\(ids)::bigint[])" : " AND id <> ALL(\(ids)::bigint[])"
+        let listed: String
+        let visited: String
+        switch picking {
+        case .due:
+            (listed, visited) = ("", "")
+        case .listed:
+            listed = " AND id = ANY(\(ids)::bigint[])"
+            visited = " AND app_id IN (SELECT app_id FROM deliveries WHERE id = ANY(\(ids)::bigint[]))"
+        case .unlisted:
+            (listed, visited) = (" AND id <> ALL(\(ids)::bigint[])", "")
+        case .ofNotifications:
+            listed = " AND notification_id = ANY(\(ids)::uuid[])"
+            visited = " AND app_id IN (SELECT app_id FROM notifications WHERE id = ANY(\(ids)::uuid[]))"
+        }
         return """
         WITH visit AS MATERIALIZED (
             -- The apps whose turn has come, oldest turn first (app_claim_turns_due), those without room left out.
@@ -237,7 +260,7 @@ public enum QueueStore {
                    least(\(limitText), coalesce(r.room, \(limitText))) AS room,
                    row_number() OVER (ORDER BY t.turn_at, t.app_id) AS turn
             FROM (SELECT app_id, turn_at, xmin FROM app_claim_turns
-                  WHERE turn_at <= now() AND app_id <> ALL(\(noRoom)::uuid[])
+                  WHERE turn_at <= now() AND app_id <> ALL(\(noRoom)::uuid[])\(visited)
                   ORDER BY turn_at LIMIT \(limitText)) t
             JOIN apps a ON a.id = t.app_id
             LEFT JOIN unnest(\(roomApps)::uuid[], \(rooms)::integer[]) AS r(app_id, room) ON r.app_id = t.app_id

@@ -54,6 +54,8 @@ extension QueueStore {
         /// Notifications now `expanded`, and the deliveries they created.
         public var expanded = 0
         public var created = 0
+        /// The notifications of the bulk statement that created deliveries (not those of a fall-back).
+        public var withDeliveries: [UUID] = []
         /// Notifications failed (refused target or message, expired, or convicted of a data error), with reason.
         public var failed: [Failed] = []
         /// Notifications whose insert failed on data without evidence yet: pushed behind the others.
@@ -286,7 +288,10 @@ extension QueueStore {
                 }
                 // One statement inserts the deliveries and marks the notifications expanded.
                 let created = try connection.preparedQuery(withLocalTime ? smallInsertWithLocalTimeSQL : smallInsertPlainSQL, insertParameters)
-                for row in created { result.created += try row.decode(Int.self, "n") }
+                for row in created {
+                    result.created += try row.decode(Int.self, "n")
+                    result.withDeliveries.append(try row.decode(UUID.self, "notification_id"))
+                }
                 result.expanded = notifications.ids.count
             }
         } catch let error as PostgresError where error.isDataError && !pickedIDs.isEmpty {

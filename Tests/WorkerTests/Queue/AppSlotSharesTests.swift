@@ -8,44 +8,51 @@ struct AppSlotSharesTests {
     let slow = UUID()
     let probe = UUID()
 
-    @Test func aLoneAppMayUseAllButTheReserve() {
-        var shares = AppSlotShares(concurrency: 2048)
-        #expect(shares.reserve == 256)
+    @Test func aLoneAppMayUseAllButTheReserveWhateverSmallAppsHold() {
+        var shares = AppSlotShares(concurrency: 2048, minimumClaim: 100)
+        #expect(shares.reserve == 256 && shares.small == 100)
         #expect(shares.room == .unbounded)
         shares.claimed(broadcast, count: 1000)
         #expect(shares.room.limited == [broadcast: 792])
+        // One-device pushes of another app beside it: a small app, which neither halves the broadcast's share
+        // nor is held to a share of its own below the reserve's.
+        shares.claimed(probe, count: 3)
+        #expect(shares.share == 1792)
+        #expect(shares.room.limited == [broadcast: 792, probe: 1789])
         shares.claimed(broadcast, count: 792)
-        #expect(shares.room.full == [broadcast] && shares.room.limited.isEmpty)
+        #expect(shares.room.full == [broadcast])
         // An app holding nothing is not bounded beyond the claim's limit: the reserve is its room.
-        #expect(!shares.room.full.contains(probe) && shares.room.limited[probe] == nil)
+        #expect(shares.room.limited[slow] == nil && !shares.room.full.contains(slow))
     }
 
-    @Test func busyAppsShareWhatTheReserveLeaves() {
-        var shares = AppSlotShares(concurrency: 512)
-        shares.claimed(slow, count: 448)
+    @Test func largeAppsShareWhatTheReserveLeaves() {
+        var shares = AppSlotShares(concurrency: 512, minimumClaim: 100)
+        #expect(shares.reserve == 100)
+        shares.claimed(slow, count: 412)
         #expect(shares.room.full == [slow])
-        // A second app becomes busy: each may hold (512 - 64) / 2 = 224; the slow one takes nothing until it is
-        // back under that, the other up to it.
-        shares.claimed(broadcast, count: 10)
-        #expect(shares.share == 224)
-        #expect(shares.room.full == [slow] && shares.room.limited == [broadcast: 214])
-        for _ in 0..<224 { shares.released(slow) }
+        // A second app grows past the small ones' bound: each may hold (512 - 100) / 2 = 206; the slow one takes
+        // nothing until it is back under that, the other up to it.
+        shares.claimed(broadcast, count: 150)
+        #expect(shares.share == 206)
+        #expect(shares.room.full == [slow] && shares.room.limited == [broadcast: 56])
+        for _ in 0..<206 { shares.released(slow) }
         #expect(shares.room.full.contains(slow))  // exactly at its share
         shares.released(slow)
         #expect(shares.room.limited[slow] == 1)
     }
 
     @Test func aReleaseSignalsOnceWhenTheRoomBecomesWorthAClaim() {
-        var shares = AppSlotShares(concurrency: 2048)
+        var shares = AppSlotShares(concurrency: 2048, minimumClaim: 100)
         shares.claimed(broadcast, count: 1792)
         var signals: [Int] = []
         for released in 1...300 where shares.released(broadcast, worthAClaim: 100) { signals.append(released) }
         #expect(signals == [100])
-        // The last app of several leaving: the others' shares grow.
-        shares.claimed(slow, count: 2)
-        _ = shares.released(slow)
-        let left = shares.released(slow)
-        #expect(left)
+        // Another large app falling below the small apps' bound: the others' shares grow.
+        shares.claimed(slow, count: 101)
+        let stillLarge = shares.released(slow)
+        #expect(!stillLarge)
+        let small = shares.released(slow)
+        #expect(small)
         let again = shares.released(slow)
         #expect(!again)
     }
