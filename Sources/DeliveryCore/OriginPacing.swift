@@ -11,8 +11,10 @@ import Foundation
 /// service answering in 25 s. With tickets, the `k`-th withdrawal of a busy spell comes back about `k / r` seconds
 /// from now, so claims per send stay near one whatever the backlog.
 ///
-/// - The rate is the origin's answers (any HTTP response) counted over the last ``rateWindow`` (at least
-///   ``minimumRate`` while it answers nothing: a black hole, or a connection that does not open).
+/// - The rate is the origin's answers (any HTTP response) counted over the last ``rateWindow``, and at least
+///   ``minimumRate``: what an origin answering anything at all answers with every stream busy (the streams one
+///   origin may hold, over the request timeout), so a backlog withdrawn before the first answers is not spread
+///   further than the origin could take it.
 /// - Tickets are never less than ``minimumDelay`` ahead and never more than ``maximumDelay`` (a delivery of an
 ///   origin that stays unreachable comes back at least that often; its `ttl` and the retry bounds end it). A
 ///   withdrawal whose ticket would lie beyond that gets a time drawn at random from the last half of it, so a
@@ -22,8 +24,8 @@ import Foundation
 public struct OriginPacing: Sendable {
     /// The span over which answers are counted for the rate: 10 s.
     public static let rateWindow: Double = 10
-    /// The rate assumed for an origin answering nothing: one push a second.
-    public static let minimumRate: Double = 1
+    /// The rate assumed at least, in answers a second.
+    public let minimumRate: Double
     /// The soonest a withdrawn delivery comes back: half a second.
     public static let minimumDelay: Double = 0.5
     /// The latest a withdrawn delivery comes back: 10 minutes.
@@ -54,16 +56,20 @@ public struct OriginPacing: Sendable {
             currentStart = now - (now - currentStart).truncatingRemainder(dividingBy: half)
         }
 
-        /// Answers a second over the counted span (the current half plus the whole previous one).
-        func rate(at now: Double) -> Double {
+        /// Answers a second over the counted span (the current half plus the whole previous one), at least `floor`.
+        func rate(at now: Double, floor: Double) -> Double {
             let span = OriginPacing.rateWindow / 2 + max(now - currentStart, 0)
-            return max(OriginPacing.minimumRate, Double(currentCount + previousCount) / max(span, 1))
+            return max(floor, Double(currentCount + previousCount) / max(span, 1))
         }
     }
 
     private var origins: [String: Origin] = [:]
 
-    public init() {}
+    /// - Parameter minimumRate: answers a second assumed at least (a positive number; 1 when it is not), e.g. an
+    ///   origin's stream cap over the request timeout: 256 / 30 s.
+    public init(minimumRate: Double = 1) {
+        self.minimumRate = minimumRate.isFinite && minimumRate > 0 ? minimumRate : 1
+    }
 
     /// Origins remembered now.
     public var originCount: Int { origins.count }
@@ -88,7 +94,7 @@ public struct OriginPacing: Sendable {
         let ticket: Double
         if next <= t + Self.maximumDelay {
             ticket = next
-            entry.nextTicket = next + 1 / entry.rate(at: t)
+            entry.nextTicket = next + 1 / entry.rate(at: t, floor: minimumRate)
         } else {
             let draw = unitRandom()
             ticket = t + Self.maximumDelay * (0.5 + 0.5 * (draw.isFinite ? min(max(draw, 0), 1) : 0))

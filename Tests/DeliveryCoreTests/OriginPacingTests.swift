@@ -26,7 +26,7 @@ struct OriginPacingTests {
         let tickets = (0..<2_000).map { index in
             pacing.withdrawn("https://black-hole.example", now: Self.at(0), unitRandom: draws[index % 3])
         }
-        #expect(tickets[1].timeIntervalSince(tickets[0]) == 1 / OriginPacing.minimumRate)
+        #expect(tickets[1].timeIntervalSince(tickets[0]) == 1 / pacing.minimumRate)
         // A second apart up to the maximum delay; those beyond it drawn from its last half, never past it.
         #expect(tickets[599] == Self.at(599.5))
         let beyond = tickets[600...].map { $0.timeIntervalSince(Self.at(0)) }
@@ -35,6 +35,14 @@ struct OriginPacingTests {
         // A minute later the paced tickets go on from where they stopped, a second apart.
         #expect(pacing.withdrawn("https://black-hole.example", now: Self.at(60), unitRandom: 0) == Self.at(600.5))
         #expect(pacing.withdrawn("https://black-hole.example", now: Self.at(60), unitRandom: 0) == Self.at(601.5))
+    }
+
+    @Test func theRateAssumedBeforeAnyAnswerIsTheFloorGiven() {
+        // 256 streams over a 30 s request timeout: about 8.5 a second.
+        var pacing = OriginPacing(minimumRate: 256.0 / 30)
+        let tickets = (0..<100).map { _ in pacing.withdrawn("https://push.example", now: Self.at(0), unitRandom: 0) }
+        #expect(abs(tickets[99].timeIntervalSince(tickets[0]) - 99 * 30 / 256) < 0.001)
+        #expect(OriginPacing(minimumRate: .nan).minimumRate == 1 && OriginPacing(minimumRate: -1).minimumRate == 1)
     }
 
     @Test func ticketsFromAnEndedBusySpellDoNotDelayTheNextOne() {

@@ -45,7 +45,7 @@ public final class APNsSender: ProviderSender {
 
     let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy origin (``OriginPacing``), for the token and certificate paths.
-    let pacer = OriginPacer()
+    let pacer: OriginPacer
     private let egressPolicy: EgressPolicy
     let requestTimeout: Duration
     private let logger: Logger
@@ -86,6 +86,7 @@ public final class APNsSender: ProviderSender {
         self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }
 

@@ -97,7 +97,7 @@ public final class FCMSender: ProviderSender {
 
     private let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy origin (``OriginPacing``).
-    private let pacer = OriginPacer()
+    private let pacer: OriginPacer
     private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
@@ -137,6 +137,7 @@ public final class FCMSender: ProviderSender {
         self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }
 

@@ -1,12 +1,21 @@
 import DeliveryCore
 import Foundation
+import HTTP2
 import Synchronization
 
 /// One sender's ``OriginPacing``, shared by its tasks: every answer from an origin is counted, and a request
 /// withdrawn unsent from a busy origin (`HTTP2Error.originBusy`) gets the time its delivery comes back
 /// (``ProviderTransport``).
 final class OriginPacer: Sendable {
-    private let pacing = Mutex(OriginPacing())
+    private let pacing: Mutex<OriginPacing>
+
+    /// - Parameter requestTimeout: seconds a request may take: an origin answering at all answers at least its
+    ///   stream cap (`HTTP2ClientConfiguration.maximumInFlightPerOrigin`) in that time, the pace assumed before its
+    ///   first answers.
+    init(requestTimeout: Double) {
+        let streams = Double(HTTP2ClientConfiguration().maximumInFlightPerOrigin)
+        pacing = Mutex(OriginPacing(minimumRate: streams / max(requestTimeout, 1)))
+    }
 
     /// The origin answered a request (any HTTP status).
     func answered(_ origin: String, now: Date = Date()) {

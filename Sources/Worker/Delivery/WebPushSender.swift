@@ -69,7 +69,7 @@ public final class WebPushSender: ProviderSender {
 
     private let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy push service (``OriginPacing``).
-    private let pacer = OriginPacer()
+    private let pacer: OriginPacer
     private let egressPolicy: EgressPolicy
     private let requestTimeout: Duration
     private let logger: Logger
@@ -101,6 +101,7 @@ public final class WebPushSender: ProviderSender {
         self.egressPolicy = egressPolicy
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }
 

@@ -188,8 +188,9 @@ struct TenantIsolationEndToEndTests {
                 }
                 worker.terminate()
                 try await onThread { worker.waitUntilExit() }
-                // The push service answered nothing: the withdrawn deliveries come back about one a second (its
-                // pace until it answers), at most ten minutes ahead; never hundreds in the same second.
+                // The push service answered nothing: the withdrawn deliveries come back at the pace it could take
+                // them with every stream busy (256 streams over the 30 s request timeout, about 8.5 a second), at
+                // most ten minutes ahead; never hundreds in the same second.
                 let busiestSecond = try await Self.count(
                         database,
                         """
@@ -204,7 +205,7 @@ struct TenantIsolationEndToEndTests {
                     """)[0].decode(Double.self, "s")
                 await database.shutdown()
                 #expect(busiestSecond <= 20, "withdrawn deliveries due in the same second: \(busiestSecond)")
-                #expect(spread >= 300, "withdrawn deliveries spread over \(spread) s")
+                #expect(spread >= 100, "withdrawn deliveries spread over \(spread) s")
             }
         }
     }
