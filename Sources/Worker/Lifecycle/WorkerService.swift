@@ -409,8 +409,8 @@ public final class WorkerService: Sendable {
         }
     }
 
-    /// The most deliveries a small notifications' pass claims itself (``claimExpanded(_:)``); a larger pass leaves
-    /// them to the claim loop.
+    /// The most deliveries a small notifications' pass claims itself (``claimExpanded(_:on:terms:)``); a larger
+    /// pass leaves them to the claim loop.
     static let handOffLimit = 100
 
     /// What a small notifications' pass may claim of what it creates (``claimExpanded(_:on:terms:)``), read before
