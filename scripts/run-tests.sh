@@ -27,6 +27,11 @@ early='^(HTTP2Tests|PostgresTests)\.'
 # memory-bound suite, whose 4,000 large rows behind a slow provider need most of the machine to drain within its
 # guard.
 rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests)/'
+# Inside each run, at most this many tests at once (Swift Testing's SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH;
+# unbounded by default). Started all at once, the hundreds of tests of the second run (dozens of which start worker
+# and emulator processes) shared two busy cores so thinly that their hang guards fired: with the cores busy with
+# other work, every test started at once took 250-280 s and about 40 failed; six at a time, all passed in 160 s.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=${PUSHIZO_TEST_PARALLEL:-6}
 # All three run even when one fails, so one failure never hides the rest of the suite; the exit status is the
 # first failure's.
 status=0
