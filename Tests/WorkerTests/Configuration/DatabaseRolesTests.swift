@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Testing
+@testable import Worker
 
 /// The group roles migration 0027 ships (pushizo_worker, pushizo_producer, pushizo_reader) through real logins in
 /// them, and the optional row-level security per app for producers (docs/operations.md, "Roles"). Each role does
@@ -307,15 +308,18 @@ struct DatabaseRolesTests {
         }
     }
 
-    /// With row-level security on, a producer login writes the notification and the real `pushizo-worker run`,
-    /// logged in as a member of pushizo_worker, claims, sends and completes every delivery.
+    /// With row-level security on, a producer login writes the app's settings, channel, subscriptions and two
+    /// notifications, and the real `pushizo-worker run`, logged in as a member of pushizo_worker, expands, claims,
+    /// sends and completes every delivery: frequency caps and the app's send limit reserved, a token APNs calls
+    /// `Unregistered` marked invalid, no statement refused (nothing in its log says 42501 or permission denied).
     @Test func theWorkerClaimsAndCompletesWithRowSecurityOn() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
                 try await Self.withLogin(url, in: "pushizo_producer") { producer in
                     try await Self.withLogin(url, in: "pushizo_worker") { worker in
                         let subscribers = 12
-                        let notification = try await Self.asOwner(url) { owner in
+                        let unregistered = Seed.token(prefix: "0410")
+                        try await Self.asOwner(url) { owner in
                             _ = try owner.query("INSERT INTO apps (id) VALUES ($1)", [Self.appA])
                             _ = try owner.query("INSERT INTO apps (id) VALUES ($1)", [Self.appB])
                             _ = try owner.query("INSERT INTO app_producers (role_name, app_id) VALUES ($1, $2)", [producer, Self.appA])
@@ -324,31 +328,88 @@ struct DatabaseRolesTests {
                             let c = try Self.connect(url, as: producer)
                             defer { c.close() }
                             _ = try c.query(
+                                """
+                                UPDATE apps SET frequency_caps = '[{"max": 1, "per_seconds": 3600}]', max_sends_per_second = 500
+                                WHERE id = $1
+                                """, [Self.appA])
+                            _ = try c.query(
                                 "INSERT INTO app_channels (app_id, provider, settings, endpoint) VALUES ($1, 'apns', $2::jsonb, $3)",
                                 [Self.appA, emulator.channelSettings, emulator.endpoint])
-                            for index in 0..<subscribers {
+                            for token in (0..<subscribers).map({ Seed.token(prefix: String(format: "a%03d", $0)) }) + [unregistered] {
                                 _ = try c.query(
                                     "INSERT INTO subscriptions (app_id, platform, token, apns_environment, language) VALUES ($1, 'ios', $2, 'production', 'en')",
-                                    [Self.appA, Seed.token(prefix: String(format: "a%03d", index))])
+                                    [Self.appA, token])
                             }
-                            return try c.query(
-                                "INSERT INTO notifications (app_id, message, target) VALUES ($1, '{\"contents\": {\"en\": \"hi\"}}', '{\"all\": true}') RETURNING id",
-                                [Self.appA]
-                            )[0].decode(UUID.self, "id")
+                            for _ in 0..<2 {
+                                _ = try c.query(
+                                    "INSERT INTO notifications (app_id, message, target) VALUES ($1, '{\"contents\": {\"en\": \"hi\"}}', '{\"all\": true}')",
+                                    [Self.appA])
+                            }
                         }
-                        let process = try await emulator.runWorkerUntilDrained(databaseURL: url + " user=\(worker)")
-                        #expect(process.terminationStatus == 0)
-                        let (targeted, sent, queued) = try await Self.asOwner(url) { owner in
-                            let counts = try owner.query(
-                                "SELECT targeted, sent FROM notification_counts WHERE notification_id = $1", [notification])[0]
-                            return (try counts.decode(Int.self, "targeted"), try counts.decode(Int64.self, "sent"),
-                                    try owner.query("SELECT count(*)::int AS n FROM deliveries")[0].decode(Int.self, "n"))
+                        let process = emulator.workerProcess(
+                            databaseURL: url + " user=\(worker)", extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "true"])
+                        let log = Pipe()
+                        process.standardError = log
+                        process.standardOutput = log
+                        try process.run()
+                        let hangGuard = Task {
+                            try await Task.sleep(for: .seconds(90))
+                            process.terminate()
                         }
-                        #expect(targeted == subscribers)
-                        #expect(sent == Int64(subscribers))
+                        let output = try await onThread { String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+                        try await onThread { process.waitUntilExit() }
+                        hangGuard.cancel()
+                        #expect(process.terminationStatus == 0, "\(output)")
+                        #expect(!output.contains("42501") && !output.lowercased().contains("permission denied"), "\(output)")
+
+                        let (sent, capped, queued, invalid) = try await Self.asOwner(url) { owner in
+                            let events = try owner.query(
+                                """
+                                SELECT count(*) FILTER (WHERE e.event = 'sent')::int AS sent,
+                                       count(*) FILTER (WHERE e.reason = 'frequency_capped' AND s.token <> $1)::int AS capped
+                                FROM delivery_events e JOIN subscriptions s ON s.id = e.subscription_id
+                                """, [unregistered])[0]
+                            return (try events.decode(Int.self, "sent"), try events.decode(Int.self, "capped"),
+                                    try owner.query("SELECT count(*)::int AS n FROM deliveries")[0].decode(Int.self, "n"),
+                                    try owner.query("SELECT status FROM subscriptions WHERE token = $1", [unregistered])[0]
+                                        .decode(String.self, "status"))
+                        }
+                        // One of the two notifications per subscription: the cap of one an hour skips the other.
+                        #expect(sent == subscribers)
+                        #expect(capped == subscribers)
                         #expect(queued == 0)
+                        #expect(invalid == "invalid")
                     }
                 }
+            }
+        }
+    }
+
+    /// The worker's maintenance as a pushizo_worker login, with producers' row-level security on: event
+    /// partitions created and dropped through the owner-rights functions, expired rows deleted, grown tables'
+    /// statistics checked; no step refused.
+    @Test func theMaintenanceRunsAsTheWorkerWithRowSecurityOn() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let (old, today) = try await onThread {
+                let seed = try Seed(url)
+                defer { seed.connection.close() }
+                let (_, old) = try DataLifecycleTests.partitionFortyDaysOld(seed)
+                let today = try DataLifecycleTests.dayPartition(seed.connection, offset: 0)
+                try seed.connection.execute("DROP TABLE \(today)")
+                _ = try seed.connection.query("SELECT pushizo_set_producer_row_security(true)")
+                return (old, today)
+            }
+            try await Self.withLogin(url, in: "pushizo_worker") { worker in
+                let report = try await onThread {
+                    let c = try Self.connect(url, as: worker)
+                    defer { c.close() }
+                    _ = try PlannerStatistics.refresh(on: c)
+                    return try DataLifecycle.maintain(on: c, settings: DataLifecycleTests.days30, waitForLock: false)
+                }
+                let done = try #require(report)
+                #expect(done.problems.isEmpty, "\(done.problems)")
+                #expect(done.droppedPartitions == [old])
+                #expect(done.createdPartitions.contains(today))
             }
         }
     }
