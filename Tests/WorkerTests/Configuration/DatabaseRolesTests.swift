@@ -308,11 +308,13 @@ struct DatabaseRolesTests {
         }
     }
 
-    /// With row-level security on, a producer login writes the app's settings, channel, subscriptions and two
-    /// notifications, and the real `pushizo-worker run`, logged in as a member of pushizo_worker, expands, claims,
-    /// sends and completes every delivery: frequency caps and the app's send limit reserved, a token APNs calls
-    /// `Unregistered` marked invalid, no statement refused (nothing in its log says 42501 or permission denied).
-    @Test func theWorkerClaimsAndCompletesWithRowSecurityOn() async throws {
+    /// With row-level security on (and off), a producer login writes the app's settings, channel, subscriptions
+    /// and two notifications, and the real `pushizo-worker run`, logged in as a member of pushizo_worker, expands,
+    /// claims, sends and completes every delivery: frequency caps and the app's send limit reserved, a token APNs
+    /// calls `Unregistered` marked invalid, no statement refused (nothing in its log says 42501 or permission
+    /// denied).
+    @Test(arguments: [true, false])
+    func theWorkerClaimsAndCompletesWithRowSecurity(on rowSecurity: Bool) async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
                 try await Self.withLogin(url, in: "pushizo_producer") { producer in
@@ -323,7 +325,7 @@ struct DatabaseRolesTests {
                             _ = try owner.query("INSERT INTO apps (id) VALUES ($1)", [Self.appA])
                             _ = try owner.query("INSERT INTO apps (id) VALUES ($1)", [Self.appB])
                             _ = try owner.query("INSERT INTO app_producers (role_name, app_id) VALUES ($1, $2)", [producer, Self.appA])
-                            _ = try owner.query("SELECT pushizo_set_producer_row_security(true)")
+                            _ = try owner.query("SELECT pushizo_set_producer_row_security($1)", [rowSecurity])
 
                             let c = try Self.connect(url, as: producer)
                             defer { c.close() }
