@@ -312,7 +312,7 @@ struct DatabaseRolesTests {
     /// and two notifications, and the real `pushizo-worker run`, logged in as a member of pushizo_worker, expands,
     /// claims, sends and completes every delivery: frequency caps and the app's send limit reserved, a token APNs
     /// calls `Unregistered` marked invalid, no statement refused (nothing in its log says 42501 or permission
-    /// denied).
+    /// denied); `check` as the same login passes.
     @Test(arguments: [true, false])
     func theWorkerClaimsAndCompletesWithRowSecurity(on rowSecurity: Bool) async throws {
         try await TestDatabase.withMigratedDatabase { url in
@@ -363,6 +363,10 @@ struct DatabaseRolesTests {
                         hangGuard.cancel()
                         #expect(process.terminationStatus == 0, "\(output)")
                         #expect(!output.contains("42501") && !output.lowercased().contains("permission denied"), "\(output)")
+                        let (checked, checkOutput) = try await EgressEndToEndTests.runCheck(
+                            databaseURL: url + " user=\(worker)",
+                            extra: ["PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true", "PUSHIZO_CA_FILE": emulator.caFile])
+                        #expect(checked == 0, "\(checkOutput)")
 
                         let (sent, capped, queued, invalid) = try await Self.asOwner(url) { owner in
                             let events = try owner.query(
