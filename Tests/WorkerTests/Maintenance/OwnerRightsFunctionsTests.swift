@@ -4,7 +4,8 @@ import Testing
 @testable import Worker
 
 /// The functions that run with their owner's rights (SECURITY DEFINER: event partitions, planner statistics, an
-/// app's send limit, notifications deleted or renumbered, time-zone names) and the functions they call resolve no
+/// app's send limit, notifications or subscriptions deleted, notifications renumbered, event counts, time-zone
+/// names) and the functions they call resolve no
 /// name through the schema (migrations 0023 and 0024): a role with CREATE there cannot have its own code run as
 /// the schema's owner.
 @Suite("Owner-rights functions")
@@ -32,9 +33,10 @@ struct OwnerRightsFunctionsTests {
                     #expect(try row.decode(String.self, "path") == "search_path=pg_catalog, pg_temp", "\(name)")
                 }
                 #expect(ownerRights == [
-                    "pushizo_app_throttle_changed", "pushizo_create_event_partition", "pushizo_drop_event_partition",
-                    "pushizo_known_zones", "pushizo_notification_id_changed", "pushizo_notifications_deleted",
-                    "pushizo_refresh_grown_statistics", "pushizo_refresh_time_zone_names",
+                    "pushizo_app_throttle_changed", "pushizo_count_events", "pushizo_create_event_partition",
+                    "pushizo_drop_event_partition", "pushizo_known_zones", "pushizo_notification_id_changed",
+                    "pushizo_notifications_deleted", "pushizo_refresh_grown_statistics", "pushizo_refresh_time_zone_names",
+                    "pushizo_subscriptions_deleted",
                 ])
             }
         }
