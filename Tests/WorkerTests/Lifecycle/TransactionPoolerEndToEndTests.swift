@@ -53,12 +53,12 @@ struct TransactionPoolerEndToEndTests {
         let migrations = TestDatabase.migrationsDirectory.path
 
         // Without the setting, the pooler is seen and refused, naming the key.
-        let refused = try await Self.exit(
+        let refused = try await Self.runToExit(
             emulator.workerProcess(databaseURL: pooledURL, arguments: ["check"], extra: ["PUSHIZO_MIGRATIONS_DIR": migrations]))
         #expect(refused.status == 78, "\(refused.output)")
         #expect(refused.output.contains("PUSHIZO_DATABASE_POOLER"), "\(refused.output)")
         // A LISTEN route through the pooler is refused too.
-        let listenRefused = try await Self.exit(
+        let listenRefused = try await Self.runToExit(
             emulator.workerProcess(
                 databaseURL: pooledURL, arguments: ["check"],
                 extra: [
@@ -71,7 +71,7 @@ struct TransactionPoolerEndToEndTests {
             "PUSHIZO_DATABASE_POOLER": "transaction", "PUSHIZO_LISTEN_DATABASE_URL": directURL,
             "PUSHIZO_MIGRATIONS_DIR": migrations,
         ]
-        let checked = try await Self.exit(emulator.workerProcess(databaseURL: pooledURL, arguments: ["check"], extra: settings))
+        let checked = try await Self.runToExit(emulator.workerProcess(databaseURL: pooledURL, arguments: ["check"], extra: settings))
         #expect(checked.status == 0, "\(checked.output)")
         #expect(checked.output.contains("database: ok"), "\(checked.output)")
 
@@ -121,7 +121,7 @@ struct TransactionPoolerEndToEndTests {
             try await Self.count(directURL, "SELECT count(*) AS n FROM provider_tokens WHERE fingerprint = 'expired-by-test'") == 0
         }
         // `maintain` through the pooler too, beside the workers' schedules.
-        let maintained = try await Self.exit(
+        let maintained = try await Self.runToExit(
             emulator.workerProcess(databaseURL: pooledURL, arguments: ["maintain"], extra: ["PUSHIZO_DATABASE_POOLER": "transaction"]))
         #expect(maintained.status == 0, "\(maintained.output)")
 
@@ -174,7 +174,7 @@ struct TransactionPoolerEndToEndTests {
     }
 
     /// Runs `process` to its exit with stdout and stderr in a file; a hang guard terminates it after 120 s.
-    static func exit(_ process: Process) async throws -> (status: Int32, output: String) {
+    static func runToExit(_ process: Process) async throws -> (status: Int32, output: String) {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-pooler-\(UUID().uuidString).out").path
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: path) }
