@@ -20,10 +20,14 @@ public final class PostgresClient: Sendable {
     ///   - connectionString: libpq URL or `key=value` string (see ``PostgresConnection``).
     ///   - maximumConnections: the most connections (and threads) ever open at once; at least 1.
     ///   - applicationName: `application_name` of every connection unless the string sets one.
-    public init(connectionString: String, maximumConnections: Int, applicationName: String = "pushizo-worker") {
+    ///   - poolerMode: what stands between the connections and PostgreSQL (``PostgresPoolerMode``).
+    public init(
+        connectionString: String, maximumConnections: Int, applicationName: String = "pushizo-worker",
+        poolerMode: PostgresPoolerMode = .none
+    ) {
         pool = PostgresPool(
             connectionString: connectionString, maximumConnections: max(1, maximumConnections),
-            applicationName: applicationName)
+            applicationName: applicationName, poolerMode: poolerMode)
     }
 
     deinit { pool.beginShutdown() }
@@ -175,6 +179,7 @@ final class PostgresPool: @unchecked Sendable {
     private let connectionString: String
     private let maximumConnections: Int
     private let applicationName: String
+    private let poolerMode: PostgresPoolerMode
 
     private let condition = NSCondition()
     private var jobs: [any PostgresPoolJobProtocol] = []
@@ -187,7 +192,8 @@ final class PostgresPool: @unchecked Sendable {
     /// The server process IDs of the open connections.
     private var sessionProcessIDs: Set<Int32> = []
 
-    init(connectionString: String, maximumConnections: Int, applicationName: String) {
+    init(connectionString: String, maximumConnections: Int, applicationName: String, poolerMode: PostgresPoolerMode) {
+        self.poolerMode = poolerMode
         self.connectionString = connectionString
         self.maximumConnections = maximumConnections
         self.applicationName = applicationName
@@ -308,7 +314,8 @@ final class PostgresPool: @unchecked Sendable {
                     continue
                 }
                 do {
-                    connection = try PostgresConnection(connectionString: connectionString, applicationName: applicationName)
+                    connection = try PostgresConnection(
+                        connectionString: connectionString, applicationName: applicationName, poolerMode: poolerMode)
                     consecutiveFailures = 0
                     nextAttempt = nil
                 } catch {

@@ -48,6 +48,9 @@ public final class PostgresConnection {
     private var preparedNames: [String: String] = [:]
     private var preparedCounter = 0
     private var savepointDepth = 0
+    /// What stands between this connection and PostgreSQL (``PostgresPoolerMode``): behind a transaction-mode
+    /// pooler, ``preparedQuery(_:_:)`` sends unnamed statements and no session state is set up.
+    public let poolerMode: PostgresPoolerMode
 
     /// Connects (blocking) and sets up the session.
     ///
@@ -56,14 +59,19 @@ public final class PostgresConnection {
     ///     or `host=... port=... dbname=...` (libpq docs §34.1.1). Its values win over this module's
     ///     defaults (`application_name`, `connect_timeout=10`, TCP keepalives after 30 s idle).
     ///   - applicationName: shown in `pg_stat_activity.application_name` unless the string sets one.
+    ///   - poolerMode: what stands between this connection and PostgreSQL (``PostgresPoolerMode``).
     /// - Throws: ``PostgresError`` `.connectionFailed`, its message free of passwords.
-    public convenience init(connectionString: String, applicationName: String = "pushizo-worker") throws {
-        try self.init(connectionString: connectionString, applicationName: applicationName, wakeFD: nil)
+    public convenience init(
+        connectionString: String, applicationName: String = "pushizo-worker", poolerMode: PostgresPoolerMode = .none
+    ) throws {
+        try self.init(
+            connectionString: connectionString, applicationName: applicationName, wakeFD: nil, poolerMode: poolerMode)
     }
 
     /// Connects with `PQconnectStartParams` / `PQconnectPoll`, so a wake-up on `wakeFD` aborts the attempt
     /// (``PostgresListener`` shutdown). The deadline is the connection's `connect_timeout` (whole attempt).
-    init(connectionString: String, applicationName: String, wakeFD: Int32?) throws {
+    init(connectionString: String, applicationName: String, wakeFD: Int32?, poolerMode: PostgresPoolerMode = .none) throws {
+        self.poolerMode = poolerMode
         // Entries before `dbname` can be overridden by the expanded connection string (libpq docs §34.1,
         // PQconnectdbParams: "array entries appearing before an expanded dbname entry can be overridden").
         let parameters: [(String, String)] = [
@@ -135,8 +143,15 @@ public final class PostgresConnection {
         PQsetNoticeProcessor(conn, { _, _ in }, nil)
         self.conn = conn
         do {
+            // Behind a transaction-mode pooler a session-level SET stays on whichever server session ran it, for
+            // other clients to inherit, and is missing from the next one this connection gets. PgBouncer carries
+            // DateStyle and TimeZone to every server session it links (they are reported parameters); the other
+            // two are left at the server's defaults, which the decoders read as well (bytea's escape format; the
+            // shortest exact float text of PostgreSQL 12 on).
             try execute(
-                "SET DateStyle TO ISO; SET TimeZone TO 'UTC'; SET bytea_output TO hex; SET extra_float_digits TO 3")
+                poolerMode.keepsSessionState
+                    ? "SET DateStyle TO ISO; SET TimeZone TO 'UTC'; SET bytea_output TO hex; SET extra_float_digits TO 3"
+                    : "SET DateStyle TO ISO; SET TimeZone TO 'UTC'")
         } catch let error as PostgresError {
             close()
             throw failure("session setup failed: \(error.message)")
@@ -170,6 +185,14 @@ public final class PostgresConnection {
     public var processID: Int32 {
         guard let conn else { return 0 }
         return PQbackendPID(conn)
+    }
+
+    /// The process ID of the PostgreSQL backend that runs this connection's statements now
+    /// (`SELECT pg_backend_pid()`). Without a pooler it is ``processID``; a pooler answers the connection with a
+    /// process ID (a cancel key) of its own, so a difference shows that one stands in between.
+    /// - Throws: as ``query(_:_:)``.
+    public func serverProcessID() throws -> Int32 {
+        try query("SELECT pg_backend_pid() AS pid")[0].decode(Int32.self, "pid")
     }
 
     /// True while a transaction block is open (including a failed one awaiting ROLLBACK).
@@ -211,8 +234,12 @@ public final class PostgresConnection {
     /// session's life. If the statement vanished (`DISCARD ALL`, SQLSTATE 26000) or its cached plan no
     /// longer fits the schema (0A000), it is prepared again and run once more, outside transactions only
     /// (inside one the error has already aborted it: the error is thrown, and the next call prepares afresh).
+    ///
+    /// Behind a transaction-mode pooler (``poolerMode``) it is ``query(_:_:)``: a named statement prepared on one
+    /// server session would be missing from, or clash with another client's in, the next one the pooler gives.
     /// - Throws: as ``query(_:_:)``.
     public func preparedQuery(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresQueryResult {
+        guard poolerMode.keepsSessionState else { return try query(sql, parameters) }
         do {
             return try runPrepared(sql, parameters)
         } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {

@@ -10,7 +10,8 @@ import Foundation
 ///   bytes in lower-case hex, the same as PostgreSQL's `encode(sha256(bytes), 'hex')`.
 /// - Concurrency: the whole run holds the session-level advisory lock ``advisoryLockKey``
 ///   (`pg_advisory_lock`), so instances starting together apply each file once; the later one waits,
-///   then finds nothing pending.
+///   then finds nothing pending. Behind a transaction-mode pooler (``PostgresConnection/poolerMode``) each
+///   file's transaction holds the transaction-level lock instead and skips a file applied meanwhile.
 /// - Safety: before anything is applied, every applied version must still have its file with the same
 ///   checksum; otherwise nothing is applied (`.migrationChecksumMismatch` / `.migrationFailed`).
 /// - Each pending file runs in its own transaction together with its bookkeeping row, through the
@@ -109,6 +110,7 @@ public struct PostgresMigrator: Sendable {
     ///   without its file; a failing file, with the server's SQLSTATE / detail / hint) — nothing after the
     ///   failing file is applied; `.connectionLost` / `.queryFailed` for lock or bookkeeping failures.
     public func migrate(on connection: PostgresConnection) throws -> Report {
+        guard connection.poolerMode.keepsSessionState else { return try migrateLockingEachTransaction(on: connection) }
         _ = try connection.query("SELECT pg_advisory_lock($1)", [Self.advisoryLockKey])
         defer {
             if !connection.isConnectionBad {
@@ -116,6 +118,42 @@ public struct PostgresMigrator: Sendable {
             }
         }
         let quoted = try connection.quoteIdentifier(table)
+        try createTableIfMissing(on: connection, quotedTable: quoted)
+        let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
+        var applied: [String] = []
+        for migration in pending {
+            try apply(migration, on: connection, quotedTable: quoted)
+            applied.append(migration.fileName)
+        }
+        return Report(applied: applied, alreadyApplied: appliedCount)
+    }
+
+    /// ``migrate(on:)`` behind a transaction-mode pooler (``PostgresPoolerMode/transaction``), where a session
+    /// lock would stay on a server session the pooler hands to other clients: the bookkeeping table's creation
+    /// and each file's transaction take the transaction-level lock (`pg_advisory_xact_lock`, same key), and each
+    /// file's transaction looks again, under it, whether another instance applied that file meanwhile.
+    private func migrateLockingEachTransaction(on connection: PostgresConnection) throws -> Report {
+        let quoted = try connection.quoteIdentifier(table)
+        try connection.transaction { connection in
+            _ = try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.advisoryLockKey])
+            try createTableIfMissing(on: connection, quotedTable: quoted)
+        }
+        let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
+        var applied: [String] = []
+        for migration in pending {
+            let ran = try connection.transaction { connection -> Bool in
+                _ = try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.advisoryLockKey])
+                let done = try connection.query("SELECT 1 FROM \(quoted) WHERE version = $1", [migration.version])
+                if done.first != nil { return false }
+                try apply(migration, on: connection, quotedTable: quoted)
+                return true
+            }
+            if ran { applied.append(migration.fileName) }
+        }
+        return Report(applied: applied, alreadyApplied: appliedCount)
+    }
+
+    private func createTableIfMissing(on connection: PostgresConnection, quotedTable quoted: String) throws {
         // Created only when missing: `CREATE TABLE IF NOT EXISTS` needs CREATE on the schema even when the table
         // exists, and a role without it (a worker role) may still run this to find nothing pending.
         let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [quoted])
@@ -129,26 +167,24 @@ public struct PostgresMigrator: Sendable {
                 )
                 """)
         }
-        let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
-        var applied: [String] = []
-        for migration in pending {
-            do {
-                try connection.transaction { connection in
-                    try connection.execute(migration.sql)
-                    _ = try connection.query(
-                        "INSERT INTO \(quoted) (version, name, checksum) VALUES ($1, $2, $3)",
-                        [migration.version, migration.name, migration.checksum])
-                }
-            } catch let error as PostgresError {
-                throw PostgresError(
-                    code: error.isConnectionProblem ? error.code : .migrationFailed,
-                    message: "migration \(migration.fileName) failed: \(error.message)",
-                    sqlState: error.sqlState, detail: error.detail, hint: error.hint,
-                    isConnectionProblem: error.isConnectionProblem)
+    }
+
+    /// Runs one file and its bookkeeping row in a transaction (a savepoint inside one).
+    private func apply(_ migration: Migration, on connection: PostgresConnection, quotedTable quoted: String) throws {
+        do {
+            try connection.transaction { connection in
+                try connection.execute(migration.sql)
+                _ = try connection.query(
+                    "INSERT INTO \(quoted) (version, name, checksum) VALUES ($1, $2, $3)",
+                    [migration.version, migration.name, migration.checksum])
             }
-            applied.append(migration.fileName)
+        } catch let error as PostgresError {
+            throw PostgresError(
+                code: error.isConnectionProblem ? error.code : .migrationFailed,
+                message: "migration \(migration.fileName) failed: \(error.message)",
+                sqlState: error.sqlState, detail: error.detail, hint: error.hint,
+                isConnectionProblem: error.isConnectionProblem)
         }
-        return Report(applied: applied, alreadyApplied: appliedCount)
     }
 
     /// The migrations not applied yet, in order (no lock taken; the table may be missing).

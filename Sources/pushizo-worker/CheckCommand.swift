@@ -30,11 +30,14 @@ enum CheckCommand {
             output("egress: PUSHIZO_ALLOW_PRIVATE_NETWORKS=true: private addresses and http:// overrides are allowed (tests and emulators only)")
         }
         let migrator = try PostgresMigrator(directory: directory)
-        let database = PostgresClient(connectionString: configuration.databaseURL, maximumConnections: 1)
+        let route = configuration.databaseRoute
+        let database = PostgresClient(
+            connectionString: configuration.databaseURL, maximumConnections: 1, poolerMode: route.poolerMode)
         let outcome = await capture { try await database.withConnection { connection in
             var lines: [String] = []
+            try route.verify(connection)
             let version = try connection.query("SHOW server_version")[0]["server_version"] ?? "?"
-            lines.append("database: ok (PostgreSQL \(version))")
+            lines.append("database: ok (PostgreSQL \(version); \(route.summary))")
             let pending = try migrator.pending(on: connection)
             if !pending.isEmpty {
                 lines.append("migrations: \(pending.count) pending (\(pending.map(\.fileName).joined(separator: ", "))); run `pushizo-worker migrate`")
@@ -130,9 +133,23 @@ enum CheckCommand {
             return lines
         } }
         await database.shutdown()
-        guard case .success(let report) = outcome else {
-            if case .failure(let error) = outcome { output("database: FAILED: \(oneLine(error))") }
+        guard case .success(var report) = outcome else {
+            if case .failure(let error) = outcome {
+                output("database: FAILED: \(oneLine(error))")
+                if error is ConfigurationError { exit(78) }
+            }
             exit(1)
+        }
+        if route.poolerMode == .transaction, let listenURL = route.listenURL {
+            let listen = PostgresClient(
+                connectionString: listenURL, maximumConnections: 1, applicationName: "pushizo-worker-listen")
+            let listenOutcome = await capture { try await listen.withConnection { try route.verify($0, listen: true) } }
+            await listen.shutdown()
+            if case .failure(let error) = listenOutcome {
+                output("listen: FAILED: \(oneLine(error))")
+                exit(error is ConfigurationError ? 78 : 1)
+            }
+            report.insert("listen: ok (PUSHIZO_LISTEN_DATABASE_URL reaches PostgreSQL directly)", at: 1)
         }
         for line in report { output(line) }
         if report.contains(where: { $0.hasPrefix("FAILED") || $0.hasPrefix("migrations: ") && $0.contains("pending") }) {

@@ -6,7 +6,7 @@ import Worker
 /// cron-like timers; waits while a worker of the fleet is running one. Exit status 1 when a step failed.
 enum MaintainCommand {
     static let keys: [ConfigurationKey] = [
-        .databaseURL, .logLevel, .logFormat, .eventRetention, .notificationRetention,
+        .databaseURL, .databasePooler, .logLevel, .logFormat, .eventRetention, .notificationRetention,
     ]
 
     static func main(environment: [String: String], arguments: [String]) throws {
@@ -14,7 +14,10 @@ enum MaintainCommand {
         let logger = try LoggerConfiguration.make(reader, label: "maintain")
         let databaseURL = try reader.requiredString(.databaseURL)
         let settings = try MaintenanceSettings(reader)
-        let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-maintain")
+        let route = try DatabaseRoute(reader, databaseURL: databaseURL)
+        let connection = try PostgresConnection(
+            connectionString: databaseURL, applicationName: "pushizo-worker-maintain", poolerMode: route.poolerMode)
+        try route.verify(connection)
         defer { connection.close() }
         guard let report = try DataLifecycle.maintain(on: connection, settings: settings, waitForLock: true) else {
             return

@@ -3,7 +3,9 @@ import Postgres
 import Worker
 
 enum MigrateCommand {
-    static let keys: [ConfigurationKey] = [.databaseURL, .migrateDatabaseURL, .migrationsDirectory, .logLevel, .logFormat]
+    static let keys: [ConfigurationKey] = [
+        .databaseURL, .databasePooler, .migrateDatabaseURL, .migrationsDirectory, .logLevel, .logFormat,
+    ]
 
     static func main(environment: [String: String], arguments: [String]) throws {
         let reader = try ConfigurationReader(environment: environment, arguments: arguments, keys: keys)
@@ -12,8 +14,11 @@ enum MigrateCommand {
         let databaseURL = try reader.string(.migrateDatabaseURL) ?? reader.requiredString(.databaseURL)
         let directory = try MigrationsLocation.resolve(reader)
         let migrator = try PostgresMigrator(directory: directory)
-        let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-migrate")
+        let route = try DatabaseRoute(reader, databaseURL: databaseURL)
+        let connection = try PostgresConnection(
+            connectionString: databaseURL, applicationName: "pushizo-worker-migrate", poolerMode: route.poolerMode)
         defer { connection.close() }
+        try route.verify(connection)
         let report: PostgresMigrator.Report
         do {
             report = try migrator.migrate(on: connection)

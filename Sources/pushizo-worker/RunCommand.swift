@@ -25,6 +25,7 @@ enum RunCommand {
                 _exit(70)  // EX_SOFTWARE
             }
         }
+        try await runtime.verifyDatabaseRoute()
         await runtime.run()
         withExtendedLifetime(signals) {}
         let unwritten = runtime.service.unwrittenCompletions

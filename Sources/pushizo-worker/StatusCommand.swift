@@ -5,16 +5,18 @@ import Worker
 /// `pushizo-worker status [--json]`: the fleet as the database sees it (docs/status.md). Reads only; exit 0
 /// with the report, 1 when the database cannot be read (unreachable, schema missing), 78 for a bad setting.
 enum StatusCommand {
-    static let keys: [ConfigurationKey] = [.databaseURL]
+    static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler]
 
     static func main(environment: [String: String], arguments: [String]) throws {
         let json = arguments.contains("--json")
         let reader = try ConfigurationReader(
             environment: environment, arguments: arguments.filter { $0 != "--json" }, keys: keys)
         let databaseURL = try reader.requiredString(.databaseURL)
+        let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let status: FleetStatus
         do {
-            let connection = try PostgresConnection(connectionString: databaseURL, applicationName: "pushizo-worker-status")
+            let connection = try PostgresConnection(
+                connectionString: databaseURL, applicationName: "pushizo-worker-status", poolerMode: route.poolerMode)
             defer { connection.close() }
             status = try FleetStatusStore.read(on: connection)
         } catch {

@@ -43,6 +43,14 @@ extension ConfigurationKey {
         "PUSHIZO_MIGRATE_DATABASE_URL",
         "`migrate` only: libpq connection string of a schema-owning role, so the workers' role needs no DDL rights",
         default: "PUSHIZO_DATABASE_URL", secret: true)
+    public static let databasePooler = ConfigurationKey(
+        "PUSHIZO_DATABASE_POOLER",
+        "what stands between the worker and PostgreSQL: none, session or transaction (PgBouncer's pool_mode); transaction: unnamed statements, transaction-level advisory locks, LISTEN only on PUSHIZO_LISTEN_DATABASE_URL",
+        default: "none")
+    public static let listenDatabaseURL = ConfigurationKey(
+        "PUSHIZO_LISTEN_DATABASE_URL",
+        "libpq connection string of the LISTEN connection (wake-ups); with PUSHIZO_DATABASE_POOLER=transaction it must reach PostgreSQL directly, and unset means polling only",
+        default: "PUSHIZO_DATABASE_URL; none with PUSHIZO_DATABASE_POOLER=transaction", secret: true)
     public static let migrationsDirectory = ConfigurationKey(
         "PUSHIZO_MIGRATIONS_DIR",
         "directory of NNNN_name.sql migration files",
@@ -173,7 +181,7 @@ extension ConfigurationKey {
     /// Every key any command knows: an environment variable `PUSHIZO_*` outside this list stops start-up, so a
     /// typo in an EnvironmentFile is caught instead of silently ignored.
     public static let all: [ConfigurationKey] = [
-        databaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
+        databaseURL, databasePooler, listenDatabaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, expansionTasks, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
         quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,

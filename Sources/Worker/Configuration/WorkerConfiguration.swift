@@ -18,6 +18,8 @@ public enum WorkerRole: String, Sendable, CaseIterable {
 /// unit: `500ms`, `30s`, `5m`). See ``ConfigurationKey`` for each key's meaning and default.
 public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
+    /// `PUSHIZO_DATABASE_POOLER` and the `LISTEN` route (``DatabaseRoute``).
+    public var databaseRoute: DatabaseRoute
     public var workerID: String
     /// Most provider requests in flight at once.
     public var concurrency: Int
@@ -66,7 +68,7 @@ public struct WorkerConfiguration: Sendable {
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
-        .databaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
+        .databaseURL, .databasePooler, .listenDatabaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .expansionTasks, .caFile, .connectionsPerOrigin, .requestTimeout,
         .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
         .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval, .metricsListen,
@@ -76,6 +78,7 @@ public struct WorkerConfiguration: Sendable {
     /// - Throws: ``ConfigurationError`` naming the first key that is missing or bad.
     public init(_ reader: ConfigurationReader) throws {
         databaseURL = try reader.requiredString(.databaseURL)
+        databaseRoute = try DatabaseRoute(reader, databaseURL: databaseURL)
         workerID = reader.string(.workerID) ?? Self.defaultWorkerID()
         concurrency = try reader.int(.concurrency, default: 2048, in: 1...100_000)
         claimBatch = try reader.int(.claimBatch, default: 200, in: 1...10_000)

@@ -19,6 +19,7 @@ public final class WorkerRuntime: Sendable {
     private let logger: Logger
     /// Written with the fleet's queue sample when this worker measures it.
     private let workerID: String
+    private let databaseRoute: DatabaseRoute
     /// What `GET /metrics` shows (docs/metrics.md).
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
@@ -51,8 +52,10 @@ public final class WorkerRuntime: Sendable {
         self.metrics = metrics
         self.logger = logger
         workerID = configuration.workerID
+        databaseRoute = configuration.databaseRoute
         database = PostgresClient(
-            connectionString: configuration.databaseURL, maximumConnections: configuration.databaseConnections)
+            connectionString: configuration.databaseURL, maximumConnections: configuration.databaseConnections,
+            poolerMode: configuration.databaseRoute.poolerMode)
         eventLoop = try HTTP2EventLoop(name: "pushizo-io")
         var clientConfiguration = HTTP2ClientConfiguration()
         clientConfiguration.maximumConnectionsPerOrigin = configuration.connectionsPerOrigin
@@ -142,6 +145,39 @@ public final class WorkerRuntime: Sendable {
             }
         } else {
             metricsServer = nil
+        }
+    }
+
+    /// Checks the database's route (``DatabaseRoute/verify(_:listen:)``) before ``run()``: on a pool connection,
+    /// and on the `LISTEN` route's own connection when that is a different one. Waits while the database does not
+    /// answer (retrying every second, logging the first failure), returns at once after a stop request.
+    /// - Throws: ``ConfigurationError`` naming the key whose setting the route contradicts.
+    public func verifyDatabaseRoute() async throws {
+        let route = databaseRoute
+        var routes: [(client: PostgresClient, listen: Bool)] = [(database, false)]
+        if route.poolerMode == .transaction, let listenURL = route.listenURL {
+            routes.append((
+                PostgresClient(connectionString: listenURL, maximumConnections: 1, applicationName: "pushizo-worker-listen"),
+                true))
+        }
+        for (client, listen) in routes {
+            var loggedFailure = false
+            while !service.isStopping {
+                do {
+                    try await client.withConnection { try route.verify($0, listen: listen) }
+                    break
+                } catch let refusal as ConfigurationError {
+                    if listen { await client.shutdown() }
+                    throw refusal
+                } catch {
+                    if !loggedFailure {
+                        logger.warning("database not reached yet; retrying", ["error": "\(error)", "listen": "\(listen)"])
+                        loggedFailure = true
+                    }
+                    try? await Task.sleep(for: .seconds(1))
+                }
+            }
+            if listen { await client.shutdown() }
         }
     }
 

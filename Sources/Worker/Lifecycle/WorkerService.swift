@@ -188,13 +188,14 @@ public final class WorkerService: Sendable {
 
     /// Runs until ``requestStop()`` (or, with `exitWhenDrained`, until the queue is empty).
     public func run() async {
-        let listener = PostgresListener(
-            connectionString: configuration.databaseURL, channels: ["pushizo_wakeup"],
-            applicationName: "pushizo-worker-listen")
+        // Behind a transaction-mode pooler without a direct route for it, no LISTEN: the loops poll.
+        let listener = configuration.databaseRoute.listenURL.map {
+            PostgresListener(connectionString: $0, channels: ["pushizo_wakeup"], applicationName: "pushizo-worker-listen")
+        }
         // Only the transactional expand lane hands deliveries to the send tasks.
         if !configuration.roles.contains(.expand) { handedOff.continuation.finish() }
         await withTaskGroup(of: Void.self) { background in
-            background.addTask { await self.listen(listener) }
+            if let listener { background.addTask { await self.listen(listener) } }
             if configuration.roles.contains(.expand) {
                 background.addTask { await self.expandLoop() }
                 background.addTask { await self.chunkLoop() }
@@ -211,14 +212,14 @@ public final class WorkerService: Sendable {
                 "worker running",
                 [
                     "worker_id": configuration.workerID, "concurrency": "\(configuration.concurrency)",
-                    "claim_batch": "\(configuration.claimBatch)",
+                    "claim_batch": "\(configuration.claimBatch)", "database_route": configuration.databaseRoute.summary,
                 ])
             if configuration.roles.contains(.send) {
                 await claimAndSend()
             } else {
                 await expandOnlyUntilStop()
             }
-            listener.shutdown()
+            listener?.shutdown()
             // The final flush shares the shutdown deadline; completions of sends cancelled at the deadline get
             // one more second.
             let stoppedAt = stopRequestedAt.withLock { $0 } ?? .now
@@ -720,7 +721,7 @@ public final class WorkerService: Sendable {
     private func refreshStatistics() async throws -> PlannerStatistics.Refresh {
         let client = PostgresClient(
             connectionString: configuration.databaseURL, maximumConnections: 1,
-            applicationName: "pushizo-worker-statistics")
+            applicationName: "pushizo-worker-statistics", poolerMode: configuration.databaseRoute.poolerMode)
         let result: Result<PlannerStatistics.Refresh, any Error>
         do {
             result = .success(try await client.withConnection { connection in

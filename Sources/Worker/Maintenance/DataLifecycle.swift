@@ -76,6 +76,13 @@ public struct MaintenanceReport: Sendable, Equatable {
 /// One run at a time across the fleet: a session-level advisory lock (``advisoryLockKey``) is held for the run.
 /// The worker's schedule tries it and skips when another worker holds it; `pushizo-worker maintain` waits for it.
 /// Each step is its own short transaction; a step that fails is reported and the next one still runs.
+///
+/// Behind a transaction-mode pooler (``PostgresConnection/poolerMode``) no lock may outlive a transaction (the
+/// pooler would hand the server session holding it to another client, and the lock would stay held there): each
+/// of the run's writing transactions (a partition created or dropped, a batch deleted or folded) takes the same
+/// key as a transaction-level lock (`pg_advisory_xact_lock`) instead. No two of them run at once across the fleet;
+/// two runs started together may alternate batch by batch, which each step allows (each batch looks again at
+/// what is left). The schedule's try is then a `pg_try_advisory_xact_lock` at the start of the run.
 public enum DataLifecycle {
     /// `pg_advisory_lock` key of the maintenance ("PUSHLIFE" in ASCII), distinct from the migrator's.
     public static let advisoryLockKey: Int64 = 0x5055_5348_4C49_4645
@@ -90,14 +97,21 @@ public enum DataLifecycle {
         on connection: PostgresConnection, settings: MaintenanceSettings, waitForLock: Bool,
         shouldContinue: () -> Bool = { true }
     ) throws -> MaintenanceReport? {
-        if waitForLock {
+        if !connection.poolerMode.keepsSessionState {
+            if !waitForLock {
+                let locked = try connection.transaction {
+                    try $0.query("SELECT pg_try_advisory_xact_lock($1) AS locked", [advisoryLockKey])
+                }
+                guard try locked.first?.decode(Bool.self, "locked") == true else { return nil }
+            }
+        } else if waitForLock {
             _ = try connection.query("SELECT pg_advisory_lock($1)", [advisoryLockKey])
         } else {
             let locked = try connection.query("SELECT pg_try_advisory_lock($1) AS locked", [advisoryLockKey])
             guard try locked.first?.decode(Bool.self, "locked") == true else { return nil }
         }
         defer {
-            if !connection.isConnectionBad {
+            if !connection.isConnectionBad && connection.poolerMode.keepsSessionState {
                 _ = try? connection.query("SELECT pg_advisory_unlock($1)", [advisoryLockKey])
             }
         }
@@ -123,34 +137,37 @@ public enum DataLifecycle {
         step("counts") {
             var folded = settings.batchSize
             while folded == settings.batchSize, shouldContinue() {
-                folded = try connection.query(
-                    "SELECT pushizo_compact_notification_counts($1) AS folded", [settings.batchSize]
-                ).first?.decode(Int.self, "folded") ?? 0
+                folded = try exclusive(connection) {
+                    try $0.query("SELECT pushizo_compact_notification_counts($1) AS folded", [settings.batchSize])
+                }.first?.decode(Int.self, "folded") ?? 0
                 report.foldedCounts += folded
             }
         }
         step("frequency-cap grants") {
             report.prunedGrants = try inBatches(settings.batchSize, shouldContinue) {
-                try connection.query(
-                    pruneGrantsSQL,
-                    [Double(QueueStore.minimumGrantRetention), Double(FrequencyCaps.longestWindow), $0]
-                ).affectedRows
+                let limit = $0
+                return try exclusive(connection) {
+                    try $0.query(
+                        pruneGrantsSQL, [Double(QueueStore.minimumGrantRetention), Double(FrequencyCaps.longestWindow), limit])
+                }.affectedRows
             }
         }
         if let retention = settings.notificationRetention {
             step("notifications") {
                 report.prunedNotifications = try inBatches(settings.batchSize, shouldContinue) {
-                    try connection.query(
-                        pruneNotificationsSQL, [Double(retention.components.seconds), $0]
-                    ).affectedRows
+                    let limit = $0
+                    return try exclusive(connection) {
+                        try $0.query(pruneNotificationsSQL, [Double(retention.components.seconds), limit])
+                    }.affectedRows
                 }
             }
         }
         step("provider tokens") {
-            report.prunedProviderTokens = try connection.query(
-                "DELETE FROM provider_tokens WHERE expires_at < now() - make_interval(secs => $1::float8)",
-                [expiredProviderTokenAge]
-            ).affectedRows
+            report.prunedProviderTokens = try exclusive(connection) {
+                try $0.query(
+                    "DELETE FROM provider_tokens WHERE expires_at < now() - make_interval(secs => $1::float8)",
+                    [expiredProviderTokenAge])
+            }.affectedRows
         }
         return report
     }
@@ -220,13 +237,26 @@ public enum DataLifecycle {
         }
     }
 
-    /// Runs `body` in a transaction whose statements wait at most `lockTimeout` for a lock.
+    /// Runs `body` in a transaction whose statements wait at most `lockTimeout` for a lock (the run's lock,
+    /// behind a transaction-mode pooler, is waited for first, without that limit).
     private static func locked<T>(
         _ connection: PostgresConnection, _ settings: MaintenanceSettings, _ body: (PostgresConnection) throws -> T
     ) throws -> T {
         let milliseconds = max(1, Int(settings.lockTimeout / .milliseconds(1)))
+        return try exclusive(connection) { connection in
+            try connection.transaction { connection in
+                try connection.execute("SET LOCAL lock_timeout = '\(milliseconds)ms'")
+                return try body(connection)
+            }
+        }
+    }
+
+    /// Runs `body` as the fleet's only maintenance work: as is under the run's session lock; behind a
+    /// transaction-mode pooler in a transaction that first takes ``advisoryLockKey`` as a transaction-level lock.
+    private static func exclusive<T>(_ connection: PostgresConnection, _ body: (PostgresConnection) throws -> T) throws -> T {
+        guard !connection.poolerMode.keepsSessionState else { return try body(connection) }
         return try connection.transaction { connection in
-            try connection.execute("SET LOCAL lock_timeout = '\(milliseconds)ms'")
+            _ = try connection.query("SELECT pg_advisory_xact_lock($1)", [advisoryLockKey])
             return try body(connection)
         }
     }
