@@ -116,6 +116,10 @@ extension ConfigurationKey {
         "PUSHIZO_QUIET_HOURS_SPREAD",
         "duration over which deliveries held by quiet hours are released after the window ends, spread by subscription (0...24h)",
         default: "900")
+    public static let clockOffsetWarning = ConfigurationKey(
+        "PUSHIZO_CLOCK_OFFSET_WARNING",
+        "duration this host's clock may differ from PostgreSQL's (measured with each claim) before a warning is logged, at most one every 10 minutes (0.1s...1h)",
+        default: "2")
     public static let exitWhenDrained = ConfigurationKey(
         "PUSHIZO_EXIT_WHEN_DRAINED",
         "true: exit 0 once nothing is due: no due notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
@@ -184,7 +188,7 @@ extension ConfigurationKey {
         databaseURL, databasePooler, listenDatabaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, expansionTasks, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
-        quietHoursSpread, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
+        quietHoursSpread, clockOffsetWarning, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
         eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,

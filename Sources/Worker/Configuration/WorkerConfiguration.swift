@@ -46,6 +46,9 @@ public struct WorkerConfiguration: Sendable {
     public var exitWhenDrained: Bool
     /// Time over which deliveries held by quiet hours are released after the window ends (whole seconds).
     public var quietHoursSpread: Duration
+    /// How far this host's clock may be from PostgreSQL's before a warning is logged
+    /// (`PUSHIZO_CLOCK_OFFSET_WARNING`, docs/clocks.md).
+    public var clockOffsetWarning: Duration
     /// What this worker does (`PUSHIZO_ROLES`); never empty.
     public var roles: Set<WorkerRole>
     /// Time one delivery's provider exchange may take in all (token fetch, send, refresh, resend); at
@@ -70,7 +73,7 @@ public struct WorkerConfiguration: Sendable {
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .databasePooler, .listenDatabaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .expansionTasks, .caFile, .connectionsPerOrigin, .requestTimeout,
-        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .roles, .deliveryTimeout, .maxUncountedRetries,
+        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .clockOffsetWarning, .roles, .deliveryTimeout, .maxUncountedRetries,
         .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval, .metricsListen,
     ]
 
@@ -109,6 +112,8 @@ public struct WorkerConfiguration: Sendable {
         shutdownTimeout = try reader.duration(.shutdownTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(3600))
         exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
         quietHoursSpread = try reader.duration(.quietHoursSpread, default: .seconds(900), in: .zero ... .seconds(86_400))
+        clockOffsetWarning = try reader.duration(
+            .clockOffsetWarning, default: .seconds(2), in: .milliseconds(100) ... .seconds(3600))
         allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
         maintenance = try MaintenanceSettings(reader)
         maintenanceInterval = try reader.durationSetting(

@@ -90,8 +90,9 @@ extension APNsSender {
             request, to: origin, client: client, timeout: requestTimeout, tenant: channel.tenant, pacer: pacer)
         {
         case .success(let response):
-            let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
-            return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
+            let answered = delivery.judgedNow()
+            let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt, now: answered)
+            return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: answered)
         case .failure(let failure):
             return channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
         }

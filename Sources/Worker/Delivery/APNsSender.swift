@@ -200,8 +200,10 @@ public final class APNsSender: ProviderSender {
     }
 
     func judge(_ response: PushResponse, channel: Channel, delivery: ClaimedDelivery, origin: HTTP2Origin) -> DeliveryOutcome {
-        let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt)
-        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
+        // PostgreSQL's clock (docs/clocks.md): a Retry-After or a hold becomes the next attempt's `run_at`.
+        let answered = delivery.judgedNow()
+        let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt, now: answered)
+        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: answered)
     }
 
     /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).

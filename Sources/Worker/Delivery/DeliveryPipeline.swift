@@ -94,8 +94,9 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
     }
 
+    /// One delivery, judged at ``ClaimedDelivery/judgedNow(at:)`` (PostgreSQL's clock, docs/clocks.md).
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {
-        let now = Date()
+        let now = delivery.judgedNow()
         let (outcome, provider) = await decide(delivery, now: now)
         return complete(delivery, outcome: outcome, provider: provider, now: now)
     }
@@ -105,8 +106,11 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// client per origin, no task per delivery), else one task each. Deliveries of apps with frequency caps go
     /// the one-delivery way from the start, so that their reservations (a database round trip each) run side
     /// by side rather than one after another.
+    /// Every delivery of the batch is judged at one instant on PostgreSQL's clock, carried forward from the claim
+    /// (``ClaimedDelivery/judgedNow(at:)``, docs/clocks.md): expiry, local time, quiet hours, channel pauses and
+    /// next attempts agree with the `run_at` and leases the database judged, whatever this host's clock says.
     public func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async {
-        let now = Date()
+        let now = batch.first?.judgedNow() ?? Date()
         await withDiscardingTaskGroup { group in
             var alone: [(ClaimedDelivery, Provider, NotificationMessage)] = []
             var batched: [Provider: [BatchedSend]] = [:]

@@ -152,7 +152,7 @@ public final class FCMSender: ProviderSender {
         // A subscription FCM refused with THIRD_PARTY_AUTH_ERROR waits out its hold without a request: the
         // credential that carries its pushes is wrong, and sending again before the hold ends would only be
         // refused again (docs/provider-answers.md).
-        if let held = channel.evidence.heldOutcome(subscription: delivery.subscriptionID, now: Date()) { return held }
+        if let held = channel.evidence.heldOutcome(subscription: delivery.subscriptionID, now: delivery.judgedNow()) { return held }
         let account = channel.settings.account
         let fcmDelivery = DeliveryRendering.fcmDelivery(
             for: delivery, message: message, projectID: account.projectID, now: now, userTags: userTags)
@@ -215,10 +215,12 @@ public final class FCMSender: ProviderSender {
                 refreshed = true
                 continue
             }
-            // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided.
-            let answer = FCMResponseClassifier.answer(pushResponse, now: Date())
+            // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided,
+            // on PostgreSQL's clock (docs/clocks.md): it becomes the next attempt's `run_at`.
+            let answered = delivery.judgedNow()
+            let answer = FCMResponseClassifier.answer(pushResponse, now: answered)
             return channel.evidence.judge(
-                answer, subscription: delivery.subscriptionID, origin: channel.origin.description, now: Date())
+                answer, subscription: delivery.subscriptionID, origin: channel.origin.description, now: answered)
         }
     }
 

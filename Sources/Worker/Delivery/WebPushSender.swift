@@ -154,9 +154,11 @@ public final class WebPushSender: ProviderSender {
         case .success(let response): pushResponse = response
         case .failure(let failure): return failure.outcome
         }
-        // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided.
-        let answer = WebPushResponseClassifier.answer(pushResponse, now: Date())
-        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: Date())
+        // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided,
+        // on PostgreSQL's clock (docs/clocks.md): it becomes the next attempt's `run_at`.
+        let answered = delivery.judgedNow()
+        let answer = WebPushResponseClassifier.answer(pushResponse, now: answered)
+        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: answered)
     }
 
     /// The endpoint with its host as the egress policy reads it (``EgressHost``: a name, or an address in its

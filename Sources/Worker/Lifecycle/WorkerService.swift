@@ -97,6 +97,8 @@ public final class WorkerService: Sendable {
         private let stallExpansionLoopFile = ProcessInfo.processInfo.environment["PUSHIZO_TEST_STALL_EXPANSION_LOOP"]
     #endif
     private let metrics: WorkerMetrics
+    /// This host's clock against PostgreSQL's, read with every claim (docs/clocks.md).
+    private let clockWatch: DatabaseClockWatch
 
     /// - Parameters:
     ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
@@ -109,6 +111,8 @@ public final class WorkerService: Sendable {
     ) {
         self.metrics = metrics
         self.configuration = configuration
+        clockWatch = DatabaseClockWatch(
+            bound: configuration.clockOffsetWarning.inSeconds, logger: logger, metrics: metrics)
         slotShares = Mutex(
             AppSlotShares(
                 concurrency: configuration.concurrency,
@@ -456,6 +460,7 @@ public final class WorkerService: Sendable {
             return ([], false)
         }
         metrics.claimFinished(startedAt: started, endedAt: .now, claimed: claimed.count)
+        if let clock = claimed.first?.databaseClock { clockWatch.record(clock) }
         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
         processor.prepare(claimed, on: connection)
         let kept = withoutAdopted(claimed, leaseExpiry: terms.leaseExpiry)
@@ -784,7 +789,7 @@ public final class WorkerService: Sendable {
                     var claimed: [ClaimedDelivery]
                     // How long to wait after a short claim, asked on the claim's connection in the same hand-off to
                     // the pool (a second hand-off cost two more thread wake-ups per claim); nil after a full one.
-                    var nextTurn: Result<Double?, any Error>?
+                    var nextTurn: Result<(wait: Double?, clock: DatabaseClockReading), any Error>?
                     let claimStarted = ContinuousClock.now
                     do {
                         let configuration = self.configuration
@@ -799,11 +804,15 @@ public final class WorkerService: Sendable {
                             let claimEnded = ContinuousClock.now
                             // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                             processor.prepare(claimed, on: connection)
-                            let nextTurn = claimed.count < limit ? Result { try QueueStore.nextTurnWait(on: connection) } : nil
+                            let nextTurn = claimed.count < limit ? Result { try QueueStore.nextTurn(on: connection) } : nil
                             return (claimed, claimEnded, nextTurn)
                         }
                         databaseReached()
                         metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
+                        // The claim's reading of PostgreSQL's clock, else (nothing claimed) the turn check's.
+                        if let clock = claimed.first?.databaseClock ?? (try? nextTurn?.get())?.clock {
+                            clockWatch.record(clock)
+                        }
                         claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
                         failures = 0
                     } catch {
@@ -913,12 +922,12 @@ public final class WorkerService: Sendable {
 
     /// How long a claim loop whose claim came back short waits: the poll interval, or less when an app's claim
     /// turn comes sooner (a delivery falls due, a limited app's bucket holds its next permit: `nextTurn`, the
-    /// answer of ``QueueStore/nextTurnWait(on:)``; at least 20 ms, so the fleet's claims for a limited app stay a
+    /// answer of ``QueueStore/nextTurn(on:)``; at least 20 ms, so the fleet's claims for a limited app stay a
     /// few per tenth of a second). When that check failed, the poll interval: the next claim reports a database
     /// error.
-    private func claimWait(after nextTurn: Result<Double?, any Error>?) -> Duration {
+    private func claimWait(after nextTurn: Result<(wait: Double?, clock: DatabaseClockReading), any Error>?) -> Duration {
         let poll = configuration.pollInterval
-        switch nextTurn {
+        switch nextTurn.map({ $0.map(\.wait) }) {
         case .success(let seconds?)?:
             return min(poll, max(.milliseconds(20), .seconds(seconds)))
         case .failure(let error)?:

@@ -46,6 +46,8 @@ public final class WorkerMetrics: Sendable {
     let plannerStatisticsFailures: CounterFamily
     /// UNIX seconds: the soonest `notAfter` of a kind of credential in use (`kind` = `apns_certificate`).
     let credentialExpiry: GaugeFamily
+    /// Seconds PostgreSQL's clock is ahead of this host's (negative: behind), as the last reading measured it.
+    let databaseClockOffset: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -145,6 +147,9 @@ public final class WorkerMetrics: Sendable {
             "pushizo_credential_expiry_timestamp_seconds",
             help: "UNIX time at which the soonest-expiring credential of a kind this worker sends with expires (kind: apns_certificate).",
             labels: ["kind"])
+        databaseClockOffset = registry.gauge(
+            "pushizo_database_clock_offset_seconds",
+            help: "Seconds PostgreSQL's clock is ahead of this host's (negative: behind), measured with the last claim to within half its round trip; PostgreSQL's clock decides due times, expiry, local times and retries.")
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
             tokenRefreshes.touch(LabelValues(provider))
@@ -227,6 +232,11 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// One delivery's outcome (its completion, before it is written).
+    /// The offset of a reading of PostgreSQL's clock (``DatabaseClockReading/offsetSeconds``).
+    func databaseClockRead(_ reading: DatabaseClockReading) {
+        databaseClockOffset.set(reading.offsetSeconds)
+    }
+
     func delivered(provider: String?, event: String, reason: String?) {
         deliveries.add(1, LabelValues(Self.providerLabel(provider), Self.eventLabel(event), Self.reasonLabel(reason)))
     }

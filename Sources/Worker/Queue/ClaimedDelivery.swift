@@ -46,6 +46,7 @@ public struct ClaimedDelivery: Sendable {
         var uncountedRetries: Int = 0
         var localDueAt: Date? = nil
         var leaseExpiry: ContinuousClock.Instant? = nil
+        var databaseClock: DatabaseClockReading? = nil
         var oversizedColumns: [String] = []
     }
 
@@ -349,6 +350,21 @@ public struct ClaimedDelivery: Sendable {
     public var leaseExpiry: ContinuousClock.Instant? {
         get { storage.fields.leaseExpiry }
         set { unique().fields.leaseExpiry = newValue }
+    }
+
+    /// PostgreSQL's clock as the claim that leased this delivery read it (its `now()`); `nil` for deliveries
+    /// built by hand (tests, `preview`).
+    public var databaseClock: DatabaseClockReading? {
+        get { storage.fields.databaseClock }
+        set { unique().fields.databaseClock = newValue }
+    }
+
+    /// The instant this delivery is judged at (expiry, local time, quiet hours, channel pause, next attempt):
+    /// PostgreSQL's clock carried forward from the claim's reading (``DatabaseClockReading/now(at:)``), so the
+    /// worker judges by the clock the database judged `run_at` and the lease by (docs/clocks.md). Without a
+    /// reading (deliveries built by hand) this worker's wall clock.
+    public func judgedNow(at instant: ContinuousClock.Instant = .now) -> Date {
+        storage.fields.databaseClock?.now(at: instant) ?? Date()
     }
 
     /// Columns of this delivery's rows whose text was longer than the claim reads (e.g.

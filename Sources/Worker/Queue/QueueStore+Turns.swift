@@ -9,13 +9,26 @@ extension QueueStore {
     /// served when it is due rather than a poll interval later; at most a day (86,400 s), to the microsecond.
     /// One index probe (`app_claim_turns_due`); no row is locked or written.
     public static func nextTurnWait(on connection: PostgresConnection) throws -> Double? {
+        try nextTurn(on: connection).wait
+    }
+
+    /// ``nextTurnWait(on:)`` with the statement's reading of PostgreSQL's clock: a worker whose claims come
+    /// back empty still measures its clock's offset (docs/clocks.md).
+    public static func nextTurn(on connection: PostgresConnection) throws -> (wait: Double?, clock: DatabaseClockReading) {
+        let sent = DatabaseClockReading.StatementTiming()
         let rows = try connection.preparedQuery(
             """
-            SELECT round(least(extract(epoch FROM turn_at - now()), 86400), 6)::float8 AS wait
-            FROM app_claim_turns
-            WHERE turn_at > now() AND turn_at < 'infinity' ORDER BY turn_at LIMIT 1
+            SELECT now() AS now,
+                   (SELECT round(least(extract(epoch FROM turn_at - now()), 86400), 6)::float8
+                    FROM app_claim_turns
+                    WHERE turn_at > now() AND turn_at < 'infinity' ORDER BY turn_at LIMIT 1) AS wait
             """)
-        return try rows.first?.decodeIfPresent(Double.self, "wait")
+        let received = ContinuousClock.now
+        let row = rows[0]
+        return (
+            try row.decodeIfPresent(Double.self, "wait"),
+            DatabaseClockReading(databaseNow: try row.decode(Date.self, "now"), sent: sent, receivedAt: received)
+        )
     }
 
     /// Brings forward the claim turns that writers other than the worker left too late

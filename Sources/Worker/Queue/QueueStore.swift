@@ -32,17 +32,19 @@ public enum QueueStore {
         ]
         if let notifications {
             // Not prepared per limit: the lists are short and their lengths vary.
+            let sent = DatabaseClockReading.StatementTiming()
             return try decodeClaimed(
                 try connection.query(claimSQL(picking: .ofNotifications), [limit] + parameters + [notifications]),
-                on: connection)
+                sent: sent, on: connection)
         }
         do {
+            let sent = DatabaseClockReading.StatementTiming()
             return try decodeClaimed(
                 // Prepared with the limit written into its text: planning took longer than running it, and after
                 // five executions PostgreSQL may keep a prepared statement's generic plan, which with `LIMIT $1`
                 // unknown ran ten times slower than the custom one on a queue of 2,000,000 rows (89-103 ms
                 // against 8-11 ms). With the limit known the generic plan is the custom one.
-                try connection.preparedQuery(claimText(limit: limit), parameters), on: connection)
+                try connection.preparedQuery(claimText(limit: limit), parameters), sent: sent, on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
                 on: connection, limit: limit, parameters: parameters, error: error)
@@ -72,9 +74,10 @@ public enum QueueStore {
         func claimSet(_ ids: ArraySlice<Int64>) throws {
             guard !ids.isEmpty else { return }
             do {
+                let sent = DatabaseClockReading.StatementTiming()
                 claimed += try decodeClaimed(
                     try connection.query(claimSQL(picking: .listed), [ids.count] + parameters + [Array(ids)]),
-                    on: connection)
+                    sent: sent, on: connection)
             } catch let error as PostgresError where error.isDataError {
                 guard ids.count > 1 else {
                     failing.append((ids[ids.startIndex], error))
@@ -90,9 +93,10 @@ public enum QueueStore {
         if claimed.isEmpty {
             // Every candidate failed: is it these rows, or the statement? Claim around them to find out (an
             // error here too means every row meets it: nothing is set aside).
+            let sent = DatabaseClockReading.StatementTiming()
             claimed = try decodeClaimed(
                 try connection.query(claimSQL(picking: .unlisted), [limit] + parameters + [failing.map(\.id)]),
-                on: connection)
+                sent: sent, on: connection)
             // No other row is due: no evidence either way; they are tried again with the next claim.
             if claimed.isEmpty { return [] }
         }
@@ -103,16 +107,24 @@ public enum QueueStore {
     }
 
     /// Reads claimed rows; a row that cannot be read is set aside under the fence it was just claimed with.
-    private static func decodeClaimed(_ rows: PostgresQueryResult, on connection: PostgresConnection) throws
-        -> [ClaimedDelivery]
-    {
+    /// Each row carries the claim's reading of PostgreSQL's clock (``ClaimedDelivery/databaseClock``): the
+    /// statement's `now()` (the same on every row) with `sent`, read just before the statement was sent.
+    private static func decodeClaimed(
+        _ rows: PostgresQueryResult, sent: DatabaseClockReading.StatementTiming, on connection: PostgresConnection
+    ) throws -> [ClaimedDelivery] {
+        let received = ContinuousClock.now
         var claimed: [ClaimedDelivery] = []
         claimed.reserveCapacity(rows.count)
         let columns = ClaimedColumns(rows)
         var repeats = ClaimedColumns.Repeats()
+        let clock = try rows.first.map {
+            DatabaseClockReading(databaseNow: try $0.decode(Date.self, "claimed_at"), sent: sent, receivedAt: received)
+        }
         for row in rows {
             do {
-                claimed.append(try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats))
+                var delivery = try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats)
+                delivery.databaseClock = clock
+                claimed.append(delivery)
             } catch let error as PostgresError {
                 let id = try row.decode(Int64.self, "id")
                 try setAsideIfPossible(
@@ -430,6 +442,7 @@ public enum QueueStore {
                \(bounded("ch.endpoint", as: "channel_endpoint")), ch.paused_until AS channel_paused_until,
                c.uncounted_retries,
                c.local_due_at,
+               now() AS claimed_at,
                concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
         FROM claimed c
         -- The subscription of each claimed row is looked up by primary key, one probe per row (OFFSET 0 keeps
