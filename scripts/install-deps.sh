@@ -3,7 +3,8 @@
 # that is already there. (libsystemd-dev: sd_notify for the worker; systemd: systemd-analyze for the unit tests;
 # libmicrohttpd-dev: the metrics listener; libpsl-dev: the Public Suffix List, by whose registrable domains the resolver
 # shares its threads; prometheus: promtool, which checks metrics and alert rules in the tests;
-# curl: scrapes in the demo; faketime: runs the worker with its clock off the database's in the clock tests.) The Swift toolchain itself is expected on PATH (the machine image provides it).
+# curl: scrapes in the demo; faketime: runs the worker with its clock off the database's in the clock tests;
+# pgbouncer: the transaction-pooler tests.) The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
 packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pgbouncer pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl faketime)
 missing=()

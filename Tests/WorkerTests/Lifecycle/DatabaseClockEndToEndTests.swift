@@ -102,7 +102,10 @@ struct DatabaseClockEndToEndTests {
     ) -> (Process, Pipe) {
         let process = emulator.workerProcess(
             databaseURL: databaseURL, arguments: ["run", "--poll-interval", "0.2"],
-            extra: extra.merging(["LD_PRELOAD": library, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"]) { _, new in new })
+            extra: extra.merging(["LD_PRELOAD": library, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                                   // No shared state in /dev/shm: there is no child process to share it with, and
+                                   // nothing would remove it after the run.
+                                   "FAKETIME_DISABLE_SHM": "1"]) { _, new in new })
         process.arguments = [process.executableURL!.path] + (process.arguments ?? [])
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         let stderr = Pipe()
