@@ -133,7 +133,8 @@ public struct PostgresMigrator: Sendable {
         var applied: [String] = []
         for migration in pending {
             do {
-                try connection.transaction { connection in
+                // A schema change may rebuild an index of a large table: no statement timeout of the session's.
+                try connection.transaction(localSettings: ["statement_timeout": "0"]) { connection in
                     try connection.execute(migration.sql)
                     _ = try connection.query(
                         "INSERT INTO \(quoted) (version, name, checksum) VALUES ($1, $2, $3)",
