@@ -1,10 +1,11 @@
 import Foundation
 import Postgres
+import SocketTestSupport
 import Testing
 
 /// The real executable against the database's session-level states (docs/operations.md, "The database
-/// connection"): a database turned read-only and back, a database's statement timeout set tiny and raised. The
-/// worker recovers by itself and sets none of the rows aside.
+/// connection"): a database turned read-only and back, a database's statement timeout set tiny and raised, a
+/// role at its connection limit. The worker recovers by itself and sets none of the rows aside.
 @Suite("Database session states end to end")
 struct DatabaseSessionEndToEndTests {
     /// Seeds an app on the emulator with `devices` subscribers; returns the app id.
@@ -130,6 +131,93 @@ struct DatabaseSessionEndToEndTests {
                 #expect(worker.process.terminationStatus == 0)
                 await database.shutdown()
                 try await Self.admin(url, "ALTER DATABASE \(name) RESET statement_timeout")
+            }
+        }
+    }
+
+    /// Runs `script` with bash, `arguments` (no spaces or quotes in them) as `$1...`, through `system(3)` (a
+    /// `Process` started and awaited on the same plain thread was never seen to exit); returns its status.
+    static func bash(_ script: String, _ arguments: [String]) throws -> Int32 {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-own-\(UUID().uuidString).sh").path
+        try script.write(toFile: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        return system((["/bin/bash", file] + arguments).joined(separator: " "))
+    }
+
+    /// A PostgreSQL of its own (unix socket only, named by a free port number) at `maxConnections`, with no slot
+    /// reserved for superusers, migrated, for as long as `body` runs; `body` gets its connection string.
+    static func withOwnServer<T: Sendable>(maxConnections: Int, _ body: @Sendable (String) async throws -> T) async throws -> T {
+        let port = try freePort()
+        let dir = "/tmp/pushizo-own-\(port)"
+        let script = """
+            set -euo pipefail
+            dir=$1; port=$2; max=$3
+            bindir=$(pg_config --bindir 2>/dev/null || true)
+            [ -x "$bindir/initdb" ] || bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+            as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+            rm -rf "$dir"; mkdir -p "$dir"
+            if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
+            as_pg "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
+            as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 120 -o "-k $dir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=$max -c superuser_reserved_connections=0" start >/dev/null
+            as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -qc "CREATE DATABASE pushizo" >/dev/null
+            """
+        let stop = """
+            dir=$1
+            bindir=$(pg_config --bindir 2>/dev/null || true)
+            [ -x "$bindir/initdb" ] || bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+            if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1
+            else "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1; fi
+            rm -rf "$dir"
+            """
+        defer { _ = try? runOnThreadSync { try Self.bash(stop, [dir]) } }
+        let status = try await onThread { try Self.bash(script, [dir, "\(port)", "\(maxConnections)"]) }
+        try #require(status == 0, "could not start a PostgreSQL of its own")
+        let url = "host=\(dir) port=\(port) user=postgres dbname=pushizo"
+        try await onThread {
+            let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-migrate")
+            defer { connection.close() }
+            _ = try PostgresMigrator(directory: TestDatabase.migrationsDirectory).migrate(on: connection)
+        }
+        return try await body(url)
+    }
+
+    /// A worker whose pool (8 connections, plus `LISTEN`) is larger than the server's `max_connections` (5, one
+    /// held by the test) leaves: it works with the connections it got, and once it has them no call of its loops
+    /// fails for want of a slot, because a call that finds no connection goes to a thread that has one instead of
+    /// retrying a connect (its paced attempts are spaced by a backoff of 1 s doubling to 60 s).
+    @Test func aWorkerAtTheConnectionLimitWorksWithWhatItGotAndStopsAsking() async throws {
+        try await Self.withOwnServer(maxConnections: 5) { url in
+            try await EmulatorHarness.with { emulator in
+                let app = try await Self.seedApp(url, emulator, devices: 300)
+                let database = PostgresClient(connectionString: url, maximumConnections: 1, applicationName: "pushizo-test-reader")
+                _ = try await database.query("SELECT 1")
+                let worker = try SmallNotificationEndToEndTests.startWorker(
+                    url, emulator,
+                    environment: [
+                        "PUSHIZO_EXIT_WHEN_DRAINED": "false", "PUSHIZO_LOG_LEVEL": "warning", "PUSHIZO_DATABASE_CONNECTIONS": "8",
+                    ])
+                defer {
+                    if worker.process.isRunning { worker.process.terminate() }
+                    worker.pipe.fileHandleForReading.readabilityHandler = nil
+                }
+                let first = try await TenantIsolationEndToEndTests.notify(database, app, target: #"{"all": true}"#)
+                try await Self.until("the first broadcast is sent") { try await Self.count(database, Self.sentSQL, [first]) == 300 }
+                let mark = worker.output.lines.count
+                for _ in 0..<3 {
+                    let next = try await TenantIsolationEndToEndTests.notify(database, app, target: #"{"all": true}"#)
+                    try await Self.until("the next broadcast is sent") { try await Self.count(database, Self.sentSQL, [next]) == 300 }
+                }
+                worker.process.terminate()
+                try await onThread { worker.process.waitUntilExit() }
+                #expect(worker.process.terminationStatus == 0)
+                // Planner statistics are analyzed on a connection of their own, opened for the purpose: refused, it
+                // logs once a minute and tries again after a pause; that is its own budget line, not the pool's.
+                let refusedCalls = worker.output.lines.dropFirst(mark).filter {
+                    $0.contains("too many clients") && !$0.contains("planner statistics")
+                }
+                #expect(refusedCalls.isEmpty, "\(refusedCalls.prefix(3))")
+                #expect(try await Self.count(database, Self.failedSQL) == 0)
+                await database.shutdown()
             }
         }
     }
