@@ -7,10 +7,18 @@ import Synchronization
 /// - Threads and connections start lazily, one more each time a call finds every existing one busy, up to
 ///   `maximumConnections`.
 /// - Calls beyond that wait in FIFO order.
-/// - When a connection is bad after a call (``PostgresConnection/isConnectionBad``), it is closed; the
-///   call's own error is rethrown; the next call on that thread reconnects after a capped exponential
-///   backoff (0.1 s, 0.2 s, ... at most 5 s; reset by a successful connect). A failed connect throws
-///   `.connectionFailed` to the call that needed it.
+/// - When a connection is bad after a call (``PostgresConnection/isConnectionBad``: lost, or its session
+///   turned out read-only), it is closed; the call's own error is rethrown; a later call reconnects. A failed
+///   connect throws `.connectionFailed` to the call that needed it.
+/// - Reconnecting after a failure is paced for the whole pool, not per thread: after a failed connect or a
+///   dropped session, one thread at a time tries, each try after the jittered delay of a
+///   ``PostgresReconnectBackoff`` (0.1 s doubling to 5 s; 1 s doubling to 60 s when the server has no
+///   connection slot left, SQLSTATE 53300). A call that needs a new connection meanwhile waits up to 1 s for
+///   its turn; past that (or refused for want of slots) it goes back to the head of the queue for a thread that
+///   holds a connection, and its thread ends, so a pool the server cannot grow works on with what it has;
+///   with no connection left, it fails at once with `.connectionFailed` naming the last failure. A successful
+///   connect lifts the pacing. So a pool of any size makes one attempt per delay, and a fleet cut
+///   off together does not come back in step.
 /// - A body that leaves a transaction open (threw between `BEGIN` and `COMMIT` without
 ///   ``PostgresConnection/transaction(_:)``) has it rolled back before the connection is reused.
 public final class PostgresClient: Sendable {
@@ -95,6 +103,8 @@ protocol PostgresPoolJobProtocol: AnyObject, Sendable {
     func run(on connection: PostgresConnection)
     /// Resumes the caller with `error` (the job was claimed, or is still waiting).
     func fail(_ error: any Error)
+    /// Moves a claimed job back to waiting, to be claimed again by another thread.
+    func release()
 }
 
 final class PostgresPoolJob<T: Sendable>: PostgresPoolJobProtocol {
@@ -150,6 +160,12 @@ final class PostgresPoolJob<T: Sendable>: PostgresPoolJobProtocol {
         }
     }
 
+    func release() {
+        state.withLock { state in
+            if case .running(let continuation) = state { state = .waiting(continuation) }
+        }
+    }
+
     func run(on connection: PostgresConnection) {
         let result = Result { try body(connection) }
         finish(result)
@@ -191,6 +207,16 @@ final class PostgresPool: @unchecked Sendable {
     private var stoppedCallbacks: [@Sendable () -> Void] = []
     /// The server process IDs of the open connections.
     private var sessionProcessIDs: Set<Int32> = []
+    /// The pool's reconnect pacing (see ``PostgresClient``).
+    private var reconnectBackoff = PostgresReconnectBackoff()
+    /// No connect attempt before this while ``reconnectBackoff`` has failures.
+    private var nextConnectAttempt = ContinuousClock.now
+    /// A thread is trying to connect while ``reconnectBackoff`` has failures: the others wait for its outcome.
+    private var probing = false
+    /// The last failed connect's error (passwords already masked), for the calls turned away meanwhile.
+    private var lastConnectError: PostgresError?
+    /// Threads holding an open connection.
+    private var connectedThreads = 0
 
     init(connectionString: String, maximumConnections: Int, applicationName: String, poolerMode: PostgresPoolerMode) {
         self.poolerMode = poolerMode
@@ -292,35 +318,121 @@ final class PostgresPool: @unchecked Sendable {
         return job
     }
 
-    /// Sleeps until `deadline` or shutdown; false when shutting down.
-    private func sleep(until deadline: Date) -> Bool {
+    /// Whether this thread may try to connect now: at once while the last connect succeeded; after failures, once
+    /// the backoff's delay has passed and no other thread is trying. A turn at most ``turnWait`` away is waited
+    /// for; a later one is `.notYet`, naming the last failure (the call then goes to a connected thread, or fails
+    /// and its caller backs off on its own: a loop waiting out a 60 s backoff inside a call would look stuck).
+    private func connectTurn() -> ConnectTurn {
         condition.lock()
         defer { condition.unlock() }
-        while !isShuttingDown && Date() < deadline {
-            _ = condition.wait(until: deadline)
+        let waitEnd = ContinuousClock.now + Self.turnWait
+        while !isShuttingDown {
+            if reconnectBackoff.failures == 0 { return .go }
+            let now = ContinuousClock.now
+            if !probing && now >= nextConnectAttempt {
+                probing = true
+                return .go
+            }
+            let turn = probing ? now + Self.turnWait : nextConnectAttempt
+            if turn > waitEnd {
+                let last = lastConnectError.map { ": \($0.message)" } ?? ""
+                let message = probing
+                    ? "another connection attempt is under way after failures\(last)"
+                    : "waiting \(Self.text(now.duration(to: nextConnectAttempt))) before connecting again\(last)"
+                return .notYet(
+                    PostgresError(code: .connectionFailed, message: message, sqlState: lastConnectError?.sqlState))
+            }
+            _ = condition.wait(until: Date() + Self.seconds(min(now.duration(to: turn), now.duration(to: waitEnd))))
         }
-        return !isShuttingDown
+        return .shutdown
+    }
+
+    enum ConnectTurn {
+        case go
+        case notYet(PostgresError)
+        case shutdown
+    }
+
+    /// Longest a call waits for its thread's turn to connect.
+    static let turnWait = Duration.seconds(1)
+
+    private static func text(_ duration: Duration) -> String {
+        String(format: "%.1f s", seconds(duration))
+    }
+
+    /// Records a connect attempt's outcome (nil: it succeeded) or a session dropped after a call, and wakes the
+    /// threads waiting for their turn.
+    private func connectOutcome(_ error: (any Error)?, droppedSession: Bool = false) {
+        condition.lock()
+        defer { condition.unlock() }
+        if droppedSession {
+            // Every session of a restarted server breaks at once: the first break starts the pacing, the
+            // others add nothing (they are one event, not many failures).
+            guard reconnectBackoff.failures == 0 else { return }
+        }
+        probing = false
+        if let error {
+            if !droppedSession { lastConnectError = error as? PostgresError }
+            let delay = reconnectBackoff.failed(PostgresReconnectBackoff.cause(of: error), jitter: Double.random(in: 0...1))
+            nextConnectAttempt = ContinuousClock.now + delay
+        } else {
+            reconnectBackoff.succeeded()
+            lastConnectError = nil
+        }
+        condition.broadcast()
+    }
+
+    /// Puts a claimed job back at the head of the queue for a thread that holds a connection, when there is one:
+    /// a thread that may not connect now (or was just refused for want of slots) then ends, so a pool the
+    /// server cannot grow works on with the connections it has instead of failing calls or retrying.
+    private func handOverIfOthersConnected(_ job: any PostgresPoolJobProtocol) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard connectedThreads > 0 && !isShuttingDown else { return false }
+        job.release()
+        if jobsHead > 0 {
+            jobsHead -= 1
+            jobs[jobsHead] = job
+        } else {
+            jobs.insert(job, at: 0)
+        }
+        condition.signal()
+        return true
+    }
+
+    private func connected(_ delta: Int) {
+        condition.lock()
+        connectedThreads += delta
+        condition.unlock()
+    }
+
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func threadMain() {
         var connection: PostgresConnection?
-        var consecutiveFailures = 0
-        var nextAttempt: Date?
-        while let job = nextJob() {
+        jobs: while let job = nextJob() {
             guard job.claim() else { continue }
             if connection == nil {
-                if let nextAttempt, !sleep(until: nextAttempt) {
+                switch connectTurn() {
+                case .go: break
+                case .notYet(let error):
+                    if handOverIfOthersConnected(job) { break jobs }
+                    job.fail(error)
+                    continue
+                case .shutdown:
                     job.fail(PostgresError(code: .shutdown, message: "the PostgreSQL client is shut down"))
                     continue
                 }
                 do {
                     connection = try PostgresConnection(
                         connectionString: connectionString, applicationName: applicationName, poolerMode: poolerMode)
-                    consecutiveFailures = 0
-                    nextAttempt = nil
+                    connected(1)
+                    connectOutcome(nil)
                 } catch {
-                    consecutiveFailures += 1
-                    nextAttempt = Date() + Self.backoff(failures: consecutiveFailures)
+                    connectOutcome(error)
+                    if PostgresReconnectBackoff.cause(of: error) == .crowded, handOverIfOthersConnected(job) { break jobs }
                     job.fail(error)
                     continue
                 }
@@ -337,13 +449,15 @@ final class PostgresPool: @unchecked Sendable {
                 sessionClosing(current)
                 current.close()
                 connection = nil
-                consecutiveFailures += 1
-                nextAttempt = Date() + Self.backoff(failures: consecutiveFailures)
+                connected(-1)
+                connectOutcome(
+                    PostgresError(code: .connectionLost, message: "the session was dropped"), droppedSession: true)
             }
         }
         if let connection {
             sessionClosing(connection)
             connection.close()
+            connected(-1)
         }
         condition.lock()
         liveThreads -= 1
@@ -353,8 +467,4 @@ final class PostgresPool: @unchecked Sendable {
         callbacks.forEach { $0() }
     }
 
-    /// 0.1 s doubled per consecutive failure, at most 5 s.
-    static func backoff(failures: Int) -> TimeInterval {
-        min(5.0, 0.1 * pow(2.0, Double(max(0, failures - 1))))
-    }
 }

@@ -40,7 +40,14 @@ public struct PostgresStatement: Sendable {
 /// Never call it from Swift's cooperative pool: every method blocks on the network.
 ///
 /// Every session is set up with `DateStyle=ISO`, `TimeZone=UTC`, `bytea_output=hex`,
-/// `extra_float_digits=3` and `client_encoding=UTF8`, so text results parse the same way everywhere.
+/// `extra_float_digits=3` and `client_encoding=UTF8`, so text results parse the same way everywhere, and with
+/// this module's own timeouts (``sessionTimeouts``), so the server's or the database's settings (`ALTER
+/// DATABASE ... SET statement_timeout`, which only sessions started later see) cannot starve the session.
+///
+/// It connects only to a server that accepts writes (libpq's `target_session_attrs=read-write`, unless the
+/// connection string sets `target_session_attrs`): a standby, or a primary with `default_transaction_read_only`
+/// on, is refused at connect. A session that turns read-only later answers writes with SQLSTATE `25006`
+/// (`read_only_sql_transaction`); the connection then counts as bad (``isConnectionBad``), so a pool replaces it.
 /// Server notices (e.g. from `CREATE TABLE IF NOT EXISTS`) are dropped instead of going to stderr.
 public final class PostgresConnection {
     private var conn: OpaquePointer?
@@ -52,15 +59,35 @@ public final class PostgresConnection {
     /// pooler, ``preparedQuery(_:_:)`` sends unnamed statements and no session state is set up.
     public let poolerMode: PostgresPoolerMode
 
+    /// The server answered with an error that says this session cannot do the work (``PostgresError/isConnectionProblem``,
+    /// e.g. SQLSTATE 25006 on a session that turned read-only): replace it.
+    private var sessionUnusable = false
+
+    /// Run-time parameters every session sets right after connecting (PostgreSQL docs, "Client Connection
+    /// Defaults"), overriding the server's, the database's and the role's values:
+    /// - `statement_timeout` 5 min: far above any statement of the worker (bounded chunks, claims, completions),
+    ///   low enough that a statement hung on a broken server does not hold its connection for ever. Callers that
+    ///   want shorter set it per transaction (`SET LOCAL`).
+    /// - `lock_timeout` 1 min: the worker's statements skip locked rows; a lock wait this long is a table lock
+    ///   held by someone else (a migration, an operator's session).
+    /// - `idle_in_transaction_session_timeout` 5 min: the worker never idles inside a transaction; a session
+    ///   that does is stuck, and the server ends it and frees its locks.
+    public static let sessionTimeouts: KeyValuePairs<String, String> = [
+        "statement_timeout": "5min", "lock_timeout": "1min", "idle_in_transaction_session_timeout": "5min",
+    ]
+
     /// Connects (blocking) and sets up the session.
     ///
     /// - Parameters:
     ///   - connectionString: a libpq connection string, `postgresql://user:pass@host:5432/db?sslmode=...`
     ///     or `host=... port=... dbname=...` (libpq docs §34.1.1). Its values win over this module's
-    ///     defaults (`application_name`, `connect_timeout=10`, TCP keepalives after 30 s idle).
+    ///     defaults (`application_name`, `connect_timeout=10`, TCP keepalives after 30 s idle,
+    ///     `target_session_attrs=read-write`).
     ///   - applicationName: shown in `pg_stat_activity.application_name` unless the string sets one.
     ///   - poolerMode: what stands between this connection and PostgreSQL (``PostgresPoolerMode``).
-    /// - Throws: ``PostgresError`` `.connectionFailed`, its message free of passwords.
+    /// - Throws: ``PostgresError`` `.connectionFailed`, its message free of passwords, with the server's
+    ///   SQLSTATE when the server refused the session (`53300` `too_many_connections`, `57P03`
+    ///   `cannot_connect_now`, `28P01` ...).
     public convenience init(
         connectionString: String, applicationName: String = "pushizo-worker", poolerMode: PostgresPoolerMode = .none
     ) throws {
@@ -79,6 +106,10 @@ public final class PostgresConnection {
             ("keepalives_idle", "30"),
             ("keepalives_interval", "10"),
             ("keepalives_count", "3"),
+            // A standby or a read-only primary cannot take the worker's writes: refuse it at connect (libpq
+            // docs §34.1.2; from PostgreSQL 14 libpq reads `default_transaction_read_only` and `in_hot_standby`
+            // from the startup's ParameterStatus, else it asks `SHOW transaction_read_only`).
+            ("target_session_attrs", "read-write"),
             ("application_name", applicationName),
             ("client_encoding", "UTF8"),
             ("dbname", connectionString),
@@ -91,7 +122,9 @@ public final class PostgresConnection {
             throw PostgresError(code: .connectionFailed, message: "invalid connection string: \(error.message)")
         }
         func failure(_ message: String) -> PostgresError {
-            PostgresError(code: .connectionFailed, message: PostgresRedaction.redact(message, secrets: secrets))
+            let (sqlState, text) = Self.splitSQLState(message)
+            return PostgresError(
+                code: .connectionFailed, message: PostgresRedaction.redact(text, secrets: secrets), sqlState: sqlState)
         }
         let started: OpaquePointer? = withCStringArray(parameters.map(\.0)) { keys in
             withCStringArray(parameters.map(\.1)) { values in
@@ -99,6 +132,9 @@ public final class PostgresConnection {
             }
         }
         guard let conn = started else { throw failure("could not allocate a libpq connection") }
+        // Verbose while connecting, so a refusal's message carries its SQLSTATE (`FATAL:  53300: ...`): a pool
+        // backs off longer when the server has no slot left. Back to the default once connected.
+        PQsetErrorVerbosity(conn, PQERRORS_VERBOSE)
         if PQstatus(conn) == CONNECTION_BAD {
             let message = Self.errorText(conn)
             PQfinish(conn)
@@ -139,18 +175,23 @@ public final class PostgresConnection {
             }
             status = PQconnectPoll(conn)
         }
+        PQsetErrorVerbosity(conn, PQERRORS_DEFAULT)
         // Drop notices instead of libpq's default of printing them to stderr.
         PQsetNoticeProcessor(conn, { _, _ in }, nil)
         self.conn = conn
         do {
             // Behind a transaction-mode pooler a session-level SET stays on whichever server session ran it, for
             // other clients to inherit, and is missing from the next one this connection gets. PgBouncer carries
-            // DateStyle and TimeZone to every server session it links (they are reported parameters); the other
-            // two are left at the server's defaults, which the decoders read as well (bytea's escape format; the
-            // shortest exact float text of PostgreSQL 12 on).
+            // DateStyle and TimeZone to every server session it links (they are reported parameters); bytea_output
+            // and extra_float_digits are left at the server's defaults, which the decoders read as well (bytea's
+            // escape format; the shortest exact float text of PostgreSQL 12 on), and the timeouts are the pooler
+            // role's to set (docs/operations.md, "Connection poolers"). Otherwise the timeouts come first: the
+            // statements after them run under the worker's statement_timeout, not a database's tiny one.
+            let timeouts = Self.sessionTimeouts.map { "SET \($0.key) TO '\($0.value)'" }
             try execute(
                 poolerMode.keepsSessionState
-                    ? "SET DateStyle TO ISO; SET TimeZone TO 'UTC'; SET bytea_output TO hex; SET extra_float_digits TO 3"
+                    ? (timeouts + ["SET DateStyle TO ISO", "SET TimeZone TO 'UTC'", "SET bytea_output TO hex",
+                                   "SET extra_float_digits TO 3"]).joined(separator: "; ")
                     : "SET DateStyle TO ISO; SET TimeZone TO 'UTC'")
         } catch let error as PostgresError {
             close()
@@ -174,11 +215,13 @@ public final class PostgresConnection {
         conn = nil
     }
 
-    /// True when the connection is closed or libpq reports it broken (`PQstatus == CONNECTION_BAD`); it
-    /// must then be replaced.
+    /// True when the connection is closed, libpq reports it broken (`PQstatus == CONNECTION_BAD`), or a
+    /// statement's error said the session cannot do the work (``PostgresError/isConnectionProblem``: SQLSTATE
+    /// class 08, 57P01-57P03, or 25006 `read_only_sql_transaction` from a server that turned read-only); it must
+    /// then be replaced.
     public var isConnectionBad: Bool {
         guard let conn else { return true }
-        return PQstatus(conn) == CONNECTION_BAD
+        return sessionUnusable || PQstatus(conn) == CONNECTION_BAD
     }
 
     /// The server process ID of this session (`PQbackendPID`), as in `pg_stat_activity.pid`; 0 if closed.
@@ -547,6 +590,7 @@ public final class PostgresConnection {
         case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
             let error = Self.error(from: result, conn)
             PQclear(result)
+            if error.isConnectionProblem { sessionUnusable = true }
             throw error
         default:
             PQclear(result)
@@ -572,14 +616,40 @@ public final class PostgresConnection {
             message = message.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         if message.isEmpty { message = errorText(conn) }
-        // Class 08 = connection exception; 57P01..03 = admin/crash shutdown, cannot connect now.
+        // Class 08 = connection exception; 57P01..03 = admin/crash shutdown, cannot connect now; 25006 = the
+        // session is read-only (a demoted primary, `default_transaction_read_only` turned on): this session
+        // cannot write, a new one may reach a writable primary.
         let connectionProblem = PQstatus(conn) == CONNECTION_BAD
             || sqlState?.hasPrefix("08") == true
-            || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
+            || ["57P01", "57P02", "57P03", "25006"].contains(sqlState ?? "")
         return PostgresError(
             code: connectionProblem ? .connectionLost : .queryFailed,
             message: message, sqlState: sqlState, detail: field("D"), hint: field("H"),
             isConnectionProblem: connectionProblem)
+    }
+
+    /// Splits a verbose libpq connect error (`... failed: FATAL:  53300: sorry, too many clients already` and
+    /// a `LOCATION:` line) into the SQLSTATE and the message without them; messages without one pass unchanged.
+    static func splitSQLState(_ message: String) -> (sqlState: String?, message: String) {
+        var sqlState: String?
+        var lines: [Substring] = []
+        for line in message.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("LOCATION:") { continue }
+            var kept = line
+            for severity in ["FATAL:  ", "ERROR:  "] {
+                guard let range = kept.range(of: severity) else { continue }
+                let rest = kept[range.upperBound...]
+                let code = rest.prefix(5)
+                guard code.count == 5, code.utf8.allSatisfy({ (48...57).contains($0) || (65...90).contains($0) }),
+                    rest.dropFirst(5).hasPrefix(": ")
+                else { continue }
+                if sqlState == nil { sqlState = String(code) }
+                kept = kept[..<range.upperBound] + rest.dropFirst(7)
+            }
+            lines.append(kept)
+        }
+        let text = lines.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        return (sqlState, text)
     }
 
     static func errorText(_ conn: OpaquePointer) -> String {

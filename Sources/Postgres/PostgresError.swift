@@ -48,6 +48,19 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// or the server said so with an SQLSTATE of class 08 / 57P0x).
     public var isConnectionProblem: Bool
 
+    /// True when the failure is the session's or the server's state, not the statement's or its rows' fault:
+    /// ``isConnectionProblem``, or SQLSTATE class 08 (connection exception), `25006` (read-only session), `57014` (`query_canceled`: a statement
+    /// timeout or a cancel request), `55P03` (`lock_not_available`), `40001` / `40P01` (serialization failure,
+    /// deadlock), class 53 (insufficient resources), 57 (operator intervention) or 58 (system error). The same
+    /// statement may succeed later: back off and retry, never set a row aside for it (PostgreSQL docs, Appendix
+    /// A "PostgreSQL Error Codes").
+    public var isSessionLevel: Bool {
+        if isConnectionProblem { return true }
+        guard let sqlState else { return false }
+        return ["25006", "57014", "55P03", "40001", "40P01"].contains(sqlState)
+            || ["08", "53", "57", "58"].contains(String(sqlState.prefix(2)))
+    }
+
     /// Creates an error; `isConnectionProblem` defaults to true for `.connectionFailed` and `.connectionLost`.
     public init(
         code: Code, message: String, sqlState: String? = nil, detail: String? = nil, hint: String? = nil,

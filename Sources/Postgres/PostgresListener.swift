@@ -4,8 +4,9 @@ import Synchronization
 /// Receives LISTEN/NOTIFY notifications on its own connection and dedicated thread.
 ///
 /// The thread connects, `LISTEN`s on every channel, yields ``Event/reconnected``, then yields each
-/// notification as it arrives. When the connection fails or breaks it reconnects with capped exponential
-/// backoff (0.1 s doubling to 5 s) and yields `.reconnected` again: notifications sent while it was away
+/// notification as it arrives. When the connection fails or breaks it reconnects after the jittered delay
+/// of a ``PostgresReconnectBackoff`` (0.1 s doubling to 5 s; 1 s doubling to 60 s while the server has no
+/// connection slot left) and yields `.reconnected` again: notifications sent while it was away
 /// are lost (PostgreSQL does not queue them for absent sessions, docs `NOTIFY`), so the consumer should
 /// poll after every `.reconnected`.
 public final class PostgresListener: Sendable {
@@ -75,14 +76,14 @@ final class PostgresListenerControl: Sendable {
     private var isStopped: Bool { stopped.load(ordering: .acquiring) }
 
     func run(connectionString: String, channels: [String], applicationName: String) {
-        var failures = 0
+        var backoff = PostgresReconnectBackoff()
         while !isStopped {
             do {
                 let connection = try PostgresConnection(
                     connectionString: connectionString, applicationName: applicationName, wakeFD: wake.readFD)
                 defer { connection.close() }
                 for channel in channels { try connection.listen(channel) }
-                failures = 0
+                backoff.succeeded()
                 lastError.withLock { $0 = nil }
                 continuation.yield(.reconnected)
                 while !isStopped {
@@ -96,9 +97,9 @@ final class PostgresListenerControl: Sendable {
                 lastError.withLock {
                     $0 = error as? PostgresError ?? PostgresError(code: .connectionLost, message: "\(error)")
                 }
-                failures += 1
-                let delay = PostgresPool.backoff(failures: failures)
-                if PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wake.readFD, timeout: delay) == .woken { break }
+                let delay = backoff.failed(PostgresReconnectBackoff.cause(of: error), jitter: Double.random(in: 0...1))
+                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+                if PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wake.readFD, timeout: seconds) == .woken { break }
             }
         }
         continuation.finish()

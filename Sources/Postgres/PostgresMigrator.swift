@@ -172,7 +172,8 @@ public struct PostgresMigrator: Sendable {
     /// Runs one file and its bookkeeping row in a transaction (a savepoint inside one).
     private func apply(_ migration: Migration, on connection: PostgresConnection, quotedTable quoted: String) throws {
         do {
-            try connection.transaction { connection in
+            // A schema change may rebuild an index of a large table: no statement timeout of the session's.
+            try connection.transaction(localSettings: ["statement_timeout": "0"]) { connection in
                 try connection.execute(migration.sql)
                 _ = try connection.query(
                     "INSERT INTO \(quoted) (version, name, checksum) VALUES ($1, $2, $3)",

@@ -153,7 +153,7 @@ final class Completer: Sendable {
             }
         } catch {
             metrics?.completionBatchFinished(startedAt: started, written: 0, ignored: 0, failed: true)
-            let dataError = (error as? PostgresError).map { $0.code == .queryFailed && !$0.isConnectionProblem } ?? false
+            let dataError = (error as? PostgresError).map { $0.code == .queryFailed && !$0.isSessionLevel } ?? false
             let now = ContinuousClock.now
             let refusal = state.withLock { $0.backlog.refused(batch, dataError: dataError, now: now) }
             switch refusal {
