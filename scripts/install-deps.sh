@@ -3,9 +3,9 @@
 # that is already there. (libsystemd-dev: sd_notify for the worker; systemd: systemd-analyze for the unit tests;
 # libmicrohttpd-dev: the metrics listener; libpsl-dev: the Public Suffix List, by whose registrable domains the resolver
 # shares its threads; prometheus: promtool, which checks metrics and alert rules in the tests;
-# curl: scrapes in the demo.) The Swift toolchain itself is expected on PATH (the machine image provides it).
+# curl: scrapes in the demo; patroni, etcd-server: the failover tests' Patroni cluster, scripts/patroni-cluster.sh.) The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl)
+packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl patroni etcd-server)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -19,6 +19,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     # prometheus is installed for its promtool (the metrics tests); the server it enables is not wanted here.
     if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
         systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    fi
+    # Likewise etcd-server's own etcd: the failover tests start theirs on loopback test ports.
+    if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null; then
+        systemctl disable --now etcd.service >/dev/null 2>&1 || true
     fi
 fi
 command -v swift >/dev/null || { echo "install-deps: the Swift toolchain (swift) is not on PATH" >&2; exit 1; }
