@@ -4,9 +4,10 @@
 # libmicrohttpd-dev: the metrics listener; libpsl-dev: the Public Suffix List, by whose registrable domains the resolver
 # shares its threads; prometheus: promtool, which checks metrics and alert rules in the tests;
 # curl: scrapes in the demo; faketime: runs the worker with its clock off the database's in the clock tests;
-# pgbouncer: the transaction-pooler tests.) The Swift toolchain itself is expected on PATH (the machine image provides it).
+# pgbouncer: the transaction-pooler tests; patroni, etcd-server: the failover tests' Patroni cluster,
+# scripts/patroni-cluster.sh.) The Swift toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pgbouncer pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl faketime)
+packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pgbouncer pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl faketime patroni etcd-server)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -21,5 +22,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
         systemctl disable --now prometheus.service >/dev/null 2>&1 || true
     fi
+    # Likewise etcd-server's own etcd and pgbouncer's own PgBouncer: the tests start theirs on loopback test ports.
+    for service in etcd-server:etcd pgbouncer:pgbouncer; do
+        if [[ " ${missing[*]} " == *" ${service%%:*} "* ]] && command -v systemctl >/dev/null; then
+            systemctl disable --now "${service##*:}.service" >/dev/null 2>&1 || true
+        fi
+    done
 fi
 command -v swift >/dev/null || { echo "install-deps: the Swift toolchain (swift) is not on PATH" >&2; exit 1; }

@@ -26,7 +26,9 @@ early='^(HTTP2Tests|PostgresTests)\.'
 # requests at slow emulators (load that starved the second run's end-to-end suites past their hang guards), and the
 # memory-bound suite, whose 4,000 large rows behind a slow provider need most of the machine to drain within its
 # guard.
-rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests)/'
+# So does the failover suite: four 20,000-device broadcasts, each through a killed primary and a promoted
+# standby (its own PostgreSQL pair or Patroni cluster, on ports after PUSHIZO_TEST_PG_PORT: + 1 to + 4, + 10 to + 13).
+rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests|FailoverEndToEndTests)/'
 # Inside each run, at most this many tests at once (Swift Testing's SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH;
 # unbounded by default). Started all at once, the hundreds of tests of the second run (dozens of which start worker
 # and emulator processes) shared two busy cores so thinly that their hang guards fired: with the cores busy with
@@ -45,7 +47,7 @@ run() {
 }
 run "HTTP/2 and libpq sockets" --filter "$early"
 run "everything else" --skip "$early" --skip "$rates"
-run "rates across worker processes, tenant isolation, memory bound" --filter "$rates"
+run "rates across worker processes, tenant isolation, memory bound, failover" --filter "$rates"
 # One line for the three runs, so the outcome needs no scrolling back.
 echo "==> test runs: ${summary[0]}; ${summary[1]}; ${summary[2]}"
 exit "$status"

@@ -238,6 +238,13 @@ public final class PostgresConnection {
         try query("SELECT pg_backend_pid() AS pid")[0].decode(Int32.self, "pid")
     }
 
+    /// The server this session is connected to (`PQhost`, `PQport`): after a failover through a multi-host
+    /// connection string, the host that took over. Nil if closed.
+    public var serverAddress: PostgresServerAddress? {
+        guard let conn, let host = PQhost(conn), let port = PQport(conn) else { return nil }
+        return PostgresServerAddress(host: String(cString: host), port: String(cString: port))
+    }
+
     /// True while a transaction block is open (including a failed one awaiting ROLLBACK).
     public var isInTransaction: Bool {
         guard let conn else { return false }

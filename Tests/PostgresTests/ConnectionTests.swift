@@ -113,6 +113,24 @@ struct ConnectionTests {
         #expect(PostgresRedaction.redactParseError(#"missing "=" after "x y" in "z"#) == #"missing "********" after "********" in "********"#)
     }
 
+    /// `serverAddress` is libpq's PQhost/PQport of the host that answered: with two hosts of which the first
+    /// refuses, the second.
+    @Test func serverAddressNamesTheHostThatAnswered() async throws {
+        try await TestDatabase.withFreshDatabase { url in
+            try await onThread {
+                let single = try PostgresConnection(connectionString: url)
+                let server = try #require(single.serverAddress)
+                single.close()
+                #expect(single.serverAddress == nil)
+                // Later keywords win: the same server, after a loopback port nothing listens on.
+                let both = try PostgresConnection(
+                    connectionString: url + " host=127.0.0.1,\(server.host) port=1,\(server.port)")
+                defer { both.close() }
+                #expect(both.serverAddress == server)
+            }
+        }
+    }
+
     @Test func transactionCommitsAndRollsBack() async throws {
         struct Boom: Error {}
         try await TestDatabase.withFreshDatabase { url in

@@ -43,9 +43,10 @@ extension WorkerMetrics {
         database: PostgresClient, workerID: String, interval: Double, logger: Logger, failureLog: LogRateLimiter
     ) async {
         do {
-            let shared = try await database.withConnection {
-                try QueueStore.sharedQueueDepth(
-                    on: $0, interval: .milliseconds(Int64(interval * 1000)), dutyCycle: Self.queueSampleDutyCycle,
+            let shared = try await database.withConnection { connection in
+                self.recordServer(connection.serverAddress)
+                return try QueueStore.sharedQueueDepth(
+                    on: connection, interval: .milliseconds(Int64(interval * 1000)), dutyCycle: Self.queueSampleDutyCycle,
                     sampler: workerID)
             }
             if let shared { record(shared.sample, at: shared.sampledAt) }
@@ -57,6 +58,13 @@ extension WorkerMetrics {
                     ["error": "\(error)"])
             }
         }
+    }
+
+    /// Names the server in `pushizo_database_server_info`: one series at a time (the previous server's is
+    /// dropped), so the label values stay as few as the hosts of the connection string.
+    func recordServer(_ server: PostgresServerAddress?) {
+        guard let server else { return }
+        databaseServer.replaceAll([LabelValues(server.host, server.port): 1])
     }
 
     /// Puts a sample in the gauges (every provider present, zeros included, so alerts see 0 rather than

@@ -34,6 +34,8 @@ public final class WorkerMetrics: Sendable {
     let queueSampledAt: GaugeFamily
     let queueSampleFraction: GaugeFamily
     let queueSampleFailures: CounterFamily
+    /// `pushizo_database_server_info{host,port}`: the server the last sample's connection reached.
+    let databaseServer: GaugeFamily
     let http2Connections: GaugeFamily
     let http2Streams: GaugeFamily
     let http2Waiting: GaugeFamily
@@ -114,6 +116,10 @@ public final class WorkerMetrics: Sendable {
             help: "Share of the queue the last sample counted: 1 when exact; below 1 on queues over 1,000,000 deliveries, whose pushizo_queue_* values are estimates scaled from a block sample.")
         queueSampleFailures = registry.counter(
             "pushizo_queue_sample_failures_total", help: "Queue samples that failed (database unreachable, timeout).")
+        databaseServer = registry.gauge(
+            "pushizo_database_server_info",
+            help: "Always 1; the labels name the PostgreSQL server (libpq's PQhost and PQport) the worker's connections reached at the last sample: after a failover through a multi-host PUSHIZO_DATABASE_URL, the new primary.",
+            labels: ["host", "port"])
         http2Connections = registry.gauge(
             "pushizo_http2_connections", help: "HTTP/2 connections open by provider kind; sampled.", labels: ["provider"])
         http2Streams = registry.gauge(

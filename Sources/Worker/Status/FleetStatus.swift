@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 
 /// What `pushizo-worker status` shows: the fleet as the database sees it at one instant (one read-only
 /// snapshot, so every figure is taken at the same `takenAt`). Built by ``FleetStatusStore``, printed by
@@ -21,10 +22,15 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     public var notes: [String]
     /// Apps with `apps.max_sends_per_second` (docs/throttle.md), by app id; empty before migration 0012.
     public var throttledApps: [ThrottledApp] = []
+    /// The PostgreSQL server the snapshot was read from (libpq's `PQhost`, `PQport`): with a multi-host
+    /// `PUSHIZO_DATABASE_URL` and `target_session_attrs=read-write`, the primary the fleet's connections reach
+    /// too. Nil when not known.
+    public var server: PostgresServerAddress? = nil
 
     public init(
         takenAt: Date, queue: Queue, leases: [WorkerLeases], events: [EventWindow], expansion: Expansion,
-        pausedChannels: [PausedChannel], notes: [String] = [], throttledApps: [ThrottledApp] = []
+        pausedChannels: [PausedChannel], notes: [String] = [], throttledApps: [ThrottledApp] = [],
+        server: PostgresServerAddress? = nil
     ) {
         self.takenAt = takenAt
         self.queue = queue
@@ -34,6 +40,7 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         self.pausedChannels = pausedChannels
         self.notes = notes
         self.throttledApps = throttledApps
+        self.server = server
     }
 
     /// A count and how it was obtained.
@@ -231,7 +238,21 @@ public struct FleetStatus: Sendable, Equatable, Codable {
 extension FleetStatus {
     enum CodingKeys: String, CodingKey {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
-        case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps"
+        case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps", server
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(schemaVersion, forKey: .schemaVersion)
+        try container.encode(takenAt, forKey: .takenAt)
+        try container.encode(queue, forKey: .queue)
+        try container.encode(leases, forKey: .leases)
+        try container.encode(events, forKey: .events)
+        try container.encode(expansion, forKey: .expansion)
+        try container.encode(pausedChannels, forKey: .pausedChannels)
+        try container.encode(notes, forKey: .notes)
+        try container.encode(throttledApps, forKey: .throttledApps)
+        try container.encode(server, forKey: .server)
     }
 }
 

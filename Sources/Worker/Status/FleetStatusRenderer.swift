@@ -12,6 +12,9 @@ public enum FleetStatusRenderer {
     public static func text(_ status: FleetStatus) -> String {
         var lines: [String] = []
         lines.append("pushizo-worker status at \(instant(status.takenAt))  (~ = estimated, see docs/status.md)")
+        if let server = status.server {
+            lines.append("database server: \(safe(server.description))")
+        }
         lines.append("")
 
         let queue = status.queue

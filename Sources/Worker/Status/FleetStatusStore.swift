@@ -102,7 +102,8 @@ public enum FleetStatusStore {
             return FleetStatus(
                 takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits),
                 expansion: try readExpansion(on: connection, limits: limits), pausedChannels: try readPausedChannels(on: connection),
-                notes: notes, throttledApps: try readThrottledApps(on: connection, limits: limits))
+                notes: notes, throttledApps: try readThrottledApps(on: connection, limits: limits),
+                server: connection.serverAddress)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Testing
 
 @testable import Worker
@@ -41,13 +42,15 @@ struct FleetStatusRendererTests {
                 ]),
             pausedChannels: [
                 .init(appID: app, provider: "fcm", pausedUntil: now.addingTimeInterval(238), reason: reason)
-            ])
+            ],
+            server: PostgresServerAddress(host: "db-b.internal", port: "5432"))
     }
 
     @Test func textShowsEveryFigureAndMarksEstimates() {
         let text = FleetStatusRenderer.text(Self.sample())
         let expected = """
             pushizo-worker status at 2026-09-21 14:13:20 UTC  (~ = estimated, see docs/status.md)
+            database server: db-b.internal:5432
 
             queue             due  deferred  leased
               apns     ~1,000,000        10       2
@@ -82,7 +85,8 @@ struct FleetStatusRendererTests {
         let json = try FleetStatusRenderer.json(status)
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps"])
+        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server"])
+        #expect(object["server"] as? [String: String] == ["host": "db-b.internal", "port": "5432"])
         #expect(object["schema_version"] as? Int == 1)
         #expect(object["taken_at"] as? String == "2026-09-21T14:13:20Z")
         let queue = try #require(object["queue"] as? [String: Any])

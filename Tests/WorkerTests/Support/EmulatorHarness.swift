@@ -65,13 +65,17 @@ struct EmulatorHarness: Sendable {
     /// - Parameter latency: seconds each answer is held back (see `EmulatorServer`).
     /// - Parameter fcmTokenLifetime: seconds the FCM emulator's access tokens live.
     /// - Parameter refuseStreamsBeyond: streams per connection before REFUSED_STREAM (see `EmulatorServer`).
-    static func with<T: Sendable>(latency: Double = 0, fcmTokenLifetime: Int = 3600, refuseStreamsBeyond: Int? = nil, _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
+    /// - Parameter retainLimit: accepted APNs requests kept for ``APNsEmulator/acceptedNotifications``.
+    static func with<T: Sendable>(
+        latency: Double = 0, fcmTokenLifetime: Int = 3600, refuseStreamsBeyond: Int? = nil, retainLimit: Int = 10_000,
+        _ body: @Sendable (EmulatorHarness) async throws -> T) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-e2e-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let files = try LocalCertificateAuthority.generate(in: directory)
         let key = try P256PrivateKey.generate()
-        let apns = APNsEmulator(keys: [APNsEmulatorKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)])
+        let apns = APNsEmulator(
+            keys: [APNsEmulatorKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey)], retainLimit: retainLimit)
         let webPush = WebPushEmulator(seed: webPushSeed)
         let fcmKey = try RSAPrivateKey.generate()
         let fcm = FCMEmulator(
