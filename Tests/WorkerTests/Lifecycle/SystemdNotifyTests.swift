@@ -84,18 +84,26 @@ struct SystemdNotifyTests {
         let socket = try NotifySocket()
 
         // Nothing listens on port 1: the worker retries and must not claim readiness. Wait for its first
-        // failed claim (proof it tried), then look at what it sent by then.
+        // failed attempt to reach the database (proof it tried: the start-up check of the database's route, or a
+        // claim), then look at what it sent by then.
         let (down, downErrors) = try Self.start(
             databaseURL: "host=127.0.0.1 port=1 dbname=pushizo connect_timeout=2", notifySocket: socket.path)
+        // Hang guard: a worker that never logs the failure is killed after 60 s, which ends the read below.
+        let guardKill = Task {
+            try await Task.sleep(for: .seconds(60))
+            kill(down.processIdentifier, SIGKILL)
+        }
+        let failures = ["database not reached yet", "claiming deliveries failed"]
         let sawFailure = try await onThread {
             var text = ""
-            while !text.contains("claiming deliveries failed") {
+            while !failures.contains(where: text.contains) {
                 let chunk = downErrors.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
                 text += String(decoding: chunk, as: UTF8.self)
             }
-            return text.contains("claiming deliveries failed")
+            return failures.contains(where: text.contains)
         }
+        guardKill.cancel()
         #expect(sawFailure)
         let whileDown = socket.pending()
         #expect(!whileDown.contains { $0.contains("READY=1") }, "sent while the database was down: \(whileDown)")
