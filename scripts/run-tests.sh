@@ -27,7 +27,7 @@ early='^(HTTP2Tests|PostgresTests)\.'
 # memory-bound suite, whose 4,000 large rows behind a slow provider need most of the machine to drain within its
 # guard.
 # So does the failover suite: four 20,000-device broadcasts, each through a killed primary and a promoted
-# standby (its own PostgreSQL pair or Patroni cluster, on ports after PUSHIZO_TEST_PG_PORT: + 1 to + 4, + 10 to + 13).
+# standby (its own PostgreSQL pair or Patroni cluster, on free loopback ports below the ephemeral range).
 rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests|FailoverEndToEndTests)/'
 # Inside each run, at most this many tests at once (Swift Testing's SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH;
 # unbounded by default). Started all at once, the hundreds of tests of the second run (dozens of which start worker

@@ -1,11 +1,13 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Postgres
 
 /// A throwaway primary and streaming standby on loopback, for failover tests: either plain streaming replication
 /// (`scripts/pg-replicated.sh`, promoted by hand with `pg_ctl promote`) or two Patroni nodes and an etcd member
-/// (`scripts/patroni-cluster.sh`, which promote by themselves). Ports count from `PUSHIZO_TEST_PG_PORT` (55432
-/// by default), so suites run side by side on other base ports do not collide: the plain pair takes + 1 and + 2,
-/// the Patroni nodes' PostgreSQL + 3 and + 4, etcd + 10 and + 11, the Patroni REST APIs + 12 and + 13.
+/// (`scripts/patroni-cluster.sh`, which promote by themselves). Ports are free loopback ports below Linux's
+/// ephemeral range (``freePorts(_:)``).
 struct ReplicatedCluster: Sendable {
     enum Replication: String, Sendable { case sync, async }
 
@@ -32,9 +34,40 @@ struct ReplicatedCluster: Sendable {
             .deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    /// The base port the suite's throwaway PostgreSQL listens on; failover clusters take the ports after it.
+    /// The base port the suite's throwaway PostgreSQL listens on.
     static var basePort: Int {
         ProcessInfo.processInfo.environment["PUSHIZO_TEST_PG_PORT"].flatMap(Int.init) ?? 55432
+    }
+
+    /// `count` loopback ports free when chosen, counting up from 20,000 plus the base port's last four digits
+    /// (25432 for 55432, so suites run side by side on other base ports look in other places). Below Linux's
+    /// ephemeral range (32768-60999 by default): the suite's own thousands of client connections draw their local
+    /// ports from that range, and one of them held a fixed port there (Patroni's REST API port) when a cluster
+    /// started.
+    static func freePorts(_ count: Int) -> [Int] {
+        var ports: [Int] = []
+        var candidate = 20_000 + basePort % 10_000
+        while ports.count < count && candidate < 32_768 {
+            if isFree(candidate) { ports.append(candidate) }
+            candidate += 1
+        }
+        return ports
+    }
+
+    /// Whether 127.0.0.1:`port` can be bound now (TCP).
+    private static func isFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
     }
 
     var script: String { manager == .byHand ? "pg-replicated.sh" : "patroni-cluster.sh" }
@@ -83,16 +116,18 @@ struct ReplicatedCluster: Sendable {
         _ body: @Sendable (ReplicatedCluster) async throws -> T
     ) async throws -> T {
         let directory = "/tmp/pushizo-failover-\(UUID().uuidString.prefix(8))"
-        let base = basePort
-        let (primaryPort, standbyPort) = manager == .byHand ? (base + 1, base + 2) : (base + 3, base + 4)
+        let needed = manager == .byHand ? 2 : 6
+        let ports = freePorts(needed)
+        guard ports.count == needed else {
+            throw PostgresError(code: .connectionFailed, message: "no \(needed) free loopback ports below 32768")
+        }
+        let (primaryPort, standbyPort) = (ports[0], ports[1])
         let script = manager == .byHand ? "pg-replicated.sh" : "patroni-cluster.sh"
         defer {
             _ = try? Self.script(script, ["stop", directory])
             try? FileManager.default.removeItem(atPath: directory)
         }
         let url = try await onThread {
-            let ports = manager == .byHand
-                ? [primaryPort, standbyPort] : [primaryPort, standbyPort, base + 10, base + 11, base + 12, base + 13]
             let url = try Self.script(script, ["start", directory] + ports.map(String.init) + [replication.rawValue])
             let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-migrate")
             defer { connection.close() }
