@@ -106,7 +106,7 @@ struct GracefulShutdownTests {
                 let rows = try await database.query(
                     """
                     SELECT count(*) AS n FROM pg_stat_progress_analyze p JOIN pg_stat_activity a USING (pid)
-                    WHERE a.application_name = 'pushizo-worker-statistics'
+                    WHERE a.application_name = 'pushizo-worker-statistics' AND a.datname = current_database()
                     """)
                 analyzing = rows[0]["n"] != "0"
                 if !analyzing { try await Task.sleep(for: .milliseconds(20)) }

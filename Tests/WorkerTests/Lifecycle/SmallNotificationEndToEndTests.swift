@@ -127,11 +127,12 @@ struct SmallNotificationEndToEndTests {
                 let deadline = ContinuousClock.now + .seconds(30)  // a hang guard
                 var blocked = false
                 while !blocked && ContinuousClock.now < deadline {
-                    // The bulk statement by its first line: pg_stat_activity keeps only its first 1 KiB of text.
+                    // The bulk statement by its first line: pg_stat_activity keeps only its first 1 KiB of text. In
+                    // this test's database: the suite's other tests run workers on the same cluster at once.
                     blocked = try await database.query(
                         """
                         SELECT count(*) AS n FROM pg_stat_activity
-                        WHERE wait_event_type = 'Lock' AND query LIKE 'WITH n AS (%'
+                        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH n AS (%'
                         """)[0]["n"] == "1"
                     if !blocked { try await Task.sleep(for: .milliseconds(20)) }
                 }
