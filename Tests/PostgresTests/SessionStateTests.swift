@@ -155,15 +155,3 @@ struct SessionStateTests {
         }
     }
 }
-
-/// For `defer` blocks, which cannot await: runs on a fresh thread and waits for it.
-private func runSync<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
-    let done = DispatchSemaphore(value: 0)
-    nonisolated(unsafe) var result: Result<T, any Error>!
-    Thread {
-        result = Result { try body() }
-        done.signal()
-    }.start()
-    done.wait()
-    return try result.get()
-}

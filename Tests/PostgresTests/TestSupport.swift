@@ -58,6 +58,18 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
     }
 }
 
+/// For `defer` blocks, which cannot await: runs on a fresh thread and waits for it.
+func runSync<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var result: Result<T, any Error>!
+    Thread {
+        result = Result { try body() }
+        done.signal()
+    }.start()
+    done.wait()
+    return try result.get()
+}
+
 /// Collects a listener's events in the background so tests can wait for a condition with a hang guard.
 final class EventCollector: Sendable {
     private final class Box: Sendable {

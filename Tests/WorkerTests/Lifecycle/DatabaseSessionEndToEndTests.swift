@@ -11,15 +11,8 @@ struct DatabaseSessionEndToEndTests {
     /// Seeds an app on the emulator with `devices` subscribers; returns the app id.
     static func seedApp(_ url: String, _ emulator: EmulatorHarness, devices: Int) async throws -> UUID {
         try await onThread {
-            let seed = try Seed(url)
+            let seed = try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: devices)
             defer { seed.connection.close() }
-            try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
-            _ = try seed.connection.query(
-                """
-                INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
-                SELECT $1, 'ios', 'a0a0' || md5(n::text) || substr(md5('t' || n), 1, 28), 'production', 'en'
-                FROM generate_series(1, $2) n
-                """, [seed.appID, devices])
             return seed.appID
         }
     }

@@ -89,15 +89,8 @@ struct FailoverEndToEndTests {
         try await ReplicatedCluster.with(replication, managedBy: manager) { cluster in
             try await EmulatorHarness.with(latency: 0.05, retainLimit: 4 * broadcastSize) { emulator in
                 try await onThread {
-                    let seed = try Seed(cluster.url)
+                    let seed = try SmallNotificationEndToEndTests.seedSubscriptions(cluster.url, emulator, count: broadcastSize)
                     defer { seed.connection.close() }
-                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
-                    _ = try seed.connection.query(
-                        """
-                        INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
-                        SELECT $1, 'ios', 'a0a0' || md5(n::text) || substr(md5('t' || n), 1, 28), 'production', 'en'
-                        FROM generate_series(1, $2) n
-                        """, [seed.appID, broadcastSize])
                     // Every claim (a fence bump) leaves its time and server here, replicated like the claim
                     // itself, so the first claim on the new primary is read after the run, not raced for.
                     try seed.connection.execute(
