@@ -164,8 +164,10 @@ struct SystemdNotifyTests {
             #expect(FileManager.default.createFile(atPath: stallFile, contents: nil))
             let stuck = try await Self.collect(socket) { $0.contains { $0.hasPrefix("STATUS=watchdog withheld") } }
             let withheld = stuck.first { $0.hasPrefix("STATUS=watchdog withheld") }
+            // Only that the stuck loop is named: on a loaded machine another loop's wake-up can be late by a whole
+            // 1 s interval too, and then it is rightly named beside it (which loops the policy names is
+            // WatchdogPolicyTests', with instants as values).
             #expect(withheld?.contains("claim loop stuck for") == true, "\(stuck)")
-            #expect(withheld?.contains("completer") == false, "\(stuck)")
             // From then on no ping: the datagrams up to the second status line after it (the reporter still runs;
             // it sends one every watchdog interval when that is below 5 s), two whole intervals.
             _ = socket.pending()
@@ -197,7 +199,6 @@ struct SystemdNotifyTests {
             #expect(stuck.contains("READY=1"), "\(stuck)")
             let withheld = stuck.first { $0.hasPrefix("STATUS=watchdog withheld") }
             #expect(withheld?.contains("expansion loop stuck for") == true, "\(stuck)")
-            #expect(withheld?.contains("claim loop") == false, "\(stuck)")
             _ = socket.pending()
             let silent = try await Self.collect(socket) { $0.filter { $0.hasPrefix("STATUS=") }.count >= 2 }
             #expect(!silent.contains("WATCHDOG=1"), "pinged while the expansion loop was stuck: \(silent)")
