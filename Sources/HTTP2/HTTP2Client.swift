@@ -1,6 +1,5 @@
 import Synchronization
 internal import COpenSSL
-internal import CPushizoShims
 internal import Glibc
 
 /// An HTTP/2 client with a connection pool per origin (RFC 9113). Requests share connections up to the peer's
