@@ -16,7 +16,7 @@ enum MigrateCommand {
         let migrator = try PostgresMigrator(directory: directory)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let connection = try PostgresConnection(
-            connectionString: databaseURL, applicationName: "pushizo-worker-migrate", poolerMode: route.poolerMode)
+            connectionString: databaseURL, applicationName: "pushizo-worker-migrate", poolerMode: PostgresPoolerMode(route.poolerMode))
         defer { connection.close() }
         try route.verify(connection)
         let report: PostgresMigrator.Report

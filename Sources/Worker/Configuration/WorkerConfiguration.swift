@@ -1,8 +1,6 @@
 import Foundation
 import DeliveryCore
-import PushCrypto
-import HTTP2
-import MetricsServer
+import Metrics
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -13,8 +11,9 @@ public enum WorkerRole: String, Sendable, CaseIterable {
     case send
 }
 
-/// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags.
-/// Durations are `Duration`s, read by ``ConfigurationReader/duration(_:default:in:)`` (plain seconds or with a
+/// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags: plain values,
+/// without I/O. The runtime maps them to the I/O modules' types at start-up (`WorkerConfiguration+Runtime.swift`:
+/// the egress policy, the checked trust roots, the pooler mode). Durations are `Duration`s, read by ``ConfigurationReader/duration(_:default:in:)`` (plain seconds or with a
 /// unit: `500ms`, `30s`, `5m`). See ``ConfigurationKey`` for each key's meaning and default.
 public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
@@ -36,7 +35,8 @@ public struct WorkerConfiguration: Sendable {
     /// the others only slices of sliced broadcasts (``QueueStore/Slicing``); below ``databaseConnections``.
     /// Small notifications have a lane of their own beside them (bulk passes, short transactions).
     public var expansionTasks: Int
-    /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
+    /// PEM file of trusted CAs for provider connections; `nil` = the system trust store. Read and parsed when the
+    /// runtime maps it to trust roots (``trustRoots()``).
     public var caFile: String?
     public var connectionsPerOrigin: Int
     /// Time before a provider request is abandoned.
@@ -65,9 +65,6 @@ public struct WorkerConfiguration: Sendable {
     public var maintenanceInterval: Duration?
     /// `PUSHIZO_METRICS_LISTEN`: where `GET /metrics` is served; `nil`: no listener.
     public var metricsListen: MetricsListenAddress?
-
-    /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
-    public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
 
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
@@ -104,9 +101,6 @@ public struct WorkerConfiguration: Sendable {
                 problem: "must be below PUSHIZO_DATABASE_CONNECTIONS (\(databaseConnections)): claims and completions need a connection too")
         }
         caFile = reader.string(.caFile)
-        if let caFile {
-            try Self.checkCertificateBundle(caFile)
-        }
         connectionsPerOrigin = try reader.int(.connectionsPerOrigin, default: 2, in: 1...64)
         requestTimeout = try reader.duration(.requestTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(300))
         shutdownTimeout = try reader.duration(.shutdownTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(3600))
@@ -157,23 +151,6 @@ public struct WorkerConfiguration: Sendable {
                 problem: "\(DurationText.describe(deliveryTimeout)) is more than half of PUSHIZO_LEASE_SECONDS "
                     + "(\(DurationText.describe(lease))), "
                     + "so a lease could run out under a send in flight")
-        }
-    }
-
-    /// Refuses a `PUSHIZO_CA_FILE` that cannot be read or does not parse as PEM certificates (every TLS
-    /// handshake would fail later, one delivery at a time).
-    static func checkCertificateBundle(_ path: String) throws {
-        let key = ConfigurationKey.caFile.name
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            attributes[.type] as? FileAttributeType == .typeRegular,
-            let data = FileManager.default.contents(atPath: path)
-        else {
-            throw ConfigurationError(key: key, problem: "\(path) is not a readable file")
-        }
-        do {
-            _ = try PEMCertificates.count(in: Array(data))
-        } catch {
-            throw ConfigurationError(key: key, problem: "\(path) is not a PEM certificate bundle: \(error.message)")
         }
     }
 
