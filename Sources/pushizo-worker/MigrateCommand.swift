@@ -61,8 +61,8 @@ enum MigrationsLocation {
 
 enum LoggerConfiguration {
     static func make(_ reader: ConfigurationReader, label: String) throws -> Logger {
-        let level = try reader.choice(.logLevel, default: "info", among: Logger.Level.allCases.map(\.name))
-        let format = try reader.choice(.logFormat, default: "text", among: ["text", "json"])
+        let level = try reader.choice(.logLevel)
+        let format = try reader.choice(.logFormat)
         return Logger(label: label, minimumLevel: Logger.Level(name: level) ?? .info, format: Logger.Format(rawValue: format) ?? .text)
     }
 }

@@ -23,16 +23,12 @@ public struct DatabaseRoute: Sendable, Equatable {
     /// - Parameter databaseURL: `PUSHIZO_DATABASE_URL`, the `LISTEN` route unless a transaction-mode pooler is on it.
     /// - Throws: ``ConfigurationError`` for `statement` or an unknown mode.
     public init(_ reader: ConfigurationReader, databaseURL: String) throws {
-        let name = reader.string(.databasePooler)?.lowercased() ?? DatabasePooler.none.rawValue
-        if name == "statement" {
+        if reader.string(.databasePooler)?.lowercased() == "statement" {
             throw ConfigurationError(
                 key: ConfigurationKey.databasePooler.name,
                 problem: "statement pool mode cannot run the worker, whose claims and expansions are transactions of several statements: use pool_mode = transaction or session for its database (docs/operations.md)")
         }
-        guard let mode = DatabasePooler(rawValue: name) else {
-            throw ConfigurationError(
-                key: ConfigurationKey.databasePooler.name, problem: "\"\(name)\" is not one of none, session, transaction")
-        }
+        let mode = DatabasePooler(rawValue: try reader.choice(.databasePooler)) ?? DatabasePooler.none
         poolerMode = mode
         listenURL = reader.string(.listenDatabaseURL) ?? (mode.keepsSessionState ? databaseURL : nil)
     }
