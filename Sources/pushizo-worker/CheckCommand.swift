@@ -224,8 +224,7 @@ private func readConfiguration(environment: [String: String], arguments: [String
     var reader: ConfigurationReader
     do {
         reader = try ConfigurationReader(
-            environment: known, arguments: arguments, keys: WorkerConfiguration.keys + [.migrationsDirectory],
-            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
+            environment: known, arguments: arguments, keys: WorkerConfiguration.keys + [.migrationsDirectory])
     } catch let error as ConfigurationError {
         problems.append(error)
         throw fail()

@@ -15,8 +15,7 @@ enum EmulatorCommand {
 
     static func main(environment: [String: String], arguments: [String]) async throws {
         let reader = try ConfigurationReader(
-            environment: environment, arguments: arguments, keys: keys,
-            booleanKeys: [ConfigurationKey.emulatorCleartext.name])
+            environment: environment, arguments: arguments, keys: keys)
         let logger = try LoggerConfiguration.make(reader, label: "emulator")
         let (host, port) = try listenAddress(reader)
         let cleartext = try reader.bool(.emulatorCleartext)

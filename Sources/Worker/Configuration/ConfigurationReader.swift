@@ -16,7 +16,8 @@ public struct ConfigurationReader: Sendable {
     ///   - environment: the process environment (only `PUSHIZO_*` entries are read).
     ///   - arguments: the command's arguments after the verb.
     ///   - keys: the keys this command accepts as flags.
-    ///   - booleanKeys: keys whose flag may stand alone (meaning `true`).
+    ///   - booleanKeys: more keys whose flag may stand alone (meaning `true`), besides those of `keys` declared
+    ///     ``ConfigurationValue/flag(default:)``.
     /// - Throws: ``ConfigurationError`` for an unknown variable or flag, or a flag missing its value.
     public init(
         environment: [String: String], arguments: [String], keys: [ConfigurationKey],
@@ -31,6 +32,7 @@ public struct ConfigurationReader: Sendable {
             values[name] = value
         }
         let accepted = Set(keys.map(\.name))
+        let booleanKeys = booleanKeys.union(keys.filter { if case .flag = $0.value { true } else { false } }.map(\.name))
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]

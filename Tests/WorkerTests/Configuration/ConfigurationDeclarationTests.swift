@@ -34,6 +34,16 @@ struct ConfigurationDeclarationTests {
         }
     }
 
+    /// A key declared a flag may stand alone on the command line (meaning `true`) without the command listing it.
+    @Test func aDeclaredFlagMayStandAlone() throws {
+        let reader = try ConfigurationReader(
+            environment: [:], arguments: ["--exit-when-drained", "--claim-batch", "7", "--allow-private-networks"],
+            keys: WorkerConfiguration.keys)
+        #expect(try reader.bool(.exitWhenDrained))
+        #expect(try reader.bool(.allowPrivateNetworks))
+        #expect(try reader.int(.claimBatch) == 7)
+    }
+
     /// Every key appears in a documented table of keys: README.md's configuration table (the worker's keys) or
     /// docs/emulator.md's (the emulator's), as a table cell starting with the key.
     @Test func theDocumentedTablesNameEveryKey() throws {
