@@ -21,14 +21,17 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // The Public Suffix List (built into libpsl): registrable domains, by which the resolver shares its threads.
         .systemLibrary(name: "CLibPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
-        // Functions standing in for OpenSSL macros and variadic C calls, which Swift cannot call.
-        .target(name: "CPushizoShims", dependencies: ["COpenSSL", "CMicroHTTPD"]),
+        // Functions standing in for C macros and variadic calls, which Swift cannot call: one target per library.
+        .target(name: "CPushizoOpenSSLShims", dependencies: ["COpenSSL"]),
+        .target(name: "CPushizoMicroHTTPDShims", dependencies: ["CMicroHTTPD"]),
+        // epoll, eventfd, accept4, mallopt, pthread_setname_np and the signal-forwarding handler.
+        .target(name: "CPushizoGlibcShims"),
 
         // MARK: Wrappers over C (C types never leave these modules)
         .target(name: "UUIDText"),
         .target(name: "Postgres", dependencies: ["CLibPQ", "UUIDText"]),
-        .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoShims", "CLibPSL"]),
-        .target(name: "PushCrypto", dependencies: ["COpenSSL", "CPushizoShims"]),
+        .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoOpenSSLShims", "CPushizoGlibcShims", "CLibPSL"]),
+        .target(name: "PushCrypto", dependencies: ["COpenSSL", "CPushizoOpenSSLShims"]),
 
         // MARK: Logic without I/O
         .target(name: "DeliveryCore", dependencies: ["UUIDText"]),
@@ -38,10 +41,10 @@ let package = Package(
 
         // MARK: I/O owners
         // The `GET /metrics` listener (libmicrohttpd on its own thread) and the process_* collector.
-        .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoShims"]),
+        .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoMicroHTTPDShims"]),
         .target(
             name: "Worker",
-            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText", "CPushizoShims"]),
+            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText", "CPushizoGlibcShims"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore", "UUIDText"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),

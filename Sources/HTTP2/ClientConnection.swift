@@ -1,6 +1,5 @@
 internal import CNghttp2
 internal import COpenSSL
-internal import CPushizoShims
 internal import Glibc
 
 /// A request accepted by `HTTP2Client.send`, from queueing to completion (loop thread only).

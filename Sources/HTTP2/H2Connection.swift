@@ -1,6 +1,6 @@
 internal import CNghttp2
 internal import COpenSSL
-internal import CPushizoShims
+internal import CPushizoGlibcShims
 internal import Glibc
 
 /// One HTTP/2 connection over a non-blocking socket, optionally TLS: the shared part of client and server.

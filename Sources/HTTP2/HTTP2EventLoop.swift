@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 internal import Glibc
-internal import CPushizoShims
+internal import CPushizoGlibcShims
 
 /// An object with a file descriptor registered in an event loop; called on the loop thread only.
 protocol LoopHandler: AnyObject {

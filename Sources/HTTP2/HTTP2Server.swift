@@ -2,7 +2,7 @@ import Synchronization
 internal import CNghttp2
 internal import COpenSSL
 internal import Glibc
-internal import CPushizoShims
+internal import CPushizoGlibcShims
 
 /// A request as the server's handler sees it: pseudo-headers split out, body complete.
 public struct HTTP2ServerRequest: Sendable {

@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CPushizoShims
+internal import CPushizoOpenSSLShims
 
 /// Owner of an OpenSSL `SSL_CTX`. `@unchecked Sendable`: the context is fully configured in `init` and only read
 /// afterwards (`SSL_new`), which OpenSSL allows from any thread.

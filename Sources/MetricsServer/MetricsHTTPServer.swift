@@ -2,7 +2,7 @@ import Foundation
 import Metrics
 import Synchronization
 internal import CMicroHTTPD
-internal import CPushizoShims
+internal import CPushizoMicroHTTPDShims
 internal import Glibc
 
 /// What the metrics endpoint answers, decided without sockets: `GET` or `HEAD /metrics` gets the registry's

@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CPushizoShims
+internal import CPushizoOpenSSLShims
 import Foundation
 
 /// A TLS client identity (an X.509 certificate, its chain and its private key) read with OpenSSL from what

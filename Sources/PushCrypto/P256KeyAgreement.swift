@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CPushizoShims
+internal import CPushizoOpenSSLShims
 
 extension P256PrivateKey {
     /// Imports a key from its raw parts: the 32-byte big-endian private scalar `d` (SEC 1 §2.3.6, what a JWK

@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CPushizoShims
+internal import CPushizoOpenSSLShims
 
 /// An ECDSA P-256 (secp256r1 / prime256v1) private key held by OpenSSL, e.g. an APNs `.p8` signing key.
 ///

@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CPushizoShims
+internal import CPushizoOpenSSLShims
 
 /// An ECDSA P-256 public key held by OpenSSL: verifies ES256 signatures (the emulator checks APNs provider
 /// tokens with it) and will carry Web Push subscriber keys (`p256dh`, a 65-byte uncompressed point).

@@ -32,7 +32,7 @@ enum CheckCommand {
         let migrator = try PostgresMigrator(directory: directory)
         let route = configuration.databaseRoute
         let database = PostgresClient(
-            connectionString: configuration.databaseURL, maximumConnections: 1, poolerMode: route.poolerMode)
+            connectionString: configuration.databaseURL, maximumConnections: 1, poolerMode: PostgresPoolerMode(route.poolerMode))
         let outcome = await capture { try await database.withConnection { connection in
             var lines: [String] = []
             try route.verify(connection)
@@ -224,8 +224,7 @@ private func readConfiguration(environment: [String: String], arguments: [String
     var reader: ConfigurationReader
     do {
         reader = try ConfigurationReader(
-            environment: known, arguments: arguments, keys: WorkerConfiguration.keys + [.migrationsDirectory],
-            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
+            environment: known, arguments: arguments, keys: WorkerConfiguration.keys + [.migrationsDirectory])
     } catch let error as ConfigurationError {
         problems.append(error)
         throw fail()
@@ -233,6 +232,7 @@ private func readConfiguration(environment: [String: String], arguments: [String
     for _ in 0...ConfigurationKey.all.count {
         do {
             let configuration = try WorkerConfiguration(reader)
+            _ = try configuration.trustRoots()
             _ = try LoggerConfiguration.make(reader, label: "check")
             let directory = try MigrationsLocation.resolve(reader)
             if problems.isEmpty { return (configuration, directory) }

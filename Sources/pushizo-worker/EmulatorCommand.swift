@@ -15,18 +15,15 @@ enum EmulatorCommand {
 
     static func main(environment: [String: String], arguments: [String]) async throws {
         let reader = try ConfigurationReader(
-            environment: environment, arguments: arguments, keys: keys,
-            booleanKeys: [ConfigurationKey.emulatorCleartext.name])
+            environment: environment, arguments: arguments, keys: keys)
         let logger = try LoggerConfiguration.make(reader, label: "emulator")
         let (host, port) = try listenAddress(reader)
-        let cleartext = try reader.bool(.emulatorCleartext, default: false)
+        let cleartext = try reader.bool(.emulatorCleartext)
         let apnsKeys = try self.apnsKeys(reader)
-        let latency = try reader.duration(.emulatorLatency, default: .zero, in: .zero ... .seconds(60)).inSeconds
+        let latency = try reader.duration(.emulatorLatency).inSeconds
         let fcmAccounts = try self.fcmAccounts(reader)
-        let refuseBeyond = try reader.int(.emulatorRefuseBeyond, default: 0, in: 0 ... 100_000)
-        let fcmTokenLifetime = try reader.duration(
-            .emulatorFCMTokenLifetime, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)
-        ).inSeconds
+        let refuseBeyond = try reader.int(.emulatorRefuseBeyond)
+        let fcmTokenLifetime = try reader.duration(.emulatorFCMTokenLifetime).inSeconds
 
         var tls: TLSServerConfiguration?
         var caFile: String?
@@ -55,7 +52,7 @@ enum EmulatorCommand {
         }
         let apns = APNsEmulator(keys: apnsKeys, onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
         let webPush = WebPushEmulator(
-            seed: reader.string(.emulatorWebPushSeed) ?? "pushizo-demo",
+            seed: reader.text(.emulatorWebPushSeed) ?? "",
             onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
         let fcm = FCMEmulator(
             accounts: fcmAccounts, tokenLifetime: Int(fcmTokenLifetime),
@@ -98,7 +95,7 @@ enum EmulatorCommand {
     }
 
     static func listenAddress(_ reader: ConfigurationReader) throws -> (String, Int) {
-        let text = reader.string(.emulatorListen) ?? "127.0.0.1:8443"
+        let text = reader.text(.emulatorListen) ?? ""
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (0...65535).contains(port), colon != text.startIndex
         else {

@@ -1,6 +1,7 @@
 import Worker
 
-/// `pushizo-worker help`: the settings part is generated from ``ConfigurationKey/all`` so it cannot drift.
+/// `pushizo-worker help`: the settings part is generated from ``ConfigurationKey/all`` (each key's summary, accepted
+/// values and default, as declared once) so it cannot drift.
 enum Help {
     static var text: String {
         var text = """
@@ -42,6 +43,7 @@ enum Help {
         for key in ConfigurationKey.all {
             let flag = key.flag.padding(toLength: 30, withPad: " ", startingAt: 0)
             text += "  \(flag) \(key.name)\n      \(key.summary)"
+            if let range = key.rangeText { text += " (\(range))" }
             if let value = key.defaultValue { text += " [default: \(value)]" }
             text += "\n"
         }

@@ -16,7 +16,7 @@ enum MaintainCommand {
         let settings = try MaintenanceSettings(reader)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let connection = try PostgresConnection(
-            connectionString: databaseURL, applicationName: "pushizo-worker-maintain", poolerMode: route.poolerMode)
+            connectionString: databaseURL, applicationName: "pushizo-worker-maintain", poolerMode: PostgresPoolerMode(route.poolerMode))
         try route.verify(connection)
         defer { connection.close() }
         guard let report = try DataLifecycle.maintain(on: connection, settings: settings, waitForLock: true) else {

@@ -16,7 +16,7 @@ enum MigrateCommand {
         let migrator = try PostgresMigrator(directory: directory)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let connection = try PostgresConnection(
-            connectionString: databaseURL, applicationName: "pushizo-worker-migrate", poolerMode: route.poolerMode)
+            connectionString: databaseURL, applicationName: "pushizo-worker-migrate", poolerMode: PostgresPoolerMode(route.poolerMode))
         defer { connection.close() }
         try route.verify(connection)
         let report: PostgresMigrator.Report
@@ -61,8 +61,8 @@ enum MigrationsLocation {
 
 enum LoggerConfiguration {
     static func make(_ reader: ConfigurationReader, label: String) throws -> Logger {
-        let level = try reader.choice(.logLevel, default: "info", among: Logger.Level.allCases.map(\.name))
-        let format = try reader.choice(.logFormat, default: "text", among: ["text", "json"])
+        let level = try reader.choice(.logLevel)
+        let format = try reader.choice(.logFormat)
         return Logger(label: label, minimumLevel: Logger.Level(name: level) ?? .info, format: Logger.Format(rawValue: format) ?? .text)
     }
 }

@@ -11,7 +11,7 @@ enum PreviewCommand {
     static func main(environment: [String: String], arguments: [String]) throws {
         // The worker's egress switch decides what preview accepts, so it shows what `run` would do.
         let reader = try ConfigurationReader(environment: environment, arguments: [], keys: [])
-        let egressPolicy = EgressPolicy(allowsPrivateNetworks: try reader.bool(.allowPrivateNetworks, default: false))
+        let egressPolicy = EgressPolicy(allowsPrivateNetworks: try reader.bool(.allowPrivateNetworks))
         guard arguments.count <= 1 else {
             throw PreviewError("usage: pushizo-worker preview [FILE]  (reads stdin without FILE)")
         }

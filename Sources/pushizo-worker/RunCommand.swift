@@ -4,8 +4,7 @@ import Worker
 enum RunCommand {
     static func main(environment: [String: String], arguments: [String]) async throws {
         let reader = try ConfigurationReader(
-            environment: environment, arguments: arguments, keys: WorkerConfiguration.keys,
-            booleanKeys: [ConfigurationKey.exitWhenDrained.name, ConfigurationKey.allowPrivateNetworks.name])
+            environment: environment, arguments: arguments, keys: WorkerConfiguration.keys)
         let configuration = try WorkerConfiguration(reader)
         let logger = try LoggerConfiguration.make(reader, label: "worker")
         let runtime = try WorkerRuntime(

@@ -16,7 +16,7 @@ enum StatusCommand {
         let status: FleetStatus
         do {
             let connection = try PostgresConnection(
-                connectionString: databaseURL, applicationName: "pushizo-worker-status", poolerMode: route.poolerMode)
+                connectionString: databaseURL, applicationName: "pushizo-worker-status", poolerMode: PostgresPoolerMode(route.poolerMode))
             defer { connection.close() }
             status = try FleetStatusStore.read(on: connection)
         } catch {

@@ -1,13 +1,15 @@
 import Foundation
 
 extension ConfigurationReader {
-    /// A duration setting that can be turned off: `off` (or `0`) gives `nil` when `allowingOff`; anything else is
-    /// read by ``DurationText`` like every duration key (`30d`, `12h`, `90m`, `45s`, `500ms`, bare seconds).
-    /// Unset gives `fallback`.
-    /// - Throws: ``ConfigurationError`` naming the key for text that is not a duration or lies outside `range`.
-    public func durationSetting(
-        _ key: ConfigurationKey, default fallback: Duration?, in range: ClosedRange<Duration>, allowingOff: Bool = false
-    ) throws -> Duration? {
+    /// A duration setting that can be turned off: `off` (or `0`) gives `nil` when the key is declared with `off`;
+    /// anything else is read by ``DurationText`` like every duration key (`30d`, `12h`, `90m`, `45s`, `500ms`, bare
+    /// seconds), in the key's range. Unset gives the key's default.
+    /// - Precondition: the key is declared ``ConfigurationValue/duration(default:in:off:)`` with a default.
+    /// - Throws: ``ConfigurationError`` naming the key for text that is not a duration or lies outside the range.
+    public func durationSetting(_ key: ConfigurationKey) throws -> Duration? {
+        guard case .duration(let declared, let range, let allowingOff) = key.value, let fallback = declared else {
+            preconditionFailure("\(key.name) is not declared a duration with a default")
+        }
         guard let raw = string(key) else { return fallback }
         let text = raw.trimmingCharacters(in: .whitespaces).lowercased()
         if allowingOff, text == "off" || text == "0" { return nil }

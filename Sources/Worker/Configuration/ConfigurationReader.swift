@@ -16,7 +16,8 @@ public struct ConfigurationReader: Sendable {
     ///   - environment: the process environment (only `PUSHIZO_*` entries are read).
     ///   - arguments: the command's arguments after the verb.
     ///   - keys: the keys this command accepts as flags.
-    ///   - booleanKeys: keys whose flag may stand alone (meaning `true`).
+    ///   - booleanKeys: more keys whose flag may stand alone (meaning `true`), besides those of `keys` declared
+    ///     ``ConfigurationValue/flag(default:)``.
     /// - Throws: ``ConfigurationError`` for an unknown variable or flag, or a flag missing its value.
     public init(
         environment: [String: String], arguments: [String], keys: [ConfigurationKey],
@@ -31,6 +32,7 @@ public struct ConfigurationReader: Sendable {
             values[name] = value
         }
         let accepted = Set(keys.map(\.name))
+        let booleanKeys = booleanKeys.union(keys.filter { if case .flag = $0.value { true } else { false } }.map(\.name))
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -108,6 +110,15 @@ public struct ConfigurationReader: Sendable {
         return value
     }
 
+    /// A text value, or the key's declared default (``ConfigurationValue/text(default:)``) when unset.
+    public func text(_ key: ConfigurationKey) -> String? {
+        guard let value = string(key) else {
+            if case .text(let fallback) = key.value { return fallback }
+            return nil
+        }
+        return value
+    }
+
     /// A required text value.
     /// - Throws: ``ConfigurationError`` naming the key when it is unset.
     public func requiredString(_ key: ConfigurationKey) throws -> String {
@@ -117,9 +128,14 @@ public struct ConfigurationReader: Sendable {
         return value
     }
 
-    /// A whole number in `range`, or `fallback` when unset.
+    /// A whole number in the key's range, or its default when unset (`derived` when the default follows from
+    /// other keys, ``ConfigurationKey/derivedDefault``).
+    /// - Precondition: the key is declared ``ConfigurationValue/wholeNumber(default:in:)`` with a default or `derived`.
     /// - Throws: ``ConfigurationError`` naming the key for non-numbers or values out of range.
-    public func int(_ key: ConfigurationKey, default fallback: Int, in range: ClosedRange<Int>) throws -> Int {
+    public func int(_ key: ConfigurationKey, default derived: Int? = nil) throws -> Int {
+        guard case .wholeNumber(let declared, let range) = key.value, let fallback = derived ?? declared else {
+            preconditionFailure("\(key.name) is not declared a whole number with a default")
+        }
         guard let text = string(key) else { return fallback }
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
             throw ConfigurationError(
@@ -129,26 +145,15 @@ public struct ConfigurationReader: Sendable {
         return value
     }
 
-    /// A decimal number (seconds, usually) in `range`, or `fallback` when unset.
-    /// - Throws: ``ConfigurationError`` naming the key for non-numbers or values out of range.
-    public func double(_ key: ConfigurationKey, default fallback: Double, in range: ClosedRange<Double>) throws
-        -> Double
-    {
-        guard let text = string(key) else { return fallback }
-        guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite, range.contains(value)
-        else {
-            throw ConfigurationError(
-                key: key.name, problem: "\(describe(text, key)) is not a number in \(range.lowerBound)...\(range.upperBound)")
-        }
-        return value
-    }
-
     /// A duration (see ``DurationText``: plain seconds such as `30` or `0.25`, or `500ms`, `30s`, `5m`, `2h`)
-    /// in `range`, or `fallback` when unset. Every duration setting is read here.
-    /// - Throws: ``ConfigurationError`` naming the key for text that is not a duration or lies outside `range`.
-    public func duration(_ key: ConfigurationKey, default fallback: Duration, in range: ClosedRange<Duration>) throws
-        -> Duration
-    {
+    /// in the key's range, or its default when unset (`derived` when the default follows from other keys). Every
+    /// duration setting that cannot be turned off is read here.
+    /// - Precondition: the key is declared ``ConfigurationValue/duration(default:in:off:)`` with a default or `derived`.
+    /// - Throws: ``ConfigurationError`` naming the key for text that is not a duration or lies outside the range.
+    public func duration(_ key: ConfigurationKey, default derived: Duration? = nil) throws -> Duration {
+        guard case .duration(let declared, let range, _) = key.value, let fallback = derived ?? declared else {
+            preconditionFailure("\(key.name) is not declared a duration with a default")
+        }
         guard let text = string(key) else { return fallback }
         guard let value = DurationText.parse(text), range.contains(value) else {
             throw ConfigurationError(
@@ -159,9 +164,11 @@ public struct ConfigurationReader: Sendable {
         return value
     }
 
-    /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), or `fallback` when unset.
+    /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), or the key's default when unset.
+    /// - Precondition: the key is declared ``ConfigurationValue/flag(default:)``.
     /// - Throws: ``ConfigurationError`` naming the key for anything else.
-    public func bool(_ key: ConfigurationKey, default fallback: Bool) throws -> Bool {
+    public func bool(_ key: ConfigurationKey) throws -> Bool {
+        guard case .flag(let fallback) = key.value else { preconditionFailure("\(key.name) is not declared a flag") }
         guard let text = string(key) else { return fallback }
         switch text.lowercased() {
         case "true", "1", "yes", "on": return true
@@ -171,15 +178,42 @@ public struct ConfigurationReader: Sendable {
         }
     }
 
-    /// One of `choices`, or `fallback` when unset.
+    /// One of the key's choices (lower-cased), or its default when unset.
+    /// - Precondition: the key is declared ``ConfigurationValue/choice(default:among:)``.
     /// - Throws: ``ConfigurationError`` naming the key and the choices.
-    public func choice(_ key: ConfigurationKey, default fallback: String, among choices: [String]) throws -> String {
+    public func choice(_ key: ConfigurationKey) throws -> String {
+        guard case .choice(let fallback, let choices) = key.value else {
+            preconditionFailure("\(key.name) is not declared a choice")
+        }
         guard let text = string(key) else { return fallback }
         guard choices.contains(text.lowercased()) else {
             throw ConfigurationError(
                 key: key.name, problem: "\(describe(text, key)) is not one of \(choices.joined(separator: ", "))")
         }
         return text.lowercased()
+    }
+
+    /// The key's comma-separated choices (trimmed, lower-cased, in the order written), or its default when unset.
+    /// - Precondition: the key is declared ``ConfigurationValue/list(default:among:)``.
+    /// - Throws: ``ConfigurationError`` naming the key for an item that is not a choice, or a list naming none.
+    public func list(_ key: ConfigurationKey) throws -> [String] {
+        guard case .list(let fallback, let choices) = key.value else {
+            preconditionFailure("\(key.name) is not declared a list")
+        }
+        guard let text = string(key) else { return fallback }
+        var items: [String] = []
+        for item in text.split(separator: ",") {
+            let trimmed = item.trimmingCharacters(in: .whitespaces).lowercased()
+            guard choices.contains(trimmed) else {
+                throw ConfigurationError(
+                    key: key.name, problem: "\"\(trimmed)\" is not one of \(choices.joined(separator: ", "))")
+            }
+            items.append(trimmed)
+        }
+        guard !items.isEmpty else {
+            throw ConfigurationError(key: key.name, problem: "names none of \(choices.joined(separator: ", "))")
+        }
+        return items
     }
 
     private func describe(_ text: String, _ key: ConfigurationKey) -> String {

@@ -1,5 +1,3 @@
-import Postgres
-
 /// How the worker's connections reach PostgreSQL (docs/operations.md, "Connection poolers"):
 /// `PUSHIZO_DATABASE_POOLER` (what stands in between) and `PUSHIZO_LISTEN_DATABASE_URL` (the `LISTEN`
 /// connection's own route).
@@ -7,15 +5,16 @@ import Postgres
 /// A pooler cannot be asked its pool mode over a client connection (PgBouncer answers `SHOW pool_mode` on its
 /// admin console only), but it can be seen: it answers the connection with a process ID of its own (a cancel
 /// key, PgBouncer docs "cancel requests"), which differs from `pg_backend_pid()`. So a pooler found where
-/// `PUSHIZO_DATABASE_POOLER=none` says there is none is refused, as is one found on the `LISTEN` route.
+/// `PUSHIZO_DATABASE_POOLER=none` says there is none is refused, as is one found on the `LISTEN` route
+/// (``verify(_:listen:)``, in the runtime, asks the connection).
 public struct DatabaseRoute: Sendable, Equatable {
     /// `PUSHIZO_DATABASE_POOLER`.
-    public var poolerMode: PostgresPoolerMode
+    public var poolerMode: DatabasePooler
     /// The `LISTEN` connection's connection string; nil: no `LISTEN`, the worker polls every
     /// `PUSHIZO_POLL_INTERVAL` (a transaction-mode pooler without `PUSHIZO_LISTEN_DATABASE_URL`).
     public var listenURL: String?
 
-    public init(poolerMode: PostgresPoolerMode, listenURL: String?) {
+    public init(poolerMode: DatabasePooler, listenURL: String?) {
         self.poolerMode = poolerMode
         self.listenURL = listenURL
     }
@@ -24,16 +23,12 @@ public struct DatabaseRoute: Sendable, Equatable {
     /// - Parameter databaseURL: `PUSHIZO_DATABASE_URL`, the `LISTEN` route unless a transaction-mode pooler is on it.
     /// - Throws: ``ConfigurationError`` for `statement` or an unknown mode.
     public init(_ reader: ConfigurationReader, databaseURL: String) throws {
-        let name = reader.string(.databasePooler)?.lowercased() ?? PostgresPoolerMode.none.rawValue
-        if name == "statement" {
+        if reader.string(.databasePooler)?.lowercased() == "statement" {
             throw ConfigurationError(
                 key: ConfigurationKey.databasePooler.name,
                 problem: "statement pool mode cannot run the worker, whose claims and expansions are transactions of several statements: use pool_mode = transaction or session for its database (docs/operations.md)")
         }
-        guard let mode = PostgresPoolerMode(rawValue: name) else {
-            throw ConfigurationError(
-                key: ConfigurationKey.databasePooler.name, problem: "\"\(name)\" is not one of none, session, transaction")
-        }
+        let mode = DatabasePooler(rawValue: try reader.choice(.databasePooler)) ?? DatabasePooler.none
         poolerMode = mode
         listenURL = reader.string(.listenDatabaseURL) ?? (mode.keepsSessionState ? databaseURL : nil)
     }
@@ -56,16 +51,6 @@ public struct DatabaseRoute: Sendable, Equatable {
         return ConfigurationError(
             key: ConfigurationKey.listenDatabaseURL.name,
             problem: "goes through a connection pooler (it answered as process \(announcedProcessID), PostgreSQL runs the session as \(serverProcessID)): with PUSHIZO_DATABASE_POOLER=transaction it must connect to PostgreSQL directly, or be unset for polling only (docs/operations.md)")
-    }
-
-    /// Checks `connection` (opened on `PUSHIZO_DATABASE_URL` or, with `listen`, on the `LISTEN` route).
-    /// - Throws: the refusal as a ``ConfigurationError``; ``PostgresError`` when the database does not answer.
-    public func verify(_ connection: PostgresConnection, listen: Bool = false) throws {
-        let server = try connection.serverProcessID()
-        let refusal = listen
-            ? listenRefusal(announcedProcessID: connection.processID, serverProcessID: server)
-            : databaseRefusal(announcedProcessID: connection.processID, serverProcessID: server)
-        if let refusal { throw refusal }
     }
 
     /// One line for `check` and the start-up log: the pooler and how wake-ups come.

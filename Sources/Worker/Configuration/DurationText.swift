@@ -37,6 +37,19 @@ public enum DurationText {
         return "\(format(seconds)) s"
     }
 
+    /// `duration` as the shortest text ``parse(_:)`` reads back exactly, in the largest unit that writes it whole:
+    /// `0`, `500ms`, `30s`, `2m`, `24h`, `30d` (days from two days up, as `24h` reads better than `1d`); what
+    /// `pushizo-worker help` shows for defaults and ranges.
+    public static func short(_ duration: Duration) -> String {
+        guard duration != .zero else { return "0" }
+        let (seconds, attoseconds) = duration.components
+        guard attoseconds == 0 else { return "\(format(duration.inSeconds * 1000))ms" }
+        if seconds >= 172_800, seconds % 86_400 == 0 { return "\(seconds / 86_400)d" }
+        if seconds % 3600 == 0 { return "\(seconds / 3600)h" }
+        if seconds % 60 == 0 { return "\(seconds / 60)m" }
+        return "\(seconds)s"
+    }
+
     private static func format(_ value: Double) -> String {
         value == value.rounded() ? String(Int64(value)) : String(value)
     }

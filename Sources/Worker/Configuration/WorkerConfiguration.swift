@@ -1,8 +1,6 @@
 import Foundation
 import DeliveryCore
-import PushCrypto
-import HTTP2
-import MetricsServer
+import Metrics
 
 /// A worker's share of the job. A fleet may dedicate hosts: e.g. a few `expand` workers near the database
 /// and many `send` workers; by default every worker does both.
@@ -13,9 +11,11 @@ public enum WorkerRole: String, Sendable, CaseIterable {
     case send
 }
 
-/// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags.
-/// Durations are `Duration`s, read by ``ConfigurationReader/duration(_:default:in:)`` (plain seconds or with a
-/// unit: `500ms`, `30s`, `5m`). See ``ConfigurationKey`` for each key's meaning and default.
+/// Everything `pushizo-worker run` needs, read once at start-up from the environment and flags: plain values,
+/// without I/O. The runtime maps them to the I/O modules' types at start-up (`WorkerConfiguration+Runtime.swift`:
+/// the egress policy, the checked trust roots, the pooler mode). Durations are `Duration`s, read by ``ConfigurationReader/duration(_:default:in:)`` (plain seconds or with a
+/// unit: `500ms`, `30s`, `5m`). Each key's meaning, default and range are declared once, in ``ConfigurationKey``;
+/// the reader applies them, so only defaults that follow from other keys are written here.
 public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
     /// `PUSHIZO_DATABASE_POOLER` and the `LISTEN` route (``DatabaseRoute``).
@@ -36,7 +36,8 @@ public struct WorkerConfiguration: Sendable {
     /// the others only slices of sliced broadcasts (``QueueStore/Slicing``); below ``databaseConnections``.
     /// Small notifications have a lane of their own beside them (bulk passes, short transactions).
     public var expansionTasks: Int
-    /// PEM file of trusted CAs for provider connections; `nil` = the system trust store.
+    /// PEM file of trusted CAs for provider connections; `nil` = the system trust store. Read and parsed when the
+    /// runtime maps it to trust roots (``trustRoots()``).
     public var caFile: String?
     public var connectionsPerOrigin: Int
     /// Time before a provider request is abandoned.
@@ -66,9 +67,6 @@ public struct WorkerConfiguration: Sendable {
     /// `PUSHIZO_METRICS_LISTEN`: where `GET /metrics` is served; `nil`: no listener.
     public var metricsListen: MetricsListenAddress?
 
-    /// Where provider connections may go: the public internet only, unless `allowPrivateNetworks`.
-    public var egressPolicy: EgressPolicy { EgressPolicy(allowsPrivateNetworks: allowPrivateNetworks) }
-
     /// The keys `run` accepts as flags.
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .databasePooler, .listenDatabaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
@@ -83,41 +81,34 @@ public struct WorkerConfiguration: Sendable {
         databaseURL = try reader.requiredString(.databaseURL)
         databaseRoute = try DatabaseRoute(reader, databaseURL: databaseURL)
         workerID = reader.string(.workerID) ?? Self.defaultWorkerID()
-        concurrency = try reader.int(.concurrency, default: 2048, in: 1...100_000)
-        claimBatch = try reader.int(.claimBatch, default: 200, in: 1...10_000)
-        lease = try reader.duration(.leaseSeconds, default: .seconds(120), in: .seconds(5) ... .seconds(86_400))
-        pollInterval = try reader.duration(.pollInterval, default: .seconds(1), in: .milliseconds(50) ... .seconds(60))
-        maxAttempts = try reader.int(.maxAttempts, default: 10, in: 1...100)
-        let retryBase = try reader.duration(.retryBase, default: .seconds(2), in: .milliseconds(10) ... .seconds(3600))
-            .inSeconds
-        let retryMax = try reader.duration(.retryMax, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400))
-            .inSeconds
+        concurrency = try reader.int(.concurrency)
+        claimBatch = try reader.int(.claimBatch)
+        lease = try reader.duration(.leaseSeconds)
+        pollInterval = try reader.duration(.pollInterval)
+        maxAttempts = try reader.int(.maxAttempts)
+        let retryBase = try reader.duration(.retryBase).inSeconds
+        let retryMax = try reader.duration(.retryMax).inSeconds
         guard retryMax >= retryBase else {
             throw ConfigurationError(key: ConfigurationKey.retryMax.name, problem: "must not be below PUSHIZO_RETRY_BASE")
         }
         retryPolicy = RetryPolicy(baseDelay: retryBase, maximumDelay: retryMax)
-        databaseConnections = try reader.int(.databaseConnections, default: 5, in: 2...64)
-        expansionTasks = try reader.int(.expansionTasks, default: min(2, databaseConnections - 1), in: 1...16)
+        databaseConnections = try reader.int(.databaseConnections)
+        expansionTasks = try reader.int(.expansionTasks, default: min(2, databaseConnections - 1))
         guard expansionTasks < databaseConnections else {
             throw ConfigurationError(
                 key: ConfigurationKey.expansionTasks.name,
                 problem: "must be below PUSHIZO_DATABASE_CONNECTIONS (\(databaseConnections)): claims and completions need a connection too")
         }
         caFile = reader.string(.caFile)
-        if let caFile {
-            try Self.checkCertificateBundle(caFile)
-        }
-        connectionsPerOrigin = try reader.int(.connectionsPerOrigin, default: 2, in: 1...64)
-        requestTimeout = try reader.duration(.requestTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(300))
-        shutdownTimeout = try reader.duration(.shutdownTimeout, default: .seconds(30), in: .seconds(1) ... .seconds(3600))
-        exitWhenDrained = try reader.bool(.exitWhenDrained, default: false)
-        quietHoursSpread = try reader.duration(.quietHoursSpread, default: .seconds(900), in: .zero ... .seconds(86_400))
-        clockOffsetWarning = try reader.duration(
-            .clockOffsetWarning, default: .seconds(2), in: .milliseconds(100) ... .seconds(3600))
-        allowPrivateNetworks = try reader.bool(.allowPrivateNetworks, default: false)
+        connectionsPerOrigin = try reader.int(.connectionsPerOrigin)
+        requestTimeout = try reader.duration(.requestTimeout)
+        shutdownTimeout = try reader.duration(.shutdownTimeout)
+        exitWhenDrained = try reader.bool(.exitWhenDrained)
+        quietHoursSpread = try reader.duration(.quietHoursSpread)
+        clockOffsetWarning = try reader.duration(.clockOffsetWarning)
+        allowPrivateNetworks = try reader.bool(.allowPrivateNetworks)
         maintenance = try MaintenanceSettings(reader)
-        maintenanceInterval = try reader.durationSetting(
-            .maintenanceInterval, default: .seconds(3600), in: .seconds(10) ... .seconds(86_400), allowingOff: true)
+        maintenanceInterval = try reader.durationSetting(.maintenanceInterval)
         if let listen = reader.string(.metricsListen) {
             do {
                 metricsListen = try MetricsListenAddress(parsing: listen)
@@ -125,24 +116,11 @@ public struct WorkerConfiguration: Sendable {
                 throw ConfigurationError(key: ConfigurationKey.metricsListen.name, problem: error.message)
             }
         }
-        var roles: Set<WorkerRole> = []
-        for name in (reader.string(.roles) ?? "expand,send").split(separator: ",") {
-            let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()
-            guard let role = WorkerRole(rawValue: trimmed) else {
-                throw ConfigurationError(
-                    key: ConfigurationKey.roles.name, problem: "\"\(trimmed)\" is not a role (expand, send)")
-            }
-            roles.insert(role)
-        }
-        guard !roles.isEmpty else {
-            throw ConfigurationError(key: ConfigurationKey.roles.name, problem: "names no role (expand, send)")
-        }
-        self.roles = roles
-        maxUncountedRetries = try reader.int(.maxUncountedRetries, default: 100, in: 1...100_000)
+        roles = Set(try reader.list(.roles).compactMap(WorkerRole.init(rawValue:)))
+        maxUncountedRetries = try reader.int(.maxUncountedRetries)
         // A send must end well within its lease: the other half covers the wait before the send and the
         // completion's write, so no lease runs out under a send in flight.
-        deliveryTimeout = try reader.duration(
-            .deliveryTimeout, default: min(requestTimeout * 2, lease / 2), in: .seconds(1) ... .seconds(3600))
+        deliveryTimeout = try reader.duration(.deliveryTimeout, default: min(requestTimeout * 2, lease / 2))
         guard requestTimeout <= deliveryTimeout else {
             let setting = reader.string(.deliveryTimeout) == nil ? "PUSHIZO_LEASE_SECONDS / 2" : "PUSHIZO_DELIVERY_TIMEOUT"
             throw ConfigurationError(
@@ -157,23 +135,6 @@ public struct WorkerConfiguration: Sendable {
                 problem: "\(DurationText.describe(deliveryTimeout)) is more than half of PUSHIZO_LEASE_SECONDS "
                     + "(\(DurationText.describe(lease))), "
                     + "so a lease could run out under a send in flight")
-        }
-    }
-
-    /// Refuses a `PUSHIZO_CA_FILE` that cannot be read or does not parse as PEM certificates (every TLS
-    /// handshake would fail later, one delivery at a time).
-    static func checkCertificateBundle(_ path: String) throws {
-        let key = ConfigurationKey.caFile.name
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            attributes[.type] as? FileAttributeType == .typeRegular,
-            let data = FileManager.default.contents(atPath: path)
-        else {
-            throw ConfigurationError(key: key, problem: "\(path) is not a readable file")
-        }
-        do {
-            _ = try PEMCertificates.count(in: Array(data))
-        } catch {
-            throw ConfigurationError(key: key, problem: "\(path) is not a PEM certificate bundle: \(error.message)")
         }
     }
 

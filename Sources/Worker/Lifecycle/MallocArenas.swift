@@ -1,4 +1,4 @@
-internal import CPushizoShims
+internal import CPushizoGlibcShims
 
 /// How many glibc malloc arenas the worker process uses.
 ///

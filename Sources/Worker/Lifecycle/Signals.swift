@@ -1,5 +1,5 @@
 import Foundation
-internal import CPushizoShims
+internal import CPushizoGlibcShims
 internal import CSystemd
 
 /// A signal as it arrived: its number and, when a process sent it (`kill(2)`, `sigqueue(3)`), the sender's

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP2
+import Metrics
 import MetricsServer
 import Postgres
 
@@ -32,7 +33,9 @@ public final class WorkerRuntime: Sendable {
     ///     HTTP/2 I/O thread all make progress (``WatchdogPolicy``); `nil` = no watchdog.
     ///   - metrics: the metrics this run records (tests pass their own to read them).
     /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable);
-    ///   ``ConfigurationError`` for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot start.
+    ///   ``ConfigurationError`` for `PUSHIZO_CA_FILE` when it is not a readable PEM bundle
+    ///   (``WorkerConfiguration/trustRoots()``), and for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot
+    ///   start.
     public convenience init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
         systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics()
@@ -49,19 +52,20 @@ public final class WorkerRuntime: Sendable {
         systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics(),
         resolvers: WorkerResolvers
     ) throws {
+        let trustRoots = try configuration.trustRoots()
         self.metrics = metrics
         self.logger = logger
         workerID = configuration.workerID
         databaseRoute = configuration.databaseRoute
         database = PostgresClient(
             connectionString: configuration.databaseURL, maximumConnections: configuration.databaseConnections,
-            poolerMode: configuration.databaseRoute.poolerMode)
+            poolerMode: PostgresPoolerMode(configuration.databaseRoute.poolerMode))
         eventLoop = try HTTP2EventLoop(name: "pushizo-io")
         var clientConfiguration = HTTP2ClientConfiguration()
         clientConfiguration.maximumConnectionsPerOrigin = configuration.connectionsPerOrigin
         clientConfiguration.requestTimeout = configuration.requestTimeout
         clientConfiguration.egressPolicy = configuration.egressPolicy
-        let tls = TLSClientConfiguration(trustRoots: configuration.caFile.map { .pemFile($0) } ?? .system)
+        let tls = TLSClientConfiguration(trustRoots: trustRoots)
         let eventLoop = self.eventLoop
         // Host names chosen by subscribers (Web Push) and by apps (channel endpoint overrides, FCM `token_uri`) are
         // looked up on resolvers of their own, shared fairly by registrable domain and app, so a name whose DNS

@@ -726,7 +726,7 @@ public final class WorkerService: Sendable {
     private func refreshStatistics() async throws -> PlannerStatistics.Refresh {
         let client = PostgresClient(
             connectionString: configuration.databaseURL, maximumConnections: 1,
-            applicationName: "pushizo-worker-statistics", poolerMode: configuration.databaseRoute.poolerMode)
+            applicationName: "pushizo-worker-statistics", poolerMode: PostgresPoolerMode(configuration.databaseRoute.poolerMode))
         let result: Result<PlannerStatistics.Refresh, any Error>
         do {
             result = .success(try await client.withConnection { connection in

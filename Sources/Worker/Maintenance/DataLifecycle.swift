@@ -16,19 +16,21 @@ public struct MaintenanceSettings: Sendable, Equatable {
     /// Rows deleted (grants, notifications) or folded (counts) per statement, so no transaction is long.
     public var batchSize: Int = 5_000
 
-    public init(eventRetention: Duration = .seconds(30 * 86_400), notificationRetention: Duration? = .seconds(90 * 86_400)) {
+    /// - Parameters: the retentions; their defaults are the keys' (``ConfigurationKey/eventRetention``,
+    ///   ``ConfigurationKey/notificationRetention``).
+    public init(
+        eventRetention: Duration = ConfigurationKey.eventRetention.declaredDuration,
+        notificationRetention: Duration? = ConfigurationKey.notificationRetention.declaredDuration
+    ) {
         self.eventRetention = eventRetention
         self.notificationRetention = notificationRetention
     }
 
-    /// Reads `PUSHIZO_EVENT_RETENTION` (default 30 days) and `PUSHIZO_NOTIFICATION_RETENTION` (default 90 days,
-    /// `off` = never).
+    /// Reads `PUSHIZO_EVENT_RETENTION` and `PUSHIZO_NOTIFICATION_RETENTION` (`off` = never).
     /// - Throws: ``ConfigurationError`` naming the key.
     public init(_ reader: ConfigurationReader) throws {
-        let days = { (count: Int64) in Duration.seconds(count * 86_400) }
-        eventRetention = try reader.durationSetting(.eventRetention, default: days(30), in: days(1)...days(3650)) ?? days(30)
-        notificationRetention = try reader.durationSetting(
-            .notificationRetention, default: days(90), in: days(1)...days(3650), allowingOff: true)
+        eventRetention = try reader.duration(.eventRetention)
+        notificationRetention = try reader.durationSetting(.notificationRetention)
     }
 }
 

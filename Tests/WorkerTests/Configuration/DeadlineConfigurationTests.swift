@@ -12,9 +12,10 @@ struct DeadlineConfigurationTests {
             ConfigurationReader(environment: base.merging(extra) { _, new in new }, arguments: [], keys: WorkerConfiguration.keys))
     }
 
+    /// What reading the configuration and mapping it for the runtime (``WorkerConfiguration/trustRoots()``) refuses.
     func refusal(_ extra: [String: String]) -> ConfigurationError? {
         do {
-            _ = try configuration(extra)
+            _ = try configuration(extra).trustRoots()
             return nil
         } catch {
             return error as? ConfigurationError

@@ -2,11 +2,12 @@ internal import Glibc
 
 /// Where the metrics listener binds: an IP literal and a port, written `host:port` with an IPv6 address in
 /// brackets (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464`, `[::]:9464`); `localhost` means 127.0.0.1.
-/// Host names are not resolved: the listener must not depend on DNS at start-up.
+/// Host names are not resolved: the listener must not depend on DNS at start-up. A value without I/O, so the
+/// configuration can hold it; the listener (`MetricsHTTPServer` in MetricsServer) binds it.
 public struct MetricsListenAddress: Sendable, Equatable, CustomStringConvertible {
     /// The address as written back: `127.0.0.1:9464` or `[::1]:9464`.
     public var host: String
-    /// 0 lets the kernel choose (the bound port is then ``MetricsHTTPServer/port``).
+    /// 0 lets the kernel choose (the bound port is then `MetricsHTTPServer.port`).
     public var port: UInt16
     public var isIPv6: Bool
 
@@ -42,27 +43,11 @@ public struct MetricsListenAddress: Sendable, Equatable, CustomStringConvertible
     }
 
     public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
-
-    /// Calls `body` with the address as a `sockaddr_in` / `sockaddr_in6`.
-    func withSocketAddress<T>(_ body: (UnsafePointer<sockaddr>) -> T) -> T {
-        if isIPv6 {
-            var address = sockaddr_in6()
-            address.sin6_family = sa_family_t(AF_INET6)
-            address.sin6_port = port.bigEndian
-            _ = inet_pton(AF_INET6, host, &address.sin6_addr)
-            return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        _ = inet_pton(AF_INET, host, &address.sin_addr)
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
-    }
 }
 
 /// Why a listen address was refused.
 public struct MetricsListenAddressError: Error, Sendable, CustomStringConvertible {
     public var message: String
-    init(_ message: String) { self.message = message }
+    public init(_ message: String) { self.message = message }
     public var description: String { message }
 }

@@ -1,39 +1,9 @@
-#define _GNU_SOURCE 1 // accept4 (added for HTTP2)
-#include "CPushizoShims.h"
-
-int pz_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
-    return (int)SSL_CTX_set_min_proto_version(ctx, version);
-}
-
-int pz_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
-    return (int)SSL_set_tlsext_host_name(ssl, name);
-}
-
-long pz_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
-    return SSL_CTX_set_mode(ctx, mode);
-}
-
-unsigned long pz_SSL_CTX_set_options(SSL_CTX *ctx, unsigned long options) {
-    return (unsigned long)SSL_CTX_set_options(ctx, options);
-}
-
-int pz_EVP_PKEY_PUBLIC_KEY_selection(void) {
-    return EVP_PKEY_PUBLIC_KEY;
-}
-
-int pz_EVP_PKEY_KEYPAIR_selection(void) {
-    return EVP_PKEY_KEYPAIR;
-}
-
-void pz_OPENSSL_free(void *ptr) {
-    OPENSSL_free(ptr);
-}
-long pz_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *x509) {
-    return SSL_CTX_add1_chain_cert(ctx, x509);
-}
+#define _GNU_SOURCE 1 // accept4, pipe2, pthread_setname_np
+#include "CPushizoGlibcShims.h"
 
 // MARK: Linux event APIs
 #include <errno.h>
+#include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -73,21 +43,7 @@ int pz_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 int pz_accept_nonblocking(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
 
-struct MHD_Daemon *pz_mhd_start(const struct sockaddr *address, int ipv6, unsigned int connection_limit,
-                                unsigned int timeout_seconds, MHD_AccessHandlerCallback handler, void *context) {
-    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | (ipv6 ? MHD_USE_IPv6 : 0);
-    return MHD_start_daemon(flags, 0, NULL, NULL, handler, context,
-                            MHD_OPTION_SOCK_ADDR, address,
-                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
-                            MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
-                            MHD_OPTION_END);
-}
-
-uint16_t pz_mhd_bound_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info == NULL ? 0 : info->port;
-}
-
+// MARK: malloc
 #include <malloc.h>
 
 int pz_set_malloc_arena_limit(int count) { return mallopt(M_ARENA_MAX, count); }

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import Worker
+
+/// Each key's default and range are declared once (``ConfigurationKey``, ``ConfigurationValue``); these tests keep
+/// the declarations consistent and the documentation's key tables complete.
+@Suite("Configuration key declarations")
+struct ConfigurationDeclarationTests {
+    @Test(arguments: ConfigurationKey.all)
+    func theDefaultLiesInTheRange(_ key: ConfigurationKey) {
+        #expect(key.value.defaultIsAccepted, "\(key.name): default \(key.defaultValue ?? "none") outside \(key.rangeText ?? "")")
+        switch key.value {
+        case .wholeNumber(nil, _), .duration(nil, _, _):
+            #expect(key.derivedDefault != nil, "\(key.name) has neither a default nor a derived one")
+        case .duration(let value?, _, _):
+            // What `help` prints is what the reader accepts, and reads back as the same duration.
+            #expect(DurationText.parse(DurationText.short(value)) == value, "\(key.name): \(DurationText.short(value))")
+        default:
+            break
+        }
+    }
+
+    /// A whole-number or duration key unset in the environment reads as its declared default.
+    @Test func unsetKeysReadAsTheirDeclaredDefaults() throws {
+        let reader = try ConfigurationReader(environment: [:], arguments: [], keys: [])
+        for key in ConfigurationKey.all {
+            switch key.value {
+            case .wholeNumber(let value?, _): #expect(try reader.int(key) == value, "\(key.name)")
+            case .duration(let value?, _, _): #expect(try reader.duration(key) == value, "\(key.name)")
+            case .flag(let value): #expect(try reader.bool(key) == value, "\(key.name)")
+            case .choice(let value, _): #expect(try reader.choice(key) == value, "\(key.name)")
+            default: break
+            }
+        }
+    }
+
+    /// A key declared a flag may stand alone on the command line (meaning `true`) without the command listing it.
+    @Test func aDeclaredFlagMayStandAlone() throws {
+        let reader = try ConfigurationReader(
+            environment: [:], arguments: ["--exit-when-drained", "--claim-batch", "7", "--allow-private-networks"],
+            keys: WorkerConfiguration.keys)
+        #expect(try reader.bool(.exitWhenDrained))
+        #expect(try reader.bool(.allowPrivateNetworks))
+        #expect(try reader.int(.claimBatch) == 7)
+    }
+
+    /// Every key appears in a documented table of keys: README.md's configuration table (the worker's keys) or
+    /// docs/emulator.md's (the emulator's), as a table cell starting with the key.
+    @Test func theDocumentedTablesNameEveryKey() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        var tableCells = ""
+        for document in ["README.md", "docs/emulator.md"] {
+            let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
+            tableCells += text.split(separator: "\n").filter { $0.hasPrefix("| `PUSHIZO_") }
+                .map { $0.split(separator: "|").first.map(String.init) ?? "" }.joined(separator: "\n")
+        }
+        for key in ConfigurationKey.all {
+            #expect(tableCells.contains("`\(key.name)`"), "\(key.name) is in no documented table of keys")
+        }
+    }
+}
