@@ -59,4 +59,35 @@ struct ConfigurationDeclarationTests {
             #expect(tableCells.contains("`\(key.name)`"), "\(key.name) is in no documented table of keys")
         }
     }
+
+    /// config/pushizo-worker.env.example shows each setting commented out at its default (`#PUSHIZO_X=value`), so an
+    /// operator who uncomments a line changes nothing; a line left empty (`#PUSHIZO_X=`) stands for a derived or
+    /// absent default. The keys below are shown with an example value instead, and say so beside it.
+    @Test func theExampleEnvironmentFileShowsTheDeclaredDefaults() throws {
+        let examples: Set<String> = [
+            "PUSHIZO_DATABASE_POOLER", "PUSHIZO_LISTEN_DATABASE_URL", "PUSHIZO_MIGRATIONS_DIR", "PUSHIZO_METRICS_LISTEN",
+        ]
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config/pushizo-worker.env.example"), encoding: .utf8)
+        var shown = 0
+        for line in text.split(separator: "\n") where line.hasPrefix("#PUSHIZO_") {
+            let parts = line.dropFirst().split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            let value = parts.count > 1 ? String(parts[1]) : ""
+            guard !examples.contains(name), !value.isEmpty else { continue }
+            let key = try #require(ConfigurationKey.all.first { $0.name == name }, "\(name) is not a key")
+            let reader = try ConfigurationReader(environment: [name: value], arguments: [], keys: [])
+            switch key.value {
+            case .wholeNumber(let value?, _): #expect(try reader.int(key) == value, "\(line)")
+            case .duration(let value?, _, _): #expect(try reader.duration(key) == value, "\(line)")
+            case .flag(let value): #expect(try reader.bool(key) == value, "\(line)")
+            case .choice(let value, _): #expect(try reader.choice(key) == value, "\(line)")
+            case .list(let value, _): #expect(value.joined(separator: ",") == parts[1].lowercased(), "\(line)")
+            default: Issue.record("\(line): \(name) has no declared default to show")
+            }
+            shown += 1
+        }
+        #expect(shown >= 15)
+    }
 }
