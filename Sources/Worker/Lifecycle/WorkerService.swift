@@ -57,16 +57,9 @@ public final class WorkerService: Sendable {
     private let statisticsWake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
-    private let inFlight = Atomic<Int>(0)
-    /// The slots each app holds, and the room each may claim (``AppSlotShares``).
-    private let slotShares: Mutex<AppSlotShares>
-    /// Row text held by claimed batches still being processed (``Swift/Array/heldTextBytes``).
-    private let heldTextBytes = Atomic<Int>(0)
-    /// Most row text held by batches in flight before the claim loop waits: 32 MiB. The slots bound deliveries
-    /// by count; rows of hostile size (64 KiB of user tags each) would make 2048 slots 130 MiB and more while a
-    /// slow provider keeps them. One claim may still pass the bound (200 such rows: about 15 MiB).
-    static let heldTextBudget = 32 << 20
-    private let claimedTotal = Atomic<Int>(0)
+    /// Slots, row text and app shares of the deliveries in flight (``Admission``): the claim loop asks it what
+    /// to claim, the sends report their completions into it from any task.
+    private let admission: Mutex<Admission>
     /// Data-error suspects of this worker's expand loop (the loop is its only user; see ``ExpansionSuspects``).
     private let expansionSuspects = Mutex(ExpansionSuspects())
     /// Wake-ups of the slice-only expand tasks (``sliceLoop(wake:)``), one each: the main expand loop signals
@@ -113,10 +106,10 @@ public final class WorkerService: Sendable {
         self.configuration = configuration
         clockWatch = DatabaseClockWatch(
             bound: configuration.clockOffsetWarning.inSeconds, logger: logger, metrics: metrics)
-        slotShares = Mutex(
-            AppSlotShares(
-                concurrency: configuration.concurrency,
-                minimumClaim: max(1, min(configuration.claimBatch, configuration.concurrency) / 2)))
+        admission = Mutex(
+            Admission(
+                concurrency: configuration.concurrency, claimBatch: configuration.claimBatch,
+                pollInterval: configuration.pollInterval))
         sliceWakes = (1..<max(configuration.expansionTasks, 1)).map { _ in WakeSignal() }
         sliceHeartbeats = sliceWakes.indices.map { LoopHeartbeat(name: "slice loop \($0 + 1)") }
         self.database = database
@@ -135,18 +128,12 @@ public final class WorkerService: Sendable {
             }, metrics: metrics)
         self.onReady = onReady
         metrics.observe(
-            inFlight: { [weak self] in self?.inFlight.load(ordering: .relaxed) ?? 0 },
+            inFlight: { [weak self] in self?.sending ?? 0 },
             pending: { [weak self] in self?.completer.pending ?? 0 })
     }
 
-    /// Slots free for claiming while `sending` deliveries are in flight: unwritten completions hold their
-    /// slots too, so claiming stops while they back up.
-    private func freeSlots(sending: Int) -> Int {
-        configuration.concurrency - sending - completer.pending
-    }
-
-    /// The fewest free slots worth a claim: half a batch, rather than claiming one row at a time.
-    private var minimumClaim: Int { max(1, min(configuration.claimBatch, configuration.concurrency) / 2) }
+    /// Deliveries claimed whose sends have not ended.
+    private var sending: Int { admission.withLock { $0.sending } }
 
     /// Completions given up at the shutdown deadline (0 after a clean stop): their deliveries are sent again
     /// once their leases run out.
@@ -157,7 +144,7 @@ public final class WorkerService: Sendable {
     public func requestStop() {
         stopRequestedAt.withLock { $0 = $0 ?? .now }
         if stopping.exchange(true, ordering: .sequentiallyConsistent) { return }
-        logger.notice("stop requested: no new claims; finishing in-flight sends", ["in_flight": "\(inFlight.load(ordering: .relaxed))"])
+        logger.notice("stop requested: no new claims; finishing in-flight sends", ["in_flight": "\(sending)"])
         claimWake.signal()
         expansionWake.signal()
         chunkWake.signal()
@@ -176,7 +163,7 @@ public final class WorkerService: Sendable {
     public var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
 
     /// Completions written so far and sends in flight now (for `STATUS=` lines).
-    var progress: (settled: Int, inFlight: Int) { (completer.settled, inFlight.load(ordering: .relaxed)) }
+    var progress: (settled: Int, inFlight: Int) { (completer.settled, sending) }
 
     /// The loops the systemd watchdog watches besides the HTTP/2 I/O thread: the expand loops only when this
     /// worker expands.
@@ -236,7 +223,7 @@ public final class WorkerService: Sendable {
         logger.notice(
             "worker stopped",
             [
-                "claimed": "\(claimedTotal.load(ordering: .relaxed))", "settled": "\(completer.settled)",
+                "claimed": "\(admission.withLock { $0.claimedTotal })", "settled": "\(completer.settled)",
                 "lost_leases": "\(completer.lostLeases)", "unwritten": "\(completer.unwritten)",
                 "peak_rss_mb": ProcessStatistics.peakResidentBytes().map { String($0 / 1_048_576) } ?? "?",
             ])
@@ -389,7 +376,7 @@ public final class WorkerService: Sendable {
                     if let sqlState = small.stalledSQLState {
                         failures += 1
                         logStall(sqlState)
-                        await wait(Self.backoff(afterFailures: failures))
+                        await wait(FailureBackoff.after(failures: failures))
                         continue
                     }
                     failures = 0
@@ -405,7 +392,7 @@ public final class WorkerService: Sendable {
             } catch {
                 failures += 1
                 logger.error("expanding notifications failed", ["error": "\(error)"])
-                let pause = Self.backoff(afterFailures: failures)
+                let pause = FailureBackoff.after(failures: failures)
                 heartbeat.waiting(for: pause)
                 try? await Task.sleep(for: pause)
             }
@@ -428,11 +415,12 @@ public final class WorkerService: Sendable {
 
     private func handOffTerms() -> HandOffTerms? {
         // As for the claim loop: no claim while batches being sent hold the row text budget.
+        let pending = completer.pending
         guard configuration.roles.contains(.send), !isStopping,
-            heldTextBytes.load(ordering: .acquiring) < Self.heldTextBudget
+            let terms = admission.withLock({ $0.handOffTerms(pendingCompletions: pending) })
         else { return nil }
         return HandOffTerms(
-            free: freeSlots(sending: inFlight.load(ordering: .acquiring)), room: slotShares.withLock { $0.room },
+            free: terms.free, room: terms.room,
             // Before the statement: the lease (from the database's now()) ends no earlier.
             leaseExpiry: .now + configuration.lease)
     }
@@ -515,7 +503,7 @@ public final class WorkerService: Sendable {
             } catch {
                 failures += 1
                 logger.error("expanding notifications failed", ["error": "\(error)"])
-                let pause = Self.backoff(afterFailures: failures)
+                let pause = FailureBackoff.after(failures: failures)
                 heartbeat.waiting(for: pause)
                 try? await Task.sleep(for: pause)
             }
@@ -537,11 +525,6 @@ public final class WorkerService: Sendable {
     /// thread wake-ups whatever it carries. The first notification after a quiet spell is not delayed. As the
     /// completer's wait for companions, about 5 ms: a fraction of the latency a provider adds.
     static let smallPassSpacing = Duration.milliseconds(5)
-
-    /// How long a loop waits after `failures` failures in a row: 0.2 s doubling to at most 5 s.
-    private static func backoff(afterFailures failures: Int) -> Duration {
-        .seconds(min(5.0, 0.1 * pow(2, Double(min(failures, 6)))))
-    }
 
     /// What an expand loop does after a chunk.
     private enum ChunkFollowUp {
@@ -584,7 +567,7 @@ public final class WorkerService: Sendable {
             // request). Only the SQLSTATE is logged; PostgreSQL's own log has the statement and message.
             failures += 1
             logStall(sqlState)
-            return .backOff(Self.backoff(afterFailures: failures))
+            return .backOff(FailureBackoff.after(failures: failures))
         case nil:
             failures = 0
             return .idle
@@ -619,7 +602,7 @@ public final class WorkerService: Sendable {
             } catch {
                 failures += 1
                 logger.error("expanding slices failed", ["error": "\(error)"])
-                let pause = Self.backoff(afterFailures: failures)
+                let pause = FailureBackoff.after(failures: failures)
                 heartbeat.waiting(for: pause)
                 try? await Task.sleep(for: pause)
             }
@@ -770,22 +753,22 @@ public final class WorkerService: Sendable {
                         }
                     }
                 }
-                var failures = 0
                 defer { claimHeartbeat.finished() }
                 while !isStopping {
                     claimHeartbeat.working()
                     #if DEBUG
                         await stallWhileFaultFileExists(stallClaimLoopFile, loop: "claim loop", variable: "PUSHIZO_TEST_STALL_CLAIM_LOOP")
                     #endif
-                    let free = freeSlots(sending: inFlight.load(ordering: .acquiring))
-                    let wanted = min(configuration.claimBatch, configuration.concurrency)
-                    if free < minimumClaim || heldTextBytes.load(ordering: .acquiring) >= Self.heldTextBudget {
-                        claimHeartbeat.waiting(for: configuration.pollInterval)
-                        await capacityWake.wait(timeout: configuration.pollInterval)
+                    let pending = completer.pending
+                    let (limit, room): (Int, ClaimRoom)
+                    switch admission.withLock({ $0.nextStep(pendingCompletions: pending) }) {
+                    case .claim(let claimLimit, let claimRoom):
+                        (limit, room) = (claimLimit, claimRoom)
+                    case .waitForCapacity(let wait):
+                        claimHeartbeat.waiting(for: wait)
+                        await capacityWake.wait(timeout: wait)
                         continue
                     }
-                    let limit = QueueStore.claimLimit(free: free, batch: wanted)
-                    let room = slotShares.withLock { $0.room }
                     var claimed: [ClaimedDelivery]
                     // How long to wait after a short claim, asked on the claim's connection in the same hand-off to
                     // the pool (a second hand-off cost two more thread wake-ups per claim); nil after a full one.
@@ -814,27 +797,27 @@ public final class WorkerService: Sendable {
                             clockWatch.record(clock)
                         }
                         claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
-                        failures = 0
                     } catch {
-                        failures += 1
                         metrics.claimFinished(startedAt: claimStarted, claimed: 0)
                         logger.error("claiming deliveries failed", ["error": "\(error)"])
-                        let backoff = Self.backoff(afterFailures: failures)
+                        let backoff = admission.withLock { $0.claimFailed() }
                         claimHeartbeat.waiting(for: backoff)
                         try? await Task.sleep(for: backoff)
                         continue
                     }
-                    if !claimed.isEmpty {
-                        for (part, priority) in admit(claimed) {
-                            sends.addTask(priority: priority) { [part] in await self.send(part) }
-                        }
-                        if claimed.count == limit { continue }
-                    } else if configuration.exitWhenDrained, await isDrained() {
+                    for (part, priority) in admit(claimed) {
+                        sends.addTask(priority: priority) { [part] in await self.send(part) }
+                    }
+                    let afterClaim = admission.withLock {
+                        $0.claimSucceeded(kept: claimed.count, limit: limit, nextTurn: nextTurnAnswer(nextTurn))
+                    }
+                    if afterClaim == .claimAgain { continue }
+                    if claimed.isEmpty, configuration.exitWhenDrained, await isDrained() {
                         logger.notice("queue drained; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")
                         requestStop()
                         break
                     }
-                    let wait = claimWait(after: nextTurn)
+                    guard case .wait(let wait) = afterClaim else { continue }
                     claimHeartbeat.waiting(for: wait)
                     await claimWake.wait(timeout: wait)
                 }
@@ -847,7 +830,7 @@ public final class WorkerService: Sendable {
             while !self.isStopping { try await Task.sleep(for: .milliseconds(200)) }
             let stoppedAt = self.stopRequestedAt.withLock { $0 } ?? .now
             try await Task.sleep(until: stoppedAt + timeout, clock: .continuous)
-            self.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.inFlight.load(ordering: .relaxed))"])
+            self.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.sending)"])
             sendTask.cancel()
         }
         await sendTask.value
@@ -873,68 +856,40 @@ public final class WorkerService: Sendable {
     /// Counts claimed deliveries in: their slots (per app and in all) and their row text. Returns the parts their
     /// sends run as (``splitByShare(_:)``), each to be passed to ``send(_:)``.
     private func admit(_ claimed: [ClaimedDelivery]) -> [(deliveries: [ClaimedDelivery], priority: TaskPriority?)] {
-        slotShares.withLock { shares in
-            for delivery in claimed { shares.claimed(delivery.appID) }
-        }
-        claimedTotal.add(claimed.count, ordering: .relaxed)
-        inFlight.add(claimed.count, ordering: .acquiringAndReleasing)
-        heldTextBytes.add(claimed.heldTextBytes, ordering: .acquiringAndReleasing)
-        return Self.splitByShare(claimed)
+        guard !claimed.isEmpty else { return [] }
+        let textBytes = claimed.heldTextBytes
+        admission.withLock { $0.admit(apps: claimed.map(\.appID), textBytes: textBytes) }
+        return Admission.splitByShare(claimed, app: \.appID)
     }
 
     /// Sends one admitted part and hands each completion to the completer, releasing its slot.
     private func send(_ part: [ClaimedDelivery]) async {
         await processor.process(batch: part) { delivery, completion in
             self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
-            if self.slotShares.withLock({ $0.released(delivery.appID, worthAClaim: self.minimumClaim) }) {
-                // An app short of room for the last claim has some again.
-                self.claimWake.signal()
-            }
-            let sending = self.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue
-            // Only when the claim loop would claim: a wake-up per answer is a hop to the pool (and a fresh wait)
-            // for nothing while the slot waits for its write.
-            if self.freeSlots(sending: sending) >= self.minimumClaim { self.capacityWake.signal() }
+            let pending = self.completer.pending
+            self.wake(self.admission.withLock { $0.completed(app: delivery.appID, pendingCompletions: pending) })
         }
         // The part's rows are released with this task.
         let held = part.heldTextBytes
-        let before = heldTextBytes.subtract(held, ordering: .acquiringAndReleasing).oldValue
-        if before >= Self.heldTextBudget { capacityWake.signal() }
+        wake(admission.withLock { $0.released(textBytes: held) })
     }
 
-    /// A claimed batch in the parts its sends run as, each with its task priority: the deliveries of apps with at
-    /// most ``smallShare`` in the batch first, at high priority, then the rest at the default one (one part when
-    /// the batch is all of one kind). Each app's deliveries stay together, in claim order.
-    static func splitByShare(_ claimed: [ClaimedDelivery]) -> [(deliveries: [ClaimedDelivery], priority: TaskPriority?)] {
-        var counts: [UUID: Int] = [:]
-        for delivery in claimed { counts[delivery.appID, default: 0] += 1 }
-        guard counts.count > 1 else { return [(claimed, nil)] }
-        var small: [ClaimedDelivery] = []
-        var large: [ClaimedDelivery] = []
-        for delivery in claimed {
-            if counts[delivery.appID, default: 0] <= smallShare { small.append(delivery) } else { large.append(delivery) }
-        }
-        return [(small, TaskPriority.high), (large, nil)].filter { !$0.0.isEmpty }
+    private func wake(_ wakes: Admission.Wakes) {
+        if wakes.contains(.claim) { claimWake.signal() }
+        if wakes.contains(.capacity) { capacityWake.signal() }
     }
 
-    /// The most deliveries an app may have in a claimed batch for them to be sent at high priority: a few
-    /// one-device notifications, not a share of a broadcast.
-    static let smallShare = 8
-
-    /// How long a claim loop whose claim came back short waits: the poll interval, or less when an app's claim
-    /// turn comes sooner (a delivery falls due, a limited app's bucket holds its next permit: `nextTurn`, the
-    /// answer of ``QueueStore/nextTurn(on:)``; at least 20 ms, so the fleet's claims for a limited app stay a
-    /// few per tenth of a second). When that check failed, the poll interval: the next claim reports a database
-    /// error.
-    private func claimWait(after nextTurn: Result<(wait: Double?, clock: DatabaseClockReading), any Error>?) -> Duration {
-        let poll = configuration.pollInterval
-        switch nextTurn.map({ $0.map(\.wait) }) {
-        case .success(let seconds?)?:
-            return min(poll, max(.milliseconds(20), .seconds(seconds)))
+    /// The next-turn check's answer as ``Admission`` takes it; a failed check is logged (the next claim reports
+    /// the database's error).
+    private func nextTurnAnswer(_ nextTurn: Result<(wait: Double?, clock: DatabaseClockReading), any Error>?) -> Admission.NextTurn {
+        switch nextTurn {
+        case .success(let answer)?:
+            return .answered(answer.wait.map { .seconds($0) })
         case .failure(let error)?:
             logger.debug("next claim turn check failed", ["error": "\(error)"])
-            return poll
-        case .success(nil)?, nil:
-            return poll
+            return .failed
+        case nil:
+            return .notAsked
         }
     }
 
@@ -951,7 +906,7 @@ public final class WorkerService: Sendable {
     #endif
 
     private func isDrained() async -> Bool {
-        guard inFlight.load(ordering: .acquiring) == 0, completer.pending == 0 else { return false }
+        guard sending == 0, completer.pending == 0 else { return false }
         do {
             return try await database.withConnection { try QueueStore.isDrained(on: $0) }
         } catch {
