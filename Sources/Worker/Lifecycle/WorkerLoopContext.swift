@@ -79,13 +79,17 @@ final class WorkerLoopContext: Sendable {
     }
 
     #if DEBUG
+        /// The test-only fault files by variable, read once (see ``stallWhileFaultFileExists(loop:variable:)``).
+        private let faultFiles = ProcessInfo.processInfo.environment.filter {
+            ["PUSHIZO_TEST_STALL_CLAIM_LOOP", "PUSHIZO_TEST_STALL_EXPANSION_LOOP"].contains($0.key)
+        }
+
         /// Test-only faults (debug builds only; release builds do not contain them): while the file named by the
         /// environment variable `variable` (`PUSHIZO_TEST_STALL_CLAIM_LOOP`, `PUSHIZO_TEST_STALL_EXPANSION_LOOP`)
         /// exists, the loop blocks inside an iteration (stamped as working), as a stuck claim (pass) would, until
         /// a stop request. `PUSHIZO_TEST_*` is reserved for the test suite and ignored as configuration.
         func stallWhileFaultFileExists(loop: String, variable: String) async {
-            guard let path = ProcessInfo.processInfo.environment[variable], FileManager.default.fileExists(atPath: path)
-            else { return }
+            guard let path = faultFiles[variable], FileManager.default.fileExists(atPath: path) else { return }
             logger.warning("test fault: \(loop) stalled (\(variable))")
             while !isStopping && FileManager.default.fileExists(atPath: path) {
                 try? await Task.sleep(for: .milliseconds(50))

@@ -39,13 +39,15 @@ public final class WorkerService: Sendable {
     private let sliceHeartbeats: [LoopHeartbeat]
 
     /// - Parameters:
+    ///   - prefetch: what a claimed batch needs loaded on the claim's connection before its sends.
     ///   - onReady: called once, after the first successful database round trip of the claim or expand loop
     ///     (the executable sends systemd `READY=1`). While the database cannot be reached the loops retry and
     ///     `onReady` waits; it is never called if the service stops before reaching the database.
     ///   - metrics: where claims, completions, expansions, in-flight sends and the backlog are counted.
     public init(
         configuration: WorkerConfiguration, database: PostgresClient, processor: any DeliveryProcessing,
-        logger: Logger, onReady: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics = WorkerMetrics()
+        prefetch: ClaimedBatchPrefetch = ClaimedBatchPrefetch(), logger: Logger, onReady: @escaping @Sendable () -> Void = {},
+        metrics: WorkerMetrics = WorkerMetrics()
     ) {
         let context = WorkerLoopContext(
             configuration: configuration, database: database, logger: logger, metrics: metrics, onReady: onReady)
@@ -61,7 +63,8 @@ public final class WorkerService: Sendable {
                 if exitWhenDrained { context.claimWake.signal() }
             }, metrics: metrics)
         claims = configuration.roles.contains(.send)
-            ? ClaimService(context: context, processor: processor, completer: completer, heartbeat: claimHeartbeat) : nil
+            ? ClaimService(
+                context: context, processor: processor, prefetch: prefetch, completer: completer, heartbeat: claimHeartbeat) : nil
         statistics = StatisticsService(context: context)
         outcomes = ExpansionOutcomes(context: context)
         let claims = self.claims

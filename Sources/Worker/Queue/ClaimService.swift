@@ -4,7 +4,8 @@ import Synchronization
 
 /// The claim loop and the sends it starts: claims due deliveries in batches as ``Admission`` allows, sends them
 /// through a ``DeliveryProcessing`` (each part a task of its own, at its priority), and hands each completion to
-/// the ``Completer``, which holds its slot until it is written. It also sends what the transactional expand lane
+/// the ``Completer``, which holds its slot until it is written. What a batch shares is loaded on the claim's
+/// connection before the batch is handed on (``ClaimedBatchPrefetch``). It also sends what the transactional expand lane
 /// claimed itself (``claimCreated(_:on:terms:)``, ``handOff(_:)``).
 ///
 /// ``run()`` returns after a stop request once claiming has stopped and every send has finished, or
@@ -13,6 +14,8 @@ import Synchronization
 final class ClaimService: Service {
     private let context: WorkerLoopContext
     private let processor: any DeliveryProcessing
+    /// What a batch needs loaded on the claim's connection before it is handed to ``processor``.
+    private let prefetch: ClaimedBatchPrefetch
     private let completer: Completer
     /// Slots, row text and app shares of the deliveries in flight: the loop asks it what to claim, the sends
     /// report their completions into it from any task.
@@ -26,9 +29,13 @@ final class ClaimService: Service {
     /// A send part: deliveries sent together, and the task priority they are sent at.
     typealias Part = (deliveries: [ClaimedDelivery], priority: TaskPriority?)
 
-    init(context: WorkerLoopContext, processor: any DeliveryProcessing, completer: Completer, heartbeat: LoopHeartbeat) {
+    init(
+        context: WorkerLoopContext, processor: any DeliveryProcessing, prefetch: ClaimedBatchPrefetch, completer: Completer,
+        heartbeat: LoopHeartbeat
+    ) {
         self.context = context
         self.processor = processor
+        self.prefetch = prefetch
         self.completer = completer
         self.heartbeat = heartbeat
         let configuration = context.configuration
@@ -111,7 +118,7 @@ final class ClaimService: Service {
                 do {
                     // Before the statement: the lease (from the database's now()) ends no earlier.
                     let leaseExpiry = ContinuousClock.now + configuration.lease
-                    let processor = self.processor
+                    let prefetch = self.prefetch
                     let claimEnded: ContinuousClock.Instant
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
                         let claimed = try QueueStore.claim(
@@ -119,7 +126,7 @@ final class ClaimService: Service {
                             workerID: configuration.workerID, room: room)
                         let claimEnded = ContinuousClock.now
                         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
-                        processor.prepare(claimed, on: connection)
+                        prefetch.load(claimed, on: connection)
                         let nextTurn = claimed.count < limit ? Result { try QueueStore.nextTurn(on: connection) } : nil
                         return (claimed, claimEnded, nextTurn)
                     }
@@ -206,7 +213,7 @@ final class ClaimService: Service {
         context.metrics.claimFinished(startedAt: started, endedAt: .now, claimed: claimed.count)
         if let clock = claimed.first?.databaseClock { context.clockWatch.record(clock) }
         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
-        processor.prepare(claimed, on: connection)
+        prefetch.load(claimed, on: connection)
         let kept = withoutAdopted(claimed, leaseExpiry: terms.leaseExpiry)
         return (admit(kept), claimed.count == small.created)
     }
