@@ -81,7 +81,7 @@ public final class APNsSender: ProviderSender {
     ) {
         channels = ChannelCache(capacity: bounds.channels)
         self.certificateClients = certificateClients
-        self.tokens = tokens ?? SharedProviderTokens(database: nil, logger: logger, capacity: bounds.apnsTokenManagers)
+        self.tokens = tokens ?? SharedProviderTokens(coordinate: nil, logger: logger, capacity: bounds.apnsTokenManagers)
         self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
         self.client = client

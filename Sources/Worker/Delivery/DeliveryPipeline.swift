@@ -1,6 +1,5 @@
 import DeliveryCore
 import Foundation
-import Postgres
 import Providers
 import UUIDText
 import Synchronization
@@ -31,7 +30,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// One line per app and cause per hour; channel pauses once per pause period.
     private let warnings = LogRateLimiter(interval: 3600)
     private let pauseWarnings = LogRateLimiter(interval: DeliveryPipeline.defaultChannelPause)
-    private let messages: MessageCache
+    /// Parsed messages; the claim fills it for each batch before the batch is handed here (``ClaimedBatchPrefetch``).
+    let messages: MessageCache
     private let quietHoursSpread: Int
     /// Unknown time zone names: logged once a day per name, counted always.
     private let zoneWarnings = LogRateLimiter(interval: 86_400)
@@ -84,14 +84,6 @@ public final class DeliveryPipeline: DeliveryProcessing {
         self.retryPolicy = retryPolicy
         self.logger = logger
         self.messages = MessageCache(load: loadMessages)
-    }
-
-    /// Reads the batch's messages not cached at their claimed version (``QueueStore/messages(on:notificationIDs:maximumBytes:)``)
-    /// on the claim's connection.
-    public func prepare(_ batch: [ClaimedDelivery], on connection: PostgresConnection) {
-        messages.prefetch(batch.map { ($0.notificationID, $0.messageVersion) }) { ids in
-            try QueueStore.messages(on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
-        }
     }
 
     /// One delivery, judged at ``ClaimedDelivery/judgedNow(at:)`` (PostgreSQL's clock, docs/clocks.md).

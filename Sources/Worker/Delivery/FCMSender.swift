@@ -132,7 +132,7 @@ public final class FCMSender: ProviderSender {
         bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .fcm()
     ) {
         channels = ChannelCache(capacity: bounds.channels)
-        self.tokens = tokens ?? SharedProviderTokens(database: nil, logger: logger, capacity: bounds.googleTokenCaches)
+        self.tokens = tokens ?? SharedProviderTokens(coordinate: nil, logger: logger, capacity: bounds.googleTokenCaches)
         self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
         self.client = client

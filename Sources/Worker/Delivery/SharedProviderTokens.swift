@@ -1,6 +1,5 @@
 import DeliveryCore
 import Foundation
-import Postgres
 import Providers
 import Synchronization
 
@@ -27,11 +26,31 @@ struct MintedProviderToken: Sendable {
 ///   and asks the database again after `localRetry` seconds, offering that token to the fleet when the
 ///   row has none usable. A database blip therefore never stops sending; it may cost one extra token per
 ///   worker.
-/// - With `database` nil (tests, `preview`) every token is local.
+/// - With no `coordinate` (tests, `preview`) every token is local.
+///
+/// The database work is the store side's (``ProviderTokenStore/coordinator(database:)``), reached through one
+/// narrow closure: the delivery stage holds no connection.
 final class SharedProviderTokens: Sendable {
     typealias Mint = @Sendable () async throws -> MintedProviderToken
 
-    private let database: PostgresClient?
+    /// What a refresh asks the fleet's store: the credential, the policy, the token the provider refused (if
+    /// any), this worker's own token to offer when the row has none usable, and how long to wait for another
+    /// worker's mint (seconds, PostgreSQL `lock_timeout`).
+    struct Coordination: Sendable {
+        var credential: ProviderTokenCredential
+        var policy: ProviderTokenPolicy
+        var rejected: String?
+        var offered: SharedProviderToken?
+        var lockTimeout: Double
+        var now: @Sendable () -> Date
+    }
+
+    /// Adopts the fleet's token for a credential, or mints one with `mint` and shares it
+    /// (``ProviderTokenStore/coordinate(on:credential:policy:rejected:offered:lockTimeout:now:mint:)``).
+    /// - Throws: ``ProviderTokenStore/MintFailure`` wrapping `mint`'s error; the database's errors otherwise.
+    typealias Coordinate = @Sendable (_ coordination: Coordination, _ mint: @escaping Mint) async throws -> SharedProviderToken
+
+    private let coordinate: Coordinate?
     private let logger: Logger
     /// Where the tokens this worker makes (and fails to make) are counted.
     private let metrics: WorkerMetrics?
@@ -54,7 +73,7 @@ final class SharedProviderTokens: Sendable {
     private let entries: Mutex<LRUCache<String, Entry>>
 
     /// - Parameters:
-    ///   - database: where tokens are shared; nil keeps every token in this process.
+    ///   - coordinate: how tokens are shared with the fleet; nil keeps every token in this process.
     ///   - capacity: credentials kept in memory (least recently used dropped).
     ///   - lockTimeout: seconds to wait for another worker's mint of the same credential before falling back
     ///     to a local token (PostgreSQL `lock_timeout`).
@@ -62,10 +81,10 @@ final class SharedProviderTokens: Sendable {
     ///   - metrics: counts each token this worker makes and each failure to make one (adopted tokens are not
     ///     counted: across the fleet the counters add up to the tokens made).
     init(
-        database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
+        coordinate: Coordinate?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
         now: @escaping @Sendable () -> Date = Date.init, metrics: WorkerMetrics? = nil
     ) {
-        self.database = database
+        self.coordinate = coordinate
         self.logger = logger
         self.metrics = metrics
         self.lockTimeout = lockTimeout
@@ -149,15 +168,13 @@ final class SharedProviderTokens: Sendable {
         var result: SharedProviderToken?
         var shared = false
         var databaseError: (any Error)?
-        if let database {
-            let lockTimeout = lockTimeout
-            let now = now
+        if let coordinate {
             do {
-                result = try await database.withConnection { connection in
-                    try ProviderTokenStore.coordinate(
-                        on: connection, credential: credential, policy: policy, rejected: rejected, offered: offered,
-                        lockTimeout: lockTimeout, now: now, mint: { try Self.waitFor(mint) })
-                }
+                result = try await coordinate(
+                    Coordination(
+                        credential: credential, policy: policy, rejected: rejected, offered: offered,
+                        lockTimeout: lockTimeout, now: now),
+                    mint)
                 shared = true
             } catch let failure as ProviderTokenStore.MintFailure {
                 try finish(credential, failure: failure.underlying)
@@ -169,7 +186,7 @@ final class SharedProviderTokens: Sendable {
             // Local: the same decision as the database would make, about this worker's own token.
             let local = entries.withLock { $0.value(forKey: credential.fingerprint)?.current }
             let current = now()
-            if let local, policy.isUnexpired(local, at: current), policy.isFresh(local, at: current) || database != nil,
+            if let local, policy.isUnexpired(local, at: current), policy.isFresh(local, at: current) || coordinate != nil,
                 local.token != rejected || !policy.mayReplace(local, at: current)
             {
                 // This worker's unexpired token (while the database is away, a due one is kept until it expires).
@@ -195,7 +212,7 @@ final class SharedProviderTokens: Sendable {
             entry.inFlight = nil
             entry.current = token
             // Without a database every token is this worker's alone and follows the policy as a shared one does.
-            entry.shared = shared || database == nil
+            entry.shared = shared || coordinate == nil
             entry.retryDatabaseAt = entry.shared ? .distantPast : retryAt
             if entry.refused != token.token { entry.refused = nil }
             _ = cache.insert(entry, forKey: credential.fingerprint)
@@ -211,94 +228,5 @@ final class SharedProviderTokens: Sendable {
             _ = cache.insert(entry, forKey: credential.fingerprint)
         }
         throw failure
-    }
-
-    /// Runs `body` and waits for it on the calling thread: only called on a database connection's own thread
-    /// (never on Swift's cooperative pool), which holds the credential's lock while a mint runs, so the mint
-    /// (an FCM token request over HTTP/2) happens once for the fleet.
-    private static func waitFor(_ body: @escaping Mint) throws -> MintedProviderToken {
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Result<MintedProviderToken, any Error>?>(nil)
-        Task {
-            let outcome: Result<MintedProviderToken, any Error>
-            do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
-            result.withLock { $0 = outcome }
-            done.signal()
-        }
-        done.wait()
-        return try result.withLock { $0! }.get()
-    }
-}
-
-/// The `provider_tokens` table (migrations/0007_provider_tokens.sql): one row per credential fingerprint
-/// with the sealed token, its generation, `issued_at` and `expires_at`.
-enum ProviderTokenStore {
-    /// A mint's own error (not the database's), carried out of the transaction.
-    struct MintFailure: Error {
-        var underlying: any Error
-    }
-
-    /// In one transaction: waits (at most `lockTimeout` seconds) for the credential's advisory lock, reads
-    /// its row, and returns the row's token when ``ProviderTokenPolicy/decide(current:rejected:at:)`` says
-    /// to use it; otherwise writes `offered` (a still-fresh token this worker minted alone) or a new one
-    /// from `mint`, conditionally on the generation read (compare-and-swap), and returns it. A row this
-    /// credential cannot open (sealed by another key) counts as none and is replaced.
-    /// - Throws: ``MintFailure`` wrapping `mint`'s error; `PostgresError` otherwise (SQLSTATE `55P03` when
-    ///   the lock wait timed out).
-    static func coordinate(
-        on connection: PostgresConnection, credential: ProviderTokenCredential, policy: ProviderTokenPolicy,
-        rejected: String?, offered: SharedProviderToken?, lockTimeout: Double, now: () -> Date,
-        mint: () throws -> MintedProviderToken
-    ) throws -> SharedProviderToken {
-        try connection.transaction { connection in
-            _ = try connection.query(
-                "SELECT set_config('lock_timeout', $1, true)", ["\(Int(max(lockTimeout, 0.001) * 1000))ms"])
-            _ = try connection.query(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", ["pushizo.provider_tokens/" + credential.fingerprint])
-            let (row, generation) = try read(on: connection, credential)
-            let at = now()
-            if let row, policy.decide(current: row, rejected: rejected, at: at) == .use { return row }
-            let next: MintedProviderToken
-            if let offered, offered.token != rejected, policy.isFresh(offered, at: at) {
-                next = MintedProviderToken(token: offered.token, issuedAt: offered.issuedAt, expiresAt: offered.expiresAt)
-            } else {
-                do { next = try mint() } catch { throw MintFailure(underlying: error) }
-            }
-            let written = try connection.query(
-                """
-                INSERT INTO provider_tokens AS p (fingerprint, kind, sealed_token, generation, issued_at, expires_at)
-                VALUES ($1, $2, $3, 1, $4, $5)
-                ON CONFLICT (fingerprint) DO UPDATE
-                   SET kind = EXCLUDED.kind, sealed_token = EXCLUDED.sealed_token, generation = p.generation + 1,
-                       issued_at = EXCLUDED.issued_at, expires_at = EXCLUDED.expires_at, updated_at = now()
-                 WHERE p.generation = $6
-                RETURNING generation
-                """,
-                [credential.fingerprint, credential.kind.rawValue, try credential.seal(next.token), next.issuedAt, next.expiresAt, generation])
-            guard let newGeneration = try written.first?.decode(Int64.self, "generation") else {
-                // Replaced meanwhile by a writer that did not take the lock: theirs wins.
-                let (theirs, _) = try read(on: connection, credential)
-                return theirs ?? SharedProviderToken(token: next.token, generation: 0, issuedAt: next.issuedAt, expiresAt: next.expiresAt)
-            }
-            return SharedProviderToken(token: next.token, generation: newGeneration, issuedAt: next.issuedAt, expiresAt: next.expiresAt)
-        }
-    }
-
-    /// The credential's row: its token when this credential can open it, and its generation (0: no row).
-    static func read(on connection: PostgresConnection, _ credential: ProviderTokenCredential) throws
-        -> (SharedProviderToken?, Int64)
-    {
-        let rows = try connection.query(
-            "SELECT sealed_token, generation, issued_at, expires_at FROM provider_tokens WHERE fingerprint = $1",
-            [credential.fingerprint])
-        guard let row = rows.first else { return (nil, 0) }
-        let generation = try row.decode(Int64.self, "generation")
-        guard let token = credential.open(try row.decode([UInt8].self, "sealed_token")) else { return (nil, generation) }
-        return (
-            SharedProviderToken(
-                token: token, generation: generation, issuedAt: try row.decode(Date.self, "issued_at"),
-                expiresAt: try row.decode(Date.self, "expires_at")),
-            generation
-        )
     }
 }

@@ -123,7 +123,8 @@ public final class WorkerRuntime: Sendable {
                 }
             }, metrics: metrics)
         let service = WorkerService(
-            configuration: configuration, database: database, processor: pipeline, logger: logger, onReady: onReady,
+            configuration: configuration, database: database, processor: pipeline,
+            prefetch: ClaimedBatchPrefetch(messages: pipeline.messages), logger: logger, onReady: onReady,
             metrics: metrics)
         self.service = service
         if systemdStatus || watchdog != nil {

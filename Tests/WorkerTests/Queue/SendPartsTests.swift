@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Worker
 
-/// How a claimed batch is split into the parts its sends run as (``WorkerService/splitByShare(_:)``).
+/// How a claimed batch is split into the parts its sends run as (``Admission/splitByShare(_:app:)``).
 @Suite("A claimed batch's send parts")
 struct SendPartsTests {
     func deliveries(_ app: UUID, _ count: Int, from first: Int64) -> [ClaimedDelivery] {
@@ -18,7 +18,7 @@ struct SendPartsTests {
         let broadcast = UUID()
         let probe = UUID()
         let claimed = deliveries(broadcast, 100, from: 1) + deliveries(probe, 1, from: 200) + deliveries(broadcast, 99, from: 101)
-        let parts = WorkerService.splitByShare(claimed)
+        let parts = Admission.splitByShare(claimed, app: \.appID)
         #expect(parts.count == 2)
         #expect(parts[0].deliveries.map(\.id) == [200] && parts[0].priority == .high)
         // The broadcast's deliveries together, in claim order, at the default priority.
@@ -27,10 +27,10 @@ struct SendPartsTests {
 
     @Test func aBatchOfOneKindIsOnePart() {
         let broadcast = UUID()
-        #expect(WorkerService.splitByShare(deliveries(broadcast, 200, from: 1)).count == 1)
+        #expect(Admission.splitByShare(deliveries(broadcast, 200, from: 1), app: \.appID).count == 1)
         // Many apps with a few deliveries each: all small, one high-priority part.
         let small = (0..<20).flatMap { index in deliveries(UUID(), 3, from: Int64(index * 10)) }
-        let parts = WorkerService.splitByShare(small)
+        let parts = Admission.splitByShare(small, app: \.appID)
         #expect(parts.count == 1 && parts[0].priority == .high && parts[0].deliveries.count == 60)
     }
 }

@@ -1,0 +1,195 @@
+import Foundation
+
+/// What the claim loop may take in, as a value without I/O (in the shape of postgres-nio's state machines:
+/// events in, actions out): the worker's delivery slots (`PUSHIZO_CONCURRENCY`), the row text its batches in
+/// flight hold, each app's share of the slots (``AppSlotShares``), the claim's limit, the wait after a claim and
+/// the backoff after failed ones.
+///
+/// A delivery holds its slot from its claim until its completion is written, not merely until its send ends:
+/// completions not yet written (`pendingCompletions`, the ``Completer``'s count, passed in with the events that
+/// need it) hold their slots too, so claiming stops while they back up.
+///
+/// The claim loop keeps one behind a lock (the sends report into it from any task) and follows its actions;
+/// instants and durations come in as values, so tests drive it without sockets or clocks.
+struct Admission: Sendable {
+    /// The worker's slots (`PUSHIZO_CONCURRENCY`).
+    let concurrency: Int
+    /// The most rows one claim asks for: `PUSHIZO_CLAIM_BATCH`, at most ``concurrency``.
+    let batch: Int
+    /// The fewest free slots worth a claim: half a batch, rather than claiming one row at a time.
+    let minimumClaim: Int
+    /// Most row text (bytes, ``Swift/Array/heldTextBytes``) held by batches in flight before claiming waits.
+    let heldTextBudget: Int
+    /// The longest wait between two claims (`PUSHIZO_POLL_INTERVAL`).
+    let pollInterval: Duration
+
+    /// Deliveries claimed whose sends have not ended.
+    private(set) var sending = 0
+    /// Row text held by claimed parts still being sent, in bytes.
+    private(set) var heldTextBytes = 0
+    /// Deliveries claimed since start (after those already answered were set aside).
+    private(set) var claimedTotal = 0
+    /// Claims failed in a row.
+    private(set) var failures = 0
+    /// The slots each app holds, and the room each may claim.
+    private(set) var shares: AppSlotShares
+
+    /// Most row text held by batches in flight before the claim loop waits: 32 MiB. The slots bound deliveries
+    /// by count; rows of hostile size (64 KiB of user tags each) would make 2048 slots 130 MiB and more while a
+    /// slow provider keeps them. One claim may still pass the bound (200 such rows: about 15 MiB).
+    static let defaultHeldTextBudget = 32 << 20
+
+    /// The most deliveries an app may have in a claimed batch for them to be sent at high priority: a few
+    /// one-device notifications, not a share of a broadcast.
+    static let smallShare = 8
+
+    /// - Parameters:
+    ///   - concurrency: `PUSHIZO_CONCURRENCY` (at least 1).
+    ///   - claimBatch: `PUSHIZO_CLAIM_BATCH`.
+    ///   - pollInterval: `PUSHIZO_POLL_INTERVAL`.
+    init(concurrency: Int, claimBatch: Int, pollInterval: Duration, heldTextBudget: Int = Admission.defaultHeldTextBudget) {
+        self.concurrency = concurrency
+        batch = min(claimBatch, concurrency)
+        minimumClaim = max(1, min(claimBatch, concurrency) / 2)
+        self.heldTextBudget = heldTextBudget
+        self.pollInterval = pollInterval
+        shares = AppSlotShares(concurrency: concurrency, minimumClaim: max(1, min(claimBatch, concurrency) / 2))
+    }
+
+    /// What the claim loop does next.
+    enum ClaimStep: Equatable {
+        /// Claim at most `limit` rows, each app within its room.
+        case claim(limit: Int, room: ClaimRoom)
+        /// Too few slots free, or the row text budget held: wait for a capacity wake-up, at most this long.
+        case waitForCapacity(Duration)
+    }
+
+    /// What the claim loop does after a claim.
+    enum AfterClaim: Equatable {
+        /// The claim came back full: claim again at once.
+        case claimAgain
+        /// Wait this long (or for a wake-up) before the next claim.
+        case wait(Duration)
+    }
+
+    /// The answer of the next-turn check asked after a short claim (``QueueStore/nextTurn(on:)``).
+    enum NextTurn: Equatable {
+        /// Not asked (the claim was full).
+        case notAsked
+        /// An app's claim turn comes in this long (a delivery falls due, a limited app's bucket holds its next
+        /// permit); nil: no turn known.
+        case answered(Duration?)
+        /// The check failed: the next claim reports the database's error.
+        case failed
+    }
+
+    /// Which waits the loop wakes after a send event.
+    struct Wakes: OptionSet, Equatable {
+        let rawValue: Int
+        /// The claim loop's turn wait (an app short of room for the last claim has some again).
+        static let claim = Wakes(rawValue: 1)
+        /// The claim loop's wait for capacity (slots, row text).
+        static let capacity = Wakes(rawValue: 2)
+    }
+
+    /// Slots free for claiming: neither sending nor waiting for their completion's write.
+    func freeSlots(pendingCompletions: Int) -> Int {
+        concurrency - sending - pendingCompletions
+    }
+
+    /// Whether the row text budget is held (no claim until a part's rows are released).
+    var holdsTextBudget: Bool { heldTextBytes >= heldTextBudget }
+
+    /// The next step of the claim loop: a claim of a limit (``QueueStore/claimLimit(free:batch:)``) when at least
+    /// ``minimumClaim`` slots are free and the row text budget is not held, else a wait for capacity.
+    func nextStep(pendingCompletions: Int) -> ClaimStep {
+        let free = freeSlots(pendingCompletions: pendingCompletions)
+        guard free >= minimumClaim, !holdsTextBudget else { return .waitForCapacity(pollInterval) }
+        return .claim(limit: QueueStore.claimLimit(free: free, batch: batch), room: shares.room)
+    }
+
+    /// What a claim made by another loop right after it created rows may take (the transactional expand lane's
+    /// own claim): the free slots and the apps' room, or nil while the row text budget is held.
+    func handOffTerms(pendingCompletions: Int) -> (free: Int, room: ClaimRoom)? {
+        guard !holdsTextBudget else { return nil }
+        return (freeSlots(pendingCompletions: pendingCompletions), shares.room)
+    }
+
+    /// A claim of `limit` came back with `kept` rows to send (those already answered set aside). Ends a run of
+    /// failures.
+    /// - Returns: claim again at once after a full claim; otherwise wait the poll interval, or less when an
+    ///   app's turn comes sooner (at least 20 ms, so the fleet's claims for a limited app stay a few per tenth of
+    ///   a second).
+    mutating func claimSucceeded(kept: Int, limit: Int, nextTurn: NextTurn) -> AfterClaim {
+        failures = 0
+        if kept > 0 && kept == limit { return .claimAgain }
+        switch nextTurn {
+        case .answered(let wait?):
+            return .wait(min(pollInterval, max(.milliseconds(20), wait)))
+        case .answered(nil), .failed, .notAsked:
+            return .wait(pollInterval)
+        }
+    }
+
+    /// A claim failed.
+    /// - Returns: how long to wait before the next (``FailureBackoff``).
+    mutating func claimFailed() -> Duration {
+        failures += 1
+        return FailureBackoff.after(failures: failures)
+    }
+
+    /// Counts claimed deliveries in: their slots (per app and in all) and their row text.
+    /// - Parameters:
+    ///   - apps: each claimed delivery's app, one entry per delivery.
+    ///   - textBytes: the batch's row text (``Swift/Array/heldTextBytes``).
+    mutating func admit(apps: [UUID], textBytes: Int) {
+        for app in apps { shares.claimed(app) }
+        claimedTotal += apps.count
+        sending += apps.count
+        heldTextBytes += textBytes
+    }
+
+    /// One delivery of `app` has its completion (handed to the completer, now counted in
+    /// `pendingCompletions`): its send slot is released.
+    /// - Returns: ``Wakes/claim`` when the release gave an app short of room for the last claim some again;
+    ///   ``Wakes/capacity`` only when the claim loop would claim now (a wake-up per answer would be a hop to the
+    ///   pool and a fresh wait for nothing while the slot waits for its write).
+    mutating func completed(app: UUID, pendingCompletions: Int) -> Wakes {
+        var wakes: Wakes = []
+        if shares.released(app, worthAClaim: minimumClaim) { wakes.insert(.claim) }
+        sending -= 1
+        if freeSlots(pendingCompletions: pendingCompletions) >= minimumClaim { wakes.insert(.capacity) }
+        return wakes
+    }
+
+    /// A sent part's rows are released (`textBytes` of row text).
+    /// - Returns: ``Wakes/capacity`` when the budget was held before.
+    mutating func released(textBytes: Int) -> Wakes {
+        let wasHeld = holdsTextBudget
+        heldTextBytes -= textBytes
+        return wasHeld ? .capacity : []
+    }
+
+    /// A claimed batch in the parts its sends run as, each with its task priority: the deliveries of apps with at
+    /// most ``smallShare`` in the batch first, at high priority, then the rest at the default one (one part when
+    /// the batch is all of one kind). Each app's deliveries stay together, in claim order.
+    static func splitByShare<Element>(_ claimed: [Element], app: (Element) -> UUID) -> [(deliveries: [Element], priority: TaskPriority?)] {
+        var counts: [UUID: Int] = [:]
+        for delivery in claimed { counts[app(delivery), default: 0] += 1 }
+        guard counts.count > 1 else { return [(claimed, nil)] }
+        var small: [Element] = []
+        var large: [Element] = []
+        for delivery in claimed {
+            if counts[app(delivery), default: 0] <= smallShare { small.append(delivery) } else { large.append(delivery) }
+        }
+        return [(small, TaskPriority.high), (large, nil)].filter { !$0.0.isEmpty }
+    }
+}
+
+/// How long a worker loop waits after failures in a row: 0.2 s doubling to at most 5 s.
+enum FailureBackoff {
+    /// - Parameter failures: failures in a row (at least 1).
+    static func after(failures: Int) -> Duration {
+        .milliseconds(min(5000, 100 << min(max(failures, 0), 6)))
+    }
+}

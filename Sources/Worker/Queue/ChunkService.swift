@@ -1,0 +1,74 @@
+import Foundation
+import Synchronization
+
+/// Chunks of notifications that are not small (broadcasts, filters, long lists): one chunk, then the least
+/// recently served notification's next one, so two broadcasts take turns; chunks of unsliced notifications and
+/// slices of sliced broadcasts take turns too (either goes when the other finds nothing). Woken by the
+/// transactional lane when it passed a notification on, by NOTIFY, and polls as a floor. Returns after a stop
+/// request.
+struct ChunkService: Service {
+    let context: WorkerLoopContext
+    let outcomes: ExpansionOutcomes
+    /// The loop's progress stamp, for the systemd watchdog.
+    let heartbeat: LoopHeartbeat
+
+    /// The least time between two looks that find nothing.
+    static let idleChunkInterval = Duration.milliseconds(100)
+
+    func run() async {
+        // Its data-error suspects are its own, as the slice loops' are: shared with the transactional lane, a
+        // chunk in progress would hold that lane's passes on the lock.
+        let suspects = Mutex(ExpansionSuspects())
+        let pollInterval = context.configuration.pollInterval
+        var failures = 0
+        var slicesFirst = false
+        defer { heartbeat.finished() }
+        while !context.isStopping {
+            heartbeat.working()
+            do {
+                let picks: [ExpansionPick] = slicesFirst ? [.slice, .skippingSmall] : [.skippingSmall, .slice]
+                slicesFirst.toggle()
+                let result = try await context.database.withConnection { connection -> QueueStore.ExpansionResult? in
+                    try suspects.withLock { suspects -> QueueStore.ExpansionResult? in
+                        for pick in picks {
+                            if let result = try QueueStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
+                                return result
+                            }
+                        }
+                        return nil
+                    }
+                }
+                context.databaseReached()
+                if case .expanding = result {
+                    // Maybe just cut into slices: the slice tasks take the others.
+                    for wake in context.sliceWakes { wake.signal() }
+                }
+                switch outcomes.followUp(result, failures: &failures) {
+                case .next:
+                    continue
+                case .yieldThenNext:
+                    await Task.yield()
+                    continue
+                case .backOff(let pause):
+                    heartbeat.waiting(for: pause)
+                    await context.chunkWake.wait(timeout: pause)
+                    continue
+                case .idle:
+                    break
+                }
+            } catch {
+                failures += 1
+                context.logger.error("expanding notifications failed", ["error": "\(error)"])
+                let pause = FailureBackoff.after(failures: failures)
+                heartbeat.waiting(for: pause)
+                try? await Task.sleep(for: pause)
+            }
+            // Nothing to chunk: the next look no sooner than this, whatever wakes it. Every new notification sends
+            // the same hint, a one-device one too, so under a steady stream of those each wake-up would cost two
+            // picks that find nothing; a large notification waits at most this long for its first chunk.
+            heartbeat.waiting(for: pollInterval)
+            try? await Task.sleep(for: Self.idleChunkInterval)
+            await context.chunkWake.wait(timeout: max(.zero, pollInterval - Self.idleChunkInterval))
+        }
+    }
+}

@@ -1,0 +1,287 @@
+import Foundation
+import Postgres
+import Synchronization
+
+/// The claim loop and the sends it starts: claims due deliveries in batches as ``Admission`` allows, sends them
+/// through a ``DeliveryProcessing`` (each part a task of its own, at its priority), and hands each completion to
+/// the ``Completer``, which holds its slot until it is written. What a batch shares is loaded on the claim's
+/// connection before the batch is handed on (``ClaimedBatchPrefetch``). It also sends what the transactional expand lane
+/// claimed itself (``claimCreated(_:on:terms:)``, ``handOff(_:)``).
+///
+/// ``run()`` returns after a stop request once claiming has stopped and every send has finished, or
+/// `shutdownTimeout` after the stop request: the sends still in flight are then cancelled (their leases expire
+/// and another worker sends them again, with the same apns-id).
+final class ClaimService: Service {
+    private let context: WorkerLoopContext
+    private let processor: any DeliveryProcessing
+    /// What a batch needs loaded on the claim's connection before it is handed to ``processor``.
+    private let prefetch: ClaimedBatchPrefetch
+    private let completer: Completer
+    /// Slots, row text and app shares of the deliveries in flight: the loop asks it what to claim, the sends
+    /// report their completions into it from any task.
+    private let admission: Mutex<Admission>
+    /// Parts the transactional expand lane claimed itself, admitted, on their way to the send tasks (the lane
+    /// finishes the stream when it ends, ``finishHandOffs()``).
+    private let handedOff = AsyncStream.makeStream(of: [(deliveries: [ClaimedDelivery], priority: TaskPriority?)].self)
+    /// The loop's progress stamp, for the systemd watchdog.
+    let heartbeat: LoopHeartbeat
+
+    /// A send part: deliveries sent together, and the task priority they are sent at.
+    typealias Part = (deliveries: [ClaimedDelivery], priority: TaskPriority?)
+
+    init(
+        context: WorkerLoopContext, processor: any DeliveryProcessing, prefetch: ClaimedBatchPrefetch, completer: Completer,
+        heartbeat: LoopHeartbeat
+    ) {
+        self.context = context
+        self.processor = processor
+        self.prefetch = prefetch
+        self.completer = completer
+        self.heartbeat = heartbeat
+        let configuration = context.configuration
+        admission = Mutex(
+            Admission(
+                concurrency: configuration.concurrency, claimBatch: configuration.claimBatch,
+                pollInterval: configuration.pollInterval))
+    }
+
+    /// Deliveries claimed whose sends have not ended.
+    var sending: Int { admission.withLock { $0.sending } }
+    /// Deliveries claimed since start.
+    var claimedTotal: Int { admission.withLock { $0.claimedTotal } }
+
+    /// No part will be handed off any more (the transactional expand lane ended, or this worker does not
+    /// expand): the send tasks end once what was handed is sent.
+    func finishHandOffs() {
+        handedOff.continuation.finish()
+    }
+
+    /// Parts claimed by the transactional expand lane (``claimCreated(_:on:terms:)``), to be sent beside the
+    /// claim loop's batches.
+    func handOff(_ parts: [Part]) {
+        guard !parts.isEmpty else { return }
+        handedOff.continuation.yield(parts)
+    }
+
+    func run() async {
+        let sendTask = Task { await claimAndSend() }
+        // After a stop request, give in-flight sends `shutdownTimeout`; then cancel them. Their leases
+        // expire and another worker sends them again (with the same apns-id).
+        let timeout = context.configuration.shutdownTimeout
+        let watchdog = Task { [context] in
+            while !context.isStopping { try await Task.sleep(for: .milliseconds(200)) }
+            let stoppedAt = context.stoppedAt ?? .now
+            try await Task.sleep(until: stoppedAt + timeout, clock: .continuous)
+            context.logger.error("shutdown timeout: cancelling in-flight sends", ["in_flight": "\(self.sending)"])
+            sendTask.cancel()
+        }
+        await sendTask.value
+        watchdog.cancel()
+    }
+
+    private func claimAndSend() async {
+        let configuration = context.configuration
+        let logger = context.logger
+        let metrics = context.metrics
+        await withDiscardingTaskGroup { sends in
+            // What the transactional expand lane claimed itself, sent beside the claim loop's batches.
+            sends.addTask {
+                await withDiscardingTaskGroup { handed in
+                    for await parts in self.handedOff.stream {
+                        for (part, priority) in parts {
+                            handed.addTask(priority: priority) { [part] in await self.send(part) }
+                        }
+                    }
+                }
+            }
+            defer { heartbeat.finished() }
+            while !context.isStopping {
+                heartbeat.working()
+                #if DEBUG
+                    await context.stallWhileFaultFileExists(loop: "claim loop", variable: "PUSHIZO_TEST_STALL_CLAIM_LOOP")
+                #endif
+                let pending = completer.pending
+                let (limit, room): (Int, ClaimRoom)
+                switch admission.withLock({ $0.nextStep(pendingCompletions: pending) }) {
+                case .claim(let claimLimit, let claimRoom):
+                    (limit, room) = (claimLimit, claimRoom)
+                case .waitForCapacity(let wait):
+                    heartbeat.waiting(for: wait)
+                    await context.capacityWake.wait(timeout: wait)
+                    continue
+                }
+                var claimed: [ClaimedDelivery]
+                // How long to wait after a short claim, asked on the claim's connection in the same hand-off to
+                // the pool (a second hand-off cost two more thread wake-ups per claim); nil after a full one.
+                var nextTurn: Result<(wait: Double?, clock: DatabaseClockReading), any Error>?
+                let claimStarted = ContinuousClock.now
+                do {
+                    // Before the statement: the lease (from the database's now()) ends no earlier.
+                    let leaseExpiry = ContinuousClock.now + configuration.lease
+                    let prefetch = self.prefetch
+                    let claimEnded: ContinuousClock.Instant
+                    (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
+                        let claimed = try QueueStore.claim(
+                            on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
+                            workerID: configuration.workerID, room: room)
+                        let claimEnded = ContinuousClock.now
+                        // Nothing is thrown from here on: the claimed rows are leased and must be sent.
+                        prefetch.load(claimed, on: connection)
+                        let nextTurn = claimed.count < limit ? Result { try QueueStore.nextTurn(on: connection) } : nil
+                        return (claimed, claimEnded, nextTurn)
+                    }
+                    context.databaseReached()
+                    metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
+                    // The claim's reading of PostgreSQL's clock, else (nothing claimed) the turn check's.
+                    if let clock = claimed.first?.databaseClock ?? (try? nextTurn?.get())?.clock {
+                        context.clockWatch.record(clock)
+                    }
+                    claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
+                } catch {
+                    metrics.claimFinished(startedAt: claimStarted, claimed: 0)
+                    logger.error("claiming deliveries failed", ["error": "\(error)"])
+                    let backoff = admission.withLock { $0.claimFailed() }
+                    heartbeat.waiting(for: backoff)
+                    try? await Task.sleep(for: backoff)
+                    continue
+                }
+                for (part, priority) in admit(claimed) {
+                    sends.addTask(priority: priority) { [part] in await self.send(part) }
+                }
+                let afterClaim = admission.withLock {
+                    $0.claimSucceeded(kept: claimed.count, limit: limit, nextTurn: nextTurnAnswer(nextTurn))
+                }
+                if afterClaim == .claimAgain { continue }
+                if claimed.isEmpty, configuration.exitWhenDrained, await isDrained() {
+                    logger.notice("queue drained; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")
+                    context.stopWorker()
+                    break
+                }
+                guard case .wait(let wait) = afterClaim else { continue }
+                heartbeat.waiting(for: wait)
+                await context.claimWake.wait(timeout: wait)
+            }
+        }
+    }
+
+    /// What a small notifications' pass may claim of what it creates (``claimCreated(_:on:terms:)``), read before
+    /// the pass.
+    struct HandOffTerms {
+        var free: Int
+        var room: ClaimRoom
+        var leaseExpiry: ContinuousClock.Instant
+    }
+
+    /// The terms of a small notifications' pass's own claim; nil when stopping or while batches being sent hold
+    /// the row text budget (as for the claim loop).
+    func handOffTerms() -> HandOffTerms? {
+        let pending = completer.pending
+        guard !context.isStopping, let terms = admission.withLock({ $0.handOffTerms(pendingCompletions: pending) })
+        else { return nil }
+        // Before the statement: the lease (from the database's now()) ends no earlier.
+        return HandOffTerms(free: terms.free, room: terms.room, leaseExpiry: .now + context.configuration.lease)
+    }
+
+    /// The most deliveries a small notifications' pass claims itself (``claimCreated(_:on:terms:)``); a larger
+    /// pass leaves them to the claim loop.
+    static let handOffLimit = 100
+
+    /// Claims what a small notifications' pass just created, on the pass's connection right after it, admitted
+    /// and split into the parts the send tasks take (``handOff(_:)``): a one-device notification does not wait for
+    /// the claim loop's next turn (behind a broadcast, a claim of its rows under way). The same claim statement,
+    /// limited to those notifications and their apps (their turns, rooms and send limits apply). What it leaves
+    /// (no room, a limit's permits, more than ``handOffLimit`` or than the free slots, or an error) is the claim
+    /// loop's.
+    /// - Returns: the parts to send, and whether they are all the pass created.
+    func claimCreated(_ small: QueueStore.SmallExpansionResult, on connection: PostgresConnection, terms: HandOffTerms)
+        -> (parts: [Part], tookAll: Bool)
+    {
+        guard small.created > 0, small.created <= Self.handOffLimit, small.created <= terms.free,
+            !small.withDeliveries.isEmpty
+        else { return ([], false) }
+        let configuration = context.configuration
+        let started = ContinuousClock.now
+        let claimed: [ClaimedDelivery]
+        do {
+            claimed = try QueueStore.claim(
+                on: connection, limit: small.created, leaseSeconds: configuration.lease.inSeconds,
+                workerID: configuration.workerID, room: terms.room, notifications: small.withDeliveries)
+        } catch {
+            context.logger.warning("claiming a pass's deliveries failed; the claim loop takes them", ["error": "\(error)"])
+            return ([], false)
+        }
+        context.metrics.claimFinished(startedAt: started, endedAt: .now, claimed: claimed.count)
+        if let clock = claimed.first?.databaseClock { context.clockWatch.record(clock) }
+        // Nothing is thrown from here on: the claimed rows are leased and must be sent.
+        prefetch.load(claimed, on: connection)
+        let kept = withoutAdopted(claimed, leaseExpiry: terms.leaseExpiry)
+        return (admit(kept), claimed.count == small.created)
+    }
+
+    /// `claimed` with its lease expiry set, less the deliveries this worker already answered: one claimed again
+    /// because its lease ran out while the completion waited gives the waiting completion the new claim, and is
+    /// not sent again.
+    private func withoutAdopted(_ claimed: [ClaimedDelivery], leaseExpiry: ContinuousClock.Instant) -> [ClaimedDelivery] {
+        var claimed = claimed
+        for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
+        let fetched = claimed.count
+        claimed.removeAll { completer.adopt($0) }
+        if claimed.count < fetched {
+            context.logger.warning(
+                "claimed deliveries whose completions still wait; not sending them again",
+                ["count": "\(fetched - claimed.count)"])
+        }
+        return claimed
+    }
+
+    /// Counts claimed deliveries in (``Admission/admit(apps:textBytes:)``). Returns the parts their sends run as
+    /// (``Admission/splitByShare(_:app:)``), each to be passed to ``send(_:)``.
+    private func admit(_ claimed: [ClaimedDelivery]) -> [Part] {
+        guard !claimed.isEmpty else { return [] }
+        let textBytes = claimed.heldTextBytes
+        admission.withLock { $0.admit(apps: claimed.map(\.appID), textBytes: textBytes) }
+        return Admission.splitByShare(claimed, app: \.appID)
+    }
+
+    /// Sends one admitted part and hands each completion to the completer, releasing its send slot.
+    private func send(_ part: [ClaimedDelivery]) async {
+        await processor.process(batch: part) { delivery, completion in
+            self.completer.add(completion, leaseExpiry: delivery.leaseExpiry)
+            let pending = self.completer.pending
+            self.wake(self.admission.withLock { $0.completed(app: delivery.appID, pendingCompletions: pending) })
+        }
+        // The part's rows are released with this task.
+        let held = part.heldTextBytes
+        wake(admission.withLock { $0.released(textBytes: held) })
+    }
+
+    private func wake(_ wakes: Admission.Wakes) {
+        if wakes.contains(.claim) { context.claimWake.signal() }
+        if wakes.contains(.capacity) { context.capacityWake.signal() }
+    }
+
+    /// The next-turn check's answer as ``Admission`` takes it; a failed check is logged (the next claim reports
+    /// the database's error).
+    private func nextTurnAnswer(_ nextTurn: Result<(wait: Double?, clock: DatabaseClockReading), any Error>?) -> Admission.NextTurn {
+        switch nextTurn {
+        case .success(let answer)?:
+            return .answered(answer.wait.map { .seconds($0) })
+        case .failure(let error)?:
+            context.logger.debug("next claim turn check failed", ["error": "\(error)"])
+            return .failed
+        case nil:
+            return .notAsked
+        }
+    }
+
+    /// Whether nothing is in flight here and the queue holds no delivery (`PUSHIZO_EXIT_WHEN_DRAINED`).
+    private func isDrained() async -> Bool {
+        guard sending == 0, completer.pending == 0 else { return false }
+        do {
+            return try await context.database.withConnection { try QueueStore.isDrained(on: $0) }
+        } catch {
+            context.logger.warning("drain check failed", ["error": "\(error)"])
+            return false
+        }
+    }
+}

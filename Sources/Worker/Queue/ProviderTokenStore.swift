@@ -1,0 +1,119 @@
+import Foundation
+import Postgres
+import Providers
+import Synchronization
+
+/// The `provider_tokens` table (migrations/0007_provider_tokens.sql): one row per credential fingerprint
+/// with the sealed token, its generation, `issued_at` and `expires_at`.
+enum ProviderTokenStore {
+    /// The fleet's token coordination for ``SharedProviderTokens``: each refresh on a pooled connection of
+    /// `database` (``coordinate(on:credential:policy:rejected:offered:lockTimeout:now:mint:)``).
+    static func coordinator(database: PostgresClient) -> SharedProviderTokens.Coordinate {
+        { coordination, mint in
+            try await database.withConnection { connection in
+                try coordinate(
+                    on: connection, credential: coordination.credential, policy: coordination.policy,
+                    rejected: coordination.rejected, offered: coordination.offered,
+                    lockTimeout: coordination.lockTimeout, now: coordination.now, mint: { try waitFor(mint) })
+            }
+        }
+    }
+
+    /// Runs `body` and waits for it on the calling thread: only called on a database connection's own thread
+    /// (never on Swift's cooperative pool), which holds the credential's lock while a mint runs, so the mint
+    /// (an FCM token request over HTTP/2) happens once for the fleet.
+    private static func waitFor(_ body: @escaping SharedProviderTokens.Mint) throws -> MintedProviderToken {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<MintedProviderToken, any Error>?>(nil)
+        Task {
+            let outcome: Result<MintedProviderToken, any Error>
+            do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+
+    /// A mint's own error (not the database's), carried out of the transaction.
+    struct MintFailure: Error {
+        var underlying: any Error
+    }
+
+    /// In one transaction: waits (at most `lockTimeout` seconds) for the credential's advisory lock, reads
+    /// its row, and returns the row's token when ``ProviderTokenPolicy/decide(current:rejected:at:)`` says
+    /// to use it; otherwise writes `offered` (a still-fresh token this worker minted alone) or a new one
+    /// from `mint`, conditionally on the generation read (compare-and-swap), and returns it. A row this
+    /// credential cannot open (sealed by another key) counts as none and is replaced.
+    /// - Throws: ``MintFailure`` wrapping `mint`'s error; `PostgresError` otherwise (SQLSTATE `55P03` when
+    ///   the lock wait timed out).
+    static func coordinate(
+        on connection: PostgresConnection, credential: ProviderTokenCredential, policy: ProviderTokenPolicy,
+        rejected: String?, offered: SharedProviderToken?, lockTimeout: Double, now: () -> Date,
+        mint: () throws -> MintedProviderToken
+    ) throws -> SharedProviderToken {
+        try connection.transaction { connection in
+            _ = try connection.query(
+                "SELECT set_config('lock_timeout', $1, true)", ["\(Int(max(lockTimeout, 0.001) * 1000))ms"])
+            _ = try connection.query(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", ["pushizo.provider_tokens/" + credential.fingerprint])
+            let (row, generation) = try read(on: connection, credential)
+            let at = now()
+            if let row, policy.decide(current: row, rejected: rejected, at: at) == .use { return row }
+            let next: MintedProviderToken
+            if let offered, offered.token != rejected, policy.isFresh(offered, at: at) {
+                next = MintedProviderToken(token: offered.token, issuedAt: offered.issuedAt, expiresAt: offered.expiresAt)
+            } else {
+                do { next = try mint() } catch { throw MintFailure(underlying: error) }
+            }
+            let written = try connection.query(
+                """
+                INSERT INTO provider_tokens AS p (fingerprint, kind, sealed_token, generation, issued_at, expires_at)
+                VALUES ($1, $2, $3, 1, $4, $5)
+                ON CONFLICT (fingerprint) DO UPDATE
+                   SET kind = EXCLUDED.kind, sealed_token = EXCLUDED.sealed_token, generation = p.generation + 1,
+                       issued_at = EXCLUDED.issued_at, expires_at = EXCLUDED.expires_at, updated_at = now()
+                 WHERE p.generation = $6
+                RETURNING generation
+                """,
+                [credential.fingerprint, credential.kind.rawValue, try credential.seal(next.token), next.issuedAt, next.expiresAt, generation])
+            guard let newGeneration = try written.first?.decode(Int64.self, "generation") else {
+                // Replaced meanwhile by a writer that did not take the lock: theirs wins.
+                let (theirs, _) = try read(on: connection, credential)
+                return theirs ?? SharedProviderToken(token: next.token, generation: 0, issuedAt: next.issuedAt, expiresAt: next.expiresAt)
+            }
+            return SharedProviderToken(token: next.token, generation: newGeneration, issuedAt: next.issuedAt, expiresAt: next.expiresAt)
+        }
+    }
+
+    /// The credential's row: its token when this credential can open it, and its generation (0: no row).
+    static func read(on connection: PostgresConnection, _ credential: ProviderTokenCredential) throws
+        -> (SharedProviderToken?, Int64)
+    {
+        let rows = try connection.query(
+            "SELECT sealed_token, generation, issued_at, expires_at FROM provider_tokens WHERE fingerprint = $1",
+            [credential.fingerprint])
+        guard let row = rows.first else { return (nil, 0) }
+        let generation = try row.decode(Int64.self, "generation")
+        guard let token = credential.open(try row.decode([UInt8].self, "sealed_token")) else { return (nil, generation) }
+        return (
+            SharedProviderToken(
+                token: token, generation: generation, issuedAt: try row.decode(Date.self, "issued_at"),
+                expiresAt: try row.decode(Date.self, "expires_at")),
+            generation
+        )
+    }
+}
+
+extension SharedProviderTokens {
+    /// Tokens shared through `database`'s `provider_tokens` (``ProviderTokenStore/coordinator(database:)``);
+    /// nil keeps every token in this process. See ``init(coordinate:logger:capacity:lockTimeout:localRetry:now:metrics:)``.
+    convenience init(
+        database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
+        now: @escaping @Sendable () -> Date = Date.init, metrics: WorkerMetrics? = nil
+    ) {
+        self.init(
+            coordinate: database.map(ProviderTokenStore.coordinator(database:)), logger: logger, capacity: capacity,
+            lockTimeout: lockTimeout, localRetry: localRetry, now: now, metrics: metrics)
+    }
+}

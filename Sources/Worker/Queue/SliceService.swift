@@ -1,0 +1,49 @@
+import Foundation
+import Synchronization
+
+/// One of the `PUSHIZO_EXPANSION_TASKS - 1` slice-only expand tasks: chunks of sliced broadcasts
+/// (``ExpansionPick/slice``) while there are any, so one broadcast is expanded by several backends at once;
+/// otherwise it waits for the chunk loop's signal or the poll interval. Its data-error suspects are its own, as
+/// another worker's would be. Returns after a stop request.
+struct SliceService: Service {
+    let context: WorkerLoopContext
+    let outcomes: ExpansionOutcomes
+    /// Signalled by the chunk loop when it may have cut a broadcast into slices.
+    let wake: WakeSignal
+    /// The task's progress stamp, for the systemd watchdog.
+    let heartbeat: LoopHeartbeat
+
+    func run() async {
+        let suspects = Mutex(ExpansionSuspects())
+        let pollInterval = context.configuration.pollInterval
+        var failures = 0
+        defer { heartbeat.finished() }
+        while !context.isStopping {
+            heartbeat.working()
+            do {
+                let result = try await context.database.withConnection { connection in
+                    try suspects.withLock { try QueueStore.expandNext(on: connection, suspects: &$0, pick: .slice) }
+                }
+                switch outcomes.followUp(result, failures: &failures) {
+                case .next, .yieldThenNext:
+                    await Task.yield()
+                    continue
+                case .backOff(let pause):
+                    heartbeat.waiting(for: pause)
+                    await wake.wait(timeout: pause)
+                    continue
+                case .idle:
+                    break
+                }
+            } catch {
+                failures += 1
+                context.logger.error("expanding slices failed", ["error": "\(error)"])
+                let pause = FailureBackoff.after(failures: failures)
+                heartbeat.waiting(for: pause)
+                try? await Task.sleep(for: pause)
+            }
+            heartbeat.waiting(for: pollInterval)
+            await wake.wait(timeout: pollInterval)
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+@testable import Worker
+
+/// ``Admission`` driven with values: slots, completions waiting for their write, row text, app shares, the claim's
+/// limit, the wait after a claim and the backoff after failed ones.
+@Suite("Admission of claims")
+struct AdmissionTests {
+    let broadcast = UUID()
+    let probe = UUID()
+
+    func admission(concurrency: Int = 64, claimBatch: Int = 32, heldTextBudget: Int = 1000) -> Admission {
+        Admission(
+            concurrency: concurrency, claimBatch: claimBatch, pollInterval: .seconds(1), heldTextBudget: heldTextBudget)
+    }
+
+    @Test func aWorkerWithFreeSlotsClaimsAFullBatchAndEveryAppIsBoundedByTheLimitAlone() {
+        let admission = admission()
+        #expect(admission.minimumClaim == 16)
+        #expect(admission.nextStep(pendingCompletions: 0) == .claim(limit: 32, room: .unbounded))
+    }
+
+    @Test func unwrittenCompletionsHoldTheirSlotsSoClaimingStopsWhileTheyBackUp() {
+        var admission = admission()
+        admission.admit(apps: Array(repeating: broadcast, count: 40), textBytes: 0)
+        // 24 free: the limit is the largest multiple of an eighth of the batch (4) that fits.
+        #expect(admission.nextStep(pendingCompletions: 0) == .claim(limit: 24, room: admission.shares.room))
+        // 9 more answered, their completions not yet written: 15 free, below half a batch.
+        for _ in 0..<9 { _ = admission.completed(app: broadcast, pendingCompletions: 9) }
+        #expect(admission.sending == 31)
+        #expect(admission.nextStep(pendingCompletions: 18) == .waitForCapacity(.seconds(1)))
+        // Written: 33 free.
+        #expect(admission.nextStep(pendingCompletions: 0) == .claim(limit: 32, room: admission.shares.room))
+    }
+
+    @Test func aCompletionWakesTheCapacityWaitOnlyWhenTheLoopWouldClaim() {
+        var admission = admission()
+        admission.admit(apps: Array(repeating: broadcast, count: 64), textBytes: 0)
+        // 63 sending, the answered one's completion pending: 0 free.
+        #expect(!admission.completed(app: broadcast, pendingCompletions: 1).contains(.capacity))
+        for _ in 0..<14 { _ = admission.completed(app: broadcast, pendingCompletions: 0) }
+        // 48 sending, one completion pending: 15 free.
+        #expect(!admission.completed(app: broadcast, pendingCompletions: 1).contains(.capacity))
+        // 47 sending, none pending: 17 free, more than half a batch.
+        #expect(admission.completed(app: broadcast, pendingCompletions: 0).contains(.capacity))
+    }
+
+    @Test func heldRowTextStopsClaimsUntilAPartIsReleased() {
+        var admission = admission()
+        admission.admit(apps: [broadcast], textBytes: 999)
+        #expect(admission.handOffTerms(pendingCompletions: 0) != nil)
+        admission.admit(apps: [probe], textBytes: 1)
+        #expect(admission.holdsTextBudget)
+        #expect(admission.nextStep(pendingCompletions: 0) == .waitForCapacity(.seconds(1)))
+        #expect(admission.handOffTerms(pendingCompletions: 0) == nil)
+        // Releasing a part while the budget was held wakes the capacity wait; with it free no wake-up.
+        #expect(admission.released(textBytes: 1) == .capacity)
+        #expect(admission.released(textBytes: 999) == [])
+        #expect(admission.heldTextBytes == 0)
+        if case .claim = admission.nextStep(pendingCompletions: 0) {} else { Issue.record("no claim with the budget free") }
+    }
+
+    @Test func theRoomOfALargeAppReachesTheClaimAndAReleaseWorthAClaimWakesTheTurnWait() {
+        var admission = admission(concurrency: 512, claimBatch: 200)
+        #expect(admission.shares.reserve == 100)
+        admission.admit(apps: Array(repeating: broadcast, count: 412), textBytes: 0)
+        // The lone broadcast holds all but the reserve: it is full, the claim may still take 100 of others.
+        #expect(admission.nextStep(pendingCompletions: 0) == .claim(limit: 100, room: ClaimRoom(full: [broadcast])))
+        var wokeClaim = 0
+        for _ in 0..<100 {
+            if admission.completed(app: broadcast, pendingCompletions: 0).contains(.claim) { wokeClaim += 1 }
+        }
+        // Its room reached half a batch (100) once, on the hundredth release.
+        #expect(wokeClaim == 1)
+        #expect(admission.shares.room.limited == [broadcast: 100])
+    }
+
+    @Test func aFullClaimClaimsAgainAndAShortOneWaitsForTheNextTurnWithinBounds() {
+        var admission = admission()
+        #expect(admission.claimSucceeded(kept: 32, limit: 32, nextTurn: .notAsked) == .claimAgain)
+        #expect(admission.claimSucceeded(kept: 3, limit: 32, nextTurn: .answered(nil)) == .wait(.seconds(1)))
+        #expect(admission.claimSucceeded(kept: 3, limit: 32, nextTurn: .answered(.milliseconds(300))) == .wait(.milliseconds(300)))
+        // At least 20 ms, at most the poll interval.
+        #expect(admission.claimSucceeded(kept: 0, limit: 32, nextTurn: .answered(.zero)) == .wait(.milliseconds(20)))
+        #expect(admission.claimSucceeded(kept: 0, limit: 32, nextTurn: .answered(.seconds(30))) == .wait(.seconds(1)))
+        #expect(admission.claimSucceeded(kept: 0, limit: 32, nextTurn: .failed) == .wait(.seconds(1)))
+        // Deliveries already answered set aside: short, so the loop waits as after any short claim.
+        #expect(admission.claimSucceeded(kept: 30, limit: 32, nextTurn: .notAsked) == .wait(.seconds(1)))
+    }
+
+    @Test func failedClaimsBackOffDoublingToFiveSecondsAndASuccessEndsTheRun() {
+        var admission = admission()
+        let pauses = (0..<8).map { _ in admission.claimFailed() }
+        #expect(pauses.prefix(5) == [.milliseconds(200), .milliseconds(400), .milliseconds(800), .milliseconds(1600), .milliseconds(3200)])
+        #expect(pauses.dropFirst(5).allSatisfy { $0 == .seconds(5) })
+        _ = admission.claimSucceeded(kept: 0, limit: 32, nextTurn: .notAsked)
+        #expect(admission.failures == 0 && admission.claimFailed() == .milliseconds(200))
+    }
+
+    @Test func theBatchIsAtMostTheSlotsAndSmallWorkersClaimOneAtATime() {
+        let narrow = admission(concurrency: 10, claimBatch: 200)
+        #expect(narrow.batch == 10 && narrow.minimumClaim == 5)
+        #expect(narrow.nextStep(pendingCompletions: 0) == .claim(limit: 10, room: .unbounded))
+        let single = admission(concurrency: 1, claimBatch: 1)
+        #expect(single.minimumClaim == 1)
+        #expect(single.nextStep(pendingCompletions: 1) == .waitForCapacity(.seconds(1)))
+    }
+
+    @Test func theCountsFollowClaimsAndCompletions() {
+        var admission = admission()
+        admission.admit(apps: [broadcast, broadcast, probe], textBytes: 30)
+        #expect(admission.sending == 3 && admission.claimedTotal == 3 && admission.heldTextBytes == 30)
+        _ = admission.completed(app: probe, pendingCompletions: 1)
+        #expect(admission.sending == 2 && admission.shares.held == [broadcast: 2])
+    }
+}
