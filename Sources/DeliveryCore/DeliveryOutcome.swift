@@ -11,22 +11,22 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// Permanent failure of this delivery. Event `failed` with `reason` (snake_case, e.g. `unregistered`,
     /// `bad_device_token`, `payload_too_large`, `invalid_message`), `detail` (e.g. the provider's own reason
     /// string). With `invalidateSubscription` the subscription is marked `invalid` with `reason`.
-    case failed(reason: String, detail: JSONValue = .null, invalidateSubscription: Bool = false)
+    case failed(reason: DeliveryReason, detail: JSONValue = .null, invalidateSubscription: Bool = false)
 
     /// Transient failure: try again. Event `retrying`; the next attempt is not before `notBefore`
     /// (e.g. from `Retry-After`), and not before the worker's own backoff for this attempt.
-    case retry(reason: String, detail: JSONValue = .null, notBefore: Date? = nil)
+    case retry(reason: DeliveryReason, detail: JSONValue = .null, notBefore: Date? = nil)
 
     /// The app's provider credentials or settings are at fault: an answer naming the credential (APNs
     /// `InvalidProviderToken`, FCM `PERMISSION_DENIED`), settings that do not parse, or enough
     /// ``ChannelFaultEvidence`` (never one subscription's answer alone). The channel is paused until
     /// `pausedUntil`, this delivery goes back to the queue for after the pause, and the subscription is left
     /// alone.
-    case channelError(reason: String, detail: JSONValue = .null, pausedUntil: Date? = nil)
+    case channelError(reason: DeliveryReason, detail: JSONValue = .null, pausedUntil: Date? = nil)
 
     /// Not sent, by rule. Event `skipped` with `reason`: `frequency_capped`, `expired`,
     /// `subscription_inactive`, `canceled`, `no_channel`.
-    case skipped(reason: String, detail: JSONValue = .null)
+    case skipped(reason: DeliveryReason, detail: JSONValue = .null)
 
     /// Held by rule: event `deferred` with `reason` (`quiet_hours`, or `local_time` for a delivery claimed
     /// before its `delivery_time_of_day`) and `detail.until`; the delivery runs again at `until`.

@@ -36,7 +36,7 @@ import DeliveryCore
             Issue.record("expected \(field) to be rejected in \(json.jsonText)")
         } catch {
             #expect(error.field == field)
-            #expect(error.outcome == .failed(reason: "invalid_message",
+            #expect(error.outcome == .failed(reason: .invalidMessage,
                                              detail: ["field": .string(field), "message": .string(error.description)]))
         }
     }

@@ -76,7 +76,7 @@ final class DeliveryDeadlines: Sendable {
             return (id, start)
         }
         let deadlineOutcome = DeliveryOutcome.retry(
-            reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
+            reason: .deadlineExceeded, detail: ["deadline_s": .double(seconds)])
         let task = Task {
             let outcome = await send()
             let expired = self.state.withLock { state -> Bool in

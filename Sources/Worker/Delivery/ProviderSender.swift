@@ -5,8 +5,8 @@ import Foundation
 /// transport, and the classification of the answer. Never throws: transport failures, bad credentials and
 /// refusals all become a ``DeliveryOutcome``.
 public protocol ProviderSender: Sendable {
-    /// `app_channels.provider` this sender serves: `apns`, `fcm` or `webpush`.
-    var provider: String { get }
+    /// `app_channels.provider` this sender serves.
+    var provider: Provider { get }
     func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome
 }
 
@@ -41,7 +41,7 @@ public struct SendBatchContext: Sendable {
     /// The outcome of an exchange cut off by ``deadline``: a counted retry, since the request may have
     /// reached the provider.
     public var deadlineExceeded: DeliveryOutcome {
-        .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(deadlineSeconds)])
+        .retry(reason: .deadlineExceeded, detail: ["deadline_s": .double(deadlineSeconds)])
     }
 }
 

@@ -160,7 +160,7 @@ public enum QueueStore {
             reason = String(text.prefix { $0 != ":" })
             detail = ["error": .string(text), "sqlstate": .string(error.sqlState ?? "")]
         } else {
-            reason = "unreadable_row"
+            reason = DeliveryReason.unreadableRow.rawValue
             // Not the message: it quotes the column's text.
             detail = ["error": .string("a column of the claimed row could not be read (\(error.code))")]
         }
@@ -498,11 +498,11 @@ public enum QueueStore {
             [
                 PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
                 PostgresBinaryArray.bigint(completions.map(\.fence)),
-                PostgresBinaryArray.text(completions.map(\.event)),
-                PostgresBinaryArray.text(completions.map(\.reason)),
+                PostgresBinaryArray.text(completions.map(\.event.rawValue)),
+                PostgresBinaryArray.text(completions.map(\.reason?.rawValue)),
                 PostgresBinaryArray.text(completions.map(\.detailJSON)),
                 PostgresBinaryArray.timestamptz(completions.map(\.nextRunAt)),
-                PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason }),
+                PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason?.rawValue }),
                 PostgresBinaryArray.boolean(completions.map(\.refundsAttempt)),
                 PostgresBinaryArray.uuid(completions.map(\.claimedAs?.appID)),
                 PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
@@ -523,7 +523,7 @@ public enum QueueStore {
                 """,
                 [
                     invalidations.map(\.subscriptionID),
-                    invalidations.map(\.reason),
+                    invalidations.map(\.reason.rawValue),
                     invalidations.map(\.tokenUpdatedAt),
                 ])
         }
@@ -535,7 +535,7 @@ public enum QueueStore {
                     updated_at = now()
                 WHERE app_id = $1 AND provider = $2
                 """,
-                [pause.appID, pause.provider, pause.until, pause.reason])
+                [pause.appID, pause.provider.rawValue, pause.until, pause.reason.rawValue])
         }
         // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
         // lock then waits only for other such locks (taken in hash order), so no cycle can form.

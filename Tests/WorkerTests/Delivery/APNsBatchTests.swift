@@ -127,7 +127,7 @@ struct APNsBatchTests {
             _ = await sender.send(batch: sends, context: context) { _, outcome in outcomes.withLock { $0.append(outcome) } }
             let ended = outcomes.withLock { $0 }
             #expect(ended.count == 3)
-            #expect(ended.allSatisfy { if case .retry("deadline_exceeded", let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
+            #expect(ended.allSatisfy { if case .retry(.deadlineExceeded, let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
         }
     }
 

@@ -11,11 +11,11 @@ struct DeliveryDeadlinesTests {
     /// `transport_error` once cancelled, as the HTTP/2 client answers a cancelled request.
     @Sendable static func hanging() async -> DeliveryOutcome {
         try? await Task.sleep(for: .seconds(600))
-        return Task.isCancelled ? .retry(reason: "transport_error") : .sent(providerMessageID: nil)
+        return Task.isCancelled ? .retry(reason: .transportError) : .sent(providerMessageID: nil)
     }
 
     static func isDeadlineExceeded(_ outcome: DeliveryOutcome) -> Bool {
-        if case .retry(DeliveryReason.deadlineExceeded.rawValue, let detail, _) = outcome { return detail["deadline_s"] != nil }
+        if case .retry(DeliveryReason.deadlineExceeded, let detail, _) = outcome { return detail["deadline_s"] != nil }
         return false
     }
 
@@ -83,7 +83,7 @@ struct DeliveryDeadlinesTests {
         let caller = Task { await deadlines.run(Self.hanging) }
         caller.cancel()
         let outcome = await caller.value
-        #expect(outcome == .retry(reason: "transport_error"))
+        #expect(outcome == .retry(reason: .transportError))
         #expect(deadlines.inFlight == 0)
     }
 }

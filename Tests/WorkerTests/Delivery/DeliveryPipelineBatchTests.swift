@@ -12,7 +12,7 @@ struct DeliveryPipelineBatchTests {
     /// Takes every delivery but those whose token is `decline`; answers `sent("batched")`, and
     /// `sent("alone")` for one sent through the one-delivery path.
     final class BatchingSender: BatchingProviderSender {
-        let provider = "apns"
+        let provider = Provider.apns
         let batches = Mutex<[(count: Int, deadline: ContinuousClock.Instant?)]>([])
         let alone = Counter()
 
@@ -75,6 +75,6 @@ struct DeliveryPipelineBatchTests {
         func detail(_ id: Int64) -> String { done[id]?.first?.detailJSON ?? "" }
         #expect(detail(2).contains("alone") && detail(6).contains("alone"))
         for id: Int64 in [1, 3, 4, 5] { #expect(detail(id).contains("batched")) }
-        #expect(done[7]?.first?.event == "skipped" && done[7]?.first?.reason == "canceled")
+        #expect(done[7]?.first?.event == .skipped && done[7]?.first?.reason == DeliveryReason.canceled)
     }
 }

@@ -11,7 +11,7 @@ struct CompletionBacklogStateTests {
     func entry(_ id: Int64, leaseIn seconds: Int? = nil) -> CompletionBacklog.Entry {
         CompletionBacklog.Entry(
             completion: DeliveryCompletion(
-                deliveryID: id, fence: 1, event: "sent", reason: nil, detailJSON: "{}", nextRunAt: nil),
+                deliveryID: id, fence: 1, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil),
             leaseExpiry: seconds.map { Self.start + .seconds($0) })
     }
 

@@ -40,7 +40,7 @@ struct OversizedColumnTests {
                     Issue.record("expected a failure, got \(step)")
                     return
                 }
-                #expect(reason == "oversized_column" && !invalidate)
+                #expect(reason == DeliveryReason.oversizedColumn && !invalidate)
                 #expect(detail["columns"] == ["subscriptions.token"])
             }
         }

@@ -18,7 +18,7 @@ struct PoisonRowTests {
         return subscriptions
     }
 
-    static func completion(_ delivery: ClaimedDelivery, _ event: String = "sent", detail: String = "{}")
+    static func completion(_ delivery: ClaimedDelivery, _ event: DeliveryEvent = .sent, detail: String = "{}")
         -> DeliveryCompletion
     {
         var completion = DeliveryCompletion(
@@ -146,7 +146,7 @@ struct PoisonRowTests {
                 // one row was completed by B (its parents exist), the other's final event is B's.
                 #expect(try QueueStore.complete(on: seed.connection, rescued.map { Self.completion($0) }) == 2)
                 _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [subscriptions[0]])
-                #expect(try QueueStore.complete(on: seed.connection, late.map { Self.completion($0, "failed") }) == 0)
+                #expect(try QueueStore.complete(on: seed.connection, late.map { Self.completion($0, .failed) }) == 0)
                 let events = try seed.connection.query("SELECT event, attempt FROM delivery_events")
                 #expect(events.count == 2)
                 #expect(events.allSatisfy { $0["event"] == "sent" && $0["attempt"] == "2" })

@@ -185,12 +185,12 @@ struct QueueStoreTests {
 
                 // A's late completion changes nothing; B's settles the delivery.
                 let late = DeliveryCompletion(
-                    deliveryID: first.id, fence: first.fence, event: "sent", reason: nil, detailJSON: "{}", nextRunAt: nil)
+                    deliveryID: first.id, fence: first.fence, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil)
                 #expect(try QueueStore.complete(on: seed.connection, [late]) == 0)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
 
                 let retry = DeliveryCompletion(
-                    deliveryID: rescued.id, fence: rescued.fence, event: "retrying", reason: "service_unavailable",
+                    deliveryID: rescued.id, fence: rescued.fence, event: .retrying, reason: .serviceUnavailable,
                     detailJSON: #"{"next_attempt_at": "x"}"#, nextRunAt: Date().addingTimeInterval(3600))
                 #expect(try QueueStore.complete(on: seed.connection, [retry]) == 1)
                 #expect(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").isEmpty)
@@ -206,10 +206,10 @@ struct QueueStoreTests {
                 #expect(try QueueStore.repairClaimTurns(on: seed.connection) == 1)
                 let third = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").first)
                 var failed = DeliveryCompletion(
-                    deliveryID: third.id, fence: third.fence, event: "failed", reason: "unregistered",
+                    deliveryID: third.id, fence: third.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
                 failed.invalidation = SubscriptionInvalidation(
-                    subscriptionID: subscription, reason: "unregistered", tokenUpdatedAt: third.tokenUpdatedAt)
+                    subscriptionID: subscription, reason: .unregistered, tokenUpdatedAt: third.tokenUpdatedAt)
                 #expect(try QueueStore.complete(on: seed.connection, [failed]) == 1)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
                 let sub = try seed.connection.query("SELECT status, invalid_reason FROM subscriptions")[0]
@@ -232,10 +232,10 @@ struct QueueStoreTests {
                 _ = try seed.connection.query(
                     "UPDATE subscriptions SET token_updated_at = now() + interval '1 second' WHERE id = $1", [subscription])
                 var completion = DeliveryCompletion(
-                    deliveryID: claimed.id, fence: claimed.fence, event: "failed", reason: "unregistered",
+                    deliveryID: claimed.id, fence: claimed.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
                 completion.invalidation = SubscriptionInvalidation(
-                    subscriptionID: subscription, reason: "unregistered", tokenUpdatedAt: claimed.tokenUpdatedAt)
+                    subscriptionID: subscription, reason: .unregistered, tokenUpdatedAt: claimed.tokenUpdatedAt)
                 _ = try QueueStore.complete(on: seed.connection, [completion])
                 #expect(try seed.connection.query("SELECT status FROM subscriptions")[0]["status"] == "active")
             }
