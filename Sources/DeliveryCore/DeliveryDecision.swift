@@ -33,10 +33,10 @@ public struct DeliveryFacts: Sendable {
     public var frequencyCaps: FrequencyCaps?
     /// Providers a sender exists for; a delivery whose provider has none fails `provider_not_supported`.
     public var providersWithSender: Set<Provider> = Set(Provider.allCases)
-    /// Seconds one provider exchange may take (the per-delivery deadline); `nil`: none.
-    public var deliveryTimeout: Double?
-    /// Seconds left on this worker's claim of the delivery; `nil`: no lease guard (tests, `preview`).
-    public var leaseRemaining: Double?
+    /// How long one provider exchange may take (the per-delivery deadline); `nil`: none.
+    public var deliveryTimeout: Duration?
+    /// What is left of this worker's claim of the delivery; `nil`: no lease guard (tests, `preview`).
+    public var leaseRemaining: Duration?
     /// Columns of the delivery's rows too long to be read (e.g. `subscriptions.token`): the delivery fails
     /// `oversized_column` before anything else is looked at.
     public var oversizedColumns: [String] = []
@@ -135,10 +135,10 @@ public struct DeliveryDecision: Sendable {
         messageProblem = outcome
     }
 
-    /// Seconds left on the claim now: the owner refreshes it before each ``next()``, since loading the
+    /// What is left of the claim now: the owner refreshes it before each ``next()``, since loading the
     /// message takes time and the lease guard must see what is left at the send, not at the claim.
-    public mutating func leaseRemaining(_ seconds: Double?) {
-        facts.leaseRemaining = seconds
+    public mutating func leaseRemaining(_ remaining: Duration?) {
+        facts.leaseRemaining = remaining
     }
 
     /// The answer to ``DeliveryStep/reserveFrequencyCap(_:provider:)``.

@@ -37,6 +37,12 @@ extension DeliveryOutcome {
     /// The `delivery_events.event` value this outcome writes. A channel error writes `retrying`.
     public var eventName: String { event.rawValue }
 
+    /// A counted retry `deadline_exceeded` of an exchange cut off after `timeout` (the request may have reached
+    /// the provider); `detail.deadline_s` is `timeout` in seconds.
+    public static func deadlineExceeded(after timeout: Duration) -> DeliveryOutcome {
+        .retry(reason: .deadlineExceeded, detail: ["deadline_s": .double(timeout.inSeconds)])
+    }
+
     /// `true` when the delivery leaves the queue (`sent`, `failed`, `skipped`).
     public var isTerminal: Bool {
         switch self {

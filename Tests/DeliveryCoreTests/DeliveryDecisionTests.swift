@@ -136,10 +136,10 @@ import Testing
 
     @Test func theLeaseGuardPutsTheDeliveryBackBeforeTheCaps() {
         var short = facts(caps: Self.caps)
-        short.deliveryTimeout = 10
-        short.leaseRemaining = 9.5
+        short.deliveryTimeout = .seconds(10)
+        short.leaseRemaining = .seconds(9.5)
         #expect(decide(short) == .complete(.retry(reason: .leaseExpiring), provider: .apns))
-        short.leaseRemaining = 10
+        short.leaseRemaining = .seconds(10)
         #expect(decide(short) == .reserveFrequencyCap(Self.caps, provider: .apns))
         // What is left is refreshed by the owner before each step (loading the message takes time).
         var decision = DeliveryDecision(facts(caps: Self.caps), now: now)
@@ -147,16 +147,16 @@ import Testing
         decision.frequencyCapAnswered(.granted)
         #expect(decision.next() == .send(.apns))
         var timed = facts()
-        timed.deliveryTimeout = 10
-        timed.leaseRemaining = 60
+        timed.deliveryTimeout = .seconds(10)
+        timed.leaseRemaining = .seconds(60)
         decision = DeliveryDecision(timed, now: now)
         decision.messageLoaded(message())
         #expect(decision.next() == .send(.apns))
-        decision.leaseRemaining(3)
+        decision.leaseRemaining(.seconds(3))
         #expect(decision.next() == .complete(.retry(reason: .leaseExpiring), provider: .apns))
         // No deadline or no lease: no guard.
         short.deliveryTimeout = nil
-        short.leaseRemaining = 0
+        short.leaseRemaining = .seconds(0)
         #expect(decide(short, cap: .granted) == .send(.apns))
     }
 

@@ -89,9 +89,7 @@ public struct WorkerConfiguration: Sendable {
         pollInterval = try reader.duration(.pollInterval, default: .seconds(1), in: .milliseconds(50) ... .seconds(60))
         maxAttempts = try reader.int(.maxAttempts, default: 10, in: 1...100)
         let retryBase = try reader.duration(.retryBase, default: .seconds(2), in: .milliseconds(10) ... .seconds(3600))
-            .inSeconds
         let retryMax = try reader.duration(.retryMax, default: .seconds(3600), in: .seconds(1) ... .seconds(86_400))
-            .inSeconds
         guard retryMax >= retryBase else {
             throw ConfigurationError(key: ConfigurationKey.retryMax.name, problem: "must not be below PUSHIZO_RETRY_BASE")
         }

@@ -11,9 +11,9 @@ import Synchronization
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
     public static let defaultTTL: Int64 = DeliveryDecision.defaultTTL
-    /// Seconds a channel stays paused after a credential or configuration error when the provider gave no
+    /// How long a channel stays paused after a credential or configuration error when the provider gave no
     /// better hint.
-    public static let defaultChannelPause: Double = 300
+    public static let defaultChannelPause: Duration = .seconds(300)
 
     private let senders: [Provider: any ProviderSender]
     /// The senders of ``senders`` that take whole batches (looked up once, not cast per delivery).
@@ -22,25 +22,25 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let providersWithSender: Set<Provider>
     private let maxAttempts: Int
     private let maxUncountedRetries: Int
-    /// Seconds one delivery's whole provider exchange may take; `nil`: no deadline (tests).
-    private let deliveryTimeout: Double?
+    /// How long one delivery's whole provider exchange may take; `nil`: no deadline (tests).
+    private let deliveryTimeout: Duration?
     /// Enforces ``deliveryTimeout`` (`nil` when there is none).
     private let deadlines: DeliveryDeadlines?
     private let retryPolicy: RetryPolicy
     private let logger: Logger
     /// One line per app and cause per hour; channel pauses once per pause period.
-    private let warnings = LogRateLimiter(interval: 3600)
+    private let warnings = LogRateLimiter(interval: .seconds(3600))
     private let pauseWarnings = LogRateLimiter(interval: DeliveryPipeline.defaultChannelPause)
     private let messages: MessageCache
     private let quietHoursSpread: Int
     /// Unknown time zone names: logged once a day per name, counted always.
-    private let zoneWarnings = LogRateLimiter(interval: 86_400)
+    private let zoneWarnings = LogRateLimiter(interval: .seconds(86_400))
     private let unknownZoneCount = Atomic<Int>(0)
     private let reserveFrequencyCap: FrequencyCapReserver
     /// Parsed `apps.frequency_caps` by column text (apps have few distinct values).
     private let capsByText = Mutex<[String: FrequencyCaps?]>([:])
     /// A bad `apps.frequency_caps`: logged once a day per app and value.
-    private let capsWarnings = LogRateLimiter(interval: 86_400)
+    private let capsWarnings = LogRateLimiter(interval: .seconds(86_400))
     /// Outcomes, send durations and channel pauses are counted here (`nil`: not counted).
     private let metrics: WorkerMetrics?
 
@@ -57,20 +57,20 @@ public final class DeliveryPipeline: DeliveryProcessing {
     ///   - reserveFrequencyCap: the frequency-cap reservation, run for a delivery that passed every other
     ///     check when its app has caps and its message is neither exempt nor silent.
     ///   - maxUncountedRetries: retries spending no attempt before `failed` / `retries_exhausted`.
-    ///   - deliveryTimeout: seconds the sender may take in all (token fetch, send, refresh, resend); past it
+    ///   - deliveryTimeout: how long the sender may take in all (token fetch, send, refresh, resend); past it
     ///     the send is cancelled and retried (`deadline_exceeded`, a counted attempt). A delivery whose
     ///     lease (``ClaimedDelivery/leaseExpiry``) has less than this left is put back in the queue unsent.
     ///   - metrics: where outcomes, send durations and channel pauses are counted.
     public init(
         senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
-        quietHoursSpread: Int = 0, maxUncountedRetries: Int = .max, deliveryTimeout: Double? = nil,
+        quietHoursSpread: Int = 0, maxUncountedRetries: Int = .max, deliveryTimeout: Duration? = nil,
         loadMessages: @escaping MessageCache.Loader, reserveFrequencyCap: @escaping FrequencyCapReserver,
         metrics: WorkerMetrics? = nil
     ) {
         self.metrics = metrics
         self.maxUncountedRetries = maxUncountedRetries
         self.deliveryTimeout = deliveryTimeout
-        self.deadlines = deliveryTimeout.map(DeliveryDeadlines.init(seconds:))
+        self.deadlines = deliveryTimeout.map(DeliveryDeadlines.init(timeout:))
         self.reserveFrequencyCap = reserveFrequencyCap
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
@@ -138,8 +138,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 group.addTask {
                     let started = ContinuousClock.now
                     let context = SendBatchContext(
-                        now: now, deadline: self.deliveryTimeout.map { started + .seconds($0) },
-                        deadlineSeconds: self.deliveryTimeout ?? 0)
+                        now: now, deadline: self.deliveryTimeout.map { started + $0 }, timeout: self.deliveryTimeout ?? .zero)
                     let declined = await sender.send(batch: sends, context: context) { index, outcome in
                         self.metrics?.sendFinished(provider: provider, seconds: WorkerMetrics.seconds(since: started))
                         let delivery = sends[index].delivery
@@ -276,8 +275,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
         var decision = DeliveryDecision(facts, now: now)
         while true {
             if let expiry = delivery.leaseExpiry {
-                let left = (expiry - .now).components
-                decision.leaseRemaining(Double(left.seconds) + Double(left.attoseconds) / 1e18)
+                decision.leaseRemaining(expiry - .now)
             }
             switch decision.next() {
             case .loadMessage:
@@ -421,7 +419,7 @@ public enum CompletionFactory {
             let next =
                 notBefore
                 ?? retryPolicy.nextAttemptDuringOutage(
-                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom())
+                    age: .seconds(now.timeIntervalSince(delivery.notificationStart)), now: now, unitRandom: unitRandom())
             var completion = make(.retrying, reason, .object([:]), next: next)
             completion.refundsAttempt = true
             completion.writesEvent = false
@@ -442,7 +440,7 @@ public enum CompletionFactory {
                 counted
                 ? retryPolicy.nextAttempt(after: delivery.attempt, now: now, unitRandom: unitRandom(), notBefore: notBefore)
                 : retryPolicy.nextAttemptDuringOutage(
-                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom(),
+                    age: .seconds(now.timeIntervalSince(delivery.notificationStart)), now: now, unitRandom: unitRandom(),
                     notBefore: notBefore)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(next.formatted(.iso8601))
@@ -452,7 +450,7 @@ public enum CompletionFactory {
             completion.writesEvent = counted || delivery.uncountedRetries < retryingEventsWithoutAttempt
             return completion
         case .channelError(let reason, let detail, let pausedUntil):
-            let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause)
+            let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause.inSeconds)
             if delivery.uncountedRetries >= maxUncountedRetries {
                 // The channel still pauses (the event carries it); this delivery waits no more.
                 var completion = make(.failed, .retriesExhausted, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)

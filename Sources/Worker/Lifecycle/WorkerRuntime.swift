@@ -107,7 +107,7 @@ public final class WorkerRuntime: Sendable {
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds),
             maxUncountedRetries: configuration.maxUncountedRetries,
-            deliveryTimeout: configuration.deliveryTimeout.inSeconds,
+            deliveryTimeout: configuration.deliveryTimeout,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
                     try QueueStore.messages(

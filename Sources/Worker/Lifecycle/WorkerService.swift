@@ -74,8 +74,8 @@ public final class WorkerService: Sendable {
     private let sliceWakes: [WakeSignal]
     /// The slice-only expand tasks' progress stamps, one each (as ``sliceWakes``), for the systemd watchdog.
     private let sliceHeartbeats: [LoopHeartbeat]
-    private let expansionStallLog = LogRateLimiter(interval: 60)
-    private let statisticsFailureLog = LogRateLimiter(interval: 60)
+    private let expansionStallLog = LogRateLimiter(interval: .seconds(60))
+    private let statisticsFailureLog = LogRateLimiter(interval: .seconds(60))
     /// Cancels the planner statistics refresh in progress, if any (``refreshStatistics()``).
     private let statisticsCanceller = Mutex<PostgresCanceller?>(nil)
     private let onReady: @Sendable () -> Void
@@ -126,7 +126,7 @@ public final class WorkerService: Sendable {
         let claimWake = self.claimWake
         let exitWhenDrained = configuration.exitWhenDrained
         self.completer = Completer(
-            database: database, logger: logger.named("completer"), leaseSeconds: configuration.lease.inSeconds,
+            database: database, logger: logger.named("completer"), lease: configuration.lease,
             onProgress: {
                 capacityWake.signal()
                 // A drained queue is only seen once the last completion is written: the claim loop checks again
@@ -453,7 +453,7 @@ public final class WorkerService: Sendable {
         let claimed: [ClaimedDelivery]
         do {
             claimed = try QueueStore.claim(
-                on: connection, limit: small.created, leaseSeconds: configuration.lease.inSeconds,
+                on: connection, limit: small.created, lease: configuration.lease,
                 workerID: configuration.workerID, room: terms.room, notifications: small.withDeliveries)
         } catch {
             logger.warning("claiming a pass's deliveries failed; the claim loop takes them", ["error": "\(error)"])
@@ -799,7 +799,7 @@ public final class WorkerService: Sendable {
                         let claimEnded: ContinuousClock.Instant
                         (claimed, claimEnded, nextTurn) = try await database.withConnection { connection in
                             let claimed = try QueueStore.claim(
-                                on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
+                                on: connection, limit: limit, lease: configuration.lease,
                                 workerID: configuration.workerID, room: room)
                             let claimEnded = ContinuousClock.now
                             // Nothing is thrown from here on: the claimed rows are leased and must be sent.

@@ -25,7 +25,7 @@ extension WorkerMetrics {
         database: PostgresClient, clients: [Provider: HTTP2Client], workerID: String, interval: Double = sampleInterval,
         logger: Logger
     ) async {
-        let failureLog = LogRateLimiter(interval: 600)
+        let failureLog = LogRateLimiter(interval: .seconds(600))
         while !Task.isCancelled {
             await sampleQueue(database: database, workerID: workerID, interval: interval, logger: logger, failureLog: failureLog)
             for (provider, client) in clients {

@@ -185,8 +185,7 @@ public final class WorkerMetrics: Sendable {
 
     /// Seconds from `start` to `end`.
     static func seconds(from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Double {
-        let elapsed = (end - start).components
-        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        (end - start).inSeconds
     }
 
     /// One claim statement ended at `end` (`claimed` rows; 0 also when it failed).

@@ -6,7 +6,7 @@ import Testing
 @Suite("From outcome to completion")
 struct CompletionFactoryTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
-    let policy = RetryPolicy(baseDelay: 2, maximumDelay: 60)
+    let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
 
     func delivery(attempt: Int) -> ClaimedDelivery {
         ClaimedDelivery(
@@ -127,9 +127,9 @@ struct CompletionFactoryTests {
 
     @Test func outageBackoffGrowsWithTheMessagesAge() {
         // A message waiting for an hour retries within [180 s, 360 s), not every 2 s.
-        let next = policy.nextAttemptDuringOutage(age: 3600, now: Self.now, unitRandom: 0)
+        let next = policy.nextAttemptDuringOutage(age: .seconds(3600), now: Self.now, unitRandom: 0)
         #expect(next == Self.now.addingTimeInterval(30))  // ceiling min(60, 360) = 60 -> 30 s with jitter 0
-        let young = policy.nextAttemptDuringOutage(age: 1, now: Self.now, unitRandom: 0)
+        let young = policy.nextAttemptDuringOutage(age: .seconds(1), now: Self.now, unitRandom: 0)
         #expect(young == Self.now.addingTimeInterval(1))  // ceiling = base 2 s
     }
 

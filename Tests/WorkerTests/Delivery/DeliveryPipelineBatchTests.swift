@@ -37,8 +37,8 @@ struct DeliveryPipelineBatchTests {
 
     func pipeline(_ sender: BatchingSender) -> DeliveryPipeline {
         DeliveryPipeline(
-            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10),
-            logger: Logger(label: "test", minimumLevel: .error), deliveryTimeout: 30,
+            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)),
+            logger: Logger(label: "test", minimumLevel: .error), deliveryTimeout: .seconds(30),
             loadMessages: { ids in
                 let message = #"{"contents": {"en": "hi"}}"#
                 return Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: message.utf8.count, json: message)) })

@@ -28,7 +28,7 @@ struct DeliveryPipelineTests {
 
     func pipeline(message: String) -> DeliveryPipeline {
         DeliveryPipeline(
-            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10),
+            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)),
             logger: Logger(label: "test", minimumLevel: .error),
             loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: message.utf8.count, json: message)) }) },
             reserveFrequencyCap: { [stub] request in

@@ -8,7 +8,7 @@ import Testing
 @Suite("Retry bounds and per-delivery deadline")
 struct RetryBoundsTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
-    let policy = RetryPolicy(baseDelay: 2, maximumDelay: 60)
+    let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
 
     func delivery(uncountedRetries: Int) -> ClaimedDelivery {
         var delivery = CompletionFactoryTests().delivery(attempt: 1)
@@ -18,7 +18,7 @@ struct RetryBoundsTests {
     }
 
     /// A pipeline whose messages all parse and whose frequency caps always grant.
-    func pipeline(_ sender: any ProviderSender, deliveryTimeout: Double) -> DeliveryPipeline {
+    func pipeline(_ sender: any ProviderSender, deliveryTimeout: Duration) -> DeliveryPipeline {
         DeliveryPipeline(
             senders: [sender], maxAttempts: 3, retryPolicy: policy, logger: Logger(label: "test", minimumLevel: .error),
             deliveryTimeout: deliveryTimeout,
@@ -90,7 +90,7 @@ struct RetryBoundsTests {
 
     @Test func noSendStartsOnALeaseAboutToRunOut() async {
         let sender = DeliveryPipelineTests.RecordingSender()
-        let pipeline = pipeline(sender, deliveryTimeout: 10)
+        let pipeline = pipeline(sender, deliveryTimeout: .seconds(10))
         var late = delivery(uncountedRetries: 0)
         late.notificationStart = Date()
         late.leaseExpiry = .now + .seconds(5)
@@ -119,7 +119,7 @@ struct RetryBoundsTests {
 
     @Test func theDeliveryDeadlineCancelsTheWholeExchange() async {
         let sender = HangingSender()
-        let pipeline = pipeline(sender, deliveryTimeout: 0.05)
+        let pipeline = pipeline(sender, deliveryTimeout: .milliseconds(50))
         var claimed = delivery(uncountedRetries: 0)
         claimed.notificationStart = Date()
         let completion = await pipeline.process(claimed)

@@ -78,7 +78,7 @@ struct DecisionParityTests {
         let stored = input.storedMessage
         let pipeline = DeliveryPipeline(
             senders: Provider.allCases.map { AcceptingSender(provider: $0) }, maxAttempts: input.maxAttempts,
-            retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10), logger: Logger(label: "test", minimumLevel: .error),
+            retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)), logger: Logger(label: "test", minimumLevel: .error),
             quietHoursSpread: input.quietHoursSpread,
             loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, stored) }) },
             reserveFrequencyCap: { request in

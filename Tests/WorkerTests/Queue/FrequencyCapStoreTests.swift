@@ -100,7 +100,7 @@ struct FrequencyCapStoreTests {
 
     /// Claims every delivery of the notification and returns them by subscription.
     static func claimAll(_ seed: Seed) throws -> [UUID: ClaimedDelivery] {
-        let claimed = try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "t")
+        let claimed = try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "t")
         return Dictionary(uniqueKeysWithValues: claimed.map { ($0.subscriptionID, $0) })
     }
 

@@ -147,7 +147,7 @@ struct QueueStoreTests {
                             var mine: [Int64] = []
                             while true {
                                 let batch = try QueueStore.claim(
-                                    on: connection, limit: 37, leaseSeconds: 600, workerID: "w\(worker)")
+                                    on: connection, limit: 37, lease: .seconds(600), workerID: "w\(worker)")
                                 if batch.isEmpty { return mine }
                                 mine += batch.map(\.id)
                             }
@@ -174,10 +174,10 @@ struct QueueStoreTests {
                 _ = try QueueStore.expandNext(on: seed.connection)
 
                 // Worker A claims with a lease that expires at once; worker B rescues the delivery.
-                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 0, workerID: "A").first)
+                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(0), workerID: "A").first)
                 #expect(first.attempt == 1)
                 #expect(first.channelProvider == "apns")
-                let rescued = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").first)
+                let rescued = try #require(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").first)
                 #expect(rescued.id == first.id)
                 #expect(rescued.attempt == 2)
                 #expect(rescued.apnsID == first.apnsID)
@@ -193,7 +193,7 @@ struct QueueStoreTests {
                     deliveryID: rescued.id, fence: rescued.fence, event: .retrying, reason: .serviceUnavailable,
                     detailJSON: #"{"next_attempt_at": "x"}"#, nextRunAt: Date().addingTimeInterval(3600))
                 #expect(try QueueStore.complete(on: seed.connection, [retry]) == 1)
-                #expect(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").isEmpty)
+                #expect(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").isEmpty)
                 let event = try seed.connection.query(
                     "SELECT event, reason, attempt, detail->>'next_attempt_at' AS next FROM delivery_events")[0]
                 #expect(event["event"] == "retrying")
@@ -204,7 +204,7 @@ struct QueueStoreTests {
                 // Made due by hand: its app's turn is brought forward by the repair the worker runs.
                 _ = try seed.connection.query("UPDATE deliveries SET run_at = now()")
                 #expect(try QueueStore.repairClaimTurns(on: seed.connection) == 1)
-                let third = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").first)
+                let third = try #require(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").first)
                 var failed = DeliveryCompletion(
                     deliveryID: third.id, fence: third.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
@@ -227,7 +227,7 @@ struct QueueStoreTests {
                 let subscription = try seed.subscription()
                 try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
                 _ = try QueueStore.expandNext(on: seed.connection)
-                let claimed = try #require(try QueueStore.claim(on: seed.connection, limit: 1, leaseSeconds: 60, workerID: "A").first)
+                let claimed = try #require(try QueueStore.claim(on: seed.connection, limit: 1, lease: .seconds(60), workerID: "A").first)
                 // The app registers the token again while the send is in flight.
                 _ = try seed.connection.query(
                     "UPDATE subscriptions SET token_updated_at = now() + interval '1 second' WHERE id = $1", [subscription])
