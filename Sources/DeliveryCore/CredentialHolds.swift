@@ -34,7 +34,7 @@ public struct CredentialHolds: Sendable, Equatable {
 
     private struct Hold: Sendable, Equatable {
         var subscription: UUID
-        var reason: String
+        var reason: DeliveryReason
         var refusedAt: Date
         var until: Date
     }

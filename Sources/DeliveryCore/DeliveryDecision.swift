@@ -33,10 +33,10 @@ public struct DeliveryFacts: Sendable {
     public var frequencyCaps: FrequencyCaps?
     /// Providers a sender exists for; a delivery whose provider has none fails `provider_not_supported`.
     public var providersWithSender: Set<Provider> = Set(Provider.allCases)
-    /// Seconds one provider exchange may take (the per-delivery deadline); `nil`: none.
-    public var deliveryTimeout: Double?
-    /// Seconds left on this worker's claim of the delivery; `nil`: no lease guard (tests, `preview`).
-    public var leaseRemaining: Double?
+    /// How long one provider exchange may take (the per-delivery deadline); `nil`: none.
+    public var deliveryTimeout: Duration?
+    /// What is left of this worker's claim of the delivery; `nil`: no lease guard (tests, `preview`).
+    public var leaseRemaining: Duration?
     /// Columns of the delivery's rows too long to be read (e.g. `subscriptions.token`): the delivery fails
     /// `oversized_column` before anything else is looked at.
     public var oversizedColumns: [String] = []
@@ -135,10 +135,10 @@ public struct DeliveryDecision: Sendable {
         messageProblem = outcome
     }
 
-    /// Seconds left on the claim now: the owner refreshes it before each ``next()``, since loading the
+    /// What is left of the claim now: the owner refreshes it before each ``next()``, since loading the
     /// message takes time and the lease guard must see what is left at the send, not at the claim.
-    public mutating func leaseRemaining(_ seconds: Double?) {
-        facts.leaseRemaining = seconds
+    public mutating func leaseRemaining(_ remaining: Duration?) {
+        facts.leaseRemaining = remaining
     }
 
     /// The answer to ``DeliveryStep/reserveFrequencyCap(_:provider:)``.
@@ -152,30 +152,30 @@ public struct DeliveryDecision: Sendable {
         // or a kill). Stop here so one poisonous row cannot take the fleet down forever.
         if facts.attempt > facts.maxAttempts {
             return .complete(
-                .failed(reason: DeliveryReason.maxAttempts.rawValue, detail: ["abandoned_claims": .int(Int64(facts.attempt))]),
+                .failed(reason: .maxAttempts, detail: ["abandoned_claims": .int(Int64(facts.attempt))]),
                 provider: nil)
         }
         if !facts.oversizedColumns.isEmpty {
             return .complete(
-                .failed(reason: DeliveryReason.oversizedColumn.rawValue,
+                .failed(reason: .oversizedColumn,
                         detail: ["columns": .array(facts.oversizedColumns.map { .string($0) })]),
                 provider: nil)
         }
         if facts.notificationCanceled {
-            return .complete(.skipped(reason: DeliveryReason.canceled.rawValue), provider: nil)
+            return .complete(.skipped(reason: .canceled), provider: nil)
         }
         if let messageProblem { return .complete(messageProblem, provider: nil) }
         guard let message, let checked else { return .loadMessage }
         guard case .send(let provider) = checked else { return checked }
         guard facts.providersWithSender.contains(provider) else {
             return .complete(
-                .failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]),
+                .failed(reason: .providerNotSupported, detail: ["provider": .string(provider.rawValue)]),
                 provider: provider)
         }
         // No send on a lease about to run out: another worker could claim the delivery mid-send. Before the
         // frequency caps, so a delivery put back uses no grant.
         if let timeout = facts.deliveryTimeout, let remaining = facts.leaseRemaining, remaining < timeout {
-            return .complete(.retry(reason: DeliveryReason.leaseExpiring.rawValue), provider: provider)
+            return .complete(.retry(reason: .leaseExpiring), provider: provider)
         }
         // Last, as it counts: a delivery stopped by anything else uses no grant. Exempt messages and silent
         // pushes neither check nor count.
@@ -188,7 +188,7 @@ public struct DeliveryDecision: Sendable {
             case .denied(let rule, let used):
                 return .complete(
                     .skipped(
-                        reason: DeliveryReason.frequencyCapped.rawValue,
+                        reason: .frequencyCapped,
                         detail: [
                             "max": .int(Int64(rule.max)), "per_seconds": .int(Int64(rule.perSeconds)),
                             "used": .int(Int64(used)), "cap_key": .string(facts.capKey.uuidString.lowercased()),
@@ -197,7 +197,7 @@ public struct DeliveryDecision: Sendable {
             case .unavailable(let error):
                 // Not knowing is not a denial: try again later, without counting an attempt.
                 return .complete(
-                    .retry(reason: DeliveryReason.capUnavailable.rawValue, detail: ["error": .string(error)]), provider: provider)
+                    .retry(reason: .capUnavailable, detail: ["error": .string(error)]), provider: provider)
             }
         }
         return .send(provider)
@@ -211,22 +211,22 @@ public struct DeliveryDecision: Sendable {
         // it is claimed, and no retry.
         if ttl == 0 ? facts.attempt > 1 : expiresAt < now {
             return .complete(
-                .skipped(reason: DeliveryReason.expired.rawValue, detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]),
+                .skipped(reason: .expired, detail: ["expired_at": .string(expiresAt.formatted(.iso8601))]),
                 provider: nil)
         }
         if facts.subscriptionStatus != "active" {
             return .complete(
-                .skipped(reason: DeliveryReason.subscriptionInactive.rawValue, detail: ["status": .string(facts.subscriptionStatus)]),
+                .skipped(reason: .subscriptionInactive, detail: ["status": .string(facts.subscriptionStatus)]),
                 provider: nil)
         }
         guard let provider = facts.platform.provider else {
             return .complete(
-                .failed(reason: DeliveryReason.unknownPlatform.rawValue, detail: ["platform": .string(facts.platform.text)]),
+                .failed(reason: .unknownPlatform, detail: ["platform": .string(facts.platform.text)]),
                 provider: nil)
         }
         guard facts.hasChannel else {
             return .complete(
-                .skipped(reason: DeliveryReason.noChannel.rawValue, detail: ["provider": .string(provider.rawValue)]),
+                .skipped(reason: .noChannel, detail: ["provider": .string(provider.rawValue)]),
                 provider: provider)
         }
         if provider != .apns, let pushType = message.apnsPushType {
@@ -234,7 +234,7 @@ public struct DeliveryDecision: Sendable {
             // iOS one), so this is a failure, not a skip.
             return .complete(
                 .failed(
-                    reason: DeliveryReason.pushTypeUnsupported.rawValue,
+                    reason: .pushTypeUnsupported,
                     detail: [
                         "provider": .string(provider.rawValue), "apns_push_type": .string(pushType.rawValue),
                         "note": "VoIP and Live Activity pushes exist on APNs only: a voip or liveactivity subscription must be an ios one",
@@ -246,7 +246,7 @@ public struct DeliveryDecision: Sendable {
             // notification. Before quiet hours: holding what will be skipped anyway helps no one.
             return .complete(
                 .skipped(
-                    reason: DeliveryReason.nothingToShow.rawValue,
+                    reason: .nothingToShow,
                     detail: ["provider": .string(provider.rawValue), "note": "no contents or headings: a badge or sound alone is shown by APNs only"]),
                 provider: provider)
         }
@@ -265,7 +265,7 @@ public struct DeliveryDecision: Sendable {
                 if ttl == 0 || decision.expiresBeforeRelease(expiresAt) {
                     return .complete(
                         .skipped(
-                            reason: DeliveryReason.expired.rawValue,
+                            reason: .expired,
                             detail: [
                                 "expired_at": .string(expiresAt.formatted(.iso8601)),
                                 "quiet_hours_until": .string(until.formatted(.iso8601)),
@@ -281,7 +281,7 @@ public struct DeliveryDecision: Sendable {
         }
         if let pausedUntil = facts.channelPausedUntil, pausedUntil > now {
             return .complete(
-                .retry(reason: DeliveryReason.channelPaused.rawValue, detail: ["provider": .string(provider.rawValue)], notBefore: pausedUntil),
+                .retry(reason: .channelPaused, detail: ["provider": .string(provider.rawValue)], notBefore: pausedUntil),
                 provider: provider)
         }
         return .send(provider)
@@ -315,7 +315,7 @@ public struct DeliveryDecision: Sendable {
         if expiresAt < due {
             return .complete(
                 .skipped(
-                    reason: DeliveryReason.expired.rawValue,
+                    reason: .expired,
                     detail: [
                         "expired_at": .string(expiresAt.formatted(.iso8601)),
                         "local_time_due": .string(due.formatted(.iso8601)),

@@ -34,6 +34,6 @@ extension MessageError {
     /// The outcome the worker records for a message that cannot be delivered: `failed` with reason
     /// `invalid_message` and detail `{"field": ..., "message": <description>}`; the subscription is untouched.
     public var outcome: DeliveryOutcome {
-        .failed(reason: "invalid_message", detail: ["field": .string(field), "message": .string(description)], invalidateSubscription: false)
+        .failed(reason: .invalidMessage, detail: ["field": .string(field), "message": .string(description)], invalidateSubscription: false)
     }
 }

@@ -53,11 +53,11 @@ public struct APNsDelivery: Sendable {
 public struct APNsRequestError: Error, CustomStringConvertible, Sendable, Equatable {
     /// snake_case, the `delivery_events.reason`: `invalid_message`, `payload_too_large`,
     /// `bad_device_token_format`, `missing_topic`.
-    public var reason: String
+    public var reason: DeliveryReason
     /// Human-readable detail (e.g. the offending field).
     public var detail: String
 
-    public init(reason: String, detail: String) {
+    public init(reason: DeliveryReason, detail: String) {
         self.reason = reason
         self.detail = detail
     }

@@ -36,7 +36,7 @@ extension APNsRequestFactory {
     static func voipPayload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
         let body = JSONValue.object(["aps": .object([:]), "on": customDictionary(delivery)]).serialized()
         guard body.count <= maximumVoIPPayloadSize else {
-            throw APNsRequestError(reason: "payload_too_large",
+            throw APNsRequestError(reason: .payloadTooLarge,
                                    detail: "the APNs VoIP payload is \(body.count) bytes; the limit is \(maximumVoIPPayloadSize)")
         }
         return body
@@ -54,7 +54,7 @@ extension APNsRequestFactory {
     ///   every language or is not a valid template) or `payload_too_large`.
     static func liveActivityPayload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
         guard let activity = delivery.message.liveActivity else {
-            throw APNsRequestError(reason: "invalid_message", detail: "`live_activity`: required with apns_push_type liveactivity")
+            throw APNsRequestError(reason: .invalidMessage, detail: "`live_activity`: required with apns_push_type liveactivity")
         }
         var aps: [String: JSONValue] = ["event": .string(activity.event.rawValue), "timestamp": .int(Int64(activity.timestamp))]
         if let state = activity.contentState { aps["content-state"] = .object(state) }

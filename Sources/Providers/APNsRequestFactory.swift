@@ -83,18 +83,18 @@ public enum APNsRequestFactory {
         guard APNsDeviceToken.isWellFormed(token) else {
             let problem = APNsDeviceToken.isHexadecimal(token)
                 ? "\(token.utf8.count) characters" : "characters that are not hexadecimal digits"
-            throw APNsRequestError(reason: "bad_device_token_format",
+            throw APNsRequestError(reason: .badDeviceTokenFormat,
                                    detail: "an APNs device token is an even number, 64 to 200, of hexadecimal characters (got \(problem))")
         }
         guard !delivery.topic.isEmpty else {
-            throw APNsRequestError(reason: "missing_topic", detail: "the APNs channel has no topic (bundle ID)")
+            throw APNsRequestError(reason: .missingTopic, detail: "the APNs channel has no topic (bundle ID)")
         }
         guard HTTPFieldValue.isVisibleASCII(delivery.topic) else {
-            throw APNsRequestError(reason: "invalid_topic",
+            throw APNsRequestError(reason: .invalidTopic,
                                    detail: "the APNs topic (bundle ID) must be visible ASCII without spaces or control characters")
         }
         guard let authorizationValue = authorization.fieldValue else {
-            throw APNsRequestError(reason: "invalid_provider_token",
+            throw APNsRequestError(reason: .invalidProviderToken,
                                    detail: "the provider token must be a non-empty visible-ASCII JWT")
         }
         let message = delivery.message
@@ -110,11 +110,11 @@ public enum APNsRequestFactory {
         }
         if let collapseID = message.collapseID, !collapseID.isEmpty {
             guard collapseID.utf8.count <= maximumCollapseIDSize else {
-                throw APNsRequestError(reason: "invalid_message",
+                throw APNsRequestError(reason: .invalidMessage,
                                        detail: "`collapse_id`: at most \(maximumCollapseIDSize) bytes for APNs (got \(collapseID.utf8.count))")
             }
             guard HTTPFieldValue.isValid(collapseID) else {
-                throw APNsRequestError(reason: "invalid_message",
+                throw APNsRequestError(reason: .invalidMessage,
                                        detail: "`collapse_id`: must not contain control characters (CR, LF, NUL, tab) or start or end with a space")
             }
             headers.append(PushHeader("apns-collapse-id", collapseID))
@@ -180,7 +180,7 @@ public enum APNsRequestFactory {
                                              appDefaultLanguage: delivery.appDefaultLanguage,
                                              placeholderValues: delivery.placeholderValues)
         } catch {
-            throw APNsRequestError(reason: "invalid_message", detail: error.description)
+            throw APNsRequestError(reason: .invalidMessage, detail: error.description)
         }
         let outcome = TextShortener.fit(alert, limit: maximumPayloadSize, counting: .jsonString) { alert in
             let bytes = body(alert)
@@ -263,7 +263,7 @@ public enum APNsRequestFactory {
     }
 
     static func tooLarge(_ size: Int) -> APNsRequestError {
-        APNsRequestError(reason: "payload_too_large",
+        APNsRequestError(reason: .payloadTooLarge,
                          detail: "the APNs payload is \(size) bytes with every text shortened; the limit is \(maximumPayloadSize)")
     }
 }

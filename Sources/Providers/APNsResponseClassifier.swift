@@ -69,12 +69,12 @@ public enum APNsResponseClassifier {
         if let timestamp { detail["timestamp"] = .int(timestamp) }
         let detailJSON = JSONValue.object(detail)
         // A reason of only punctuation snake-cases to nothing: treat it as absent.
-        let snakeReason = apnsReason.map(snakeCase).flatMap { $0.isEmpty ? nil : $0 }
-        let reason = snakeReason ?? "http_\(response.status)"
+        let snakeReason = apnsReason.map(snakeCase).flatMap(DeliveryReason.init(providerText:))
+        let reason = snakeReason ?? .http(status: response.status)
 
         switch response.status {
         case 410:
-            let goneReason = snakeReason ?? "unregistered"
+            let goneReason = snakeReason ?? .unregistered
             if let timestamp, let updated = subscriptionTokenUpdatedAt,
                updated.timeIntervalSince1970 * 1000 > Double(timestamp)
             {
@@ -84,13 +84,13 @@ public enum APNsResponseClassifier {
             return ProviderAnswer(
                 .failed(reason: goneReason, detail: detailJSON, invalidateSubscription: true), fault: .subscription)
         case 403:
-            return ProviderAnswer(.channelError(reason: snakeReason ?? "forbidden", detail: detailJSON), fault: .channel)
+            return ProviderAnswer(.channelError(reason: snakeReason ?? .forbidden, detail: detailJSON), fault: .channel)
         case 429, 500...599:
             return ProviderAnswer(
                 .retry(reason: reason, detail: detailJSON, notBefore: retryAfter(response, now: now)), fault: .transient)
         case 400 where apnsReason == "BadDeviceToken":
             return ProviderAnswer(
-                .failed(reason: "bad_device_token", detail: detailJSON, invalidateSubscription: sentToSubscriptionEnvironment),
+                .failed(reason: .badDeviceToken, detail: detailJSON, invalidateSubscription: sentToSubscriptionEnvironment),
                 fault: .subscription)
         default:
             if let apnsReason, channelReasons.contains(apnsReason) {

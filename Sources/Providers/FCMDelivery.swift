@@ -45,11 +45,11 @@ public struct FCMDelivery: Sendable {
 public struct FCMRequestError: Error, CustomStringConvertible, Sendable, Equatable {
     /// snake_case, the `delivery_events.reason`: `bad_device_token_format`, `missing_project_id`,
     /// `invalid_project_id`, `invalid_access_token`, `payload_too_large` (more may be added).
-    public var reason: String
+    public var reason: DeliveryReason
     /// Human-readable detail. Never contains the access token.
     public var detail: String
 
-    public init(reason: String, detail: String) {
+    public init(reason: DeliveryReason, detail: String) {
         self.reason = reason
         self.detail = detail
     }

@@ -58,18 +58,18 @@ public enum FCMRequestFactory {
     ) throws(FCMRequestError) -> PushRequest {
         let token = delivery.registrationToken
         guard HTTPFieldValue.isVisibleASCII(token), token.utf8.count <= maximumTokenLength else {
-            throw FCMRequestError(reason: "bad_device_token_format",
+            throw FCMRequestError(reason: .badDeviceTokenFormat,
                                   detail: "an FCM registration token is 1 to \(maximumTokenLength) visible ASCII characters (got \(token.utf8.count) bytes)")
         }
         guard !delivery.projectID.isEmpty else {
-            throw FCMRequestError(reason: "missing_project_id", detail: "the FCM channel has no project_id")
+            throw FCMRequestError(reason: .missingProjectID, detail: "the FCM channel has no project_id")
         }
         guard delivery.projectID.utf8.allSatisfy(isProjectIDByte) else {
-            throw FCMRequestError(reason: "invalid_project_id",
+            throw FCMRequestError(reason: .invalidProjectID,
                                   detail: "the FCM project_id may hold only ASCII letters, digits, '-', '_', '.' and ':'")
         }
         guard HTTPFieldValue.isVisibleASCII(accessToken) else {
-            throw FCMRequestError(reason: "invalid_access_token",
+            throw FCMRequestError(reason: .invalidAccessToken,
                                   detail: "the OAuth 2.0 access token must be non-empty visible ASCII")
         }
         let data = try data()
@@ -111,7 +111,7 @@ public enum FCMRequestFactory {
                                                 appDefaultLanguage: delivery.appDefaultLanguage,
                                                 placeholderValues: delivery.placeholderValues)
             } catch {
-                throw FCMRequestError(reason: "invalid_message", detail: error.description)
+                throw FCMRequestError(reason: .invalidMessage, detail: error.description)
             }
         }
         let outcome = TextShortener.fit(text, limit: maximumPayloadSize, counting: .utf8) { text in
@@ -124,7 +124,7 @@ public enum FCMRequestFactory {
         switch outcome {
         case .fitted(let data, _): return data
         case .tooLarge(let size):
-            throw FCMRequestError(reason: "payload_too_large",
+            throw FCMRequestError(reason: .payloadTooLarge,
                                   detail: "the FCM data payload counts \(size) bytes with every text shortened; the limit is \(maximumPayloadSize)")
         }
     }

@@ -23,7 +23,7 @@ public enum FCMResponseClassifier {
     /// The longest `Retry-After` honoured, in seconds (1 hour).
     public static let maximumRetryAfter: Double = RetryAfterHeader.maximum
     /// The retry reason of `THIRD_PARTY_AUTH_ERROR` (and its older name `APNS_AUTH_ERROR`).
-    public static let thirdPartyAuthError = "third_party_auth_error"
+    public static let thirdPartyAuthError = DeliveryReason.thirdPartyAuthError
 
     /// The `@type` of FCM's own error detail.
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
@@ -83,51 +83,57 @@ public enum FCMResponseClassifier {
         if let message = error.message { detail["message"] = .string(message) }
         let detailJSON = JSONValue.object(detail)
         let code = error.errorCode ?? error.status
-        func retry(_ reason: String) -> ProviderAnswer {
+        func retry(_ reason: DeliveryReason) -> ProviderAnswer {
             ProviderAnswer(
                 .retry(reason: reason, detail: detailJSON, notBefore: RetryAfterHeader.notBefore(response, now: now)),
                 fault: .transient)
         }
-        func channel(_ reason: String) -> ProviderAnswer {
+        func channel(_ reason: DeliveryReason) -> ProviderAnswer {
             ProviderAnswer(.channelError(reason: reason, detail: detailJSON), fault: .channel)
         }
 
         switch code {
         case "UNREGISTERED":
             return ProviderAnswer(
-                .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true), fault: .subscription)
+                .failed(reason: .unregistered, detail: detailJSON, invalidateSubscription: true), fault: .subscription)
         case "SENDER_ID_MISMATCH":
             return ProviderAnswer(
-                .failed(reason: "sender_id_mismatch", detail: detailJSON), fault: .subscription, suspectsChannel: true,
+                .failed(reason: .senderIDMismatch, detail: detailJSON), fault: .subscription, suspectsChannel: true,
                 invalidatesWhenCredentialsWork: true)
         case "INVALID_ARGUMENT":
             if error.tokenIsInvalid {
                 return ProviderAnswer(
-                    .failed(reason: "invalid_registration_token", detail: detailJSON, invalidateSubscription: true),
+                    .failed(reason: .invalidRegistrationToken, detail: detailJSON, invalidateSubscription: true),
                     fault: .subscription)
             }
-            return ProviderAnswer(.failed(reason: "invalid_argument", detail: detailJSON), fault: .delivery)
+            return ProviderAnswer(.failed(reason: .invalidArgument, detail: detailJSON), fault: .delivery)
         case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
-            return retry(code!.lowercased())
+            return retry(reason(code: code, status: response.status))
         case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
             return ProviderAnswer(.retry(reason: thirdPartyAuthError, detail: detailJSON), fault: .partialCredential)
         case "PERMISSION_DENIED", "UNAUTHENTICATED":
-            return channel(code!.lowercased())
+            return channel(reason(code: code, status: response.status))
         default:
             break
         }
         switch response.status {
         case 429, 500...599:
-            return retry(code?.lowercased() ?? "http_\(response.status)")
+            return retry(reason(code: code, status: response.status))
         case 401:
-            return channel("unauthenticated")
+            return channel(.unauthenticated)
         case 403:
-            return channel("permission_denied")
+            return channel(.permissionDenied)
         case 404:
-            return channel("not_found")
+            return channel(.notFound)
         default:
-            return ProviderAnswer(.failed(reason: code?.lowercased() ?? "http_\(response.status)", detail: detailJSON), fault: .delivery)
+            return ProviderAnswer(.failed(reason: reason(code: code, status: response.status), detail: detailJSON), fault: .delivery)
         }
+    }
+
+    /// The reason FCM's `code` names, lower-cased (`QUOTA_EXCEEDED` -> `quota_exceeded`), or
+    /// ``DeliveryReason/http(status:)`` without one.
+    static func reason(code: String?, status: Int) -> DeliveryReason {
+        code.map { DeliveryReason(rawValue: $0.lowercased()) } ?? .http(status: status)
     }
 
     /// `true` for a 401 whose FCM code is `UNAUTHENTICATED` or absent (the OAuth2 access token was refused,

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import PushCrypto
 
@@ -145,7 +146,7 @@ public struct ProviderTokenCredential: Sendable, CustomStringConvertible {
     public init(apns credentials: APNsCredentials) throws {
         try self.init(
             kind: .apns,
-            identity: ["apns", credentials.teamID, credentials.keyID, Base64URL.encode(credentials.privateKey.publicKey.x963Representation)],
+            identity: [Provider.apns.rawValue, credentials.teamID, credentials.keyID, Base64URL.encode(credentials.privateKey.publicKey.x963Representation)],
             privateKeyPEM: credentials.privateKey.pkcs8PEM)
     }
 
@@ -155,7 +156,7 @@ public struct ProviderTokenCredential: Sendable, CustomStringConvertible {
     public init(fcm account: GoogleServiceAccount) throws {
         try self.init(
             kind: .fcm,
-            identity: ["fcm", account.clientEmail, account.privateKeyID ?? "", account.tokenURI, account.privateKey.publicKey.pem],
+            identity: [Provider.fcm.rawValue, account.clientEmail, account.privateKeyID ?? "", account.tokenURI, account.privateKey.publicKey.pem],
             privateKeyPEM: account.privateKey.pkcs8PEM)
     }
 

@@ -43,14 +43,14 @@ public struct WebPushDelivery: Sendable {
 public struct WebPushRequestError: Error, CustomStringConvertible, Sendable, Equatable {
     /// snake_case, the `delivery_events.reason`: `invalid_endpoint`, `payload_too_large`,
     /// `silent_push_unsupported` (more may be added).
-    public var reason: String
+    public var reason: DeliveryReason
     /// Human-readable detail. Never contains the endpoint, which is a capability URL.
     public var detail: String
     /// `true`: nothing is wrong with the subscription or message, the push is just not sendable this way;
     /// the outcome is `skipped`, not `failed`.
     public var skips: Bool
 
-    public init(reason: String, detail: String, skips: Bool = false) {
+    public init(reason: DeliveryReason, detail: String, skips: Bool = false) {
         self.reason = reason
         self.detail = detail
         self.skips = skips

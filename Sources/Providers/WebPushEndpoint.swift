@@ -34,7 +34,7 @@ public struct WebPushEndpoint: Sendable, Hashable {
     ///   capability: whoever has it can push to the device).
     public init(parsing endpoint: String) throws(WebPushRequestError) {
         func invalid(_ why: String) -> WebPushRequestError {
-            WebPushRequestError(reason: "invalid_endpoint", detail: "the Web Push endpoint \(why)")
+            WebPushRequestError(reason: .invalidEndpoint, detail: "the Web Push endpoint \(why)")
         }
         guard let components = URLComponents(string: endpoint) else { throw invalid("is not a URL") }
         guard components.scheme?.lowercased() == "https" else { throw invalid("must be an https URL") }

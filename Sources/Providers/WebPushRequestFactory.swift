@@ -108,7 +108,7 @@ public enum WebPushRequestFactory {
                                             appDefaultLanguage: delivery.appDefaultLanguage,
                                             placeholderValues: delivery.placeholderValues)
         } catch {
-            throw WebPushRequestError(reason: "invalid_message", detail: error.description)
+            throw WebPushRequestError(reason: .invalidMessage, detail: error.description)
         }
         let outcome = TextShortener.fit(text, limit: maximumPlaintextSize, counting: .jsonString) { text in
             var members = fixed
@@ -120,14 +120,14 @@ public enum WebPushRequestFactory {
         switch outcome {
         case .fitted(let body, _): return body
         case .tooLarge(let size):
-            throw WebPushRequestError(reason: "payload_too_large",
+            throw WebPushRequestError(reason: .payloadTooLarge,
                                       detail: "the Web Push plaintext is \(size) bytes with every text shortened; the limit is \(maximumPlaintextSize) (4096 after aes128gcm)")
         }
     }
 
     /// The skip for a silent push to a web subscription: `skipped` / `silent_push_unsupported`.
     public static let silentPushUnsupported = WebPushRequestError(
-        reason: "silent_push_unsupported",
+        reason: .silentPushUnsupported,
         detail: "a silent push (content_available) cannot go to a browser: Web Push requires a visible notification",
         skips: true)
 

@@ -21,28 +21,28 @@ public enum WebPushRequestSealer {
                             vapid: VAPIDTokenManager) throws(WebPushRequestError) -> PushRequest
     {
         guard p256dh.utf8.count <= 256, let publicKey = subscriptionKeyBytes(p256dh), publicKey.count == 65, publicKey[0] == 4 else {
-            throw WebPushRequestError(reason: "invalid_subscription_keys", detail: "web_p256dh is not base64 of a 65-byte uncompressed P-256 point")
+            throw WebPushRequestError(reason: .invalidSubscriptionKeys, detail: "web_p256dh is not base64 of a 65-byte uncompressed P-256 point")
         }
         guard auth.utf8.count <= 64, let secret = subscriptionKeyBytes(auth), secret.count == 16 else {
-            throw WebPushRequestError(reason: "invalid_subscription_keys", detail: "web_auth is not base64 of 16 bytes")
+            throw WebPushRequestError(reason: .invalidSubscriptionKeys, detail: "web_auth is not base64 of 16 bytes")
         }
         guard request.body.count <= WebPushEncryption.maximumPlaintextSize else {
-            throw WebPushRequestError(reason: "payload_too_large",
+            throw WebPushRequestError(reason: .payloadTooLarge,
                                       detail: "the plaintext is \(request.body.count) bytes; at most \(WebPushEncryption.maximumPlaintextSize) fit")
         }
         let body: [UInt8]
         do {
             body = try WebPushEncryption.encrypt(plaintext: request.body, userAgentPublicKey: publicKey, authSecret: secret)
         } catch let error as CryptoError where error.code == .invalidKey {
-            throw WebPushRequestError(reason: "invalid_subscription_keys", detail: "web_p256dh is not a point on P-256")
+            throw WebPushRequestError(reason: .invalidSubscriptionKeys, detail: "web_p256dh is not a point on P-256")
         } catch {
-            throw WebPushRequestError(reason: "encryption_failed", detail: "\(error)")
+            throw WebPushRequestError(reason: .encryptionFailed, detail: "\(error)")
         }
         let authorization: String
         do {
             authorization = try vapid.authorization(for: endpoint)
         } catch {
-            throw WebPushRequestError(reason: "vapid_failed", detail: error.message)
+            throw WebPushRequestError(reason: .vapidFailed, detail: error.message)
         }
         var headers = request.headers.filter {
             let name = $0.name.lowercased()

@@ -55,38 +55,38 @@ public enum WebPushResponseClassifier {
         var detail: [String: JSONValue] = ["status": .int(Int64(response.status))]
         if let excerpt = excerpt(response.body) { detail["body"] = .string(excerpt) }
         let detailJSON = JSONValue.object(detail)
-        func retry(_ reason: String, notBefore: Date? = RetryAfterHeader.notBefore(response, now: now)) -> ProviderAnswer {
+        func retry(_ reason: DeliveryReason, notBefore: Date? = RetryAfterHeader.notBefore(response, now: now)) -> ProviderAnswer {
             ProviderAnswer(.retry(reason: reason, detail: detailJSON, notBefore: notBefore), fault: .transient)
         }
         switch response.status {
         case 404, 410:
             return ProviderAnswer(
-                .failed(reason: "unregistered", detail: detailJSON, invalidateSubscription: true), fault: .subscription)
+                .failed(reason: .unregistered, detail: detailJSON, invalidateSubscription: true), fault: .subscription)
         case 413:
-            return ProviderAnswer(.failed(reason: "payload_too_large", detail: detailJSON), fault: .delivery)
+            return ProviderAnswer(.failed(reason: .payloadTooLarge, detail: detailJSON), fault: .delivery)
         case 415:
-            return ProviderAnswer(.failed(reason: "unsupported_media_type", detail: detailJSON), fault: .delivery)
+            return ProviderAnswer(.failed(reason: .unsupportedMediaType, detail: detailJSON), fault: .delivery)
         case 408:
-            return retry("request_timeout")
+            return retry(.requestTimeout)
         case 429:
-            return retry("rate_limited")
+            return retry(.rateLimited)
         case 406:
             return retry(
-                "rate_limited",
+                .rateLimited,
                 notBefore: RetryAfterHeader.notBefore(response, now: now) ?? RetryAfterHeader.wnsContinueAfter(response, now: now))
         case 400:
-            return ProviderAnswer(.failed(reason: "bad_request", detail: detailJSON), fault: .delivery, suspectsChannel: true)
+            return ProviderAnswer(.failed(reason: .badRequest, detail: detailJSON), fault: .delivery, suspectsChannel: true)
         case 401:
-            return ProviderAnswer(.failed(reason: "vapid_unauthorized", detail: detailJSON), fault: .delivery, suspectsChannel: true)
+            return ProviderAnswer(.failed(reason: .vapidUnauthorized, detail: detailJSON), fault: .delivery, suspectsChannel: true)
         case 403:
-            return ProviderAnswer(.failed(reason: "vapid_forbidden", detail: detailJSON), fault: .subscription, suspectsChannel: true)
+            return ProviderAnswer(.failed(reason: .vapidForbidden, detail: detailJSON), fault: .subscription, suspectsChannel: true)
         case 500...599:
-            return retry("http_\(response.status)")
+            return retry(.http(status: response.status))
         case 400...499:
-            if let notBefore = RetryAfterHeader.notBefore(response, now: now) { return retry("http_\(response.status)", notBefore: notBefore) }
-            return ProviderAnswer(.failed(reason: "http_\(response.status)", detail: detailJSON), fault: .delivery)
+            if let notBefore = RetryAfterHeader.notBefore(response, now: now) { return retry(.http(status: response.status), notBefore: notBefore) }
+            return ProviderAnswer(.failed(reason: .http(status: response.status), detail: detailJSON), fault: .delivery)
         default:
-            return ProviderAnswer(.failed(reason: "http_\(response.status)", detail: detailJSON), fault: .delivery)
+            return ProviderAnswer(.failed(reason: .http(status: response.status), detail: detailJSON), fault: .delivery)
         }
     }
 

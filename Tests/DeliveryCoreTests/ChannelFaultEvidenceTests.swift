@@ -5,7 +5,7 @@ import Testing
 @Suite struct ChannelFaultEvidenceTests {
     let start = Date(timeIntervalSince1970: 1_800_000_000)
     let forbidden = ProviderAnswer(
-        .failed(reason: "vapid_forbidden", detail: ["status": 403]), fault: .subscription, suspectsChannel: true)
+        .failed(reason: .vapidForbidden, detail: ["status": 403]), fault: .subscription, suspectsChannel: true)
 
     func shape(_ outcome: DeliveryOutcome) -> String {
         switch outcome {
@@ -72,7 +72,7 @@ import Testing
 
     @Test func provenCredentialsInvalidateWhenTheAnswerAsks() {
         let mismatch = ProviderAnswer(
-            .failed(reason: "sender_id_mismatch"), fault: .subscription, suspectsChannel: true, invalidatesWhenCredentialsWork: true)
+            .failed(reason: .senderIDMismatch), fault: .subscription, suspectsChannel: true, invalidatesWhenCredentialsWork: true)
         var evidence = ChannelFaultEvidence(policy: .singleOrigin)
         // Without proof: only this delivery fails.
         #expect(shape(evidence.judge(mismatch, subscription: UUID(), origin: "https://fcm", at: start)) == "failed sender_id_mismatch")
@@ -81,7 +81,7 @@ import Testing
     }
 
     @Test func singleOriginPolicyNeedsOnlyDistinctSubscriptions() {
-        let notForTopic = ProviderAnswer(.failed(reason: "device_token_not_for_topic"), fault: .subscription, suspectsChannel: true)
+        let notForTopic = ProviderAnswer(.failed(reason: .deviceTokenNotForTopic), fault: .subscription, suspectsChannel: true)
         var evidence = ChannelFaultEvidence(policy: .singleOrigin)
         let origin = "https://api.push.apple.com"
         #expect(shape(evidence.judge(notForTopic, subscription: UUID(), origin: origin, at: start)) == "failed device_token_not_for_topic")
@@ -92,9 +92,9 @@ import Testing
     @Test func answersThatAreNotSuspectPassThrough() {
         var evidence = ChannelFaultEvidence(policy: .singleOrigin)
         let answers: [ProviderAnswer] = [
-            ProviderAnswer(.channelError(reason: "invalid_provider_token"), fault: .channel),
-            ProviderAnswer(.failed(reason: "unregistered", invalidateSubscription: true), fault: .subscription),
-            ProviderAnswer(.retry(reason: "http_503"), fault: .transient),
+            ProviderAnswer(.channelError(reason: .invalidProviderToken), fault: .channel),
+            ProviderAnswer(.failed(reason: .unregistered, invalidateSubscription: true), fault: .subscription),
+            ProviderAnswer(.retry(reason: DeliveryReason.http(status: 503)), fault: .transient),
         ]
         for answer in answers {
             for _ in 0..<5 {

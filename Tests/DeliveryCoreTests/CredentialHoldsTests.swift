@@ -6,7 +6,7 @@ import Testing
     let start = Date(timeIntervalSince1970: 1_800_000_000)
     /// FCM `THIRD_PARTY_AUTH_ERROR` as `FCMResponseClassifier` reads it.
     let thirdPartyAuth = ProviderAnswer(
-        .retry(reason: "third_party_auth_error", detail: ["status": 401, "fcm_error": "THIRD_PARTY_AUTH_ERROR"]),
+        .retry(reason: .thirdPartyAuthError, detail: ["status": 401, "fcm_error": "THIRD_PARTY_AUTH_ERROR"]),
         fault: .partialCredential)
 
     @Test func aRefusedSubscriptionIsHeldForItsHoldAndNoOtherIs() throws {
@@ -14,7 +14,7 @@ import Testing
         let refused = UUID()
         let outcome = holds.judge(thirdPartyAuth, subscription: refused, at: start)
         let until = start.addingTimeInterval(300)
-        guard case .retry("third_party_auth_error", let detail, until) = outcome else {
+        guard case .retry(.thirdPartyAuthError, let detail, until) = outcome else {
             Issue.record("expected a retry not before the hold's end, got \(outcome)")
             return
         }
@@ -24,7 +24,7 @@ import Testing
         // Another push to it waits, without a request, until the hold ends; the channel's other
         // subscriptions are not held at all.
         let held = try #require(holds.heldOutcome(for: refused, at: start.addingTimeInterval(60)))
-        guard case .retry("third_party_auth_error", let heldDetail, until) = held else {
+        guard case .retry(.thirdPartyAuthError, let heldDetail, until) = held else {
             Issue.record("expected the held retry, got \(held)")
             return
         }
@@ -40,9 +40,9 @@ import Testing
         let subscription = UUID()
         let answers = [
             ProviderAnswer(.sent(providerMessageID: "m"), fault: .accepted),
-            ProviderAnswer(.channelError(reason: "permission_denied"), fault: .channel),
-            ProviderAnswer(.retry(reason: "quota_exceeded"), fault: .transient),
-            ProviderAnswer(.failed(reason: "sender_id_mismatch"), fault: .subscription, suspectsChannel: true),
+            ProviderAnswer(.channelError(reason: .permissionDenied), fault: .channel),
+            ProviderAnswer(.retry(reason: .quotaExceeded), fault: .transient),
+            ProviderAnswer(.failed(reason: .senderIDMismatch), fault: .subscription, suspectsChannel: true),
         ]
         for answer in answers {
             #expect(holds.judge(answer, subscription: subscription, at: start) == answer.outcome)
@@ -66,7 +66,7 @@ import Testing
     @Test func aProviderFloorLaterThanTheHoldIsKept() {
         var holds = CredentialHolds()
         let later = start.addingTimeInterval(900)
-        let answer = ProviderAnswer(.retry(reason: "third_party_auth_error", notBefore: later), fault: .partialCredential)
+        let answer = ProviderAnswer(.retry(reason: .thirdPartyAuthError, notBefore: later), fault: .partialCredential)
         guard case .retry(_, _, let notBefore) = holds.judge(answer, subscription: UUID(), at: start) else {
             Issue.record("expected a retry")
             return

@@ -40,7 +40,7 @@ import Testing
         case .loadMessage: "load"
         case .reserveFrequencyCap(_, let provider): "cap/\(provider)"
         case .send(let provider): "send/\(provider)"
-        case .complete(let outcome, _): "\(outcome.event)/\(outcome.reason ?? "-")"
+        case .complete(let outcome, _): "\(outcome.event)/\(outcome.reason?.rawValue ?? "-")"
         }
     }
 
@@ -54,8 +54,8 @@ import Testing
 
     @Test func anUnusableMessageCompletesWithItsOutcome() {
         var decision = DeliveryDecision(facts(), now: now)
-        decision.messageUnusable(.retry(reason: "message_unavailable"))
-        #expect(decision.next() == .complete(.retry(reason: "message_unavailable"), provider: nil))
+        decision.messageUnusable(.retry(reason: .messageUnavailable))
+        #expect(decision.next() == .complete(.retry(reason: .messageUnavailable), provider: nil))
     }
 
     @Test func everyCheckInOrder() {
@@ -64,11 +64,11 @@ import Testing
         #expect(decide(facts(platform: "web")) == .send(.webpush))
         #expect(summary(decide(facts(start: now.addingTimeInterval(-100)), #"{"contents": {"en": "x"}, "ttl": 60}"#)) == "skipped/expired")
         #expect(summary(decide(facts(status: "invalid"))) == "skipped/subscription_inactive")
-        #expect(decide(facts(platform: "fridge")) == .complete(.failed(reason: "unknown_platform", detail: ["platform": "fridge"]), provider: nil))
-        #expect(decide(facts(channel: false)) == .complete(.skipped(reason: "no_channel", detail: ["provider": "apns"]), provider: .apns))
+        #expect(decide(facts(platform: "fridge")) == .complete(.failed(reason: .unknownPlatform, detail: ["platform": "fridge"]), provider: nil))
+        #expect(decide(facts(channel: false)) == .complete(.skipped(reason: .noChannel, detail: ["provider": "apns"]), provider: .apns))
         #expect(summary(decide(facts(quietHours: true))) == "deferred/quiet_hours")
         let paused = now.addingTimeInterval(60)
-        #expect(decide(facts(pausedUntil: paused)) == .complete(.retry(reason: "channel_paused", detail: ["provider": "apns"], notBefore: paused), provider: .apns))
+        #expect(decide(facts(pausedUntil: paused)) == .complete(.retry(reason: .channelPaused, detail: ["provider": "apns"], notBefore: paused), provider: .apns))
         #expect(decide(facts(pausedUntil: now.addingTimeInterval(-1))) == .send(.apns))
         // Earlier checks win: expired before inactive, inactive before unknown platform, no channel before
         // quiet hours, quiet hours before a paused channel.
@@ -84,7 +84,7 @@ import Testing
         #expect(summary(decide(facts(attempt: 2), nowOrNever)) == "skipped/expired")
         #expect(summary(decide(facts(quietHours: true), nowOrNever)) == "skipped/expired")
         // A ttl that ends before the window does: skipped now, naming the window's end.
-        guard case .complete(.skipped("expired", let detail), .apns) = decide(facts(quietHours: true), #"{"contents": {"en": "x"}, "ttl": 60}"#) else {
+        guard case .complete(.skipped(.expired, let detail), .apns) = decide(facts(quietHours: true), #"{"contents": {"en": "x"}, "ttl": 60}"#) else {
             Issue.record("expected skipped/expired")
             return
         }
@@ -129,17 +129,17 @@ import Testing
     @Test func aMissingSenderFailsAfterEveryRuleCheck() {
         var noFCM = facts(platform: "android")
         noFCM.providersWithSender = [.apns]
-        #expect(decide(noFCM) == .complete(.failed(reason: "provider_not_supported", detail: ["provider": "fcm"]), provider: .fcm))
+        #expect(decide(noFCM) == .complete(.failed(reason: .providerNotSupported, detail: ["provider": "fcm"]), provider: .fcm))
         noFCM.channelPausedUntil = now.addingTimeInterval(60)
         #expect(summary(decide(noFCM)) == "retrying/channel_paused")
     }
 
     @Test func theLeaseGuardPutsTheDeliveryBackBeforeTheCaps() {
         var short = facts(caps: Self.caps)
-        short.deliveryTimeout = 10
-        short.leaseRemaining = 9.5
-        #expect(decide(short) == .complete(.retry(reason: "lease_expiring"), provider: .apns))
-        short.leaseRemaining = 10
+        short.deliveryTimeout = .seconds(10)
+        short.leaseRemaining = .seconds(9.5)
+        #expect(decide(short) == .complete(.retry(reason: .leaseExpiring), provider: .apns))
+        short.leaseRemaining = .seconds(10)
         #expect(decide(short) == .reserveFrequencyCap(Self.caps, provider: .apns))
         // What is left is refreshed by the owner before each step (loading the message takes time).
         var decision = DeliveryDecision(facts(caps: Self.caps), now: now)
@@ -147,16 +147,16 @@ import Testing
         decision.frequencyCapAnswered(.granted)
         #expect(decision.next() == .send(.apns))
         var timed = facts()
-        timed.deliveryTimeout = 10
-        timed.leaseRemaining = 60
+        timed.deliveryTimeout = .seconds(10)
+        timed.leaseRemaining = .seconds(60)
         decision = DeliveryDecision(timed, now: now)
         decision.messageLoaded(message())
         #expect(decision.next() == .send(.apns))
-        decision.leaseRemaining(3)
-        #expect(decision.next() == .complete(.retry(reason: "lease_expiring"), provider: .apns))
+        decision.leaseRemaining(.seconds(3))
+        #expect(decision.next() == .complete(.retry(reason: .leaseExpiring), provider: .apns))
         // No deadline or no lease: no guard.
         short.deliveryTimeout = nil
-        short.leaseRemaining = 0
+        short.leaseRemaining = .seconds(0)
         #expect(decide(short, cap: .granted) == .send(.apns))
     }
 
@@ -165,12 +165,12 @@ import Testing
         #expect(decide(capped) == .reserveFrequencyCap(Self.caps, provider: .apns))
         #expect(decide(capped, cap: .granted) == .send(.apns))
         let rule = FrequencyCapRule(max: 3, perSeconds: 86_400)
-        guard case .complete(.skipped("frequency_capped", let detail), .apns) = decide(capped, cap: .denied(rule: rule, used: 3)) else {
+        guard case .complete(.skipped(.frequencyCapped, let detail), .apns) = decide(capped, cap: .denied(rule: rule, used: 3)) else {
             Issue.record("expected skipped/frequency_capped")
             return
         }
         #expect(detail == ["max": 3, "per_seconds": 86_400, "used": 3, "cap_key": .string(capped.capKey.uuidString.lowercased())])
-        #expect(decide(capped, cap: .unavailable(error: "down")) == .complete(.retry(reason: "cap_unavailable", detail: ["error": "down"]), provider: .apns))
+        #expect(decide(capped, cap: .unavailable(error: "down")) == .complete(.retry(reason: .capUnavailable, detail: ["error": "down"]), provider: .apns))
         // Exempt and silent messages, empty caps: no step.
         #expect(decide(capped, #"{"contents": {"en": "x"}, "frequency_cap_exempt": true}"#) == .send(.apns))
         #expect(decide(capped, #"{"content_available": true}"#) == .send(.apns))
@@ -189,8 +189,8 @@ import Testing
         #expect(Platform("fridge").provider == nil)
         #expect(Provider.allCases.map(\.rawValue) == ["apns", "fcm", "webpush"])
         #expect(DeliveryEvent.allCases.map(\.rawValue) == ["sent", "failed", "retrying", "skipped", "deferred"])
-        #expect(DeliveryOutcome.channelError(reason: "x").event == .retrying)
-        #expect(DeliveryOutcome.deferred(until: now).reason == "quiet_hours")
+        #expect(DeliveryOutcome.channelError(reason: DeliveryReason(rawValue: "x")).event == .retrying)
+        #expect(DeliveryOutcome.deferred(until: now).reason == DeliveryReason.quietHours)
         #expect(DeliveryReason.nothingToShow.rawValue == "nothing_to_show")
         #expect(DeliveryReason.leaseExpiring.rawValue == "lease_expiring")
     }

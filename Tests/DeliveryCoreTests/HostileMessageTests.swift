@@ -36,7 +36,7 @@ import DeliveryCore
             Issue.record("expected \(field) to be rejected in \(json.jsonText)")
         } catch {
             #expect(error.field == field)
-            #expect(error.outcome == .failed(reason: "invalid_message",
+            #expect(error.outcome == .failed(reason: .invalidMessage,
                                              detail: ["field": .string(field), "message": .string(error.description)]))
         }
     }
@@ -70,13 +70,14 @@ import DeliveryCore
 
 @Suite struct RetryPolicyExtremesTests {
     @Test func extremeAttemptsAndFloorsDoNotTrap() {
-        let policy = RetryPolicy(baseDelay: 30, maximumDelay: 3600)
+        let policy = RetryPolicy(baseDelay: .seconds(30), maximumDelay: .seconds(3600))
         let now = Date(timeIntervalSince1970: 1_000)
         // `attempt - 1` with Int.min overflowed.
         #expect(policy.nextAttempt(after: Int.min, now: now, unitRandom: 0) == now.addingTimeInterval(15))
         #expect(policy.nextAttempt(after: Int.max, now: now, unitRandom: 0) == now.addingTimeInterval(1800))
-        // A non-finite configuration never yields a non-finite instant (which would trap in timestamp encoding).
-        let broken = RetryPolicy(baseDelay: .infinity, maximumDelay: .nan)
+        // A configuration out of every range never yields a non-finite instant (which would trap in timestamp
+        // encoding).
+        let broken = RetryPolicy(baseDelay: .seconds(Int64.max), maximumDelay: .seconds(-5))
         let next = broken.nextAttempt(after: 3, now: now, unitRandom: .nan)
         #expect(next.timeIntervalSince1970.isFinite)
         #expect(next >= now)

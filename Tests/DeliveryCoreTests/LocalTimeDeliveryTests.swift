@@ -177,7 +177,7 @@ struct LocalTimeDecisionTests {
             .deferred(until: at("2026-12-01T09:00:00+05:45"),
                       detail: ["zone": "Asia/Kathmandu", "delivery_time_of_day": "09:00"], reason: .localTime),
             provider: .apns))
-        #expect(DeliveryOutcome.deferred(until: start, reason: .localTime).reason == "local_time")
+        #expect(DeliveryOutcome.deferred(until: start, reason: .localTime).reason == DeliveryReason.localTime)
     }
 
     @Test func theQueuesDueInstantIsTheAuthority() throws {
@@ -203,11 +203,11 @@ struct LocalTimeDecisionTests {
             Issue.record("expected a skip, got \(step)")
             return
         }
-        #expect(reason == "expired")
+        #expect(reason == DeliveryReason.expired)
         #expect(detail["local_time_due"] == .string(due.formatted(.iso8601)))
         // ttl 0 cannot wait for a later local time either.
         let zero = decide(facts(start: start, zone: "UTC", due: due), now: start, try message(["ttl": 0]))
-        guard case .complete(.skipped("expired", _), _) = zero else {
+        guard case .complete(.skipped(.expired, _), _) = zero else {
             Issue.record("ttl 0: expected a skip, got \(zero)")
             return
         }
@@ -235,7 +235,7 @@ struct LocalTimeDecisionTests {
         let due = at("2026-12-01T09:00:00Z")
         var canceled = facts(start: at("2026-12-01T00:00:00Z"), zone: "UTC", due: due)
         canceled.notificationCanceled = true
-        #expect(decide(canceled, now: due, try message([:])) == .complete(.skipped(reason: "canceled"), provider: nil))
+        #expect(decide(canceled, now: due, try message([:])) == .complete(.skipped(reason: .canceled), provider: nil))
         // Caps are asked only at the send, i.e. at the local time, never at scheduling.
         var capped = facts(start: at("2026-12-01T00:00:00Z"), zone: "UTC", due: due)
         capped.frequencyCaps = try FrequencyCaps(parsing: [["max": 1, "per_seconds": 86_400]])

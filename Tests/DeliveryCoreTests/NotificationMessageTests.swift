@@ -213,7 +213,7 @@ import Testing
 @Suite struct MessageErrorOutcomeTests {
     @Test func invalidMessageOutcome() {
         let error = MessageError(code: .invalidValue, field: "ttl", message: "must be >= 0")
-        #expect(error.outcome == .failed(reason: "invalid_message", detail: ["field": "ttl", "message": "`ttl`: must be >= 0"]))
+        #expect(error.outcome == .failed(reason: .invalidMessage, detail: ["field": "ttl", "message": "`ttl`: must be >= 0"]))
         #expect(error.outcome.eventName == "failed")
     }
 }

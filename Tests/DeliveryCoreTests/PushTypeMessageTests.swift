@@ -136,7 +136,7 @@ import Testing
         case .loadMessage: return "load"
         case .reserveFrequencyCap: return "cap"
         case .send(let provider): return "send/\(provider)"
-        case .complete(let outcome, _): return "\(outcome.event)/\(outcome.reason ?? "-")"
+        case .complete(let outcome, _): return "\(outcome.event)/\(outcome.reason?.rawValue ?? "-")"
         }
     }
 

@@ -4,7 +4,7 @@ import Testing
 
 @Suite("RetryPolicy backoff")
 struct RetryPolicyTests {
-    let policy = RetryPolicy(baseDelay: 2, maximumDelay: 60)
+    let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     @Test func delayDoublesWithinJitterBounds() {

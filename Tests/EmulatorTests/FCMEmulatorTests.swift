@@ -132,19 +132,19 @@ import Testing
     @Test func tokenConventionsGiveFCMsErrorShapes() throws {
         let token = try accessToken()
         func outcome(_ registration: String) throws -> DeliveryOutcome { classify(try send(registration, accessToken: token)) }
-        guard case .failed("unregistered", _, true) = try outcome("fcm-unregistered-a") else { Issue.record("unregistered"); return }
-        guard case .failed("sender_id_mismatch", _, false) = try outcome("fcm-sender-mismatch-a") else { Issue.record("mismatch"); return }
-        guard case .failed("invalid_registration_token", _, true) = try outcome("fcm-invalid-a") else { Issue.record("invalid"); return }
-        guard case .retry("quota_exceeded", _, let notBefore?) = try outcome("fcm-quota-a") else { Issue.record("quota"); return }
+        guard case .failed(.unregistered, _, true) = try outcome("fcm-unregistered-a") else { Issue.record("unregistered"); return }
+        guard case .failed(.senderIDMismatch, _, false) = try outcome("fcm-sender-mismatch-a") else { Issue.record("mismatch"); return }
+        guard case .failed(.invalidRegistrationToken, _, true) = try outcome("fcm-invalid-a") else { Issue.record("invalid"); return }
+        guard case .retry(.quotaExceeded, _, let notBefore?) = try outcome("fcm-quota-a") else { Issue.record("quota"); return }
         #expect(notBefore == clock.now.addingTimeInterval(Double(FCMEmulator.retryAfterSeconds)))
         guard case .sent = try outcome("fcm-quota-a") else { Issue.record("quota once"); return }
-        guard case .retry("unavailable", _, _) = try outcome("fcm-unavailable-a") else { Issue.record("unavailable"); return }
+        guard case .retry(.unavailable, _, _) = try outcome("fcm-unavailable-a") else { Issue.record("unavailable"); return }
         guard case .sent = try outcome("fcm-unavailable-a") else { Issue.record("unavailable once"); return }
-        guard case .retry("internal", _, _) = try outcome("fcm-internal-a") else { Issue.record("internal"); return }
-        guard case .retry("internal", _, _) = try outcome("fcm-internal-a") else { Issue.record("internal always"); return }
+        guard case .retry(DeliveryReason.internal, _, _) = try outcome("fcm-internal-a") else { Issue.record("internal"); return }
+        guard case .retry(DeliveryReason.internal, _, _) = try outcome("fcm-internal-a") else { Issue.record("internal always"); return }
         let thirdParty = try send("fcm-third-party-auth-a", accessToken: token)
         // Held per subscription by the worker, never a channel pause (docs/provider-answers.md).
-        guard case .retry("third_party_auth_error", _, nil) = classify(thirdParty) else { Issue.record("3p"); return }
+        guard case .retry(.thirdPartyAuthError, _, nil) = classify(thirdParty) else { Issue.record("3p"); return }
         // A 401 a new token cannot fix.
         #expect(!FCMResponseClassifier.requiresNewAccessToken(
             PushResponse(status: thirdParty.status, headers: [], body: thirdParty.body)))

@@ -184,7 +184,7 @@ import Testing
         #expect(throttled.status == 406)
         #expect(throttled.header("retry-after") == "900")
         let response = PushResponse(status: throttled.status, headers: throttled.headers.map { PushHeader($0.name, $0.value) }, body: throttled.body)
-        guard case .retry("rate_limited", _, let notBefore) = WebPushResponseClassifier.classify(response, now: clock.now) else {
+        guard case .retry(.rateLimited, _, let notBefore) = WebPushResponseClassifier.classify(response, now: clock.now) else {
             Issue.record("a 406 is a throttle, retried")
             return
         }

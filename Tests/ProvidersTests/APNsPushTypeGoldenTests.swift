@@ -53,7 +53,7 @@ import DeliveryCore
         let room = String(repeating: "a", count: 4500)
         #expect(try request(#"{"apns_push_type": "voip", "data": {"x": "\#(room)"}}"#).body.count > 4096)
         let big = String(repeating: "a", count: 5100)
-        #expect(throws: APNsRequestError(reason: "payload_too_large", detail: "the APNs VoIP payload is 5171 bytes; the limit is 5120")) {
+        #expect(throws: APNsRequestError(reason: .payloadTooLarge, detail: "the APNs VoIP payload is 5171 bytes; the limit is 5120")) {
             try request(#"{"apns_push_type": "voip", "data": {"x": "\#(big)"}}"#)
         }
     }

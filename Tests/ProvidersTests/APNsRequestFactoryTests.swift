@@ -119,7 +119,7 @@ import PushCrypto
         for token in ["", "xyz", String(repeating: "g", count: 64), String(repeating: "a", count: 63), String(repeating: "a", count: 202)] {
             bad.deviceToken = token
             let error = try #require(throws: APNsRequestError.self) { try APNsRequestFactory.makeRequest(bad, bearerToken: "JWT") }
-            #expect(error.reason == "bad_device_token_format")
+            #expect(error.reason == DeliveryReason.badDeviceTokenFormat)
         }
         // The message model refuses it first (naming the field); the factory still guards values set directly.
         #expect(throws: MessageError.self) {
@@ -128,7 +128,7 @@ import PushCrypto
         var long = try delivery(["contents": ["en": "x"]])
         long.message.collapseID = String(repeating: "ç", count: 33)
         let error = try #require(throws: APNsRequestError.self) { try APNsRequestFactory.makeRequest(long, bearerToken: "JWT") }
-        #expect(error.reason == "invalid_message")
+        #expect(error.reason == DeliveryReason.invalidMessage)
         #expect(error.detail.contains("collapse_id"))
         let exactly64 = try delivery(["contents": ["en": "x"], "collapse_id": .string(String(repeating: "ç", count: 32))])
         #expect(try APNsRequestFactory.makeRequest(exactly64, bearerToken: "JWT").header("apns-collapse-id")?.utf8.count == 64)
@@ -199,7 +199,7 @@ import PushCrypto
     @Test func payloadThatCannotShrinkIsTooLarge() throws {
         let huge = try delivery(["contents": ["en": "x"], "data": ["blob": .string(String(repeating: "z", count: 5_000))]])
         let error = try #require(throws: APNsRequestError.self) { try APNsRequestFactory.makeRequest(huge, bearerToken: "JWT") }
-        #expect(error.reason == "payload_too_large")
+        #expect(error.reason == DeliveryReason.payloadTooLarge)
         let silent = try delivery(["content_available": true, "data": ["blob": .string(String(repeating: "z", count: 5_000))]])
         #expect(throws: APNsRequestError.self) { try APNsRequestFactory.makeRequest(silent, bearerToken: "JWT") }
     }

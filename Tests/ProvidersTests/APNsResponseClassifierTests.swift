@@ -17,12 +17,12 @@ import DeliveryCore
         let gone = response(410, #"{"reason":"Unregistered","timestamp":1700000000000}"#)
         let detail: JSONValue = ["status": 410, "apns_reason": "Unregistered", "timestamp": 1_700_000_000_000]
         #expect(APNsResponseClassifier.classify(gone, subscriptionTokenUpdatedAt: nil)
-            == .failed(reason: "unregistered", detail: detail, invalidateSubscription: true))
+            == .failed(reason: .unregistered, detail: detail, invalidateSubscription: true))
         #expect(APNsResponseClassifier.classify(gone, subscriptionTokenUpdatedAt: Date(timeIntervalSince1970: 1_699_999_000))
-            == .failed(reason: "unregistered", detail: detail, invalidateSubscription: true))
+            == .failed(reason: .unregistered, detail: detail, invalidateSubscription: true))
         // Token registered again after APNs saw it go: fail this delivery, keep the subscription.
         #expect(APNsResponseClassifier.classify(gone, subscriptionTokenUpdatedAt: Date(timeIntervalSince1970: 1_700_000_001))
-            == .failed(reason: "unregistered", detail: detail, invalidateSubscription: false))
+            == .failed(reason: .unregistered, detail: detail, invalidateSubscription: false))
         // No timestamp: cannot prove re-registration, invalidate.
         if case .failed(_, _, let invalidate) = APNsResponseClassifier.classify(response(410, #"{"reason":"Unregistered"}"#), subscriptionTokenUpdatedAt: Date()) {
             #expect(invalidate)
@@ -88,19 +88,19 @@ import DeliveryCore
 
     @Test func otherFailuresCarryAPNsReason() {
         let outcome = APNsResponseClassifier.classify(response(400, #"{"reason":"BadExpirationDate"}"#), subscriptionTokenUpdatedAt: nil)
-        #expect(outcome == .failed(reason: "bad_expiration_date", detail: ["status": 400, "apns_reason": "BadExpirationDate"]))
+        #expect(outcome == .failed(reason: .badExpirationDate, detail: ["status": 400, "apns_reason": "BadExpirationDate"]))
     }
 
     @Test func badDeviceTokenFromTheOtherEnvironmentDoesNotInvalidate() {
         let outcome = APNsResponseClassifier.classify(response(400, #"{"reason":"BadDeviceToken"}"#), subscriptionTokenUpdatedAt: nil,
                                                       sentToSubscriptionEnvironment: false)
-        #expect(outcome == .failed(reason: "bad_device_token", detail: ["status": 400, "apns_reason": "BadDeviceToken"], invalidateSubscription: false))
+        #expect(outcome == .failed(reason: .badDeviceToken, detail: ["status": 400, "apns_reason": "BadDeviceToken"], invalidateSubscription: false))
     }
 
     @Test func retryAfterHeader() {
         let now = Date(timeIntervalSince1970: 1_000)
         let outcome = APNsResponseClassifier.classify(response(503, "", headers: [PushHeader("retry-after", "30")]), subscriptionTokenUpdatedAt: nil, now: now)
-        #expect(outcome == .retry(reason: "http_503", detail: ["status": 503], notBefore: Date(timeIntervalSince1970: 1_030)))
+        #expect(outcome == .retry(reason: DeliveryReason.http(status: 503), detail: ["status": 503], notBefore: Date(timeIntervalSince1970: 1_030)))
     }
 
     @Test func providerTokenRefreshSignal() {

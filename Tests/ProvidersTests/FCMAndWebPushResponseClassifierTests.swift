@@ -108,7 +108,7 @@ private func shape(_ outcome: DeliveryOutcome) -> String {
     @Test func detailCarriesCodesAndMessage() {
         let outcome = FCMResponseClassifier.classify(response(404, fcmError(404, status: "NOT_FOUND", errorCode: "UNREGISTERED",
                                                                             message: "Requested entity was not found.")), now: now)
-        #expect(outcome == .failed(reason: "unregistered", detail: [
+        #expect(outcome == .failed(reason: .unregistered, detail: [
             "status": 404, "fcm_error": "UNREGISTERED", "fcm_status": "NOT_FOUND", "message": "Requested entity was not found.",
         ], invalidateSubscription: true))
     }

@@ -149,23 +149,23 @@ import DeliveryCore
         for token in ["", "has space", "tab\there", "ünicode", String(repeating: "a", count: 4097)] {
             d.registrationToken = token
             let error = try #require(throws: FCMRequestError.self) { try FCMRequestFactory.makeRequest(d, accessToken: "T") }
-            #expect(error.reason == "bad_device_token_format")
+            #expect(error.reason == DeliveryReason.badDeviceTokenFormat)
         }
         d.registrationToken = Self.token
         d.projectID = ""
-        #expect(throws: FCMRequestError(reason: "missing_project_id", detail: "the FCM channel has no project_id")) {
+        #expect(throws: FCMRequestError(reason: .missingProjectID, detail: "the FCM channel has no project_id")) {
             try FCMRequestFactory.makeRequest(d, accessToken: "T")
         }
         for project in ["a/b", "a?b", "a b", "a%2F", "proj\r\n"] {
             d.projectID = project
             let error = try #require(throws: FCMRequestError.self) { try FCMRequestFactory.makeRequest(d, accessToken: "T") }
-            #expect(error.reason == "invalid_project_id")
+            #expect(error.reason == DeliveryReason.invalidProjectID)
         }
         d.projectID = "example.com:legacy-project_1"
         #expect(try FCMRequestFactory.makeRequest(d, accessToken: "T").path == "/v1/projects/example.com:legacy-project_1/messages:send")
         for secret in ["", "ya29.secret\r\nx-evil: 1", "ya29 secret"] {
             let error = try #require(throws: FCMRequestError.self) { try FCMRequestFactory.makeRequest(d, accessToken: secret) }
-            #expect(error.reason == "invalid_access_token")
+            #expect(error.reason == DeliveryReason.invalidAccessToken)
             #expect(!error.description.contains("secret"))
         }
     }
@@ -265,8 +265,8 @@ import DeliveryCore
         let blob: JSONValue = ["blob": .string(String(repeating: "z", count: 4_100))]
         let visible = try delivery(["contents": ["en": "x"], "data": blob])
         let error = try #require(throws: FCMRequestError.self) { try FCMRequestFactory.makeRequest(visible, accessToken: "T") }
-        #expect(error.reason == "payload_too_large")
-        #expect(error.outcome == .failed(reason: "payload_too_large", detail: ["message": .string(error.detail)]))
+        #expect(error.reason == DeliveryReason.payloadTooLarge)
+        #expect(error.outcome == .failed(reason: .payloadTooLarge, detail: ["message": .string(error.detail)]))
         let silent = try delivery(["content_available": true, "data": blob])
         #expect(throws: FCMRequestError.self) { try FCMRequestFactory.makeRequest(silent, accessToken: "T") }
     }

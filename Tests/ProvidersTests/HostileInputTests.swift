@@ -70,7 +70,7 @@ import PushCrypto
             let error = #expect(throws: APNsRequestError.self) {
                 try APNsRequestFactory.makeRequest(delivery(message { $0.collapseID = bad }), bearerToken: "JWT")
             }
-            #expect(error?.reason == "invalid_message")
+            #expect(error?.reason == DeliveryReason.invalidMessage)
             #expect(error?.detail.contains("collapse_id") == true)
         }
     }
@@ -80,7 +80,7 @@ import PushCrypto
             let error = #expect(throws: APNsRequestError.self) {
                 try APNsRequestFactory.makeRequest(delivery(message { _ in }, topic: bad), bearerToken: "JWT")
             }
-            #expect(error?.reason == "invalid_topic")
+            #expect(error?.reason == DeliveryReason.invalidTopic)
         }
     }
 
@@ -89,7 +89,7 @@ import PushCrypto
             let error = #expect(throws: APNsRequestError.self) {
                 try APNsRequestFactory.makeRequest(delivery(message { _ in }), bearerToken: bad)
             }
-            #expect(error?.reason == "invalid_provider_token")
+            #expect(error?.reason == DeliveryReason.invalidProviderToken)
             #expect(error.map { !$0.detail.contains(bad) || bad.isEmpty } == true)
         }
     }
@@ -103,13 +103,13 @@ import PushCrypto
         let refused = #expect(throws: APNsRequestError.self) {
             try APNsRequestFactory.makeRequest(delivery(message { _ in }), authorization: bad) { [] }
         }
-        #expect(refused?.reason == "invalid_provider_token")
+        #expect(refused?.reason == DeliveryReason.invalidProviderToken)
         let badToken = #expect(throws: APNsRequestError.self) {
             var badDevice = delivery(message { _ in })
             badDevice.deviceToken = "xyz"
             return try APNsRequestFactory.makeRequest(badDevice, authorization: bad) { [] }
         }
-        #expect(badToken?.reason == "bad_device_token_format")
+        #expect(badToken?.reason == DeliveryReason.badDeviceTokenFormat)
 
         let good = APNsProviderAuthorization(bearerToken: "h.p.s")
         #expect(good.fieldValue == "bearer h.p.s")
@@ -205,7 +205,7 @@ import PushCrypto
         ]
         for body in bodies {
             let outcome = APNsResponseClassifier.classify(response(400, body), subscriptionTokenUpdatedAt: nil)
-            #expect(outcome == .failed(reason: "http_400", detail: ["status": 400]))
+            #expect(outcome == .failed(reason: DeliveryReason.http(status: 400), detail: ["status": 400]))
             #expect(!APNsResponseClassifier.requiresNewProviderToken(response(403, body)))
         }
     }
@@ -214,24 +214,24 @@ import PushCrypto
         let long = String(repeating: "A", count: 10_000)
         let outcome = APNsResponseClassifier.classify(response(400, #"{"reason":"\#(long)"}"#), subscriptionTokenUpdatedAt: nil)
         guard case .failed(let reason, let detail, _) = outcome else { Issue.record("must fail"); return }
-        #expect(reason.count <= 64)
+        #expect(reason.rawValue.count <= 64)
         #expect((detail["apns_reason"]?.stringValue?.count ?? 0) <= 64)
 
         let control = APNsResponseClassifier.classify(response(400, #"{"reason":"Bad\u0000Thing\r\n"}"#), subscriptionTokenUpdatedAt: nil)
         guard case .failed(let reason2, let detail2, _) = control else { Issue.record("must fail"); return }
-        #expect(reason2 == "bad_thing")
+        #expect(reason2 == DeliveryReason(rawValue: "bad_thing"))
         let kept = try #require(detail2["apns_reason"]?.stringValue)
         #expect(HTTPFieldValue.isVisibleASCII(kept))
 
         let empty = APNsResponseClassifier.classify(response(400, #"{"reason":"!!!"}"#), subscriptionTokenUpdatedAt: nil)
         guard case .failed(let reason3, _, _) = empty else { Issue.record("must fail"); return }
-        #expect(reason3 == "http_400")
+        #expect(reason3 == DeliveryReason.http(status: 400))
     }
 
     @Test func absurdStatusesDoNotTrap() {
         for status in [Int.min, -1, 0, 99, 1_000, Int.max] {
             let outcome = APNsResponseClassifier.classify(response(status, ""), subscriptionTokenUpdatedAt: nil)
-            #expect(outcome == .failed(reason: "http_\(status)", detail: ["status": .int(Int64(status))]))
+            #expect(outcome == .failed(reason: DeliveryReason.http(status: status), detail: ["status": .int(Int64(status))]))
         }
     }
 }

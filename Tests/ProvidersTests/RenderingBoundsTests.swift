@@ -85,7 +85,7 @@ import Testing
             }
         }
         let error = try #require(failure(message))
-        #expect(error.reason == "payload_too_large")
+        #expect(error.reason == DeliveryReason.payloadTooLarge)
         // The size named is that of the payload with both texts "…", as rendering that payload gives it.
         var cut = message
         cut.headings = ["en": "…"]

@@ -49,8 +49,8 @@ import DeliveryCore
                 "content_available": true, "priority": "high", "headings": ["en": "ignored"], "data": ["sync": "inbox"],
             ]))
         }
-        #expect(error.reason == "silent_push_unsupported" && error.skips)
-        guard case .skipped("silent_push_unsupported", _) = error.outcome else {
+        #expect(error.reason == DeliveryReason.silentPushUnsupported && error.skips)
+        guard case .skipped(.silentPushUnsupported, _) = error.outcome else {
             Issue.record("a silent web push is skipped, not failed: \(error.outcome)")
             return
         }
@@ -102,7 +102,7 @@ import DeliveryCore
             let error = try #require(throws: WebPushRequestError.self) {
                 try WebPushRequestFactory.makePlaintextRequest(delivery(["contents": ["en": "x"]], endpoint: bad))
             }
-            #expect(error.reason == "invalid_endpoint", "\(bad)")
+            #expect(error.reason == DeliveryReason.invalidEndpoint, "\(bad)")
             #expect(!error.detail.contains("secret"), "the endpoint is a capability and is never echoed")
         }
         // Foundation may percent-encode a space or control character instead of refusing it; either way
@@ -112,7 +112,7 @@ import DeliveryCore
                 let path = try WebPushEndpoint(parsing: odd).path
                 #expect(HTTPFieldValue.isVisibleASCII(path) && path.hasPrefix("/"), "\(path)")
             } catch {
-                #expect(error.reason == "invalid_endpoint")
+                #expect(error.reason == DeliveryReason.invalidEndpoint)
             }
         }
     }
@@ -192,11 +192,11 @@ import DeliveryCore
         let error = try #require(throws: WebPushRequestError.self) {
             try WebPushRequestFactory.makePlaintextRequest(delivery(["contents": ["en": "x"], "data": blob]))
         }
-        #expect(error.reason == "payload_too_large")
+        #expect(error.reason == DeliveryReason.payloadTooLarge)
         // A silent push is skipped before its size matters.
         let silent = try #require(throws: WebPushRequestError.self) {
             try WebPushRequestFactory.makePlaintextRequest(delivery(["content_available": true, "data": blob]))
         }
-        #expect(silent.reason == "silent_push_unsupported")
+        #expect(silent.reason == DeliveryReason.silentPushUnsupported)
     }
 }

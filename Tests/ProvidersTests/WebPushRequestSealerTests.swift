@@ -39,7 +39,7 @@ import PushCrypto
                 _ = try WebPushRequestSealer.seal(PushRequest(path: "/x", headers: [], body: body), endpoint: endpoint,
                                                   p256dh: p256dh, auth: auth, vapid: vapid)
                 return nil
-            } catch { return error.reason }
+            } catch { return error.reason.rawValue }
         }
         #expect(reason("not base64!", goodAuth) == "invalid_subscription_keys")
         #expect(reason(Base64URL.encode([4] + [UInt8](repeating: 7, count: 64)), goodAuth) == "invalid_subscription_keys")

@@ -45,7 +45,7 @@ import PushCrypto
         #expect(v6.host == "2001:db8::1")
         #expect(v6.origin == "https://[2001:db8::1]:8443")
         let error = try #require(throws: WebPushRequestError.self) { try WebPushEndpoint(parsing: "https://ex%41mple.com/secret") }
-        #expect(error.reason == "invalid_endpoint" && !error.detail.contains("secret"))
+        #expect(error.reason == DeliveryReason.invalidEndpoint && !error.detail.contains("secret"))
     }
 
     // MARK: Keys in either base64 alphabet
@@ -94,7 +94,7 @@ import PushCrypto
                 _ = try WebPushRequestSealer.seal(PushRequest(path: "/x", headers: [], body: [1]), endpoint: endpoint,
                                                   p256dh: p256dh, auth: auth, vapid: vapid)
                 return nil
-            } catch { return error.reason }
+            } catch { return error.reason.rawValue }
         }
         let goodAuth = Data(SecureRandom.bytes(16)).base64EncodedString()
         #expect(reason(Data(point).base64EncodedString(), goodAuth) == nil)

@@ -55,11 +55,5 @@ public enum DurationText {
     }
 }
 
-extension Duration {
-    /// The duration as a decimal number of seconds (for APIs and SQL parameters that take seconds).
-    public var inSeconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}
-
+import DeliveryCore
 import Foundation

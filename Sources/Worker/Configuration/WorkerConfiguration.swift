@@ -86,8 +86,8 @@ public struct WorkerConfiguration: Sendable {
         lease = try reader.duration(.leaseSeconds)
         pollInterval = try reader.duration(.pollInterval)
         maxAttempts = try reader.int(.maxAttempts)
-        let retryBase = try reader.duration(.retryBase).inSeconds
-        let retryMax = try reader.duration(.retryMax).inSeconds
+        let retryBase = try reader.duration(.retryBase)
+        let retryMax = try reader.duration(.retryMax)
         guard retryMax >= retryBase else {
             throw ConfigurationError(key: ConfigurationKey.retryMax.name, problem: "must not be below PUSHIZO_RETRY_BASE")
         }

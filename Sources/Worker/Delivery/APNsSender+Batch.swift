@@ -55,7 +55,7 @@ extension APNsSender: BatchingProviderSender {
                 }
                 bearer = fetched
             } catch {
-                let outcome = DeliveryOutcome.channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
+                let outcome = DeliveryOutcome.channelError(reason: .providerTokenFailed, detail: ["error": .string("\(error)")])
                 for index in indexes { completed(index, outcome) }
                 continue
             }
@@ -78,7 +78,7 @@ extension APNsSender: BatchingProviderSender {
                 let apnsDelivery = DeliveryRendering.apnsDelivery(
                     for: item.delivery, message: item.message, topic: channel.credentials.topic, now: context.now,
                     userTags: userTags)
-                let renderKey = DeliveryRendering.renderKey(for: item.delivery, message: item.message, variant: provider)
+                let renderKey = DeliveryRendering.renderKey(for: item.delivery, message: item.message, variant: provider.rawValue)
                 let request: PushRequest
                 switch makeRequest(apnsDelivery, renderKey: renderKey, authorization: authorization) {
                 case .success(let made): request = made

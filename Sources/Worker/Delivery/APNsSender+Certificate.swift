@@ -34,14 +34,14 @@ extension APNsSender {
     {
         guard let certificateClients else {
             return .channelError(
-                reason: "invalid_channel_settings",
+                reason: .invalidChannelSettings,
                 detail: ["error": "certificate-based APNs channels are not enabled in this sender"])
         }
         let credentials = channel.credentials
         let certificate = credentials.identity.certificate
         if certificate.notAfter <= now {
             return .channelError(
-                reason: "certificate_expired",
+                reason: .certificateExpired,
                 detail: [
                     "error": .string("the APNs client certificate expired at \(certificate.notAfter) (renew it in the developer portal)"),
                     "certificate": .string(certificate.fingerprint),
@@ -51,7 +51,7 @@ extension APNsSender {
             let environment: ApplePushCertificate.Environment = delivery.apnsEnvironment == "sandbox" ? .development : .production
             guard credentials.apple.serves(environment) else {
                 return .channelError(
-                    reason: "bad_certificate_environment",
+                    reason: .badCertificateEnvironment,
                     detail: [
                         "error": .string("the APNs client certificate is not valid for the \(environment.rawValue) environment the subscription needs"),
                         "certificate": .string(certificate.fingerprint),
@@ -60,9 +60,9 @@ extension APNsSender {
         }
         if message.apnsPushType == .liveActivity {
             return .failed(
-                reason: DeliveryReason.pushTypeUnsupported.rawValue,
+                reason: .pushTypeUnsupported,
                 detail: [
-                    "provider": "apns", "apns_push_type": .string(APNsPushType.liveActivity.rawValue),
+                    "provider": .string(provider.rawValue), "apns_push_type": .string(APNsPushType.liveActivity.rawValue),
                     "note": "APNs accepts Live Activity pushes over token-based (.p8) authentication only; this app's APNs channel uses a certificate",
                 ])
         }
@@ -79,7 +79,7 @@ extension APNsSender {
         }
         if let topic = request.headers.first(where: { $0.name == "apns-topic" })?.value, !credentials.apple.allows(topic: topic) {
             return .channelError(
-                reason: "topic_not_in_certificate",
+                reason: .topicNotInCertificate,
                 detail: [
                     "error": .string("apns-topic `\(topic)` is not among the certificate's topics (\(credentials.apple.topics.joined(separator: ", ")))"),
                     "certificate": .string(certificate.fingerprint),

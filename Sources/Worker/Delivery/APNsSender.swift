@@ -18,7 +18,7 @@ import UUIDText
 /// Answers naming the credential (any 403) pause the channel at once; `DeviceTokenNotForTopic` and
 /// `BadPath` pause it only on the evidence of ``ChannelFaultEvidence/Policy/singleOrigin``.
 public final class APNsSender: ProviderSender {
-    public let provider = "apns"
+    public let provider = Provider.apns
     /// Apple's production and development hosts ("Sending notification requests to APNs").
     public static let productionOrigin = HTTP2Origin(scheme: .https, host: "api.push.apple.com", port: 443)
     public static let sandboxOrigin = HTTP2Origin(scheme: .https, host: "api.sandbox.push.apple.com", port: 443)
@@ -41,7 +41,7 @@ public final class APNsSender: ProviderSender {
     }
 
     /// Request-building errors caused by the app's channel settings rather than by the message.
-    static let channelRequestErrors: Set<String> = ["missing_topic", "invalid_topic", "invalid_provider_token"]
+    static let channelRequestErrors: Set<DeliveryReason> = [.missingTopic, .invalidTopic, .invalidProviderToken]
 
     let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy origin (``OriginPacing``), for the token and certificate paths.
@@ -115,7 +115,7 @@ public final class APNsSender: ProviderSender {
         let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
         let apnsDelivery = DeliveryRendering.apnsDelivery(
             for: delivery, message: message, topic: channel.credentials.topic, now: now, userTags: userTags)
-        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
+        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider.rawValue)
         // The answer refusing the first provider token, and that token.
         var refused = alreadyRefused
         while true {
@@ -123,7 +123,7 @@ public final class APNsSender: ProviderSender {
             do {
                 bearer = try await token(for: channel)
             } catch {
-                return .channelError(reason: "provider_token_failed", detail: ["error": .string("\(error)")])
+                return .channelError(reason: .providerTokenFailed, detail: ["error": .string("\(error)")])
             }
             if let refused, refused.token == bearer {
                 // Not replaced (too young for Apple's 20-minute floor): the refusal stands.
@@ -156,7 +156,7 @@ public final class APNsSender: ProviderSender {
 
     /// A configuration error of the app's channel: the channel pauses, the subscription is left alone.
     static func invalidChannelSettings(_ error: any Error) -> DeliveryOutcome {
-        .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+        .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])
     }
 
     /// The fleet's current provider token for a token-based channel (minted here when there is none).

@@ -13,8 +13,6 @@ import Synchronization
 final class DeliveryDeadlines: Sendable {
     /// How long one exchange may take, from the moment ``run(_:)`` starts it.
     let timeout: Duration
-    /// ``timeout`` in seconds, as the `deadline_exceeded` event's `deadline_s` says it.
-    private let seconds: Double
 
     private struct Exchange {
         var id: UInt64
@@ -51,10 +49,9 @@ final class DeliveryDeadlines: Sendable {
 
     private let state = Mutex(State())
 
-    /// - Parameter seconds: the deadline of each exchange, more than zero.
-    init(seconds: Double) {
-        self.seconds = seconds
-        timeout = .nanoseconds(Int64((seconds * 1e9).rounded()))
+    /// - Parameter timeout: the deadline of each exchange, more than zero.
+    init(timeout: Duration) {
+        self.timeout = timeout
     }
 
     /// Exchanges whose `send` has not returned yet (for tests).
@@ -75,8 +72,7 @@ final class DeliveryDeadlines: Sendable {
             state.sweeping = true
             return (id, start)
         }
-        let deadlineOutcome = DeliveryOutcome.retry(
-            reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(seconds)])
+        let deadlineOutcome = DeliveryOutcome.deadlineExceeded(after: timeout)
         let task = Task {
             let outcome = await send()
             let expired = self.state.withLock { state -> Bool in

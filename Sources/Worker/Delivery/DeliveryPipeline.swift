@@ -10,37 +10,37 @@ import Synchronization
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
     public static let defaultTTL: Int64 = DeliveryDecision.defaultTTL
-    /// Seconds a channel stays paused after a credential or configuration error when the provider gave no
+    /// How long a channel stays paused after a credential or configuration error when the provider gave no
     /// better hint.
-    public static let defaultChannelPause: Double = 300
+    public static let defaultChannelPause: Duration = .seconds(300)
 
-    private let senders: [String: any ProviderSender]
+    private let senders: [Provider: any ProviderSender]
     /// The senders of ``senders`` that take whole batches (looked up once, not cast per delivery).
     private let batchingSenders: [Provider: any BatchingProviderSender]
     /// The providers of ``senders``, as the decision asks (built once, not per delivery).
     private let providersWithSender: Set<Provider>
     private let maxAttempts: Int
     private let maxUncountedRetries: Int
-    /// Seconds one delivery's whole provider exchange may take; `nil`: no deadline (tests).
-    private let deliveryTimeout: Double?
+    /// How long one delivery's whole provider exchange may take; `nil`: no deadline (tests).
+    private let deliveryTimeout: Duration?
     /// Enforces ``deliveryTimeout`` (`nil` when there is none).
     private let deadlines: DeliveryDeadlines?
     private let retryPolicy: RetryPolicy
     private let logger: Logger
     /// One line per app and cause per hour; channel pauses once per pause period.
-    private let warnings = LogRateLimiter(interval: 3600)
+    private let warnings = LogRateLimiter(interval: .seconds(3600))
     private let pauseWarnings = LogRateLimiter(interval: DeliveryPipeline.defaultChannelPause)
     /// Parsed messages; the claim fills it for each batch before the batch is handed here (``ClaimedBatchPrefetch``).
     let messages: MessageCache
     private let quietHoursSpread: Int
     /// Unknown time zone names: logged once a day per name, counted always.
-    private let zoneWarnings = LogRateLimiter(interval: 86_400)
+    private let zoneWarnings = LogRateLimiter(interval: .seconds(86_400))
     private let unknownZoneCount = Atomic<Int>(0)
     private let reserveFrequencyCap: FrequencyCapReserver
     /// Parsed `apps.frequency_caps` by column text (apps have few distinct values).
     private let capsByText = Mutex<[String: FrequencyCaps?]>([:])
     /// A bad `apps.frequency_caps`: logged once a day per app and value.
-    private let capsWarnings = LogRateLimiter(interval: 86_400)
+    private let capsWarnings = LogRateLimiter(interval: .seconds(86_400))
     /// Outcomes, send durations and channel pauses are counted here (`nil`: not counted).
     private let metrics: WorkerMetrics?
 
@@ -57,27 +57,27 @@ public final class DeliveryPipeline: DeliveryProcessing {
     ///   - reserveFrequencyCap: the frequency-cap reservation, run for a delivery that passed every other
     ///     check when its app has caps and its message is neither exempt nor silent.
     ///   - maxUncountedRetries: retries spending no attempt before `failed` / `retries_exhausted`.
-    ///   - deliveryTimeout: seconds the sender may take in all (token fetch, send, refresh, resend); past it
+    ///   - deliveryTimeout: how long the sender may take in all (token fetch, send, refresh, resend); past it
     ///     the send is cancelled and retried (`deadline_exceeded`, a counted attempt). A delivery whose
     ///     lease (``ClaimedDelivery/leaseExpiry``) has less than this left is put back in the queue unsent.
     ///   - metrics: where outcomes, send durations and channel pauses are counted.
     public init(
         senders: [any ProviderSender], maxAttempts: Int, retryPolicy: RetryPolicy, logger: Logger,
-        quietHoursSpread: Int = 0, maxUncountedRetries: Int = .max, deliveryTimeout: Double? = nil,
+        quietHoursSpread: Int = 0, maxUncountedRetries: Int = .max, deliveryTimeout: Duration? = nil,
         loadMessages: @escaping MessageCache.Loader, reserveFrequencyCap: @escaping FrequencyCapReserver,
         metrics: WorkerMetrics? = nil
     ) {
         self.metrics = metrics
         self.maxUncountedRetries = maxUncountedRetries
         self.deliveryTimeout = deliveryTimeout
-        self.deadlines = deliveryTimeout.map(DeliveryDeadlines.init(seconds:))
+        self.deadlines = deliveryTimeout.map(DeliveryDeadlines.init(timeout:))
         self.reserveFrequencyCap = reserveFrequencyCap
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
-        self.providersWithSender = Set(self.senders.keys.compactMap(Provider.init(rawValue:)))
+        self.providersWithSender = Set(self.senders.keys)
         var batching: [Provider: any BatchingProviderSender] = [:]
-        for (name, sender) in self.senders {
-            if let provider = Provider(rawValue: name), let sender = sender as? any BatchingProviderSender { batching[provider] = sender }
+        for (provider, sender) in self.senders {
+            if let sender = sender as? any BatchingProviderSender { batching[provider] = sender }
         }
         self.batchingSenders = batching
         self.maxAttempts = maxAttempts
@@ -130,12 +130,11 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 group.addTask {
                     let started = ContinuousClock.now
                     let context = SendBatchContext(
-                        now: now, deadline: self.deliveryTimeout.map { started + .seconds($0) },
-                        deadlineSeconds: self.deliveryTimeout ?? 0)
+                        now: now, deadline: self.deliveryTimeout.map { started + $0 }, timeout: self.deliveryTimeout ?? .zero)
                     let declined = await sender.send(batch: sends, context: context) { index, outcome in
-                        self.metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started))
+                        self.metrics?.sendFinished(provider: provider, seconds: WorkerMetrics.seconds(since: started))
                         let delivery = sends[index].delivery
-                        completed(delivery, self.complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
+                        completed(delivery, self.complete(delivery, outcome: outcome, provider: provider, now: now))
                     }
                     await withDiscardingTaskGroup { alone in
                         for item in declined.map({ sends[$0] }) {
@@ -155,19 +154,19 @@ public final class DeliveryPipeline: DeliveryProcessing {
         completed: @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void
     ) async {
         let outcome = await send(delivery, message: message, provider: provider, now: now)
-        completed(delivery, complete(delivery, outcome: outcome, provider: provider.rawValue, now: now))
+        completed(delivery, complete(delivery, outcome: outcome, provider: provider, now: now))
     }
 
     /// The completion of a decided delivery: the queue change and event (``CompletionFactory``), a frequency-cap
     /// grant given back when nothing reached the device, the log line and the counters.
-    private func complete(_ delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, now: Date) -> DeliveryCompletion {
+    private func complete(_ delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: Provider?, now: Date) -> DeliveryCompletion {
         var completion = CompletionFactory.completion(
             for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
             maxUncountedRetries: maxUncountedRetries, retryPolicy: retryPolicy, now: now,
             unitRandom: Double.random(in: 0..<1))
         // A notification that reached no device of the key gives its grant back (docs/frequency-caps.md); the
         // completion transaction decides, under the key's lock, whether any device got it or still may.
-        if completion.nextRunAt == nil, completion.event != DeliveryEvent.sent.rawValue, completion.reason != DeliveryReason.frequencyCapped.rawValue,
+        if completion.nextRunAt == nil, completion.event != .sent, completion.reason != .frequencyCapped,
             let caps = frequencyCaps(of: delivery), !caps.isEmpty
         {
             completion.capRelease = FrequencyCapRelease(
@@ -223,9 +222,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// an operator watching the journal sees a misconfigured app or an unreachable provider without reading
     /// `delivery_events`; every occurrence stays in `delivery_events`.
     private func report(_ completion: DeliveryCompletion, of delivery: ClaimedDelivery) {
-        if completion.channelPause == nil, completion.event != DeliveryEvent.failed.rawValue,
-            completion.event != DeliveryEvent.retrying.rawValue
-        {
+        if completion.channelPause == nil, completion.event != .failed, completion.event != .retrying {
             return  // the common case (sent, skipped, deferred): nothing to log, nothing to format
         }
         let app = delivery.appID.uuidString.lowercased()
@@ -233,29 +230,29 @@ public final class DeliveryPipeline: DeliveryProcessing {
             guard pauseWarnings.allow("\(app):\(pause.provider)") else { return }
             logger.warning(
                 "channel paused",
-                ["app_id": app, "provider": pause.provider, "reason": pause.reason, "until": pause.until.formatted(.iso8601)])
+                ["app_id": app, "provider": pause.provider.rawValue, "reason": pause.reason.rawValue, "until": pause.until.formatted(.iso8601)])
             return
         }
-        guard completion.event == DeliveryEvent.failed.rawValue || completion.event == DeliveryEvent.retrying.rawValue, let reason = completion.reason else { return }
+        guard completion.event == .failed || completion.event == .retrying, let reason = completion.reason else { return }
         if warnings.allow("\(app):\(completion.event):\(reason)") {
             logger.warning(
                 "delivery \(completion.event); more of this kind for the app within the hour go to delivery_events only",
-                ["app_id": app, "reason": reason, "detail": completion.detailJSON])
+                ["app_id": app, "reason": reason.rawValue, "detail": completion.detailJSON])
         }
     }
 
     /// Drives ``DeliveryDecision`` for one delivery, carrying out its I/O steps (message, cap, send).
-    func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, String?) {
+    func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, Provider?) {
         switch await decideUntilSend(delivery, now: now) {
         case .complete(let outcome, let provider): return (outcome, provider)
         case .send(let provider, let message):
-            return (await send(delivery, message: message, provider: provider, now: now), provider.rawValue)
+            return (await send(delivery, message: message, provider: provider, now: now), provider)
         }
     }
 
     /// Where the checks of one delivery end: an outcome without a send, or the send to make.
     enum CheckedDelivery {
-        case complete(DeliveryOutcome, provider: String?)
+        case complete(DeliveryOutcome, provider: Provider?)
         case send(Provider, message: NotificationMessage)
     }
 
@@ -270,8 +267,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
         var decision = DeliveryDecision(facts, now: now)
         while true {
             if let expiry = delivery.leaseExpiry {
-                let left = (expiry - .now).components
-                decision.leaseRemaining(Double(left.seconds) + Double(left.attoseconds) / 1e18)
+                decision.leaseRemaining(expiry - .now)
             }
             switch decision.next() {
             case .loadMessage:
@@ -283,18 +279,18 @@ public final class DeliveryPipeline: DeliveryProcessing {
             case .reserveFrequencyCap(let caps, _):
                 decision.frequencyCapAnswered(await reserveFrequencyCap(delivery, caps: caps))
             case .complete(let outcome, let provider):
-                if case .skipped(reason: DeliveryReason.noChannel.rawValue, _) = outcome, let provider,
+                if case .skipped(reason: .noChannel, _) = outcome, let provider,
                     warnings.allow("no_channel:\(delivery.appID):\(provider)")
                 {
                     logger.warning("app has no channel for this provider; its deliveries are skipped",
                                    ["app_id": delivery.appID.uuidString.lowercased(), "provider": provider.rawValue])
                 }
-                return .complete(outcome, provider: provider?.rawValue)
+                return .complete(outcome, provider: provider)
             case .send(let provider):
-                guard senders[provider.rawValue] != nil, let message = decision.message else {
+                guard senders[provider] != nil, let message = decision.message else {
                     return .complete(
-                        .failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)]),
-                        provider: provider.rawValue)
+                        .failed(reason: .providerNotSupported, detail: ["provider": .string(provider.rawValue)]),
+                        provider: provider)
                 }
                 return .send(provider, message: message)
             }
@@ -303,11 +299,11 @@ public final class DeliveryPipeline: DeliveryProcessing {
 
     /// One delivery's exchange through its provider's sender alone, within the per-delivery deadline.
     private func send(_ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date) async -> DeliveryOutcome {
-        guard let sender = senders[provider.rawValue] else {
-            return .failed(reason: DeliveryReason.providerNotSupported.rawValue, detail: ["provider": .string(provider.rawValue)])
+        guard let sender = senders[provider] else {
+            return .failed(reason: .providerNotSupported, detail: ["provider": .string(provider.rawValue)])
         }
         let started = ContinuousClock.now
-        defer { metrics?.sendFinished(provider: provider.rawValue, seconds: WorkerMetrics.seconds(since: started)) }
+        defer { metrics?.sendFinished(provider: provider, seconds: WorkerMetrics.seconds(since: started)) }
         guard let deadlines else { return await sender.send(delivery, message: message, now: now) }
         return await deadlines.run { await sender.send(delivery, message: message, now: now) }
     }
@@ -346,9 +342,8 @@ public enum CompletionFactory {
     /// or web push credential configured in Firebase, and the subscription it was refused for is held
     /// (``CredentialHolds``) as a paused channel holds all of them. Such deliveries wait out the outage (backing
     /// off) until their `ttl` expires or `PUSHIZO_MAX_UNCOUNTED_RETRIES` ends them, never `max_attempts`.
-    public static let uncountedRetryReasons: Set<String> = [
-        DeliveryReason.channelPaused.rawValue, DeliveryReason.providerUnreachable.rawValue, DeliveryReason.messageUnavailable.rawValue,
-        DeliveryReason.capUnavailable.rawValue, FCMResponseClassifier.thirdPartyAuthError,
+    public static let uncountedRetryReasons: Set<DeliveryReason> = [
+        .channelPaused, .providerUnreachable, .messageUnavailable, .capUnavailable, FCMResponseClassifier.thirdPartyAuthError,
     ]
 
     /// How many retries spending no attempt write a `retrying` event; later ones change the queue row only
@@ -358,13 +353,13 @@ public enum CompletionFactory {
     /// The retry reason of a delivery put back in the queue unsent because its lease had less than the
     /// per-delivery deadline left: no attempt spent, no event written, not counted as an uncounted retry
     /// (the worker, not the delivery, was late).
-    public static let leaseExpiringReason = DeliveryReason.leaseExpiring.rawValue
+    public static let leaseExpiringReason = DeliveryReason.leaseExpiring
 
     /// The retry reason of a delivery whose request was withdrawn unsent after waiting for a stream (`HTTP2Error
     /// .originBusy`: every stream of the push service in use, or its connection not open): no attempt spent, no
     /// event written, not counted as an uncounted retry, and back at the origin's ticket (``OriginPacing``), or
     /// after the outage backoff when it has none.
-    public static let originBusyReason = DeliveryReason.originBusy.rawValue
+    public static let originBusyReason = DeliveryReason.originBusy
 
     /// - Parameters:
     ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
@@ -373,19 +368,19 @@ public enum CompletionFactory {
     /// A counted `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`; an
     /// uncounted one (or a channel error) past `maxUncountedRetries` becomes `failed` / `retries_exhausted`.
     public static func completion(
-        for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: String?, maxAttempts: Int,
+        for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: Provider?, maxAttempts: Int,
         maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: @autoclosure () -> Double
     ) -> DeliveryCompletion {
-        func make(_ event: DeliveryEvent, _ reason: String?, detailJSON: String, next: Date?) -> DeliveryCompletion {
+        func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, detailJSON: String, next: Date?) -> DeliveryCompletion {
             var completion = DeliveryCompletion(
-                deliveryID: delivery.id, fence: delivery.fence, event: event.rawValue, reason: reason,
+                deliveryID: delivery.id, fence: delivery.fence, event: event, reason: reason,
                 detailJSON: detailJSON, nextRunAt: next)
             completion.claimedAs = DeliveryCompletion.Claim(delivery)
             return completion
         }
-        func make(_ event: DeliveryEvent, _ reason: String?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
+        func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
             var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
-            if let provider, members["provider"] == nil { members["provider"] = .string(provider) }
+            if let provider, members["provider"] == nil { members["provider"] = .string(provider.rawValue) }
             return make(event, reason, detailJSON: JSONValue.object(members).jsonText, next: next)
         }
         switch outcome {
@@ -393,8 +388,8 @@ public enum CompletionFactory {
             // The most common event: its detail (all strings) is written without building a JSON object.
             var detail: [(key: String, value: String)] = []
             if let providerMessageID { detail.append(("provider_message_id", providerMessageID)) }
-            if provider == Provider.apns.rawValue { detail.append(("apns_id", providerMessageID ?? CanonicalUUIDText.format(delivery.apnsID))) }
-            if let provider { detail.append(("provider", provider)) }
+            if provider == .apns { detail.append(("apns_id", providerMessageID ?? CanonicalUUIDText.format(delivery.apnsID))) }
+            if let provider { detail.append(("provider", provider.rawValue)) }
             return make(.sent, nil, detailJSON: JSONValue.objectText(ofStrings: detail), next: nil)
         case .failed(let reason, let detail, let invalidate):
             var completion = make(.failed, reason, detail, next: nil)
@@ -416,7 +411,7 @@ public enum CompletionFactory {
             let next =
                 notBefore
                 ?? retryPolicy.nextAttemptDuringOutage(
-                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom())
+                    age: .seconds(now.timeIntervalSince(delivery.notificationStart)), now: now, unitRandom: unitRandom())
             var completion = make(.retrying, reason, .object([:]), next: next)
             completion.refundsAttempt = true
             completion.writesEvent = false
@@ -425,19 +420,19 @@ public enum CompletionFactory {
             let counted = !uncountedRetryReasons.contains(reason)
             if counted && delivery.attempt >= maxAttempts {
                 var members = detail.objectValue ?? [:]
-                members["last_reason"] = .string(reason)
+                members["last_reason"] = .string(reason.rawValue)
                 members["attempts"] = .int(Int64(delivery.attempt))
-                return make(.failed, DeliveryReason.maxAttempts.rawValue, .object(members), next: nil)
+                return make(.failed, .maxAttempts, .object(members), next: nil)
             }
             if !counted && delivery.uncountedRetries >= maxUncountedRetries {
-                return make(.failed, DeliveryReason.retriesExhausted.rawValue, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                return make(.failed, .retriesExhausted, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
             }
             // Uncounted retries back off by how long the message has waited, not by attempts.
             let next =
                 counted
                 ? retryPolicy.nextAttempt(after: delivery.attempt, now: now, unitRandom: unitRandom(), notBefore: notBefore)
                 : retryPolicy.nextAttemptDuringOutage(
-                    age: now.timeIntervalSince(delivery.notificationStart), now: now, unitRandom: unitRandom(),
+                    age: .seconds(now.timeIntervalSince(delivery.notificationStart)), now: now, unitRandom: unitRandom(),
                     notBefore: notBefore)
             var members = detail.objectValue ?? [:]
             members["next_attempt_at"] = .string(next.formatted(.iso8601))
@@ -447,10 +442,10 @@ public enum CompletionFactory {
             completion.writesEvent = counted || delivery.uncountedRetries < retryingEventsWithoutAttempt
             return completion
         case .channelError(let reason, let detail, let pausedUntil):
-            let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause)
+            let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause.inSeconds)
             if delivery.uncountedRetries >= maxUncountedRetries {
                 // The channel still pauses (the event carries it); this delivery waits no more.
-                var completion = make(.failed, DeliveryReason.retriesExhausted.rawValue, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
+                var completion = make(.failed, .retriesExhausted, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
                 if let provider {
                     completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
                 }
@@ -473,16 +468,16 @@ public enum CompletionFactory {
         case .deferred(let until, let detail, let reason):
             var members = detail.objectValue ?? [:]
             members["until"] = .string(until.formatted(.iso8601))
-            var completion = make(.deferred, reason.rawValue, .object(members), next: until)
+            var completion = make(.deferred, reason, .object(members), next: until)
             completion.refundsAttempt = true
             return completion
         }
     }
 
     /// `detail` of a `retries_exhausted` failure: the last retry's detail, its reason and the count.
-    private static func exhaustedDetail(_ detail: JSONValue, reason: String, count: Int) -> JSONValue {
+    private static func exhaustedDetail(_ detail: JSONValue, reason: DeliveryReason, count: Int) -> JSONValue {
         var members = detail.objectValue ?? [:]
-        members["last_reason"] = .string(reason)
+        members["last_reason"] = .string(reason.rawValue)
         members["uncounted_retries"] = .int(Int64(count))
         return .object(members)
     }

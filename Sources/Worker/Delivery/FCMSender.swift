@@ -79,7 +79,7 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 /// - A subscription refused with `THIRD_PARTY_AUTH_ERROR` is held (``CredentialHolds``, 5 minutes per worker):
 ///   its pushes wait without a request, and the channel's other subscriptions are sent as usual.
 public final class FCMSender: ProviderSender {
-    public let provider = "fcm"
+    public let provider = Provider.fcm
     /// FCM's production origin.
     public static let defaultOrigin = HTTP2Origin(scheme: .https, host: FCMRequestFactory.host, port: 443)
 
@@ -147,7 +147,7 @@ public final class FCMSender: ProviderSender {
             channel = try self.channel(for: delivery)
         } catch {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
-            return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+            return .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])
         }
         // A subscription FCM refused with THIRD_PARTY_AUTH_ERROR waits out its hold without a request: the
         // credential that carries its pushes is wrong, and sending again before the hold ends would only be
@@ -156,7 +156,7 @@ public final class FCMSender: ProviderSender {
         let account = channel.settings.account
         let fcmDelivery = DeliveryRendering.fcmDelivery(
             for: delivery, message: message, projectID: account.projectID, now: now, userTags: userTags)
-        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
+        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider.rawValue)
         let (client, timeout, tokenURI, tenant) = (self.client, requestTimeout, channel.tokenURI, channel.tenant)
         var refreshed = false
         while true {
@@ -176,9 +176,9 @@ public final class FCMSender: ProviderSender {
                     // token_uri is the channel's choice: a refused address there is its configuration at fault.
                     return ProviderTransport.channelEndpointOutcome(ProviderTransport.outcome(for: transport, origin: "token_uri"))
                 }
-                return .channelError(reason: "access_token_failed", detail: ["error": .string(error.message)])
+                return .channelError(reason: .accessTokenFailed, detail: ["error": .string(error.message)])
             } catch {
-                return .channelError(reason: "access_token_failed", detail: ["error": .string("\(error)")])
+                return .channelError(reason: .accessTokenFailed, detail: ["error": .string("\(error)")])
             }
             let request: PushRequest
             do {
@@ -194,7 +194,7 @@ public final class FCMSender: ProviderSender {
                     return try FCMRequestFactory.data(for: fcmDelivery)
                 }
             } catch {
-                if error.reason == "missing_project_id" || error.reason == "invalid_project_id" || error.reason == "invalid_access_token" {
+                if [.missingProjectID, .invalidProjectID, .invalidAccessToken].contains(error.reason) {
                     return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
                 }
                 return error.outcome

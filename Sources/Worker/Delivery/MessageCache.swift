@@ -62,11 +62,11 @@ public final class MessageCache: Sendable {
         do {
             stored = try await load([notificationID])
         } catch {
-            return .failure(Problem(outcome: .retry(reason: DeliveryReason.messageUnavailable.rawValue, detail: ["error": .string("\(error)")])))
+            return .failure(Problem(outcome: .retry(reason: .messageUnavailable, detail: ["error": .string("\(error)")])))
         }
         guard let message = stored[notificationID] else {
             // The row was deleted after the claim (its queued deliveries are deleted with it).
-            return .failure(Problem(outcome: .skipped(reason: DeliveryReason.canceled.rawValue, detail: ["note": "the notification row is gone"])))
+            return .failure(Problem(outcome: .skipped(reason: .canceled, detail: ["note": "the notification row is gone"])))
         }
         return insert(notificationID, message)
     }
@@ -85,7 +85,7 @@ public final class MessageCache: Sendable {
             return .failure(
                 Problem(
                     outcome: .failed(
-                        reason: DeliveryReason.payloadTooLarge.rawValue,
+                        reason: .payloadTooLarge,
                         detail: [
                             "message_bytes": .int(Int64(stored.byteCount)), "limit": .int(Int64(maximumMessageBytes)),
                         ])))
@@ -96,7 +96,7 @@ public final class MessageCache: Sendable {
             return .failure(Problem(outcome: error.outcome))
         } catch {
             return .failure(
-                Problem(outcome: .failed(reason: DeliveryReason.invalidMessage.rawValue, detail: ["error": "message is not valid JSON"])))
+                Problem(outcome: .failed(reason: .invalidMessage, detail: ["error": "message is not valid JSON"])))
         }
     }
 }

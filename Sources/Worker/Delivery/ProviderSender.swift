@@ -5,8 +5,8 @@ import Foundation
 /// transport, and the classification of the answer. Never throws: transport failures, bad credentials and
 /// refusals all become a ``DeliveryOutcome``.
 public protocol ProviderSender: Sendable {
-    /// `app_channels.provider` this sender serves: `apns`, `fcm` or `webpush`.
-    var provider: String { get }
+    /// `app_channels.provider` this sender serves.
+    var provider: Provider { get }
     func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome
 }
 
@@ -29,19 +29,19 @@ public struct SendBatchContext: Sendable {
     /// When every exchange of the batch must have ended: the batch's start plus the per-delivery deadline.
     /// `nil`: no deadline (tests).
     public var deadline: ContinuousClock.Instant?
-    /// The per-delivery deadline in seconds, as a `deadline_exceeded` event's `deadline_s` says it.
-    public var deadlineSeconds: Double
+    /// The per-delivery deadline ``deadline`` was set from.
+    public var timeout: Duration
 
-    public init(now: Date, deadline: ContinuousClock.Instant?, deadlineSeconds: Double) {
+    public init(now: Date, deadline: ContinuousClock.Instant?, timeout: Duration) {
         self.now = now
         self.deadline = deadline
-        self.deadlineSeconds = deadlineSeconds
+        self.timeout = timeout
     }
 
     /// The outcome of an exchange cut off by ``deadline``: a counted retry, since the request may have
     /// reached the provider.
     public var deadlineExceeded: DeliveryOutcome {
-        .retry(reason: DeliveryReason.deadlineExceeded.rawValue, detail: ["deadline_s": .double(deadlineSeconds)])
+        .deadlineExceeded(after: timeout)
     }
 }
 

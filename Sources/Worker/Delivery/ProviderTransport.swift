@@ -62,7 +62,7 @@ enum ProviderTransport {
             }
             return .failure(Failure(outcome: failed))
         case .failure(let error):
-            return .failure(Failure(outcome: .retry(reason: "transport_error", detail: ["error": .string("\(error)")])))
+            return .failure(Failure(outcome: .retry(reason: .transportError, detail: ["error": .string("\(error)")])))
         }
     }
 
@@ -86,20 +86,20 @@ enum ProviderTransport {
 
     private static func outcome(for error: HTTP2Error, origin: String, detailError: String) -> DeliveryOutcome {
         if error.code == .originBusy {
-            return .retry(reason: DeliveryReason.originBusy.rawValue, detail: ["error": .string(detailError), "origin": .string(origin)])
+            return .retry(reason: .originBusy, detail: ["error": .string(detailError), "origin": .string(origin)])
         }
         if error.code == .invalidRequest {
-            return .failed(reason: "invalid_request", detail: ["error": .string(detailError)])
+            return .failed(reason: .invalidRequest, detail: ["error": .string(detailError)])
         }
         if error.code == .forbiddenAddress {
             return forbiddenEndpoint
         }
         if error.code == .responseTooLarge {
             return .retry(
-                reason: "response_too_large", detail: ["error": .string(detailError), "origin": .string(origin)])
+                reason: .responseTooLarge, detail: ["error": .string(detailError), "origin": .string(origin)])
         }
         return .retry(
-            reason: error.isSafeToRetry ? "provider_unreachable" : "transport_error",
+            reason: error.isSafeToRetry ? .providerUnreachable : .transportError,
             detail: ["error": .string(detailError), "origin": .string(origin)])
     }
 
@@ -107,15 +107,15 @@ enum ProviderTransport {
     /// is refused again). The detail is one fixed sentence: nothing from the network (no errno text, no
     /// resolved address), so events cannot be used to scan networks or to learn what internal names resolve to.
     static let forbiddenEndpoint = DeliveryOutcome.failed(
-        reason: "forbidden_endpoint",
+        reason: .forbiddenEndpoint,
         detail: ["error": "refused before connecting: the endpoint's host is not a public internet address"])
 
     /// For an endpoint the app's channel chose (an `app_channels.endpoint` override, an FCM `token_uri`): a refused
     /// endpoint is the channel's configuration at fault, so the channel pauses (`invalid_channel_settings`) and
     /// the delivery waits instead of failing.
     static func channelEndpointOutcome(_ outcome: DeliveryOutcome) -> DeliveryOutcome {
-        guard case .failed("forbidden_endpoint", let detail, _) = outcome else { return outcome }
-        return .channelError(reason: "invalid_channel_settings", detail: detail)
+        guard case .failed(.forbiddenEndpoint, let detail, _) = outcome else { return outcome }
+        return .channelError(reason: .invalidChannelSettings, detail: detail)
     }
 
     struct Failure: Error {

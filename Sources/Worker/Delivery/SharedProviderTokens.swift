@@ -57,7 +57,7 @@ final class SharedProviderTokens: Sendable {
     private let lockTimeout: Double
     private let localRetry: Double
     private let now: @Sendable () -> Date
-    private let fallbackLog = LogRateLimiter(interval: 60)
+    private let fallbackLog = LogRateLimiter(interval: .seconds(60))
 
     private struct Entry {
         var current: SharedProviderToken?

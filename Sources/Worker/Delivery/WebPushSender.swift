@@ -55,7 +55,7 @@ public struct WebPushChannelSettingsError: Error, CustomStringConvertible, Senda
 /// pauses on the evidence of ``ChannelFaultEvidence/Policy/webPush`` (several subscriptions at several
 /// origins refused, none accepted, within the window).
 public final class WebPushSender: ProviderSender {
-    public let provider = "webpush"
+    public let provider = Provider.webpush
 
     struct Channel: Sendable {
         var settings: WebPushChannelSettings
@@ -111,13 +111,13 @@ public final class WebPushSender: ProviderSender {
             channel = try self.channel(for: delivery)
         } catch {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
-            return .channelError(reason: "invalid_channel_settings", detail: ["error": .string("\(error)")])
+            return .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])
         }
         let endpoint: WebPushEndpoint
         let request: PushRequest
         do {
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now, userTags: userTags)
-            let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider)
+            let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider.rawValue)
             // A literal forbidden address (in any spelling) is refused before anything is signed or the client
             // asked; a name is checked by the client once resolved, against the same policy.
             guard let checked = Self.checkedEndpoint(try WebPushEndpoint(parsing: webDelivery.endpoint), policy: egressPolicy) else {
@@ -132,14 +132,14 @@ public final class WebPushSender: ProviderSender {
             }
             guard let p256dh = delivery.webP256DH, let auth = delivery.webAuth else {
                 return .failed(
-                    reason: "invalid_subscription_keys",
+                    reason: .invalidSubscriptionKeys,
                     detail: ["message": .string("the web subscription has no web_p256dh / web_auth")])
             }
             request = try WebPushRequestSealer.seal(
                 plaintext, endpoint: endpoint, p256dh: p256dh, auth: auth, vapid: tokenManager(for: channel))
         } catch {
             // vapid_failed is the channel's key failing to sign; everything else is this push or subscription.
-            if error.reason == "vapid_failed" {
+            if error.reason == .vapidFailed {
                 return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
             }
             return error.outcome

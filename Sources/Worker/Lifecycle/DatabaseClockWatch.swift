@@ -6,8 +6,8 @@ import Foundation
 /// PostgreSQL's clock already decides; the warning is for what still reads this host's clock (TLS certificate
 /// checks, the `iat` of provider tokens, log timestamps).
 final class DatabaseClockWatch: Sendable {
-    /// Seconds between two warnings.
-    static let warningInterval: Double = 600
+    /// The least time between two warnings.
+    static let warningInterval: Duration = .seconds(600)
 
     private let bound: Double
     private let logger: Logger

@@ -132,10 +132,10 @@ final class LogSink: Sendable {
 /// unknown time zone name) rather than once per delivery.
 public final class LogRateLimiter: Sendable {
     private let lastLogged = Mutex<[String: ContinuousClock.Instant]>([:])
-    /// Seconds between two lines for the same key.
-    private let interval: Double
+    /// The least time between two lines for the same key.
+    private let interval: Duration
 
-    public init(interval: Double) {
+    public init(interval: Duration) {
         self.interval = interval
     }
 
@@ -143,11 +143,11 @@ public final class LogRateLimiter: Sendable {
     /// each again once, but memory stays bounded).
     public static let capacity = 10_000
 
-    /// `true` when `key` was not let through during the last `interval` seconds.
+    /// `true` when `key` was not let through during the last `interval`.
     public func allow(_ key: String) -> Bool {
         let now = ContinuousClock.now
         return lastLogged.withLock { lastLogged in
-            if let last = lastLogged[key], now - last < .seconds(interval) { return false }
+            if let last = lastLogged[key], now - last < interval { return false }
             if lastLogged.count >= Self.capacity { lastLogged.removeAll(keepingCapacity: true) }
             lastLogged[key] = now
             return true

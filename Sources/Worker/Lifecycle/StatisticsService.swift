@@ -10,7 +10,7 @@ import Synchronization
 /// which also cancels an ANALYZE under way (``cancelRefresh()``).
 final class StatisticsService: Service {
     private let context: WorkerLoopContext
-    private let failureLog = LogRateLimiter(interval: 60)
+    private let failureLog = LogRateLimiter(interval: .seconds(60))
     /// Cancels the planner statistics refresh in progress, if any (``refreshStatistics()``).
     private let canceller = Mutex<PostgresCanceller?>(nil)
 

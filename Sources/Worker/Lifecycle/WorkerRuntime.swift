@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import HTTP2
 import Metrics
@@ -13,7 +14,7 @@ public final class WorkerRuntime: Sendable {
     private let eventLoop: HTTP2EventLoop
     /// One HTTP/2 client (one pool) per provider kind, so each kind's connections and streams are counted
     /// apart and one kind's origins never evict another's connections at the pool's global cap.
-    private let clients: [String: HTTP2Client]
+    private let clients: [Provider: HTTP2Client]
     /// The APNs clients of certificate-based channels, one per client certificate.
     private let certificateClients: APNsSender.CertificateClients
     private let systemd: SystemdReporter?
@@ -74,10 +75,10 @@ public final class WorkerRuntime: Sendable {
         clientConfiguration.resolver = resolvers.forAPNsAndFCM
         var webPushConfiguration = clientConfiguration
         webPushConfiguration.resolver = resolvers.forWebPush
-        let clients = Dictionary(uniqueKeysWithValues: ["apns", "fcm", "webpush"].map {
-            ($0, HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: $0 == "webpush" ? webPushConfiguration : clientConfiguration))
-        })
-        self.clients = clients
+        let apnsClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration)
+        let fcmClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration)
+        let webPushClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: webPushConfiguration)
+        self.clients = [.apns: apnsClient, .fcm: fcmClient, .webpush: webPushClient]
         let certificateClients = APNsSender.CertificateClients(
             capacity: CacheBounds.standard.apnsCertificateClients,
             expiry: metrics.credentialExpiry
@@ -97,20 +98,20 @@ public final class WorkerRuntime: Sendable {
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(
-                    client: clients["apns"]!, requestTimeout: requestTimeout, logger: logger.named("apns"),
+                    client: apnsClient, requestTimeout: requestTimeout, logger: logger.named(Provider.apns.rawValue),
                     egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens,
                     certificateClients: certificateClients),
                 WebPushSender(
-                    client: clients["webpush"]!, requestTimeout: requestTimeout, logger: logger.named("webpush"),
+                    client: webPushClient, requestTimeout: requestTimeout, logger: logger.named(Provider.webpush.rawValue),
                     egressPolicy: configuration.egressPolicy),
                 FCMSender(
-                    client: clients["fcm"]!, requestTimeout: requestTimeout, logger: logger.named("fcm"),
+                    client: fcmClient, requestTimeout: requestTimeout, logger: logger.named(Provider.fcm.rawValue),
                     egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds),
             maxUncountedRetries: configuration.maxUncountedRetries,
-            deliveryTimeout: configuration.deliveryTimeout.inSeconds,
+            deliveryTimeout: configuration.deliveryTimeout,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
                     try QueueStore.messages(

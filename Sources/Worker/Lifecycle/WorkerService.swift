@@ -55,7 +55,7 @@ public final class WorkerService: Sendable {
         sliceHeartbeats = context.sliceWakes.indices.map { LoopHeartbeat(name: "slice loop \($0 + 1)") }
         let exitWhenDrained = configuration.exitWhenDrained
         completer = Completer(
-            database: database, logger: logger.named("completer"), leaseSeconds: configuration.lease.inSeconds,
+            database: database, logger: logger.named("completer"), lease: configuration.lease,
             onProgress: { [context] in
                 context.capacityWake.signal()
                 // A drained queue is only seen once the last completion is written: the claim loop checks again

@@ -19,18 +19,18 @@ extension WorkerMetrics {
     /// when measuring is slow, ``queueSampleDutyCycle``) however many workers run. Until the task is cancelled.
     /// A scrape only reads the last sample, so scrapes never reach the database, however often they come.
     /// - Parameters:
-    ///   - clients: the HTTP/2 client of each provider kind (`apns`, `fcm`, `webpush`).
+    ///   - clients: the HTTP/2 client of each provider.
     ///   - workerID: written with a sample this worker measures.
     func runSampler(
-        database: PostgresClient, clients: [String: HTTP2Client], workerID: String, interval: Double = sampleInterval,
+        database: PostgresClient, clients: [Provider: HTTP2Client], workerID: String, interval: Double = sampleInterval,
         logger: Logger
     ) async {
-        let failureLog = LogRateLimiter(interval: 600)
+        let failureLog = LogRateLimiter(interval: .seconds(600))
         while !Task.isCancelled {
             await sampleQueue(database: database, workerID: workerID, interval: interval, logger: logger, failureLog: failureLog)
             for (provider, client) in clients {
                 let statistics = await client.statistics()
-                let labels = LabelValues(provider)
+                let labels = LabelValues(provider.rawValue)
                 http2Connections.set(Double(statistics.connections), labels)
                 http2Streams.set(Double(statistics.openStreams), labels)
                 http2Waiting.set(Double(statistics.waitingRequests), labels)
@@ -75,7 +75,7 @@ extension WorkerMetrics {
         var paused: [LabelValues: Double] = [:]
         let providers = Set(Provider.allCases.map(\.rawValue)).union(sample.depth.keys)
         for provider in providers {
-            let label = Self.providerLabel(provider == Self.noProvider ? nil : provider)
+            let label = Self.providerLabel(column: provider == Self.noProvider ? nil : provider)
             let depth = sample.depth[provider] ?? QueueDepthSample.Depth()
             depths[LabelValues(label, "due")] = Double(depth.due)
             depths[LabelValues(label, "deferred")] = Double(depth.deferred)

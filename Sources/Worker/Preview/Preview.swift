@@ -37,11 +37,11 @@ public enum Preview {
         let (decision, request) = evaluate(document, egressPolicy: egressPolicy, notes: &notes)
         output["decision"] = decision
         if let request { output["request"] = request }
-        if request != nil, let provider = decision["provider"]?.stringValue, provider == "fcm" {
+        if request != nil, let provider = decision["provider"]?.stringValue, provider == Provider.fcm.rawValue {
             notes.append(
                 .string("the fcm request is shown before OAuth2 authorization: the worker sends it to the channel's endpoint (default https://fcm.googleapis.com) with a bearer token from the service account's token_uri"))
         }
-        if request != nil, decision["provider"]?.stringValue == "webpush" {
+        if request != nil, decision["provider"]?.stringValue == Provider.webpush.rawValue {
             notes.append(
                 .string("the webpush request is shown before RFC 8291 encryption (the body is what the browser decrypts) and before the VAPID authorization header"))
         }
@@ -93,7 +93,7 @@ public enum Preview {
                     decision.frequencyCapAnswered(.granted)
                 }
             case .complete(let outcome, let provider):
-                return (Self.decision(for: outcome, provider: provider?.rawValue), nil)
+                return (Self.decision(for: outcome, provider: provider), nil)
             case .send(let provider):
                 let message = decision.message ?? NotificationMessage()
                 notes.append(contentsOf: silentPushNotes(message, provider: provider))
@@ -160,12 +160,12 @@ public enum Preview {
         egressPolicy: EgressPolicy
     ) -> (decision: JSONValue, request: JSONValue?) {
         func refusedEndpoint(_ error: ChannelEndpointError) -> (decision: JSONValue, request: JSONValue?) {
-            (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": .string(error.message)]), provider: provider.rawValue), nil)
+            (decision(for: .channelError(reason: .invalidChannelSettings, detail: ["error": .string(error.message)]), provider: provider), nil)
         }
         switch provider {
         case .apns:
             guard let topic = input.channel?["topic"]?.stringValue, !topic.isEmpty else {
-                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.apns.topic is missing"]), provider: provider.rawValue), nil)
+                return (decision(for: .channelError(reason: .invalidChannelSettings, detail: ["error": "app.channels.apns.topic is missing"]), provider: provider), nil)
             }
             var origin = APNsSender.origin(forEnvironment: delivery.apnsEnvironment).description
             if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
@@ -184,7 +184,7 @@ public enum Preview {
                     APNsSender.channelRequestErrors.contains(error.reason)
                     ? .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
                     : .failed(reason: error.reason, detail: ["error": .string(error.detail)])
-                return (decision(for: outcome, provider: provider.rawValue), nil)
+                return (decision(for: outcome, provider: provider), nil)
             }
         case .fcm:
             let settings = input.channel
@@ -192,7 +192,7 @@ public enum Preview {
                 let projectID = settings?["project_id"]?.stringValue
                     ?? settings?["service_account"]?["project_id"]?.stringValue
             else {
-                return (decision(for: .channelError(reason: "invalid_channel_settings", detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider.rawValue), nil)
+                return (decision(for: .channelError(reason: .invalidChannelSettings, detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
             }
             var origin = FCMSender.defaultOrigin.description
             do {
@@ -210,27 +210,27 @@ public enum Preview {
                 let request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: providerTokenPlaceholder)
                 return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
             } catch {
-                return (decision(for: error.outcome, provider: provider.rawValue), nil)
+                return (decision(for: error.outcome, provider: provider), nil)
             }
         case .webpush:
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
             do {
                 let endpoint = try WebPushEndpoint(parsing: delivery.token)
                 if (try? egressPolicy.check(host: endpoint.host)) == nil {
-                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider.rawValue), nil)
+                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider), nil)
                 }
                 let request = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
                 return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: endpoint.origin))
             } catch {
-                return (decision(for: error.outcome, provider: provider.rawValue), nil)
+                return (decision(for: error.outcome, provider: provider), nil)
             }
         }
     }
 
     /// The decision object for an outcome that stops the send.
-    static func decision(for outcome: DeliveryOutcome, provider: String?) -> JSONValue {
+    static func decision(for outcome: DeliveryOutcome, provider: Provider?) -> JSONValue {
         var members: [String: JSONValue] = [:]
-        if let provider { members["provider"] = .string(provider) }
+        if let provider { members["provider"] = .string(provider.rawValue) }
         func add(_ detail: JSONValue) {
             if !detail.isNull { members["detail"] = detail }
         }
@@ -239,20 +239,20 @@ public enum Preview {
             members["action"] = "send"
         case .failed(let reason, let detail, _):
             members["action"] = "fail"
-            members["reason"] = .string(reason)
+            members["reason"] = .string(reason.rawValue)
             add(detail)
         case .skipped(let reason, let detail):
             members["action"] = "skip"
-            members["reason"] = .string(reason)
+            members["reason"] = .string(reason.rawValue)
             add(detail)
         case .retry(let reason, let detail, let notBefore):
             members["action"] = "defer"
-            members["reason"] = .string(reason)
+            members["reason"] = .string(reason.rawValue)
             if let notBefore { members["until"] = .string(notBefore.formatted(.iso8601)) }
             add(detail)
         case .channelError(let reason, let detail, let pausedUntil):
             members["action"] = "defer"
-            members["reason"] = .string(reason)
+            members["reason"] = .string(reason.rawValue)
             if let pausedUntil { members["until"] = .string(pausedUntil.formatted(.iso8601)) }
             add(detail)
         case .deferred(let until, let detail, let reason):

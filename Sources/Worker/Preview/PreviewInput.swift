@@ -66,7 +66,7 @@ struct PreviewInput {
             let digest = SHA256.hash(Array((notificationID.uuidString + subscriptionID.uuidString).utf8))
             apnsID = Self.uuid(fromBytes: Array(digest.prefix(16)))
             // Only an APNs request carries it (the apns-id header).
-            if Platform(platform).provider?.rawValue == "apns" {
+            if Platform(platform).provider == .apns {
                 notes.append("delivery.apns_id not given: derived from the ids (the worker draws one per delivery)")
             }
         }

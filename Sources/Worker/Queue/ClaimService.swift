@@ -122,7 +122,7 @@ final class ClaimService: Service {
                     let claimEnded: ContinuousClock.Instant
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
                         let claimed = try QueueStore.claim(
-                            on: connection, limit: limit, leaseSeconds: configuration.lease.inSeconds,
+                            on: connection, limit: limit, lease: configuration.lease,
                             workerID: configuration.workerID, room: room)
                         let claimEnded = ContinuousClock.now
                         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
@@ -204,7 +204,7 @@ final class ClaimService: Service {
         let claimed: [ClaimedDelivery]
         do {
             claimed = try QueueStore.claim(
-                on: connection, limit: small.created, leaseSeconds: configuration.lease.inSeconds,
+                on: connection, limit: small.created, lease: configuration.lease,
                 workerID: configuration.workerID, room: terms.room, notifications: small.withDeliveries)
         } catch {
             context.logger.warning("claiming a pass's deliveries failed; the claim loop takes them", ["error": "\(error)"])

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 
 /// One delivery claimed by this worker, with everything needed to decide and send it, read in the claim's
@@ -387,8 +388,9 @@ public struct DeliveryCompletion: Sendable {
     public var deliveryID: Int64
     public var fence: Int64
     /// `delivery_events.event`.
-    public var event: String
-    public var reason: String?
+    public var event: DeliveryEvent
+    /// `delivery_events.reason` (`nil` for `sent`); also `deliveries.last_error` of a row that runs again.
+    public var reason: DeliveryReason?
     /// `delivery_events.detail` as JSON text.
     public var detailJSON: String
     /// `nil`: terminal, the row leaves the queue. Otherwise the row runs again at this instant.
@@ -439,7 +441,7 @@ public struct DeliveryCompletion: Sendable {
     }
 
     public init(
-        deliveryID: Int64, fence: Int64, event: String, reason: String?, detailJSON: String, nextRunAt: Date?,
+        deliveryID: Int64, fence: Int64, event: DeliveryEvent, reason: DeliveryReason?, detailJSON: String, nextRunAt: Date?,
         invalidation: SubscriptionInvalidation? = nil, channelPause: ChannelPause? = nil
     ) {
         self.deliveryID = deliveryID
@@ -455,7 +457,8 @@ public struct DeliveryCompletion: Sendable {
 
 public struct SubscriptionInvalidation: Sendable, Equatable {
     public var subscriptionID: UUID
-    public var reason: String
+    /// `subscriptions.invalid_reason`.
+    public var reason: DeliveryReason
     public var tokenUpdatedAt: Date
     /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription), for
     /// placeholders.
@@ -464,9 +467,12 @@ public struct SubscriptionInvalidation: Sendable, Equatable {
 
 public struct ChannelPause: Sendable, Equatable {
     public var appID: UUID
-    public var provider: String
+    /// `app_channels.provider`.
+    public var provider: Provider
+    /// `app_channels.paused_until`.
     public var until: Date
-    public var reason: String
+    /// `app_channels.paused_reason`.
+    public var reason: DeliveryReason
 }
 
 extension Array where Element == ClaimedDelivery {

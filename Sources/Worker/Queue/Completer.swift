@@ -24,33 +24,33 @@ final class Completer: Sendable {
     private let database: PostgresClient
     private let logger: Logger
     private let batchSize: Int
-    /// Seconds a completion may wait for companions before its batch is written.
-    private let maximumDelay: Double
-    /// Seconds a claim lasts (`PUSHIZO_LEASE_SECONDS`), for lease renewals.
-    private let leaseSeconds: Double
+    /// How long a completion may wait for companions before its batch is written.
+    private let maximumDelay: Duration
+    /// How long a claim lasts (`PUSHIZO_LEASE_SECONDS`), for lease renewals.
+    private let lease: Duration
     private let onProgress: @Sendable () -> Void
     private let settledCount = Atomic<Int>(0)
     private let lostLeaseCount = Atomic<Int>(0)
     private let unwrittenCount = Atomic<Int>(0)
-    private let refusalLog = LogRateLimiter(interval: 60)
+    private let refusalLog = LogRateLimiter(interval: .seconds(60))
     /// The write loop's progress stamp, for the systemd watchdog.
     let heartbeat = LoopHeartbeat(name: "completer")
     private let metrics: WorkerMetrics?
 
     /// - Parameters:
-    ///   - leaseSeconds: the claim's lifetime; leases of waiting completions are renewed by this much.
+    ///   - lease: the claim's lifetime; leases of waiting completions are renewed by this much.
     ///   - onProgress: called after each write (slots may have become free).
     ///   - metrics: where batch write durations and written / ignored completions are counted.
     init(
-        database: PostgresClient, logger: Logger, leaseSeconds: Double, batchSize: Int = 500,
-        maximumDelay: Double = 0.005, onProgress: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics? = nil
+        database: PostgresClient, logger: Logger, lease: Duration, batchSize: Int = 500,
+        maximumDelay: Duration = .milliseconds(5), onProgress: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics? = nil
     ) {
         self.metrics = metrics
         self.database = database
         self.logger = logger
         self.batchSize = batchSize
         self.maximumDelay = maximumDelay
-        self.leaseSeconds = leaseSeconds
+        self.lease = lease
         self.onProgress = onProgress
         state = Mutex(State(backlog: CompletionBacklog(batchSize: batchSize)))
     }
@@ -64,7 +64,7 @@ final class Completer: Sendable {
     /// Completions given up at the shutdown deadline.
     var unwritten: Int { unwrittenCount.load(ordering: .relaxed) }
 
-    /// Queues one completion; it is written within about `maximumDelay` seconds.
+    /// Queues one completion; it is written within about `maximumDelay`.
     /// - Parameter leaseExpiry: when the claim it completes runs out (its lease is renewed before that).
     func add(_ completion: DeliveryCompletion, leaseExpiry: ContinuousClock.Instant? = nil) {
         let queued = state.withLock { state in
@@ -112,26 +112,22 @@ final class Completer: Sendable {
             if batch.isEmpty {
                 if finishing && nextRetry == nil { return }
                 // Wake for set-aside completions' retries and for lease renewals.
-                var wait = min(1.0, leaseSeconds / 4)
-                if let nextRetry { wait = min(wait, max(0.01, Self.seconds(nextRetry - now))) }
-                if let deadline { wait = min(wait, max(0.01, Self.seconds(deadline - now))) }
-                heartbeat.waiting(for: .seconds(wait))
-                await wake.wait(timeout: .seconds(wait))
+                var wait = min(.seconds(1), lease / 4)
+                if let nextRetry { wait = min(wait, max(.milliseconds(10), nextRetry - now)) }
+                if let deadline { wait = min(wait, max(.milliseconds(10), deadline - now)) }
+                heartbeat.waiting(for: wait)
+                await wake.wait(timeout: wait)
                 continue
             }
             // Give concurrent sends a moment to join a small batch.
             var full = batch
-            if batch.count < batchSize && !next.isSplit && !finishing && maximumDelay > 0 {
-                try? await Task.sleep(for: .seconds(maximumDelay))
+            if batch.count < batchSize && !next.isSplit && !finishing && maximumDelay > .zero {
+                try? await Task.sleep(for: maximumDelay)
                 full += state.withLock { $0.backlog.takeQueued(upTo: batchSize - batch.count) }
             }
             await write(full, failures: &failures, deadline: deadline)
             onProgress()
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func write(_ batch: [CompletionBacklog.Entry], failures: inout Int, deadline: ContinuousClock.Instant?) async {
@@ -166,20 +162,20 @@ final class Completer: Sendable {
                             + "(more such lines within a minute are not logged)",
                         [
                             "delivery_id": "\(deliveryID)", "failures": "\(count)",
-                            "retry_in_s": String(format: "%.2f", Self.seconds(retryIn)),
+                            "retry_in_s": String(format: "%.2f", retryIn.inSeconds),
                             "set_aside": "\(state.withLock { $0.backlog.isolatedCount })", "error": "\(error)",
                         ])
                 }
             case .requeued:
                 failures += 1
-                var delay = min(5.0, 0.1 * pow(2, Double(min(failures, 6))), leaseSeconds / 4)
-                if let deadline { delay = min(delay, max(0, Self.seconds(deadline - now))) }
+                var delay = min(.seconds(5), .milliseconds(100) * (1 << min(failures, 6)), lease / 4)
+                if let deadline { delay = min(delay, max(.zero, deadline - now)) }
                 if refusalLog.allow("requeued") {
                     logger.error(
                         "writing completions failed; keeping them and retrying",
-                        ["count": "\(batch.count)", "error": "\(error)", "retry_in_s": String(format: "%.1f", delay)])
+                        ["count": "\(batch.count)", "error": "\(error)", "retry_in_s": String(format: "%.1f", delay.inSeconds)])
                 }
-                try? await Task.sleep(for: .seconds(delay))
+                try? await Task.sleep(for: delay)
             }
         }
     }
@@ -187,16 +183,16 @@ final class Completer: Sendable {
     /// Renews, fenced, the leases of waiting completions that have less than half a lease left.
     private func renewLeases() async {
         let now = ContinuousClock.now
-        let leaseSeconds = self.leaseSeconds
-        let due = state.withLock { $0.backlog.leasesToRenew(now: now, leaseSeconds: leaseSeconds) }
+        let lease = self.lease
+        let due = state.withLock { $0.backlog.leasesToRenew(now: now, lease: lease) }
         guard !due.isEmpty else { return }
         do {
             let renewed = try await database.withConnection { connection in
                 try QueueStore.renewLeases(
-                    on: connection, deliveryIDs: due.map(\.id), fences: due.map(\.fence), leaseSeconds: leaseSeconds)
+                    on: connection, deliveryIDs: due.map(\.id), fences: due.map(\.fence), lease: lease)
             }
             // Counted from before the statement: the lease really runs at least this long.
-            state.withLock { $0.backlog.renewed(renewed, until: now + .milliseconds(Int64(leaseSeconds * 1000))) }
+            state.withLock { $0.backlog.renewed(renewed, until: now + lease) }
         } catch {
             if refusalLog.allow("renew") {
                 logger.error(

@@ -123,10 +123,10 @@ struct CompletionBacklog: Sendable {
         .milliseconds(min(30_000, 250 << min(max(failures - 1, 0), 7)))
     }
 
-    /// Waiting completions (not being written) whose lease runs out within half of `leaseSeconds`: the
-    /// deliveries whose leases to renew, with the fences this worker holds.
-    func leasesToRenew(now: ContinuousClock.Instant, leaseSeconds: Double) -> [(id: Int64, fence: Int64)] {
-        let horizon = now + .milliseconds(Int64(leaseSeconds * 500))
+    /// Waiting completions (not being written) whose lease runs out within half of `lease`: the deliveries
+    /// whose leases to renew, with the fences this worker holds.
+    func leasesToRenew(now: ContinuousClock.Instant, lease: Duration) -> [(id: Int64, fence: Int64)] {
+        let horizon = now + lease / 2
         var result: [(id: Int64, fence: Int64)] = []
         func visit(_ entry: Entry) {
             if let expiry = entry.leaseExpiry, expiry <= horizon {

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Postgres
 
 extension PostgresError {
@@ -21,7 +22,7 @@ extension QueueStore {
     /// quotes whole key values. Statements never cast secrets (tokens, keys), so the message cannot quote one.
     static func dataErrorReason(_ error: PostgresError) -> String {
         let state = error.sqlState ?? "?????"
-        let kind = state.hasPrefix("23") ? "integrity_constraint_violation" : "data_exception"
+        let kind = (state.hasPrefix("23") ? DeliveryReason.integrityConstraintViolation : .dataException).rawValue
         var message = String(
             String.UnicodeScalarView(
                 error.message.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))

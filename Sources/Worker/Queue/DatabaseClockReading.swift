@@ -27,7 +27,7 @@ public struct DatabaseClockReading: Sendable, Equatable {
         self.databaseNow = databaseNow
         self.receivedAt = receivedAt
         let trip = receivedAt - sent.monotonic
-        roundTripSeconds = max(0, Double(trip.components.seconds) + Double(trip.components.attoseconds) / 1e18)
+        roundTripSeconds = max(0, trip.inSeconds)
         offsetSeconds = databaseNow.timeIntervalSince(sent.wall.addingTimeInterval(roundTripSeconds / 2))
     }
 
@@ -37,8 +37,7 @@ public struct DatabaseClockReading: Sendable, Equatable {
     /// database would judge it.
     public func now(at instant: ContinuousClock.Instant = .now) -> Date {
         let elapsed = instant - receivedAt
-        return databaseNow.addingTimeInterval(
-            Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return databaseNow.addingTimeInterval(elapsed.inSeconds)
     }
 
     /// When a statement was sent, on this process's two clocks: read just before sending it.

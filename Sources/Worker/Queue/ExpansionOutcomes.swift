@@ -6,7 +6,7 @@ import Synchronization
 /// and the transactional lane's data-error suspects.
 final class ExpansionOutcomes: Sendable {
     private let context: WorkerLoopContext
-    private let stallLog = LogRateLimiter(interval: 60)
+    private let stallLog = LogRateLimiter(interval: .seconds(60))
     /// Data-error suspects of the transactional expand lane (its only user; see ``ExpansionSuspects``). The chunk
     /// and slice loops keep their own.
     let laneSuspects = Mutex(ExpansionSuspects())

@@ -8,7 +8,7 @@ import Synchronization
 public enum QueueStore {
     /// Claims up to `limit` due deliveries, highest priority first, skipping rows other workers hold
     /// (`FOR UPDATE SKIP LOCKED`). The claim moves `run_at` to the lease's expiry (so a worker that dies loses
-    /// its claims after `leaseSeconds`), counts an attempt and bumps the fence, all in one statement.
+    /// its claims after `lease`), counts an attempt and bumps the fence, all in one statement.
     ///
     /// One row never stalls claiming. A claimed row that cannot be read into a ``ClaimedDelivery`` is set
     /// aside (deleted under its fence, with a `failed` event) and the others are returned. If the statement
@@ -24,11 +24,11 @@ public enum QueueStore {
     /// - Parameter notifications: only the deliveries of these notifications (those a small notifications' pass
     ///   just created), visiting only their apps; nil: every due delivery.
     public static func claim(
-        on connection: PostgresConnection, limit: Int, leaseSeconds: Double, workerID: String,
+        on connection: PostgresConnection, limit: Int, lease: Duration, workerID: String,
         room: ClaimRoom = .unbounded, notifications: [UUID]? = nil
     ) throws -> [ClaimedDelivery] {
         let parameters: [any PostgresEncodable] = [
-            leaseSeconds, workerID, room.full, room.limitedApps, room.limitedRooms,
+            lease.inSeconds, workerID, room.full, room.limitedApps, room.limitedRooms,
         ]
         if let notifications {
             // Not prepared per limit: the lists are short and their lengths vary.
@@ -51,7 +51,7 @@ public enum QueueStore {
         }
     }
 
-    /// The fallback of ``claim(on:limit:leaseSeconds:workerID:room:)`` after a data error: the candidates (the
+    /// The fallback of ``claim(on:limit:lease:workerID:room:)`` after a data error: the candidates (the
     /// due deliveries of the apps whose turn has come, read without locks, in claim order) are claimed by id, a
     /// failing set split in two until single rows remain. `parameters`: the claim's own (lease ... room).
     private static func claimIsolatingBadRows(
@@ -160,7 +160,7 @@ public enum QueueStore {
             reason = String(text.prefix { $0 != ":" })
             detail = ["error": .string(text), "sqlstate": .string(error.sqlState ?? "")]
         } else {
-            reason = "unreadable_row"
+            reason = DeliveryReason.unreadableRow.rawValue
             // Not the message: it quotes the column's text.
             detail = ["error": .string("a column of the claimed row could not be read (\(error.code))")]
         }
@@ -179,7 +179,7 @@ public enum QueueStore {
     /// How many rows a claim asks for when `free` of a worker's slots are open and it claims `batch` at a time:
     /// `batch` itself, or the largest multiple of an eighth of it that fits (`free` itself below an eighth).
     /// A worker claims once at least half a batch is free, so its claims use at most five statement texts
-    /// (``claim(on:limit:leaseSeconds:workerID:)`` prepares one per limit).
+    /// (``claim(on:limit:lease:workerID:)`` prepares one per limit).
     public static func claimLimit(free: Int, batch: Int) -> Int {
         if free >= batch { return batch }
         let step = max(1, batch / 8)
@@ -498,11 +498,11 @@ public enum QueueStore {
             [
                 PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
                 PostgresBinaryArray.bigint(completions.map(\.fence)),
-                PostgresBinaryArray.text(completions.map(\.event)),
-                PostgresBinaryArray.text(completions.map(\.reason)),
+                PostgresBinaryArray.text(completions.map(\.event.rawValue)),
+                PostgresBinaryArray.text(completions.map(\.reason?.rawValue)),
                 PostgresBinaryArray.text(completions.map(\.detailJSON)),
                 PostgresBinaryArray.timestamptz(completions.map(\.nextRunAt)),
-                PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason }),
+                PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason?.rawValue }),
                 PostgresBinaryArray.boolean(completions.map(\.refundsAttempt)),
                 PostgresBinaryArray.uuid(completions.map(\.claimedAs?.appID)),
                 PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
@@ -523,7 +523,7 @@ public enum QueueStore {
                 """,
                 [
                     invalidations.map(\.subscriptionID),
-                    invalidations.map(\.reason),
+                    invalidations.map(\.reason.rawValue),
                     invalidations.map(\.tokenUpdatedAt),
                 ])
         }
@@ -535,7 +535,7 @@ public enum QueueStore {
                     updated_at = now()
                 WHERE app_id = $1 AND provider = $2
                 """,
-                [pause.appID, pause.provider, pause.until, pause.reason])
+                [pause.appID, pause.provider.rawValue, pause.until, pause.reason.rawValue])
         }
         // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
         // lock then waits only for other such locks (taken in hash order), so no cycle can form.

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Postgres
 
@@ -46,7 +47,7 @@ public enum FleetStatusStore {
     /// Worker ids and paused channels listed.
     public static let listedRows = 1_000
     /// The providers always listed, in this order.
-    public static let providers = ["apns", "fcm", "webpush"]
+    public static let providers = Provider.allCases.map(\.rawValue)
     /// Event windows, in minutes.
     public static let windows = [1, 5, 15]
 

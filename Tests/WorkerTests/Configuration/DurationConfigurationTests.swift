@@ -48,8 +48,8 @@ struct DurationConfigurationTests {
         #expect(configuration.lease == .seconds(300))
         #expect(configuration.pollInterval == .milliseconds(250))
         #expect(configuration.shutdownTimeout == .seconds(60))
-        #expect(configuration.retryPolicy.baseDelay == 0.5)
-        #expect(configuration.retryPolicy.maximumDelay == 3600)
+        #expect(configuration.retryPolicy.baseDelay == .milliseconds(500))
+        #expect(configuration.retryPolicy.maximumDelay == .seconds(3600))
     }
 
     /// A bad value and a value out of range both name the key, the accepted range and the accepted forms.

@@ -55,7 +55,7 @@ struct APNsBatchTests {
     /// bounds a hang: beside the other suites on 2 cores, the process has been seen to stall for 30 s.
     static func sendCollecting(_ sends: [BatchedSend], through sender: APNsSender) async -> (declined: [Int], outcomes: [Int: [DeliveryOutcome]]) {
         let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
-        let context = SendBatchContext(now: Date(), deadline: .now + .seconds(300), deadlineSeconds: 300)
+        let context = SendBatchContext(now: Date(), deadline: .now + .seconds(300), timeout: .seconds(300))
         let declined = await sender.send(batch: sends, context: context) { index, outcome in
             outcomes.withLock { $0[index, default: []].append(outcome) }
         }
@@ -123,11 +123,11 @@ struct APNsBatchTests {
             let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[DeliveryOutcome]>([])
-            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(1.5), deadlineSeconds: 1.5)
+            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(1.5), timeout: .seconds(1.5))
             _ = await sender.send(batch: sends, context: context) { _, outcome in outcomes.withLock { $0.append(outcome) } }
             let ended = outcomes.withLock { $0 }
             #expect(ended.count == 3)
-            #expect(ended.allSatisfy { if case .retry("deadline_exceeded", let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
+            #expect(ended.allSatisfy { if case .retry(.deadlineExceeded, let detail, _) = $0 { detail["deadline_s"] == .double(1.5) } else { false } })
         }
     }
 
@@ -192,7 +192,7 @@ struct APNsBatchTests {
             let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
-            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), deadlineSeconds: 30)
+            let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), timeout: .seconds(30))
             let sending = Task {
                 await sender.send(batch: sends, context: context) { index, outcome in
                     outcomes.withLock { $0[index, default: []].append(outcome) }

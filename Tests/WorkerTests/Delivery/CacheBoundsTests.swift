@@ -178,7 +178,7 @@ struct CacheBoundsTests {
                 claimed.channelEndpoint = emulator.endpoint
                 let outcome = await sender.send(claimed, message: message, now: Date())
                 #expect(outcome.eventName == "retrying")
-                guard case .channelError("invalid_provider_token", _, _) = outcome else {
+                guard case .channelError(.invalidProviderToken, _, _) = outcome else {
                     Issue.record("\(outcome)")
                     continue
                 }

@@ -6,7 +6,7 @@ import Testing
 @Suite("From outcome to completion")
 struct CompletionFactoryTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
-    let policy = RetryPolicy(baseDelay: 2, maximumDelay: 60)
+    let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
 
     func delivery(attempt: Int) -> ClaimedDelivery {
         ClaimedDelivery(
@@ -24,9 +24,9 @@ struct CompletionFactoryTests {
 
     @Test func sentIsTerminalWithTheProviderID() throws {
         let completion = CompletionFactory.completion(
-            for: delivery(attempt: 1), outcome: .sent(providerMessageID: "abc"), provider: "apns", maxAttempts: 3,
+            for: delivery(attempt: 1), outcome: .sent(providerMessageID: "abc"), provider: .apns, maxAttempts: 3,
             retryPolicy: policy, now: Self.now, unitRandom: 0)
-        #expect(completion.event == "sent")
+        #expect(completion.event == .sent)
         #expect(completion.nextRunAt == nil)
         #expect(completion.fence == 3)
         #expect(try detail(completion)["apns_id"] == "abc")
@@ -34,20 +34,20 @@ struct CompletionFactoryTests {
     }
 
     @Test func retryIsRescheduledUntilTheLastAttempt() throws {
-        let outcome = DeliveryOutcome.retry(reason: "service_unavailable")
+        let outcome = DeliveryOutcome.retry(reason: .serviceUnavailable)
         let early = CompletionFactory.completion(
-            for: delivery(attempt: 2), outcome: outcome, provider: "apns", maxAttempts: 3, retryPolicy: policy,
+            for: delivery(attempt: 2), outcome: outcome, provider: .apns, maxAttempts: 3, retryPolicy: policy,
             now: Self.now, unitRandom: 0)
-        #expect(early.event == "retrying")
-        #expect(early.reason == "service_unavailable")
+        #expect(early.event == .retrying)
+        #expect(early.reason == DeliveryReason.serviceUnavailable)
         #expect(early.nextRunAt == Self.now.addingTimeInterval(2))  // attempt 2: ceiling 4 s, jitter 0 -> 2 s
         #expect(try detail(early)["next_attempt_at"] != nil)
 
         let last = CompletionFactory.completion(
-            for: delivery(attempt: 3), outcome: outcome, provider: "apns", maxAttempts: 3, retryPolicy: policy,
+            for: delivery(attempt: 3), outcome: outcome, provider: .apns, maxAttempts: 3, retryPolicy: policy,
             now: Self.now, unitRandom: 0)
-        #expect(last.event == "failed")
-        #expect(last.reason == "max_attempts")
+        #expect(last.event == .failed)
+        #expect(last.reason == DeliveryReason.maxAttempts)
         #expect(last.nextRunAt == nil)
         #expect(try detail(last)["last_reason"] == "service_unavailable")
     }
@@ -55,7 +55,7 @@ struct CompletionFactoryTests {
     @Test func invalidationCarriesTheTokenTimestampSeen() {
         let claimed = delivery(attempt: 1)
         let completion = CompletionFactory.completion(
-            for: claimed, outcome: .failed(reason: "unregistered", invalidateSubscription: true), provider: "apns",
+            for: claimed, outcome: .failed(reason: .unregistered, invalidateSubscription: true), provider: .apns,
             maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
         #expect(completion.invalidation?.subscriptionID == claimed.subscriptionID)
         #expect(completion.invalidation?.tokenUpdatedAt == claimed.tokenUpdatedAt)
@@ -65,26 +65,26 @@ struct CompletionFactoryTests {
     @Test func channelErrorPausesTheChannelNotTheSubscription() {
         let until = Self.now.addingTimeInterval(900)
         let completion = CompletionFactory.completion(
-            for: delivery(attempt: 1), outcome: .channelError(reason: "invalid_provider_token", pausedUntil: until),
-            provider: "apns", maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
-        #expect(completion.event == "retrying")
+            for: delivery(attempt: 1), outcome: .channelError(reason: .invalidProviderToken, pausedUntil: until),
+            provider: .apns, maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
+        #expect(completion.event == .retrying)
         #expect(completion.nextRunAt == until)
         #expect(completion.channelPause?.until == until)
-        #expect(completion.channelPause?.provider == "apns")
+        #expect(completion.channelPause?.provider == .apns)
         #expect(completion.invalidation == nil)
     }
 
     @Test func uncountedRetriesRefundTheAttemptAndNeverExhaustIt() throws {
-        for reason in ["channel_paused", "provider_unreachable", "message_unavailable"] {
+        for reason in [DeliveryReason.channelPaused, .providerUnreachable, .messageUnavailable] {
             let completion = CompletionFactory.completion(
-                for: delivery(attempt: 3), outcome: .retry(reason: reason), provider: "apns", maxAttempts: 3,
+                for: delivery(attempt: 3), outcome: .retry(reason: reason), provider: .apns, maxAttempts: 3,
                 retryPolicy: policy, now: Self.now, unitRandom: 0)
-            #expect(completion.event == "retrying")
+            #expect(completion.event == .retrying)
             #expect(completion.refundsAttempt)
             #expect(completion.nextRunAt != nil)
         }
         let counted = CompletionFactory.completion(
-            for: delivery(attempt: 1), outcome: .retry(reason: "service_unavailable"), provider: "apns",
+            for: delivery(attempt: 1), outcome: .retry(reason: .serviceUnavailable), provider: .apns,
             maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
         #expect(!counted.refundsAttempt)
     }
@@ -94,10 +94,10 @@ struct CompletionFactoryTests {
     @Test func aRefusedPartialCredentialWaitsForItsHoldWithoutSpendingAnAttempt() throws {
         let until = Self.now.addingTimeInterval(300)
         let completion = CompletionFactory.completion(
-            for: delivery(attempt: 3), outcome: .retry(reason: "third_party_auth_error", notBefore: until), provider: "fcm",
+            for: delivery(attempt: 3), outcome: .retry(reason: .thirdPartyAuthError, notBefore: until), provider: .fcm,
             maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
-        #expect(completion.event == "retrying")
-        #expect(completion.reason == "third_party_auth_error")
+        #expect(completion.event == .retrying)
+        #expect(completion.reason == DeliveryReason.thirdPartyAuthError)
         #expect(completion.nextRunAt == until)
         #expect(completion.refundsAttempt)
         #expect(completion.countsUncountedRetry)
@@ -109,27 +109,27 @@ struct CompletionFactoryTests {
     /// in `max_attempts` like any other, never invalidating the subscription.
     @Test func aThrottledRetryWaitsForRetryAfterAndCountsItsAttempt() throws {
         let floor = Self.now.addingTimeInterval(900)
-        let outcome = DeliveryOutcome.retry(reason: "rate_limited", detail: ["status": 406], notBefore: floor)
+        let outcome = DeliveryOutcome.retry(reason: .rateLimited, detail: ["status": 406], notBefore: floor)
         let early = CompletionFactory.completion(
-            for: delivery(attempt: 1), outcome: outcome, provider: "webpush", maxAttempts: 3, retryPolicy: policy,
+            for: delivery(attempt: 1), outcome: outcome, provider: .webpush, maxAttempts: 3, retryPolicy: policy,
             now: Self.now, unitRandom: 0.99)
-        #expect(early.event == "retrying")
+        #expect(early.event == .retrying)
         #expect(early.nextRunAt == floor)
         #expect(!early.refundsAttempt)
         #expect(try detail(early)["next_attempt_at"]?.stringValue == floor.formatted(.iso8601))
         let last = CompletionFactory.completion(
-            for: delivery(attempt: 3), outcome: outcome, provider: "webpush", maxAttempts: 3, retryPolicy: policy,
+            for: delivery(attempt: 3), outcome: outcome, provider: .webpush, maxAttempts: 3, retryPolicy: policy,
             now: Self.now, unitRandom: 0)
-        #expect(last.event == "failed")
-        #expect(last.reason == "max_attempts")
+        #expect(last.event == .failed)
+        #expect(last.reason == DeliveryReason.maxAttempts)
         #expect(last.invalidation == nil)
     }
 
     @Test func outageBackoffGrowsWithTheMessagesAge() {
         // A message waiting for an hour retries within [180 s, 360 s), not every 2 s.
-        let next = policy.nextAttemptDuringOutage(age: 3600, now: Self.now, unitRandom: 0)
+        let next = policy.nextAttemptDuringOutage(age: .seconds(3600), now: Self.now, unitRandom: 0)
         #expect(next == Self.now.addingTimeInterval(30))  // ceiling min(60, 360) = 60 -> 30 s with jitter 0
-        let young = policy.nextAttemptDuringOutage(age: 1, now: Self.now, unitRandom: 0)
+        let young = policy.nextAttemptDuringOutage(age: .seconds(1), now: Self.now, unitRandom: 0)
         #expect(young == Self.now.addingTimeInterval(1))  // ceiling = base 2 s
     }
 
@@ -165,14 +165,14 @@ struct CompletionFactoryTests {
             Issue.record("oversized message accepted")
             return
         }
-        #expect(reason == "payload_too_large")
+        #expect(reason == DeliveryReason.payloadTooLarge)
         guard case .failure(let invalid) = await cache.message(for: bad, version: "1"),
             case .failed(let badReason, _, _) = invalid.outcome
         else {
             Issue.record("invalid message accepted")
             return
         }
-        #expect(badReason == "invalid_message")
+        #expect(badReason == DeliveryReason.invalidMessage)
         #expect(loads.value == 1)
         // A newer row version is read again; a vanished row is skipped.
         _ = await cache.message(for: good, version: "8")

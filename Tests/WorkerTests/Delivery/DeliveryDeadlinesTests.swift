@@ -11,19 +11,19 @@ struct DeliveryDeadlinesTests {
     /// `transport_error` once cancelled, as the HTTP/2 client answers a cancelled request.
     @Sendable static func hanging() async -> DeliveryOutcome {
         try? await Task.sleep(for: .seconds(600))
-        return Task.isCancelled ? .retry(reason: "transport_error") : .sent(providerMessageID: nil)
+        return Task.isCancelled ? .retry(reason: .transportError) : .sent(providerMessageID: nil)
     }
 
     static func isDeadlineExceeded(_ outcome: DeliveryOutcome) -> Bool {
-        if case .retry(DeliveryReason.deadlineExceeded.rawValue, let detail, _) = outcome { return detail["deadline_s"] != nil }
+        if case .retry(DeliveryReason.deadlineExceeded, let detail, _) = outcome { return detail["deadline_s"] != nil }
         return false
     }
 
     @Test func aSendOverrunningItsDeadlineIsCancelled() async {
-        let deadlines = DeliveryDeadlines(seconds: 0.05)
+        let deadlines = DeliveryDeadlines(timeout: .milliseconds(50))
         let outcome = await deadlines.run(Self.hanging)
         #expect(Self.isDeadlineExceeded(outcome))
-        let quick = await DeliveryDeadlines(seconds: 600).run { .sent(providerMessageID: "x") }
+        let quick = await DeliveryDeadlines(timeout: .seconds(600)).run { .sent(providerMessageID: "x") }
         #expect(quick == .sent(providerMessageID: "x"))
     }
 
@@ -38,8 +38,8 @@ struct DeliveryDeadlinesTests {
     /// may go either way: it is cancelled only if the sweeper, which may itself be waiting for a thread, got
     /// there first.
     @Test func onlyTheExchangesPastTheirDeadlineAreCancelled() async {
-        let seconds = 1.0
-        let deadlines = DeliveryDeadlines(seconds: seconds)
+        let timeout = Duration.seconds(1)
+        let deadlines = DeliveryDeadlines(timeout: timeout)
         struct Quick: Sendable {
             var index: Int
             var inTime: Bool
@@ -57,7 +57,7 @@ struct DeliveryDeadlinesTests {
                             return .sent(providerMessageID: "\(index)")
                         }
                         let elapsed = returned.withLock { $0 }.map { $0 - started }
-                        let inTime = elapsed.map { $0 < .seconds(seconds) - .milliseconds(250) } ?? false
+                        let inTime = elapsed.map { $0 < timeout - .milliseconds(250) } ?? false
                         return (nil, Quick(index: index, inTime: inTime, outcome: outcome))
                     }
                 }
@@ -79,11 +79,11 @@ struct DeliveryDeadlinesTests {
 
     /// A caller cancelled (the worker shutting down) cancels its exchange at once; that is not the deadline.
     @Test func theCallersCancellationReachesTheExchange() async {
-        let deadlines = DeliveryDeadlines(seconds: 600)
+        let deadlines = DeliveryDeadlines(timeout: .seconds(600))
         let caller = Task { await deadlines.run(Self.hanging) }
         caller.cancel()
         let outcome = await caller.value
-        #expect(outcome == .retry(reason: "transport_error"))
+        #expect(outcome == .retry(reason: .transportError))
         #expect(deadlines.inFlight == 0)
     }
 }

@@ -12,7 +12,7 @@ struct DeliveryPipelineBatchTests {
     /// Takes every delivery but those whose token is `decline`; answers `sent("batched")`, and
     /// `sent("alone")` for one sent through the one-delivery path.
     final class BatchingSender: BatchingProviderSender {
-        let provider = "apns"
+        let provider = Provider.apns
         let batches = Mutex<[(count: Int, deadline: ContinuousClock.Instant?)]>([])
         let alone = Counter()
 
@@ -37,8 +37,8 @@ struct DeliveryPipelineBatchTests {
 
     func pipeline(_ sender: BatchingSender) -> DeliveryPipeline {
         DeliveryPipeline(
-            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10),
-            logger: Logger(label: "test", minimumLevel: .error), deliveryTimeout: 30,
+            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)),
+            logger: Logger(label: "test", minimumLevel: .error), deliveryTimeout: .seconds(30),
             loadMessages: { ids in
                 let message = #"{"contents": {"en": "hi"}}"#
                 return Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: message.utf8.count, json: message)) })
@@ -75,6 +75,6 @@ struct DeliveryPipelineBatchTests {
         func detail(_ id: Int64) -> String { done[id]?.first?.detailJSON ?? "" }
         #expect(detail(2).contains("alone") && detail(6).contains("alone"))
         for id: Int64 in [1, 3, 4, 5] { #expect(detail(id).contains("batched")) }
-        #expect(done[7]?.first?.event == "skipped" && done[7]?.first?.reason == "canceled")
+        #expect(done[7]?.first?.event == .skipped && done[7]?.first?.reason == DeliveryReason.canceled)
     }
 }

@@ -9,7 +9,7 @@ import Testing
 @Suite("DeliveryPipeline checks")
 struct DeliveryPipelineTests {
     final class RecordingSender: ProviderSender {
-        let provider = "apns"
+        let provider = Provider.apns
         let sends = Counter()
         func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
             sends.increment()
@@ -28,7 +28,7 @@ struct DeliveryPipelineTests {
 
     func pipeline(message: String) -> DeliveryPipeline {
         DeliveryPipeline(
-            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10),
+            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)),
             logger: Logger(label: "test", minimumLevel: .error),
             loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: message.utf8.count, json: message)) }) },
             reserveFrequencyCap: { [stub] request in
@@ -125,12 +125,12 @@ struct DeliveryPipelineTests {
     @Test func deniedIsSkippedAndAnUnreachableDatabaseIsAnUncountedRetry() async {
         stub.answer.withLock { $0 = .denied(rule: FrequencyCapRule(max: 3, perSeconds: 86400), used: 3) }
         let (denied, _) = await pipeline(message: #"{"contents": {"en": "x"}}"#).decide(delivery(caps: Self.caps), now: now)
-        #expect(denied == .skipped(reason: "frequency_capped", detail: denied.detailForTest))
+        #expect(denied == .skipped(reason: .frequencyCapped, detail: denied.detailForTest))
         #expect(denied.detailForTest["used"] == 3)
         #expect(denied.detailForTest["max"] == 3)
         stub.answer.withLock { $0 = nil }
         #expect(await outcome(delivery(caps: Self.caps)) == "retrying/cap_unavailable")
-        #expect(CompletionFactory.uncountedRetryReasons.contains("cap_unavailable"))
+        #expect(CompletionFactory.uncountedRetryReasons.contains(DeliveryReason.capUnavailable))
         #expect(sender.sends.value == 0)
     }
 
@@ -138,16 +138,16 @@ struct DeliveryPipelineTests {
         let user = UUID()
         let failing = pipeline(message: #"{"contents": 5}"#)
         let failed = await failing.process(delivery(caps: Self.caps, user: user))
-        #expect(failed.event == "failed")
+        #expect(failed.event == .failed)
         #expect(failed.capRelease?.capKey == user)
         let uncapped = await failing.process(delivery(caps: "[]", user: user))
         #expect(uncapped.capRelease == nil)
         let sent = await pipeline(message: #"{"contents": {"en": "x"}}"#).process(delivery(caps: Self.caps, user: user))
-        #expect(sent.event == "sent")
+        #expect(sent.event == .sent)
         #expect(sent.capRelease == nil)
         stub.answer.withLock { $0 = .denied(rule: FrequencyCapRule(max: 1, perSeconds: 60), used: 1) }
         let capped = await pipeline(message: #"{"contents": {"en": "x"}}"#).process(delivery(caps: Self.caps, user: user))
-        #expect(capped.reason == "frequency_capped")
+        #expect(capped.reason == DeliveryReason.frequencyCapped)
         #expect(capped.capRelease == nil)
     }
 }

@@ -35,11 +35,11 @@ struct EgressOutcomeTests {
                 Issue.record("not failed: \(outcome)")
                 continue
             }
-            #expect(reason == "forbidden_endpoint")
+            #expect(reason == DeliveryReason.forbiddenEndpoint)
             #expect(!invalidate)
             #expect(!detail.jsonText.contains("10.0.0.7"))
             #expect(!detail.jsonText.contains("push.example"))
-            #expect(ProviderTransport.channelEndpointOutcome(outcome) == .channelError(reason: "invalid_channel_settings", detail: detail))
+            #expect(ProviderTransport.channelEndpointOutcome(outcome) == .channelError(reason: .invalidChannelSettings, detail: detail))
         }
         // Other outcomes pass through unchanged.
         let unreachable = ProviderTransport.outcome(for: HTTP2Error(.connectFailed, "x", isSafeToRetry: true), origin: "o")

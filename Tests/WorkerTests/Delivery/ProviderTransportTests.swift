@@ -7,7 +7,7 @@ import Testing
 @Suite("ProviderTransport outcome mapping")
 struct ProviderTransportTests {
     private func reason(_ outcome: DeliveryOutcome) -> String? {
-        if case .retry(let reason, _, _) = outcome { return reason }
+        if case .retry(let reason, _, _) = outcome { return reason.rawValue }
         return nil
     }
 
@@ -16,14 +16,14 @@ struct ProviderTransportTests {
         let outcome = ProviderTransport.outcome(for: error, origin: "https://push.example")
         #expect(reason(outcome) == "response_too_large")
         // The provider had the whole request: the retry spends an attempt, so the delivery ends at max_attempts.
-        #expect(!CompletionFactory.uncountedRetryReasons.contains("response_too_large"))
+        #expect(!CompletionFactory.uncountedRetryReasons.contains(DeliveryReason.responseTooLarge))
     }
 
     @Test func unsentAndMaybeSentFailuresKeepTheirReasons() {
         #expect(reason(ProviderTransport.outcome(for: HTTP2Error(.tlsHandshakeFailed, "x", isSafeToRetry: true), origin: "o")) == "provider_unreachable")
         // Withdrawn from a busy origin's queue: never sent; paced without an event (CompletionFactory).
         let busy = ProviderTransport.outcome(for: HTTP2Error(.originBusy, "x", isSafeToRetry: true), origin: "o", subscriberChosen: true)
-        #expect(reason(busy) == CompletionFactory.originBusyReason)
+        #expect(reason(busy) == CompletionFactory.originBusyReason.rawValue)
         if case .retry(_, let detail, _) = busy { #expect(detail["error"]?.stringValue?.contains("came free") == true) }
         #expect(reason(ProviderTransport.outcome(for: HTTP2Error(.connectionClosed, "x"), origin: "o")) == "transport_error")
     }

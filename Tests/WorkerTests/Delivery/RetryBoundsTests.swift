@@ -8,7 +8,7 @@ import Testing
 @Suite("Retry bounds and per-delivery deadline")
 struct RetryBoundsTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
-    let policy = RetryPolicy(baseDelay: 2, maximumDelay: 60)
+    let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
 
     func delivery(uncountedRetries: Int) -> ClaimedDelivery {
         var delivery = CompletionFactoryTests().delivery(attempt: 1)
@@ -18,7 +18,7 @@ struct RetryBoundsTests {
     }
 
     /// A pipeline whose messages all parse and whose frequency caps always grant.
-    func pipeline(_ sender: any ProviderSender, deliveryTimeout: Double) -> DeliveryPipeline {
+    func pipeline(_ sender: any ProviderSender, deliveryTimeout: Duration) -> DeliveryPipeline {
         DeliveryPipeline(
             senders: [sender], maxAttempts: 3, retryPolicy: policy, logger: Logger(label: "test", minimumLevel: .error),
             deliveryTimeout: deliveryTimeout,
@@ -30,40 +30,40 @@ struct RetryBoundsTests {
 
     func completion(_ outcome: DeliveryOutcome, uncountedRetries: Int, max: Int = 10) -> DeliveryCompletion {
         CompletionFactory.completion(
-            for: delivery(uncountedRetries: uncountedRetries), outcome: outcome, provider: "apns", maxAttempts: 3,
+            for: delivery(uncountedRetries: uncountedRetries), outcome: outcome, provider: .apns, maxAttempts: 3,
             maxUncountedRetries: max, retryPolicy: policy, now: Self.now, unitRandom: 0)
     }
 
-    @Test(arguments: ["provider_unreachable", "channel_paused", "cap_unavailable", "message_unavailable"])
-    func uncountedRetriesEndWithRetriesExhausted(reason: String) throws {
+    @Test(arguments: [DeliveryReason.providerUnreachable, .channelPaused, .capUnavailable, .messageUnavailable])
+    func uncountedRetriesEndWithRetriesExhausted(reason: DeliveryReason) throws {
         let last = completion(.retry(reason: reason), uncountedRetries: 9)
-        #expect(last.event == "retrying")
+        #expect(last.event == .retrying)
         #expect(last.countsUncountedRetry)
         let over = completion(.retry(reason: reason), uncountedRetries: 10)
-        #expect(over.event == "failed")
-        #expect(over.reason == "retries_exhausted")
+        #expect(over.event == .failed)
+        #expect(over.reason == DeliveryReason.retriesExhausted)
         #expect(over.nextRunAt == nil)
         let detail = try JSONValue(parsing: over.detailJSON)
-        #expect(detail["last_reason"] == .string(reason))
+        #expect(detail["last_reason"] == .string(reason.rawValue))
         #expect(detail["uncounted_retries"] == .int(10))
     }
 
     @Test func onlyTheFirstUncountedRetriesWriteAnEvent() {
         let limit = CompletionFactory.retryingEventsWithoutAttempt
-        let written = (0..<20).filter { completion(.retry(reason: "provider_unreachable"), uncountedRetries: $0, max: 100).writesEvent }
+        let written = (0..<20).filter { completion(.retry(reason: .providerUnreachable), uncountedRetries: $0, max: 100).writesEvent }
         #expect(written == Array(0..<limit))
         // Counted retries always write theirs (bounded by max attempts).
-        #expect(completion(.retry(reason: "service_unavailable"), uncountedRetries: 50, max: 100).writesEvent)
+        #expect(completion(.retry(reason: .serviceUnavailable), uncountedRetries: 50, max: 100).writesEvent)
     }
 
     @Test func channelErrorsAreBoundedTooAndStillPauseTheChannel() {
-        let paused = completion(.channelError(reason: "invalid_provider_token"), uncountedRetries: 2)
-        #expect(paused.event == "retrying")
+        let paused = completion(.channelError(reason: .invalidProviderToken), uncountedRetries: 2)
+        #expect(paused.event == .retrying)
         #expect(paused.countsUncountedRetry)
         #expect(paused.writesEvent)
-        let over = completion(.channelError(reason: "invalid_provider_token"), uncountedRetries: 10)
-        #expect(over.event == "failed")
-        #expect(over.reason == "retries_exhausted")
+        let over = completion(.channelError(reason: .invalidProviderToken), uncountedRetries: 10)
+        #expect(over.event == .failed)
+        #expect(over.reason == DeliveryReason.retriesExhausted)
         #expect(over.channelPause != nil)
     }
 
@@ -81,7 +81,7 @@ struct RetryBoundsTests {
     @Test func aDeliveryWithdrawnFromABusyOriginSpendsNothingAndNeverRunsOutOfRetries() {
         for uncounted in [0, 10, 1_000] {
             let completion = completion(.retry(reason: CompletionFactory.originBusyReason), uncountedRetries: uncounted)
-            #expect(completion.event == "retrying")
+            #expect(completion.event == .retrying)
             #expect(completion.refundsAttempt && !completion.writesEvent && !completion.countsUncountedRetry)
             // The message is as old as `now`: the base delay's ceiling (2 s), drawn from its upper half.
             #expect(completion.nextRunAt.map { $0 >= Self.now.addingTimeInterval(1) && $0 <= Self.now.addingTimeInterval(2) } == true)
@@ -90,7 +90,7 @@ struct RetryBoundsTests {
 
     @Test func noSendStartsOnALeaseAboutToRunOut() async {
         let sender = DeliveryPipelineTests.RecordingSender()
-        let pipeline = pipeline(sender, deliveryTimeout: 10)
+        let pipeline = pipeline(sender, deliveryTimeout: .seconds(10))
         var late = delivery(uncountedRetries: 0)
         late.notificationStart = Date()
         late.leaseExpiry = .now + .seconds(5)
@@ -101,14 +101,14 @@ struct RetryBoundsTests {
         var fresh = late
         fresh.leaseExpiry = .now + .seconds(60)
         let sent = await pipeline.process(fresh)
-        #expect(sent.event == "sent")
+        #expect(sent.event == .sent)
         #expect(sender.sends.value == 1)
     }
 
     /// A provider exchange that never ends on its own (a token endpoint or push service that holds the
     /// request): it notes whether it was cancelled.
     final class HangingSender: ProviderSender {
-        let provider = "apns"
+        let provider = Provider.apns
         let cancelled = Counter()
         func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
             try? await Task.sleep(for: .seconds(600))
@@ -119,12 +119,12 @@ struct RetryBoundsTests {
 
     @Test func theDeliveryDeadlineCancelsTheWholeExchange() async {
         let sender = HangingSender()
-        let pipeline = pipeline(sender, deliveryTimeout: 0.05)
+        let pipeline = pipeline(sender, deliveryTimeout: .milliseconds(50))
         var claimed = delivery(uncountedRetries: 0)
         claimed.notificationStart = Date()
         let completion = await pipeline.process(claimed)
-        #expect(completion.event == "retrying")
-        #expect(completion.reason == "deadline_exceeded")
+        #expect(completion.event == .retrying)
+        #expect(completion.reason == DeliveryReason.deadlineExceeded)
         #expect(!completion.refundsAttempt)
         #expect(sender.cancelled.value == 1)
     }

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -118,17 +119,15 @@ struct MetricsEndToEndTests {
 
     @Test func reasonsFromTheNetworkAreFoldedToABoundedSet() {
         #expect(WorkerMetrics.reasonLabel(nil) == "")
-        #expect(WorkerMetrics.reasonLabel("unregistered") == "unregistered")
-        #expect(WorkerMetrics.reasonLabel("max_attempts") == "max_attempts")
-        #expect(WorkerMetrics.reasonLabel("http_418") == "http_4xx")
-        #expect(WorkerMetrics.reasonLabel("http_503") == "http_5xx")
-        #expect(WorkerMetrics.reasonLabel("http_999") == "other")
-        #expect(WorkerMetrics.reasonLabel("some_new_apple_reason") == "other")
-        #expect(WorkerMetrics.reasonLabel("a0a0a0a0deadbeef") == "other")
-        #expect(WorkerMetrics.providerLabel(nil) == "none")
-        #expect(WorkerMetrics.providerLabel("carrier-pigeon") == "other")
-        #expect(WorkerMetrics.eventLabel("sent") == "sent")
-        #expect(WorkerMetrics.eventLabel("exploded") == "other")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "unregistered")) == "unregistered")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "max_attempts")) == "max_attempts")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "http_418")) == "http_4xx")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "http_503")) == "http_5xx")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "http_999")) == "other")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "some_new_apple_reason")) == "other")
+        #expect(WorkerMetrics.reasonLabel(DeliveryReason(rawValue: "a0a0a0a0deadbeef")) == "other")
+        #expect(WorkerMetrics.providerLabel(nil as Provider?) == "none")
+        #expect(WorkerMetrics.providerLabel(column: "carrier-pigeon") == "other")
     }
 
     @Test func aQueueSampleSetsEveryProviderIncludingZeros() {

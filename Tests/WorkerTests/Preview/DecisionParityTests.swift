@@ -11,7 +11,7 @@ import Testing
 @Suite("preview and the worker decide alike")
 struct DecisionParityTests {
     struct AcceptingSender: ProviderSender {
-        let provider: String
+        let provider: Provider
         func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
             .sent(providerMessageID: nil)
         }
@@ -77,8 +77,8 @@ struct DecisionParityTests {
         let at = input.at
         let stored = input.storedMessage
         let pipeline = DeliveryPipeline(
-            senders: Provider.allCases.map { AcceptingSender(provider: $0.rawValue) }, maxAttempts: input.maxAttempts,
-            retryPolicy: RetryPolicy(baseDelay: 1, maximumDelay: 10), logger: Logger(label: "test", minimumLevel: .error),
+            senders: Provider.allCases.map { AcceptingSender(provider: $0) }, maxAttempts: input.maxAttempts,
+            retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)), logger: Logger(label: "test", minimumLevel: .error),
             quietHoursSpread: input.quietHoursSpread,
             loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, stored) }) },
             reserveFrequencyCap: { request in
@@ -96,7 +96,7 @@ struct DecisionParityTests {
         #expect(preview["reason"] == worker["reason"], "\(name)")
         #expect(preview["until"] == worker["until"], "\(name)")
         #expect(preview["provider"] == worker["provider"], "\(name)")
-        if outcome.reason == "frequency_capped" { #expect(preview["detail"] == worker["detail"], "\(name)") }
+        if outcome.reason == DeliveryReason.frequencyCapped { #expect(preview["detail"] == worker["detail"], "\(name)") }
     }
 
     /// The documents cover every kind of step the decision has.

@@ -109,7 +109,7 @@ struct RenderingBoundsProcessTests {
                 }
                 try seed.notification(target: #"{"include_external_ids": ["at-limit", "over-limit"]}"#)
                 _ = try QueueStore.expandNext(on: seed.connection)
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 60, workerID: "render")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "render")
                 #expect(claimed.count == 2)
                 for delivery in claimed {
                     let read = expected[delivery.subscriptionID]

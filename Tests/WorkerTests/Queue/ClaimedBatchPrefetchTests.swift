@@ -24,7 +24,7 @@ struct ClaimedBatchPrefetchTests {
                 _ = try seed.notification(message: #"{"contents": {"en": "one"}}"#, target: #"{"all": true}"#)
                 _ = try seed.notification(message: #"{"contents": {"en": "two"}}"#, target: #"{"all": true}"#)
                 while try QueueStore.expandNext(on: seed.connection) != nil {}
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 60, workerID: "A")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "A")
                 ClaimedBatchPrefetch(messages: cache).load(claimed, on: seed.connection)
                 return claimed
             }

@@ -11,7 +11,7 @@ struct CompletionBacklogStateTests {
     func entry(_ id: Int64, leaseIn seconds: Int? = nil) -> CompletionBacklog.Entry {
         CompletionBacklog.Entry(
             completion: DeliveryCompletion(
-                deliveryID: id, fence: 1, event: "sent", reason: nil, detailJSON: "{}", nextRunAt: nil),
+                deliveryID: id, fence: 1, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil),
             leaseExpiry: seconds.map { Self.start + .seconds($0) })
     }
 
@@ -85,10 +85,10 @@ struct CompletionBacklogStateTests {
         backlog.add(entry(1, leaseIn: 1))
         backlog.add(entry(2, leaseIn: 100))
         backlog.add(entry(3))
-        let due = backlog.leasesToRenew(now: Self.start, leaseSeconds: 10)
+        let due = backlog.leasesToRenew(now: Self.start, lease: .seconds(10))
         #expect(due.map(\.id) == [1])
         backlog.renewed([1], until: Self.start + .seconds(10))
-        #expect(backlog.leasesToRenew(now: Self.start, leaseSeconds: 10).isEmpty)
+        #expect(backlog.leasesToRenew(now: Self.start, lease: .seconds(10)).isEmpty)
     }
 
     @Test func aNewClaimOfAWaitingCompletionIsAdoptedNotSentAgain() {

@@ -37,7 +37,7 @@ struct DatabaseClockReadingTests {
                 try seed.notification(target: #"{"all": true}"#)
                 _ = try QueueStore.expandNext(on: seed.connection)
                 let before = try seed.connection.query("SELECT now() AS t")[0].decode(Date.self, "t")
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 60, workerID: "clock-test")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "clock-test")
                 let after = try seed.connection.query("SELECT now() AS t")[0].decode(Date.self, "t")
                 #expect(claimed.count == 2)
                 let readings = Set(claimed.compactMap { $0.databaseClock?.databaseNow })

@@ -531,7 +531,7 @@ struct ExpansionTests {
                 let id = try seed.notification(target: #"{"all": true}"#)
                 #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10) == .expanding(notificationID: id, created: 10))
                 // Two deliveries are in flight on some worker when the producer cancels.
-                let inFlight = try QueueStore.claim(on: seed.connection, limit: 2, leaseSeconds: 600, workerID: "A")
+                let inFlight = try QueueStore.claim(on: seed.connection, limit: 2, lease: .seconds(600), workerID: "A")
                 #expect(inFlight.count == 2)
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
 
@@ -617,7 +617,7 @@ struct ExpansionTests {
                     try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
                         == .expanded(notificationID: small, created: 1))
                 // And its delivery is claimed ahead of the broadcast's older backlog.
-                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 1, leaseSeconds: 60, workerID: "A").first)
+                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 1, lease: .seconds(60), workerID: "A").first)
                 #expect(first.notificationID == small)
                 #expect(first.subscriptionID == dana)
                 // Then the broadcast carries on.
@@ -740,7 +740,7 @@ extension ExpansionTests {
                 let made = try seed.connection.query(
                     "SELECT count(*) AS n FROM deliveries WHERE notification_id = ANY($1::uuid[])", [Array(poisoned.keys)])
                 #expect(made[0]["n"] == "0")
-                #expect(try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "A").count == 13)
+                #expect(try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A").count == 13)
             }
         }
     }
@@ -778,7 +778,7 @@ extension ExpansionTests {
                 #expect(outcome[good.notification]?.status == "expanded")
                 #expect(try QueueStore.isExpansionDrained(on: seed.connection))
                 // The claim reads those instants too (infinity and the year 294276 included).
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "A")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A")
                 #expect(claimed.count == 7)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
             }

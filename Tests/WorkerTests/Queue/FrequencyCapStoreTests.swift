@@ -100,15 +100,15 @@ struct FrequencyCapStoreTests {
 
     /// Claims every delivery of the notification and returns them by subscription.
     static func claimAll(_ seed: Seed) throws -> [UUID: ClaimedDelivery] {
-        let claimed = try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "t")
+        let claimed = try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "t")
         return Dictionary(uniqueKeysWithValues: claimed.map { ($0.subscriptionID, $0) })
     }
 
-    static func completion(_ delivery: ClaimedDelivery, _ event: String, release: Bool = true) -> DeliveryCompletion {
+    static func completion(_ delivery: ClaimedDelivery, _ event: DeliveryEvent, release: Bool = true) -> DeliveryCompletion {
         var completion = DeliveryCompletion(
-            deliveryID: delivery.id, fence: delivery.fence, event: event, reason: event == "failed" ? "unregistered" : nil,
+            deliveryID: delivery.id, fence: delivery.fence, event: event, reason: event == .failed ? .unregistered : nil,
             detailJSON: "{}", nextRunAt: nil)
-        if release && event != "sent" {
+        if release && event != .sent {
             completion.capRelease = FrequencyCapRelease(
                 appID: delivery.appID, capKey: delivery.capKey, notificationID: delivery.notificationID)
         }
@@ -138,10 +138,10 @@ struct FrequencyCapStoreTests {
                 #expect(try QueueStore.reserveFrequencyCap(on: seed.connection, request) == .granted(reused: false))
 
                 // The phone fails while the tablet is still queued: the grant stays (the tablet may get it).
-                #expect(try QueueStore.complete(on: seed.connection, [Self.completion(phoneDelivery, "failed")]) == 1)
+                #expect(try QueueStore.complete(on: seed.connection, [Self.completion(phoneDelivery, .failed)]) == 1)
                 #expect(try Self.grants(seed.connection) == 1)
                 // The tablet fails too: no device got it, none is left, so it does not count.
-                #expect(try QueueStore.complete(on: seed.connection, [Self.completion(try #require(claimed[tablet]), "failed")]) == 1)
+                #expect(try QueueStore.complete(on: seed.connection, [Self.completion(try #require(claimed[tablet]), .failed)]) == 1)
                 #expect(try Self.grants(seed.connection) == 0)
                 #expect(try QueueStore.reserveFrequencyCap(
                     on: seed.connection,
@@ -175,9 +175,9 @@ struct FrequencyCapStoreTests {
                 try QueueStore.complete(
                     on: seed.connection,
                     [
-                        Self.completion(try #require(claimed[phone]), "sent"),
-                        Self.completion(try #require(claimed[tablet]), "failed"),
-                        Self.completion(try #require(claimed[anonymous]), "failed"),
+                        Self.completion(try #require(claimed[phone]), .sent),
+                        Self.completion(try #require(claimed[tablet]), .failed),
+                        Self.completion(try #require(claimed[anonymous]), .failed),
                     ])
                 let left = try seed.connection.query("SELECT cap_key FROM frequency_cap_grants").map { try $0.decode(UUID.self, "cap_key") }
                 #expect(left == [user])
@@ -217,7 +217,7 @@ struct FrequencyCapStoreTests {
                         let result = Result {
                             let connection = try PostgresConnection(connectionString: url)
                             defer { connection.close() }
-                            return try QueueStore.complete(on: connection, [Self.completion(delivery, "failed")])
+                            return try QueueStore.complete(on: connection, [Self.completion(delivery, .failed)])
                         }
                         results.withLock { $0.append(result) }
                         done.leave()

@@ -393,7 +393,7 @@ struct LocalTimeExpansionTests {
                 #expect(row["scheduled"] == "\(subscriptions.count)")
                 #expect(row["sent"] == "0")
                 // Nothing is due: a claim takes none of them.
-                #expect(try QueueStore.claim(on: seed.connection, limit: 100, leaseSeconds: 60, workerID: "A").isEmpty)
+                #expect(try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A").isEmpty)
                 // Cancel: the sweep takes the scheduled deliveries too.
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [notification])
                 let swept = try QueueStore.sweepCanceled(on: seed.connection)

@@ -23,7 +23,7 @@ struct OversizedColumnTests {
                 _ = try seed.connection.query(
                     "UPDATE subscriptions SET language = repeat('e', $2) WHERE id = $1",
                     [subscriptions[1], language.maximumBytes + 1])
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "A")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "A")
                 let bySubscription = Dictionary(uniqueKeysWithValues: claimed.map { ($0.subscriptionID, $0) })
                 let first = try #require(bySubscription[subscriptions[0]])
                 #expect(first.oversizedColumns == ["subscriptions.token"])
@@ -40,7 +40,7 @@ struct OversizedColumnTests {
                     Issue.record("expected a failure, got \(step)")
                     return
                 }
-                #expect(reason == "oversized_column" && !invalidate)
+                #expect(reason == DeliveryReason.oversizedColumn && !invalidate)
                 #expect(detail["columns"] == ["subscriptions.token"])
             }
         }

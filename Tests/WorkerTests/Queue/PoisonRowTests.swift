@@ -18,7 +18,7 @@ struct PoisonRowTests {
         return subscriptions
     }
 
-    static func completion(_ delivery: ClaimedDelivery, _ event: String = "sent", detail: String = "{}")
+    static func completion(_ delivery: ClaimedDelivery, _ event: DeliveryEvent = .sent, detail: String = "{}")
         -> DeliveryCompletion
     {
         var completion = DeliveryCompletion(
@@ -47,12 +47,12 @@ struct PoisonRowTests {
                 // Only the bad rows are due: no evidence that the fault is theirs, so nothing is set aside.
                 _ = try seed.connection.query(
                     "UPDATE deliveries SET run_at = now() + interval '1 hour' WHERE id <> ALL($1::bigint[])", [bad])
-                #expect(try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A").isEmpty)
+                #expect(try QueueStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A").isEmpty)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "9")
 
                 _ = try seed.connection.query("UPDATE deliveries SET run_at = now()")
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A")
                 #expect(Set(claimed.map(\.id)) == Set(ids).subtracting(bad))
                 let events = try seed.connection.query(
                     "SELECT event, reason, detail->>'sqlstate' AS state, detail->>'error' AS error FROM delivery_events")
@@ -65,7 +65,7 @@ struct PoisonRowTests {
                 }
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE id = ANY($1::bigint[])", [bad])[0]["n"] == "0")
                 // Nothing is due now; the bad rows no longer cost anything.
-                #expect(try QueueStore.claim(on: seed.connection, limit: 20, leaseSeconds: 600, workerID: "A").isEmpty)
+                #expect(try QueueStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A").isEmpty)
             }
         }
     }
@@ -78,7 +78,7 @@ struct PoisonRowTests {
                 try seed.poisonDeliveries(
                     before: "UPDATE", "RAISE EXCEPTION 'broken everywhere' USING ERRCODE = '22023';")
                 #expect(throws: PostgresError.self) {
-                    try QueueStore.claim(on: seed.connection, limit: 3, leaseSeconds: 600, workerID: "A")
+                    try QueueStore.claim(on: seed.connection, limit: 3, lease: .seconds(600), workerID: "A")
                 }
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE attempt = 0")[0]["n"] == "5")
@@ -99,7 +99,7 @@ struct PoisonRowTests {
                 let s4 = try other.subscription()
                 try other.notification(target: #"{"include_subscription_ids": ["\#(s4)"]}"#)
                 while try QueueStore.expandNext(on: seed.connection) != nil {}
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "A")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "A")
                 #expect(claimed.count == 4)
 
                 // While the pushes are in flight: a subscription, a notification and a whole app are deleted.
@@ -136,8 +136,8 @@ struct PoisonRowTests {
                 let seed = try Seed(url)
                 let subscriptions = try Self.queue(seed, 2)
                 // Worker A's leases expire at once; B rescues both deliveries.
-                let late = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 0, workerID: "A")
-                let rescued = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B")
+                let late = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(0), workerID: "A")
+                let rescued = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B")
                 #expect(late.count == 2)
                 #expect(rescued.count == 2)
                 // The row is still there under B's fence: A's completion changes nothing.
@@ -146,7 +146,7 @@ struct PoisonRowTests {
                 // one row was completed by B (its parents exist), the other's final event is B's.
                 #expect(try QueueStore.complete(on: seed.connection, rescued.map { Self.completion($0) }) == 2)
                 _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [subscriptions[0]])
-                #expect(try QueueStore.complete(on: seed.connection, late.map { Self.completion($0, "failed") }) == 0)
+                #expect(try QueueStore.complete(on: seed.connection, late.map { Self.completion($0, .failed) }) == 0)
                 let events = try seed.connection.query("SELECT event, attempt FROM delivery_events")
                 #expect(events.count == 2)
                 #expect(events.allSatisfy { $0["event"] == "sent" && $0["attempt"] == "2" })

@@ -147,7 +147,7 @@ struct QueueStoreTests {
                             var mine: [Int64] = []
                             while true {
                                 let batch = try QueueStore.claim(
-                                    on: connection, limit: 37, leaseSeconds: 600, workerID: "w\(worker)")
+                                    on: connection, limit: 37, lease: .seconds(600), workerID: "w\(worker)")
                                 if batch.isEmpty { return mine }
                                 mine += batch.map(\.id)
                             }
@@ -174,10 +174,10 @@ struct QueueStoreTests {
                 _ = try QueueStore.expandNext(on: seed.connection)
 
                 // Worker A claims with a lease that expires at once; worker B rescues the delivery.
-                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 0, workerID: "A").first)
+                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(0), workerID: "A").first)
                 #expect(first.attempt == 1)
                 #expect(first.channelProvider == "apns")
-                let rescued = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").first)
+                let rescued = try #require(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").first)
                 #expect(rescued.id == first.id)
                 #expect(rescued.attempt == 2)
                 #expect(rescued.apnsID == first.apnsID)
@@ -185,15 +185,15 @@ struct QueueStoreTests {
 
                 // A's late completion changes nothing; B's settles the delivery.
                 let late = DeliveryCompletion(
-                    deliveryID: first.id, fence: first.fence, event: "sent", reason: nil, detailJSON: "{}", nextRunAt: nil)
+                    deliveryID: first.id, fence: first.fence, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil)
                 #expect(try QueueStore.complete(on: seed.connection, [late]) == 0)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
 
                 let retry = DeliveryCompletion(
-                    deliveryID: rescued.id, fence: rescued.fence, event: "retrying", reason: "service_unavailable",
+                    deliveryID: rescued.id, fence: rescued.fence, event: .retrying, reason: .serviceUnavailable,
                     detailJSON: #"{"next_attempt_at": "x"}"#, nextRunAt: Date().addingTimeInterval(3600))
                 #expect(try QueueStore.complete(on: seed.connection, [retry]) == 1)
-                #expect(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").isEmpty)
+                #expect(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").isEmpty)
                 let event = try seed.connection.query(
                     "SELECT event, reason, attempt, detail->>'next_attempt_at' AS next FROM delivery_events")[0]
                 #expect(event["event"] == "retrying")
@@ -204,12 +204,12 @@ struct QueueStoreTests {
                 // Made due by hand: its app's turn is brought forward by the repair the worker runs.
                 _ = try seed.connection.query("UPDATE deliveries SET run_at = now()")
                 #expect(try QueueStore.repairClaimTurns(on: seed.connection) == 1)
-                let third = try #require(try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 600, workerID: "B").first)
+                let third = try #require(try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").first)
                 var failed = DeliveryCompletion(
-                    deliveryID: third.id, fence: third.fence, event: "failed", reason: "unregistered",
+                    deliveryID: third.id, fence: third.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
                 failed.invalidation = SubscriptionInvalidation(
-                    subscriptionID: subscription, reason: "unregistered", tokenUpdatedAt: third.tokenUpdatedAt)
+                    subscriptionID: subscription, reason: .unregistered, tokenUpdatedAt: third.tokenUpdatedAt)
                 #expect(try QueueStore.complete(on: seed.connection, [failed]) == 1)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
                 let sub = try seed.connection.query("SELECT status, invalid_reason FROM subscriptions")[0]
@@ -227,15 +227,15 @@ struct QueueStoreTests {
                 let subscription = try seed.subscription()
                 try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
                 _ = try QueueStore.expandNext(on: seed.connection)
-                let claimed = try #require(try QueueStore.claim(on: seed.connection, limit: 1, leaseSeconds: 60, workerID: "A").first)
+                let claimed = try #require(try QueueStore.claim(on: seed.connection, limit: 1, lease: .seconds(60), workerID: "A").first)
                 // The app registers the token again while the send is in flight.
                 _ = try seed.connection.query(
                     "UPDATE subscriptions SET token_updated_at = now() + interval '1 second' WHERE id = $1", [subscription])
                 var completion = DeliveryCompletion(
-                    deliveryID: claimed.id, fence: claimed.fence, event: "failed", reason: "unregistered",
+                    deliveryID: claimed.id, fence: claimed.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
                 completion.invalidation = SubscriptionInvalidation(
-                    subscriptionID: subscription, reason: "unregistered", tokenUpdatedAt: claimed.tokenUpdatedAt)
+                    subscriptionID: subscription, reason: .unregistered, tokenUpdatedAt: claimed.tokenUpdatedAt)
                 _ = try QueueStore.complete(on: seed.connection, [completion])
                 #expect(try seed.connection.query("SELECT status FROM subscriptions")[0]["status"] == "active")
             }

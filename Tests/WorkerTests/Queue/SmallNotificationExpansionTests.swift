@@ -644,7 +644,7 @@ struct SmallNotificationExpansionTests {
                 _ = try seed.connection.query(
                     "INSERT INTO deliveries (notification_id, subscription_id, app_id) VALUES ($1, $2, $3)",
                     [notification, gone, seed.appID])
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, leaseSeconds: 60, workerID: "test")
+                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "test")
                 #expect(claimed.count == 1)
                 #expect(claimed.first?.subscriptionID == gone)
                 #expect(claimed.first?.subscriptionStatus == "deleted")
