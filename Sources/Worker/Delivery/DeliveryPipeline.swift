@@ -10,9 +10,6 @@ import Synchronization
 public final class DeliveryPipeline: DeliveryProcessing {
     /// Apple's and Google's default storage time when a message gives no `ttl`: 4 weeks, in seconds.
     public static let defaultTTL: Int64 = DeliveryDecision.defaultTTL
-    /// How long a channel stays paused after a credential or configuration error when the provider gave no
-    /// better hint.
-    public static let defaultChannelPause: Duration = .seconds(300)
 
     private let senders: [Provider: any ProviderSender]
     /// The senders of ``senders`` that take whole batches (looked up once, not cast per delivery).
@@ -29,7 +26,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
     private let logger: Logger
     /// One line per app and cause per hour; channel pauses once per pause period.
     private let warnings = LogRateLimiter(interval: .seconds(3600))
-    private let pauseWarnings = LogRateLimiter(interval: DeliveryPipeline.defaultChannelPause)
+    private let pauseWarnings = LogRateLimiter(interval: CompletionFactory.defaultChannelPause)
     /// Parsed messages; the claim fills it for each batch before the batch is handed here (``ClaimedBatchPrefetch``).
     let messages: MessageCache
     private let quietHoursSpread: Int
@@ -161,7 +158,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// grant given back when nothing reached the device, the log line and the counters.
     private func complete(_ delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: Provider?, now: Date) -> DeliveryCompletion {
         var completion = CompletionFactory.completion(
-            for: delivery, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
+            for: delivery.completionFacts, outcome: outcome, provider: provider, maxAttempts: maxAttempts,
             maxUncountedRetries: maxUncountedRetries, retryPolicy: retryPolicy, now: now,
             unitRandom: Double.random(in: 0..<1))
         // A notification that reached no device of the key gives its grant back (docs/frequency-caps.md); the
@@ -332,153 +329,5 @@ extension ClaimedDelivery {
         facts.oversizedColumns = oversizedColumns
         facts.localTimeDueAt = localDueAt
         return facts
-    }
-}
-
-/// Turns an outcome into the queue change and the event row (the event names of docs/producer-contract.md).
-public enum CompletionFactory {
-    /// Retry reasons that do not count as a send attempt, because the request never reached the provider, or
-    /// because the app's configuration, not this push, was refused: FCM `THIRD_PARTY_AUTH_ERROR` names the APNs
-    /// or web push credential configured in Firebase, and the subscription it was refused for is held
-    /// (``CredentialHolds``) as a paused channel holds all of them. Such deliveries wait out the outage (backing
-    /// off) until their `ttl` expires or `PUSHIZO_MAX_UNCOUNTED_RETRIES` ends them, never `max_attempts`.
-    public static let uncountedRetryReasons: Set<DeliveryReason> = [
-        .channelPaused, .providerUnreachable, .messageUnavailable, .capUnavailable, FCMResponseClassifier.thirdPartyAuthError,
-    ]
-
-    /// How many retries spending no attempt write a `retrying` event; later ones change the queue row only
-    /// (its `last_error`), so a long outage adds a bounded number of events per delivery.
-    public static let retryingEventsWithoutAttempt = 5
-
-    /// The retry reason of a delivery put back in the queue unsent because its lease had less than the
-    /// per-delivery deadline left: no attempt spent, no event written, not counted as an uncounted retry
-    /// (the worker, not the delivery, was late).
-    public static let leaseExpiringReason = DeliveryReason.leaseExpiring
-
-    /// The retry reason of a delivery whose request was withdrawn unsent after waiting for a stream (`HTTP2Error
-    /// .originBusy`: every stream of the push service in use, or its connection not open): no attempt spent, no
-    /// event written, not counted as an uncounted retry, and back at the origin's ticket (``OriginPacing``), or
-    /// after the outage backoff when it has none.
-    public static let originBusyReason = DeliveryReason.originBusy
-
-    /// - Parameters:
-    ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
-    ///   - unitRandom: jitter draw in `0..<1` for the retry time, drawn only for a retry (the system generator is
-    ///     a `getrandom` system call, once per delivery for nothing when most are sent).
-    /// A counted `retry` on the last allowed attempt becomes `failed` with reason `max_attempts`; an
-    /// uncounted one (or a channel error) past `maxUncountedRetries` becomes `failed` / `retries_exhausted`.
-    public static func completion(
-        for delivery: ClaimedDelivery, outcome: DeliveryOutcome, provider: Provider?, maxAttempts: Int,
-        maxUncountedRetries: Int = .max, retryPolicy: RetryPolicy, now: Date, unitRandom: @autoclosure () -> Double
-    ) -> DeliveryCompletion {
-        func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, detailJSON: String, next: Date?) -> DeliveryCompletion {
-            var completion = DeliveryCompletion(
-                deliveryID: delivery.id, fence: delivery.fence, event: event, reason: reason,
-                detailJSON: detailJSON, nextRunAt: next)
-            completion.claimedAs = DeliveryCompletion.Claim(delivery)
-            return completion
-        }
-        func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
-            var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
-            if let provider, members["provider"] == nil { members["provider"] = .string(provider.rawValue) }
-            return make(event, reason, detailJSON: JSONValue.object(members).jsonText, next: next)
-        }
-        switch outcome {
-        case .sent(let providerMessageID):
-            // The most common event: its detail (all strings) is written without building a JSON object.
-            var detail: [(key: String, value: String)] = []
-            if let providerMessageID { detail.append(("provider_message_id", providerMessageID)) }
-            if provider == .apns { detail.append(("apns_id", providerMessageID ?? CanonicalUUIDText.format(delivery.apnsID))) }
-            if let provider { detail.append(("provider", provider.rawValue)) }
-            return make(.sent, nil, detailJSON: JSONValue.objectText(ofStrings: detail), next: nil)
-        case .failed(let reason, let detail, let invalidate):
-            var completion = make(.failed, reason, detail, next: nil)
-            if invalidate {
-                completion.invalidation = SubscriptionInvalidation(
-                    subscriptionID: delivery.subscriptionID, reason: reason, tokenUpdatedAt: delivery.tokenUpdatedAt)
-            }
-            return completion
-        case .retry(let reason, _, _) where reason == leaseExpiringReason:
-            var completion = make(.retrying, reason, .object([:]), next: now)
-            completion.refundsAttempt = true
-            completion.writesEvent = false
-            return completion
-        case .retry(let reason, _, let notBefore) where reason == originBusyReason:
-            // Back at the origin's ticket (``OriginPacing``: about when the push service can take it), or paced
-            // like an outage without one; neither an event nor a retry counted towards `retries_exhausted`: the
-            // delivery did nothing wrong, and a broadcast draining for an hour through a slow push service must
-            // not run out of retries.
-            let next =
-                notBefore
-                ?? retryPolicy.nextAttemptDuringOutage(
-                    age: .seconds(now.timeIntervalSince(delivery.notificationStart)), now: now, unitRandom: unitRandom())
-            var completion = make(.retrying, reason, .object([:]), next: next)
-            completion.refundsAttempt = true
-            completion.writesEvent = false
-            return completion
-        case .retry(let reason, let detail, let notBefore):
-            let counted = !uncountedRetryReasons.contains(reason)
-            if counted && delivery.attempt >= maxAttempts {
-                var members = detail.objectValue ?? [:]
-                members["last_reason"] = .string(reason.rawValue)
-                members["attempts"] = .int(Int64(delivery.attempt))
-                return make(.failed, .maxAttempts, .object(members), next: nil)
-            }
-            if !counted && delivery.uncountedRetries >= maxUncountedRetries {
-                return make(.failed, .retriesExhausted, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
-            }
-            // Uncounted retries back off by how long the message has waited, not by attempts.
-            let next =
-                counted
-                ? retryPolicy.nextAttempt(after: delivery.attempt, now: now, unitRandom: unitRandom(), notBefore: notBefore)
-                : retryPolicy.nextAttemptDuringOutage(
-                    age: .seconds(now.timeIntervalSince(delivery.notificationStart)), now: now, unitRandom: unitRandom(),
-                    notBefore: notBefore)
-            var members = detail.objectValue ?? [:]
-            members["next_attempt_at"] = .string(next.formatted(.iso8601))
-            var completion = make(.retrying, reason, .object(members), next: next)
-            completion.refundsAttempt = !counted
-            completion.countsUncountedRetry = !counted
-            completion.writesEvent = counted || delivery.uncountedRetries < retryingEventsWithoutAttempt
-            return completion
-        case .channelError(let reason, let detail, let pausedUntil):
-            let until = pausedUntil ?? now.addingTimeInterval(DeliveryPipeline.defaultChannelPause.inSeconds)
-            if delivery.uncountedRetries >= maxUncountedRetries {
-                // The channel still pauses (the event carries it); this delivery waits no more.
-                var completion = make(.failed, .retriesExhausted, exhaustedDetail(detail, reason: reason, count: delivery.uncountedRetries), next: nil)
-                if let provider {
-                    completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
-                }
-                return completion
-            }
-            var members = detail.objectValue ?? [:]
-            members["next_attempt_at"] = .string(until.formatted(.iso8601))
-            members["channel_paused_until"] = .string(until.formatted(.iso8601))
-            var completion = make(.retrying, reason, .object(members), next: until)
-            // The provider refused the app's credentials, not this push: the attempt does not count. Its event
-            // is always written (it carries the channel pause), so these are bounded by maxUncountedRetries.
-            completion.refundsAttempt = true
-            completion.countsUncountedRetry = true
-            if let provider {
-                completion.channelPause = ChannelPause(appID: delivery.appID, provider: provider, until: until, reason: reason)
-            }
-            return completion
-        case .skipped(let reason, let detail):
-            return make(.skipped, reason, detail, next: nil)
-        case .deferred(let until, let detail, let reason):
-            var members = detail.objectValue ?? [:]
-            members["until"] = .string(until.formatted(.iso8601))
-            var completion = make(.deferred, reason, .object(members), next: until)
-            completion.refundsAttempt = true
-            return completion
-        }
-    }
-
-    /// `detail` of a `retries_exhausted` failure: the last retry's detail, its reason and the count.
-    private static func exhaustedDetail(_ detail: JSONValue, reason: DeliveryReason, count: Int) -> JSONValue {
-        var members = detail.objectValue ?? [:]
-        members["last_reason"] = .string(reason.rawValue)
-        members["uncounted_retries"] = .int(Int64(count))
-        return .object(members)
     }
 }

@@ -383,96 +383,22 @@ extension ClaimedDelivery {
     public var capKey: UUID { userID ?? subscriptionID }
 }
 
-/// What the pipeline decided for one claimed delivery, ready for the batched write-back.
-public struct DeliveryCompletion: Sendable {
-    public var deliveryID: Int64
-    public var fence: Int64
-    /// `delivery_events.event`.
-    public var event: DeliveryEvent
-    /// `delivery_events.reason` (`nil` for `sent`); also `deliveries.last_error` of a row that runs again.
-    public var reason: DeliveryReason?
-    /// `delivery_events.detail` as JSON text.
-    public var detailJSON: String
-    /// `nil`: terminal, the row leaves the queue. Otherwise the row runs again at this instant.
-    public var nextRunAt: Date?
-    /// Set when the provider said the token is gone: the subscription becomes `invalid` with this reason,
-    /// unless its token was updated after `tokenUpdatedAt`.
-    public var invalidation: SubscriptionInvalidation?
-    /// Set on a credential or configuration error: the app's channel is paused.
-    public var channelPause: ChannelPause?
-    /// The claim is not counted as a send attempt (the request never reached the provider: a paused
-    /// channel, an unreachable provider), so waiting out an outage never ends in `max_attempts`.
-    public var refundsAttempt = false
-    /// `false`: no `delivery_events` row is written, only the queue row changes (a retry past the first
-    /// ``CompletionFactory/retryingEventsWithoutAttempt`` uncounted ones, a delivery put back because its
-    /// lease was about to run out).
-    public var writesEvent = true
-    /// A retry that spends no attempt: `deliveries.uncounted_retries` grows by one.
-    public var countsUncountedRetry = false
-    /// Set on a terminal completion other than `sent` of a delivery whose app has frequency caps: the
-    /// completion transaction gives the notification's grant back when no device of the key got it and none
-    /// is left in the queue (see ``QueueStore/releaseFrequencyCapGrants(on:_:)``).
-    public var capRelease: FrequencyCapRelease? = nil
-    /// Whose delivery this was and which attempt, as claimed. With it, the event is still written when the
-    /// delivery row vanished while the push was in flight because its subscription, notification or app
-    /// was deleted (the cascade took the row, not another worker). `nil`: such a completion writes nothing.
-    public var claimedAs: Claim? = nil
-
-    /// The identity of a claimed delivery, carried so its event can be written without the queue row.
-    public struct Claim: Sendable, Equatable {
-        public var appID: UUID
-        public var notificationID: UUID
-        public var subscriptionID: UUID
-        /// The claim's attempt number (`deliveries.attempt` after the claim).
-        public var attempt: Int
-
-        public init(appID: UUID, notificationID: UUID, subscriptionID: UUID, attempt: Int) {
-            self.appID = appID
-            self.notificationID = notificationID
-            self.subscriptionID = subscriptionID
-            self.attempt = attempt
-        }
-
-        public init(_ delivery: ClaimedDelivery) {
-            self.init(
-                appID: delivery.appID, notificationID: delivery.notificationID,
-                subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
-        }
-    }
-
-    public init(
-        deliveryID: Int64, fence: Int64, event: DeliveryEvent, reason: DeliveryReason?, detailJSON: String, nextRunAt: Date?,
-        invalidation: SubscriptionInvalidation? = nil, channelPause: ChannelPause? = nil
-    ) {
-        self.deliveryID = deliveryID
-        self.fence = fence
-        self.event = event
-        self.reason = reason
-        self.detailJSON = detailJSON
-        self.nextRunAt = nextRunAt
-        self.invalidation = invalidation
-        self.channelPause = channelPause
+extension DeliveryCompletion.Claim {
+    public init(_ delivery: ClaimedDelivery) {
+        self.init(
+            appID: delivery.appID, notificationID: delivery.notificationID,
+            subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
     }
 }
 
-public struct SubscriptionInvalidation: Sendable, Equatable {
-    public var subscriptionID: UUID
-    /// `subscriptions.invalid_reason`.
-    public var reason: DeliveryReason
-    public var tokenUpdatedAt: Date
-    /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription), for
-    /// placeholders.
-    public var userTagsJSON: String?
-}
-
-public struct ChannelPause: Sendable, Equatable {
-    public var appID: UUID
-    /// `app_channels.provider`.
-    public var provider: Provider
-    /// `app_channels.paused_until`.
-    public var until: Date
-    /// `app_channels.paused_reason`.
-    public var reason: DeliveryReason
+extension ClaimedDelivery {
+    /// The claim's columns as the after-send policy (``CompletionFactory``) reads them.
+    var completionFacts: ClaimFacts {
+        ClaimFacts(
+            deliveryID: id, fence: fence, attempt: attempt, uncountedRetries: uncountedRetries, appID: appID,
+            notificationID: notificationID, subscriptionID: subscriptionID, apnsID: apnsID,
+            notificationStart: notificationStart, tokenUpdatedAt: tokenUpdatedAt)
+    }
 }
 
 extension Array where Element == ClaimedDelivery {

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 
 /// The completer's bookkeeping, without I/O: which completions wait, which batch to write next, what a

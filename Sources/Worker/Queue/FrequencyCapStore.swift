@@ -27,21 +27,6 @@ public enum FrequencyCapDecision: Sendable, Equatable {
     case denied(rule: FrequencyCapRule, used: Int)
 }
 
-/// Where a finished delivery may give its notification's grant back: a terminal completion other than
-/// `sent` of a delivery whose app has caps. The grant goes only if no device of the key got the notification
-/// and none is still queued (docs/frequency-caps.md: a notification that failed everywhere does not count).
-public struct FrequencyCapRelease: Sendable, Equatable {
-    public var appID: UUID
-    public var capKey: UUID
-    public var notificationID: UUID
-
-    public init(appID: UUID, capKey: UUID, notificationID: UUID) {
-        self.appID = appID
-        self.capKey = capKey
-        self.notificationID = notificationID
-    }
-}
-
 /// Frequency caps in PostgreSQL (`frequency_cap_grants`, migration 0002, docs/frequency-caps.md).
 extension QueueStore {
     /// Grants younger than this many seconds are kept even when every rule's window is shorter, so a device of

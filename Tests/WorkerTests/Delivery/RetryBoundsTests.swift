@@ -11,10 +11,13 @@ struct RetryBoundsTests {
     let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
 
     func delivery(uncountedRetries: Int) -> ClaimedDelivery {
-        var delivery = CompletionFactoryTests().delivery(attempt: 1)
-        delivery.notificationStart = Self.now
-        delivery.uncountedRetries = uncountedRetries
-        return delivery
+        ClaimedDelivery(
+            id: 7, fence: 3, attempt: 1, notificationID: UUID(), subscriptionID: UUID(), appID: UUID(),
+            apnsID: UUID(), messageVersion: "1", campaignID: nil, notificationStatus: "expanded",
+            notificationStart: Self.now, platform: "ios", token: "a0", apnsEnvironment: nil, language: nil,
+            timezone: nil, country: nil, subscriptionStatus: "active", tokenUpdatedAt: Self.now, userTagsJSON: nil,
+            defaultLanguage: "en", defaultTimezone: "UTC", signingKey: [1], channelProvider: "apns",
+            channelSettingsJSON: "{}", channelEndpoint: nil, channelPausedUntil: nil, uncountedRetries: uncountedRetries)
     }
 
     /// A pipeline whose messages all parse and whose frequency caps always grant.
@@ -30,7 +33,7 @@ struct RetryBoundsTests {
 
     func completion(_ outcome: DeliveryOutcome, uncountedRetries: Int, max: Int = 10) -> DeliveryCompletion {
         CompletionFactory.completion(
-            for: delivery(uncountedRetries: uncountedRetries), outcome: outcome, provider: .apns, maxAttempts: 3,
+            for: delivery(uncountedRetries: uncountedRetries).completionFacts, outcome: outcome, provider: .apns, maxAttempts: 3,
             maxUncountedRetries: max, retryPolicy: policy, now: Self.now, unitRandom: 0)
     }
 

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Postgres
 import Testing

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Testing
 @testable import Worker

@@ -1,21 +1,16 @@
 import DeliveryCore
 import Foundation
 import Testing
-@testable import Worker
 
 @Suite("From outcome to completion")
 struct CompletionFactoryTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     let policy = RetryPolicy(baseDelay: .seconds(2), maximumDelay: .seconds(60))
 
-    func delivery(attempt: Int) -> ClaimedDelivery {
-        ClaimedDelivery(
-            id: 7, fence: 3, attempt: attempt, notificationID: UUID(), subscriptionID: UUID(), appID: UUID(),
-            apnsID: UUID(), messageVersion: "1", campaignID: nil, notificationStatus: "expanded",
-            notificationStart: Self.now, platform: "ios", token: "a0", apnsEnvironment: nil, language: nil,
-            timezone: nil, country: nil, subscriptionStatus: "active", tokenUpdatedAt: Self.now, userTagsJSON: nil,
-            defaultLanguage: "en", defaultTimezone: "UTC", signingKey: [1], channelProvider: "apns",
-            channelSettingsJSON: "{}", channelEndpoint: nil, channelPausedUntil: nil)
+    func delivery(attempt: Int) -> ClaimFacts {
+        ClaimFacts(
+            deliveryID: 7, fence: 3, attempt: attempt, appID: UUID(), notificationID: UUID(), subscriptionID: UUID(),
+            apnsID: UUID(), notificationStart: Self.now, tokenUpdatedAt: Self.now)
     }
 
     func detail(_ completion: DeliveryCompletion) throws -> JSONValue {
@@ -132,75 +127,4 @@ struct CompletionFactoryTests {
         let young = policy.nextAttemptDuringOutage(age: .seconds(1), now: Self.now, unitRandom: 0)
         #expect(young == Self.now.addingTimeInterval(1))  // ceiling = base 2 s
     }
-
-    @Test func messageCacheParsesOncePerVersionAndReportsProblems() async {
-        let loads = Counter()
-        let good = UUID(), huge = UUID(), bad = UUID()
-        let read: @Sendable ([UUID]) -> [UUID: QueueStore.StoredMessage] = { ids in
-            loads.increment()
-            var result: [UUID: QueueStore.StoredMessage] = [:]
-            for id in ids {
-                switch id {
-                case good: result[id] = .init(version: "7", byteCount: 26, json: #"{"contents": {"en": "hi"}}"#)
-                case huge: result[id] = .init(version: "1", byteCount: 9_000_000, json: nil)
-                case bad: result[id] = .init(version: "1", byteCount: 10, json: #"{"ttl": -1}"#)
-                default: break
-                }
-            }
-            return result
-        }
-        let cache = MessageCache(load: { read($0) })
-        cache.prefetch([(good, "7"), (huge, "1"), (bad, "1")], reading: read)
-        #expect(loads.value == 1)
-        // Cached at these versions: nothing is read again.
-        cache.prefetch([(good, "7"), (bad, "1")], reading: read)
-        #expect(loads.value == 1)
-        guard case .success = await cache.message(for: good, version: "7") else {
-            Issue.record("valid message refused")
-            return
-        }
-        guard case .failure(let tooLarge) = await cache.message(for: huge, version: "1"),
-            case .failed(let reason, _, _) = tooLarge.outcome
-        else {
-            Issue.record("oversized message accepted")
-            return
-        }
-        #expect(reason == DeliveryReason.payloadTooLarge)
-        guard case .failure(let invalid) = await cache.message(for: bad, version: "1"),
-            case .failed(let badReason, _, _) = invalid.outcome
-        else {
-            Issue.record("invalid message accepted")
-            return
-        }
-        #expect(badReason == DeliveryReason.invalidMessage)
-        #expect(loads.value == 1)
-        // A newer row version is read again; a vanished row is skipped.
-        _ = await cache.message(for: good, version: "8")
-        #expect(loads.value == 2)
-        guard case .failure(let gone) = await cache.message(for: UUID(), version: "1") else {
-            Issue.record("missing row produced a message")
-            return
-        }
-        #expect(gone.outcome.eventName == "skipped")
-    }
-
-    @Test func databaseTroubleIsAnUncountedRetry() async {
-        struct Down: Error {}
-        let cache = MessageCache(load: { _ in throw Down() })
-        guard case .failure(let problem) = await cache.message(for: UUID(), version: "1"),
-            case .retry(let reason, _, _) = problem.outcome
-        else {
-            Issue.record("expected a retry")
-            return
-        }
-        #expect(CompletionFactory.uncountedRetryReasons.contains(reason))
-    }
-}
-
-import Synchronization
-
-final class Counter: Sendable {
-    private let count = Atomic<Int>(0)
-    func increment() { count.add(1, ordering: .relaxed) }
-    var value: Int { count.load(ordering: .relaxed) }
 }
