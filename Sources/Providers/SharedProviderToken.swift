@@ -39,6 +39,14 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     public enum Kind: String, Sendable {
         case apns
         case fcm
+
+        /// The provider whose requests carry these tokens.
+        public var provider: Provider {
+            switch self {
+            case .apns: .apns
+            case .fcm: .fcm
+            }
+        }
     }
 
     /// What to do with the current shared token.

@@ -53,13 +53,16 @@ enum CheckCommand {
             let resolved = resolveOverrideHosts(channels, policy: policy)
             for channel in channels {
                 let app = channel["app_id"] ?? "?"
-                let provider = channel["provider"] ?? "?"
-                var line = "channel \(app) \(provider)"
+                // The column's text becomes a `Provider` here, at the edge; a value the worker has no sender for is
+                // reported as such.
+                let providerText = channel["provider"] ?? "?"
+                let provider = Provider(rawValue: providerText)
+                var line = "channel \(app) \(providerText)"
                 var endpointProblem: String?
                 var invalidSettings = false
                 if let endpoint = channel["endpoint"] {
                     line += " endpoint=\(endpoint)"
-                    if provider == "apns" || provider == "fcm" {
+                    if provider == .apns || provider == .fcm {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
                             switch resolvedProblem(origin, field: "endpoint", policy: policy, resolved: resolved) {
@@ -72,7 +75,7 @@ enum CheckCommand {
                         }
                     }
                 }
-                if provider == "apns", let settings = try? JSONValue(parsing: channel["settings"] ?? "{}"),
+                if provider == .apns, let settings = try? JSONValue(parsing: channel["settings"] ?? "{}"),
                     APNsCertificateCredentials.isCertificateSettings(settings)
                 {
                     do {
@@ -86,7 +89,7 @@ enum CheckCommand {
                         invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
                     }
-                } else if provider == "apns" {
+                } else if provider == .apns {
                     do {
                         let credentials = try APNsCredentials(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
                         line += ": ok (team \(credentials.teamID), key \(credentials.keyID), topic \(credentials.topic))"
@@ -94,7 +97,7 @@ enum CheckCommand {
                         invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
                     }
-                } else if provider == "webpush" {
+                } else if provider == .webpush {
                     do {
                         _ = try WebPushChannelSettings(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
                         line += ": ok (VAPID key and subject)"
@@ -102,7 +105,7 @@ enum CheckCommand {
                         invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
                     }
-                } else if provider == "fcm" {
+                } else if provider == .fcm {
                     do {
                         let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
                         do throws(ChannelEndpointError) {
@@ -196,9 +199,9 @@ private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: Egres
         names.insert(HostAndPort(host: origin.host, port: origin.port))
     }
     for channel in channels {
-        let provider = channel["provider"]
-        if provider == "apns" || provider == "fcm" { add(channel["endpoint"], field: "endpoint") }
-        if provider == "fcm" {
+        let provider = channel["provider"].flatMap(Provider.init(rawValue:))
+        if provider == .apns || provider == .fcm { add(channel["endpoint"], field: "endpoint") }
+        if provider == .fcm {
             add((try? FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}"))?.account.tokenURI, field: "token_uri")
         }
     }

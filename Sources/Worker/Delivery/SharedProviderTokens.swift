@@ -158,10 +158,10 @@ final class SharedProviderTokens: Sendable {
         let mint: Mint = { [metrics] in
             do {
                 let minted = try await uncounted()
-                metrics?.tokenRefreshed(provider: credential.kind.rawValue, succeeded: true)
+                metrics?.tokenRefreshed(provider: credential.kind.provider, succeeded: true)
                 return minted
             } catch {
-                metrics?.tokenRefreshed(provider: credential.kind.rawValue, succeeded: false)
+                metrics?.tokenRefreshed(provider: credential.kind.provider, succeeded: false)
                 throw error
             }
         }

@@ -255,8 +255,8 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// A provider token was made (`succeeded`) or could not be.
-    public func tokenRefreshed(provider: String, succeeded: Bool) {
-        (succeeded ? tokenRefreshes : tokenRefreshFailures).add(1, LabelValues(Self.providerLabel(column: provider)))
+    public func tokenRefreshed(provider: Provider, succeeded: Bool) {
+        (succeeded ? tokenRefreshes : tokenRefreshFailures).add(1, LabelValues(provider.rawValue))
     }
 
     // MARK: Bounded labels

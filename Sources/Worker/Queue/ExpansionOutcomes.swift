@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Synchronization
 
@@ -74,7 +75,7 @@ final class ExpansionOutcomes: Sendable {
                 + "succeeded; none is failed until a chunk succeeds (check triggers and constraints on deliveries)",
             [
                 "sqlstate": sqlState,
-                "condition": sqlState.hasPrefix("23") ? "integrity_constraint_violation" : "data_exception",
+                "condition": (sqlState.hasPrefix("23") ? DeliveryReason.integrityConstraintViolation : .dataException).rawValue,
                 "suspects": "\(laneSuspects.withLock { $0.suspects.count })",
             ])
     }
