@@ -10,26 +10,27 @@ import Foundation
 /// apps, which FCM delivers through that credential; Android tokens of the same channel go through FCM alone.
 /// Nothing in the subscription row says which tokens those are (every row an `fcm` channel serves is
 /// `platform` `android`, `kind` `device`, and a registration token is opaque), so the scope is learned from the
-/// answers: the subscription refused so is held for ``Policy/hold`` seconds, its pushes waiting without a
+/// answers: the subscription refused so is held for ``Policy/hold``, its pushes waiting without a
 /// request, while every other subscription of the channel is sent as usual. A hold says the credential is
 /// wrong, not the subscription: the subscription is kept, and its deliveries wait (retries that spend no
 /// attempt) until the credential is fixed or their retry bounds end them.
 public struct CredentialHolds: Sendable, Equatable {
     /// How long a subscription is held, and how many are remembered.
     public struct Policy: Sendable, Equatable {
-        /// Seconds a subscription is held after a refusal, and the earliest retry of the refused delivery.
-        public var hold: Double
+        /// How long a subscription is held after a refusal, and the earliest retry of the refused delivery.
+        public var hold: Duration
         /// Subscriptions held at once, the most recently refused; past it the oldest hold is dropped, and that
         /// subscription's next push costs one more request. Bounds memory whatever the answers.
         public var maximumHeld: Int
 
-        public init(hold: Double, maximumHeld: Int) {
-            self.hold = hold.isFinite ? max(hold, 0) : 300
+        /// - Parameter hold: a negative span holds for none.
+        public init(hold: Duration, maximumHeld: Int) {
+            self.hold = max(hold, .zero)
             self.maximumHeld = max(maximumHeld, 1)
         }
 
         /// 5 minutes, as long as a channel pause; 64 subscriptions per channel.
-        public static let standard = Policy(hold: 300, maximumHeld: 64)
+        public static let standard = Policy(hold: .seconds(300), maximumHeld: 64)
     }
 
     private struct Hold: Sendable, Equatable {
@@ -57,7 +58,7 @@ public struct CredentialHolds: Sendable, Equatable {
         guard answer.fault == .partialCredential, case .retry(let reason, let detail, let notBefore) = answer.outcome else {
             return answer.outcome
         }
-        let until = max(time.addingTimeInterval(policy.hold), notBefore ?? time)
+        let until = max(time.addingTimeInterval(policy.hold.inSeconds), notBefore ?? time)
         holds.removeAll { $0.until <= time || $0.subscription == subscription }
         holds.append(Hold(subscription: subscription, reason: reason, refusedAt: time, until: until))
         if holds.count > policy.maximumHeld { holds.removeFirst(holds.count - policy.maximumHeld) }

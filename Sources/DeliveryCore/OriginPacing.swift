@@ -23,13 +23,13 @@ import Foundation
 ///   Push subscribers choosing push services cannot grow it without bound.
 public struct OriginPacing: Sendable {
     /// The span over which answers are counted for the rate: 10 s.
-    public static let rateWindow: Double = 10
+    public static let rateWindow: Duration = .seconds(10)
     /// The rate assumed at least, in answers a second.
     public let minimumRate: Double
     /// The soonest a withdrawn delivery comes back: half a second.
-    public static let minimumDelay: Double = 0.5
+    public static let minimumDelay: Duration = .milliseconds(500)
     /// The latest a withdrawn delivery comes back: 10 minutes.
-    public static let maximumDelay: Double = 600
+    public static let maximumDelay: Duration = .seconds(600)
     /// Origins remembered at most.
     public static let maximumOrigins = 4_096
 
@@ -49,7 +49,7 @@ public struct OriginPacing: Sendable {
         }
 
         mutating func roll(to now: Double) {
-            let half = OriginPacing.rateWindow / 2
+            let half = OriginPacing.rateWindow.inSeconds / 2
             guard now - currentStart >= half else { return }
             previousCount = now - currentStart >= 2 * half ? 0 : currentCount
             currentCount = 0
@@ -58,7 +58,7 @@ public struct OriginPacing: Sendable {
 
         /// Answers a second over the counted span (the current half plus the whole previous one), at least `floor`.
         func rate(at now: Double, floor: Double) -> Double {
-            let span = OriginPacing.rateWindow / 2 + max(now - currentStart, 0)
+            let span = OriginPacing.rateWindow.inSeconds / 2 + max(now - currentStart, 0)
             return max(floor, Double(currentCount + previousCount) / max(span, 1))
         }
     }
@@ -90,14 +90,14 @@ public struct OriginPacing: Sendable {
         let t = now.timeIntervalSinceReferenceDate
         var entry = origins[origin] ?? Origin(now: t)
         entry.roll(to: t)
-        let next = max(entry.nextTicket, t + Self.minimumDelay)
+        let next = max(entry.nextTicket, t + Self.minimumDelay.inSeconds)
         let ticket: Double
-        if next <= t + Self.maximumDelay {
+        if next <= t + Self.maximumDelay.inSeconds {
             ticket = next
             entry.nextTicket = next + 1 / entry.rate(at: t, floor: minimumRate)
         } else {
             let draw = unitRandom()
-            ticket = t + Self.maximumDelay * (0.5 + 0.5 * (draw.isFinite ? min(max(draw, 0), 1) : 0))
+            ticket = t + Self.maximumDelay.inSeconds * (0.5 + 0.5 * (draw.isFinite ? min(max(draw, 0), 1) : 0))
         }
         entry.lastSeen = t
         store(origin, entry)

@@ -53,7 +53,7 @@ public struct ProviderAnswer: Sendable, Equatable {
 /// lock and feeds it every answer.
 ///
 /// A channel pauses on a suspect answer (``ProviderAnswer/suspectsChannel``) only when, within
-/// ``Policy/window`` seconds, at least ``Policy/distinctSubscriptions`` different subscriptions were
+/// ``Policy/window``, at least ``Policy/distinctSubscriptions`` different subscriptions were
 /// refused so, from at least ``Policy/distinctOrigins`` different origins (push services, for Web Push),
 /// and no answer in that window accepted the channel's credentials. One subscription refused many times
 /// counts once; an acceptance proves the credentials work, so refusals are then the subscriptions' own.
@@ -61,8 +61,8 @@ public struct ProviderAnswer: Sendable, Equatable {
 public struct ChannelFaultEvidence: Sendable, Equatable {
     /// How much evidence pauses a channel.
     public struct Policy: Sendable, Equatable {
-        /// Seconds a refusal or an acceptance counts.
-        public var window: Double
+        /// How long a refusal or an acceptance counts.
+        public var window: Duration
         /// Distinct subscriptions refused within the window.
         public var distinctSubscriptions: Int
         /// Distinct origins among them.
@@ -70,17 +70,18 @@ public struct ChannelFaultEvidence: Sendable, Equatable {
         /// Refusals kept (the most recent, one per subscription), so memory stays bounded whatever arrives.
         public var maximumTracked: Int
 
-        public init(window: Double, distinctSubscriptions: Int, distinctOrigins: Int, maximumTracked: Int = 32) {
-            self.window = window.isFinite ? max(window, 0) : 600
+        /// - Parameter window: a negative span counts as none.
+        public init(window: Duration, distinctSubscriptions: Int, distinctOrigins: Int, maximumTracked: Int = 32) {
+            self.window = max(window, .zero)
             self.distinctSubscriptions = max(distinctSubscriptions, 1)
             self.distinctOrigins = max(distinctOrigins, 1)
             self.maximumTracked = max(maximumTracked, self.distinctSubscriptions)
         }
 
         /// APNs and FCM (one provider origin): 3 distinct subscriptions within 10 minutes.
-        public static let singleOrigin = Policy(window: 600, distinctSubscriptions: 3, distinctOrigins: 1)
+        public static let singleOrigin = Policy(window: .seconds(600), distinctSubscriptions: 3, distinctOrigins: 1)
         /// Web Push: 3 distinct subscriptions at 2 or more push-service origins within 10 minutes.
-        public static let webPush = Policy(window: 600, distinctSubscriptions: 3, distinctOrigins: 2)
+        public static let webPush = Policy(window: .seconds(600), distinctSubscriptions: 3, distinctOrigins: 2)
     }
 
     /// What one suspect refusal means, given the evidence so far.
@@ -118,7 +119,7 @@ public struct ChannelFaultEvidence: Sendable, Equatable {
 
     /// A suspect refusal of `subscription` by `origin` (scheme, host and port only).
     public mutating func recordRefusal(subscription: UUID, origin: String, at time: Date) -> Verdict {
-        let horizon = time.addingTimeInterval(-policy.window)
+        let horizon = time.addingTimeInterval(-policy.window.inSeconds)
         refusals.removeAll { $0.at < horizon || $0.subscription == subscription }
         if let accepted = lastAcceptance, accepted >= horizon { return .credentialsWork }
         refusals.append(Refusal(subscription: subscription, origin: origin, at: time))

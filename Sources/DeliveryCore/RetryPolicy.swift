@@ -49,13 +49,13 @@ public struct RetryPolicy: Sendable, Equatable {
         return scheduled
     }
 
-    /// The longest delay ``nextAttempt(after:now:unitRandom:notBefore:)`` computes, in seconds (365 days):
-    /// a bound for misconfiguration, far beyond any useful retry.
-    public static let maximumSupportedDelay: Double = 31_536_000
+    /// The longest delay ``nextAttempt(after:now:unitRandom:notBefore:)`` computes (365 days): a bound for
+    /// misconfiguration, far beyond any useful retry.
+    public static let maximumSupportedDelay: Duration = .seconds(31_536_000)
 
     /// `seconds` within `0...maximumSupportedDelay`; NaN and negative become 0.
     static func sanitized(_ seconds: Double) -> Double {
         guard seconds.isFinite || seconds == .infinity, seconds > 0 else { return 0 }
-        return min(seconds, maximumSupportedDelay)
+        return min(seconds, maximumSupportedDelay.inSeconds)
     }
 }

@@ -30,7 +30,7 @@ struct OriginPacingTests {
         // A second apart up to the maximum delay; those beyond it drawn from its last half, never past it.
         #expect(tickets[599] == Self.at(599.5))
         let beyond = tickets[600...].map { $0.timeIntervalSince(Self.at(0)) }
-        #expect(beyond.allSatisfy { $0 >= OriginPacing.maximumDelay / 2 && $0 <= OriginPacing.maximumDelay })
+        #expect(beyond.allSatisfy { $0 >= OriginPacing.maximumDelay.inSeconds / 2 && $0 <= OriginPacing.maximumDelay.inSeconds })
         #expect(Set(beyond).count == 3)
         // A minute later the paced tickets go on from where they stopped, a second apart.
         #expect(pacing.withdrawn("https://black-hole.example", now: Self.at(60), unitRandom: 0) == Self.at(600.5))
