@@ -220,10 +220,11 @@ public final class WorkerMetrics: Sendable {
         if failed > 0 { notificationsExpanded.add(Double(failed), LabelValues("failed")) }
     }
 
-    /// A refresh of grown tables' planner statistics: each table analyzed or skipped (held by another session).
-    func plannerStatistics(_ refresh: PlannerStatistics.Refresh) {
-        for table in refresh.analyzed { plannerStatisticsRefreshes.add(1, LabelValues(table, "analyzed")) }
-        for table in refresh.skipped { plannerStatisticsRefreshes.add(1, LabelValues(table, "skipped")) }
+    /// A refresh of grown tables' planner statistics: the tables analyzed, and those skipped (held by another
+    /// session).
+    func plannerStatistics(analyzed: [String], skipped: [String]) {
+        for table in analyzed { plannerStatisticsRefreshes.add(1, LabelValues(table, "analyzed")) }
+        for table in skipped { plannerStatisticsRefreshes.add(1, LabelValues(table, "skipped")) }
     }
 
     /// A check or refresh of planner statistics that failed.
@@ -236,12 +237,13 @@ public final class WorkerMetrics: Sendable {
         live.sources.withLock { $0 = (inFlight, pending) }
     }
 
-    /// One delivery's outcome (its completion, before it is written).
-    /// The offset of a reading of PostgreSQL's clock (``DatabaseClockReading/offsetSeconds``).
-    func databaseClockRead(_ reading: DatabaseClockReading) {
-        databaseClockOffset.set(reading.offsetSeconds)
+    /// The offset of a reading of PostgreSQL's clock from this host's, in seconds (positive: PostgreSQL's is
+    /// ahead; see docs/clocks.md).
+    func databaseClockRead(offsetSeconds: Double) {
+        databaseClockOffset.set(offsetSeconds)
     }
 
+    /// One delivery's outcome (its completion, before it is written).
     func delivered(provider: Provider?, event: DeliveryEvent, reason: DeliveryReason?) {
         deliveries.add(1, LabelValues(Self.providerLabel(provider), event.rawValue, Self.reasonLabel(reason)))
     }

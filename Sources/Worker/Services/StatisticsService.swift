@@ -55,7 +55,7 @@ final class StatisticsService: Service {
                 let grown = try await database.withConnection { try PlannerStatistics.grownTables(on: $0) }
                 var refresh = PlannerStatistics.Refresh()
                 if !grown.isEmpty { refresh = try await refreshStatistics() }
-                context.metrics.plannerStatistics(refresh)
+                context.metrics.plannerStatistics(analyzed: refresh.analyzed, skipped: refresh.skipped)
                 if !refresh.analyzed.isEmpty {
                     logger.info("planner statistics refreshed: tables grown", ["tables": refresh.analyzed.joined(separator: ",")])
                 }

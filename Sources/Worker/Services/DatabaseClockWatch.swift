@@ -24,7 +24,7 @@ final class DatabaseClockWatch: Sendable {
     /// Records one reading: the gauge always, a warning when its offset is past the bound and none was logged
     /// within ``warningInterval``.
     func record(_ reading: DatabaseClockReading) {
-        metrics.databaseClockRead(reading)
+        metrics.databaseClockRead(offsetSeconds: reading.offsetSeconds)
         // Within half the round trip of the bound the offset may be either side of it: no warning on a slow
         // answer alone.
         guard abs(reading.offsetSeconds) - reading.roundTripSeconds / 2 > bound, warnings.allow("offset") else { return }
