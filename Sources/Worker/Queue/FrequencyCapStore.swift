@@ -28,7 +28,7 @@ public enum FrequencyCapDecision: Sendable, Equatable {
 }
 
 /// Frequency caps in PostgreSQL (`frequency_cap_grants`, migration 0002, docs/frequency-caps.md).
-extension QueueStore {
+public enum FrequencyCapStore {
     /// Grants younger than this many seconds are kept even when every rule's window is shorter, so a device of
     /// the key that is still queued (retrying, deferred by quiet hours) reuses the grant rather than asking
     /// again: 28 days, the providers' default storage time (``DeliveryPipeline/defaultTTL``).
