@@ -41,7 +41,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// Outcomes, send durations and channel pauses are counted here (`nil`: not counted).
     private let metrics: WorkerMetrics?
 
-    /// Reserves a notification for a cap key (see ``FrequencyCapStore/reserveFrequencyCap(on:_:)``); throws when the
+    /// Reserves a notification for a cap key (see ``FrequencyCapStore/reserve(on:_:)``); throws when the
     /// database cannot answer.
     public typealias FrequencyCapReserver = @Sendable (FrequencyCapRequest) async throws -> FrequencyCapDecision
 

@@ -120,7 +120,7 @@ public final class WorkerRuntime: Sendable {
             },
             reserveFrequencyCap: { [database] request in
                 try await database.withConnection { connection in
-                    try FrequencyCapStore.reserveFrequencyCap(on: connection, request)
+                    try FrequencyCapStore.reserve(on: connection, request)
                 }
             }, metrics: metrics)
         let service = WorkerService(

@@ -86,7 +86,7 @@ public enum CompletionStore {
         // lock then waits only for other such locks (taken in hash order), so no cycle can form.
         let releases = completions.compactMap(\.capRelease)
         if !releases.isEmpty {
-            try FrequencyCapStore.releaseFrequencyCapGrants(on: connection, releases)
+            try FrequencyCapStore.releaseGrants(on: connection, releases)
         }
         return applied
     }

@@ -40,7 +40,7 @@ public enum FrequencyCapStore {
     /// is reused; otherwise a grant is inserted only when every rule has room. The lock ends with the
     /// statement, so nothing is held during the provider send.
     /// - Throws: `PostgresError` when the database cannot be reached or refuses the statement.
-    public static func reserveFrequencyCap(on connection: PostgresConnection, _ request: FrequencyCapRequest) throws
+    public static func reserve(on connection: PostgresConnection, _ request: FrequencyCapRequest) throws
         -> FrequencyCapDecision
     {
         let rules = request.caps.rules
@@ -69,7 +69,7 @@ public enum FrequencyCapStore {
     /// keys' advisory locks are taken first, in one order (no deadlock between completion batches), and the
     /// check runs in a later statement, so it sees every completion committed before the locks were granted:
     /// two devices failing at once on two workers cannot both leave the grant behind.
-    static func releaseFrequencyCapGrants(on connection: PostgresConnection, _ releases: [FrequencyCapRelease]) throws {
+    static func releaseGrants(on connection: PostgresConnection, _ releases: [FrequencyCapRelease]) throws {
         guard !releases.isEmpty else { return }
         let parameters: [any PostgresEncodable] = [
             releases.map(\.appID), releases.map(\.capKey), releases.map(\.notificationID),

@@ -1,5 +1,4 @@
 import Foundation
-import Postgres
 
 /// The queue as the whole fleet sees it, for the `pushizo_queue_*` and `pushizo_channels_paused` gauges:
 /// deliveries by provider and state, the oldest due delivery's age, and the paused channels.

@@ -7,7 +7,7 @@ public enum QueueLagStore {
     /// (``claimRangesCTE``) visits the first due entry of each app with queued deliveries and each of its
     /// priorities, rather than every due row.
     /// - Throws: ``PostgresError``.
-    public static func queueLag(on connection: PostgresConnection) throws -> Double {
+    public static func lag(on connection: PostgresConnection) throws -> Double {
         let rows = try connection.query(
             """
             WITH RECURSIVE \(claimRangesCTE)

@@ -1,5 +1,4 @@
 import Foundation
-import Postgres
 
 /// The fleet's current queue sample as one worker found it in `queue_depth_samples`.
 public struct SharedQueueDepth: Sendable, Equatable {

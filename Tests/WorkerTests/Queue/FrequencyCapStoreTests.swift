@@ -26,7 +26,7 @@ struct FrequencyCapStoreTests {
                 let caps = Self.caps((2, 86_400))
                 let (n1, n2, n3) = (UUID(), UUID(), UUID())
                 func reserve(_ key: UUID, _ notification: UUID) throws -> FrequencyCapDecision {
-                    try FrequencyCapStore.reserveFrequencyCap(
+                    try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: caps))
                 }
@@ -53,7 +53,7 @@ struct FrequencyCapStoreTests {
                 // At most 1 per 10 s and 2 per hour.
                 let caps = Self.caps((2, 3600), (1, 10))
                 func reserve(_ notification: UUID) throws -> FrequencyCapDecision {
-                    try FrequencyCapStore.reserveFrequencyCap(
+                    try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: caps))
                 }
@@ -71,7 +71,7 @@ struct FrequencyCapStoreTests {
                 #expect(try reserve(UUID()) == .granted(reused: false))
                 // max 0 denies everything capped.
                 #expect(
-                    try FrequencyCapStore.reserveFrequencyCap(
+                    try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: UUID(), notificationID: UUID(), caps: Self.caps((0, 60))))
                         == .denied(rule: FrequencyCapRule(max: 0, perSeconds: 60), used: 0))
@@ -88,11 +88,11 @@ struct FrequencyCapStoreTests {
                 let request = { (notification: UUID) in
                     FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: Self.caps((5, 60)))
                 }
-                _ = try FrequencyCapStore.reserveFrequencyCap(on: seed.connection, request(UUID()))
+                _ = try FrequencyCapStore.reserve(on: seed.connection, request(UUID()))
                 _ = try seed.connection.query(
                     "UPDATE frequency_cap_grants SET granted_at = granted_at - make_interval(secs => $1)",
                     [FrequencyCapStore.minimumGrantRetention + 1])
-                _ = try FrequencyCapStore.reserveFrequencyCap(on: seed.connection, request(UUID()))
+                _ = try FrequencyCapStore.reserve(on: seed.connection, request(UUID()))
                 #expect(try Self.grants(seed.connection) == 1)
             }
         }
@@ -135,7 +135,7 @@ struct FrequencyCapStoreTests {
                 let request = FrequencyCapRequest(
                     appID: seed.appID, capKey: user, notificationID: notification,
                     caps: try FrequencyCaps(jsonText: try #require(phoneDelivery.frequencyCapsJSON)))
-                #expect(try FrequencyCapStore.reserveFrequencyCap(on: seed.connection, request) == .granted(reused: false))
+                #expect(try FrequencyCapStore.reserve(on: seed.connection, request) == .granted(reused: false))
 
                 // The phone fails while the tablet is still queued: the grant stays (the tablet may get it).
                 #expect(try CompletionStore.complete(on: seed.connection, [Self.completion(phoneDelivery, .failed)]) == 1)
@@ -143,7 +143,7 @@ struct FrequencyCapStoreTests {
                 // The tablet fails too: no device got it, none is left, so it does not count.
                 #expect(try CompletionStore.complete(on: seed.connection, [Self.completion(try #require(claimed[tablet]), .failed)]) == 1)
                 #expect(try Self.grants(seed.connection) == 0)
-                #expect(try FrequencyCapStore.reserveFrequencyCap(
+                #expect(try FrequencyCapStore.reserve(
                     on: seed.connection,
                     FrequencyCapRequest(appID: seed.appID, capKey: user, notificationID: UUID(), caps: request.caps))
                     == .granted(reused: false))
@@ -166,7 +166,7 @@ struct FrequencyCapStoreTests {
                 let claimed = try Self.claimAll(seed)
                 let caps = Self.caps((1, 86_400))
                 for key in [user, anonymous] {
-                    _ = try FrequencyCapStore.reserveFrequencyCap(
+                    _ = try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: caps))
                 }
@@ -200,7 +200,7 @@ struct FrequencyCapStoreTests {
                 _ = try ExpansionStore.expandNext(on: seed.connection)
                 let claimed = try Self.claimAll(seed)
                 let deliveries = [try #require(claimed[phone]), try #require(claimed[tablet])]
-                _ = try FrequencyCapStore.reserveFrequencyCap(
+                _ = try FrequencyCapStore.reserve(
                     on: seed.connection,
                     FrequencyCapRequest(appID: seed.appID, capKey: user, notificationID: notification, caps: Self.caps((1, 60))))
 
