@@ -28,7 +28,7 @@ public struct DeliveryCompletion: Sendable {
     public var countsUncountedRetry = false
     /// Set on a terminal completion other than `sent` of a delivery whose app has frequency caps: the
     /// completion transaction gives the notification's grant back when no device of the key got it and none
-    /// is left in the queue (see `QueueStore.releaseFrequencyCapGrants(on:_:)`).
+    /// is left in the queue (see `FrequencyCapStore.releaseGrants(on:_:)`).
     public var capRelease: FrequencyCapRelease? = nil
     /// Whose delivery this was and which attempt, as claimed. With it, the event is still written when the
     /// delivery row vanished while the push was in flight because its subscription, notification or app

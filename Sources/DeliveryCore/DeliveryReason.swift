@@ -92,7 +92,7 @@ extension DeliveryReason {
     public static let payloadTooLarge = DeliveryReason(rawValue: "payload_too_large")
 }
 
-// MARK: - The queue's set-aside rows (QueueStore.setAside)
+// MARK: - The queue's set-aside rows (ClaimStore.setAside)
 
 extension DeliveryReason {
     /// `failed`: the claim statement failed on this row with SQLSTATE class 22 (PostgreSQL, Appendix A

@@ -10,10 +10,10 @@
 ///   streams are counted, and a dispatch (``startTurns(capacity:originStreams:)``) computes the fair share,
 ///   `capacity / tenants` (at least 1; `capacity`: the streams the origin's connections may carry now, at most
 ///   `maximumInFlightPerOrigin`). A tenant at or above its share is passed over while a waiting tenant below its
-///   share is left; when every waiting tenant is at or above it, turns go on as before, so no stream stays unused
-///   for the bound's sake. A tenant whose answers are slow keeps only the streams it has: each one that ends goes
-///   to the others until they hold their share.
-/// - One tenant (the common case) costs what the single queue did: its queue is slot 0, no tenant is hashed to
+///   share is left; when every waiting tenant is at or above it, each stream goes to the tenant at the ring's
+///   front regardless of shares, so no stream stays unused for the bound's sake. A tenant whose answers are slow
+///   keeps only the streams it has: each one that ends goes to the others until they hold their share.
+/// - One tenant (the common case) costs what one FIFO queue costs: its queue is slot 0, no tenant is hashed to
 ///   find it, and its streams are not counted (they are all of the origin's); the owner asks for the origin's
 ///   streams only when a second tenant arrives. ``isShared`` tells the owner when the tenant of each stream that
 ///   ends must be reported (``streamClosed(tenant:)``).

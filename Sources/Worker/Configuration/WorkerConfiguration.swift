@@ -33,7 +33,7 @@ public struct WorkerConfiguration: Sendable {
     public var retryPolicy: RetryPolicy
     public var databaseConnections: Int
     /// Expansion chunks run at once (`PUSHIZO_EXPANSION_TASKS`): one task takes chunks of any large notification,
-    /// the others only slices of sliced broadcasts (``QueueStore/Slicing``); below ``databaseConnections``.
+    /// the others only slices of sliced broadcasts (``ExpansionStore/Slicing``); below ``databaseConnections``.
     /// Small notifications have a lane of their own beside them (bulk passes, short transactions).
     public var expansionTasks: Int
     /// PEM file of trusted CAs for provider connections; `nil` = the system trust store. Read and parsed when the

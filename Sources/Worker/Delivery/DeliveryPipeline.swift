@@ -41,7 +41,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
     /// Outcomes, send durations and channel pauses are counted here (`nil`: not counted).
     private let metrics: WorkerMetrics?
 
-    /// Reserves a notification for a cap key (see ``QueueStore/reserveFrequencyCap(on:_:)``); throws when the
+    /// Reserves a notification for a cap key (see ``FrequencyCapStore/reserve(on:_:)``); throws when the
     /// database cannot answer.
     public typealias FrequencyCapReserver = @Sendable (FrequencyCapRequest) async throws -> FrequencyCapDecision
 
@@ -50,7 +50,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
 
     /// - Parameters:
     ///   - loadMessages: reads `notifications.message` for a set of notifications (see
-    ///     ``QueueStore/messages(on:notificationIDs:maximumBytes:)``).
+    ///     ``MessageStore/messages(on:notificationIDs:maximumBytes:)``).
     ///   - reserveFrequencyCap: the frequency-cap reservation, run for a delivery that passed every other
     ///     check when its app has caps and its message is neither exempt nor silent.
     ///   - maxUncountedRetries: retries spending no attempt before `failed` / `retries_exhausted`.

@@ -10,7 +10,7 @@ import Synchronization
 /// bandwidth). Bounded by entries and by bytes of JSON; when either bound is reached it starts over.
 public final class MessageCache: Sendable {
     /// Reads the stored messages of some notifications (one round trip).
-    public typealias Loader = @Sendable ([UUID]) async throws -> [UUID: QueueStore.StoredMessage]
+    public typealias Loader = @Sendable ([UUID]) async throws -> [UUID: MessageStore.StoredMessage]
 
     /// Largest message document read, in bytes of JSON text. No provider payload exceeds 4 KB, so a bigger
     /// document can only be a mistake (say, a file pasted into `data`); its deliveries fail with
@@ -42,7 +42,7 @@ public final class MessageCache: Sendable {
     /// read needs no hand-off of its own), the messages of a claimed batch that are not cached at their
     /// version. A failed read is left for ``message(for:version:)`` to try again and report per delivery.
     public func prefetch(
-        _ keys: [(notificationID: UUID, version: String)], reading read: ([UUID]) throws -> [UUID: QueueStore.StoredMessage]
+        _ keys: [(notificationID: UUID, version: String)], reading read: ([UUID]) throws -> [UUID: MessageStore.StoredMessage]
     ) {
         let missing: Set<UUID> = state.withLock { state in
             Set(keys.filter { state[$0.notificationID]?.version != $0.version }.map(\.notificationID))
@@ -58,7 +58,7 @@ public final class MessageCache: Sendable {
         if let entry = state.withLock({ $0[notificationID] }), entry.version == version {
             return entry.result
         }
-        let stored: [UUID: QueueStore.StoredMessage]
+        let stored: [UUID: MessageStore.StoredMessage]
         do {
             stored = try await load([notificationID])
         } catch {
@@ -72,7 +72,7 @@ public final class MessageCache: Sendable {
     }
 
     @discardableResult
-    private func insert(_ id: UUID, _ stored: QueueStore.StoredMessage) -> Result<NotificationMessage, Problem> {
+    private func insert(_ id: UUID, _ stored: MessageStore.StoredMessage) -> Result<NotificationMessage, Problem> {
         let result = Self.parse(stored)
         state.withLock {
             $0.store(Entry(version: stored.version, result: result), cost: max(stored.json?.utf8.count ?? 0, 64), forKey: id)
@@ -80,7 +80,7 @@ public final class MessageCache: Sendable {
         return result
     }
 
-    static func parse(_ stored: QueueStore.StoredMessage) -> Result<NotificationMessage, Problem> {
+    static func parse(_ stored: MessageStore.StoredMessage) -> Result<NotificationMessage, Problem> {
         guard let json = stored.json else {
             return .failure(
                 Problem(

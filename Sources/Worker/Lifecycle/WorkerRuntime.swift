@@ -114,13 +114,13 @@ public final class WorkerRuntime: Sendable {
             deliveryTimeout: configuration.deliveryTimeout,
             loadMessages: { [database] ids in
                 try await database.withConnection { connection in
-                    try QueueStore.messages(
+                    try MessageStore.messages(
                         on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
                 }
             },
             reserveFrequencyCap: { [database] request in
                 try await database.withConnection { connection in
-                    try QueueStore.reserveFrequencyCap(on: connection, request)
+                    try FrequencyCapStore.reserve(on: connection, request)
                 }
             }, metrics: metrics)
         let service = WorkerService(

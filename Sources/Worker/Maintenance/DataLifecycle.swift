@@ -118,7 +118,7 @@ public enum DataLifecycle {
                 let limit = $0
                 return try exclusive(connection) {
                     try $0.query(
-                        pruneGrantsSQL, [Double(QueueStore.minimumGrantRetention), Double(FrequencyCaps.longestWindow), limit])
+                        pruneGrantsSQL, [Double(FrequencyCapStore.minimumGrantRetention), Double(FrequencyCaps.longestWindow), limit])
                 }.affectedRows
             }
         }

@@ -6,7 +6,7 @@ import PushCrypto
 struct PreviewInput {
     var at: Date
     var delivery: ClaimedDelivery
-    var storedMessage: QueueStore.StoredMessage
+    var storedMessage: MessageStore.StoredMessage
     /// The settings of the app's channel for the subscription's provider, if given.
     var channel: JSONValue?
     /// `delivery.max_attempts`: the worker's `PUSHIZO_MAX_ATTEMPTS` (default 10); a `delivery.attempt` past
@@ -37,7 +37,7 @@ struct PreviewInput {
         // The worker measures the limit on PostgreSQL's text form of jsonb, which puts a space after every
         // `:` and `,`: measure the same way so both decide alike.
         let storedSize = text.utf8.count + Self.postgresSeparatorSpaces(message)
-        storedMessage = QueueStore.StoredMessage(
+        storedMessage = MessageStore.StoredMessage(
             version: "preview", byteCount: storedSize,
             json: storedSize <= MessageCache.maximumMessageBytes ? text : nil)
 

@@ -72,7 +72,7 @@ struct Admission: Sendable {
         case wait(Duration)
     }
 
-    /// The answer of the next-turn check asked after a short claim (``QueueStore/nextTurn(on:)``).
+    /// The answer of the next-turn check asked after a short claim (``ClaimStore/nextTurn(on:)``).
     enum NextTurn: Equatable {
         /// Not asked (the claim was full).
         case notAsked
@@ -100,12 +100,12 @@ struct Admission: Sendable {
     /// Whether the row text budget is held (no claim until a part's rows are released).
     var holdsTextBudget: Bool { heldTextBytes >= heldTextBudget }
 
-    /// The next step of the claim loop: a claim of a limit (``QueueStore/claimLimit(free:batch:)``) when at least
+    /// The next step of the claim loop: a claim of a limit (``ClaimStore/claimLimit(free:batch:)``) when at least
     /// ``minimumClaim`` slots are free and the row text budget is not held, else a wait for capacity.
     func nextStep(pendingCompletions: Int) -> ClaimStep {
         let free = freeSlots(pendingCompletions: pendingCompletions)
         guard free >= minimumClaim, !holdsTextBudget else { return .waitForCapacity(pollInterval) }
-        return .claim(limit: QueueStore.claimLimit(free: free, batch: batch), room: shares.room)
+        return .claim(limit: ClaimStore.claimLimit(free: free, batch: batch), room: shares.room)
     }
 
     /// What a claim made by another loop right after it created rows may take (the transactional expand lane's

@@ -21,10 +21,10 @@ struct AudienceQuery {
     ///   `local_due_at` are computed in the statement, once per distinct zone of the page
     ///   (``LocalTimeSQL``; docs/local-time-delivery.md).
     /// - Parameter upTo: the last `subscriptions.id` the page may reach (inclusive): a slice's upper bound
-    ///   (``QueueStore/Slicing``). Only for the filter forms (`all`, `filters`); id lists are never
+    ///   (``ExpansionStore/Slicing``). Only for the filter forms (`all`, `filters`); id lists are never
     ///   sliced and ignore it.
     init(
-        selection: AudienceSelection, first: Bool, localTime: QueueStore.LocalTimeSchedule? = nil, upTo: UUID? = nil
+        selection: AudienceSelection, first: Bool, localTime: ExpansionStore.LocalTimeSchedule? = nil, upTo: UUID? = nil
     ) {
         var parameters: [any PostgresEncodable] = []
         func bind(_ value: any PostgresEncodable, _ type: String) -> String {

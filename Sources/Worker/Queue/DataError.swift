@@ -10,9 +10,7 @@ extension PostgresError {
         guard code == .queryFailed, let sqlState else { return false }
         return sqlState.hasPrefix("22") || sqlState.hasPrefix("23")
     }
-}
 
-extension QueueStore {
     /// Longest part of PostgreSQL's message kept in a reason: enough to name the problem, never a whole value.
     static let dataErrorMessageLimit = 200
 
@@ -20,13 +18,13 @@ extension QueueStore {
     /// and its primary message (control characters replaced, at most ``dataErrorMessageLimit`` characters),
     /// e.g. `data_exception: SQLSTATE 22008: timestamp out of range`. The `DETAIL` field is left out: it
     /// quotes whole key values. Statements never cast secrets (tokens, keys), so the message cannot quote one.
-    static func dataErrorReason(_ error: PostgresError) -> String {
-        let state = error.sqlState ?? "?????"
+    var dataErrorReason: String {
+        let state = sqlState ?? "?????"
         let kind = (state.hasPrefix("23") ? DeliveryReason.integrityConstraintViolation : .dataException).rawValue
         var message = String(
             String.UnicodeScalarView(
-                error.message.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
-        if message.count > dataErrorMessageLimit { message = String(message.prefix(dataErrorMessageLimit)) + "…" }
+                self.message.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
+        if message.count > Self.dataErrorMessageLimit { message = String(message.prefix(Self.dataErrorMessageLimit)) + "…" }
         return "\(kind): SQLSTATE \(state): \(message)"
     }
 }

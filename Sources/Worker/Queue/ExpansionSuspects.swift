@@ -2,7 +2,7 @@ import Foundation
 
 /// One expand worker's memory of notifications whose chunk failed on data (SQLSTATE class 22 or 23), and the
 /// rule that decides whose fault it is: the notification's own, or the database's (docs/targets.md, "Poison
-/// rows"). A value without I/O; ``QueueStore/expandNext(on:chunkSize:suspects:pick:)`` carries out its verdicts.
+/// rows"). A value without I/O; ``ExpansionStore/expandNext(on:chunkSize:suspects:pick:)`` carries out its verdicts.
 ///
 /// The rule, the same evidence rule claims use: a failing notification is failed only on evidence that the
 /// fault is its own, namely it failed before, another notification's chunk then committed with deliveries,

@@ -28,7 +28,7 @@ public enum FrequencyCapDecision: Sendable, Equatable {
 }
 
 /// Frequency caps in PostgreSQL (`frequency_cap_grants`, migration 0002, docs/frequency-caps.md).
-extension QueueStore {
+public enum FrequencyCapStore {
     /// Grants younger than this many seconds are kept even when every rule's window is shorter, so a device of
     /// the key that is still queued (retrying, deferred by quiet hours) reuses the grant rather than asking
     /// again: 28 days, the providers' default storage time (``DeliveryPipeline/defaultTTL``).
@@ -40,7 +40,7 @@ extension QueueStore {
     /// is reused; otherwise a grant is inserted only when every rule has room. The lock ends with the
     /// statement, so nothing is held during the provider send.
     /// - Throws: `PostgresError` when the database cannot be reached or refuses the statement.
-    public static func reserveFrequencyCap(on connection: PostgresConnection, _ request: FrequencyCapRequest) throws
+    public static func reserve(on connection: PostgresConnection, _ request: FrequencyCapRequest) throws
         -> FrequencyCapDecision
     {
         let rules = request.caps.rules
@@ -69,7 +69,7 @@ extension QueueStore {
     /// keys' advisory locks are taken first, in one order (no deadlock between completion batches), and the
     /// check runs in a later statement, so it sees every completion committed before the locks were granted:
     /// two devices failing at once on two workers cannot both leave the grant behind.
-    static func releaseFrequencyCapGrants(on connection: PostgresConnection, _ releases: [FrequencyCapRelease]) throws {
+    static func releaseGrants(on connection: PostgresConnection, _ releases: [FrequencyCapRelease]) throws {
         guard !releases.isEmpty else { return }
         let parameters: [any PostgresEncodable] = [
             releases.map(\.appID), releases.map(\.capKey), releases.map(\.notificationID),

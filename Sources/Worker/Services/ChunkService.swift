@@ -28,10 +28,10 @@ struct ChunkService: Service {
             do {
                 let picks: [ExpansionPick] = slicesFirst ? [.slice, .skippingSmall] : [.skippingSmall, .slice]
                 slicesFirst.toggle()
-                let result = try await context.database.withConnection { connection -> QueueStore.ExpansionResult? in
-                    try suspects.withLock { suspects -> QueueStore.ExpansionResult? in
+                let result = try await context.database.withConnection { connection -> ExpansionStore.ExpansionResult? in
+                    try suspects.withLock { suspects -> ExpansionStore.ExpansionResult? in
                         for pick in picks {
-                            if let result = try QueueStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
+                            if let result = try ExpansionStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
                                 return result
                             }
                         }

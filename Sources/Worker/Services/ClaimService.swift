@@ -121,13 +121,13 @@ final class ClaimService: Service {
                     let prefetch = self.prefetch
                     let claimEnded: ContinuousClock.Instant
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
-                        let claimed = try QueueStore.claim(
+                        let claimed = try ClaimStore.claim(
                             on: connection, limit: limit, lease: configuration.lease,
                             workerID: configuration.workerID, room: room)
                         let claimEnded = ContinuousClock.now
                         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                         prefetch.load(claimed, on: connection)
-                        let nextTurn = claimed.count < limit ? Result { try QueueStore.nextTurn(on: connection) } : nil
+                        let nextTurn = claimed.count < limit ? Result { try ClaimStore.nextTurn(on: connection) } : nil
                         return (claimed, claimEnded, nextTurn)
                     }
                     context.databaseReached()
@@ -193,7 +193,7 @@ final class ClaimService: Service {
     /// (no room, a limit's permits, more than ``handOffLimit`` or than the free slots, or an error) is the claim
     /// loop's.
     /// - Returns: the parts to send, and whether they are all the pass created.
-    func claimCreated(_ small: QueueStore.SmallExpansionResult, on connection: PostgresConnection, terms: HandOffTerms)
+    func claimCreated(_ small: SmallNotificationStore.SmallExpansionResult, on connection: PostgresConnection, terms: HandOffTerms)
         -> (parts: [Part], tookAll: Bool)
     {
         guard small.created > 0, small.created <= Self.handOffLimit, small.created <= terms.free,
@@ -203,7 +203,7 @@ final class ClaimService: Service {
         let started = ContinuousClock.now
         let claimed: [ClaimedDelivery]
         do {
-            claimed = try QueueStore.claim(
+            claimed = try ClaimStore.claim(
                 on: connection, limit: small.created, lease: configuration.lease,
                 workerID: configuration.workerID, room: terms.room, notifications: small.withDeliveries)
         } catch {
@@ -278,7 +278,7 @@ final class ClaimService: Service {
     private func isDrained() async -> Bool {
         guard sending == 0, completer.pending == 0 else { return false }
         do {
-            return try await context.database.withConnection { try QueueStore.isDrained(on: $0) }
+            return try await context.database.withConnection { try QueueDepthStore.isDrained(on: $0) }
         } catch {
             context.logger.warning("drain check failed", ["error": "\(error)"])
             return false

@@ -4,7 +4,7 @@ import Postgres
 /// What a claimed batch needs before its sends, read by the claim on its own connection and thread, in the
 /// claim's hand-off to the pool (a hand-off of its own would cost two more thread wake-ups per claim): the
 /// messages its deliveries use that are not cached at their claimed version, in one round trip
-/// (``QueueStore/messages(on:notificationIDs:maximumBytes:)`` into ``MessageCache``). The delivery stage then
+/// (``MessageStore/messages(on:notificationIDs:maximumBytes:)`` into ``MessageCache``). The delivery stage then
 /// finds them in memory and holds no connection.
 public struct ClaimedBatchPrefetch: Sendable {
     /// Where the messages go (nil: nothing is prefetched, each delivery reads its message itself).
@@ -19,7 +19,7 @@ public struct ClaimedBatchPrefetch: Sendable {
     func load(_ batch: [ClaimedDelivery], on connection: PostgresConnection) {
         guard let messages, !batch.isEmpty else { return }
         messages.prefetch(batch.map { ($0.notificationID, $0.messageVersion) }) { ids in
-            try QueueStore.messages(on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
+            try MessageStore.messages(on: connection, notificationIDs: ids, maximumBytes: MessageCache.maximumMessageBytes)
         }
     }
 }

@@ -136,7 +136,7 @@ final class Completer: Sendable {
         let started = ContinuousClock.now
         do {
             let applied = try await database.withConnection { connection in
-                try QueueStore.complete(on: connection, completions)
+                try CompletionStore.complete(on: connection, completions)
             }
             metrics?.completionBatchFinished(startedAt: started, written: applied, ignored: batch.count - applied, failed: false)
             failures = 0
@@ -189,7 +189,7 @@ final class Completer: Sendable {
         guard !due.isEmpty else { return }
         do {
             let renewed = try await database.withConnection { connection in
-                try QueueStore.renewLeases(
+                try ClaimStore.renewLeases(
                     on: connection, deliveryIDs: due.map(\.id), fences: due.map(\.fence), lease: lease)
             }
             // Counted from before the statement: the lease really runs at least this long.

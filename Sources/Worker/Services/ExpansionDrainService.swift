@@ -13,7 +13,7 @@ struct ExpansionDrainService: Service {
             await context.claimWake.wait(timeout: configuration.pollInterval)
             heartbeat.working()
             if configuration.exitWhenDrained,
-                (try? await context.database.withConnection({ try QueueStore.isExpansionDrained(on: $0) })) == true
+                (try? await context.database.withConnection({ try ExpansionStore.isExpansionDrained(on: $0) })) == true
             {
                 context.logger.notice("no notification left to expand; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")
                 context.stopWorker()

@@ -30,7 +30,7 @@ final class ExpansionOutcomes: Sendable {
 
     /// Metrics, logs and wake-ups of one expansion chunk's `result`, and what the loop does next; `failures`
     /// counts stalls in a row (reset by anything else).
-    func followUp(_ result: QueueStore.ExpansionResult?, failures: inout Int) -> FollowUp {
+    func followUp(_ result: ExpansionStore.ExpansionResult?, failures: inout Int) -> FollowUp {
         let metrics = context.metrics
         let logger = context.logger
         switch result {

@@ -64,7 +64,7 @@ struct ExpansionService: Service {
             do {
                 // Cancellations first: they are cheap and stop work that would otherwise be claimed.
                 if ContinuousClock.now >= nextSweep {
-                    let swept = try await database.withConnection({ try QueueStore.sweepCanceled(on: $0) })
+                    let swept = try await database.withConnection({ try ExpansionStore.sweepCanceled(on: $0) })
                     context.databaseReached()
                     if let swept {
                         failures = 0
@@ -77,7 +77,7 @@ struct ExpansionService: Service {
                     nextSweep = .now + idleSweepInterval
                 }
                 if ContinuousClock.now >= nextRelease {
-                    let released = try await database.withConnection { try QueueStore.releaseScheduled(on: $0) }
+                    let released = try await database.withConnection { try ExpansionStore.releaseScheduled(on: $0) }
                     nextRelease = released > 0 ? .now : .now + idleReleaseInterval
                     // A released notification may be large: the chunk loop takes those.
                     if released > 0 { context.chunkWake.signal() }
@@ -89,7 +89,7 @@ struct ExpansionService: Service {
                 let outcomes = self.outcomes
                 let (small, handed) = try await database.withConnection { connection in
                     let small = try outcomes.laneSuspects.withLock {
-                        try QueueStore.expandSmallNotifications(on: connection, suspects: &$0)
+                        try SmallNotificationStore.expandSmallNotifications(on: connection, suspects: &$0)
                     }
                     return (small, handOff.flatMap { terms in claims?.claimCreated(small, on: connection, terms: terms) })
                 }
@@ -119,7 +119,7 @@ struct ExpansionService: Service {
                     failures = 0
                     // A full pass, or one that left notifications for the next: more are waiting. Otherwise the
                     // wake flag is sticky: a hint that came during the pass ends the wait below at once.
-                    if small.picked >= QueueStore.smallNotificationBatch || small.deferred > 0 {
+                    if small.picked >= SmallNotificationStore.smallNotificationBatch || small.deferred > 0 {
                         await Task.yield()
                         continue
                     }

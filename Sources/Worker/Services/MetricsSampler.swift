@@ -14,7 +14,7 @@ extension WorkerMetrics {
     static let queueSampleDutyCycle = 0.05
 
     /// Samples each provider kind's HTTP/2 pool every `interval` seconds, and the fleet's queue sample
-    /// (``QueueStore/sharedQueueDepth(on:interval:dutyCycle:sampler:timeoutMilliseconds:)``) as often: whichever worker finds it
+    /// (``QueueDepthStore/sharedQueueDepth(on:interval:dutyCycle:sampler:timeoutMilliseconds:)``) as often: whichever worker finds it
     /// due measures it, the others read it, so the fleet measures the queue once per `interval` (or less often
     /// when measuring is slow, ``queueSampleDutyCycle``) however many workers run. Until the task is cancelled.
     /// A scrape only reads the last sample, so scrapes never reach the database, however often they come.
@@ -45,7 +45,7 @@ extension WorkerMetrics {
         do {
             let shared = try await database.withConnection { connection in
                 self.recordServer(connection.serverAddress)
-                return try QueueStore.sharedQueueDepth(
+                return try QueueDepthStore.sharedQueueDepth(
                     on: connection, interval: .milliseconds(Int64(interval * 1000)), dutyCycle: Self.queueSampleDutyCycle,
                     sampler: workerID)
             }

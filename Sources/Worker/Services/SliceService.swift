@@ -22,7 +22,7 @@ struct SliceService: Service {
             heartbeat.working()
             do {
                 let result = try await context.database.withConnection { connection in
-                    try suspects.withLock { try QueueStore.expandNext(on: connection, suspects: &$0, pick: .slice) }
+                    try suspects.withLock { try ExpansionStore.expandNext(on: connection, suspects: &$0, pick: .slice) }
                 }
                 switch outcomes.followUp(result, failures: &failures) {
                 case .next, .yieldThenNext:

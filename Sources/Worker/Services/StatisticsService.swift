@@ -6,7 +6,7 @@ import Synchronization
 /// about once a second, less often after failures or a grown table held by another session. Failures (the
 /// database unreachable: the other loops say so too) are logged once a minute. Also refreshes the tz database's
 /// zone names (``TimeZoneNames``) soon after start and every hour, and brings forward claim turns that other
-/// writers left late (``QueueStore/repairClaimTurns(on:)``) every few seconds. Returns after a stop request,
+/// writers left late (``ClaimStore/repairClaimTurns(on:)``) every few seconds. Returns after a stop request,
 /// which also cancels an ANALYZE under way (``cancelRefresh()``).
 final class StatisticsService: Service {
     private let context: WorkerLoopContext
@@ -23,12 +23,12 @@ final class StatisticsService: Service {
         let database = context.database
         var setbacks = 0
         var nextZoneRefresh = ContinuousClock.now + TimeZoneNames.firstRefreshDelay
-        var nextTurnRepair = ContinuousClock.now + QueueStore.turnRepairInterval
+        var nextTurnRepair = ContinuousClock.now + ClaimStore.turnRepairInterval
         while !context.isStopping {
             if ContinuousClock.now >= nextTurnRepair {
-                nextTurnRepair = .now + QueueStore.turnRepairInterval
+                nextTurnRepair = .now + ClaimStore.turnRepairInterval
                 do {
-                    let moved = try await database.withConnection { try QueueStore.repairClaimTurns(on: $0) }
+                    let moved = try await database.withConnection { try ClaimStore.repairClaimTurns(on: $0) }
                     if moved > 0 {
                         context.claimWake.signal()
                         logger.info("claim turns brought forward: deliveries made due outside the worker", ["apps": "\(moved)"])

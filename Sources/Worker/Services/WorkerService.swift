@@ -100,9 +100,9 @@ public final class WorkerService: Sendable {
             + (configuration.roles.contains(.expand) ? [expansionHeartbeat, chunkHeartbeat] + sliceHeartbeats : [])
     }
 
-    /// The queue lag in seconds (``QueueStore/queueLag(on:)``), or nil when the database did not answer.
+    /// The queue lag in seconds (``QueueLagStore/lag(on:)``), or nil when the database did not answer.
     func sampleQueueLag() async -> Double? {
-        try? await context.database.withConnection { try QueueStore.queueLag(on: $0) }
+        try? await context.database.withConnection { try QueueLagStore.lag(on: $0) }
     }
 
     /// Runs until ``requestStop()`` (or, with `exitWhenDrained`, until the queue is empty).

@@ -181,7 +181,7 @@ public enum FleetStatusStore {
         // <= / > now()), each counted up to the bound.
         let ranges = try connection.query(
             """
-            WITH RECURSIVE \(QueueStore.claimRangesCTE)
+            WITH RECURSIVE \(QueueLagStore.claimRangesCTE)
             SELECT priority, NULL::uuid AS app_id FROM priorities WHERE priority IS NOT NULL
             UNION ALL
             SELECT NULL, app_id FROM queued_apps
@@ -196,9 +196,9 @@ public enum FleetStatusStore {
         }
         let row = try connection.query(
             """
-            WITH RECURSIVE \(QueueStore.claimRangesCTE)
+            WITH RECURSIVE \(QueueLagStore.claimRangesCTE)
             SELECT \(bounded("d.run_at <= now()")) AS due, \(bounded("d.run_at > now()")) AS future,
-                   \(QueueStore.oldestDueRunAt) AS oldest_due
+                   \(QueueLagStore.oldestDueRunAt) AS oldest_due
             """, [priorities, queuedApps, bound])[0]
         let dueCounted = try row.decode(Int64.self, "due")
         let futureCounted = try row.decode(Int64.self, "future")

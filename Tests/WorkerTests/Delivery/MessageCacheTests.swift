@@ -9,9 +9,9 @@ struct MessageCacheTests {
     @Test func messageCacheParsesOncePerVersionAndReportsProblems() async {
         let loads = Counter()
         let good = UUID(), huge = UUID(), bad = UUID()
-        let read: @Sendable ([UUID]) -> [UUID: QueueStore.StoredMessage] = { ids in
+        let read: @Sendable ([UUID]) -> [UUID: MessageStore.StoredMessage] = { ids in
             loads.increment()
-            var result: [UUID: QueueStore.StoredMessage] = [:]
+            var result: [UUID: MessageStore.StoredMessage] = [:]
             for id in ids {
                 switch id {
                 case good: result[id] = .init(version: "7", byteCount: 26, json: #"{"contents": {"en": "hi"}}"#)

@@ -90,7 +90,7 @@ struct FaultTests {
                     let poison = try seed.notification(
                         message: #"{"contents": {"en": "crashes workers"}}"#,
                         target: #"{"include_subscription_ids": ["\#(poisoned)"]}"#)
-                    _ = try QueueStore.expandNext(on: seed.connection)
+                    _ = try ExpansionStore.expandNext(on: seed.connection)
                     // As if ten workers had died holding it: claimed ten times, never completed.
                     _ = try seed.connection.query("UPDATE deliveries SET attempt = 10 WHERE notification_id = $1", [poison])
                     let blob = String(repeating: "z", count: 300_000)

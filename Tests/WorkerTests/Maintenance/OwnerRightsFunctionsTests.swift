@@ -54,8 +54,8 @@ struct OwnerRightsFunctionsTests {
                 try seed.subscription()
                 let notification = try seed.notification(target: #"{"all": true}"#)
                 var suspects = ExpansionSuspects()
-                _ = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
-                while try QueueStore.expandNext(on: seed.connection, suspects: &suspects) != nil {}
+                _ = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                while try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects) != nil {}
                 let deliveries = "SELECT count(*) AS n FROM deliveries"
                 #expect(try seed.connection.query(deliveries)[0].decode(Int.self, "n") == 1)
 

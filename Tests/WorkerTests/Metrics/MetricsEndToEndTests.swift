@@ -172,7 +172,7 @@ struct MetricsEndToEndTests {
                     """)
                 _ = try seed.connection.query(
                     "UPDATE app_channels SET paused_until = now() + interval '5 minutes' WHERE provider = 'apns'")
-                return try QueueStore.measureQueueDepth(on: seed.connection)
+                return try QueueDepthStore.measureQueueDepth(on: seed.connection)
             }
             let apns = try #require(sample.depth["apns"])
             #expect(apns.due == 1 && apns.deferred == 1 && apns.leased == 1)
@@ -203,7 +203,7 @@ struct MetricsEndToEndTests {
                 _ = try seed.connection.query("ANALYZE subscriptions")
                 _ = try seed.connection.query("ANALYZE deliveries")
                 let read = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
-                    let sample = try QueueStore.measureQueueDepth(on: seed.connection)
+                    let sample = try QueueDepthStore.measureQueueDepth(on: seed.connection)
                     #expect(sample.depth["apns"]?.due == 1_000)
                 }
                 // PostgreSQL counted 2,000 for the 1,000 lookups; the join planned before read 21,002.
@@ -239,8 +239,8 @@ struct MetricsEndToEndTests {
                     """)
                 _ = try seed.connection.query(
                     "UPDATE app_channels SET paused_until = now() + interval '5 minutes' WHERE provider = 'apns'")
-                let exact = try QueueStore.measureQueueDepth(on: seed.connection)
-                let estimated = try QueueStore.measureQueueDepth(on: seed.connection, exactUpTo: 1_000, sampleBlocks: 150)
+                let exact = try QueueDepthStore.measureQueueDepth(on: seed.connection)
+                let estimated = try QueueDepthStore.measureQueueDepth(on: seed.connection, exactUpTo: 1_000, sampleBlocks: 150)
                 return (exact, estimated)
             }
             #expect(exact.sampledFraction == 1)

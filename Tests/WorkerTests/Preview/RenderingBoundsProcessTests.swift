@@ -108,8 +108,8 @@ struct RenderingBoundsProcessTests {
                     expected[try seed.subscription(user: user)] = padding == 65_536 - 28
                 }
                 try seed.notification(target: #"{"include_external_ids": ["at-limit", "over-limit"]}"#)
-                _ = try QueueStore.expandNext(on: seed.connection)
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "render")
+                _ = try ExpansionStore.expandNext(on: seed.connection)
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "render")
                 #expect(claimed.count == 2)
                 for delivery in claimed {
                     let read = expected[delivery.subscriptionID]

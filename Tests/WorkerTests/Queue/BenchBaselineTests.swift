@@ -16,7 +16,7 @@ import Testing
     /// scripts wrap its final `SELECT` in the `claim_rows` CTE.
     static func claimParts() -> (ctes: String, select: String) {
         // No app is short of room in pgbench's clients: the room arrays are empty.
-        let text = QueueStore.claimSQL(picking: .due, limit: 200)
+        let text = ClaimStore.claimSQL(picking: .due, limit: 200)
             .replacingOccurrences(of: "$1::float8", with: ":lease_seconds::float8")
             .replacingOccurrences(of: "leased_by = $2", with: "leased_by = 'pgbench-' || :client_id")
             .replacingOccurrences(of: "$3::uuid[]", with: "'{}'::uuid[]")
@@ -32,7 +32,7 @@ import Testing
             "ids", "fences", "events", "reasons", "details", "next_run_ats", "last_errors", "refunds", "app_ids",
             "notification_ids", "subscription_ids", "attempts", "writes_events", "uncounted",
         ]
-        var text = QueueStore.completeSQL
+        var text = CompletionStore.completeSQL
         // Highest first, so `$1` does not match the start of `$10`.
         for (index, name) in names.enumerated().reversed() {
             text = text.replacingOccurrences(of: "$\(index + 1)::", with: ":\(name)::")

@@ -35,9 +35,9 @@ struct DatabaseClockReadingTests {
                 try seed.subscription()
                 try seed.subscription()
                 try seed.notification(target: #"{"all": true}"#)
-                _ = try QueueStore.expandNext(on: seed.connection)
+                _ = try ExpansionStore.expandNext(on: seed.connection)
                 let before = try seed.connection.query("SELECT now() AS t")[0].decode(Date.self, "t")
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "clock-test")
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "clock-test")
                 let after = try seed.connection.query("SELECT now() AS t")[0].decode(Date.self, "t")
                 #expect(claimed.count == 2)
                 let readings = Set(claimed.compactMap { $0.databaseClock?.databaseNow })
@@ -48,7 +48,7 @@ struct DatabaseClockReadingTests {
                     let runAt = try seed.connection.query("SELECT min(run_at) AS r FROM deliveries")[0].decode(Date.self, "r")
                     #expect(abs(runAt.timeIntervalSince(claimedAt) - 60) < 0.001)
                 }
-                let turn = try QueueStore.nextTurn(on: seed.connection)
+                let turn = try ClaimStore.nextTurn(on: seed.connection)
                 #expect(turn.clock.databaseNow >= after)
             }
         }

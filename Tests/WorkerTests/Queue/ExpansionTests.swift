@@ -59,7 +59,7 @@ struct ExpansionTests {
         func expand(_ target: String) throws -> Set<UUID> {
             let id = try seed.notification(target: target)
             var chunks = 0
-            while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 2) {
+            while let result = try ExpansionStore.expandNext(on: seed.connection, chunkSize: 2) {
                 chunks += 1
                 if case .failed(_, let reason) = result { Issue.record("\(target) failed: \(reason)") }
                 if case .expanded = result { break }
@@ -195,7 +195,7 @@ struct ExpansionTests {
                 let plan = try ExplainedPlan(analyzing: query.sql, parameters, on: seed.connection)
                 #expect(plan.rowsRead(of: "users") <= 5_000, "\(plan.text)")
                 var suspects = ExpansionSuspects()
-                while try QueueStore.expandNext(on: seed.connection, chunkSize: 5_000, suspects: &suspects) != nil {}
+                while try ExpansionStore.expandNext(on: seed.connection, chunkSize: 5_000, suspects: &suspects) != nil {}
                 let reached = try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE notification_id = $1", [notification])[0]
                 #expect(try reached.decode(Int.self, "n") == 5_000)
             }
@@ -225,11 +225,11 @@ struct ExpansionTests {
                 let broadcast = try seed.notification(target: #"{"all": true}"#)
                 _ = try seed.connection.query("ANALYZE notifications")
                 let plan = try ExplainedPlan(
-                    analyzing: QueueStore.chunkPickSQL(.skippingSmall), [QueueStore.schedulingMemberBytes], on: seed.connection)
+                    analyzing: ExpansionStore.chunkPickSQL(.skippingSmall), [ExpansionStore.schedulingMemberBytes], on: seed.connection)
                 #expect(plan.rowsRead(of: "notifications") <= 2, "\(plan.text)")
                 var suspects = ExpansionSuspects()
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                    try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
                         == .expanded(notificationID: broadcast, created: 1))
             }
         }
@@ -255,9 +255,9 @@ struct ExpansionTests {
                     FROM generate_series(1, 200) n
                     """, [seed.appID])
                 var suspects = ExpansionSuspects()
-                var result: QueueStore.ExpansionResult?
+                var result: ExpansionStore.ExpansionResult?
                 let read = try rowsRead(of: "notifications", on: seed.connection) {
-                    result = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                    result = try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
                 }
                 guard case .expanded(_, 0)? = result else {
                     Issue.record("unexpected \(String(describing: result))")
@@ -281,7 +281,7 @@ struct ExpansionTests {
                 ]
                 for (message, target, priority) in cases {
                     let id = try seed.notification(message: message, target: target)
-                    while case .expanding? = try QueueStore.expandNext(on: seed.connection) {}
+                    while case .expanding? = try ExpansionStore.expandNext(on: seed.connection) {}
                     let found = try seed.connection.query(
                         "SELECT DISTINCT priority FROM deliveries WHERE notification_id = $1", [id])
                     #expect(found.count == 1)
@@ -353,7 +353,7 @@ struct ExpansionTests {
                 for (filter, matches) in examples {
                     let id = try seed.notification(target: #"{"filters": [\#(filter)]}"#)
                     var failed = false
-                    while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 10) {
+                    while let result = try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10) {
                         if case .failed = result { failed = true; break }
                         if case .expanded = result { break }
                     }
@@ -389,7 +389,7 @@ struct ExpansionTests {
                 ]
                 for (target, reason) in bad {
                     let id = try a.seed.notification(target: target)
-                    let result = try QueueStore.expandNext(on: a.seed.connection)
+                    let result = try ExpansionStore.expandNext(on: a.seed.connection)
                     guard case .failed(let failed, let message)? = result else {
                         Issue.record("\(target): expected failure, got \(String(describing: result))")
                         continue
@@ -427,10 +427,10 @@ struct ExpansionTests {
                 let id = try seed.notification(target: #"{"all": true}"#)
                 // Worker A commits one chunk, then dies with a second chunk half done (never committed).
                 let workerA = try PostgresConnection(connectionString: url)
-                #expect(try QueueStore.expandNext(on: workerA, chunkSize: 5) == .expanding(notificationID: id, created: 5))
+                #expect(try ExpansionStore.expandNext(on: workerA, chunkSize: 5) == .expanding(notificationID: id, created: 5))
                 #expect(throws: SimulatedCrash.self) {
                     try workerA.transaction { connection in
-                        #expect(try QueueStore.expandNext(on: connection, chunkSize: 5) == .expanding(notificationID: id, created: 5))
+                        #expect(try ExpansionStore.expandNext(on: connection, chunkSize: 5) == .expanding(notificationID: id, created: 5))
                         throw SimulatedCrash()
                     }
                 }
@@ -448,7 +448,7 @@ struct ExpansionTests {
                 let workerB = try PostgresConnection(connectionString: url)
                 defer { workerB.close() }
                 var created: [Int] = []
-                loop: while let result = try QueueStore.expandNext(on: workerB, chunkSize: 5) {
+                loop: while let result = try ExpansionStore.expandNext(on: workerB, chunkSize: 5) {
                     switch result {
                     case .expanding(_, let count): created.append(count)
                     case .expanded(_, let count): created.append(count); break loop
@@ -466,7 +466,7 @@ struct ExpansionTests {
                 // Even a lost cursor creates no duplicate: ON CONFLICT DO NOTHING is the last guard.
                 _ = try workerB.query(
                     "UPDATE notifications SET status = 'expanding', expansion_cursor = NULL WHERE id = $1", [id])
-                while case .expanding? = try QueueStore.expandNext(on: workerB, chunkSize: 5) {}
+                while case .expanding? = try ExpansionStore.expandNext(on: workerB, chunkSize: 5) {}
                 #expect(try workerB.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "23")
                 #expect(try workerB.query("SELECT targeted_count FROM notifications")[0]["targeted_count"] == "23")
             }
@@ -488,7 +488,7 @@ struct ExpansionTests {
                             let connection = try PostgresConnection(connectionString: url)
                             defer { connection.close() }
                             var seen: Set<UUID> = []
-                            while let result = try QueueStore.expandNext(on: connection, chunkSize: 5) {
+                            while let result = try ExpansionStore.expandNext(on: connection, chunkSize: 5) {
                                 switch result {
                                 case .expanding(let id, _), .expanded(let id, _): seen.insert(id)
                                 default: Issue.record("\(result)")
@@ -529,18 +529,18 @@ struct ExpansionTests {
                 try seed.app()
                 try Self.seedSubscriptions(seed, 30)
                 let id = try seed.notification(target: #"{"all": true}"#)
-                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10) == .expanding(notificationID: id, created: 10))
+                #expect(try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10) == .expanding(notificationID: id, created: 10))
                 // Two deliveries are in flight on some worker when the producer cancels.
-                let inFlight = try QueueStore.claim(on: seed.connection, limit: 2, lease: .seconds(600), workerID: "A")
+                let inFlight = try ClaimStore.claim(on: seed.connection, limit: 2, lease: .seconds(600), workerID: "A")
                 #expect(inFlight.count == 2)
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
 
-                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10) == nil)
-                let first = try #require(try QueueStore.sweepCanceled(on: seed.connection, limit: 5))
+                #expect(try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10) == nil)
+                let first = try #require(try ExpansionStore.sweepCanceled(on: seed.connection, limit: 5))
                 #expect(first.notificationID == id)
                 #expect(first.skipped == 5)
-                #expect(try QueueStore.sweepCanceled(on: seed.connection, limit: 5)?.skipped == 3)
-                #expect(try QueueStore.sweepCanceled(on: seed.connection, limit: 5) == nil)
+                #expect(try ExpansionStore.sweepCanceled(on: seed.connection, limit: 5)?.skipped == 3)
+                #expect(try ExpansionStore.sweepCanceled(on: seed.connection, limit: 5) == nil)
 
                 let left = try seed.connection.query("SELECT id FROM deliveries ORDER BY id")
                 #expect(Set(try left.map { try $0.decode(Int64.self, "id") }) == Set(inFlight.map(\.id)))
@@ -574,27 +574,27 @@ struct ExpansionTests {
                 let later = try seed.notification(target: #"{"all": true}"#)
                 _ = try seed.connection.query(
                     "UPDATE notifications SET send_after = now() + interval '1 hour' WHERE id = $1", [later])
-                #expect(try QueueStore.expandNext(on: seed.connection) == nil)
+                #expect(try ExpansionStore.expandNext(on: seed.connection) == nil)
 
                 let broadcast = try seed.notification(message: #"{"ttl": 60}"#, target: #"{"all": true}"#)
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 5)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 5)
                         == .expanding(notificationID: broadcast, created: 5))
                 // Its ttl runs out between two chunks.
                 _ = try seed.connection.query(
                     "UPDATE notifications SET send_after = now() - interval '61 seconds' WHERE id = $1", [broadcast])
-                guard case .failed(broadcast, let reason)? = try QueueStore.expandNext(on: seed.connection, chunkSize: 5)
+                guard case .failed(broadcast, let reason)? = try ExpansionStore.expandNext(on: seed.connection, chunkSize: 5)
                 else {
                     Issue.record("expected the expired notification to stop")
                     return
                 }
                 #expect(reason.hasPrefix("expired"))
-                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 5) == nil)
+                #expect(try ExpansionStore.expandNext(on: seed.connection, chunkSize: 5) == nil)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "5")
 
                 _ = try seed.connection.query(
                     "UPDATE notifications SET send_after = now() - interval '1 second' WHERE id = $1", [later])
-                #expect(try QueueStore.expandNext(on: seed.connection) == .expanded(notificationID: later, created: 12))
+                #expect(try ExpansionStore.expandNext(on: seed.connection) == .expanded(notificationID: later, created: 12))
             }
         }
     }
@@ -609,20 +609,20 @@ struct ExpansionTests {
                 let dana = try seed.subscription(user: user)
                 let broadcast = try seed.notification(target: #"{"all": true}"#)
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10)
                         == .expanding(notificationID: broadcast, created: 10))
                 let small = try seed.notification(target: #"{"include_external_ids": ["dana"]}"#)
                 // The next chunk goes to the notification never served yet, not to the broadcast.
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10)
                         == .expanded(notificationID: small, created: 1))
                 // And its delivery is claimed ahead of the broadcast's older backlog.
-                let first = try #require(try QueueStore.claim(on: seed.connection, limit: 1, lease: .seconds(60), workerID: "A").first)
+                let first = try #require(try ClaimStore.claim(on: seed.connection, limit: 1, lease: .seconds(60), workerID: "A").first)
                 #expect(first.notificationID == small)
                 #expect(first.subscriptionID == dana)
                 // Then the broadcast carries on.
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10)
                         == .expanding(notificationID: broadcast, created: 10))
             }
         }
@@ -648,7 +648,7 @@ struct ExpansionTests {
                     let id = try seed.notification(target: target)
                     let started = Date()
                     var chunks = 0
-                    while case let result? = try QueueStore.expandNext(on: seed.connection) {
+                    while case let result? = try ExpansionStore.expandNext(on: seed.connection) {
                         chunks += 1
                         if case .expanded = result { break }
                     }
@@ -671,7 +671,7 @@ extension ExpansionTests {
     /// A `.stalled` result fails the test too: with a poisoned notification and a good one there is evidence.
     static func expandAll(_ seed: Seed, calls: inout Int) throws -> [UUID: (status: String, reason: String?)] {
         var suspects = ExpansionSuspects()
-        while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 50, suspects: &suspects) {
+        while let result = try ExpansionStore.expandNext(on: seed.connection, chunkSize: 50, suspects: &suspects) {
             calls += 1
             if case .stalled = result { Issue.record("expansion stalled: \(result)"); break }
             if calls > 1_000 { Issue.record("expansion does not end"); break }
@@ -740,7 +740,7 @@ extension ExpansionTests {
                 let made = try seed.connection.query(
                     "SELECT count(*) AS n FROM deliveries WHERE notification_id = ANY($1::uuid[])", [Array(poisoned.keys)])
                 #expect(made[0]["n"] == "0")
-                #expect(try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A").count == 13)
+                #expect(try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A").count == 13)
             }
         }
     }
@@ -776,9 +776,9 @@ extension ExpansionTests {
                 // No ttl: the send pipeline applies the default and skips its deliveries as expired.
                 #expect(outcome[ancientWithoutTTL]?.status == "expanded")
                 #expect(outcome[good.notification]?.status == "expanded")
-                #expect(try QueueStore.isExpansionDrained(on: seed.connection))
+                #expect(try ExpansionStore.isExpansionDrained(on: seed.connection))
                 // The claim reads those instants too (infinity and the year 294276 included).
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A")
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A")
                 #expect(claimed.count == 7)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
             }
@@ -974,11 +974,11 @@ extension ExpansionTests {
                     END IF;
                     """)
                 var suspects = ExpansionSuspects()
-                let first = try QueueStore.expandNext(on: seed.connection, suspects: &suspects)
+                let first = try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects)
                 #expect(first == .expanded(notificationID: good.notification, created: 1))
                 #expect(Set(suspects.suspects.keys) == Set(poisoned))
                 var failed: [UUID] = []
-                while let result = try QueueStore.expandNext(on: seed.connection, suspects: &suspects) {
+                while let result = try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects) {
                     guard case .failed(let id, let reason) = result else {
                         Issue.record("unexpected \(result)")
                         break
@@ -1006,7 +1006,7 @@ extension ExpansionTests {
                 try Self.seedSubscriptions(seed, 3)
                 let broadcast = try seed.notification(target: #"{"all": true}"#)
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 2)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 2)
                         == .expanding(notificationID: broadcast, created: 2))
                 let others = try (0..<3).map { _ in try seed.notification(target: #"{"all": true}"#) }
                 let good = try Self.goodNotificationOfAnotherApp(url)
@@ -1017,7 +1017,7 @@ extension ExpansionTests {
                 var suspects = [ExpansionSuspects(), ExpansionSuspects()]
                 var stalled = 0
                 for poll in 0..<40 {
-                    let result = try QueueStore.expandNext(
+                    let result = try ExpansionStore.expandNext(
                         on: poll % 2 == 0 ? seed.connection : second, chunkSize: 2, suspects: &suspects[poll % 2])
                     switch result {
                     case .stalled(_, let sqlState)?:
@@ -1040,7 +1040,7 @@ extension ExpansionTests {
 
                 _ = try seed.connection.query("DROP TRIGGER poison ON deliveries")
                 var calls = 0
-                while let result = try QueueStore.expandNext(on: second, chunkSize: 2, suspects: &suspects[1]) {
+                while let result = try ExpansionStore.expandNext(on: second, chunkSize: 2, suspects: &suspects[1]) {
                     calls += 1
                     if case .expanded = result {} else if case .expanding = result {} else {
                         Issue.record("after the fix: \(result)")
@@ -1089,6 +1089,74 @@ extension ExpansionTests {
                     #expect(outcome[id]?.reason == "data_exception: SQLSTATE 22003: out of range")
                 }
                 #expect(outcome[good]?.status == "expanded")
+            }
+        }
+    }
+
+    @Test func expandsExternalIDsIdempotentlyAndSkipsInactive() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let alice = try seed.user("alice")
+                let bob = try seed.user("bob")
+                try seed.subscription(user: alice)
+                try seed.subscription(user: alice, platform: "android")
+                try seed.subscription(user: bob)
+                try seed.subscription(user: bob, status: "unsubscribed")
+                try seed.subscription()  // anonymous, not targeted
+                let id = try seed.notification(target: #"{"include_external_ids": ["alice", "bob", "nobody"]}"#)
+
+                let result = try ExpansionStore.expandNext(on: seed.connection)
+                #expect(result == .expanded(notificationID: id, created: 3))
+                #expect(try ExpansionStore.expandNext(on: seed.connection) == nil)
+                let status = try seed.connection.query(
+                    "SELECT status, targeted_count FROM notifications WHERE id = $1", [id])[0]
+                #expect(status["status"] == "expanded")
+                #expect(status["targeted_count"] == "3")
+
+                // Expanding the same notification again (e.g. after a crash) creates no duplicate.
+                _ = try seed.connection.query("UPDATE notifications SET status = 'pending' WHERE id = $1", [id])
+                #expect(try ExpansionStore.expandNext(on: seed.connection) == .expanded(notificationID: id, created: 0))
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "3")
+            }
+        }
+    }
+
+    @Test func platformsNarrowSubscriptionIDs() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let ios = try seed.subscription()
+                let android = try seed.subscription(platform: "android")
+                try seed.notification(
+                    target: #"{"include_subscription_ids": ["\#(ios)", "\#(android)"], "platforms": ["android"]}"#)
+                _ = try ExpansionStore.expandNext(on: seed.connection)
+                let rows = try seed.connection.query("SELECT subscription_id FROM deliveries")
+                #expect(rows.count == 1)
+                #expect(try rows[0].decode(UUID.self, "subscription_id") == android)
+            }
+        }
+    }
+
+    @Test func badTargetFailsTheNotificationWithoutDeliveries() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                try seed.subscription()
+                let id = try seed.notification(target: #"{"include_subscription_ids": ["not-a-uuid"]}"#)
+                let result = try ExpansionStore.expandNext(on: seed.connection)
+                guard case .failed(let failedID, let reason)? = result else {
+                    Issue.record("expected failure, got \(String(describing: result))")
+                    return
+                }
+                #expect(failedID == id)
+                #expect(reason.contains("include_subscription_ids[0] is not a UUID"))
+                let row = try seed.connection.query("SELECT status, status_reason FROM notifications")[0]
+                #expect(row["status"] == "failed")
+                #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "0")
             }
         }
     }

@@ -26,7 +26,7 @@ struct FrequencyCapStoreTests {
                 let caps = Self.caps((2, 86_400))
                 let (n1, n2, n3) = (UUID(), UUID(), UUID())
                 func reserve(_ key: UUID, _ notification: UUID) throws -> FrequencyCapDecision {
-                    try QueueStore.reserveFrequencyCap(
+                    try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: caps))
                 }
@@ -53,7 +53,7 @@ struct FrequencyCapStoreTests {
                 // At most 1 per 10 s and 2 per hour.
                 let caps = Self.caps((2, 3600), (1, 10))
                 func reserve(_ notification: UUID) throws -> FrequencyCapDecision {
-                    try QueueStore.reserveFrequencyCap(
+                    try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: caps))
                 }
@@ -71,7 +71,7 @@ struct FrequencyCapStoreTests {
                 #expect(try reserve(UUID()) == .granted(reused: false))
                 // max 0 denies everything capped.
                 #expect(
-                    try QueueStore.reserveFrequencyCap(
+                    try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: UUID(), notificationID: UUID(), caps: Self.caps((0, 60))))
                         == .denied(rule: FrequencyCapRule(max: 0, perSeconds: 60), used: 0))
@@ -88,11 +88,11 @@ struct FrequencyCapStoreTests {
                 let request = { (notification: UUID) in
                     FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: Self.caps((5, 60)))
                 }
-                _ = try QueueStore.reserveFrequencyCap(on: seed.connection, request(UUID()))
+                _ = try FrequencyCapStore.reserve(on: seed.connection, request(UUID()))
                 _ = try seed.connection.query(
                     "UPDATE frequency_cap_grants SET granted_at = granted_at - make_interval(secs => $1)",
-                    [QueueStore.minimumGrantRetention + 1])
-                _ = try QueueStore.reserveFrequencyCap(on: seed.connection, request(UUID()))
+                    [FrequencyCapStore.minimumGrantRetention + 1])
+                _ = try FrequencyCapStore.reserve(on: seed.connection, request(UUID()))
                 #expect(try Self.grants(seed.connection) == 1)
             }
         }
@@ -100,7 +100,7 @@ struct FrequencyCapStoreTests {
 
     /// Claims every delivery of the notification and returns them by subscription.
     static func claimAll(_ seed: Seed) throws -> [UUID: ClaimedDelivery] {
-        let claimed = try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "t")
+        let claimed = try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "t")
         return Dictionary(uniqueKeysWithValues: claimed.map { ($0.subscriptionID, $0) })
     }
 
@@ -126,7 +126,7 @@ struct FrequencyCapStoreTests {
                 let phone = try seed.subscription(user: user)
                 let tablet = try seed.subscription(user: user)
                 let notification = try seed.notification(target: #"{"include_external_ids": ["u1"]}"#)
-                _ = try QueueStore.expandNext(on: seed.connection)
+                _ = try ExpansionStore.expandNext(on: seed.connection)
                 let claimed = try Self.claimAll(seed)
                 let phoneDelivery = try #require(claimed[phone])
                 #expect(phoneDelivery.capKey == user)
@@ -135,15 +135,15 @@ struct FrequencyCapStoreTests {
                 let request = FrequencyCapRequest(
                     appID: seed.appID, capKey: user, notificationID: notification,
                     caps: try FrequencyCaps(jsonText: try #require(phoneDelivery.frequencyCapsJSON)))
-                #expect(try QueueStore.reserveFrequencyCap(on: seed.connection, request) == .granted(reused: false))
+                #expect(try FrequencyCapStore.reserve(on: seed.connection, request) == .granted(reused: false))
 
                 // The phone fails while the tablet is still queued: the grant stays (the tablet may get it).
-                #expect(try QueueStore.complete(on: seed.connection, [Self.completion(phoneDelivery, .failed)]) == 1)
+                #expect(try CompletionStore.complete(on: seed.connection, [Self.completion(phoneDelivery, .failed)]) == 1)
                 #expect(try Self.grants(seed.connection) == 1)
                 // The tablet fails too: no device got it, none is left, so it does not count.
-                #expect(try QueueStore.complete(on: seed.connection, [Self.completion(try #require(claimed[tablet]), .failed)]) == 1)
+                #expect(try CompletionStore.complete(on: seed.connection, [Self.completion(try #require(claimed[tablet]), .failed)]) == 1)
                 #expect(try Self.grants(seed.connection) == 0)
-                #expect(try QueueStore.reserveFrequencyCap(
+                #expect(try FrequencyCapStore.reserve(
                     on: seed.connection,
                     FrequencyCapRequest(appID: seed.appID, capKey: user, notificationID: UUID(), caps: request.caps))
                     == .granted(reused: false))
@@ -162,17 +162,17 @@ struct FrequencyCapStoreTests {
                 let anonymous = try seed.subscription()
                 let notification = try seed.notification(
                     target: #"{"include_subscription_ids": ["\#(phone)", "\#(tablet)", "\#(anonymous)"]}"#)
-                _ = try QueueStore.expandNext(on: seed.connection)
+                _ = try ExpansionStore.expandNext(on: seed.connection)
                 let claimed = try Self.claimAll(seed)
                 let caps = Self.caps((1, 86_400))
                 for key in [user, anonymous] {
-                    _ = try QueueStore.reserveFrequencyCap(
+                    _ = try FrequencyCapStore.reserve(
                         on: seed.connection,
                         FrequencyCapRequest(appID: seed.appID, capKey: key, notificationID: notification, caps: caps))
                 }
                 #expect(try Self.grants(seed.connection) == 2)
                 // One batch: the phone sent, the tablet failed; the anonymous subscription (its own key) failed.
-                try QueueStore.complete(
+                try CompletionStore.complete(
                     on: seed.connection,
                     [
                         Self.completion(try #require(claimed[phone]), .sent),
@@ -197,10 +197,10 @@ struct FrequencyCapStoreTests {
                 let phone = try seed.subscription(user: user)
                 let tablet = try seed.subscription(user: user)
                 let notification = try seed.notification(target: #"{"include_external_ids": ["u1"]}"#)
-                _ = try QueueStore.expandNext(on: seed.connection)
+                _ = try ExpansionStore.expandNext(on: seed.connection)
                 let claimed = try Self.claimAll(seed)
                 let deliveries = [try #require(claimed[phone]), try #require(claimed[tablet])]
-                _ = try QueueStore.reserveFrequencyCap(
+                _ = try FrequencyCapStore.reserve(
                     on: seed.connection,
                     FrequencyCapRequest(appID: seed.appID, capKey: user, notificationID: notification, caps: Self.caps((1, 60))))
 
@@ -217,7 +217,7 @@ struct FrequencyCapStoreTests {
                         let result = Result {
                             let connection = try PostgresConnection(connectionString: url)
                             defer { connection.close() }
-                            return try QueueStore.complete(on: connection, [Self.completion(delivery, .failed)])
+                            return try CompletionStore.complete(on: connection, [Self.completion(delivery, .failed)])
                         }
                         results.withLock { $0.append(result) }
                         done.leave()

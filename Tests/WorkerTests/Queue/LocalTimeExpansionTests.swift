@@ -130,8 +130,8 @@ struct LocalTimeExpansionTests {
                 for target in [#"{"include_subscription_ids": ["\#(atlantis)"]}"#, #"{"all": true}"#] {
                     let local = try seed.notification(message: #"{"contents": "hi", "delivery_time_of_day": "09:00"}"#, target: target)
                     var suspects = ExpansionSuspects()
-                    _ = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
-                    while try QueueStore.expandNext(on: seed.connection, suspects: &suspects) != nil {}
+                    _ = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    while try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects) != nil {}
                     try Self.checkSchedule(seed, notification: local, audience: [(atlantis, "Nowhere/Atlantis")], time: "09:00", ttl: nil)
                 }
                 #expect(try TimeZoneNames.refresh(on: connection) == 2)
@@ -252,11 +252,11 @@ struct LocalTimeExpansionTests {
                     message: #"{"contents": "hi", "delivery_time_of_day": "09:00", "ttl": 21600}"#, target: target)
                 if small {
                     var suspects = ExpansionSuspects()
-                    let result = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    let result = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                     #expect(result.expanded == 3)
                     #expect(!result.fellBack)
                 } else {
-                    while let result = try QueueStore.expandNext(on: seed.connection, chunkSize: 4) {
+                    while let result = try ExpansionStore.expandNext(on: seed.connection, chunkSize: 4) {
                         if case .failed(_, let reason) = result { Issue.record("failed: \(reason)") }
                     }
                 }
@@ -311,7 +311,7 @@ struct LocalTimeExpansionTests {
                         Array(repeating: "09:00:00", count: count) as [String?], Array(repeating: nil, count: count) as [Int?],
                     ]
                     plan = try ExplainedPlan(
-                        analyzing: QueueStore.smallInsertWithLocalTimeSQL, parameters, on: seed.connection, keep: true,
+                        analyzing: SmallNotificationStore.smallInsertWithLocalTimeSQL, parameters, on: seed.connection, keep: true,
                         generic: true)
                 } else {
                     // One broadcast whose page holds every subscription, each in its own zone.
@@ -320,7 +320,7 @@ struct LocalTimeExpansionTests {
                     deliveries = count
                     let query = AudienceQuery(
                         selection: AudienceSelection(target: .all, platforms: nil), first: true,
-                        localTime: QueueStore.LocalTimeSchedule(timeOfDay: "09:00:00", ttl: 2_419_200))
+                        localTime: ExpansionStore.LocalTimeSchedule(timeOfDay: "09:00:00", ttl: 2_419_200))
                     let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
                     plan = try ExplainedPlan(
                         analyzing: query.sql, [notification, seed.appID, nilUUID, 5_000, 5, nil as [String]?] + query.parameters,
@@ -346,9 +346,9 @@ struct LocalTimeExpansionTests {
                 let good = try seed.notification(message: #"{"contents": "hi", "delivery_time_of_day": "09:00"}"#, target: target)
                 if small {
                     var suspects = ExpansionSuspects()
-                    _ = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    _ = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 } else {
-                    while try QueueStore.expandNext(on: seed.connection) != nil {}
+                    while try ExpansionStore.expandNext(on: seed.connection) != nil {}
                 }
                 let rows = try seed.connection.query(
                     "SELECT id, status, status_reason, (SELECT count(*) FROM deliveries d WHERE d.notification_id = n.id) AS d FROM notifications n")
@@ -382,7 +382,7 @@ struct LocalTimeExpansionTests {
                     "SELECT to_char(now() AT TIME ZONE 'UTC' + interval '1 hour', 'HH24:MI') AS t")[0]["t"]!
                 let notification = try seed.notification(
                     message: #"{"contents": "hi", "delivery_time_of_day": "\#(time)"}"#, target: #"{"all": true}"#)
-                while try QueueStore.expandNext(on: seed.connection) != nil {}
+                while try ExpansionStore.expandNext(on: seed.connection) != nil {}
                 func counts() throws -> PostgresRow {
                     try seed.connection.query(
                         "SELECT targeted, sent, skipped, deferred, scheduled FROM notification_counts WHERE notification_id = $1",
@@ -393,10 +393,10 @@ struct LocalTimeExpansionTests {
                 #expect(row["scheduled"] == "\(subscriptions.count)")
                 #expect(row["sent"] == "0")
                 // Nothing is due: a claim takes none of them.
-                #expect(try QueueStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A").isEmpty)
+                #expect(try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "A").isEmpty)
                 // Cancel: the sweep takes the scheduled deliveries too.
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [notification])
-                let swept = try QueueStore.sweepCanceled(on: seed.connection)
+                let swept = try ExpansionStore.sweepCanceled(on: seed.connection)
                 #expect(swept?.skipped == subscriptions.count)
                 row = try counts()
                 #expect(row["scheduled"] == "0")

@@ -23,7 +23,7 @@ struct OversizedColumnTests {
                 _ = try seed.connection.query(
                     "UPDATE subscriptions SET language = repeat('e', $2) WHERE id = $1",
                     [subscriptions[1], language.maximumBytes + 1])
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "A")
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "A")
                 let bySubscription = Dictionary(uniqueKeysWithValues: claimed.map { ($0.subscriptionID, $0) })
                 let first = try #require(bySubscription[subscriptions[0]])
                 #expect(first.oversizedColumns == ["subscriptions.token"])
@@ -55,8 +55,8 @@ struct OversizedColumnTests {
                 let notification = try seed.notification(target: #"{"all": true}"#)
                 _ = try seed.connection.query(
                     "UPDATE notifications SET target = jsonb_build_object('include_external_ids', jsonb_build_array(repeat('x', $2))) WHERE id = $1",
-                    [notification, QueueStore.maximumTargetBytes])
-                guard case .failed(let id, let reason)? = try QueueStore.expandNext(on: seed.connection) else {
+                    [notification, ExpansionStore.maximumTargetBytes])
+                guard case .failed(let id, let reason)? = try ExpansionStore.expandNext(on: seed.connection) else {
                     Issue.record("the oversized target was not refused")
                     return
                 }

@@ -14,7 +14,7 @@ struct PoisonRowTests {
         try seed.app(channelSettings: "{}")
         let subscriptions = try (0..<count).map { _ in try seed.subscription() }
         try seed.notification(target: #"{"all": true}"#)
-        while case .expanding? = try QueueStore.expandNext(on: seed.connection) {}
+        while case .expanding? = try ExpansionStore.expandNext(on: seed.connection) {}
         return subscriptions
     }
 
@@ -47,12 +47,12 @@ struct PoisonRowTests {
                 // Only the bad rows are due: no evidence that the fault is theirs, so nothing is set aside.
                 _ = try seed.connection.query(
                     "UPDATE deliveries SET run_at = now() + interval '1 hour' WHERE id <> ALL($1::bigint[])", [bad])
-                #expect(try QueueStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A").isEmpty)
+                #expect(try ClaimStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A").isEmpty)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "9")
 
                 _ = try seed.connection.query("UPDATE deliveries SET run_at = now()")
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A")
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A")
                 #expect(Set(claimed.map(\.id)) == Set(ids).subtracting(bad))
                 let events = try seed.connection.query(
                     "SELECT event, reason, detail->>'sqlstate' AS state, detail->>'error' AS error FROM delivery_events")
@@ -65,7 +65,7 @@ struct PoisonRowTests {
                 }
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE id = ANY($1::bigint[])", [bad])[0]["n"] == "0")
                 // Nothing is due now; the bad rows no longer cost anything.
-                #expect(try QueueStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A").isEmpty)
+                #expect(try ClaimStore.claim(on: seed.connection, limit: 20, lease: .seconds(600), workerID: "A").isEmpty)
             }
         }
     }
@@ -78,7 +78,7 @@ struct PoisonRowTests {
                 try seed.poisonDeliveries(
                     before: "UPDATE", "RAISE EXCEPTION 'broken everywhere' USING ERRCODE = '22023';")
                 #expect(throws: PostgresError.self) {
-                    try QueueStore.claim(on: seed.connection, limit: 3, lease: .seconds(600), workerID: "A")
+                    try ClaimStore.claim(on: seed.connection, limit: 3, lease: .seconds(600), workerID: "A")
                 }
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries WHERE attempt = 0")[0]["n"] == "5")
@@ -98,8 +98,8 @@ struct PoisonRowTests {
                 try other.app(channelSettings: "{}")
                 let s4 = try other.subscription()
                 try other.notification(target: #"{"include_subscription_ids": ["\#(s4)"]}"#)
-                while try QueueStore.expandNext(on: seed.connection) != nil {}
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "A")
+                while try ExpansionStore.expandNext(on: seed.connection) != nil {}
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "A")
                 #expect(claimed.count == 4)
 
                 // While the pushes are in flight: a subscription, a notification and a whole app are deleted.
@@ -110,7 +110,7 @@ struct PoisonRowTests {
 
                 // A NUL in a provider's answer (valid JSON, refused by jsonb) must not fail the batch either.
                 let completions = claimed.map { Self.completion($0, detail: #"{"reason": "a\u0000b"}"#) }
-                #expect(try QueueStore.complete(on: seed.connection, completions) == 4)
+                #expect(try CompletionStore.complete(on: seed.connection, completions) == 4)
                 let events = try seed.connection.query(
                     """
                     SELECT subscription_id, event, attempt, detail->>'reason' AS reason,
@@ -136,17 +136,17 @@ struct PoisonRowTests {
                 let seed = try Seed(url)
                 let subscriptions = try Self.queue(seed, 2)
                 // Worker A's leases expire at once; B rescues both deliveries.
-                let late = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(0), workerID: "A")
-                let rescued = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B")
+                let late = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(0), workerID: "A")
+                let rescued = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B")
                 #expect(late.count == 2)
                 #expect(rescued.count == 2)
                 // The row is still there under B's fence: A's completion changes nothing.
-                #expect(try QueueStore.complete(on: seed.connection, late.map { Self.completion($0) }) == 0)
+                #expect(try CompletionStore.complete(on: seed.connection, late.map { Self.completion($0) }) == 0)
                 // B completes both; then one subscription is deleted. A's late completions still change nothing:
                 // one row was completed by B (its parents exist), the other's final event is B's.
-                #expect(try QueueStore.complete(on: seed.connection, rescued.map { Self.completion($0) }) == 2)
+                #expect(try CompletionStore.complete(on: seed.connection, rescued.map { Self.completion($0) }) == 2)
                 _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [subscriptions[0]])
-                #expect(try QueueStore.complete(on: seed.connection, late.map { Self.completion($0, .failed) }) == 0)
+                #expect(try CompletionStore.complete(on: seed.connection, late.map { Self.completion($0, .failed) }) == 0)
                 let events = try seed.connection.query("SELECT event, attempt FROM delivery_events")
                 #expect(events.count == 2)
                 #expect(events.allSatisfy { $0["event"] == "sent" && $0["attempt"] == "2" })

@@ -3,7 +3,7 @@ import Postgres
 import Testing
 @testable import Worker
 
-/// ``QueueStore/queueLag(on:)`` (the `STATUS=` line's queue lag) against PostgreSQL: the oldest due delivery
+/// ``QueueLagStore/lag(on:)`` (the `STATUS=` line's queue lag) against PostgreSQL: the oldest due delivery
 /// across every priority, whatever order the priorities come in; deliveries not yet due do not count.
 @Suite("Queue lag in PostgreSQL")
 struct QueueLagTests {
@@ -12,7 +12,7 @@ struct QueueLagTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                #expect(try QueueStore.queueLag(on: seed.connection) == 0)
+                #expect(try QueueLagStore.lag(on: seed.connection) == 0)
                 let notification = try seed.notification(target: #"{"all": true}"#)
                 // Priority 10 due 10 s ago, priority 5 due 40 s ago (the oldest, though of the lower priority),
                 // priority 11 due an hour from now.
@@ -24,10 +24,10 @@ struct QueueLagTests {
                         VALUES ($1, $2, $3, $4::smallint, now() + $5::interval)
                         """, [notification, subscription, seed.appID, priority, offset])
                 }
-                let lag = try QueueStore.queueLag(on: seed.connection)
+                let lag = try QueueLagStore.lag(on: seed.connection)
                 #expect(lag >= 40 && lag < 100)
                 _ = try seed.connection.query("DELETE FROM deliveries WHERE priority = 5")
-                let next = try QueueStore.queueLag(on: seed.connection)
+                let next = try QueueLagStore.lag(on: seed.connection)
                 #expect(next >= 10 && next < 40)
             }
         }
@@ -57,10 +57,10 @@ struct QueueLagThrottledTests {
                 // Its turn waits for a permit an hour ahead: its due delivery still counts.
                 _ = try limited.connection.query(
                     "UPDATE app_claim_turns SET turn_at = now() + interval '1 hour' WHERE app_id = $1", [limited.appID])
-                let lag = try QueueStore.queueLag(on: limited.connection)
+                let lag = try QueueLagStore.lag(on: limited.connection)
                 #expect(lag >= 90 && lag < 150)
                 _ = try limited.connection.query("DELETE FROM deliveries WHERE app_id = $1", [limited.appID])
-                let next = try QueueStore.queueLag(on: limited.connection)
+                let next = try QueueLagStore.lag(on: limited.connection)
                 #expect(next >= 20 && next < 90)
             }
         }

@@ -10,7 +10,7 @@ struct SharedQueueDepthTests {
     static func share(_ connection: PostgresConnection, interval: Duration = .seconds(60), worker: String) throws
         -> SharedQueueDepth?
     {
-        try QueueStore.sharedQueueDepth(on: connection, interval: interval, dutyCycle: 0.05, sampler: worker)
+        try QueueDepthStore.sharedQueueDepth(on: connection, interval: interval, dutyCycle: 0.05, sampler: worker)
     }
 
     /// One iOS subscription with one due delivery.
@@ -105,7 +105,7 @@ struct SharedQueueDepthTests {
                 try holder.execute("BEGIN")
                 try holder.execute("LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE")
                 #expect {
-                    try QueueStore.sharedQueueDepth(
+                    try QueueDepthStore.sharedQueueDepth(
                         on: seed.connection, interval: .seconds(1), dutyCycle: 0.05, sampler: "w2", timeoutMilliseconds: 200)
                 } throws: { error in
                     (error as? PostgresError)?.sqlState == "57014"

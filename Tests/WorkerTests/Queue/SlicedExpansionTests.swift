@@ -31,10 +31,10 @@ struct SlicedExpansionTests {
 
     /// Expands with `pick` on `connection` until nothing is left, returning every result.
     static func drain(
-        _ connection: PostgresConnection, pick: ExpansionPick, chunkSize: Int, slicing: QueueStore.Slicing
-    ) throws -> [QueueStore.ExpansionResult] {
-        var results: [QueueStore.ExpansionResult] = []
-        while let result = try QueueStore.expandNext(
+        _ connection: PostgresConnection, pick: ExpansionPick, chunkSize: Int, slicing: ExpansionStore.Slicing
+    ) throws -> [ExpansionStore.ExpansionResult] {
+        var results: [ExpansionStore.ExpansionResult] = []
+        while let result = try ExpansionStore.expandNext(
             on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick)
         {
             results.append(result)
@@ -65,7 +65,7 @@ struct SlicedExpansionTests {
     /// ordinary chunk of `chunkSize` has run (creating `firstCreated`, by default all it looked at), cutting the
     /// rest into slices per `slicing`.
     static func cutBroadcast(
-        _ url: String, subscriptions: Int, chunkSize: Int, slicing: QueueStore.Slicing, target: String = #"{"all": true}"#,
+        _ url: String, subscriptions: Int, chunkSize: Int, slicing: ExpansionStore.Slicing, target: String = #"{"all": true}"#,
         firstCreated: Int? = nil, prepare: (Seed) throws -> Void = { _ in }
     ) throws -> (seed: Seed, id: UUID) {
         let seed = try Seed(url)
@@ -74,7 +74,7 @@ struct SlicedExpansionTests {
         try prepare(seed)
         let id = try seed.notification(target: target)
         #expect(
-            try QueueStore.expandNext(on: seed.connection, chunkSize: chunkSize, slicing: slicing, pick: .skippingSmall)
+            try ExpansionStore.expandNext(on: seed.connection, chunkSize: chunkSize, slicing: slicing, pick: .skippingSmall)
                 == .expanding(notificationID: id, created: firstCreated ?? chunkSize))
         return (seed, id)
     }
@@ -101,11 +101,11 @@ struct SlicedExpansionTests {
                 #expect(try seed.connection.query("SELECT expansion_sliced FROM notifications")[0]["expansion_sliced"] == "t")
                 // The chunk step leaves a sliced notification to the slice pick.
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 50, slicing: .init(size: 100), pick: .skippingSmall)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 50, slicing: .init(size: 100), pick: .skippingSmall)
                         == nil)
                 return id
             }
-            let results = try await withThrowingTaskGroup(of: [QueueStore.ExpansionResult].self) { group in
+            let results = try await withThrowingTaskGroup(of: [ExpansionStore.ExpansionResult].self) { group in
                 for _ in 0..<2 {
                     group.addTask {
                         try await onThread {
@@ -115,7 +115,7 @@ struct SlicedExpansionTests {
                         }
                     }
                 }
-                var all: [[QueueStore.ExpansionResult]] = []
+                var all: [[ExpansionStore.ExpansionResult]] = []
                 for try await results in group { all.append(results) }
                 return all
             }
@@ -188,12 +188,12 @@ struct SlicedExpansionTests {
                 // The first chunk closes slice 0 inside a transaction left open: it sees slice 1 open.
                 try first.execute("BEGIN")
                 #expect(
-                    try QueueStore.expandNext(on: first, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
+                    try ExpansionStore.expandNext(on: first, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
                         == .expanding(notificationID: id, created: 10))
                 let second = Started {
                     let connection = try PostgresConnection(connectionString: url)
                     defer { connection.close() }
-                    return try QueueStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
+                    return try ExpansionStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice)
                 }
                 // Give the second chunk time to reach the notification row and wait there (it finishes the
                 // notification whether or not it got that far before the commit).
@@ -228,7 +228,7 @@ struct SlicedExpansionTests {
                 struct SimulatedCrash: Error {}
                 #expect(throws: SimulatedCrash.self) {
                     try seed.connection.transaction { connection in
-                        _ = try QueueStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 25), pick: .slice)
+                        _ = try ExpansionStore.expandNext(on: connection, chunkSize: 10, slicing: .init(size: 25), pick: .slice)
                         throw SimulatedCrash()
                     }
                 }
@@ -253,16 +253,16 @@ struct SlicedExpansionTests {
             try await onThread {
                 let (seed, id) = try Self.cutBroadcast(url, subscriptions: 60, chunkSize: 10, slicing: .init(size: 10))
                 _ = try seed.connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
-                #expect(try !QueueStore.isExpansionDrained(on: seed.connection))
-                #expect(try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice) == nil)
+                #expect(try !ExpansionStore.isExpansionDrained(on: seed.connection))
+                #expect(try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 10), pick: .slice) == nil)
                 let outcome = try Self.outcome(seed.connection, id)
                 #expect(outcome.deliveries == 10)
                 #expect(outcome.status == "canceled")
                 #expect(outcome.slicesLeft == 0)
                 // The sweep is still to come.
-                #expect(try !QueueStore.isExpansionDrained(on: seed.connection))
-                #expect(try QueueStore.sweepCanceled(on: seed.connection)?.skipped == 10)
-                #expect(try QueueStore.isExpansionDrained(on: seed.connection))
+                #expect(try !ExpansionStore.isExpansionDrained(on: seed.connection))
+                #expect(try ExpansionStore.sweepCanceled(on: seed.connection)?.skipped == 10)
+                #expect(try ExpansionStore.isExpansionDrained(on: seed.connection))
             }
         }
     }
@@ -277,10 +277,10 @@ struct SlicedExpansionTests {
                 try ExpansionTests.seedSubscriptions(seed, 30)
                 let all = try seed.notification(target: #"{"all": true}"#)
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 25), pick: .skippingSmall)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10, slicing: .init(size: 25), pick: .skippingSmall)
                         == .expanding(notificationID: all, created: 10))
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "0")
-                while case .expanding? = try QueueStore.expandNext(
+                while case .expanding? = try ExpansionStore.expandNext(
                     on: seed.connection, chunkSize: 10, slicing: .init(size: 25), pick: .only(all))
                 {}
                 #expect(try Self.outcome(seed.connection, all).targeted == 30)
@@ -291,7 +291,7 @@ struct SlicedExpansionTests {
                     target: #"{"include_subscription_ids": ["# + ids.map { "\"\($0)\"" }.joined(separator: ",") + "]}")
                 _ = try seed.connection.query(
                     "UPDATE notifications SET expansion_touched_at = now() WHERE id = $1", [listed])
-                while case .expanding? = try QueueStore.expandNext(
+                while case .expanding? = try ExpansionStore.expandNext(
                     on: seed.connection, chunkSize: 5, slicing: .init(size: 5), pick: .only(listed))
                 {}
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "0")
@@ -315,12 +315,12 @@ struct SlicedExpansionTests {
                 _ = try seed.connection.query("ANALYZE notifications")
                 _ = try seed.connection.query("ANALYZE expansion_slices")
                 let open = try ExplainedPlan(
-                    analyzing: QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes], on: seed.connection)
+                    analyzing: ExpansionStore.slicePickSQL, [ExpansionStore.schedulingMemberBytes], on: seed.connection)
                 #expect(open.rowsRead(of: "notifications") <= 4, "\(open.text)")
                 #expect(open.rowsRead(of: "expansion_slices") <= 4, "\(open.text)")
                 _ = try seed.connection.query("DELETE FROM expansion_slices")
                 let none = try ExplainedPlan(
-                    analyzing: QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes], on: seed.connection)
+                    analyzing: ExpansionStore.slicePickSQL, [ExpansionStore.schedulingMemberBytes], on: seed.connection)
                 #expect(none.rowsRead(of: "notifications") == 0, "\(none.text)")
                 #expect(none.rowsRead(of: "expansion_slices") == 0, "\(none.text)")
             }
@@ -332,12 +332,12 @@ struct SlicedExpansionTests {
     @Test func theLastSliceCutsWhatLiesAfterItAgain() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let slicing = QueueStore.Slicing(size: 10, maximumSlices: 3)
+                let slicing = ExpansionStore.Slicing(size: 10, maximumSlices: 3)
                 let (seed, id) = try Self.cutBroadcast(url, subscriptions: 100, chunkSize: 5, slicing: slicing)
                 // Ids 6-15, 16-25 and 26- (open-ended).
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM expansion_slices")[0]["n"] == "3")
                 var mostSlicesSeen = 0
-                while let result = try QueueStore.expandNext(
+                while let result = try ExpansionStore.expandNext(
                     on: seed.connection, chunkSize: 5, slicing: slicing, pick: .slice)
                 {
                     let slices = try seed.connection.query(
@@ -362,11 +362,11 @@ struct SlicedExpansionTests {
     @Test func deletingASlicedNotificationDuringAChunkWaitsForItWithoutADeadlock() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
-                let slicing = QueueStore.Slicing(size: 10)
+                let slicing = ExpansionStore.Slicing(size: 10)
                 let (seed, id) = try Self.cutBroadcast(url, subscriptions: 45, chunkSize: 10, slicing: slicing)
                 // A chunk has begun: its pick holds a slice.
                 try seed.connection.execute("BEGIN")
-                #expect(try seed.connection.query(QueueStore.slicePickSQL, [QueueStore.schedulingMemberBytes]).count == 1)
+                #expect(try seed.connection.query(ExpansionStore.slicePickSQL, [ExpansionStore.schedulingMemberBytes]).count == 1)
                 let deleted = Started {
                     let producer = try PostgresConnection(connectionString: url)
                     defer { producer.close() }
@@ -375,7 +375,7 @@ struct SlicedExpansionTests {
                 // Let the producer's delete reach its wait, then the chunk inserts and commits.
                 Thread.sleep(forTimeInterval: 0.3)
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 10, slicing: slicing, pick: .slice)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 10, slicing: slicing, pick: .slice)
                         == .expanding(notificationID: id, created: 10))
                 try seed.connection.execute("COMMIT")
                 #expect(try deleted.value() == 1)

@@ -59,7 +59,7 @@ struct SmallNotificationExpansionTests {
                 let refused = try seed.notification(target: #"{"include_subscription_ids": ["not-a-uuid"]}"#)
 
                 var suspects = ExpansionSuspects()
-                let pass = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                let pass = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 #expect(pass.picked == small.count + 4)
                 #expect(pass.transactions == 1)
                 #expect(pass.expanded == small.count + 3)
@@ -88,8 +88,8 @@ struct SmallNotificationExpansionTests {
                 #expect(outcome[refused]?.reason?.hasPrefix("invalid_target:") == true)
                 #expect(outcome[broadcast]?.status == "pending")
                 // Nothing small is left; a second pass picks nothing and the broadcast goes the chunked way.
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
-                let next = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                let next = try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
                 #expect(next == .expanded(notificationID: broadcast, created: devices.count + 2))
             }
         }
@@ -122,7 +122,7 @@ struct SmallNotificationExpansionTests {
                     ["device", "device"],
                 ]
                 let plan = try ExplainedPlan(
-                    analyzing: QueueStore.smallInsertPlainSQL, parameters, on: seed.connection, keep: true)
+                    analyzing: SmallNotificationStore.smallInsertPlainSQL, parameters, on: seed.connection, keep: true)
                 #expect(plan.rowsRead(of: "subscriptions") <= 10, "\(plan.text)")
                 #expect(plan.rowsRead(of: "users") <= 10, "\(plan.text)")
                 let reached = try seed.connection.query("SELECT notification_id, subscription_id FROM deliveries")
@@ -140,7 +140,7 @@ struct SmallNotificationExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                let count = QueueStore.smallNotificationBatch
+                let count = SmallNotificationStore.smallNotificationBatch
                 let pairs = try seed.connection.query(
                     """
                     WITH s AS (
@@ -166,7 +166,7 @@ struct SmallNotificationExpansionTests {
                     Array(repeating: "device", count: count),
                 ]
                 let plan = try ExplainedPlan(
-                    analyzing: QueueStore.smallInsertPlainSQL, parameters, on: seed.connection, keep: true, generic: true)
+                    analyzing: SmallNotificationStore.smallInsertPlainSQL, parameters, on: seed.connection, keep: true, generic: true)
                 // A generic plan knows no array's length (PostgreSQL assumes 10 elements).
                 #expect(!plan.estimatedRows(ofNodeType: "Function Scan").contains(Double(count)), "\(plan.text)")
                 #expect(plan.rowsRemovedByJoinFilters() <= Double(count), "\(plan.text)")
@@ -196,7 +196,7 @@ struct SmallNotificationExpansionTests {
                 for device in devices { _ = try Self.oneDevice(seed, device) }
                 let read = try rowsRead(of: "apps", on: seed.connection) { () throws in
                     var suspects = ExpansionSuspects()
-                    #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 3)
+                    #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 3)
                 }
                 #expect(read <= 10)
             }
@@ -221,7 +221,7 @@ struct SmallNotificationExpansionTests {
                 _ = try seed.connection.query(
                     #"INSERT INTO notifications (app_id, message, target) VALUES ($1, '{"contents": {"en": "hi"}}', '{"include_external_ids": ["user-ios-0"]}')"#,
                     [seed.appID])
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 4)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 4)
                 // 20,000 more subscriptions, each with its own user; the statistics still say three.
                 _ = try seed.connection.query(
                     "INSERT INTO users (app_id, external_id) SELECT $1, 'bulk-' || n FROM generate_series(1, 20000) n", [seed.appID])
@@ -241,7 +241,7 @@ struct SmallNotificationExpansionTests {
                 var subscriptionsRead = 0
                 let usersRead = try rowsRead(of: "users", on: seed.connection) { () throws in
                     subscriptionsRead = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
-                        #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 30)
+                        #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 30)
                     }
                 }
                 // 30 listed subscriptions and 10 users (by key, plus their devices): a scan of either table read 20,000.
@@ -268,8 +268,8 @@ struct SmallNotificationExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                let budget = QueueStore.smallPassDeliveryBudget
-                let lightCount = QueueStore.smallPassHeavyCost - 1
+                let budget = SmallNotificationStore.smallPassDeliveryBudget
+                let lightCount = SmallNotificationStore.smallPassHeavyCost - 1
                 try Self.devices(seed, of: "heavy", count: budget + 1)
                 try Self.devices(seed, of: "two-fifths", count: budget * 2 / 5)
                 try Self.devices(seed, of: "light", count: lightCount)
@@ -282,7 +282,7 @@ struct SmallNotificationExpansionTests {
                 let single = try Self.oneDevice(seed, device)
 
                 var suspects = ExpansionSuspects()
-                let first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                let first = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 // Two fifths twice and two light ones fit, and the one-device one; the third light one waits, the
                 // third two-fifths one is heavy and goes the chunked way.
                 #expect(first.chunked == [heavy, late])
@@ -290,19 +290,19 @@ struct SmallNotificationExpansionTests {
                 #expect(first.deferred == 1)
                 #expect(first.created == 2 * (budget * 2 / 5) + 2 * lightCount + 1)
                 #expect(first.created <= budget)
-                let second = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                let second = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 #expect(second.expanded == 1 && second.deferred == 0 && second.chunked.isEmpty)
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
                 // The chunked ones, chunk by chunk, none larger than a chunk.
                 var chunks: [UUID: [Int]] = [:]
-                while case let result? = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) {
+                while case let result? = try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) {
                     switch result {
                     case .expanding(let id, let created), .expanded(let id, let created): chunks[id, default: []].append(created)
                     default: Issue.record("unexpected \(result)")
                     }
                 }
                 #expect(chunks[heavy]?.count == 2 && chunks[late]?.count == 1)
-                #expect(chunks.values.joined().allSatisfy { $0 <= QueueStore.expansionChunkSize })
+                #expect(chunks.values.joined().allSatisfy { $0 <= ExpansionStore.expansionChunkSize })
                 let outcome = try Self.outcome(seed)
                 #expect(outcome[heavy]?.status == "expanded" && outcome[heavy]?.deliveries == budget + 1)
                 for id in fits + [late] { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == budget * 2 / 5) }
@@ -314,7 +314,7 @@ struct SmallNotificationExpansionTests {
 
     /// Counting the devices of listed users reads a bounded number of entries, not what the users own: one past
     /// the budget in pick order (again after a notification that passed it alone, a few times), then at most
-    /// ``QueueStore/smallPassHeavyCost`` for each notification after that. Eight notifications of three users with
+    /// ``SmallNotificationStore/smallPassHeavyCost`` for each notification after that. Eight notifications of three users with
     /// 2,000 devices each (48,000 devices) cost a pass about 22,000 entries, not 48,000 (each user's devices were
     /// counted up to the budget, whatever the others had); the light ones behind them are counted exactly and
     /// expanded in the same pass. Every device gets its delivery once.
@@ -323,7 +323,7 @@ struct SmallNotificationExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                let budget = QueueStore.smallPassDeliveryBudget
+                let budget = SmallNotificationStore.smallPassDeliveryBudget
                 var heavy: [UUID] = []
                 for n in 0..<8 {
                     let users = (0..<3).map { "user-\(n)-\($0)" }
@@ -337,21 +337,21 @@ struct SmallNotificationExpansionTests {
                 }
                 // Not vacuumed: the count's index-only scans visit every row's heap tuple, which the counters see.
                 var suspects = ExpansionSuspects()
-                var first = QueueStore.SmallExpansionResult()
+                var first = SmallNotificationStore.SmallExpansionResult()
                 let read = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
-                    first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    first = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 }
                 #expect(first.chunked == heavy)
                 #expect(first.expanded == 3 && first.created == 6 && first.deferred == 0)
                 // The ordered counts (one past the budget each, one notification passed each), the rest each up to
                 // the heavy cost, the light ones' inserts.
-                let ordered = QueueStore.maxOrderedDeviceCounts
-                let bound = ordered * (budget + 1) + (heavy.count - ordered + light.count) * QueueStore.smallPassHeavyCost + 6
+                let ordered = SmallNotificationStore.maxOrderedDeviceCounts
+                let bound = ordered * (budget + 1) + (heavy.count - ordered + light.count) * SmallNotificationStore.smallPassHeavyCost + 6
                 #expect(read <= bound, "\(read) subscriptions read")
                 #expect(read < 8 * 6000 / 2)
                 // rowsRead rolled the pass back: now for real, then the chunked ones.
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).chunked == heavy)
-                while try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) != nil {}
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).chunked == heavy)
+                while try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) != nil {}
                 let outcome = try Self.outcome(seed)
                 for id in heavy { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 6000) }
                 for id in light { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 2) }
@@ -360,7 +360,7 @@ struct SmallNotificationExpansionTests {
     }
 
     /// Light notifications waiting behind a full pass are not all counted again on every pass: after the budget's
-    /// count, the rest are counted up to ``QueueStore/classifyingDeviceCount`` devices in all. 100 notifications to
+    /// count, the rest are counted up to ``SmallNotificationStore/classifyingDeviceCount`` devices in all. 100 notifications to
     /// users with 400 devices each (40,000): a pass reads about 30,000 entries (the budget's count, the
     /// classifying count, its inserts), not 40,000 and more, and they all expand, twelve a pass.
     @Test func waitingLightNotificationsAreCountedWithinABound() async throws {
@@ -368,23 +368,23 @@ struct SmallNotificationExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                let budget = QueueStore.smallPassDeliveryBudget
+                let budget = SmallNotificationStore.smallPassDeliveryBudget
                 let notifications = try (0..<100).map { n in
                     try Self.devices(seed, of: "user-\(n)", count: 400)
                     return try seed.notification(target: #"{"include_external_ids": ["user-\#(n)"]}"#)
                 }
                 // Not vacuumed: the count's index-only scans visit every row's heap tuple, which the counters see.
                 var suspects = ExpansionSuspects()
-                var first = QueueStore.SmallExpansionResult()
+                var first = SmallNotificationStore.SmallExpansionResult()
                 let read = try rowsRead(of: "subscriptions", on: seed.connection) { () throws in
-                    first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    first = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 }
                 #expect(first.expanded == budget / 400 && first.created == budget / 400 * 400, "\(first)")
                 #expect(first.deferred == 100 - budget / 400 && first.chunked.isEmpty, "\(first)")
-                #expect(read <= budget + 1 + QueueStore.classifyingDeviceCount + budget, "\(read) subscriptions read")
+                #expect(read <= budget + 1 + SmallNotificationStore.classifyingDeviceCount + budget, "\(read) subscriptions read")
                 #expect(read < 100 * 400, "\(read) subscriptions read")
                 var passes = 0
-                while try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked > 0 { passes += 1 }
+                while try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked > 0 { passes += 1 }
                 #expect(passes == (100 + budget / 400 - 1) / (budget / 400))
                 let outcome = try Self.outcome(seed)
                 for id in notifications { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 400) }
@@ -401,11 +401,11 @@ struct SmallNotificationExpansionTests {
             try await onThread {
                 let seed = try Seed(url)
                 try seed.app()
-                let budget = QueueStore.smallPassDeliveryBudget
+                let budget = SmallNotificationStore.smallPassDeliveryBudget
                 // Three-character ids, as many as fit a small target (8 KiB as jsonb's text: `"abc", ` is 7 bytes),
                 // none of them a user.
                 let digits = Array("abcdefghijklmnopqrstuvwxyz0123456789")
-                let perNotification = (QueueStore.smallTargetBytes - 64) / 7
+                let perNotification = (SmallNotificationStore.smallTargetBytes - 64) / 7
                 let notifications = try (0..<5).map { n in
                     let ids = (0..<perNotification).map { i in
                         "\"\(digits[n])\(digits[i / 36 % 36])\(digits[i % 36])\""
@@ -414,15 +414,15 @@ struct SmallNotificationExpansionTests {
                 }
                 #expect(perNotification * notifications.count > budget)
                 var suspects = ExpansionSuspects()
-                let first = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                let first = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 #expect(first.expanded == budget / perNotification)
                 #expect(first.created == 0)
                 // Each is heavy (more than a tenth of the budget): what does not fit goes the chunked way, so no
                 // later pass picks and parses it again.
-                #expect(perNotification >= QueueStore.smallPassHeavyCost)
+                #expect(perNotification >= SmallNotificationStore.smallPassHeavyCost)
                 #expect(first.chunked.count == notifications.count - budget / perNotification && first.deferred == 0)
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
-                while try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) != nil {}
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                while try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall) != nil {}
                 let outcome = try Self.outcome(seed)
                 for id in notifications { #expect(outcome[id]?.status == "expanded" && outcome[id]?.deliveries == 0) }
             }
@@ -462,19 +462,19 @@ struct SmallNotificationExpansionTests {
                 let now = try Self.oneDevice(seed, device)
                 _ = try seed.connection.query("ANALYZE notifications")
                 let plan = try ExplainedPlan(
-                    analyzing: QueueStore.smallPickSQL(limit: 500), [QueueStore.schedulingMemberBytes], on: seed.connection)
+                    analyzing: SmallNotificationStore.smallPickSQL(limit: 500), [ExpansionStore.schedulingMemberBytes], on: seed.connection)
                 #expect(plan.rowsRead(of: "notifications") <= 2, "\(plan.text)")
 
                 var suspects = ExpansionSuspects()
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
                 #expect(try Self.outcome(seed)[now]?.status == "expanded")
                 // The producer moves one to the past: its own update clears the flag.
                 _ = try seed.connection.query("UPDATE notifications SET send_after = now() - interval '1 minute' WHERE id = $1", [moved])
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
                 #expect(try Self.outcome(seed)[moved]?.status == "expanded")
                 // Not due yet: nothing to release, nothing picked.
-                #expect(try QueueStore.releaseScheduled(on: seed.connection) == 0)
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                #expect(try ExpansionStore.releaseScheduled(on: seed.connection) == 0)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
                 // Its time comes: its send_after moves into the past with the triggers off (they would clear the
                 // flag as a producer's update does), which is what the clock passing it looks like to the release.
                 try seed.connection.execute("BEGIN")
@@ -482,8 +482,8 @@ struct SmallNotificationExpansionTests {
                 _ = try seed.connection.query(
                     "UPDATE notifications SET send_after = now() - interval '1 second' WHERE id = $1", [soon])
                 try seed.connection.execute("COMMIT")
-                #expect(try QueueStore.releaseScheduled(on: seed.connection) == 1)
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
+                #expect(try ExpansionStore.releaseScheduled(on: seed.connection) == 1)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).expanded == 1)
                 #expect(try Self.outcome(seed)[soon]?.status == "expanded")
             }
         }
@@ -499,7 +499,7 @@ struct SmallNotificationExpansionTests {
                 var suspects = ExpansionSuspects()
                 var passes: [Int] = []
                 while true {
-                    let pass = try QueueStore.expandSmallNotifications(on: seed.connection, limit: 3, suspects: &suspects)
+                    let pass = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, limit: 3, suspects: &suspects)
                     if pass.picked == 0 { break }
                     passes.append(pass.expanded)
                     #expect(pass.transactions == 1)
@@ -531,7 +531,7 @@ struct SmallNotificationExpansionTests {
                     END IF;
                     """)
                 var suspects = ExpansionSuspects()
-                let pass = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                let pass = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                 #expect(pass.fellBack)
                 #expect(pass.picked == 20)
                 #expect(pass.expanded == 19)
@@ -544,8 +544,8 @@ struct SmallNotificationExpansionTests {
                 }
                 #expect(outcome[poisoned]?.status == "pending")
                 // No longer small (touched): the chunked path takes it and convicts it.
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
-                let next = try QueueStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).picked == 0)
+                let next = try ExpansionStore.expandNext(on: seed.connection, suspects: &suspects, pick: .skippingSmall)
                 guard case .failed(poisoned, let reason)? = next else {
                     Issue.record("expected the poisoned notification to fail, got \(String(describing: next))")
                     return
@@ -570,7 +570,7 @@ struct SmallNotificationExpansionTests {
                 let broadcast = try seed.notification(target: #"{"all": true}"#)
                 var suspects = ExpansionSuspects()
                 #expect(
-                    try QueueStore.expandNext(on: seed.connection, chunkSize: 2, suspects: &suspects)
+                    try ExpansionStore.expandNext(on: seed.connection, chunkSize: 2, suspects: &suspects)
                         == .expanding(notificationID: broadcast, created: 2))
                 var broadcastChunks = 1
                 var round = 0
@@ -578,12 +578,12 @@ struct SmallNotificationExpansionTests {
                     round += 1
                     // Two new small notifications per round, created before the pass...
                     let arrived = try devices.prefix(2).map { try Self.oneDevice(seed, $0) }
-                    let pass = try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
+                    let pass = try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects)
                     // (with the two that arrived after the previous pass)
                     #expect(pass.expanded == (round == 1 ? 2 : 4))
                     // ...and two more right after it: the broadcast's chunk still comes first.
                     let late = try devices.suffix(2).map { try Self.oneDevice(seed, $0) }
-                    let chunk = try QueueStore.expandNext(on: seed.connection, chunkSize: 2, suspects: &suspects, pick: .skippingSmall)
+                    let chunk = try ExpansionStore.expandNext(on: seed.connection, chunkSize: 2, suspects: &suspects, pick: .skippingSmall)
                     let outcome = try Self.outcome(seed)
                     for id in arrived { #expect(outcome[id]?.status == "expanded") }
                     for id in late { #expect(outcome[id]?.status == "pending") }
@@ -621,7 +621,7 @@ struct SmallNotificationExpansionTests {
                 try other.app()
                 _ = try Self.oneDevice(other, try other.subscription())
                 var suspects = ExpansionSuspects()
-                #expect(try QueueStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 4)
+                #expect(try SmallNotificationStore.expandSmallNotifications(on: seed.connection, suspects: &suspects).created == 4)
                 _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [devices[0]])
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM deliveries")[0]["n"] == "3")
                 _ = try seed.connection.query("DELETE FROM apps WHERE id = $1", [seed.appID])
@@ -644,7 +644,7 @@ struct SmallNotificationExpansionTests {
                 _ = try seed.connection.query(
                     "INSERT INTO deliveries (notification_id, subscription_id, app_id) VALUES ($1, $2, $3)",
                     [notification, gone, seed.appID])
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "test")
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "test")
                 #expect(claimed.count == 1)
                 #expect(claimed.first?.subscriptionID == gone)
                 #expect(claimed.first?.subscriptionStatus == "deleted")

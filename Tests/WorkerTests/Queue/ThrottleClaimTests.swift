@@ -57,7 +57,7 @@ struct ThrottleClaimTests {
                 let limited = try Self.appWithDueDeliveries(url, count: 300, priority: 10, limit: 200)
                 let free = try Self.appWithDueDeliveries(url, count: 40, priority: 5, limit: nil)
                 // A full bucket: 20 permits (a tenth of 200/s).
-                let first = try QueueStore.claim(on: limited.connection, limit: 100, lease: .seconds(60), workerID: "t")
+                let first = try ClaimStore.claim(on: limited.connection, limit: 100, lease: .seconds(60), workerID: "t")
                 #expect(Self.claimedCounts(first, limited, free) == [20, 40])
                 // Its turn waits for the next permit (a two-hundredth of a second), the other app's for its lease.
                 #expect(try #require(try Self.secondsToTurn(limited)) < 1)
@@ -66,8 +66,8 @@ struct ThrottleClaimTests {
                 // (its turn brought forward by the repair, as the worker runs it), none of them left after.
                 try Self.emptyBucket(limited)
                 _ = try free.connection.query("UPDATE deliveries SET run_at = now() - interval '1 minute' WHERE app_id = $1", [free.appID])
-                #expect(try QueueStore.repairClaimTurns(on: free.connection) == 1)
-                let second = try QueueStore.claim(on: limited.connection, limit: 100, lease: .seconds(60), workerID: "t")
+                #expect(try ClaimStore.repairClaimTurns(on: free.connection) == 1)
+                let second = try ClaimStore.claim(on: limited.connection, limit: 100, lease: .seconds(60), workerID: "t")
                 #expect(Self.claimedCounts(second, limited, free) == [0, 40])
                 // Visited without a permit: its turn waits for the refill, an hour ahead.
                 #expect(try #require(try Self.secondsToTurn(limited)) > 3_000)
@@ -89,7 +89,7 @@ struct ThrottleClaimTests {
                 _ = try limited.connection.query(
                     "UPDATE app_send_buckets SET tokens = 20, refilled_at = now() + interval '1 hour' WHERE app_id = $1",
                     [limited.appID])
-                let claimed = try QueueStore.claim(on: limited.connection, limit: 100, lease: .seconds(60), workerID: "t")
+                let claimed = try ClaimStore.claim(on: limited.connection, limit: 100, lease: .seconds(60), workerID: "t")
                 #expect(claimed.count == 5)
                 #expect(try Self.tokens(limited) == 15)
                 // A batch of 3 shared with another app: the limited app is charged for what it got, not its permits.
@@ -98,8 +98,8 @@ struct ThrottleClaimTests {
                     [limited.appID])
                 let free = try Self.appWithDueDeliveries(url, count: 3, priority: 10, limit: nil)
                 _ = try limited.connection.query("UPDATE deliveries SET run_at = now() - interval '1 minute' WHERE app_id = $1", [limited.appID])
-                _ = try QueueStore.repairClaimTurns(on: limited.connection)
-                let batch = try QueueStore.claim(on: limited.connection, limit: 3, lease: .seconds(60), workerID: "t")
+                _ = try ClaimStore.repairClaimTurns(on: limited.connection)
+                let batch = try ClaimStore.claim(on: limited.connection, limit: 3, lease: .seconds(60), workerID: "t")
                 let counts = Self.claimedCounts(batch, limited, free)
                 #expect(counts[0] >= 1 && counts[1] >= 1 && counts[0] + counts[1] == 3)
                 #expect(try Self.tokens(limited) == 15 - Double(counts[0]))
@@ -121,12 +121,12 @@ struct ThrottleClaimTests {
                     "UPDATE app_send_buckets SET tokens = 0, refilled_at = now() - interval '1 hour' WHERE app_id = $1",
                     [idle.appID])
                 // The tiny limit's bucket starts full: one permit (the burst is at least one).
-                let claimed = try QueueStore.claim(on: free.connection, limit: 200, lease: .seconds(60), workerID: "t")
+                let claimed = try ClaimStore.claim(on: free.connection, limit: 200, lease: .seconds(60), workerID: "t")
                 #expect(Self.claimedCounts(claimed, huge, idle, tiny, free) == [30, 30, 1, 10])
                 // Only the tiny limit has due deliveries left; its next permit is ages away: its turn is a day off
                 // (the cap), and the claim loop's wait is the nearest turn, the others' leases.
                 #expect(try #require(try Self.secondsToTurn(tiny)) > 86_000)
-                let wait = try #require(try QueueStore.nextTurnWait(on: free.connection))
+                let wait = try #require(try ClaimStore.nextTurnWait(on: free.connection))
                 #expect(wait > 30 && wait <= 60)
                 let status = try FleetStatusStore.read(on: free.connection)
                 #expect(status.throttledApps.count == 3)
@@ -146,14 +146,14 @@ struct ThrottleClaimTests {
                 // Limited: a claim without permits puts the app's turn off until the refill, and a worker whose
                 // claim came back short is told to come back then.
                 try Self.emptyBucket(app)
-                #expect(try QueueStore.claim(on: app.connection, limit: 10, lease: .seconds(60), workerID: "t").isEmpty)
-                let wait = try #require(try QueueStore.nextTurnWait(on: app.connection))
+                #expect(try ClaimStore.claim(on: app.connection, limit: 10, lease: .seconds(60), workerID: "t").isEmpty)
+                let wait = try #require(try ClaimStore.nextTurnWait(on: app.connection))
                 #expect(wait > 3_000)
                 // Cleared: the bucket goes and the turn comes now.
                 _ = try app.connection.query("UPDATE apps SET max_sends_per_second = NULL WHERE id = $1", [app.appID])
                 #expect(try Self.tokens(app) == nil)
-                #expect(try QueueStore.nextTurnWait(on: app.connection) == nil)
-                #expect(try QueueStore.claim(on: app.connection, limit: 10, lease: .seconds(60), workerID: "t").count == 10)
+                #expect(try ClaimStore.nextTurnWait(on: app.connection) == nil)
+                #expect(try ClaimStore.claim(on: app.connection, limit: 10, lease: .seconds(60), workerID: "t").count == 10)
                 // Refused: a limit must be a positive finite rate.
                 for bad in ["0", "-1", "'infinity'", "'NaN'"] {
                     #expect(throws: PostgresError.self) {
@@ -179,7 +179,7 @@ struct ThrottleClaimTests {
                 let busy = try Self.appWithDueDeliveries(url, count: 10, priority: 5, limit: 100)
                 _ = try free.connection.query("ANALYZE")
                 let plan = try ExplainedPlan(
-                    analyzing: QueueStore.claimSQL(picking: .due), [200, 60.0, "explain", [UUID](), [UUID](), [Int]()],
+                    analyzing: ClaimStore.claimSQL(picking: .due), [200, 60.0, "explain", [UUID](), [UUID](), [Int]()],
                     on: free.connection, keep: true)
                 #expect(plan.rowsRead(of: "app_send_buckets") <= 2, "\(plan.text)")
                 #expect(plan.rowsRead(of: "app_claim_turns") <= 8, "\(plan.text)")

@@ -23,8 +23,8 @@ struct ClaimedBatchPrefetchTests {
                 for _ in 0..<3 { _ = try seed.subscription() }
                 _ = try seed.notification(message: #"{"contents": {"en": "one"}}"#, target: #"{"all": true}"#)
                 _ = try seed.notification(message: #"{"contents": {"en": "two"}}"#, target: #"{"all": true}"#)
-                while try QueueStore.expandNext(on: seed.connection) != nil {}
-                let claimed = try QueueStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "A")
+                while try ExpansionStore.expandNext(on: seed.connection) != nil {}
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "A")
                 ClaimedBatchPrefetch(messages: cache).load(claimed, on: seed.connection)
                 return claimed
             }

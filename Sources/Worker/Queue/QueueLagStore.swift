@@ -1,12 +1,13 @@
 import Postgres
 
-extension QueueStore {
+/// The queue lag, read from the claim's per-app index without scanning the queue.
+public enum QueueLagStore {
     /// The queue lag: how long the oldest due delivery (`run_at <= now()`, not leased) has waited, in seconds;
     /// 0 when none is due. Cheap on any queue size: a loose index scan of the claim's per-app index
     /// (``claimRangesCTE``) visits the first due entry of each app with queued deliveries and each of its
     /// priorities, rather than every due row.
     /// - Throws: ``PostgresError``.
-    public static func queueLag(on connection: PostgresConnection) throws -> Double {
+    public static func lag(on connection: PostgresConnection) throws -> Double {
         let rows = try connection.query(
             """
             WITH RECURSIVE \(claimRangesCTE)

@@ -2,22 +2,9 @@ import DeliveryCore
 import Foundation
 import Postgres
 
-/// Which due notifications a call of ``QueueStore/expandNext(on:chunkSize:suspects:pick:)`` may pick.
-public enum ExpansionPick: Sendable, Equatable {
-    /// Any due notification, least recently served first.
-    case any
-    /// Any due notification except the small ones ``QueueStore/expandSmallNotifications(on:limit:suspects:)``
-    /// takes in bulk: the expand loop calls this after each bulk pass, so a broadcast's next chunk runs
-    /// between two passes however steady the stream of small notifications.
-    case skippingSmall
-    /// This notification only, if it is still due and not locked by another worker.
-    case only(UUID)
-    /// A slice of a broadcast cut into slices (``QueueStore/Slicing``): the notification's row is
-    /// not locked, so several tasks and workers expand different slices of one notification at once.
-    case slice
-}
-
-extension QueueStore {
+/// The small notifications' lane: due notifications with short id-list targets expanded many at once, in one
+/// transaction a pass (docs/targets.md, "Small notifications in bulk").
+public enum SmallNotificationStore {
     /// Most small notifications one ``expandSmallNotifications(on:limit:suspects:)`` call takes (one
     /// transaction, two statements).
     public static let smallNotificationBatch = 500
@@ -30,7 +17,7 @@ extension QueueStore {
     /// subscription id; each subscription of each listed user): the same bound as a chunk's, so a pass stays a
     /// short transaction whatever the listed users own. A target's size bounds its ids, not its audience: 8 KiB
     /// of external ids can name 800 users, and each user any number of devices.
-    public static let smallPassDeliveryBudget = expansionChunkSize
+    public static let smallPassDeliveryBudget = ExpansionStore.expansionChunkSize
 
     /// A notification that costs at least this much of ``smallPassDeliveryBudget`` (a tenth: listed ids or
     /// devices) and does not fit what a pass has left goes the chunked way rather than waiting for a later pass.
@@ -60,7 +47,7 @@ extension QueueStore {
         public var failed: [Failed] = []
         /// Notifications whose insert failed on data without evidence yet: pushed behind the others.
         public var setAside: [UUID] = []
-        /// Set when every notification's insert failed on data (``ExpansionResult/stalled(notificationID:sqlState:)``).
+        /// Set when every notification's insert failed on data (``ExpansionStore/ExpansionResult/stalled(notificationID:sqlState:)``).
         public var stalledSQLState: String?
         /// Notifications whose audience is larger than a pass may create (``smallPassDeliveryBudget``), such as
         /// a few external ids of users with thousands of devices: moved to the chunked path (touched, so no
@@ -78,82 +65,6 @@ extension QueueStore {
             public var reason: String
         }
     }
-
-    /// What a picked row's target and scheduling members say, checked in Swift before any statement uses them.
-    enum PickedCheck {
-        /// The notification fails with this reason (`invalid_target: ...`, `invalid_message: ...`, `expired: ...`).
-        case refused(String)
-        /// Its audience and delivery priority, and its local-time schedule when the message has a
-        /// `delivery_time_of_day`.
-        case accepted(AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
-    }
-
-    /// What the expansion statements need to schedule a notification's deliveries by local time
-    /// (docs/local-time-delivery.md).
-    struct LocalTimeSchedule: Equatable {
-        /// `delivery_time_of_day` as PostgreSQL `time` text, `HH:MM:00`.
-        var timeOfDay: String
-        /// The message's `ttl`, or the default of 28 days: a delivery whose local time comes after
-        /// `start + ttl` is made due at once and then skipped as `expired`.
-        var ttl: Int
-    }
-
-    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`,
-    /// `priority` and `delivery_time_of_day` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
-    /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
-    /// the id-list forms. The message's `apns_push_type` sets the selection's `subscriptions.kind`
-    /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
-    /// - Throws: ``PostgresError`` when a column cannot be decoded.
-    static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
-        var selection: AudienceSelection
-        do {
-            guard let text = try row.decodeIfPresent(String.self, "target") else {
-                // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
-                throw AudienceTargetError("target is larger than \(maximumTargetBytes) bytes of JSON")
-            }
-            let json: JSONValue
-            do {
-                json = try JSONValue(parsing: text)
-            } catch {
-                // jsonb's text is always JSON (numbers of any size included: JSONValue keeps their text), but a
-                // failure here must fail this notification, never this transaction forever.
-                throw AudienceTargetError("target is JSON this worker cannot read")
-            }
-            selection = try AudienceSelection(parsing: json)
-        } catch let error as AudienceTargetError {
-            return .refused("invalid_target: \(error.message)")
-        }
-        func member(_ column: String) throws -> JSONValue? {
-            guard let text = try row.decodeIfPresent(String.self, column) else { return nil }
-            return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
-        }
-        let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
-        let timeOfDay: LocalTime?
-        do {
-            scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
-            timeOfDay = try NotificationMessage.deliveryTimeOfDay(member("delivery_time_of_day"))
-        } catch let error as MessageError {
-            return .refused("invalid_message: \(error.field) \(error.message)")
-        }
-        // VoIP and Live Activity pushes reach only the subscriptions holding their own kind of token.
-        do {
-            selection.subscriptionKind = try APNsPushType.subscriptionKind(of: member("apns_push_type"))
-        } catch let error as MessageError {
-            return .refused("invalid_message: \(error.field) \(error.message)")
-        }
-        if let ttl = scheduling.ttl, ttl > 0,
-            try row.decode(Date.self, "start_at").addingTimeInterval(Double(ttl)) <= row.decode(Date.self, "now")
-        {
-            return .refused("expired: the message's ttl ran out before expansion finished")
-        }
-        let localTime = timeOfDay.map {
-            LocalTimeSchedule(timeOfDay: $0.description, ttl: scheduling.ttl ?? Int(DeliveryDecision.defaultTTL))
-        }
-        return .accepted(
-            selection, priority: (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0),
-            localTime: localTime)
-    }
-
     /// Expands up to `limit` small notifications at once (docs/targets.md, "Small notifications in bulk"): due,
     /// never touched by expansion, with an id-list target of at most ``smallTargetBytes``. One transaction: one
     /// statement picks them `FOR UPDATE SKIP LOCKED` (oldest first), Swift validates each (a refused one is
@@ -166,7 +77,7 @@ extension QueueStore {
     /// longer fits; a lighter one that no longer fits is left for the next pass (``SmallExpansionResult/deferred``).
     ///
     /// If the insert fails on data (SQLSTATE class 22/23), the pass is rolled back and every picked
-    /// notification is expanded one at a time (``expandNext(on:chunkSize:suspects:pick:)`` with `.only`), so
+    /// notification is expanded one at a time (``ExpansionStore/expandNext(on:chunkSize:suspects:pick:)`` with `.only`), so
     /// the poison-row rules of ``ExpansionSuspects`` apply to each alone: the faulty one is set aside (and
     /// failed on evidence later), the others expand.
     /// - Returns: what was done; `picked == 0` when no small notification was due.
@@ -191,15 +102,15 @@ extension QueueStore {
             try connection.transaction(localSettings: ["plan_cache_mode": "force_generic_plan", "enable_seqscan": "off", "jit": "off"]) { connection in
                 // Prepared with the limit in its text (one text per limit; the worker always passes the same):
                 // a generic plan with `LIMIT $2` unknown may give up the index order, as the claim's did (see
-                // QueueStore.claim), and planning cost more than running it.
-                let rows = try connection.preparedQuery(smallPickSQL(limit: max(1, limit)), [schedulingMemberBytes])
+                // ClaimStore.claim), and planning cost more than running it.
+                let rows = try connection.preparedQuery(smallPickSQL(limit: max(1, limit)), [ExpansionStore.schedulingMemberBytes])
                 guard !rows.isEmpty else { return }
                 var accepted: [AcceptedSmall] = []
                 var refused: [SmallExpansionResult.Failed] = []
                 for row in rows {
                     let id = try row.decode(UUID.self, "id")
                     now = try row.decode(Date.self, "now")
-                    switch try checkPicked(row) {
+                    switch try ExpansionStore.checkPicked(row) {
                     case .refused(let reason):
                         refused.append(.init(notificationID: id, reason: reason))
                     case .accepted(let selection, let priority, let localTime):
@@ -236,7 +147,7 @@ extension QueueStore {
                     }
                 }
                 pickedIDs = refused.map(\.notificationID) + result.chunked + included.map(\.id)
-                if !result.chunked.isEmpty { try pushBehind(result.chunked, on: connection) }
+                if !result.chunked.isEmpty { try ExpansionStore.pushBehind(result.chunked, on: connection) }
                 var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
                 var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
                 var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
@@ -312,7 +223,7 @@ extension QueueStore {
         var appID: UUID
         var selection: AudienceSelection
         var priority: Int
-        var localTime: LocalTimeSchedule?
+        var localTime: ExpansionStore.LocalTimeSchedule?
     }
 
     /// How many of `accepted`, from the first, have listed ids (subscription or external) that fit
@@ -459,7 +370,7 @@ extension QueueStore {
     ) throws -> SmallExpansionResult {
         var result = SmallExpansionResult(picked: ids.count, fellBack: true)
         for id in ids {
-            switch try expandNext(on: connection, suspects: &suspects, pick: .only(id)) {
+            switch try ExpansionStore.expandNext(on: connection, suspects: &suspects, pick: .only(id)) {
             case .expanded(_, let created)?, .expanding(_, let created)?:
                 result.expanded += 1
                 result.created += created
@@ -481,11 +392,11 @@ extension QueueStore {
     }
 
     /// The pick of a bulk pass: up to `limit` small notifications, oldest first, locked (`$1` =
-    /// ``schedulingMemberBytes``), through the partial index `notifications_to_expand_small` (migration 0017),
+    /// ``ExpansionStore/schedulingMemberBytes``), through the partial index `notifications_to_expand_small` (migration 0017),
     /// whose predicate is this statement's clauses: it holds no notification scheduled for later (those wait
-    /// for ``releaseScheduled(on:limit:)``) and none that is not small.
+    /// for ``ExpansionStore/releaseScheduled(on:limit:)``) and none that is not small.
     static func smallPickSQL(limit: Int) -> String {
-        pickSQL(narrowing: "AND NOT scheduled AND \(smallNotificationPredicate)", limit: limit)
+        ExpansionStore.pickSQL(narrowing: "AND NOT scheduled AND \(smallNotificationPredicate)", limit: limit)
     }
 
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or

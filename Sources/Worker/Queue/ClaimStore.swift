@@ -3,9 +3,14 @@ import Foundation
 import Postgres
 import Synchronization
 
-/// The queue's SQL, each operation one short transaction on a connection the caller owns. No row lock is held
-/// once a function returns, so nothing is locked while a provider request is in flight (README, "How it works").
-public enum QueueStore {
+/// The claim: due deliveries taken in short transactions (`FOR UPDATE SKIP LOCKED`) on a connection the caller owns,
+/// rows that cannot be claimed or read set aside, the leases of claimed rows renewed, and the apps' claim turns
+/// (`app_claim_turns`) read and repaired. No row lock is held once a function returns, so nothing is locked while a
+/// provider request is in flight (README, "How it works").
+///
+/// The per-app send rate (docs/throttle.md) has no statements of its own: the claim statement takes each limited
+/// app's permits from its token bucket (`app_send_buckets`) in the same statement that picks its rows.
+public enum ClaimStore {
     /// Claims up to `limit` due deliveries, highest priority first, skipping rows other workers hold
     /// (`FOR UPDATE SKIP LOCKED`). The claim moves `run_at` to the lease's expiry (so a worker that dies loses
     /// its claims after `lease`), counts an attempt and bumps the fence, all in one statement.
@@ -16,7 +21,7 @@ public enum QueueStore {
     /// the due candidates are claimed again by id in halves until the rows that fail are single. Those are set
     /// aside only on evidence that the fault is theirs, not the statement's: another due row was claimed in
     /// the same call (from the candidates, or by a claim that excludes the failing rows). An error every row
-    /// meets (say a broken trigger) is thrown as before and fails nothing; failing rows with no other due row
+    /// meets (say a broken trigger) is thrown to the caller and fails nothing; failing rows with no other due row
     /// stay until one is. `k` bad rows among `limit` cost at most about `2k·log2(limit) + 2` statements.
     /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
     ///   due row meets, or setting a row aside failed for another reason than a data error).
@@ -156,7 +161,7 @@ public enum QueueStore {
         let reason: String
         let detail: JSONValue
         if error.isDataError {
-            let text = dataErrorReason(error)
+            let text = error.dataErrorReason
             reason = String(text.prefix { $0 != ":" })
             detail = ["error": .string(text), "sqlstate": .string(error.sqlState ?? "")]
         } else {
@@ -461,399 +466,64 @@ public enum QueueStore {
         """
     }
 
-    /// Writes a batch of completions atomically: terminal rows are deleted from the queue, the others
-    /// rescheduled, and one `delivery_events` row is appended for each delivery whose fence still matches and
-    /// whose completion writes one (``DeliveryCompletion/writesEvent``: a retry that spent no attempt past the
-    /// first few writes none). Retries that spent no attempt are counted
-    /// (``DeliveryCompletion/countsUncountedRetry``), and each rescheduled delivery's app gets its claim turn no
-    /// later than the delivery's next run. Completions whose fence no longer matches (the lease expired and
-    /// another worker claimed the delivery) change nothing. Subscription invalidations and channel pauses are
-    /// applied in the same transaction, and so are frequency-cap releases (``DeliveryCompletion/capRelease``) of
-    /// completions that took effect. A batch that needs none of those is the one statement ``completeSQL``, run
-    /// without a transaction block (a statement is atomic on its own; `BEGIN` and `COMMIT` would be two more
-    /// round trips).
-    /// - Returns: how many completions took effect (the rest lost their lease).
-    @discardableResult
-    public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
-        // A completion that neither ends its delivery nor writes an event changes nothing.
-        let completions = completions.filter { $0.writesEvent || $0.nextRunAt != nil }
-        guard !completions.isEmpty else { return 0 }
-        if !needsFollowUpStatements(completions) { return try writeCompletions(on: connection, completions) }
-        return try connection.transaction { try writeCompletions(on: $0, completions) }
+    /// Extends this worker's claims whose completions wait to be written: `run_at` (the lease's end) moves to
+    /// `now() + lease` for each delivery whose fence still matches, so no other worker claims (and
+    /// sends again) a delivery whose push was already answered.
+    /// - Returns: the ids whose lease was renewed (a missing id was claimed again by another worker, or its
+    ///   row is gone).
+    public static func renewLeases(
+        on connection: PostgresConnection, deliveryIDs: [Int64], fences: [Int64], lease: Duration
+    ) throws -> Set<Int64> {
+        guard !deliveryIDs.isEmpty else { return [] }
+        let rows = try connection.query(
+            """
+            UPDATE deliveries d SET run_at = now() + make_interval(secs => $3::float8)
+            FROM unnest($1::bigint[], $2::bigint[]) AS i(id, fence)
+            WHERE d.id = i.id AND d.fence = i.fence
+            RETURNING d.id
+            """, [deliveryIDs, fences, lease.inSeconds])
+        return Set(try rows.map { try $0.decode(Int64.self, "id") })
     }
 
-    /// Whether writing `completions` takes more than ``completeSQL``: an invalidation, a channel pause or a
-    /// frequency-cap release.
-    static func needsFollowUpStatements(_ completions: [DeliveryCompletion]) -> Bool {
-        completions.contains { $0.invalidation != nil || $0.channelPause != nil || $0.capRelease != nil }
+    /// Seconds until the next claim turn that lies ahead (`app_claim_turns.turn_at`, the earliest after `now()`
+    /// that is not `'infinity'`): when a delivery of some app falls due, or a limited app's bucket holds its next
+    /// permit (docs/fairness.md, docs/throttle.md). `nil` when no turn lies ahead. What a worker whose claim
+    /// came back short waits at most before claiming again, so a retry, a deferred push or a limited app is
+    /// served when it is due rather than a poll interval later; at most a day (86,400 s), to the microsecond.
+    /// One index probe (`app_claim_turns_due`); no row is locked or written.
+    public static func nextTurnWait(on connection: PostgresConnection) throws -> Double? {
+        try nextTurn(on: connection).wait
     }
 
-    /// The statements of ``complete(on:_:)``, in the caller's transaction when they are more than one.
-    static func writeCompletions(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
-        guard !completions.isEmpty else { return 0 }
-        let result = try connection.preparedQuery(
-            completeSQL,
-            // In binary format, each typed as `completeSQL` casts it: neither side writes or parses an
-            // array literal and its elements' text (timestamps and uuids above all) for every delivery.
-            [
-                PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
-                PostgresBinaryArray.bigint(completions.map(\.fence)),
-                PostgresBinaryArray.text(completions.map(\.event.rawValue)),
-                PostgresBinaryArray.text(completions.map(\.reason?.rawValue)),
-                PostgresBinaryArray.text(completions.map(\.detailJSON)),
-                PostgresBinaryArray.timestamptz(completions.map(\.nextRunAt)),
-                PostgresBinaryArray.text(completions.map { $0.nextRunAt == nil ? nil : $0.reason?.rawValue }),
-                PostgresBinaryArray.boolean(completions.map(\.refundsAttempt)),
-                PostgresBinaryArray.uuid(completions.map(\.claimedAs?.appID)),
-                PostgresBinaryArray.uuid(completions.map(\.claimedAs?.notificationID)),
-                PostgresBinaryArray.uuid(completions.map(\.claimedAs?.subscriptionID)),
-                PostgresBinaryArray.integer(completions.map(\.claimedAs?.attempt)),
-                PostgresBinaryArray.boolean(completions.map(\.writesEvent)),
-                PostgresBinaryArray.boolean(completions.map { $0.countsUncountedRetry && $0.nextRunAt != nil }),
-            ])
-        let applied = try result.first?.decode(Int.self, "applied") ?? 0
-        let invalidations = completions.compactMap(\.invalidation)
-        if !invalidations.isEmpty {
-            _ = try connection.query(
-                """
-                UPDATE subscriptions s
-                SET status = 'invalid', invalid_reason = i.reason
-                FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS i(id, reason, token_seen)
-                WHERE s.id = i.id AND s.status = 'active' AND s.token_updated_at <= i.token_seen
-                """,
-                [
-                    invalidations.map(\.subscriptionID),
-                    invalidations.map(\.reason.rawValue),
-                    invalidations.map(\.tokenUpdatedAt),
-                ])
-        }
-        for pause in completions.compactMap(\.channelPause) {
-            _ = try connection.query(
-                """
-                UPDATE app_channels
-                SET paused_until = greatest(coalesce(paused_until, now()), $3), paused_reason = $4,
-                    updated_at = now()
-                WHERE app_id = $1 AND provider = $2
-                """,
-                [pause.appID, pause.provider.rawValue, pause.until, pause.reason.rawValue])
-        }
-        // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
-        // lock then waits only for other such locks (taken in hash order), so no cycle can form.
-        let releases = completions.compactMap(\.capRelease)
-        if !releases.isEmpty {
-            try releaseFrequencyCapGrants(on: connection, releases)
-        }
-        return applied
-    }
-
-    static let completeSQL = """
-        WITH input AS (
-            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                                 $6::timestamptz[], $7::text[], $8::bool[],
-                                 $9::uuid[], $10::uuid[], $11::uuid[], $12::integer[], $13::bool[], $14::bool[])
-                AS i(id, fence, event, reason, detail, next_run_at, last_error, refund,
-                     app_id, notification_id, subscription_id, attempt, writes_event, uncounted)
-        ), terminal AS (
-            DELETE FROM deliveries d USING input i
-            WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NULL
-            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt, i.event, i.reason, i.detail,
-                      i.writes_event
-        ), rescheduled AS (
-            UPDATE deliveries d
-            SET run_at = i.next_run_at, leased_by = NULL, last_error = i.last_error,
-                attempt = d.attempt - CASE WHEN i.refund THEN 1 ELSE 0 END,
-                uncounted_retries = d.uncounted_retries + CASE WHEN i.uncounted THEN 1 ELSE 0 END
-            FROM input i
-            WHERE d.id = i.id AND d.fence = i.fence AND i.next_run_at IS NOT NULL
-            RETURNING d.id, d.app_id, d.notification_id, d.subscription_id, d.attempt, i.event, i.reason, i.detail,
-                      i.writes_event, d.run_at
-        ), turns AS (
-            -- A rescheduled delivery's app has its turn no later than the delivery's next run (claims visit apps
-            -- by turn). Each row is written even when its time stays, so that a claim that computed a later turn
-            -- without seeing this reschedule keeps the earlier one (docs/fairness.md); in app order, as the
-            -- deliveries insert trigger takes them.
-            INSERT INTO app_claim_turns (app_id, turn_at)
-            SELECT app_id, min(run_at) FROM rescheduled GROUP BY app_id ORDER BY app_id
-            ON CONFLICT (app_id) DO UPDATE SET turn_at = least(app_claim_turns.turn_at, excluded.turn_at)
-        ), missing AS MATERIALIZED (
-            -- Only completions that settled nothing (usually none) are looked up: is their queue row gone?
-            SELECT i.id, i.app_id, i.notification_id, i.subscription_id, i.attempt, i.event, i.reason, i.detail,
-                   i.writes_event
-            FROM input i
-            WHERE i.notification_id IS NOT NULL
-              AND i.id NOT IN (SELECT id FROM terminal UNION ALL SELECT id FROM rescheduled)
-              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = i.id)
-        ), vanished AS (
-            -- The row is gone because its subscription or notification (or their app) was deleted while the
-            -- push was in flight (ON DELETE CASCADE): the outcome is still written. A row another worker
-            -- completed is gone too, but its parents exist (or that worker wrote the final event): ignored.
-            SELECT m.* FROM missing m
-            WHERE (NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = m.notification_id)
-                   OR NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = m.subscription_id))
-              AND NOT EXISTS (SELECT 1 FROM delivery_events e
-                              WHERE e.notification_id = m.notification_id AND e.subscription_id = m.subscription_id
-                                AND e.event IN ('sent', 'failed', 'skipped'))
-        ), settled AS (
-            -- Each settled row carries its input's event, so no join back to the input is planned (a prepared
-            -- plan that guesses a few rows may make it a nested loop: 83,000 comparisons for 289 rows, seen).
-            SELECT id, app_id, notification_id, subscription_id, attempt, event, reason, detail, writes_event,
-                   false AS deleted FROM terminal
-            UNION ALL SELECT id, app_id, notification_id, subscription_id, attempt, event, reason, detail, writes_event,
-                             false FROM rescheduled
-            UNION ALL SELECT *, true FROM vanished
-        ), written AS (
-            INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
-            -- jsonb refuses the escape \\u0000 that JSON allows (a NUL from a provider's answer): never fail on it.
-            SELECT s.app_id, s.notification_id, s.subscription_id, s.event, s.reason, s.attempt,
-                   coalesce(replace(s.detail, '\\u0000', '\\ufffd')::jsonb, '{}'::jsonb)
-                       || CASE WHEN s.deleted THEN '{"delivery_deleted": true}'::jsonb ELSE '{}'::jsonb END
-            FROM settled s
-            WHERE s.writes_event
+    /// ``nextTurnWait(on:)`` with the statement's reading of PostgreSQL's clock: a worker whose claims come
+    /// back empty still measures its clock's offset (docs/clocks.md).
+    public static func nextTurn(on connection: PostgresConnection) throws -> (wait: Double?, clock: DatabaseClockReading) {
+        let sent = DatabaseClockReading.StatementTiming()
+        let rows = try connection.preparedQuery(
+            """
+            SELECT now() AS now,
+                   (SELECT round(least(extract(epoch FROM turn_at - now()), 86400), 6)::float8
+                    FROM app_claim_turns
+                    WHERE turn_at > now() AND turn_at < 'infinity' ORDER BY turn_at LIMIT 1) AS wait
+            """)
+        let received = ContinuousClock.now
+        let row = rows[0]
+        return (
+            try row.decodeIfPresent(Double.self, "wait"),
+            DatabaseClockReading(databaseNow: try row.decode(Date.self, "now"), sent: sent, receivedAt: received)
         )
-        -- The completions that took effect: their queue row changed, or their event was written for a row gone.
-        SELECT count(*) AS applied FROM settled WHERE writes_event OR NOT deleted
-        """
-
-    /// A notification's message as stored: its row version, its size in bytes of JSON text, and the text
-    /// itself unless it is larger than the limit asked for.
-    public struct StoredMessage: Sendable {
-        public var version: String
-        public var byteCount: Int
-        public var json: String?
     }
 
-    /// Reads the messages of `notificationIDs` in one round trip; documents over `maximumBytes` of JSON text
-    /// are measured but not transferred.
-    public static func messages(
-        on connection: PostgresConnection, notificationIDs: [UUID], maximumBytes: Int
-    ) throws -> [UUID: StoredMessage] {
-        // Planned on every call, not prepared: a prepared statement's generic plan is made from the statistics of
-        // the moment, and one made while `notifications` was nearly empty can be a sequential scan, kept until an
-        // autoanalyze, as the deliveries insert trigger's was (migration 0020). In the same stalls of make bench's
-        // transactional section this read took 53 ms a claimed batch instead of 2-3.
-        let rows = try connection.query(
-            """
-            SELECT id, xmin::text AS version, octet_length(text) AS size,
-                   CASE WHEN octet_length(text) <= $2 THEN text END AS message
-            FROM (SELECT id, xmin, message::text AS text
-                  FROM notifications WHERE id = ANY($1::uuid[])
-                  -- Not pulled up, so each document is written as text once (not once for its size and again).
-                  OFFSET 0) AS n
-            """, [notificationIDs, maximumBytes])
-        var result: [UUID: StoredMessage] = [:]
-        for row in rows {
-            result[try row.decode(UUID.self, "id")] = StoredMessage(
-                version: try row.decode(String.self, "version"), byteCount: try row.decode(Int.self, "size"),
-                json: try row.decodeIfPresent(String.self, "message"))
-        }
-        return result
+    /// Brings forward the claim turns that writers other than the worker left too late
+    /// (`pushizo_claim_turns_repair()`, migration 0026): an operator's `UPDATE deliveries SET run_at = now()`
+    /// makes deliveries due without moving their app's turn. Run by every worker every
+    /// ``turnRepairInterval``; one probe per distinct priority of each app whose turn lies ahead.
+    /// - Returns: how many turns moved.
+    public static func repairClaimTurns(on connection: PostgresConnection) throws -> Int {
+        try connection.query("SELECT pushizo_claim_turns_repair() AS moved")[0].decode(Int.self, "moved")
     }
 
-    /// `true` when no due notification waits for expansion, no slice is left that the slice pick would take
-    /// (one of a due expanding notification, or one left by a notification canceled or failed while sliced,
-    /// which the pick closes), and no canceled notification waits for its sweep: what an expand-only worker
-    /// waits for.
-    public static func isExpansionDrained(on connection: PostgresConnection) throws -> Bool {
-        let rows = try connection.query(
-            """
-            SELECT NOT EXISTS (SELECT 1 FROM notifications
-                               WHERE status IN ('pending', 'expanding')
-                                 AND (send_after IS NULL OR send_after <= now()))
-               AND NOT EXISTS (SELECT 1 FROM expansion_slices s
-                               JOIN notifications ON notifications.id = s.notification_id
-                               WHERE \(slicePickable))
-               AND NOT EXISTS (SELECT 1 FROM notifications WHERE status = 'canceled' AND cancel_swept_at IS NULL)
-                   AS drained
-            """)
-        return try rows.first?.decode(Bool.self, "drained") ?? false
-    }
-
-    /// `true` when nothing is left to do now: no due notification waits for expansion and the deliveries
-    /// queue is empty (deliveries waiting for a retry count as work). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
-    public static func isDrained(on connection: PostgresConnection) throws -> Bool {
-        let rows = try connection.query(
-            """
-            SELECT NOT EXISTS (SELECT 1 FROM deliveries)
-               AND NOT EXISTS (SELECT 1 FROM notifications
-                               WHERE status IN ('pending', 'expanding')
-                                 AND (send_after IS NULL OR send_after <= now())) AS drained
-            """)
-        return try rows.first?.decode(Bool.self, "drained") ?? false
-    }
-
-}
-
-extension ClaimedDelivery {
-    /// Reads one row of the claim statement, its columns found through `columns` (looked up once per result).
-    /// - Throws: ``PostgresError`` (`decodingFailed`) when a column is missing or cannot be read.
-    /// - Parameter repeats: the last values of the columns that repeat down a claim (one app's settings on each
-    ///   of its deliveries), shared with the result's other rows so they are read once.
-    init(claimedRow row: PostgresRow, columns c: ClaimedColumns, repeats r: inout ClaimedColumns.Repeats) throws {
-        self.init(
-            id: try c.id.decode(Int64.self, row),
-            fence: try c.fence.decode(Int64.self, row),
-            attempt: try c.attempt.decode(Int.self, row),
-            notificationID: try c.notificationID.decode(UUID.self, row, repeating: &r.notificationID),
-            subscriptionID: try c.subscriptionID.decode(UUID.self, row),
-            appID: try c.appID.decode(UUID.self, row, repeating: &r.appID),
-            apnsID: try c.apnsID.decode(UUID.self, row),
-            messageVersion: try c.messageVersion.decode(String.self, row, repeating: &r.messageVersion),
-            campaignID: try c.campaignID.decodeIfPresent(String.self, row, repeating: &r.campaignID),
-            notificationStatus: try c.notificationStatus.decode(String.self, row, repeating: &r.notificationStatus),
-            notificationStart: try c.notificationStart.decode(Date.self, row, repeating: &r.notificationStart),
-            platform: try c.platform.decode(String.self, row),
-            token: try c.token.decode(String.self, row),
-            apnsEnvironment: try c.apnsEnvironment.decodeIfPresent(String.self, row),
-            language: try c.language.decodeIfPresent(String.self, row),
-            timezone: try c.timezone.decodeIfPresent(String.self, row),
-            country: try c.country.decodeIfPresent(String.self, row),
-            subscriptionStatus: try c.subscriptionStatus.decode(String.self, row),
-            tokenUpdatedAt: try c.tokenUpdatedAt.decode(Date.self, row),
-            userTagsJSON: try c.userTags.decodeIfPresent(String.self, row),
-            userID: try c.userID.decodeIfPresent(UUID.self, row),
-            webP256DH: try c.webP256DH.decodeIfPresent(String.self, row),
-            webAuth: try c.webAuth.decodeIfPresent(String.self, row),
-            defaultLanguage: try c.defaultLanguage.decodeIfPresent(String.self, row),
-            defaultTimezone: try c.defaultTimezone.decodeIfPresent(String.self, row, repeating: &r.defaultTimezone),
-            quietHoursStart: try c.quietHoursStart.decodeIfPresent(String.self, row),
-            quietHoursEnd: try c.quietHoursEnd.decodeIfPresent(String.self, row),
-            signingKey: try c.signingKey.decode([UInt8].self, row, repeating: &r.signingKey),
-            frequencyCapsJSON: try c.frequencyCaps.decodeIfPresent(String.self, row, repeating: &r.frequencyCaps),
-            channelProvider: try c.channelProvider.decodeIfPresent(String.self, row),
-            channelSettingsJSON: try c.channelSettings.decodeIfPresent(String.self, row, repeating: &r.channelSettings),
-            channelEndpoint: try c.channelEndpoint.decodeIfPresent(String.self, row, repeating: &r.channelEndpoint),
-            channelPausedUntil: try c.channelPausedUntil.decodeIfPresent(Date.self, row),
-            uncountedRetries: try c.uncountedRetries.decodeIfPresent(Int.self, row) ?? 0)
-        localDueAt = try c.localDueAt.decodeIfPresent(Date.self, row)
-        oversizedColumns = (try c.oversizedColumns.decodeIfPresent(String.self, row) ?? "")
-            .split(separator: ",").map(String.init)
-    }
-}
-
-/// The claim statement's columns, each looked up by name once per result instead of once per row and column.
-/// A class: as a struct of 36 names, each row's decoding copied it, retaining and releasing every name.
-final class ClaimedColumns {
-    /// One column: its name and its index in the result (nil when the result has no such column, which each
-    /// row's decoding then reports as the name-based lookup does).
-    struct Column {
-        let name: String
-        let index: Int?
-
-        func decode<T: PostgresDecodable>(_ type: T.Type, _ row: PostgresRow) throws -> T {
-            guard let index else { return try row.decode(type, name) }
-            return try row.decode(type, at: index)
-        }
-
-        func decodeIfPresent<T: PostgresDecodable>(_ type: T.Type, _ row: PostgresRow) throws -> T? {
-            guard let index else { return try row.decodeIfPresent(type, name) }
-            return try row.decodeIfPresent(type, at: index)
-        }
-
-        func decode<T: PostgresDecodable>(_ type: T.Type, _ row: PostgresRow, repeating last: inout PostgresRepeatedValue<T>) throws -> T {
-            guard let value = try decodeIfPresent(type, row, repeating: &last) else { return try decode(type, row) }
-            return value
-        }
-
-        func decodeIfPresent<T: PostgresDecodable>(
-            _ type: T.Type, _ row: PostgresRow, repeating last: inout PostgresRepeatedValue<T>
-        ) throws -> T? {
-            guard let index else { return try row.decodeIfPresent(type, name) }
-            return try row.decodeIfPresent(type, at: index, repeating: &last)
-        }
-    }
-
-    /// The last value of each column that repeats down a claim: the app's and notification's, the same on
-    /// each of their deliveries (a broadcast's rows come in runs of one notification), and costly to read again
-    /// on every row: long text (a copy per row is an allocation) or parsed values (UUIDs, timestamps). A row's
-    /// bytes are compared with the last ones (one memcmp) instead.
-    struct Repeats {
-        var notificationID = PostgresRepeatedValue<UUID>()
-        var appID = PostgresRepeatedValue<UUID>()
-        var notificationStatus = PostgresRepeatedValue<String>()
-        var notificationStart = PostgresRepeatedValue<Date>()
-        var messageVersion = PostgresRepeatedValue<String>()
-        var campaignID = PostgresRepeatedValue<String>()
-        var defaultTimezone = PostgresRepeatedValue<String>()
-        var signingKey = PostgresRepeatedValue<[UInt8]>()
-        var frequencyCaps = PostgresRepeatedValue<String>()
-        var channelSettings = PostgresRepeatedValue<String>()
-        var channelEndpoint = PostgresRepeatedValue<String>()
-    }
-
-    let id, fence, attempt, notificationID, subscriptionID, appID, apnsID, messageVersion, campaignID,
-        notificationStatus, notificationStart, platform, token, apnsEnvironment, language, timezone, country,
-        subscriptionStatus, tokenUpdatedAt, userTags, userID, webP256DH, webAuth, defaultLanguage,
-        defaultTimezone, quietHoursStart, quietHoursEnd, signingKey, frequencyCaps, channelProvider,
-        channelSettings, channelEndpoint, channelPausedUntil, uncountedRetries, localDueAt,
-        oversizedColumns: Column
-
-    init(_ result: PostgresQueryResult) {
-        func column(_ name: String) -> Column { Column(name: name, index: result.columnIndex(name)) }
-        id = column("id")
-        fence = column("fence")
-        attempt = column("attempt")
-        notificationID = column("notification_id")
-        subscriptionID = column("subscription_id")
-        appID = column("app_id")
-        apnsID = column("apns_id")
-        messageVersion = column("message_version")
-        campaignID = column("campaign_id")
-        notificationStatus = column("notification_status")
-        notificationStart = column("notification_start")
-        platform = column("platform")
-        token = column("token")
-        apnsEnvironment = column("apns_environment")
-        language = column("language")
-        timezone = column("timezone")
-        country = column("country")
-        subscriptionStatus = column("subscription_status")
-        tokenUpdatedAt = column("token_updated_at")
-        userTags = column("user_tags")
-        userID = column("user_id")
-        webP256DH = column("web_p256dh")
-        webAuth = column("web_auth")
-        defaultLanguage = column("default_language")
-        defaultTimezone = column("default_timezone")
-        quietHoursStart = column("quiet_hours_start")
-        quietHoursEnd = column("quiet_hours_end")
-        signingKey = column("signing_key")
-        frequencyCaps = column("frequency_caps")
-        channelProvider = column("channel_provider")
-        channelSettings = column("channel_settings")
-        channelEndpoint = column("channel_endpoint")
-        channelPausedUntil = column("channel_paused_until")
-        uncountedRetries = column("uncounted_retries")
-        localDueAt = column("local_due_at")
-        oversizedColumns = column("oversized_columns")
-    }
-}
-
-/// The most bytes of each producer- or subscriber-written text column a claim reads (as PostgreSQL prints it).
-/// Generous for every real value (a Web Push endpoint URL is a few hundred bytes, a BCP 47 tag a few dozen),
-/// and small enough that a row holding hundreds of megabytes in one of them costs the worker nothing: the
-/// value stays in the database and the delivery fails `oversized_column` naming the column.
-enum ClaimedColumnBounds {
-    struct Bound {
-        /// The SQL expression in the claim statement.
-        var expression: String
-        /// The column as `delivery_events.detail` names it.
-        var column: String
-        var maximumBytes: Int
-    }
-
-    static let all: [Bound] = [
-        Bound(expression: "n.campaign_id", column: "notifications.campaign_id", maximumBytes: 1_024),
-        Bound(expression: "s.platform", column: "subscriptions.platform", maximumBytes: 64),
-        Bound(expression: "s.token", column: "subscriptions.token", maximumBytes: 8_192),
-        Bound(expression: "s.language", column: "subscriptions.language", maximumBytes: 256),
-        Bound(expression: "s.timezone", column: "subscriptions.timezone", maximumBytes: 256),
-        Bound(expression: "s.country", column: "subscriptions.country", maximumBytes: 256),
-        Bound(expression: "s.web_p256dh", column: "subscriptions.web_p256dh", maximumBytes: 256),
-        Bound(expression: "s.web_auth", column: "subscriptions.web_auth", maximumBytes: 256),
-        Bound(expression: "a.default_language", column: "apps.default_language", maximumBytes: 256),
-        Bound(expression: "a.default_timezone", column: "apps.default_timezone", maximumBytes: 256),
-        Bound(expression: "a.frequency_caps", column: "apps.frequency_caps", maximumBytes: 16_384),
-        Bound(expression: "ch.settings", column: "app_channels.settings", maximumBytes: 65_536),
-        Bound(expression: "ch.endpoint", column: "app_channels.endpoint", maximumBytes: 2_048),
-    ]
+    /// How often each worker runs ``repairClaimTurns(on:)``: the longest an operator's change of `run_at` waits
+    /// for its turn.
+    public static let turnRepairInterval = Duration.seconds(5)
 }

@@ -2,7 +2,10 @@ import DeliveryCore
 import Foundation
 import Postgres
 
-extension QueueStore {
+/// Expansion: due notifications turned into `deliveries` rows in resumable chunks, large broadcasts cut into
+/// slices, scheduled notifications released once due and canceled ones swept (docs/targets.md). Each call one
+/// short transaction on a connection the caller owns.
+public enum ExpansionStore {
     /// Subscriptions one expansion chunk looks at (and so at most the deliveries it creates): small enough
     /// that a chunk's transaction stays short, large enough that a million subscriptions take 200 chunks.
     public static let expansionChunkSize = 5_000
@@ -89,7 +92,7 @@ extension QueueStore {
     /// 23, integrity constraint violation), the chunk is rolled back and `suspects` decides
     /// (``ExpansionSuspects/chunkFailed(_:lastTouched:at:)``): with evidence that the fault is the
     /// notification's own, it alone is marked `failed` in a second short transaction with a reason naming the
-    /// SQLSTATE (``dataErrorReason(_:)``) and the call returns `.failed`; otherwise its `expansion_touched_at`
+    /// SQLSTATE (``PostgresError/dataErrorReason``) and the call returns `.failed`; otherwise its `expansion_touched_at`
     /// is bumped in a short transaction (so picks reach the others first) and the call goes on with the next
     /// notification, returning `.setAside` after ``expansionSetAsidePerCall`` of them (or when none is left),
     /// or `.stalled` when every due notification failed since the last success. The one class-23 error a
@@ -144,7 +147,7 @@ extension QueueStore {
                 foreignKeyRetries = 0
                 switch suspects.chunkFailed(picked.id, lastTouched: picked.touchedAt, at: picked.now) {
                 case .fail:
-                    let reason = dataErrorReason(error)
+                    let reason = error.dataErrorReason
                     try connection.transaction { connection in
                         _ = try connection.query(
                             """
@@ -210,15 +213,16 @@ extension QueueStore {
 
     /// The pick of one chunk: the next due notification `pick` allows, least recently served first, locked
     /// (`$1` = ``schedulingMemberBytes``, `$2` the id for `.only`). `.skippingSmall` reads the partial index
-    /// `notifications_to_expand_large` (migration 0017), whose predicate is this statement's clauses: without
-    /// it the pick walked past every pending small notification and every one scheduled for later (those wait
-    /// for ``releaseScheduled(on:limit:)``). `.any` and `.only` take scheduled ones once due as before.
+    /// `notifications_to_expand_large` (migration 0017), whose predicate is this statement's clauses, so it
+    /// reaches the next large notification without walking past the pending small ones or those scheduled for
+    /// later (which wait for ``releaseScheduled(on:limit:)``). `.any` and `.only` take a scheduled notification
+    /// as soon as its `send_after` has passed, released or not.
     static func chunkPickSQL(_ pick: ExpansionPick) -> String {
         switch pick {
         case .any: pickSQL(narrowing: "", limit: 1)
         case .skippingSmall:
             pickSQL(
-                narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(smallNotificationPredicate))",
+                narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(SmallNotificationStore.smallNotificationPredicate))",
                 limit: 1)
         case .only: pickSQL(narrowing: "AND id = $2", limit: 1)
         case .slice: slicePickSQL
@@ -565,5 +569,99 @@ extension QueueStore {
     static func markFailed(_ connection: PostgresConnection, _ id: UUID, reason: String) throws {
         _ = try connection.query(
             "UPDATE notifications SET status = 'failed', status_reason = $2 WHERE id = $1", [id, reason])
+    }
+
+    /// What a picked row's target and scheduling members say, checked in Swift before any statement uses them.
+    enum PickedCheck {
+        /// The notification fails with this reason (`invalid_target: ...`, `invalid_message: ...`, `expired: ...`).
+        case refused(String)
+        /// Its audience and delivery priority, and its local-time schedule when the message has a
+        /// `delivery_time_of_day`.
+        case accepted(AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
+    }
+
+    /// What the expansion statements need to schedule a notification's deliveries by local time
+    /// (docs/local-time-delivery.md).
+    struct LocalTimeSchedule: Equatable {
+        /// `delivery_time_of_day` as PostgreSQL `time` text, `HH:MM:00`.
+        var timeOfDay: String
+        /// The message's `ttl`, or the default of 28 days: a delivery whose local time comes after
+        /// `start + ttl` is made due at once and then skipped as `expired`.
+        var ttl: Int
+    }
+
+    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`,
+    /// `priority` and `delivery_time_of_day` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
+    /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
+    /// the id-list forms. The message's `apns_push_type` sets the selection's `subscriptions.kind`
+    /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
+    /// - Throws: ``PostgresError`` when a column cannot be decoded.
+    static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
+        var selection: AudienceSelection
+        do {
+            guard let text = try row.decodeIfPresent(String.self, "target") else {
+                // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
+                throw AudienceTargetError("target is larger than \(maximumTargetBytes) bytes of JSON")
+            }
+            let json: JSONValue
+            do {
+                json = try JSONValue(parsing: text)
+            } catch {
+                // jsonb's text is always JSON (numbers of any size included: JSONValue keeps their text), but a
+                // failure here must fail this notification, never this transaction forever.
+                throw AudienceTargetError("target is JSON this worker cannot read")
+            }
+            selection = try AudienceSelection(parsing: json)
+        } catch let error as AudienceTargetError {
+            return .refused("invalid_target: \(error.message)")
+        }
+        func member(_ column: String) throws -> JSONValue? {
+            guard let text = try row.decodeIfPresent(String.self, column) else { return nil }
+            return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
+        }
+        let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
+        let timeOfDay: LocalTime?
+        do {
+            scheduling = try NotificationMessage.scheduling(ttl: member("ttl"), priority: member("priority"))
+            timeOfDay = try NotificationMessage.deliveryTimeOfDay(member("delivery_time_of_day"))
+        } catch let error as MessageError {
+            return .refused("invalid_message: \(error.field) \(error.message)")
+        }
+        // VoIP and Live Activity pushes reach only the subscriptions holding their own kind of token.
+        do {
+            selection.subscriptionKind = try APNsPushType.subscriptionKind(of: member("apns_push_type"))
+        } catch let error as MessageError {
+            return .refused("invalid_message: \(error.field) \(error.message)")
+        }
+        if let ttl = scheduling.ttl, ttl > 0,
+            try row.decode(Date.self, "start_at").addingTimeInterval(Double(ttl)) <= row.decode(Date.self, "now")
+        {
+            return .refused("expired: the message's ttl ran out before expansion finished")
+        }
+        let localTime = timeOfDay.map {
+            LocalTimeSchedule(timeOfDay: $0.description, ttl: scheduling.ttl ?? Int(DeliveryDecision.defaultTTL))
+        }
+        return .accepted(
+            selection, priority: (scheduling.priority == .high ? 10 : 5) + (selection.target.isListed ? 1 : 0),
+            localTime: localTime)
+    }
+
+    /// `true` when no due notification waits for expansion, no slice is left that the slice pick would take
+    /// (one of a due expanding notification, or one left by a notification canceled or failed while sliced,
+    /// which the pick closes), and no canceled notification waits for its sweep: what an expand-only worker
+    /// waits for.
+    public static func isExpansionDrained(on connection: PostgresConnection) throws -> Bool {
+        let rows = try connection.query(
+            """
+            SELECT NOT EXISTS (SELECT 1 FROM notifications
+                               WHERE status IN ('pending', 'expanding')
+                                 AND (send_after IS NULL OR send_after <= now()))
+               AND NOT EXISTS (SELECT 1 FROM expansion_slices s
+                               JOIN notifications ON notifications.id = s.notification_id
+                               WHERE \(slicePickable))
+               AND NOT EXISTS (SELECT 1 FROM notifications WHERE status = 'canceled' AND cancel_swept_at IS NULL)
+                   AS drained
+            """)
+        return try rows.first?.decode(Bool.self, "drained") ?? false
     }
 }

@@ -1,0 +1,97 @@
+import DeliveryCore
+import Foundation
+import Postgres
+import Testing
+@testable import Worker
+
+@Suite("ClaimStore against PostgreSQL")
+struct ClaimStoreTests {
+    /// A claim costs its batch, not the tables it touches: with 3,000 subscriptions, 200 notifications and
+    /// 3,000 deliveries not yet due in the database, claiming the 4 due deliveries reads 4 rows of
+    /// `subscriptions`, 4 of `notifications` and of `deliveries` only those and a few probes for the app's next
+    /// claim turn (one per distinct priority), however the statistics stand (none were gathered for subscriptions
+    /// and notifications, which made the claim hash the whole subscriptions table; those of the queue made it scan
+    /// the whole queue to update the rows it picked).
+    @Test func aClaimReadsItsRowsNotTheTables() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                _ = try seed.connection.query(
+                    "INSERT INTO subscriptions (app_id, platform, token) SELECT $1, 'ios', 'a0a0' FROM generate_series(1, 3000)",
+                    [seed.appID])
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target, status)
+                    SELECT $1, '{}', '{}', 'expanded' FROM generate_series(1, 200)
+                    """, [seed.appID])
+                let later = try seed.notification(target: #"{"all": true}"#)
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at)
+                    SELECT $1, id, app_id, now() + interval '1 day' FROM subscriptions WHERE app_id = $2
+                    """, [later, seed.appID])
+                _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [later])
+                let listed = try (0..<4).map { _ in try seed.subscription() }
+                let id = try seed.notification(
+                    target: #"{"include_subscription_ids": [\#(listed.map { "\"\($0)\"" }.joined(separator: ", "))]}"#)
+                #expect(try ExpansionStore.expandNext(on: seed.connection) == .expanded(notificationID: id, created: 4))
+                // Statistics of the queue as it stands, and a whole batch asked for: a join planned from them reads
+                // the 3,004 rows at once rather than probing 200 times.
+                _ = try seed.connection.query("ANALYZE deliveries")
+                let plan = try ExplainedPlan(
+                    analyzing: ClaimStore.claimSQL(picking: .due), [200, 60.0, "explain", [UUID](), [UUID](), [Int]()],
+                    on: seed.connection)
+                #expect(plan.rowsRead(of: "subscriptions") <= 4, "\(plan.text)")
+                #expect(plan.rowsRead(of: "notifications") <= 4, "\(plan.text)")
+                #expect(plan.rowsRead(of: "deliveries") <= 20, "\(plan.text)")
+            }
+        }
+    }
+
+    @Test func concurrentClaimersNeverShareADelivery() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let total = 1500
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, platform, token)
+                    SELECT $1, 'ios', md5(n::text) || md5(n::text) FROM generate_series(1, $2) n
+                    """, [seed.appID, total])
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO notifications (app_id, message, target) VALUES ($1, '{}', '{"all": true}');
+                    """, [seed.appID])
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                    SELECT n.id, s.id, s.app_id FROM subscriptions s CROSS JOIN notifications n
+                    """)
+            }
+            let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        try await onThread {
+                            let connection = try PostgresConnection(connectionString: url)
+                            var mine: [Int64] = []
+                            while true {
+                                let batch = try ClaimStore.claim(
+                                    on: connection, limit: 37, lease: .seconds(600), workerID: "w\(worker)")
+                                if batch.isEmpty { return mine }
+                                mine += batch.map(\.id)
+                            }
+                        }
+                    }
+                }
+                var all: [[Int64]] = []
+                for try await claimed in group { all.append(claimed) }
+                return all
+            }
+            let flat = claims.flatMap { $0 }
+            #expect(flat.count == total)
+            #expect(Set(flat).count == total)
+        }
+    }
+}
