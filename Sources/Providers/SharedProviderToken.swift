@@ -212,3 +212,16 @@ extension APNsTokenManager {
         return (token, issued, issued.addingTimeInterval(3600))
     }
 }
+
+/// A token a mint made: the bearer token, when it was made and when the provider stops accepting it.
+public struct MintedProviderToken: Sendable {
+    public var token: String
+    public var issuedAt: Date
+    public var expiresAt: Date
+
+    public init(token: String, issuedAt: Date, expiresAt: Date) {
+        self.token = token
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+}

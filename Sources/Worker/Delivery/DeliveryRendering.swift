@@ -11,7 +11,7 @@ public enum DeliveryRendering {
     /// 65,536. The claim reads no larger document (its user renders as having no tags: every placeholder
     /// takes its default), so one user's tags cost each claimed delivery at most this much to carry and
     /// parse. Tags are meant for short values (a name, a level); a payload holds 4 KB in all.
-    public static let maximumUserTagsBytes = 65_536
+    public static let maximumUserTagsBytes = ClaimedColumnBounds.maximumUserTagsBytes
 
     /// User tags first, then the subscription's `language`, `country`, `timezone` (docs/wire-formats.md).
     /// Tags over ``maximumUserTagsBytes`` are not parsed (the claim already leaves them out), and a string

@@ -3,13 +3,6 @@ import Foundation
 import Providers
 import Synchronization
 
-/// A token a mint made: the bearer token, when it was made and when the provider stops accepting it.
-struct MintedProviderToken: Sendable {
-    var token: String
-    var issuedAt: Date
-    var expiresAt: Date
-}
-
 /// The provider tokens of this worker, shared with the fleet through `provider_tokens`
 /// (docs/provider-tokens.md): one APNs provider token per team + key, one FCM access token per service
 /// account, however many workers send with it.
@@ -28,7 +21,7 @@ struct MintedProviderToken: Sendable {
 ///   worker.
 /// - With no `coordinate` (tests, `preview`) every token is local.
 ///
-/// The database work is the store side's (``ProviderTokenStore/coordinator(database:)``), reached through one
+/// The database work is the store's (``ProviderTokenStore``, through ``coordinator(database:)``), reached through one
 /// narrow closure: the delivery stage holds no connection.
 final class SharedProviderTokens: Sendable {
     typealias Mint = @Sendable () async throws -> MintedProviderToken

@@ -436,7 +436,7 @@ public enum ClaimStore {
                \(bounded("s.country", as: "country")),
                coalesce(s.status, 'deleted') AS subscription_status,
                coalesce(s.token_updated_at, '-infinity') AS token_updated_at,
-               CASE WHEN octet_length(u.tags) <= \(DeliveryRendering.maximumUserTagsBytes) THEN u.tags END AS user_tags,
+               CASE WHEN octet_length(u.tags) <= \(ClaimedColumnBounds.maximumUserTagsBytes) THEN u.tags END AS user_tags,
                s.user_id,
                \(bounded("s.web_p256dh", as: "web_p256dh")), \(bounded("s.web_auth", as: "web_auth")),
                \(bounded("a.default_language", as: "default_language")),

@@ -11,6 +11,11 @@ enum ClaimedColumnBounds {
         var maximumBytes: Int
     }
 
+    /// The largest `users.tags` a claim reads, in bytes of the `jsonb` as PostgreSQL prints it: 65,536. A larger
+    /// document is left in the database and its user renders as having no tags (every placeholder takes its
+    /// default), so one user's tags cost each claimed delivery at most this much to carry and parse.
+    static let maximumUserTagsBytes = 65_536
+
     static let all: [Bound] = [
         Bound(expression: "n.campaign_id", column: "notifications.campaign_id", maximumBytes: 1_024),
         Bound(expression: "s.platform", column: "subscriptions.platform", maximumBytes: 64),

@@ -253,7 +253,7 @@ public struct ClaimedDelivery: Sendable {
     }
 
     /// `users.tags` of the subscription's user as JSON text (`nil` for an anonymous subscription, and for
-    /// tags over ``DeliveryRendering/maximumUserTagsBytes``, which the claim does not read), for
+    /// tags over ``ClaimedColumnBounds/maximumUserTagsBytes``, which the claim does not read), for
     /// placeholders.
     public var userTagsJSON: String? {
         get { storage.fields.userTagsJSON }

@@ -31,8 +31,8 @@ public enum FrequencyCapDecision: Sendable, Equatable {
 public enum FrequencyCapStore {
     /// Grants younger than this many seconds are kept even when every rule's window is shorter, so a device of
     /// the key that is still queued (retrying, deferred by quiet hours) reuses the grant rather than asking
-    /// again: 28 days, the providers' default storage time (``DeliveryPipeline/defaultTTL``).
-    public static let minimumGrantRetention = Int(DeliveryPipeline.defaultTTL)
+    /// again: 28 days, the providers' default storage time (``DeliveryDecision/defaultTTL``).
+    public static let minimumGrantRetention = Int(DeliveryDecision.defaultTTL)
 
     /// Reserves a notification for a cap key in one short transaction (one statement: the
     /// `pushizo_reserve_frequency_cap` function): an advisory lock on the (app, key) hash serializes every

@@ -1,40 +1,10 @@
 import Foundation
 import Postgres
 import Providers
-import Synchronization
 
 /// The `provider_tokens` table (migrations/0007_provider_tokens.sql): one row per credential fingerprint
 /// with the sealed token, its generation, `issued_at` and `expires_at`.
 enum ProviderTokenStore {
-    /// The fleet's token coordination for ``SharedProviderTokens``: each refresh on a pooled connection of
-    /// `database` (``coordinate(on:credential:policy:rejected:offered:lockTimeout:now:mint:)``).
-    static func coordinator(database: PostgresClient) -> SharedProviderTokens.Coordinate {
-        { coordination, mint in
-            try await database.withConnection { connection in
-                try coordinate(
-                    on: connection, credential: coordination.credential, policy: coordination.policy,
-                    rejected: coordination.rejected, offered: coordination.offered,
-                    lockTimeout: coordination.lockTimeout, now: coordination.now, mint: { try waitFor(mint) })
-            }
-        }
-    }
-
-    /// Runs `body` and waits for it on the calling thread: only called on a database connection's own thread
-    /// (never on Swift's cooperative pool), which holds the credential's lock while a mint runs, so the mint
-    /// (an FCM token request over HTTP/2) happens once for the fleet.
-    private static func waitFor(_ body: @escaping SharedProviderTokens.Mint) throws -> MintedProviderToken {
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Result<MintedProviderToken, any Error>?>(nil)
-        Task {
-            let outcome: Result<MintedProviderToken, any Error>
-            do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
-            result.withLock { $0 = outcome }
-            done.signal()
-        }
-        done.wait()
-        return try result.withLock { $0! }.get()
-    }
-
     /// A mint's own error (not the database's), carried out of the transaction.
     struct MintFailure: Error {
         var underlying: any Error
@@ -102,18 +72,5 @@ enum ProviderTokenStore {
                 expiresAt: try row.decode(Date.self, "expires_at")),
             generation
         )
-    }
-}
-
-extension SharedProviderTokens {
-    /// Tokens shared through `database`'s `provider_tokens` (``ProviderTokenStore/coordinator(database:)``);
-    /// nil keeps every token in this process. See ``init(coordinate:logger:capacity:lockTimeout:localRetry:now:metrics:)``.
-    convenience init(
-        database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
-        now: @escaping @Sendable () -> Date = Date.init, metrics: WorkerMetrics? = nil
-    ) {
-        self.init(
-            coordinate: database.map(ProviderTokenStore.coordinator(database:)), logger: logger, capacity: capacity,
-            lockTimeout: lockTimeout, localRetry: localRetry, now: now, metrics: metrics)
     }
 }
