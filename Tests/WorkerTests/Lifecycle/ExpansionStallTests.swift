@@ -39,6 +39,7 @@ struct ExpansionStallTests {
                 pipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
                 process.standardError = pipe
                 try process.run()
+                let started = ContinuousClock.now
                 defer {
                     if process.isRunning { process.terminate() }
                     pipe.fileHandleForReading.readabilityHandler = nil
@@ -50,7 +51,7 @@ struct ExpansionStallTests {
                     ).map { $0["s"] ?? "" }
                 }
                 func waitFor(_ what: String, _ condition: () async throws -> Bool) async throws {
-                    let deadline = ContinuousClock.now + .seconds(30)  // a hang guard, not a timing assertion
+                    let deadline = ContinuousClock.now + .seconds(120)  // a hang guard, not a timing assertion
                     while ContinuousClock.now < deadline {
                         if try await condition() { return }
                         try await Task.sleep(for: .milliseconds(50))
@@ -68,8 +69,10 @@ struct ExpansionStallTests {
                     )[0]["n"] == "4"
                 }
                 #expect(try await statuses() == ["pending", "pending", "pending", "pending"])
+                // Once a minute at most: a run that a loaded machine stretched past a minute may rightly hold more.
                 let stalls = output.lines.filter { $0.contains("expansion stalled") }
-                #expect(stalls.count == 1)
+                let minutes = Int((ContinuousClock.now - started) / .seconds(60))
+                #expect(stalls.count >= 1 && stalls.count <= 1 + minutes, "\(stalls.count) stall lines in \(minutes) whole minutes")
                 #expect(stalls.first?.contains("sqlstate=23514") == true)
                 #expect(stalls.first?.contains("condition=integrity_constraint_violation") == true)
                 #expect(!output.lines.contains { $0.contains("token-like-text") })
