@@ -3,6 +3,6 @@ extension Duration {
     /// (a SQL parameter that takes seconds, an event's `deadline_s`, a metric's seconds, an API taking
     /// `TimeInterval`).
     public var inSeconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
+        self / .seconds(1)
     }
 }

@@ -249,7 +249,7 @@ extension EgressPolicy {
             thread.name = "pushizo-check-dns"
             thread.start()
         }
-        let stall = Double(stallTimeout.components.seconds) + Double(stallTimeout.components.attoseconds) / 1e18
+        let stall = DispatchTimeInterval.milliseconds(Int(stallTimeout / .milliseconds(1)))
         for _ in all.indices where answered.wait(timeout: .now() + stall) == .timedOut { break }
         return state.withLock { state in
             var results = state.results

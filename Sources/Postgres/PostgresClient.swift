@@ -407,7 +407,7 @@ final class PostgresPool: @unchecked Sendable {
     }
 
     private static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        duration / .seconds(1)
     }
 
     private func threadMain() {

@@ -150,16 +150,15 @@ public final class PostgresConnection {
                 throw failure(message)
             }
             let remaining = ContinuousClock.now.duration(to: deadline)
-            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
             let events = Int16(status == PGRES_POLLING_READING ? POLLIN : POLLOUT)
             // No socket yet (between host attempts): poll libpq again at once, unless it is time to stop.
             let socket = PQsocket(conn)
             let outcome: PostgresSocketWait.Outcome
             if socket >= 0 {
-                outcome = PostgresSocketWait.wait(fd: socket, events: events, wakeFD: wakeFD, timeout: seconds)
-            } else if seconds <= 0 {
+                outcome = PostgresSocketWait.wait(fd: socket, events: events, wakeFD: wakeFD, timeout: remaining)
+            } else if remaining <= .zero {
                 outcome = .timedOut
-            } else if let wakeFD, PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wakeFD, timeout: 0) == .woken {
+            } else if let wakeFD, PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wakeFD, timeout: .zero) == .woken {
                 outcome = .woken
             } else {
                 outcome = .ready
@@ -361,7 +360,7 @@ public final class PostgresConnection {
             if flushed == 0 { break }
             if flushed < 0 { throw broken() }
             let events = Int16(POLLIN | POLLOUT)
-            _ = PostgresSocketWait.wait(fd: PQsocket(conn), events: events, wakeFD: nil, timeout: 3600)
+            _ = PostgresSocketWait.wait(fd: PQsocket(conn), events: events, wakeFD: nil, timeout: .seconds(3600))
             if PQconsumeInput(conn) == 0 { throw broken() }
         }
         _ = PQsetnonblocking(conn, 0)
@@ -520,26 +519,25 @@ public final class PostgresConnection {
         try execute("LISTEN " + quoteIdentifier(channel))
     }
 
-    /// Returns pending notifications, waiting up to `timeout` seconds for the first one.
+    /// Returns pending notifications, waiting up to `timeout` for the first one.
     ///
     /// Notifications already received (for example during an earlier query) are returned at once;
     /// otherwise the socket (`PQsocket`) is polled, input consumed (`PQconsumeInput`) and `PQnotifies`
     /// drained. Returns an empty array on timeout.
     /// - Throws: `.connectionLost` when the connection breaks while waiting.
-    public func waitForNotifications(timeout: Double) throws -> [PostgresNotification] {
+    public func waitForNotifications(timeout: Duration) throws -> [PostgresNotification] {
         try waitForNotifications(timeout: timeout, wakeFD: nil) ?? []
     }
 
     /// As the public variant; nil when woken through `wakeFD`.
-    func waitForNotifications(timeout: Double, wakeFD: Int32?) throws -> [PostgresNotification]? {
+    func waitForNotifications(timeout: Duration, wakeFD: Int32?) throws -> [PostgresNotification]? {
         let conn = try open()
         var notifications = drainNotifications(conn)
         if !notifications.isEmpty { return notifications }
-        let deadline = ContinuousClock.now + .microseconds(Int64(max(0, timeout) * 1_000_000))
+        let deadline = ContinuousClock.now + max(timeout, .zero)
         while true {
             let remaining = ContinuousClock.now.duration(to: deadline)
-            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
-            switch PostgresSocketWait.wait(fd: PQsocket(conn), events: Int16(POLLIN), wakeFD: wakeFD, timeout: seconds) {
+            switch PostgresSocketWait.wait(fd: PQsocket(conn), events: Int16(POLLIN), wakeFD: wakeFD, timeout: remaining) {
             case .woken: return nil
             case .timedOut: return []
             case .ready: break
@@ -549,7 +547,7 @@ public final class PostgresConnection {
             }
             notifications = drainNotifications(conn)
             if !notifications.isEmpty { return notifications }
-            if seconds <= 0 { return [] }
+            if remaining <= .zero { return [] }
         }
     }
 

@@ -88,7 +88,7 @@ final class PostgresListenerControl: Sendable {
                 continuation.yield(.reconnected)
                 while !isStopped {
                     // Nil means woken for shutdown; the timeout only bounds each wait.
-                    guard let notifications = try connection.waitForNotifications(timeout: 60, wakeFD: wake.readFD)
+                    guard let notifications = try connection.waitForNotifications(timeout: .seconds(60), wakeFD: wake.readFD)
                     else { break }
                     for notification in notifications { continuation.yield(.notification(notification)) }
                 }
@@ -98,8 +98,7 @@ final class PostgresListenerControl: Sendable {
                     $0 = error as? PostgresError ?? PostgresError(code: .connectionLost, message: "\(error)")
                 }
                 let delay = backoff.failed(PostgresReconnectBackoff.cause(of: error), jitter: Double.random(in: 0...1))
-                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-                if PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wake.readFD, timeout: seconds) == .woken { break }
+                if PostgresSocketWait.wait(fd: -1, events: 0, wakeFD: wake.readFD, timeout: delay) == .woken { break }
             }
         }
         continuation.finish()

@@ -11,9 +11,9 @@ enum PostgresSocketWait {
     enum Outcome { case ready, timedOut, woken }
 
     /// Waits until `fd` has `events` (`POLLIN` / `POLLOUT`; errors and hang-ups count as ready), the wake
-    /// pipe becomes readable, or `timeout` seconds pass. A negative `fd` waits on the wake pipe only.
-    static func wait(fd: Int32, events: Int16, wakeFD: Int32?, timeout: Double) -> Outcome {
-        let deadline = ContinuousClock.now + .microseconds(Int64(max(0, timeout) * 1_000_000))
+    /// pipe becomes readable, or `timeout` passes. A negative `fd` waits on the wake pipe only.
+    static func wait(fd: Int32, events: Int16, wakeFD: Int32?, timeout: Duration) -> Outcome {
+        let deadline = ContinuousClock.now + max(timeout, .zero)
         var fds: [pollfd] = []
         if fd >= 0 { fds.append(pollfd(fd: fd, events: events, revents: 0)) }
         if let wakeFD { fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)) }

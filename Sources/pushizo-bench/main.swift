@@ -157,7 +157,7 @@ let failures = await withTaskGroup(of: Int.self) { group in
     return total
 }
 let elapsed = ContinuousClock.now - start
-let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+let seconds = elapsed / .seconds(1)
 print(String(format: "requests_per_second=%.0f failures=%d", Double(requests) / seconds, failures))
 await client.shutdown()
 eventLoop.shutdown()

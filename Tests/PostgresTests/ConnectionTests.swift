@@ -238,12 +238,12 @@ struct ConnectionTests {
             let sender = try PostgresConnection(connectionString: url)
             let channel = "Mixed \"Case\" \(UUID().uuidString)"
             try listener.listen(channel)
-            #expect(try listener.waitForNotifications(timeout: 0.05).isEmpty)
+            #expect(try listener.waitForNotifications(timeout: .milliseconds(50)).isEmpty)
             _ = try sender.query("SELECT pg_notify($1, $2)", [channel, "héllo"])
             _ = try sender.query("SELECT pg_notify($1, $2)", [channel, ""])
             var received: [PostgresNotification] = []
             for _ in 0..<100 where received.count < 2 {
-                received += try listener.waitForNotifications(timeout: 0.2)
+                received += try listener.waitForNotifications(timeout: .milliseconds(200))
             }
             #expect(received == [
                 PostgresNotification(channel: channel, payload: "héllo", processID: sender.processID),
@@ -253,7 +253,7 @@ struct ConnectionTests {
             let admin = try PostgresConnection(connectionString: url)
             _ = try admin.query("SELECT pg_terminate_backend($1, 10000)", [listener.processID])
             let lost = try #require(throws: PostgresError.self) {
-                for _ in 0..<100 { _ = try listener.waitForNotifications(timeout: 0.2) }
+                for _ in 0..<100 { _ = try listener.waitForNotifications(timeout: .milliseconds(200)) }
             }
             #expect(lost.isConnectionProblem)
             #expect(listener.isConnectionBad)
