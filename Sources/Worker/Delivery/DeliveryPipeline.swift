@@ -140,8 +140,8 @@ public final class DeliveryPipeline: DeliveryProcessing {
     }
 
     /// Checked deliveries sent through their provider's sender, each one's outcome reported exactly once:
-    /// within the per-delivery deadline (the sender's exchanges end by it; one that does not is cancelled
-    /// there, and what it left unreported ends as `deadline_exceeded`).
+    /// within the per-delivery deadline (the sender's exchanges end by it; a batch of one that does not is
+    /// cancelled there), and what the sender left unreported ends as `deadline_exceeded`.
     private func send(
         _ sends: [BatchedSend], provider: Provider, now: Date, outcome: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async {
@@ -166,7 +166,11 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 outcome(index, sent)
             }
         }
-        if let deadlines {
+        // A sender ends every exchange by `context.deadline` itself (PlannedBatch cuts each request's timeout to
+        // it). A batch of one (a delivery of an app with frequency caps) also runs in a task the deadline
+        // cancels, as a sender that overran it would otherwise hold that delivery's slot; a task per larger batch
+        // would cost measurably on steady one-device traffic, whose batches are small.
+        if let deadlines, sends.count == 1 {
             _ = await deadlines.run {
                 await sender.send(batch: sends, context: context, completed: report)
                 return .sent(providerMessageID: nil)
