@@ -84,12 +84,12 @@ public final class DeliveryPipeline: DeliveryProcessing {
         case .complete(let outcome, let provider):
             return complete(delivery, outcome: outcome, provider: provider, now: now)
         case .send(let provider, let message):
-            return complete(delivery, outcome: await sendAlone(delivery, message: message, provider: provider, now: now), provider: provider, now: now)
+            return complete(delivery, outcome: await sendAsBatchOfOne(delivery, message: message, provider: provider, now: now), provider: provider, now: now)
         }
     }
 
     /// One checked delivery sent as a batch of one.
-    private func sendAlone(_ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date) async -> DeliveryOutcome {
+    private func sendAsBatchOfOne(_ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date) async -> DeliveryOutcome {
         let reported = Mutex<DeliveryOutcome?>(nil)
         await send([BatchedSend(delivery: delivery, message: message)], provider: provider, now: now) { _, outcome in
             reported.withLock { $0 = outcome }
@@ -271,7 +271,7 @@ public final class DeliveryPipeline: DeliveryProcessing {
         switch await decideUntilSend(delivery, now: now) {
         case .complete(let outcome, let provider): return (outcome, provider)
         case .send(let provider, let message):
-            return (await sendAlone(delivery, message: message, provider: provider, now: now), provider)
+            return (await sendAsBatchOfOne(delivery, message: message, provider: provider, now: now), provider)
         }
     }
 
