@@ -17,7 +17,7 @@ import UUIDText
 ///
 /// Answers naming the credential (any 403) pause the channel at once; `DeviceTokenNotForTopic` and
 /// `BadPath` pause it only on the evidence of ``ChannelFaultEvidence/Policy/singleOrigin``.
-public final class APNsSender: ProviderSender {
+public final class APNsSender: PlannedBatchSender {
     public let provider = Provider.apns
     /// Apple's production and development hosts ("Sending notification requests to APNs").
     public static let productionOrigin = HTTP2Origin(scheme: .https, host: "api.push.apple.com", port: 443)
@@ -25,6 +25,8 @@ public final class APNsSender: ProviderSender {
 
     struct Channel: Sendable {
         var credentials: APNsCredentials
+        /// The channel's requests and the reading of their answers.
+        var plan: APNsRequestPlan
         /// The shared token's owner: team, key id and public key fingerprinted, the sealing key derived.
         var tokenCredential: ProviderTokenCredential
         var origin: HTTP2Origin?
@@ -39,9 +41,6 @@ public final class APNsSender: ProviderSender {
         case token(Channel)
         case certificate(CertificateChannel)
     }
-
-    /// Request-building errors caused by the app's channel settings rather than by the message.
-    static let channelRequestErrors: Set<DeliveryReason> = [.missingTopic, .invalidTopic, .invalidProviderToken]
 
     let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy origin (``OriginPacing``), for the token and certificate paths.
@@ -90,70 +89,6 @@ public final class APNsSender: ProviderSender {
         self.logger = logger
     }
 
-    public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
-        let channel: Channel
-        do {
-            switch try self.channel(for: delivery) {
-            case .token(let token): channel = token
-            case .certificate(let certificate): return await send(delivery, message: message, now: now, certificate: certificate)
-            }
-        } catch {
-            return Self.invalidChannelSettings(error)
-        }
-        return await send(delivery, message: message, now: now, token: channel, refused: nil)
-    }
-
-    /// A token-based channel's exchange for one delivery: the fleet's provider token, the request, the
-    /// answer; an answer refusing the token (``APNsResponseClassifier/requiresNewProviderToken(_:)``) replaces it
-    /// and sends once more with the new one.
-    /// - Parameter refused: an answer that already refused `token` for this delivery (a batch's), so the
-    ///   exchange starts at the resend: sent again only when the token has been replaced since.
-    func send(
-        _ delivery: ClaimedDelivery, message: NotificationMessage, now: Date, token channel: Channel,
-        refused alreadyRefused: (response: PushResponse, token: String)?
-    ) async -> DeliveryOutcome {
-        let origin = channel.origin ?? Self.origin(forEnvironment: delivery.apnsEnvironment)
-        let apnsDelivery = DeliveryRendering.apnsDelivery(
-            for: delivery, message: message, topic: channel.credentials.topic, now: now, userTags: userTags)
-        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider.rawValue)
-        // The answer refusing the first provider token, and that token.
-        var refused = alreadyRefused
-        while true {
-            let bearer: String
-            do {
-                bearer = try await token(for: channel)
-            } catch {
-                return .channelError(reason: .providerTokenFailed, detail: ["error": .string("\(error)")])
-            }
-            if let refused, refused.token == bearer {
-                // Not replaced (too young for Apple's 20-minute floor): the refusal stands.
-                return judge(refused.response, channel: channel, delivery: delivery, origin: origin)
-            }
-            let request: PushRequest
-            switch makeRequest(apnsDelivery, renderKey: renderKey, authorization: APNsProviderAuthorization(bearerToken: bearer)) {
-            case .success(let made): request = made
-            case .failure(let failure): return failure.outcome
-            }
-            let pushResponse: PushResponse
-            switch await ProviderTransport.send(
-                request, to: origin, client: client, timeout: requestTimeout, tenant: channel.tenant, pacer: pacer)
-            {
-            case .success(let response): pushResponse = response
-            case .failure(let failure): return transportOutcome(failure, channel: channel)
-            }
-            if APNsResponseClassifier.requiresNewProviderToken(pushResponse) {
-                // Replaced once fleet-wide (or adopted when another worker already did); when the token changed,
-                // this push is sent again once with it. A token too young to replace pauses the channel.
-                tokens.reportRejected(bearer, for: channel.tokenCredential)
-                if refused == nil {
-                    refused = (pushResponse, bearer)
-                    continue
-                }
-            }
-            return judge(pushResponse, channel: channel, delivery: delivery, origin: origin)
-        }
-    }
-
     /// A configuration error of the app's channel: the channel pauses, the subscription is left alone.
     static func invalidChannelSettings(_ error: any Error) -> DeliveryOutcome {
         .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])
@@ -171,44 +106,18 @@ public final class APNsSender: ProviderSender {
         }
     }
 
-    /// The request for one delivery with `authorization`, its payload shared through ``renders`` when `renderKey`
-    /// allows; a request-building error as the outcome to record (the channel's settings at fault pause the
-    /// channel, the message's fail the delivery).
-    func makeRequest(
-        _ apnsDelivery: APNsDelivery, renderKey: RenderKey?, authorization: APNsProviderAuthorization
-    ) -> Result<PushRequest, ProviderTransport.Failure> {
-        do throws(APNsRequestError) {
-            return .success(try APNsRequestFactory.makeRequest(apnsDelivery, authorization: authorization) { () throws(APNsRequestError) in
-                try renders.payload(
-                    key: renderKey, msgID: apnsDelivery.msgID,
-                    render: { () throws(APNsRequestError) in try APNsRequestFactory.payload(for: apnsDelivery) },
-                    template: { () throws(APNsRequestError) in try APNsRequestFactory.payloadTemplate(for: apnsDelivery) })
-            })
-        } catch {
-            // The channel's settings, not this push, are at fault: pause the channel, keep the delivery.
-            if Self.channelRequestErrors.contains(error.reason) {
-                return .failure(.init(outcome: .channelError(reason: error.reason, detail: ["error": .string(error.detail)])))
-            }
-            return .failure(.init(outcome: .failed(reason: error.reason, detail: ["error": .string(error.detail)])))
-        }
-    }
-
-    /// A transport failure's outcome: an endpoint the channel chose (an `endpoint` override) that cannot be
-    /// used pauses the channel instead of failing the delivery.
-    func transportOutcome(_ failure: ProviderTransport.Failure, channel: Channel) -> DeliveryOutcome {
-        channel.origin == nil ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
-    }
-
-    func judge(_ response: PushResponse, channel: Channel, delivery: ClaimedDelivery, origin: HTTP2Origin) -> DeliveryOutcome {
-        // PostgreSQL's clock (docs/clocks.md): a Retry-After or a hold becomes the next attempt's `run_at`.
-        let answered = delivery.judgedNow()
-        let answer = APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: delivery.tokenUpdatedAt, now: answered)
-        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: answered)
-    }
-
     /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).
     public static func origin(forEnvironment environment: String?) -> HTTP2Origin {
-        environment == "sandbox" ? sandboxOrigin : productionOrigin
+        origin(of: APNsRequestPlan.appleDestination(environment: environment), channelEndpoint: nil)
+    }
+
+    /// The origin of a planned request: the channel's `endpoint` override, else Apple's host.
+    static func origin(of destination: PushDestination, channelEndpoint: HTTP2Origin?) -> HTTP2Origin {
+        switch destination {
+        case .apnsSandbox: sandboxOrigin
+        case .channelEndpoint: channelEndpoint ?? productionOrigin
+        default: productionOrigin
+        }
     }
 
     func channel(for delivery: ClaimedDelivery) throws -> AnyChannel {
@@ -219,15 +128,17 @@ public final class APNsSender: ProviderSender {
                 origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
             }
             if APNsCertificateCredentials.isCertificateSettings(settings) {
+                let credentials = try APNsCertificateCredentials(settings: settings)
                 return .certificate(CertificateChannel(
-                    credentials: try APNsCertificateCredentials(settings: settings), origin: origin,
-                    evidence: ChannelEvidence(policy: .singleOrigin), tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
+                    credentials: credentials, plan: APNsRequestPlan(certificate: credentials, usesChannelEndpoint: origin != nil),
+                    origin: origin, evidence: ChannelEvidence(policy: .singleOrigin),
+                    tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
             }
             let credentials = try APNsCredentials(settings: settings)
             return .token(Channel(
-                credentials: credentials, tokenCredential: try ProviderTokenCredential(apns: credentials),
-                origin: origin, evidence: ChannelEvidence(policy: .singleOrigin),
-                tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
+                credentials: credentials, plan: APNsRequestPlan(credentials: credentials, usesChannelEndpoint: origin != nil),
+                tokenCredential: try ProviderTokenCredential(apns: credentials), origin: origin,
+                evidence: ChannelEvidence(policy: .singleOrigin), tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
         }
     }
 }

@@ -1,10 +1,11 @@
 import DeliveryCore
 import Synchronization
 
-/// The per-delivery deadline of ``DeliveryPipeline``: every provider exchange (token fetch, send, a refresh and
-/// its resend) runs in a task of its own that is cancelled once it has run for `timeout`, so a delivery never
-/// outlives its lease. A cancelled exchange becomes a counted retry, `deadline_exceeded` (the request may have
-/// reached the provider).
+/// The per-delivery deadline of ``DeliveryPipeline`` for a delivery sent as a batch of one (an app with
+/// frequency caps): its whole provider exchange (token fetch, send, a refresh and its resend) runs in a task of
+/// its own that is cancelled once it has run for `timeout`, so a delivery never outlives its lease, whatever the
+/// sender does. A cancelled exchange becomes a counted retry, `deadline_exceeded` (the request may have reached
+/// the provider). Larger batches are held to the same deadline by the sender itself (``SendBatchContext``).
 ///
 /// One sweeping task serves every exchange in flight instead of a sleeping timer per delivery: all exchanges
 /// get the same timeout, so the order they start in is the order their deadlines fall in, and the sweeper only

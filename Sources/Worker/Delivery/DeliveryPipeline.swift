@@ -12,8 +12,6 @@ public final class DeliveryPipeline: DeliveryProcessing {
     public static let defaultTTL: Int64 = DeliveryDecision.defaultTTL
 
     private let senders: [Provider: any ProviderSender]
-    /// The senders of ``senders`` that take whole batches (looked up once, not cast per delivery).
-    private let batchingSenders: [Provider: any BatchingProviderSender]
     /// The providers of ``senders``, as the decision asks (built once, not per delivery).
     private let providersWithSender: Set<Provider>
     private let maxAttempts: Int
@@ -72,36 +70,45 @@ public final class DeliveryPipeline: DeliveryProcessing {
         self.quietHoursSpread = quietHoursSpread
         self.senders = Dictionary(senders.map { ($0.provider, $0) }, uniquingKeysWith: { first, _ in first })
         self.providersWithSender = Set(self.senders.keys)
-        var batching: [Provider: any BatchingProviderSender] = [:]
-        for (provider, sender) in self.senders {
-            if let sender = sender as? any BatchingProviderSender { batching[provider] = sender }
-        }
-        self.batchingSenders = batching
         self.maxAttempts = maxAttempts
         self.retryPolicy = retryPolicy
         self.logger = logger
         self.messages = MessageCache(load: loadMessages)
     }
 
-    /// One delivery, judged at ``ClaimedDelivery/judgedNow(at:)`` (PostgreSQL's clock, docs/clocks.md).
+    /// One delivery, judged at ``ClaimedDelivery/judgedNow(at:)`` (PostgreSQL's clock, docs/clocks.md); sent as a
+    /// batch of one.
     public func process(_ delivery: ClaimedDelivery) async -> DeliveryCompletion {
         let now = delivery.judgedNow()
-        let (outcome, provider) = await decide(delivery, now: now)
-        return complete(delivery, outcome: outcome, provider: provider, now: now)
+        switch await decideUntilSend(delivery, now: now) {
+        case .complete(let outcome, let provider):
+            return complete(delivery, outcome: outcome, provider: provider, now: now)
+        case .send(let provider, let message):
+            return complete(delivery, outcome: await sendAsBatchOfOne(delivery, message: message, provider: provider, now: now), provider: provider, now: now)
+        }
+    }
+
+    /// One checked delivery sent as a batch of one.
+    private func sendAsBatchOfOne(_ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date) async -> DeliveryOutcome {
+        let reported = Mutex<DeliveryOutcome?>(nil)
+        await send([BatchedSend(delivery: delivery, message: message)], provider: provider, now: now) { _, outcome in
+            reported.withLock { $0 = outcome }
+        }
+        // `send` reports every delivery it is given before it returns.
+        return reported.withLock { $0 } ?? .deadlineExceeded(after: deliveryTimeout ?? .zero)
     }
 
     /// A claimed batch: each delivery's checks run here in turn, and the deliveries left to send go to their
-    /// provider's sender together when it takes batches (``BatchingProviderSender``: one hand-off to the HTTP/2
-    /// client per origin, no task per delivery), else one task each. Deliveries of apps with frequency caps go
-    /// the one-delivery way from the start, so that their reservations (a database round trip each) run side
-    /// by side rather than one after another.
+    /// provider's sender together (one hand-off to the HTTP/2 client per origin, no task per delivery).
+    /// Deliveries of apps with frequency caps go one task each from the start, so that their reservations (a
+    /// database round trip each) run side by side rather than one after another; each is then sent as a batch
+    /// of one through the same sender.
     /// Every delivery of the batch is judged at one instant on PostgreSQL's clock, carried forward from the claim
     /// (``ClaimedDelivery/judgedNow(at:)``, docs/clocks.md): expiry, local time, quiet hours, channel pauses and
     /// next attempts agree with the `run_at` and leases the database judged, whatever this host's clock says.
     public func process(batch: [ClaimedDelivery], completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void) async {
         let now = batch.first?.judgedNow() ?? Date()
         await withDiscardingTaskGroup { group in
-            var alone: [(ClaimedDelivery, Provider, NotificationMessage)] = []
             var batched: [Provider: [BatchedSend]] = [:]
             for delivery in batch {
                 if let caps = frequencyCaps(of: delivery), !caps.isEmpty {
@@ -112,46 +119,66 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 case .complete(let outcome, let provider):
                     completed(delivery, complete(delivery, outcome: outcome, provider: provider, now: now))
                 case .send(let provider, let message):
-                    if batchingSenders[provider] != nil {
-                        batched[provider, default: []].append(BatchedSend(delivery: delivery, message: message))
-                    } else {
-                        alone.append((delivery, provider, message))
-                    }
+                    batched[provider, default: []].append(BatchedSend(delivery: delivery, message: message))
                 }
-            }
-            for (delivery, provider, message) in alone {
-                group.addTask { await self.sendAlone(delivery, message: message, provider: provider, now: now, completed: completed) }
             }
             for (provider, sends) in batched {
-                guard let sender = batchingSenders[provider] else { continue }
-                group.addTask {
-                    let started = ContinuousClock.now
-                    let context = SendBatchContext(
-                        now: now, deadline: self.deliveryTimeout.map { started + $0 }, timeout: self.deliveryTimeout ?? .zero)
-                    let declined = await sender.send(batch: sends, context: context) { index, outcome in
-                        self.metrics?.sendFinished(provider: provider, seconds: WorkerMetrics.seconds(since: started))
-                        let delivery = sends[index].delivery
-                        completed(delivery, self.complete(delivery, outcome: outcome, provider: provider, now: now))
-                    }
-                    await withDiscardingTaskGroup { alone in
-                        for item in declined.map({ sends[$0] }) {
-                            alone.addTask {
-                                await self.sendAlone(item.delivery, message: item.message, provider: provider, now: now, completed: completed)
-                            }
-                        }
-                    }
-                }
+                group.addTask { await self.send(sends, provider: provider, now: now, completed: completed) }
             }
         }
     }
 
-    /// A checked delivery sent through its provider's sender alone, then completed.
-    private func sendAlone(
-        _ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date,
-        completed: @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void
+    /// Checked deliveries sent through their provider's sender, each completed exactly once.
+    private func send(
+        _ sends: [BatchedSend], provider: Provider, now: Date,
+        completed: @escaping @Sendable (ClaimedDelivery, DeliveryCompletion) -> Void
     ) async {
-        let outcome = await send(delivery, message: message, provider: provider, now: now)
-        completed(delivery, complete(delivery, outcome: outcome, provider: provider, now: now))
+        await send(sends, provider: provider, now: now) { index, outcome in
+            let delivery = sends[index].delivery
+            completed(delivery, self.complete(delivery, outcome: outcome, provider: provider, now: now))
+        }
+    }
+
+    /// Checked deliveries sent through their provider's sender, each one's outcome reported exactly once:
+    /// within the per-delivery deadline (the sender's exchanges end by it; a batch of one that does not is
+    /// cancelled there), and what the sender left unreported ends as `deadline_exceeded`.
+    private func send(
+        _ sends: [BatchedSend], provider: Provider, now: Date, outcome: @escaping @Sendable (Int, DeliveryOutcome) -> Void
+    ) async {
+        guard let sender = senders[provider] else {
+            for index in sends.indices {
+                outcome(index, .failed(reason: .providerNotSupported, detail: ["provider": .string(provider.rawValue)]))
+            }
+            return
+        }
+        let started = ContinuousClock.now
+        let context = SendBatchContext(
+            now: now, deadline: deliveryTimeout.map { started + $0 }, timeout: deliveryTimeout ?? .zero)
+        let reported = ReportedOnce(count: sends.count)
+        let report: @Sendable (Int, DeliveryOutcome) -> Void = { index, sent in
+            guard reported.take(index) else { return }
+            self.metrics?.sendFinished(provider: provider, seconds: WorkerMetrics.seconds(since: started))
+            // Reported from the sender's own task after the deadline cancelled it: whatever it says, the exchange
+            // was cut off (the request may have reached the provider).
+            if Task.isCancelled, let deadline = context.deadline, deadline <= .now {
+                outcome(index, context.deadlineExceeded)
+            } else {
+                outcome(index, sent)
+            }
+        }
+        // A sender ends every exchange by `context.deadline` itself (PlannedBatch cuts each request's timeout to
+        // it). A batch of one (a delivery of an app with frequency caps) also runs in a task the deadline
+        // cancels, as a sender that overran it would otherwise hold that delivery's slot; a task per larger batch
+        // would cost measurably on steady one-device traffic, whose batches are small.
+        if let deadlines, sends.count == 1 {
+            _ = await deadlines.run {
+                await sender.send(batch: sends, context: context, completed: report)
+                return .sent(providerMessageID: nil)
+            }
+        } else {
+            await sender.send(batch: sends, context: context, completed: report)
+        }
+        for index in reported.untaken() { report(index, context.deadlineExceeded) }
     }
 
     /// The completion of a decided delivery: the queue change and event (``CompletionFactory``), a frequency-cap
@@ -238,12 +265,13 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
     }
 
-    /// Drives ``DeliveryDecision`` for one delivery, carrying out its I/O steps (message, cap, send).
+    /// Drives ``DeliveryDecision`` for one delivery, carrying out its I/O steps (message, cap, send as a batch
+    /// of one).
     func decide(_ delivery: ClaimedDelivery, now: Date) async -> (DeliveryOutcome, Provider?) {
         switch await decideUntilSend(delivery, now: now) {
         case .complete(let outcome, let provider): return (outcome, provider)
         case .send(let provider, let message):
-            return (await send(delivery, message: message, provider: provider, now: now), provider)
+            return (await sendAsBatchOfOne(delivery, message: message, provider: provider, now: now), provider)
         }
     }
 
@@ -294,17 +322,6 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
     }
 
-    /// One delivery's exchange through its provider's sender alone, within the per-delivery deadline.
-    private func send(_ delivery: ClaimedDelivery, message: NotificationMessage, provider: Provider, now: Date) async -> DeliveryOutcome {
-        guard let sender = senders[provider] else {
-            return .failed(reason: .providerNotSupported, detail: ["provider": .string(provider.rawValue)])
-        }
-        let started = ContinuousClock.now
-        defer { metrics?.sendFinished(provider: provider, seconds: WorkerMetrics.seconds(since: started)) }
-        guard let deadlines else { return await sender.send(delivery, message: message, now: now) }
-        return await deadlines.run { await sender.send(delivery, message: message, now: now) }
-    }
-
     private func reportUnknownZone(_ zone: String, of delivery: ClaimedDelivery) {
         unknownZoneCount.add(1, ordering: .relaxed)
         if zoneWarnings.allow(LogText.shortened(zone)) {
@@ -313,6 +330,29 @@ public final class DeliveryPipeline: DeliveryProcessing {
                 ["zone": LogText.shortened(zone), "app_id": delivery.appID.uuidString.lowercased(),
                  "deliveries_so_far": "\(unknownZoneCount.load(ordering: .relaxed))"])
         }
+    }
+}
+
+/// Which of a batch's deliveries have been reported, each exactly once, from whichever thread reports it.
+private final class ReportedOnce: Sendable {
+    private let taken: Mutex<[Bool]>
+
+    init(count: Int) {
+        taken = Mutex([Bool](repeating: false, count: count))
+    }
+
+    /// Claims `index`: `false` when it was reported already.
+    func take(_ index: Int) -> Bool {
+        taken.withLock { taken in
+            if taken[index] { return false }
+            taken[index] = true
+            return true
+        }
+    }
+
+    /// The indexes not reported yet.
+    func untaken() -> [Int] {
+        taken.withLock { taken in taken.indices.filter { !taken[$0] } }
     }
 }
 

@@ -74,11 +74,11 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 ///   `token_uri` over the shared ``HTTP2Client`` (Google's token endpoint speaks HTTP/2).
 /// - The send goes to the channel's `endpoint` when set, else `https://fcm.googleapis.com`.
 /// - A 401 the classifier says needs a new token (``FCMResponseClassifier/requiresNewAccessToken(_:)``)
-///   replaces that token once fleet-wide (or adopts the replacement another worker made) and retries the
-///   send once.
+///   replaces that token once fleet-wide (or adopts the replacement another worker made) and the refused
+///   deliveries are sent once more, as a batch (``PlannedBatch``).
 /// - A subscription refused with `THIRD_PARTY_AUTH_ERROR` is held (``CredentialHolds``, 5 minutes per worker):
 ///   its pushes wait without a request, and the channel's other subscriptions are sent as usual.
-public final class FCMSender: ProviderSender {
+public final class FCMSender: PlannedBatchSender {
     public let provider = Provider.fcm
     /// FCM's production origin.
     public static let defaultOrigin = HTTP2Origin(scheme: .https, host: FCMRequestFactory.host, port: 443)
@@ -86,6 +86,8 @@ public final class FCMSender: ProviderSender {
     struct Channel: Sendable {
         var origin: HTTP2Origin
         var settings: FCMChannelSettings
+        /// The channel's requests and the reading of their answers.
+        var plan: FCMRequestPlan
         var tokenURI: (origin: HTTP2Origin, path: String)
         /// The shared token's owner (the account fingerprinted, the sealing key derived).
         var tokenCredential: ProviderTokenCredential
@@ -97,9 +99,9 @@ public final class FCMSender: ProviderSender {
 
     private let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy origin (``OriginPacing``).
-    private let pacer: OriginPacer
+    let pacer: OriginPacer
     private let egressPolicy: EgressPolicy
-    private let requestTimeout: Duration
+    let requestTimeout: Duration
     private let logger: Logger
     let channels: ChannelCache<Channel>
     let tokens: SharedProviderTokens
@@ -141,89 +143,105 @@ public final class FCMSender: ProviderSender {
         self.logger = logger
     }
 
-    public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
+    /// Sends `batch` through ``PlannedBatch`` (see ``ProviderSender/send(batch:context:completed:)``).
+    public func send(
+        batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
+    ) async {
+        await PlannedBatch.send(self, batch: batch, context: context, completed: completed)
+    }
+
+    func plannedChannel(for item: BatchedSend) -> Result<Channel, PlanRefusal> {
         let channel: Channel
         do {
-            channel = try self.channel(for: delivery)
+            channel = try self.channel(for: item.delivery)
         } catch {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
-            return .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])
+            return .failure(PlanRefusal(outcome: .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])))
         }
         // A subscription FCM refused with THIRD_PARTY_AUTH_ERROR waits out its hold without a request: the
         // credential that carries its pushes is wrong, and sending again before the hold ends would only be
         // refused again (docs/provider-answers.md).
-        if let held = channel.evidence.heldOutcome(subscription: delivery.subscriptionID, now: delivery.judgedNow()) { return held }
-        let account = channel.settings.account
-        let fcmDelivery = DeliveryRendering.fcmDelivery(
-            for: delivery, message: message, projectID: account.projectID, now: now, userTags: userTags)
-        let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider.rawValue)
-        let (client, timeout, tokenURI, tenant) = (self.client, requestTimeout, channel.tokenURI, channel.tenant)
-        var refreshed = false
-        while true {
-            let accessToken: String
-            do {
-                accessToken = try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
-                    let assertion = try account.assertion(issuedAt: Date())
-                    let fetched = try await Self.fetchToken(
-                        assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout,
-                        tenant: tenant)
-                    let fetchedAt = Date()
-                    return MintedProviderToken(
-                        token: fetched.accessToken, issuedAt: fetchedAt, expiresAt: fetchedAt.addingTimeInterval(Double(fetched.expiresIn)))
-                }
-            } catch let error as FCMTokenFetchError {
-                if let transport = error.transportError {
-                    // token_uri is the channel's choice: a refused address there is its configuration at fault.
-                    return ProviderTransport.channelEndpointOutcome(ProviderTransport.outcome(for: transport, origin: "token_uri"))
-                }
-                return .channelError(reason: .accessTokenFailed, detail: ["error": .string(error.message)])
-            } catch {
-                return .channelError(reason: .accessTokenFailed, detail: ["error": .string("\(error)")])
+        let delivery = item.delivery
+        if let held = channel.evidence.heldOutcome(subscription: delivery.subscriptionID, now: delivery.judgedNow()) {
+            return .failure(PlanRefusal(outcome: held))
+        }
+        return .success(channel)
+    }
+
+    func tokenKey(of channel: Channel) -> String? { channel.tokenCredential.fingerprint }
+
+    func token(for channel: Channel) async -> Result<String, PlanRefusal> {
+        let (client, timeout, tokenURI, tenant, account) = (client, requestTimeout, channel.tokenURI, channel.tenant, channel.settings.account)
+        do {
+            return .success(try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
+                let assertion = try account.assertion(issuedAt: Date())
+                let fetched = try await Self.fetchToken(
+                    assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout,
+                    tenant: tenant)
+                let fetchedAt = Date()
+                return MintedProviderToken(
+                    token: fetched.accessToken, issuedAt: fetchedAt, expiresAt: fetchedAt.addingTimeInterval(Double(fetched.expiresIn)))
+            })
+        } catch let error as FCMTokenFetchError {
+            if let transport = error.transportError {
+                // token_uri is the channel's choice: a refused address there is its configuration at fault.
+                return .failure(PlanRefusal(
+                    outcome: ProviderTransport.channelEndpointOutcome(ProviderTransport.outcome(for: transport, origin: "token_uri"))))
             }
-            let request: PushRequest
-            do {
-                request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: accessToken) { () throws(FCMRequestError) in
-                    if let renderKey,
-                        let shared = renders.value(for: renderKey, build: {
-                            Result { () throws(FCMRequestError) in try FCMRequestFactory.data(for: fcmDelivery) }
-                        }),
-                        let data = FCMRequestFactory.data(try shared.get(), msgID: fcmDelivery.msgID)
-                    {
-                        return data
-                    }
-                    return try FCMRequestFactory.data(for: fcmDelivery)
-                }
-            } catch {
-                if [.missingProjectID, .invalidProjectID, .invalidAccessToken].contains(error.reason) {
-                    return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
-                }
-                return error.outcome
-            }
-            let pushResponse: PushResponse
-            switch await ProviderTransport.send(
-                request, to: channel.origin, client: client, timeout: requestTimeout, tenant: channel.tenant, pacer: pacer)
-            {
-            case .success(let response): pushResponse = response
-            case .failure(let failure):
-                return channel.origin == Self.defaultOrigin
-                    ? failure.outcome : ProviderTransport.channelEndpointOutcome(failure.outcome)
-            }
-            if !refreshed, FCMResponseClassifier.requiresNewAccessToken(pushResponse) {
-                // Expired or revoked token: replaced only while it is still current, so concurrent refusals
-                // (in this worker and across the fleet) refresh once.
-                tokens.reportRejected(accessToken, for: channel.tokenCredential)
-                refreshed = true
-                continue
-            }
-            // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided,
-            // on PostgreSQL's clock (docs/clocks.md): it becomes the next attempt's `run_at`.
-            let answered = delivery.judgedNow()
-            let answer = FCMResponseClassifier.answer(pushResponse, now: answered)
-            return channel.evidence.judge(
-                answer, subscription: delivery.subscriptionID, origin: channel.origin.description, now: answered)
+            return .failure(PlanRefusal(outcome: .channelError(reason: .accessTokenFailed, detail: ["error": .string(error.message)])))
+        } catch {
+            return .failure(PlanRefusal(outcome: .channelError(reason: .accessTokenFailed, detail: ["error": .string("\(error)")])))
         }
     }
 
+    func text(of token: String) -> String { token }
+
+    /// Expired or revoked token: replaced only while it is still current, so concurrent refusals (in this
+    /// worker and across the fleet) refresh once.
+    func reportRefused(_ token: String, for channel: Channel) {
+        tokens.reportRejected(token, for: channel.tokenCredential)
+    }
+
+    func plannedRequest(for item: BatchedSend, channel: Channel, token: String?, now: Date) -> PlannedRequest {
+        let fcmDelivery = DeliveryRendering.fcmDelivery(
+            for: item.delivery, message: item.message, projectID: channel.plan.projectID, now: now, userTags: userTags)
+        let renderKey = DeliveryRendering.renderKey(for: item.delivery, message: item.message, variant: provider.rawValue)
+        return channel.plan.request(for: fcmDelivery, accessToken: token ?? "") { () throws(FCMRequestError) in
+            if let renderKey,
+                let shared = self.renders.value(for: renderKey, build: {
+                    Result { () throws(FCMRequestError) in try FCMRequestFactory.data(for: fcmDelivery) }
+                }),
+                let data = FCMRequestFactory.data(try shared.get(), msgID: fcmDelivery.msgID)
+            {
+                return data
+            }
+            return try FCMRequestFactory.data(for: fcmDelivery)
+        }
+    }
+
+    func route(_ destination: PushDestination, channel: Channel) -> (client: HTTP2Client, origin: HTTP2Origin) {
+        (client, channel.origin)
+    }
+
+    func tenant(of channel: Channel) -> HTTP2Tenant { channel.tenant }
+
+    func judge(
+        _ response: PushResponse, of item: BatchedSend, channel: Channel, origin: HTTP2Origin, token: String?, resent: Bool
+    ) -> BatchVerdict {
+        // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided,
+        // on PostgreSQL's clock (docs/clocks.md): it becomes the next attempt's `run_at`.
+        let answered = item.delivery.judgedNow()
+        switch channel.plan.judge(response, now: answered, resent: resent) {
+        case .tokenRefused: return .tokenRefused
+        case .judged(let answer):
+            return .outcome(channel.evidence.judge(answer, subscription: item.delivery.subscriptionID, origin: origin.description, now: answered))
+        }
+    }
+
+    /// An endpoint the channel chose (an `endpoint` override) that cannot be used pauses the channel.
+    func transportOutcome(_ outcome: DeliveryOutcome, channel: Channel) -> DeliveryOutcome {
+        channel.origin == Self.defaultOrigin ? outcome : ProviderTransport.channelEndpointOutcome(outcome)
+    }
 
     private func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
@@ -235,7 +253,9 @@ public final class FCMSender: ProviderSender {
             _ = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: egressPolicy)
             let tokenURI = try Self.tokenEndpoint(settings.account.tokenURI)
             return Channel(
-                origin: origin, settings: settings, tokenURI: tokenURI,
+                origin: origin, settings: settings,
+                plan: FCMRequestPlan(projectID: settings.account.projectID, usesChannelEndpoint: origin != Self.defaultOrigin),
+                tokenURI: tokenURI,
                 tokenCredential: try ProviderTokenCredential(fcm: settings.account), evidence: ChannelEvidence(policy: .singleOrigin),
                 tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID)))
         }

@@ -2,12 +2,21 @@ import DeliveryCore
 import Foundation
 
 /// One provider's send path (APNs, FCM or Web Push): credentials from the app's channel, the request, the
-/// transport, and the classification of the answer. Never throws: transport failures, bad credentials and
+/// transport, and the classification of the answer, for a claimed batch's deliveries at once (a delivery that
+/// goes alone is a batch of one), so that their requests reach the HTTP/2 client in one hand-off per origin and
+/// their answers come back without a task per delivery. Never throws: transport failures, bad credentials and
 /// refusals all become a ``DeliveryOutcome``.
 public protocol ProviderSender: Sendable {
     /// `app_channels.provider` this sender serves.
     var provider: Provider { get }
-    func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome
+
+    /// Sends the deliveries of `batch` and reports each one's outcome through `completed` (with its index in
+    /// `batch`) as soon as that one's answer is judged, exactly once per delivery. Every exchange (token,
+    /// request, a resend with a replaced token) ends by `context.deadline`, else its delivery ends as
+    /// ``SendBatchContext/deadlineExceeded``.
+    func send(
+        batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
+    ) async
 }
 
 /// One delivery of a claimed batch that passed every check and is to be sent, with its parsed message.
@@ -43,18 +52,4 @@ public struct SendBatchContext: Sendable {
     public var deadlineExceeded: DeliveryOutcome {
         .deadlineExceeded(after: timeout)
     }
-}
-
-/// A sender that takes a claimed batch's deliveries at once, so that their requests reach the HTTP/2 client in
-/// one hand-off per origin and their answers come back without a task per delivery.
-public protocol BatchingProviderSender: ProviderSender {
-    /// Sends the deliveries of `batch` it can batch and reports each one's outcome through `completed` (with
-    /// its index in `batch`) as soon as that one's answer is judged, exactly once per delivery it takes.
-    /// Every exchange (token, request, a resend with a replaced token) ends by `context.deadline`, else its
-    /// delivery ends as ``SendBatchContext/deadlineExceeded``.
-    /// - Returns: the indexes of the deliveries it did not take (each then goes through
-    ///   ``ProviderSender/send(_:message:now:)`` alone); `completed` is never called for them.
-    func send(
-        batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
-    ) async -> [Int]
 }

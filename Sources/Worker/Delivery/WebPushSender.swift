@@ -54,7 +54,7 @@ public struct WebPushChannelSettingsError: Error, CustomStringConvertible, Senda
 /// A 400/401/403 from one push service about one subscription fails that delivery only; the channel
 /// pauses on the evidence of ``ChannelFaultEvidence/Policy/webPush`` (several subscriptions at several
 /// origins refused, none accepted, within the window).
-public final class WebPushSender: ProviderSender {
+public final class WebPushSender: PlannedBatchSender {
     public let provider = Provider.webpush
 
     struct Channel: Sendable {
@@ -69,9 +69,11 @@ public final class WebPushSender: ProviderSender {
 
     private let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy push service (``OriginPacing``).
-    private let pacer: OriginPacer
+    let pacer: OriginPacer
     private let egressPolicy: EgressPolicy
-    private let requestTimeout: Duration
+    let requestTimeout: Duration
+    /// Every channel's requests: the endpoint checked against ``egressPolicy`` before anything is rendered.
+    let plan: WebPushRequestPlan
     private let logger: Logger
     let channels: ChannelCache<Channel>
     /// Plaintexts rendered once per notification, language and campaign (filled per device with its msgId).
@@ -99,78 +101,106 @@ public final class WebPushSender: ProviderSender {
         channels = ChannelCache(capacity: bounds.channels)
         tokenManagers = SharedInstances(capacity: bounds.vapidTokenManagers)
         self.egressPolicy = egressPolicy
+        plan = WebPushSender.plan(egressPolicy: egressPolicy)
         self.client = client
         self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }
 
-    public func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
-        let channel: Channel
+    /// Sends `batch` through ``PlannedBatch`` (see ``ProviderSender/send(batch:context:completed:)``).
+    public func send(
+        batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
+    ) async {
+        await PlannedBatch.send(self, batch: batch, context: context, completed: completed)
+    }
+
+    var subscriberChosenOrigins: Bool { true }
+
+    func plannedChannel(for item: BatchedSend) -> Result<Channel, PlanRefusal> {
         do {
-            channel = try self.channel(for: delivery)
+            return .success(try channel(for: item.delivery))
         } catch {
             // The app's configuration is at fault: pause the channel, leave the subscription alone.
-            return .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])
+            return .failure(PlanRefusal(outcome: .channelError(reason: .invalidChannelSettings, detail: ["error": .string("\(error)")])))
         }
-        let endpoint: WebPushEndpoint
-        let request: PushRequest
-        do {
-            let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: now, userTags: userTags)
-            let renderKey = DeliveryRendering.renderKey(for: delivery, message: message, variant: provider.rawValue)
-            // A literal forbidden address (in any spelling) is refused before anything is signed or the client
-            // asked; a name is checked by the client once resolved, against the same policy.
-            guard let checked = Self.checkedEndpoint(try WebPushEndpoint(parsing: webDelivery.endpoint), policy: egressPolicy) else {
-                return ProviderTransport.forbiddenEndpoint
-            }
-            endpoint = checked
-            let plaintext = try WebPushRequestFactory.makePlaintextRequest(webDelivery) { () throws(WebPushRequestError) in
-                try renders.payload(
-                    key: renderKey, msgID: webDelivery.msgID,
-                    render: { () throws(WebPushRequestError) in try WebPushRequestFactory.plaintext(for: webDelivery) },
-                    template: { () throws(WebPushRequestError) in try WebPushRequestFactory.plaintextTemplate(for: webDelivery) })
-            }
-            guard let p256dh = delivery.webP256DH, let auth = delivery.webAuth else {
-                return .failed(
-                    reason: .invalidSubscriptionKeys,
-                    detail: ["message": .string("the web subscription has no web_p256dh / web_auth")])
-            }
-            request = try WebPushRequestSealer.seal(
-                plaintext, endpoint: endpoint, p256dh: p256dh, auth: auth, vapid: tokenManager(for: channel))
-        } catch {
-            // vapid_failed is the channel's key failing to sign; everything else is this push or subscription.
-            if error.reason == .vapidFailed {
-                return .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
-            }
-            return error.outcome
+    }
+
+    /// VAPID tokens are signed here per push-service origin (``VAPIDTokenManager``), not fetched per batch.
+    func tokenKey(of channel: Channel) -> String? { nil }
+
+    func token(for channel: Channel) async -> Result<String, PlanRefusal> { .success("") }
+
+    func text(of token: String) -> String { token }
+
+    func reportRefused(_ token: String, for channel: Channel) {}
+
+    func plannedRequest(for item: BatchedSend, channel: Channel, token: String?, now: Date) -> PlannedRequest {
+        let delivery = item.delivery
+        let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: item.message, now: now, userTags: userTags)
+        let renderKey = DeliveryRendering.renderKey(for: delivery, message: item.message, variant: provider.rawValue)
+        return plan.request(
+            for: webDelivery, p256dh: delivery.webP256DH, auth: delivery.webAuth, vapid: tokenManager(for: channel)
+        ) { () throws(WebPushRequestError) in
+            try self.renders.payload(
+                key: renderKey, msgID: webDelivery.msgID,
+                render: { () throws(WebPushRequestError) in try WebPushRequestFactory.plaintext(for: webDelivery) },
+                template: { () throws(WebPushRequestError) in try WebPushRequestFactory.plaintextTemplate(for: webDelivery) })
         }
-        let origin = HTTP2Origin(scheme: .https, host: endpoint.host, port: endpoint.port)
-        // The origin is a capability-free host:port (the path, which is the secret, never appears).
-        let pushResponse: PushResponse
-        switch await ProviderTransport.send(
-            request, to: origin, client: client, timeout: requestTimeout, tenant: channel.tenant, subscriberChosen: true,
-            pacer: pacer)
-        {
-        case .success(let response): pushResponse = response
-        case .failure(let failure): return failure.outcome
+    }
+
+    /// The push service's origin: a capability-free host:port (the path, which is the secret, never appears).
+    func route(_ destination: PushDestination, channel: Channel) -> (client: HTTP2Client, origin: HTTP2Origin) {
+        guard case .pushService(let host, let port) = destination else {
+            preconditionFailure("a Web Push plan sends to a push service only")
         }
+        return (client, HTTP2Origin(scheme: .https, host: host, port: port))
+    }
+
+    func tenant(of channel: Channel) -> HTTP2Tenant { channel.tenant }
+
+    func judge(
+        _ response: PushResponse, of item: BatchedSend, channel: Channel, origin: HTTP2Origin, token: String?, resent: Bool
+    ) -> BatchVerdict {
         // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided,
         // on PostgreSQL's clock (docs/clocks.md): it becomes the next attempt's `run_at`.
-        let answered = delivery.judgedNow()
-        let answer = WebPushResponseClassifier.answer(pushResponse, now: answered)
-        return channel.evidence.judge(answer, subscription: delivery.subscriptionID, origin: origin.description, now: answered)
+        let answered = item.delivery.judgedNow()
+        switch plan.judge(response, now: answered) {
+        case .tokenRefused: return .tokenRefused
+        case .judged(let answer):
+            return .outcome(channel.evidence.judge(answer, subscription: item.delivery.subscriptionID, origin: origin.description, now: answered))
+        }
+    }
+
+    /// The endpoint is the subscriber's, not the channel's: a transport failure is the delivery's.
+    func transportOutcome(_ outcome: DeliveryOutcome, channel: Channel) -> DeliveryOutcome { outcome }
+
+    /// The Web Push plan under `egressPolicy`: a literal forbidden address (in any spelling) is refused before
+    /// anything is signed or the client asked; a name is checked by the client once resolved, against the same
+    /// policy.
+    static func plan(egressPolicy: EgressPolicy) -> WebPushRequestPlan {
+        WebPushRequestPlan(refusedEndpoint: ProviderTransport.forbiddenEndpoint) { host in
+            checkedHost(host, policy: egressPolicy)
+        }
+    }
+
+    /// `host` as the egress policy reads it (``EgressHost``: a name, or an address in its canonical text, so
+    /// `0x7f.1` is `127.0.0.1`); `nil` when the policy refuses it.
+    static func checkedHost(_ host: String, policy: EgressPolicy) -> String? {
+        guard let parsed = try? policy.check(host: host) else { return nil }
+        switch parsed {
+        case .name(let name): return name
+        case .address(let address): return address.description
+        }
     }
 
     /// The endpoint with its host as the egress policy reads it (``EgressHost``: a name, or an address in its
     /// canonical text, so `0x7f.1` is `127.0.0.1`), so the connection, `:authority` and the VAPID `aud` name
     /// the same host; `nil` when the policy refuses the host (an invalid spelling or a forbidden literal).
     static func checkedEndpoint(_ endpoint: WebPushEndpoint, policy: EgressPolicy) -> WebPushEndpoint? {
-        guard let parsed = try? policy.check(host: endpoint.host) else { return nil }
+        guard let host = checkedHost(endpoint.host, policy: policy) else { return nil }
         var checked = endpoint
-        switch parsed {
-        case .name(let name): checked.host = name
-        case .address(let address): checked.host = address.description
-        }
+        checked.host = host
         return checked
     }
 

@@ -155,74 +155,72 @@ public enum Preview {
         return nil
     }
 
+    /// The request `provider`'s plan builds for the delivery (``APNsRequestPlan``, ``FCMRequestPlan``,
+    /// ``WebPushRequestPlan``: the worker's), or the decision that stops it. The channel's settings are read by
+    /// the plans' public-settings readers (no credential is needed), the endpoint override and `token_uri` are
+    /// checked as the worker's channel parsing checks them, and a Web Push request is shown before sealing.
     static func build(
         provider: Provider, delivery: ClaimedDelivery, message: NotificationMessage, input: PreviewInput,
         egressPolicy: EgressPolicy
     ) -> (decision: JSONValue, request: JSONValue?) {
-        func refusedEndpoint(_ error: ChannelEndpointError) -> (decision: JSONValue, request: JSONValue?) {
-            (decision(for: .channelError(reason: .invalidChannelSettings, detail: ["error": .string(error.message)]), provider: provider), nil)
+        func stop(_ outcome: DeliveryOutcome) -> (decision: JSONValue, request: JSONValue?) {
+            (decision(for: outcome, provider: provider), nil)
+        }
+        func invalidSettings(_ message: String) -> (decision: JSONValue, request: JSONValue?) {
+            stop(.channelError(reason: .invalidChannelSettings, detail: ["error": .string(message)]))
+        }
+        func send(_ request: PushRequest, origin: HTTP2Origin) -> (decision: JSONValue, request: JSONValue?) {
+            (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin.description))
+        }
+        let settings = input.channel ?? [:]
+        var channelEndpoint: HTTP2Origin?
+        func checkEndpoints(tokenURI: String? = nil) -> ChannelEndpointError? {
+            do {
+                if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
+                    channelEndpoint = try ChannelEndpoint.origin(endpoint, policy: egressPolicy)
+                }
+                if let tokenURI { _ = try ChannelEndpoint.origin(tokenURI, field: "token_uri", policy: egressPolicy) }
+                return nil
+            } catch {
+                return error
+            }
         }
         switch provider {
         case .apns:
-            guard let topic = input.channel?["topic"]?.stringValue, !topic.isEmpty else {
-                return (decision(for: .channelError(reason: .invalidChannelSettings, detail: ["error": "app.channels.apns.topic is missing"]), provider: provider), nil)
-            }
-            var origin = APNsSender.origin(forEnvironment: delivery.apnsEnvironment).description
-            if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
-                do {
-                    origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy).description
-                } catch {
-                    return refusedEndpoint(error)
-                }
-            }
-            let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: topic, now: input.at)
+            var plan: APNsRequestPlan
             do {
-                let request = try APNsRequestFactory.makeRequest(apnsDelivery, bearerToken: providerTokenPlaceholder)
-                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
+                plan = try APNsRequestPlan(publicSettings: settings, usesChannelEndpoint: false)
             } catch {
-                let outcome: DeliveryOutcome =
-                    APNsSender.channelRequestErrors.contains(error.reason)
-                    ? .channelError(reason: error.reason, detail: ["error": .string(error.detail)])
-                    : .failed(reason: error.reason, detail: ["error": .string(error.detail)])
-                return (decision(for: outcome, provider: provider), nil)
+                return invalidSettings("app.channels.apns.\(error.key) \(error.message)")
+            }
+            if let refused = checkEndpoints() { return invalidSettings(refused.message) }
+            plan.usesChannelEndpoint = channelEndpoint != nil
+            let apnsDelivery = DeliveryRendering.apnsDelivery(for: delivery, message: message, topic: plan.topic, now: input.at)
+            switch plan.request(for: apnsDelivery, authorization: APNsProviderAuthorization(bearerToken: providerTokenPlaceholder)) {
+            case .record(let outcome): return stop(outcome)
+            case .send(let request, let destination):
+                return send(request, origin: APNsSender.origin(of: destination, channelEndpoint: channelEndpoint))
             }
         case .fcm:
-            let settings = input.channel
-            guard
-                let projectID = settings?["project_id"]?.stringValue
-                    ?? settings?["service_account"]?["project_id"]?.stringValue
-            else {
-                return (decision(for: .channelError(reason: .invalidChannelSettings, detail: ["error": "app.channels.fcm.project_id is missing"]), provider: provider), nil)
-            }
-            var origin = FCMSender.defaultOrigin.description
+            let publicSettings: FCMRequestPlan.PublicSettings
             do {
-                if let endpoint = delivery.channelEndpoint, !endpoint.isEmpty {
-                    origin = try ChannelEndpoint.origin(endpoint, policy: egressPolicy).description
-                }
-                if let tokenURI = settings?["token_uri"]?.stringValue ?? settings?["service_account"]?["token_uri"]?.stringValue {
-                    _ = try ChannelEndpoint.origin(tokenURI, field: "token_uri", policy: egressPolicy)
-                }
+                publicSettings = try FCMRequestPlan.PublicSettings(settings)
             } catch {
-                return refusedEndpoint(error)
+                return invalidSettings("app.channels.fcm.\(error.key) \(error.message)")
             }
-            let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: projectID, now: input.at)
-            do {
-                let request = try FCMRequestFactory.makeRequest(fcmDelivery, accessToken: providerTokenPlaceholder)
-                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: origin))
-            } catch {
-                return (decision(for: error.outcome, provider: provider), nil)
+            if let refused = checkEndpoints(tokenURI: publicSettings.tokenURI) { return invalidSettings(refused.message) }
+            let plan = FCMRequestPlan(projectID: publicSettings.projectID, usesChannelEndpoint: channelEndpoint != nil)
+            let fcmDelivery = DeliveryRendering.fcmDelivery(for: delivery, message: message, projectID: plan.projectID, now: input.at)
+            switch plan.request(for: fcmDelivery, accessToken: providerTokenPlaceholder) {
+            case .record(let outcome): return stop(outcome)
+            case .send(let request, _): return send(request, origin: channelEndpoint ?? FCMSender.defaultOrigin)
             }
         case .webpush:
             let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
-            do {
-                let endpoint = try WebPushEndpoint(parsing: delivery.token)
-                if (try? egressPolicy.check(host: endpoint.host)) == nil {
-                    return (decision(for: ProviderTransport.forbiddenEndpoint, provider: provider), nil)
-                }
-                let request = try WebPushRequestFactory.makePlaintextRequest(webDelivery)
-                return (["action": "send", "provider": .string(provider.rawValue)], describe(request, origin: endpoint.origin))
-            } catch {
-                return (decision(for: error.outcome, provider: provider), nil)
+            switch WebPushSender.plan(egressPolicy: egressPolicy).plaintextRequest(for: webDelivery) {
+            case .failure(let refusal): return stop(refusal.outcome)
+            case .success(let plain):
+                return send(plain.request, origin: HTTP2Origin(scheme: .https, host: plain.endpoint.host, port: plain.endpoint.port))
             }
         }
     }

@@ -146,7 +146,7 @@ struct CacheBoundsTests {
                     var claimed = delivery(app: app, settings: settings, token: browser.endpoint(origin: emulator.endpoint))
                     claimed.webP256DH = browser.p256dh
                     claimed.webAuth = browser.auth
-                    let outcome = await sender.send(claimed, message: message, now: Date())
+                    let outcome = await sender.sendOne(claimed, message: message, now: Date())
                     guard case .sent = outcome else {
                         Issue.record("round \(round) app \(index): \(outcome)")
                         continue
@@ -176,7 +176,7 @@ struct CacheBoundsTests {
                 ]).jsonText
                 var claimed = delivery(app: UUID(), settings: settings, platform: "ios", token: String(repeating: "a", count: 64))
                 claimed.channelEndpoint = emulator.endpoint
-                let outcome = await sender.send(claimed, message: message, now: Date())
+                let outcome = await sender.sendOne(claimed, message: message, now: Date())
                 #expect(outcome.eventName == "retrying")
                 guard case .channelError(.invalidProviderToken, _, _) = outcome else {
                     Issue.record("\(outcome)")

@@ -8,7 +8,7 @@ import Testing
 /// The order of checks before a send, with a provider that records what reaches it.
 @Suite("DeliveryPipeline checks")
 struct DeliveryPipelineTests {
-    final class RecordingSender: ProviderSender {
+    final class RecordingSender: OneByOneSender {
         let provider = Provider.apns
         let sends = Counter()
         func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {

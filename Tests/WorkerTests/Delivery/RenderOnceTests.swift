@@ -48,7 +48,7 @@ struct RenderOnceTests {
             for language in ["en", "en", "en", "tr", "tr", "en", "de"] {
                 var claimed = delivery(notification: notification, language: language, endpoint: emulator.endpoint)
                 claimed.channelSettingsJSON = emulator.channelSettings
-                let outcome = await sender.send(claimed, message: message, now: Self.now)
+                let outcome = await sender.sendOne(claimed, message: message, now: Self.now)
                 #expect(outcome.eventName == "sent", "\(outcome)")
                 sent.append(claimed)
             }
@@ -70,7 +70,7 @@ struct RenderOnceTests {
             for (user, tags) in users + users {
                 var claimed = delivery(notification: notification, language: "en", user: user, tags: tags, endpoint: emulator.endpoint)
                 claimed.channelSettingsJSON = emulator.channelSettings
-                #expect(await sender.send(claimed, message: message, now: Self.now).eventName == "sent")
+                #expect(await sender.sendOne(claimed, message: message, now: Self.now).eventName == "sent")
             }
             let bodies = emulator.apns.acceptedNotifications.map { String(decoding: $0.payload, as: UTF8.self) }
             #expect(bodies.map { $0.contains(#""body":"Hi Ann""#) } == [true, false, false, true, false, false])

@@ -110,7 +110,7 @@ struct RetryBoundsTests {
 
     /// A provider exchange that never ends on its own (a token endpoint or push service that holds the
     /// request): it notes whether it was cancelled.
-    final class HangingSender: ProviderSender {
+    final class HangingSender: OneByOneSender {
         let provider = Provider.apns
         let cancelled = Counter()
         func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {

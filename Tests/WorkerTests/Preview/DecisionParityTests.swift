@@ -10,7 +10,7 @@ import Testing
 /// senders that accept everything.
 @Suite("preview and the worker decide alike")
 struct DecisionParityTests {
-    struct AcceptingSender: ProviderSender {
+    struct AcceptingSender: OneByOneSender {
         let provider: Provider
         func send(_ delivery: ClaimedDelivery, message: NotificationMessage, now: Date) async -> DeliveryOutcome {
             .sent(providerMessageID: nil)
