@@ -204,11 +204,11 @@ enum PlannedBatch {
         }
     }
 
-    /// Submits every route's requests and judges the answers as they arrive, where they arrive: on the HTTP/2
-    /// client's event loop, in its answer callback, so a burst of answers is judged and completed without a
-    /// hop to the cooperative pool. Judging is pure; completing queues the completion for the writer, counts
-    /// it, and at most once per app, kind and hour writes a warning line (the same short stderr write the
-    /// pool's paths make). This task waits once, for the last answer.
+    /// Submits every route's requests and judges the answers as they arrive, in this task: the HTTP/2 client's
+    /// event loop only hands each burst of answers back (``BatchAnswers``), and the judging, the after-send
+    /// policy, the counting and logging of each completion run here, on the cooperative pool, one hop per burst
+    /// rather than per answer. The loop's thread, which every connection of the process shares, does only
+    /// framing and TLS.
     /// - Returns: the members whose answer refused their token, to be resent.
     private static func exchange<Sender: PlannedBatchSender>(
         _ sender: Sender, _ routes: [(client: HTTP2Client, origin: HTTP2Origin, requests: [HTTP2Request], slots: [Int])],
@@ -216,11 +216,11 @@ enum PlannedBatch {
         completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async -> [Member<Sender>] {
         guard !outgoing.isEmpty else { return [] }
-        let answers = BatchAnswers<Member<Sender>>(count: outgoing.count)
+        let answers = BatchAnswers(count: outgoing.count)
         let cancellation = HTTP2SubmissionCancellation()
-        let judgeOne: @Sendable (Int, Result<HTTP2Response, any Error>) -> Void = { slot, result in
+        var resends: [Member<Sender>] = []
+        func judgeOne(_ slot: Int, _ result: Result<HTTP2Response, any Error>) {
             let sent = outgoing[slot]
-            var resend: Member<Sender>?
             switch ProviderTransport.response(
                 result, origin: sent.origin, subscriberChosen: sender.subscriberChosenOrigins, pacer: sender.pacer)
             {
@@ -239,34 +239,37 @@ enum PlannedBatch {
                 case .tokenRefused:
                     if let token = sent.token {
                         sender.reportRefused(token, for: sent.channel)
-                        resend = Member(index: sent.index, channel: sent.channel, refused: Refusal(response: response, token: token, origin: sent.origin))
+                        resends.append(
+                            Member(index: sent.index, channel: sent.channel, refused: Refusal(response: response, token: token, origin: sent.origin)))
                     } else {
                         completed(sent.index, Self.outcome(sender.judge(
                             response, of: batch[sent.index], channel: sent.channel, origin: sent.origin, token: nil, resent: true)))
                     }
                 }
             }
-            answers.judged(resend: resend)
         }
         await withTaskCancellationHandler {
             for route in routes {
                 let slots = route.slots
                 cancellation.add(route.client.submit(route.requests, to: route.origin) { burst in
-                    for answer in burst {
-                        let slot = slots[answer.index]
-                        if answers.take(slot) { judgeOne(slot, answer.result) }
-                    }
+                    answers.hand(burst.lazy.map { (slots[$0.index], $0.result) })
                 })
             }
-            await answers.allJudged()
+            var judged = 0
+            while judged < outgoing.count {
+                for (slot, result) in await answers.next() {
+                    judgeOne(slot, result)
+                    judged += 1
+                }
+            }
         } onCancel: {
-            // What is not answered by now is judged as cancelled here, as the client will report it, so the
-            // batch ends at once whatever the client's loop is doing (the loop's own report of those requests
-            // comes later and is ignored).
+            // What is not answered by now is handed back as cancelled, as the client will report it, so the batch
+            // ends at once whatever the client's loop is doing (the loop's own report of those requests comes
+            // later and is ignored).
             cancellation.cancel()
-            for slot in answers.takeUnanswered() { judgeOne(slot, .failure(CancellationError())) }
+            answers.cancelUnanswered()
         }
-        return answers.resends
+        return resends
     }
 
     /// A request that ended without an answer because the batch's deadline came: its own timeout was cut to
@@ -336,68 +339,60 @@ struct GroupsByKey<Key: Hashable, Value> {
         change(&groups[position].value)
     }
 }
-/// The answers of one batched exchange, taken from whichever thread they arrive on (the client's event loop,
-/// or the cancelling one): each request is judged exactly once, and the exchange's task is resumed once every
-/// one has been.
-private final class BatchAnswers<Resend: Sendable>: Sendable {
+/// The answers of one batched exchange as they are handed back, from whichever thread they arrive on (the
+/// HTTP/2 client's event loop, or the cancelling one), to the exchange's task, which judges them: each
+/// request's answer is taken exactly once, and the task waits only while none is waiting to be judged.
+private final class BatchAnswers: Sendable {
+    typealias Answer = (slot: Int, result: Result<HTTP2Response, any Error>)
+
     private struct State {
         var taken: [Bool]
-        var unjudged: Int
-        var resends: [Resend] = []
-        var waiter: CheckedContinuation<Void, Never>?
+        var arrived: [Answer] = []
+        var waiter: CheckedContinuation<[Answer], Never>?
     }
 
     private let state: Mutex<State>
 
     init(count: Int) {
-        state = Mutex(State(taken: [Bool](repeating: false, count: count), unjudged: count))
+        state = Mutex(State(taken: [Bool](repeating: false, count: count)))
     }
 
-    /// Claims `slot` for judging: `false` when it was already judged (an answer after the batch was cancelled).
-    func take(_ slot: Int) -> Bool {
-        state.withLock { state in
-            if state.taken[slot] { return false }
-            state.taken[slot] = true
-            return true
-        }
-    }
-
-    /// Claims every slot not yet taken.
-    func takeUnanswered() -> [Int] {
-        state.withLock { state in
-            var slots: [Int] = []
-            for slot in state.taken.indices where !state.taken[slot] {
-                state.taken[slot] = true
-                slots.append(slot)
+    /// Queues the answers whose slot was not taken yet (an answer after the batch was cancelled is not), and
+    /// wakes the task if it waits.
+    func hand(_ answers: some Sequence<Answer>) {
+        let woken: (CheckedContinuation<[Answer], Never>, [Answer])? = state.withLock { state in
+            for answer in answers where !state.taken[answer.slot] {
+                state.taken[answer.slot] = true
+                state.arrived.append(answer)
             }
-            return slots
+            guard !state.arrived.isEmpty, let waiter = state.waiter else { return nil }
+            state.waiter = nil
+            defer { state.arrived = [] }
+            return (waiter, state.arrived)
         }
+        if let (waiter, arrived) = woken { waiter.resume(returning: arrived) }
     }
 
-    /// One slot's judging is over (its completion reported, or a resend kept); the last one resumes the waiter.
-    func judged(resend: Resend?) {
-        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
-            if let resend { state.resends.append(resend) }
-            state.unjudged -= 1
-            guard state.unjudged == 0 else { return nil }
-            defer { state.waiter = nil }
-            return state.waiter
+    /// Hands back every slot not answered yet as cancelled.
+    func cancelUnanswered() {
+        let unanswered: [Answer] = state.withLock { state in
+            state.taken.indices.filter { !state.taken[$0] }.map { ($0, .failure(CancellationError())) }
         }
-        waiter?.resume()
+        hand(unanswered)
     }
 
-    /// Returns once every slot has been judged.
-    func allJudged() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                if state.unjudged == 0 { return true }
-                state.waiter = continuation
-                return false
+    /// The answers handed back since the last call, waiting for one when there is none.
+    func next() async -> [Answer] {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[Answer], Never>) in
+            let arrived: [Answer]? = state.withLock { state in
+                guard !state.arrived.isEmpty else {
+                    state.waiter = continuation
+                    return nil
+                }
+                defer { state.arrived = [] }
+                return state.arrived
             }
-            if done { continuation.resume() }
+            if let arrived { continuation.resume(returning: arrived) }
         }
     }
-
-    /// The resends kept, in the order their answers were judged (read after ``allJudged()``).
-    var resends: [Resend] { state.withLock { $0.resends } }
 }
