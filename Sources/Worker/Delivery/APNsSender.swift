@@ -60,9 +60,9 @@ public final class APNsSender: PlannedBatchSender {
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
-    /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
+    /// - Parameter requestTimeout: how long a request may take before it is abandoned (and retried later).
     public convenience init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+        client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
     ) {
         self.init(
             client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
@@ -74,7 +74,7 @@ public final class APNsSender: PlannedBatchSender {
     ///   - tokens: the fleet's shared tokens (nil: tokens of this sender alone, bounded by `bounds`).
     ///   - tokenPolicy: when tokens are replaced (Apple's intervals unless a test shortens them).
     init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
         bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .apns(),
         certificateClients: CertificateClients? = nil
     ) {
@@ -84,7 +84,7 @@ public final class APNsSender: PlannedBatchSender {
         self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
         self.client = client
-        self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        self.requestTimeout = requestTimeout
         pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }

@@ -116,9 +116,9 @@ public final class FCMSender: PlannedBatchSender {
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
-    /// - Parameter requestTimeout: seconds before a request (send or token fetch) is abandoned.
+    /// - Parameter requestTimeout: how long a request (a send or a token fetch) may take before it is abandoned.
     public convenience init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+        client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
     ) {
         self.init(
             client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
@@ -130,7 +130,7 @@ public final class FCMSender: PlannedBatchSender {
     ///   - tokens: the fleet's shared tokens (nil: tokens of this sender alone, bounded by `bounds`).
     ///   - tokenPolicy: when access tokens are replaced.
     init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
         bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .fcm()
     ) {
         channels = ChannelCache(capacity: bounds.channels)
@@ -138,7 +138,7 @@ public final class FCMSender: PlannedBatchSender {
         self.tokenPolicy = tokenPolicy
         self.egressPolicy = egressPolicy
         self.client = client
-        self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        self.requestTimeout = requestTimeout
         pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }

@@ -9,12 +9,12 @@ import Synchronization
 final class OriginPacer: Sendable {
     private let pacing: Mutex<OriginPacing>
 
-    /// - Parameter requestTimeout: seconds a request may take: an origin answering at all answers at least its
+    /// - Parameter requestTimeout: how long a request may take: an origin answering at all answers at least its
     ///   stream cap (`HTTP2ClientConfiguration.maximumInFlightPerOrigin`) in that time, the pace assumed before its
     ///   first answers.
-    init(requestTimeout: Double) {
+    init(requestTimeout: Duration) {
         let streams = Double(HTTP2ClientConfiguration().maximumInFlightPerOrigin)
-        pacing = Mutex(OriginPacing(minimumRate: streams / max(requestTimeout, 1)))
+        pacing = Mutex(OriginPacing(minimumRate: streams / max(requestTimeout.inSeconds, 1)))
     }
 
     /// The origin answered a request (any HTTP status).

@@ -9,7 +9,7 @@ extension SharedProviderTokens {
     /// Tokens shared through `database`'s `provider_tokens` (``coordinator(database:)``); nil keeps every token
     /// in this process. See ``init(coordinate:logger:capacity:lockTimeout:localRetry:now:metrics:)``.
     convenience init(
-        database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
+        database: PostgresClient?, logger: Logger, capacity: Int = 4096, lockTimeout: Duration = .seconds(35), localRetry: Duration = .seconds(30),
         now: @escaping @Sendable () -> Date = Date.init, metrics: WorkerMetrics? = nil
     ) {
         self.init(

@@ -14,9 +14,9 @@ import Synchronization
 ///   transaction-scoped advisory lock on the credential's fingerprint it adopts the row's token, or mints a
 ///   new one and replaces the row conditionally on the generation it read (``ProviderTokenStore``). The
 ///   others in the fleet, waiting on the same lock, then adopt that token.
-/// - The database unavailable (or another worker's mint holding the lock past `lockTimeout` seconds): the
+/// - The database unavailable (or another worker's mint holding the lock past `lockTimeout`): the
 ///   worker keeps its unexpired token, or mints one of its own, logs it (a warning per credential a minute),
-///   and asks the database again after `localRetry` seconds, offering that token to the fleet when the
+///   and asks the database again after `localRetry`, offering that token to the fleet when the
 ///   row has none usable. A database blip therefore never stops sending; it may cost one extra token per
 ///   worker.
 /// - With no `coordinate` (tests, `preview`) every token is local.
@@ -28,13 +28,13 @@ final class SharedProviderTokens: Sendable {
 
     /// What a refresh asks the fleet's store: the credential, the policy, the token the provider refused (if
     /// any), this worker's own token to offer when the row has none usable, and how long to wait for another
-    /// worker's mint (seconds, PostgreSQL `lock_timeout`).
+    /// worker's mint (PostgreSQL's `lock_timeout`).
     struct Coordination: Sendable {
         var credential: ProviderTokenCredential
         var policy: ProviderTokenPolicy
         var rejected: String?
         var offered: SharedProviderToken?
-        var lockTimeout: Double
+        var lockTimeout: Duration
         var now: @Sendable () -> Date
     }
 
@@ -47,8 +47,8 @@ final class SharedProviderTokens: Sendable {
     private let logger: Logger
     /// Where the tokens this worker makes (and fails to make) are counted.
     private let metrics: WorkerMetrics?
-    private let lockTimeout: Double
-    private let localRetry: Double
+    private let lockTimeout: Duration
+    private let localRetry: Duration
     private let now: @Sendable () -> Date
     private let fallbackLog = LogRateLimiter(interval: .seconds(60))
 
@@ -68,13 +68,13 @@ final class SharedProviderTokens: Sendable {
     /// - Parameters:
     ///   - coordinate: how tokens are shared with the fleet; nil keeps every token in this process.
     ///   - capacity: credentials kept in memory (least recently used dropped).
-    ///   - lockTimeout: seconds to wait for another worker's mint of the same credential before falling back
+    ///   - lockTimeout: how long to wait for another worker's mint of the same credential before falling back
     ///     to a local token (PostgreSQL `lock_timeout`).
-    ///   - localRetry: seconds a local token is used before the database is asked again.
+    ///   - localRetry: how long a local token is used before the database is asked again.
     ///   - metrics: counts each token this worker makes and each failure to make one (adopted tokens are not
     ///     counted: across the fleet the counters add up to the tokens made).
     init(
-        coordinate: Coordinate?, logger: Logger, capacity: Int = 4096, lockTimeout: Double = 35, localRetry: Double = 30,
+        coordinate: Coordinate?, logger: Logger, capacity: Int = 4096, lockTimeout: Duration = .seconds(35), localRetry: Duration = .seconds(30),
         now: @escaping @Sendable () -> Date = Date.init, metrics: WorkerMetrics? = nil
     ) {
         self.coordinate = coordinate
@@ -199,7 +199,7 @@ final class SharedProviderTokens: Sendable {
             }
         }
         let token = result!
-        let retryAt = now().addingTimeInterval(localRetry)
+        let retryAt = now().addingTimeInterval(localRetry.inSeconds)
         entries.withLock { cache in
             var entry = cache.value(forKey: credential.fingerprint) ?? Entry()
             entry.inFlight = nil

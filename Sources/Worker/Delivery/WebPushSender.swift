@@ -84,9 +84,9 @@ public final class WebPushSender: PlannedBatchSender {
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
-    /// - Parameter requestTimeout: seconds before a request is abandoned (and retried later).
+    /// - Parameter requestTimeout: how long a request may take before it is abandoned (and retried later).
     public convenience init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
+        client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly
     ) {
         self.init(
             client: client, requestTimeout: requestTimeout, logger: logger, egressPolicy: egressPolicy,
@@ -95,7 +95,7 @@ public final class WebPushSender: PlannedBatchSender {
 
     /// - Parameter bounds: the cache sizes (tests use small ones).
     init(
-        client: HTTP2Client, requestTimeout: Double, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
+        client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
         bounds: CacheBounds
     ) {
         channels = ChannelCache(capacity: bounds.channels)
@@ -103,7 +103,7 @@ public final class WebPushSender: PlannedBatchSender {
         self.egressPolicy = egressPolicy
         plan = WebPushSender.plan(egressPolicy: egressPolicy)
         self.client = client
-        self.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        self.requestTimeout = requestTimeout
         pacer = OriginPacer(requestTimeout: requestTimeout)
         self.logger = logger
     }

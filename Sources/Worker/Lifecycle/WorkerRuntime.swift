@@ -93,8 +93,8 @@ public final class WorkerRuntime: Sendable {
         let tokens = SharedProviderTokens(
             database: database, logger: logger.named("tokens"),
             capacity: CacheBounds.standard.apnsTokenManagers + CacheBounds.standard.googleTokenCaches,
-            lockTimeout: configuration.requestTimeout.inSeconds + 5, metrics: metrics)
-        let requestTimeout = configuration.requestTimeout.inSeconds
+            lockTimeout: configuration.requestTimeout + .seconds(5), metrics: metrics)
+        let requestTimeout = configuration.requestTimeout
         let pipeline = DeliveryPipeline(
             senders: [
                 APNsSender(

@@ -136,17 +136,17 @@ public enum DataLifecycle {
             report.prunedProviderTokens = try exclusive(connection) {
                 try $0.query(
                     "DELETE FROM provider_tokens WHERE expires_at < now() - make_interval(secs => $1::float8)",
-                    [expiredProviderTokenAge])
+                    [expiredProviderTokenAge.inSeconds])
             }.affectedRows
         }
         return report
     }
 
-    /// Seconds past its expiry after which a fleet-shared provider token's row goes. A provider refuses the
+    /// How long past its expiry a fleet-shared provider token's row stays (a day). A provider refuses the
     /// token after `expires_at` anyway; the day of grace keeps the row of a credential whose workers are merely
     /// between sends, so its generation (the compare-and-swap the fleet replaces it by) is not reset needlessly.
     /// A deleted row is simply minted again when next needed.
-    public static let expiredProviderTokenAge: Double = 86_400
+    public static let expiredProviderTokenAge: Duration = .seconds(86_400)
 
     /// Creates the days the ``PartitionPlan`` asks for, then drops the expired partitions, one transaction each.
     static func maintainPartitions(

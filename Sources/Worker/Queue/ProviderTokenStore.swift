@@ -10,7 +10,7 @@ enum ProviderTokenStore {
         var underlying: any Error
     }
 
-    /// In one transaction: waits (at most `lockTimeout` seconds) for the credential's advisory lock, reads
+    /// In one transaction: waits (at most `lockTimeout`) for the credential's advisory lock, reads
     /// its row, and returns the row's token when ``ProviderTokenPolicy/decide(current:rejected:at:)`` says
     /// to use it; otherwise writes `offered` (a still-fresh token this worker minted alone) or a new one
     /// from `mint`, conditionally on the generation read (compare-and-swap), and returns it. A row this
@@ -19,12 +19,12 @@ enum ProviderTokenStore {
     ///   the lock wait timed out).
     static func coordinate(
         on connection: PostgresConnection, credential: ProviderTokenCredential, policy: ProviderTokenPolicy,
-        rejected: String?, offered: SharedProviderToken?, lockTimeout: Double, now: () -> Date,
+        rejected: String?, offered: SharedProviderToken?, lockTimeout: Duration, now: () -> Date,
         mint: () throws -> MintedProviderToken
     ) throws -> SharedProviderToken {
         try connection.transaction { connection in
             _ = try connection.query(
-                "SELECT set_config('lock_timeout', $1, true)", ["\(Int(max(lockTimeout, 0.001) * 1000))ms"])
+                "SELECT set_config('lock_timeout', $1, true)", ["\(max(Int(lockTimeout / .milliseconds(1)), 1))ms"])
             _ = try connection.query(
                 "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", ["pushizo.provider_tokens/" + credential.fingerprint])
             let (row, generation) = try read(on: connection, credential)

@@ -5,15 +5,15 @@ import Metrics
 import Postgres
 
 extension WorkerMetrics {
-    /// Seconds between two samples of the queue and of the HTTP/2 pools.
-    public static let sampleInterval: Double = 15
+    /// The time between two samples of the queue and of the HTTP/2 pools.
+    public static let sampleInterval: Duration = .seconds(15)
 
     /// The queue sample takes at most this share of one database backend's time, fleet-wide: after a sample
     /// that took `t` seconds the next is taken no sooner than `t / queueSampleDutyCycle` later (a slow sample
     /// on a huge queue is taken less often instead of keeping a backend busy).
     static let queueSampleDutyCycle = 0.05
 
-    /// Samples each provider kind's HTTP/2 pool every `interval` seconds, and the fleet's queue sample
+    /// Samples each provider kind's HTTP/2 pool every `interval`, and the fleet's queue sample
     /// (``QueueDepthStore/sharedQueueDepth(on:interval:dutyCycle:sampler:timeoutMilliseconds:)``) as often: whichever worker finds it
     /// due measures it, the others read it, so the fleet measures the queue once per `interval` (or less often
     /// when measuring is slow, ``queueSampleDutyCycle``) however many workers run. Until the task is cancelled.
@@ -22,7 +22,7 @@ extension WorkerMetrics {
     ///   - clients: the HTTP/2 client of each provider.
     ///   - workerID: written with a sample this worker measures.
     func runSampler(
-        database: PostgresClient, clients: [Provider: HTTP2Client], workerID: String, interval: Double = sampleInterval,
+        database: PostgresClient, clients: [Provider: HTTP2Client], workerID: String, interval: Duration = sampleInterval,
         logger: Logger
     ) async {
         let failureLog = LogRateLimiter(interval: .seconds(600))
@@ -35,18 +35,18 @@ extension WorkerMetrics {
                 http2Streams.set(Double(statistics.openStreams), labels)
                 http2Waiting.set(Double(statistics.waitingRequests), labels)
             }
-            try? await Task.sleep(for: .seconds(interval))
+            try? await Task.sleep(for: interval)
         }
     }
 
     private func sampleQueue(
-        database: PostgresClient, workerID: String, interval: Double, logger: Logger, failureLog: LogRateLimiter
+        database: PostgresClient, workerID: String, interval: Duration, logger: Logger, failureLog: LogRateLimiter
     ) async {
         do {
             let shared = try await database.withConnection { connection in
                 self.recordServer(connection.serverAddress)
                 return try QueueDepthStore.sharedQueueDepth(
-                    on: connection, interval: .milliseconds(Int64(interval * 1000)), dutyCycle: Self.queueSampleDutyCycle,
+                    on: connection, interval: interval, dutyCycle: Self.queueSampleDutyCycle,
                     sampler: workerID)
             }
             if let shared { record(shared.sample, at: shared.sampledAt) }

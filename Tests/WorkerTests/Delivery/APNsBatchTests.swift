@@ -66,7 +66,7 @@ struct APNsBatchTests {
     @Test func eachDeliveryEndsOnceWithTheOutcomeItGetsAlone() async throws {
         try await CacheBoundsTests.withEmulatorClient { emulator, client in
             let sends = try batch(emulator)
-            let alone = APNsSender(client: client, requestTimeout: 300, logger: quietLogger, egressPolicy: .unrestricted)
+            let alone = APNsSender(client: client, requestTimeout: .seconds(300), logger: quietLogger, egressPolicy: .unrestricted)
             var expected: [String] = []
             for send in sends { expected.append(Self.shape(await alone.sendOne(send.delivery, message: send.message, now: Date()))) }
             // (Not invalidated on 410: the test subscription's token was updated after the emulator's timestamp.)
@@ -75,7 +75,7 @@ struct APNsBatchTests {
                 "failed/payload_too_large/false", "failed/bad_device_token_format/false", "channel/invalid_channel_settings",
             ])
 
-            let batched = APNsSender(client: client, requestTimeout: 300, logger: quietLogger, egressPolicy: .unrestricted)
+            let batched = APNsSender(client: client, requestTimeout: .seconds(300), logger: quietLogger, egressPolicy: .unrestricted)
             let (declined, got) = await Self.sendCollecting(sends, through: batched)
             #expect(declined.isEmpty)
             #expect(got.count == sends.count && got.values.allSatisfy { $0.count == 1 })
@@ -106,7 +106,7 @@ struct APNsBatchTests {
                     sends.append(BatchedSend(delivery: claimed, message: message))
                 }
             }
-            let sender = APNsSender(client: client, requestTimeout: 300, logger: quietLogger, egressPolicy: .unrestricted)
+            let sender = APNsSender(client: client, requestTimeout: .seconds(300), logger: quietLogger, egressPolicy: .unrestricted)
             let (_, got) = await Self.sendCollecting(sends, through: sender)
             #expect(sends.indices.map { got[$0].map { Self.shape($0[0]) } } == Array(repeating: "sent", count: 6))
             let topics = Dictionary(emulator.apns.acceptedNotifications.map { ($0.deviceToken, $0.topic) }, uniquingKeysWith: { first, _ in first })
@@ -121,7 +121,7 @@ struct APNsBatchTests {
     /// CPU longer than any bound short enough to mean something.
     @Test func requestsEndAtTheBatchDeadline() async throws {
         try await CacheBoundsTests.withEmulatorClient(latency: 5) { emulator, client in
-            let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let sender = APNsSender(client: client, requestTimeout: .seconds(30), logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[DeliveryOutcome]>([])
             let context = SendBatchContext(now: Date(), deadline: .now + .seconds(1.5), timeout: .seconds(1.5))
@@ -148,7 +148,7 @@ struct APNsBatchTests {
                 claimed.channelEndpoint = emulator.endpoint
                 return BatchedSend(delivery: claimed, message: message)
             }
-            let sender = APNsSender(client: client, requestTimeout: 300, logger: quietLogger, egressPolicy: .unrestricted)
+            let sender = APNsSender(client: client, requestTimeout: .seconds(300), logger: quietLogger, egressPolicy: .unrestricted)
             let (declined, got) = await Self.sendCollecting(sends, through: sender)
             #expect(declined.isEmpty)
             #expect(sends.indices.map { got[$0]?.map(Self.shape) ?? [] } == Array(repeating: ["channel/invalid_provider_token"], count: 3))
@@ -177,7 +177,7 @@ struct APNsBatchTests {
                     sends.append(BatchedSend(delivery: claimed, message: message))
                 }
             }
-            let sender = APNsSender(client: client, requestTimeout: 300, logger: quietLogger, egressPolicy: .unrestricted)
+            let sender = APNsSender(client: client, requestTimeout: .seconds(300), logger: quietLogger, egressPolicy: .unrestricted)
             let (declined, got) = await Self.sendCollecting(sends, through: sender)
             #expect(declined.isEmpty)
             let expected = ["sent", "channel/invalid_provider_token", "channel/invalid_provider_token"]
@@ -190,7 +190,7 @@ struct APNsBatchTests {
     /// (in the second case the client's report comes from its loop shutting down).
     @Test(arguments: [false, true]) func aCancelledBatchEndsEachDeliveryOnce(loopShutDown: Bool) async throws {
         try await CacheBoundsTests.withEmulatorClient(latency: 5) { emulator, client in
-            let sender = APNsSender(client: client, requestTimeout: 30, logger: quietLogger, egressPolicy: .unrestricted)
+            let sender = APNsSender(client: client, requestTimeout: .seconds(30), logger: quietLogger, egressPolicy: .unrestricted)
             let sends = Array(try batch(emulator).prefix(3))
             let outcomes = Mutex<[Int: [DeliveryOutcome]]>([:])
             let context = SendBatchContext(now: Date(), deadline: .now + .seconds(30), timeout: .seconds(30))

@@ -134,7 +134,7 @@ struct CacheBoundsTests {
             bounds.channels = 4
             bounds.vapidTokenManagers = 2
             let sender = WebPushSender(
-                client: client, requestTimeout: 60, logger: quietLogger, egressPolicy: .unrestricted, bounds: bounds)
+                client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted, bounds: bounds)
             let browser = try emulator.webSubscription("okay1")
             let message = try NotificationMessage(json: ["contents": ["en": "hi"]])
             let apps = (0..<12).map { _ in UUID() }
@@ -166,7 +166,7 @@ struct CacheBoundsTests {
             bounds.channels = 3
             bounds.apnsTokenManagers = 2
             let sender = APNsSender(
-                client: client, requestTimeout: 60, logger: quietLogger, egressPolicy: .unrestricted, bounds: bounds)
+                client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted, bounds: bounds)
             let message = try NotificationMessage(json: ["contents": ["en": "hi"]])
             for index in 0..<6 {
                 // Keys the emulator does not know: InvalidProviderToken, which names the credential.

@@ -38,7 +38,7 @@ struct RenderOnceTests {
     @Test func aMessageWithoutPlaceholdersIsRenderedOncePerLanguageAndSentAsRenderedAlone() async throws {
         try await CacheBoundsTests.withEmulatorClient { emulator, client in
             let sender = APNsSender(
-                client: client, requestTimeout: 60, logger: quietLogger, egressPolicy: .unrestricted, bounds: .standard)
+                client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted, bounds: .standard)
             let message = try NotificationMessage(json: [
                 "headings": ["en": "Hello", "tr": "Merhaba"], "contents": ["en": "Shipped", "tr": "Yolda"],
                 "data": ["k": "v"],
@@ -63,7 +63,7 @@ struct RenderOnceTests {
     @Test func aTemplateUsingATagIsRenderedPerUser() async throws {
         try await CacheBoundsTests.withEmulatorClient { emulator, client in
             let sender = APNsSender(
-                client: client, requestTimeout: 60, logger: quietLogger, egressPolicy: .unrestricted, bounds: .standard)
+                client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted, bounds: .standard)
             let message = try NotificationMessage(json: ["contents": ["en": "Hi {{ first_name | default: \"there\" }}"]])
             let notification = UUID()
             let users = [(UUID(), #"{"first_name": "Ann"}"#), (UUID(), #"{"first_name": "Bob"}"#), (UUID(), nil)]

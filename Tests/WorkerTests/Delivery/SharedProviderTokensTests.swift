@@ -41,7 +41,7 @@ struct SharedProviderTokensTests {
     static func workers(_ url: String, count: Int) -> [(SharedProviderTokens, PostgresClient)] {
         (0..<count).map { _ in
             let database = PostgresClient(connectionString: url, maximumConnections: 2)
-            return (SharedProviderTokens(database: database, logger: quietLogger, lockTimeout: 300), database)
+            return (SharedProviderTokens(database: database, logger: quietLogger, lockTimeout: .seconds(300)), database)
         }
     }
 
@@ -170,7 +170,7 @@ struct SharedProviderTokensTests {
         // Nothing listens on this port: every database call fails to connect.
         let database = PostgresClient(
             connectionString: "host=127.0.0.1 port=1 dbname=none connect_timeout=2", maximumConnections: 1)
-        let tokens = SharedProviderTokens(database: database, logger: quietLogger, localRetry: 3600)
+        let tokens = SharedProviderTokens(database: database, logger: quietLogger, localRetry: .seconds(3600))
         let credential = try Self.credential()
         let minter = Minter()
         let first = try await tokens.token(for: credential, policy: .apns(), mint: minter.mint)

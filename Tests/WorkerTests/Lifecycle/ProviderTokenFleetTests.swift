@@ -171,7 +171,7 @@ struct ProviderTokenFleetTests {
                     let connection = try PostgresConnection(connectionString: url)
                     defer { connection.close() }
                     _ = try ProviderTokenStore.coordinate(
-                        on: connection, credential: credential, policy: .apns(), rejected: nil, offered: nil, lockTimeout: 5,
+                        on: connection, credential: credential, policy: .apns(), rejected: nil, offered: nil, lockTimeout: .seconds(5),
                         now: Date.init
                     ) {
                         let signed = try APNsTokenManager.sign(
