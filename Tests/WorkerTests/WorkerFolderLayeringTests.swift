@@ -76,4 +76,15 @@ struct WorkerFolderLayeringTests {
             }
         }
     }
+
+    /// The delivery stage (and `preview`, which shares its decision and plans) is handed everything it needs with
+    /// the claimed batch, and what it must still ask the fleet (a provider token that is due) goes through a
+    /// closure the services wire: none of its files names the database.
+    @Test func theDeliveryStageHasNoDatabaseHandle() throws {
+        for file in try Self.files() where ["Delivery", "Preview"].contains(file.folder) {
+            for name in ["import Postgres", "PostgresConnection", "PostgresClient"] {
+                #expect(!file.text.contains(name), "\(file.path) names \(name)")
+            }
+        }
+    }
 }
