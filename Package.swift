@@ -57,7 +57,7 @@ let package = Package(
         // servers.
         .target(name: "SocketTestSupport", dependencies: ["CResolverTestSupport"], path: "Tests/SocketTestSupport"),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "SocketTestSupport"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
         .testTarget(name: "MetricsServerTests", dependencies: ["MetricsServer", "Metrics"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto", "SocketTestSupport"]),

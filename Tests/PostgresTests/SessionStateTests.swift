@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Testing
 @testable import Postgres
 
@@ -118,7 +119,7 @@ struct SessionStateTests {
                 try admin.execute("CREATE ROLE \(role) LOGIN CONNECTION LIMIT 1")
             }
             defer {
-                _ = try? runSync {
+                _ = try? onSocketThreadSync {
                     let admin = try Self.admin(url)
                     defer { admin.close() }
                     _ = try admin.query("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE usename = $1", [role])

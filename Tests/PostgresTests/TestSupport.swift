@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Synchronization
 import Testing
 @testable import Postgres
@@ -50,24 +51,10 @@ enum TestDatabase {
     }
 }
 
-/// Runs blocking code on a fresh thread, so tests never block Swift's small cooperative pool.
+/// Runs blocking code on a fresh thread, so tests never block Swift's small cooperative pool (the PostgresTests
+/// spelling of ``onSocketThread(_:)``).
 func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
-    }
-}
-
-/// For `defer` blocks, which cannot await: runs on a fresh thread and waits for it.
-func runSync<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
-    let done = DispatchSemaphore(value: 0)
-    nonisolated(unsafe) var result: Result<T, any Error>!
-    Thread {
-        result = Result { try body() }
-        done.signal()
-    }.start()
-    done.wait()
-    return try result.get()
+    try await onSocketThread(body)
 }
 
 /// Collects a listener's events in the background so tests can wait for a condition with a hang guard.

@@ -89,3 +89,16 @@ public func onSocketThread<T: Sendable>(_ work: @escaping @Sendable () throws ->
         Thread { continuation.resume(with: Result { try work() }) }.start()
     }
 }
+
+/// For `defer` blocks, which cannot await: runs `work` on a thread of its own and waits for it (the calling
+/// thread blocks, so only where nothing else could run instead).
+public func onSocketThreadSync<T: Sendable>(_ work: @escaping @Sendable () throws -> T) throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var result: Result<T, any Error>!
+    Thread {
+        result = Result { try work() }
+        done.signal()
+    }.start()
+    done.wait()
+    return try result.get()
+}

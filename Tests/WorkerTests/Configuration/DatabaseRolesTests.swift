@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Postgres
 import Testing
 @testable import Worker
@@ -19,7 +20,7 @@ struct DatabaseRolesTests {
         let role = "login_" + UUID().uuidString.prefix(8).lowercased()
         try await asOwner(url) { try $0.execute("CREATE ROLE \(role) LOGIN IN ROLE \(group)") }
         defer {
-            _ = try? runOnThreadSync {
+            _ = try? onSocketThreadSync {
                 let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
                 defer { connection.close() }
                 try connection.execute("DROP OWNED BY \(role); DROP ROLE \(role)")
@@ -433,7 +434,7 @@ struct DatabaseRolesTests {
             try admin.execute("CREATE DATABASE \(database) OWNER \(owner)")
         }
         defer {
-            _ = try? runOnThreadSync {
+            _ = try? onSocketThreadSync {
                 let admin = try PostgresConnection(connectionString: base, applicationName: "pushizo-test-admin")
                 defer { admin.close() }
                 try admin.execute("DROP DATABASE IF EXISTS \(database) WITH (FORCE)")

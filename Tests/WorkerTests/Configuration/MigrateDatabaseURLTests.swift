@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Postgres
 import Testing
 
@@ -15,7 +16,7 @@ struct MigrateDatabaseURLTests {
             try admin.execute("CREATE DATABASE \(name)")
         }
         defer {
-            _ = try? runOnThreadSync {
+            _ = try? onSocketThreadSync {
                 let admin = try PostgresConnection(connectionString: base, applicationName: "pushizo-test-admin")
                 defer { admin.close() }
                 try admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
@@ -59,7 +60,7 @@ struct MigrateDatabaseURLTests {
                         + "GRANT SELECT ON pushizo_schema_migrations TO \(role); REVOKE CREATE ON SCHEMA public FROM PUBLIC")
             }
             defer {
-                _ = try? runOnThreadSync {
+                _ = try? onSocketThreadSync {
                     let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
                     defer { connection.close() }
                     try connection.execute("DROP OWNED BY \(role); DROP ROLE \(role)")

@@ -162,7 +162,7 @@ struct DatabaseSessionEndToEndTests {
             else "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1; fi
             rm -rf "$dir"
             """
-        defer { _ = try? runOnThreadSync { try Self.bash(stop, [dir]) } }
+        defer { _ = try? onSocketThreadSync { try Self.bash(stop, [dir]) } }
         let status = try await onThread { try Self.bash(script, [dir, "\(port)", "\(maxConnections)"]) }
         try #require(status == 0, "could not start a PostgreSQL of its own")
         let url = "host=\(dir) port=\(port) user=postgres dbname=pushizo"

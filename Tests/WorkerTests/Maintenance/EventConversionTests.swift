@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Postgres
 import Testing
 @testable import Worker
@@ -29,7 +30,7 @@ struct EventConversionTests {
             #expect(try PostgresMigrator(directory: partial).migrate(on: connection).applied.count == lastVersion)
         }
         defer {
-            _ = try? runOnThreadSync {
+            _ = try? onSocketThreadSync {
                 let admin = try PostgresConnection(connectionString: base, applicationName: "pushizo-test-admin")
                 defer { admin.close() }
                 try admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")

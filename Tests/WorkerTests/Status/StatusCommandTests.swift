@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Postgres
 import Testing
 
@@ -261,7 +262,7 @@ struct StatusCommandTests {
             }
         }
         defer {
-            _ = try? runOnThreadSync {
+            _ = try? onSocketThreadSync {
                 let admin = try PostgresConnection(connectionString: base)
                 defer { admin.close() }
                 try admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")

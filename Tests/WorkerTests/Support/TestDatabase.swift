@@ -38,7 +38,7 @@ enum TestDatabase {
             _ = try PostgresMigrator(directory: migrationsDirectory).migrate(on: connection)
         }
         defer {
-            _ = try? runOnThreadSync {
+            _ = try? onSocketThreadSync {
                 let admin = try PostgresConnection(connectionString: base, applicationName: "pushizo-test-admin")
                 defer { admin.close() }
                 try admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
@@ -52,18 +52,6 @@ enum TestDatabase {
 /// spelling of ``onSocketThread(_:)``).
 func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await onSocketThread(body)
-}
-
-/// For `defer` blocks, which cannot await: runs on a fresh thread and waits for it.
-func runOnThreadSync<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
-    let done = DispatchSemaphore(value: 0)
-    nonisolated(unsafe) var result: Result<T, any Error>!
-    Thread {
-        result = Result { try body() }
-        done.signal()
-    }.start()
-    done.wait()
-    return try result.get()
 }
 
 /// Seeds an app with an APNs channel, users and subscriptions through plain SQL.
