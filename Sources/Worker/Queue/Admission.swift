@@ -50,10 +50,10 @@ struct Admission: Sendable {
     init(concurrency: Int, claimBatch: Int, pollInterval: Duration, heldTextBudget: Int = Admission.defaultHeldTextBudget) {
         self.concurrency = concurrency
         batch = min(claimBatch, concurrency)
-        minimumClaim = max(1, min(claimBatch, concurrency) / 2)
+        minimumClaim = max(1, batch / 2)
         self.heldTextBudget = heldTextBudget
         self.pollInterval = pollInterval
-        shares = AppSlotShares(concurrency: concurrency, minimumClaim: max(1, min(claimBatch, concurrency) / 2))
+        shares = AppSlotShares(concurrency: concurrency, minimumClaim: minimumClaim)
     }
 
     /// What the claim loop does next.
