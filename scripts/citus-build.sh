@@ -45,9 +45,12 @@ installed() {
 }
 
 install_tree() {
-    # cp -a would carry the build's owner and times; plain copy with root's owner and the built modes.
+    # Each file is written beside its place and renamed over it: `install` and `cp` rewrite an existing file in
+    # place, and a running PostgreSQL has the old citus.so mapped. Root's owner, the built modes.
     (cd "$entry/root" && find . -type f -print0 | while IFS= read -r -d '' file; do
-        install -D -m "$(stat -c %a "$file")" "$file" "/${file#./}"
+        target=/${file#./}
+        install -D -m "$(stat -c %a "$file")" "$file" "$target.pushizo-new"
+        mv -f "$target.pushizo-new" "$target"
     done)
 }
 
