@@ -1,14 +1,37 @@
 #!/usr/bin/env bash
-# `make test`: builds, starts a throwaway PostgreSQL, runs every test against it, and stops it again.
+# `make test`: builds, starts a throwaway PostgreSQL (and a Citus cluster when Citus's source is beside the clone),
+# runs every test against it, and stops it again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${PUSHIZO_TEST_PG_PORT:-55432}
+# The Citus cluster listens on PORT+5 (coordinator) to PORT+8 (a third worker node, for a rebalance); PORT+1 is
+# left to a demo beside the tests (the defaults are 55432 and 55433).
+citus_port=${PUSHIZO_TEST_CITUS_PORT:-$((port + 5))}
 pgdir=$(mktemp -d /tmp/pushizo-test-pg.XXXXXX)
-cleanup() { scripts/pg-throwaway.sh stop "$pgdir" || true; rm -rf "$pgdir"; }
+citusdir=$(mktemp -d /tmp/pushizo-test-citus.XXXXXX)
+cleanup() {
+    scripts/pg-throwaway.sh stop "$pgdir" || true
+    scripts/citus-cluster.sh stop "$citusdir" || true
+    rm -rf "$pgdir" "$citusdir"
+}
 trap cleanup EXIT
 swift build --build-tests
 PUSHIZO_TEST_DATABASE_URL=$(scripts/pg-throwaway.sh start "$pgdir" "$port")
 export PUSHIZO_TEST_DATABASE_URL
+# Citus, for the Citus suites, when its source is beside the clone (../shared/citus, or PUSHIZO_CITUS_SOURCE):
+# built once per machine and cached outside the clone, then a coordinator and two worker nodes. Without the
+# source (citus-build.sh exits 3 and says so) nothing is exported and those suites are skipped; with the source, a
+# failed build stops the run rather than skipping them unseen.
+citus=0
+scripts/citus-build.sh || citus=$?
+if [ "$citus" -eq 0 ]; then
+    PUSHIZO_TEST_CITUS_URL=$(scripts/citus-cluster.sh start "$citusdir" "$citus_port")
+    # The worker nodes' connection strings, comma-separated (each is key/value pairs without a comma).
+    PUSHIZO_TEST_CITUS_WORKER_URLS=$(scripts/citus-cluster.sh urls "$citusdir" | tail -n +2 | paste -sd,)
+    export PUSHIZO_TEST_CITUS_URL PUSHIZO_TEST_CITUS_WORKER_URLS
+elif [ "$citus" -ne 3 ]; then
+    exit "$citus"
+fi
 export PUSHIZO_TEST_MIGRATIONS_DIR=$PWD/migrations
 export PUSHIZO_TEST_EXECUTABLE=$(swift build --show-bin-path)/pushizo-worker
 if [ $# -gt 0 ]; then
