@@ -16,21 +16,24 @@ cleanup() {
 }
 trap cleanup EXIT
 swift build --build-tests
-PUSHIZO_TEST_DATABASE_URL=$(scripts/pg-throwaway.sh start "$pgdir" "$port")
-export PUSHIZO_TEST_DATABASE_URL
 # Citus, for the Citus suites, when its source is beside the clone (../shared/citus, or PUSHIZO_CITUS_SOURCE):
 # built once per machine and cached outside the clone, then a coordinator and two worker nodes. Without the
 # source (citus-build.sh exits 3 and says so) nothing is exported and those suites are skipped; with the source, a
-# failed build stops the run rather than skipping them unseen.
+# failed build stops the run rather than skipping them unseen. Built before any server starts: the build's
+# apt-get may bring PostgreSQL 15's packages to a newer minor release, and a server started from the older one
+# then fails to load its own libraries (plpgsql.so: undefined symbol).
 citus=0
 scripts/citus-build.sh || citus=$?
+if [ "$citus" -ne 0 ] && [ "$citus" -ne 3 ]; then
+    exit "$citus"
+fi
+PUSHIZO_TEST_DATABASE_URL=$(scripts/pg-throwaway.sh start "$pgdir" "$port")
+export PUSHIZO_TEST_DATABASE_URL
 if [ "$citus" -eq 0 ]; then
     PUSHIZO_TEST_CITUS_URL=$(scripts/citus-cluster.sh start "$citusdir" "$citus_port")
     # The worker nodes' connection strings, comma-separated (each is key/value pairs without a comma).
     PUSHIZO_TEST_CITUS_WORKER_URLS=$(scripts/citus-cluster.sh urls "$citusdir" | tail -n +2 | paste -sd,)
     export PUSHIZO_TEST_CITUS_URL PUSHIZO_TEST_CITUS_WORKER_URLS
-elif [ "$citus" -ne 3 ]; then
-    exit "$citus"
 fi
 export PUSHIZO_TEST_MIGRATIONS_DIR=$PWD/migrations
 export PUSHIZO_TEST_EXECUTABLE=$(swift build --show-bin-path)/pushizo-worker
