@@ -24,8 +24,8 @@ protocol PlannedBatchSender: ProviderSender {
     /// The channel of `item`'s app, or the outcome to record without sending (settings that do not parse, a
     /// subscription held by ``CredentialHolds``).
     func plannedChannel(for item: BatchedSend) -> Result<PlannedChannel, PlanRefusal>
-    /// The key of the token `channel`'s requests carry (one fetch per key and round); `nil`: they carry none.
-    func tokenKey(of channel: PlannedChannel) -> String?
+    /// The shared token `channel`'s requests carry (one fetch per key and round); `nil`: they carry none.
+    func tokenKey(of channel: PlannedChannel) -> ProviderTokenKey?
     /// The fleet's current token for `channel`'s credential, or the outcome to record for its deliveries.
     func token(for channel: PlannedChannel) async -> Result<Token, PlanRefusal>
     /// The token's text (two fetches giving the same text gave the same token).
@@ -127,7 +127,7 @@ enum PlannedBatch {
     ) async -> [Member<Sender>] {
         // One channel per token key (apps may share one signing key or service account, each with its own
         // topic and endpoint), in the batch's order.
-        var credentials = GroupsByKey<String, Sender.PlannedChannel>()
+        var credentials = GroupsByKey<ProviderTokenKey, Sender.PlannedChannel>()
         for member in members {
             if let key = sender.tokenKey(of: member.channel) { credentials.update(key, new: member.channel) { _ in } }
         }
@@ -149,7 +149,7 @@ enum PlannedBatch {
         var routes = GroupsByKey<Route, (client: HTTP2Client, origin: HTTP2Origin, requests: [HTTP2Request], slots: [Int])>()
         // The previous member's key and token: a batch's deliveries nearly all share one credential, so a
         // comparison replaces hashing the key per delivery.
-        var last: (key: String, token: Result<Sender.Token, PlanRefusal>?)?
+        var last: (key: ProviderTokenKey, token: Result<Sender.Token, PlanRefusal>?)?
         for member in members {
             let item = batch[member.index]
             var token: Sender.Token?
@@ -288,8 +288,8 @@ enum PlannedBatch {
     /// the slowest, not for their sum. One credential (the usual batch) is fetched without a child task. A
     /// credential whose fetch did not end by the deadline has no entry.
     private static func fetchTokens<Sender: PlannedBatchSender>(
-        _ sender: Sender, _ credentials: [(key: String, value: Sender.PlannedChannel)], by deadline: ContinuousClock.Instant?
-    ) async -> [String: Result<Sender.Token, PlanRefusal>] {
+        _ sender: Sender, _ credentials: [(key: ProviderTokenKey, value: Sender.PlannedChannel)], by deadline: ContinuousClock.Instant?
+    ) async -> [ProviderTokenKey: Result<Sender.Token, PlanRefusal>] {
         @Sendable func fetch(_ channel: Sender.PlannedChannel) async -> Result<Sender.Token, PlanRefusal>? {
             guard let deadline else { return await sender.token(for: channel) }
             do {
@@ -302,11 +302,11 @@ enum PlannedBatch {
             guard let (key, channel) = credentials.first, let fetched = await fetch(channel) else { return [:] }
             return [key: fetched]
         }
-        return await withTaskGroup(of: (String, Result<Sender.Token, PlanRefusal>?).self) { group in
+        return await withTaskGroup(of: (ProviderTokenKey, Result<Sender.Token, PlanRefusal>?).self) { group in
             for (key, channel) in credentials {
                 group.addTask { (key, await fetch(channel)) }
             }
-            var results: [String: Result<Sender.Token, PlanRefusal>] = [:]
+            var results: [ProviderTokenKey: Result<Sender.Token, PlanRefusal>] = [:]
             for await (key, result) in group {
                 if let result { results[key] = result }
             }

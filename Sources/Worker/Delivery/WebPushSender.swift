@@ -127,7 +127,7 @@ public final class WebPushSender: PlannedBatchSender {
     }
 
     /// VAPID tokens are signed here per push-service origin (``VAPIDTokenManager``), not fetched per batch.
-    func tokenKey(of channel: Channel) -> String? { nil }
+    func tokenKey(of channel: Channel) -> ProviderTokenKey? { nil }
 
     func token(for channel: Channel) async -> Result<String, PlanRefusal> { .success("") }
 
