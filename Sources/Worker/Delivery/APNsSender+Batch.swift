@@ -32,11 +32,6 @@ extension APNsSender {
         return token.tokenKey
     }
 
-    /// The provider token of a token-based channel; none for a certificate-based one.
-    public func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey? {
-        (try? channel(for: delivery)).flatMap(tokenKey(of:))
-    }
-
     /// A provider token with its `authorization` field, built once per fetch so a batch's requests share one
     /// string and the HTTP/2 client compares rather than checks it.
     struct BearerToken: Sendable {

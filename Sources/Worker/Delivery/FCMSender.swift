@@ -171,11 +171,6 @@ public final class FCMSender: PlannedBatchSender {
 
     func tokenKey(of channel: Channel) -> ProviderTokenKey? { channel.tokenKey }
 
-    /// The service account's access token.
-    public func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey? {
-        (try? channel(for: delivery)).flatMap(tokenKey(of:))
-    }
-
     func token(for channel: Channel) async -> Result<String, PlanRefusal> {
         let (client, timeout, tokenURI, tenant, account) = (client, requestTimeout, channel.tokenURI, channel.tenant, channel.settings.account)
         do {
@@ -249,7 +244,7 @@ public final class FCMSender: PlannedBatchSender {
         channel.origin == Self.defaultOrigin ? outcome : ProviderTransport.channelEndpointOutcome(outcome)
     }
 
-    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+    func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
             let settings = try FCMChannelSettings(settingsJSON: settingsJSON)
             var origin = Self.defaultOrigin

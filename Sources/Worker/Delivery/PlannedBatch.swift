@@ -21,6 +21,9 @@ protocol PlannedBatchSender: ProviderSender {
     /// with fixed sentences (``ProviderTransport/outcome(for:origin:subscriberChosen:)``).
     var subscriberChosenOrigins: Bool { get }
 
+    /// The app's channel for `delivery` from the sender's cache, built from the row's settings when missing.
+    /// - Throws: when the settings do not parse (``plannedChannel(for:)`` makes that the outcome).
+    func channel(for delivery: ClaimedDelivery) throws -> PlannedChannel
     /// The channel of `item`'s app, or the outcome to record without sending (settings that do not parse, a
     /// subscription held by ``CredentialHolds``).
     func plannedChannel(for item: BatchedSend) -> Result<PlannedChannel, PlanRefusal>
@@ -57,6 +60,12 @@ enum BatchVerdict: Sendable {
 
 extension PlannedBatchSender {
     var subscriberChosenOrigins: Bool { false }
+
+    /// The token ``tokenKey(of:)`` names for the delivery's channel (built and cached as the send would);
+    /// `nil` when the settings do not parse.
+    public func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey? {
+        (try? channel(for: delivery)).flatMap(tokenKey(of:))
+    }
 }
 
 /// The one send path of every provider: a claimed batch's deliveries (a batch of one for a delivery that goes

@@ -204,7 +204,7 @@ public final class WebPushSender: PlannedBatchSender {
         return checked
     }
 
-    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+    func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, _ in
             let settings: WebPushChannelSettings
             do {
