@@ -121,6 +121,8 @@ public final class APNsSender: PlannedBatchSender {
         }
     }
 
+    func cachedChannel(for delivery: ClaimedDelivery) -> AnyChannel? { channels.cachedChannel(for: delivery) }
+
     func channel(for delivery: ClaimedDelivery) throws -> AnyChannel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
             let settings = try JSONValue(parsing: settingsJSON)

@@ -244,6 +244,8 @@ public final class FCMSender: PlannedBatchSender {
         channel.origin == Self.defaultOrigin ? outcome : ProviderTransport.channelEndpointOutcome(outcome)
     }
 
+    func cachedChannel(for delivery: ClaimedDelivery) -> Channel? { channels.cachedChannel(for: delivery) }
+
     func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
             let settings = try FCMChannelSettings(settingsJSON: settingsJSON)

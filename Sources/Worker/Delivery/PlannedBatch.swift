@@ -24,6 +24,9 @@ protocol PlannedBatchSender: ProviderSender {
     /// The app's channel for `delivery` from the sender's cache, built from the row's settings when missing.
     /// - Throws: when the settings do not parse (``plannedChannel(for:)`` makes that the outcome).
     func channel(for delivery: ClaimedDelivery) throws -> PlannedChannel
+    /// The app's channel for `delivery` when the sender's cache holds it for the row's current settings;
+    /// never builds one (no credential is parsed).
+    func cachedChannel(for delivery: ClaimedDelivery) -> PlannedChannel?
     /// The channel of `item`'s app, or the outcome to record without sending (settings that do not parse, a
     /// subscription held by ``CredentialHolds``).
     func plannedChannel(for item: BatchedSend) -> Result<PlannedChannel, PlanRefusal>
@@ -61,10 +64,12 @@ enum BatchVerdict: Sendable {
 extension PlannedBatchSender {
     var subscriberChosenOrigins: Bool { false }
 
-    /// The token ``tokenKey(of:)`` names for the delivery's channel (built and cached as the send would);
-    /// `nil` when the settings do not parse.
+    /// The token ``tokenKey(of:)`` names for the delivery's channel when the channel is cached already; `nil`
+    /// otherwise. The claim asks this on the thread that claims for every app, so it never parses an app's
+    /// credentials (a PKCS#12 or RSA key parse, again for every batch while an app's settings fail): an app's
+    /// first batch gets its token in the send stage, as every batch did before the claim read tokens.
     public func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey? {
-        (try? channel(for: delivery)).flatMap(tokenKey(of:))
+        cachedChannel(for: delivery).flatMap(tokenKey(of:))
     }
 }
 

@@ -204,6 +204,8 @@ public final class WebPushSender: PlannedBatchSender {
         return checked
     }
 
+    func cachedChannel(for delivery: ClaimedDelivery) -> Channel? { channels.cachedChannel(for: delivery) }
+
     func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, _ in
             let settings: WebPushChannelSettings

@@ -50,6 +50,8 @@ struct ClaimedBatchPrefetchTests {
     /// are counted and then carried out.
     final class TestWorker: Sendable {
         let tokens: SharedProviderTokens
+        let apns: APNsSender
+        let fcm: FCMSender
         let pipeline: DeliveryPipeline
         let database: PostgresClient
         private let asks = Counter()
@@ -65,15 +67,14 @@ struct ClaimedBatchPrefetchTests {
             }, logger: quietLogger, lockTimeout: .seconds(300))
             self.tokens = tokens
             self.database = database
+            apns = APNsSender(
+                client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted,
+                bounds: .standard, tokens: tokens)
+            fcm = FCMSender(
+                client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted,
+                bounds: .standard, tokens: tokens)
             pipeline = DeliveryPipeline(
-                senders: [
-                    APNsSender(
-                        client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted,
-                        bounds: .standard, tokens: tokens),
-                    FCMSender(
-                        client: client, requestTimeout: .seconds(60), logger: quietLogger, egressPolicy: .unrestricted,
-                        bounds: .standard, tokens: tokens),
-                ],
+                senders: [apns, fcm],
                 maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)),
                 logger: quietLogger,
                 loadMessages: { ids in
@@ -83,6 +84,14 @@ struct ClaimedBatchPrefetchTests {
                     }
                 },
                 reserveFrequencyCap: { _ in throw NoConnection() })
+        }
+
+        /// Builds the channels of `batch`'s apps into the senders' caches, as a worker that has sent for those
+        /// apps before holds them: the claim names the tokens of cached channels only.
+        func knowChannels(of batch: [ClaimedDelivery]) {
+            for delivery in batch {
+                if delivery.platform == "ios" { _ = try? apns.channel(for: delivery) } else { _ = try? fcm.channel(for: delivery) }
+            }
         }
 
         /// What the claim loop loads beside a batch.
@@ -156,6 +165,7 @@ struct ClaimedBatchPrefetchTests {
                 #expect(try await Self.rowGenerations(url) == ["apns": 1, "fcm": 1])
 
                 let worker = TestWorker(url: url, client: client)
+                worker.knowChannels(of: first)
                 let second = try await worker.claim(url, notification: notifications.second)
                 #expect(worker.tokens.count == 2, "both rows adopted by the claim's read")
                 #expect(await worker.send(second) == Array(repeating: "sent", count: 4))
@@ -165,6 +175,23 @@ struct ClaimedBatchPrefetchTests {
                 #expect(emulator.fcm.tokensIssued(to: EmulatorHarness.fcmClientEmail) == 1)
                 #expect(try await Self.rowGenerations(url) == ["apns": 1, "fcm": 1])
                 await other.database.shutdown()
+                await worker.database.shutdown()
+            }
+        }
+    }
+
+    /// The claim serves every app from one thread: it names the tokens of channels the senders hold already and
+    /// never parses an app's credentials itself (the send stage does, once, on the pool).
+    @Test func theClaimNamesTokensOfCachedChannelsOnlyAndParsesNoCredentials() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await CacheBoundsTests.withEmulatorClient { emulator, client in
+                let notifications = try await Self.seedApp(url, emulator)
+                let worker = TestWorker(url: url, client: client)
+                let batch = try await worker.claim(url, notification: notifications.first)
+                #expect(batch.count == 4)
+                #expect(worker.pipeline.sharedTokenKeys(of: batch).isEmpty, "no channel was built to name a key")
+                worker.knowChannels(of: batch)
+                #expect(worker.pipeline.sharedTokenKeys(of: batch).count == 2)
                 await worker.database.shutdown()
             }
         }
