@@ -27,9 +27,9 @@ extension APNsSender {
         return .success(channel)
     }
 
-    func tokenKey(of channel: AnyChannel) -> String? {
+    func tokenKey(of channel: AnyChannel) -> ProviderTokenKey? {
         guard case .token(let token) = channel else { return nil }
-        return token.tokenCredential.fingerprint
+        return token.tokenKey
     }
 
     /// A provider token with its `authorization` field, built once per fetch so a batch's requests share one
@@ -56,7 +56,7 @@ extension APNsSender {
 
     func reportRefused(_ token: BearerToken, for channel: AnyChannel) {
         guard case .token(let tokenChannel) = channel else { return }
-        tokens.reportRejected(token.token, for: tokenChannel.tokenCredential)
+        tokens.reportRejected(token.token, for: tokenChannel.tokenKey.credential)
     }
 
     func plannedRequest(for item: BatchedSend, channel: AnyChannel, token: BearerToken?, now: Date) -> PlannedRequest {

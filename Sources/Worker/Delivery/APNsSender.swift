@@ -27,8 +27,9 @@ public final class APNsSender: PlannedBatchSender {
         var credentials: APNsCredentials
         /// The channel's requests and the reading of their answers.
         var plan: APNsRequestPlan
-        /// The shared token's owner: team, key id and public key fingerprinted, the sealing key derived.
-        var tokenCredential: ProviderTokenCredential
+        /// The shared token: its owner (team, key id and public key fingerprinted, the sealing key derived) and
+        /// this sender's policy.
+        var tokenKey: ProviderTokenKey
         var origin: HTTP2Origin?
         var evidence: ChannelEvidence
         /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
@@ -99,7 +100,7 @@ public final class APNsSender: PlannedBatchSender {
     ///   `provider_token_failed`).
     func token(for channel: Channel) async throws -> String {
         let credentials = channel.credentials
-        return try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
+        return try await tokens.token(for: channel.tokenKey.credential, policy: channel.tokenKey.policy) {
             let signed = try APNsTokenManager.sign(
                 teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey, issuedAt: Date())
             return MintedProviderToken(token: signed.token, issuedAt: signed.issuedAt, expiresAt: signed.expiresAt)
@@ -120,6 +121,8 @@ public final class APNsSender: PlannedBatchSender {
         }
     }
 
+    func cachedChannel(for delivery: ClaimedDelivery) -> AnyChannel? { channels.cachedChannel(for: delivery) }
+
     func channel(for delivery: ClaimedDelivery) throws -> AnyChannel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
             let settings = try JSONValue(parsing: settingsJSON)
@@ -137,7 +140,7 @@ public final class APNsSender: PlannedBatchSender {
             let credentials = try APNsCredentials(settings: settings)
             return .token(Channel(
                 credentials: credentials, plan: APNsRequestPlan(credentials: credentials, usesChannelEndpoint: origin != nil),
-                tokenCredential: try ProviderTokenCredential(apns: credentials), origin: origin,
+                tokenKey: ProviderTokenKey(credential: try ProviderTokenCredential(apns: credentials), policy: tokenPolicy), origin: origin,
                 evidence: ChannelEvidence(policy: .singleOrigin), tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID))))
         }
     }

@@ -70,11 +70,7 @@ final class ChannelCache<Channel: Sendable>: Sendable {
     {
         let settingsJSON = delivery.channelSettingsJSON ?? "{}"
         let settings = Settings(settingsJSON)
-        if let cached = entries.withLock({ $0.value(forKey: delivery.appID) }),
-            cached.settings == settings, cached.endpoint == delivery.channelEndpoint
-        {
-            return cached.channel
-        }
+        if let cached = cached(delivery, settings: settings) { return cached }
         // Built outside the lock (a PEM parse or a signature); concurrent first uses of an app may each build
         // one, and the first stored wins for all of them: a channel carries state (fault evidence) that every
         // delivery of the app must share.
@@ -88,6 +84,20 @@ final class ChannelCache<Channel: Sendable>: Sendable {
             _ = cache.insert(Entry(settings: settings, endpoint: delivery.channelEndpoint, channel: built), forKey: delivery.appID)
             return built
         }
+    }
+
+    /// The cached channel for the delivery's app when it was built from the row's current settings and
+    /// endpoint; `nil` otherwise. Never builds: for callers that must not parse credentials (the claim's
+    /// thread, which serves every app).
+    func cachedChannel(for delivery: ClaimedDelivery) -> Channel? {
+        cached(delivery, settings: Settings(delivery.channelSettingsJSON ?? "{}"))
+    }
+
+    private func cached(_ delivery: ClaimedDelivery, settings: Settings) -> Channel? {
+        guard let entry = entries.withLock({ $0.value(forKey: delivery.appID) }), entry.settings == settings,
+            entry.endpoint == delivery.channelEndpoint
+        else { return nil }
+        return entry.channel
     }
 }
 

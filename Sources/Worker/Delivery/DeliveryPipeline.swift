@@ -128,6 +128,35 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
     }
 
+    /// The fleet's shared tokens `batch`'s requests will carry, one per credential, in the batch's order, as
+    /// the senders name them (``ProviderSender/sharedTokenKey(for:)``): the claim reads them beside the batch
+    /// (``ClaimedBatchPrefetch``). Each app's channel is asked once per provider; deliveries without a channel
+    /// or whose channel is paused at the batch's instant need none.
+    func sharedTokenKeys(of batch: [ClaimedDelivery]) -> [ProviderTokenKey] {
+        guard let now = batch.first?.judgedNow() else { return [] }
+        var keys: [ProviderTokenKey] = []
+        var asked: Set<AppChannel> = []
+        // A batch's deliveries come mostly in runs of one app and platform: a comparison spares the set.
+        var last: (app: UUID, platform: String)?
+        for delivery in batch where delivery.channelProvider != nil {
+            if let last, last.app == delivery.appID, last.platform == delivery.platform { continue }
+            last = (delivery.appID, delivery.platform)
+            guard let provider = Platform(delivery.platform).provider, let sender = senders[provider],
+                asked.insert(AppChannel(app: delivery.appID, provider: provider)).inserted,
+                delivery.channelPausedUntil.map({ $0 <= now }) ?? true,
+                let key = sender.sharedTokenKey(for: delivery), !keys.contains(key)
+            else { continue }
+            keys.append(key)
+        }
+        return keys
+    }
+
+    /// An app's channel for one provider (`app_channels` is keyed so).
+    private struct AppChannel: Hashable {
+        var app: UUID
+        var provider: Provider
+    }
+
     /// Checked deliveries sent through their provider's sender, each completed exactly once.
     private func send(
         _ sends: [BatchedSend], provider: Provider, now: Date,

@@ -89,8 +89,9 @@ public final class FCMSender: PlannedBatchSender {
         /// The channel's requests and the reading of their answers.
         var plan: FCMRequestPlan
         var tokenURI: (origin: HTTP2Origin, path: String)
-        /// The shared token's owner (the account fingerprinted, the sealing key derived).
-        var tokenCredential: ProviderTokenCredential
+        /// The shared token: its owner (the account fingerprinted, the sealing key derived) and this sender's
+        /// policy.
+        var tokenKey: ProviderTokenKey
         var evidence: ChannelEvidence
         /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
         /// and its share of host-name lookups; made once per channel.
@@ -168,12 +169,12 @@ public final class FCMSender: PlannedBatchSender {
         return .success(channel)
     }
 
-    func tokenKey(of channel: Channel) -> String? { channel.tokenCredential.fingerprint }
+    func tokenKey(of channel: Channel) -> ProviderTokenKey? { channel.tokenKey }
 
     func token(for channel: Channel) async -> Result<String, PlanRefusal> {
         let (client, timeout, tokenURI, tenant, account) = (client, requestTimeout, channel.tokenURI, channel.tenant, channel.settings.account)
         do {
-            return .success(try await tokens.token(for: channel.tokenCredential, policy: tokenPolicy) {
+            return .success(try await tokens.token(for: channel.tokenKey.credential, policy: channel.tokenKey.policy) {
                 let assertion = try account.assertion(issuedAt: Date())
                 let fetched = try await Self.fetchToken(
                     assertion: assertion, origin: tokenURI.origin, path: tokenURI.path, client: client, timeout: timeout,
@@ -199,7 +200,7 @@ public final class FCMSender: PlannedBatchSender {
     /// Expired or revoked token: replaced only while it is still current, so concurrent refusals (in this
     /// worker and across the fleet) refresh once.
     func reportRefused(_ token: String, for channel: Channel) {
-        tokens.reportRejected(token, for: channel.tokenCredential)
+        tokens.reportRejected(token, for: channel.tokenKey.credential)
     }
 
     func plannedRequest(for item: BatchedSend, channel: Channel, token: String?, now: Date) -> PlannedRequest {
@@ -243,7 +244,9 @@ public final class FCMSender: PlannedBatchSender {
         channel.origin == Self.defaultOrigin ? outcome : ProviderTransport.channelEndpointOutcome(outcome)
     }
 
-    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+    func cachedChannel(for delivery: ClaimedDelivery) -> Channel? { channels.cachedChannel(for: delivery) }
+
+    func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
             let settings = try FCMChannelSettings(settingsJSON: settingsJSON)
             var origin = Self.defaultOrigin
@@ -256,7 +259,7 @@ public final class FCMSender: PlannedBatchSender {
                 origin: origin, settings: settings,
                 plan: FCMRequestPlan(projectID: settings.account.projectID, usesChannelEndpoint: origin != Self.defaultOrigin),
                 tokenURI: tokenURI,
-                tokenCredential: try ProviderTokenCredential(fcm: settings.account), evidence: ChannelEvidence(policy: .singleOrigin),
+                tokenKey: ProviderTokenKey(credential: try ProviderTokenCredential(fcm: settings.account), policy: tokenPolicy), evidence: ChannelEvidence(policy: .singleOrigin),
                 tenant: HTTP2Tenant(CanonicalUUIDText.format(delivery.appID)))
         }
     }

@@ -21,11 +21,17 @@ protocol PlannedBatchSender: ProviderSender {
     /// with fixed sentences (``ProviderTransport/outcome(for:origin:subscriberChosen:)``).
     var subscriberChosenOrigins: Bool { get }
 
+    /// The app's channel for `delivery` from the sender's cache, built from the row's settings when missing.
+    /// - Throws: when the settings do not parse (``plannedChannel(for:)`` makes that the outcome).
+    func channel(for delivery: ClaimedDelivery) throws -> PlannedChannel
+    /// The app's channel for `delivery` when the sender's cache holds it for the row's current settings;
+    /// never builds one (no credential is parsed).
+    func cachedChannel(for delivery: ClaimedDelivery) -> PlannedChannel?
     /// The channel of `item`'s app, or the outcome to record without sending (settings that do not parse, a
     /// subscription held by ``CredentialHolds``).
     func plannedChannel(for item: BatchedSend) -> Result<PlannedChannel, PlanRefusal>
-    /// The key of the token `channel`'s requests carry (one fetch per key and round); `nil`: they carry none.
-    func tokenKey(of channel: PlannedChannel) -> String?
+    /// The shared token `channel`'s requests carry (one fetch per key and round); `nil`: they carry none.
+    func tokenKey(of channel: PlannedChannel) -> ProviderTokenKey?
     /// The fleet's current token for `channel`'s credential, or the outcome to record for its deliveries.
     func token(for channel: PlannedChannel) async -> Result<Token, PlanRefusal>
     /// The token's text (two fetches giving the same text gave the same token).
@@ -57,6 +63,14 @@ enum BatchVerdict: Sendable {
 
 extension PlannedBatchSender {
     var subscriberChosenOrigins: Bool { false }
+
+    /// The token ``tokenKey(of:)`` names for the delivery's channel when the channel is cached already; `nil`
+    /// otherwise. The claim asks this on the thread that claims for every app, so it never parses an app's
+    /// credentials (a PKCS#12 or RSA key parse, again for every batch while an app's settings fail): an app's
+    /// first batch gets its token in the send stage, as every batch did before the claim read tokens.
+    public func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey? {
+        cachedChannel(for: delivery).flatMap(tokenKey(of:))
+    }
 }
 
 /// The one send path of every provider: a claimed batch's deliveries (a batch of one for a delivery that goes
@@ -127,7 +141,7 @@ enum PlannedBatch {
     ) async -> [Member<Sender>] {
         // One channel per token key (apps may share one signing key or service account, each with its own
         // topic and endpoint), in the batch's order.
-        var credentials = GroupsByKey<String, Sender.PlannedChannel>()
+        var credentials = GroupsByKey<ProviderTokenKey, Sender.PlannedChannel>()
         for member in members {
             if let key = sender.tokenKey(of: member.channel) { credentials.update(key, new: member.channel) { _ in } }
         }
@@ -149,7 +163,7 @@ enum PlannedBatch {
         var routes = GroupsByKey<Route, (client: HTTP2Client, origin: HTTP2Origin, requests: [HTTP2Request], slots: [Int])>()
         // The previous member's key and token: a batch's deliveries nearly all share one credential, so a
         // comparison replaces hashing the key per delivery.
-        var last: (key: String, token: Result<Sender.Token, PlanRefusal>?)?
+        var last: (key: ProviderTokenKey, token: Result<Sender.Token, PlanRefusal>?)?
         for member in members {
             let item = batch[member.index]
             var token: Sender.Token?
@@ -288,8 +302,8 @@ enum PlannedBatch {
     /// the slowest, not for their sum. One credential (the usual batch) is fetched without a child task. A
     /// credential whose fetch did not end by the deadline has no entry.
     private static func fetchTokens<Sender: PlannedBatchSender>(
-        _ sender: Sender, _ credentials: [(key: String, value: Sender.PlannedChannel)], by deadline: ContinuousClock.Instant?
-    ) async -> [String: Result<Sender.Token, PlanRefusal>] {
+        _ sender: Sender, _ credentials: [(key: ProviderTokenKey, value: Sender.PlannedChannel)], by deadline: ContinuousClock.Instant?
+    ) async -> [ProviderTokenKey: Result<Sender.Token, PlanRefusal>] {
         @Sendable func fetch(_ channel: Sender.PlannedChannel) async -> Result<Sender.Token, PlanRefusal>? {
             guard let deadline else { return await sender.token(for: channel) }
             do {
@@ -302,11 +316,11 @@ enum PlannedBatch {
             guard let (key, channel) = credentials.first, let fetched = await fetch(channel) else { return [:] }
             return [key: fetched]
         }
-        return await withTaskGroup(of: (String, Result<Sender.Token, PlanRefusal>?).self) { group in
+        return await withTaskGroup(of: (ProviderTokenKey, Result<Sender.Token, PlanRefusal>?).self) { group in
             for (key, channel) in credentials {
                 group.addTask { (key, await fetch(channel)) }
             }
-            var results: [String: Result<Sender.Token, PlanRefusal>] = [:]
+            var results: [ProviderTokenKey: Result<Sender.Token, PlanRefusal>] = [:]
             for await (key, result) in group {
                 if let result { results[key] = result }
             }

@@ -17,6 +17,17 @@ public protocol ProviderSender: Sendable {
     func send(
         batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async
+
+    /// The fleet's shared token `delivery`'s requests would carry (its channel's credential and policy), so the
+    /// claim can read it beside the batch (``ClaimedBatchPrefetch``); `nil` when they carry none (certificate-based
+    /// APNs channels, Web Push, whose VAPID JWT is signed per origin) or the channel's settings do not parse (the
+    /// send reports that). May build and cache the app's channel, as the send would.
+    func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey?
+}
+
+extension ProviderSender {
+    /// No shared token.
+    public func sharedTokenKey(for delivery: ClaimedDelivery) -> ProviderTokenKey? { nil }
 }
 
 /// One delivery of a claimed batch that passed every check and is to be sent, with its parsed message.

@@ -10,6 +10,9 @@ import Synchronization
 /// - Each worker keeps the current token of every credential it uses in memory (an ``LRUCache`` of
 ///   `capacity` credentials) and uses it without asking the database until it is due
 ///   (``ProviderTokenPolicy/refreshAt(_:)``) or the provider refused it (``reportRejected(_:for:)``).
+/// - The claim of a batch reads, beside it and without a lock, the rows of the tokens its requests carry that
+///   are not ready in memory (``prefetch(_:reading:)``), and adopts those another worker made that may be sent
+///   as they are; it never mints, so a slow mint for one app never holds up a claim.
 /// - Then one task per credential in this process (single flight) asks the database: under a
 ///   transaction-scoped advisory lock on the credential's fingerprint it adopts the row's token, or mints a
 ///   new one and replaces the row conditionally on the generation it read (``ProviderTokenStore``). The
@@ -58,9 +61,45 @@ final class SharedProviderTokens: Sendable {
         var shared = false
         /// A local token is offered to the database again from then on.
         var retryDatabaseAt = Date.distantPast
-        /// The provider refused this token (it is `current`, or was).
+        /// The last token the provider refused (it is `current`, or was).
         var refused: String?
         var inFlight: Task<SharedProviderToken, any Error>?
+
+        /// The token to send with at `now` without asking anyone: a shared one not yet due, a local one until
+        /// the database is asked again, a refused one too young to replace (nobody in the fleet replaces it
+        /// either); `nil` when the database is to be asked.
+        func ready(_ policy: ProviderTokenPolicy, at now: Date) -> String? {
+            guard let token = current else { return nil }
+            if refused == token.token {
+                // Refused but too young to replace (APNs' floor): nobody in the fleet replaces it either.
+                return policy.mayReplace(token, at: now) ? nil : token.token
+            }
+            if shared { return policy.isFresh(token, at: now) ? token.token : nil }
+            return now < retryDatabaseAt && policy.isUnexpired(token, at: now) ? token.token : nil
+        }
+
+        /// Makes `token` the current one. The refused token stays remembered: a read of an older row must not
+        /// bring it back (``adopt(_:policy:at:)``).
+        mutating func replace(with token: SharedProviderToken, shared: Bool, retryDatabaseAt: Date) {
+            current = token
+            self.shared = shared
+            self.retryDatabaseAt = retryDatabaseAt
+        }
+
+        /// Takes `row`, the fleet's token as a read without the lock found it (another worker wrote it), when it
+        /// may be sent as it is: not due (``ProviderTokenPolicy/isFresh(_:at:)``, the test ``ready(_:at:)`` makes
+        /// of a shared token), not the token the provider last refused here, and not older than the shared token
+        /// in hand (by generation, while that one is unexpired: a row deleted after its expiry starts again at
+        /// 1). Never mints, never writes.
+        /// - Returns: whether `row` became the current token.
+        mutating func adopt(_ row: SharedProviderToken, policy: ProviderTokenPolicy, at now: Date) -> Bool {
+            guard row.token != refused, policy.isFresh(row, at: now) else { return false }
+            if shared, let current, current.generation >= row.generation, policy.isUnexpired(current, at: now) {
+                return false
+            }
+            replace(with: row, shared: true, retryDatabaseAt: .distantPast)
+            return true
+        }
     }
 
     private let entries: Mutex<LRUCache<String, Entry>>
@@ -89,6 +128,34 @@ final class SharedProviderTokens: Sendable {
     /// Credentials currently held in memory.
     var count: Int { entries.withLock { $0.count } }
 
+    /// Reads, in one round trip by `read` on the caller's thread (the claim's database connection, so the read
+    /// needs no hand-off of its own), the fleet's current tokens of `keys` that are not ready in memory and not
+    /// being refreshed, and adopts those another worker made that may be used as they are
+    /// (``Entry/adopt(_:policy:at:)``). Nothing is read when every token is ready. It never mints and never
+    /// writes: a token missing, due or refused is left to ``token(for:policy:mint:)``, which replaces it under
+    /// the credential's lock; a failed read is left to it too.
+    /// - Parameter read: the rows of these credentials that open with their sealing key, by fingerprint
+    ///   (``ProviderTokenStore/current(on:_:)``).
+    func prefetch(_ keys: [ProviderTokenKey], reading read: ([ProviderTokenCredential]) throws -> [String: SharedProviderToken]) {
+        guard !keys.isEmpty else { return }
+        let asked = now()
+        let unready = entries.withLock { cache in
+            keys.filter { key in
+                guard let entry = cache.value(forKey: key.credential.fingerprint) else { return true }
+                return entry.inFlight == nil && entry.ready(key.policy, at: asked) == nil
+            }
+        }
+        guard !unready.isEmpty, let rows = try? read(unready.map(\.credential)), !rows.isEmpty else { return }
+        let current = now()
+        entries.withLock { cache in
+            for key in unready {
+                guard let row = rows[key.credential.fingerprint] else { continue }
+                var entry = cache.value(forKey: key.credential.fingerprint) ?? Entry()
+                if entry.adopt(row, policy: key.policy, at: current) { _ = cache.insert(entry, forKey: key.credential.fingerprint) }
+            }
+        }
+    }
+
     /// Records that the provider refused `token` (APNs `ExpiredProviderToken`, FCM 401 `UNAUTHENTICATED`): the
     /// next ``token(for:policy:mint:)`` replaces it fleet-wide, unless it is no longer the current one.
     func reportRejected(_ token: String, for credential: ProviderTokenCredential) {
@@ -107,16 +174,7 @@ final class SharedProviderTokens: Sendable {
         enum Step { case ready(String), wait(Task<SharedProviderToken, any Error>, fallback: String?) }
         let step: Step = entries.withLock { cache in
             var entry = cache.value(forKey: credential.fingerprint) ?? Entry()
-            if let token = entry.current {
-                if entry.refused == token.token {
-                    // Refused but too young to replace (APNs' floor): nobody in the fleet replaces it either.
-                    if !policy.mayReplace(token, at: current) { return .ready(token.token) }
-                } else if entry.shared {
-                    if policy.isFresh(token, at: current) { return .ready(token.token) }
-                } else if current < entry.retryDatabaseAt, policy.isUnexpired(token, at: current) {
-                    return .ready(token.token)
-                }
-            }
+            if let ready = entry.ready(policy, at: current) { return .ready(ready) }
             let fallback = entry.current.flatMap {
                 entry.refused != $0.token && policy.isUnexpired($0, at: current) ? $0.token : nil
             }
@@ -203,11 +261,9 @@ final class SharedProviderTokens: Sendable {
         entries.withLock { cache in
             var entry = cache.value(forKey: credential.fingerprint) ?? Entry()
             entry.inFlight = nil
-            entry.current = token
             // Without a database every token is this worker's alone and follows the policy as a shared one does.
-            entry.shared = shared || coordinate == nil
-            entry.retryDatabaseAt = entry.shared ? .distantPast : retryAt
-            if entry.refused != token.token { entry.refused = nil }
+            let shared = shared || coordinate == nil
+            entry.replace(with: token, shared: shared, retryDatabaseAt: shared ? .distantPast : retryAt)
             _ = cache.insert(entry, forKey: credential.fingerprint)
         }
         return token

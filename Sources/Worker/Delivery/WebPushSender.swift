@@ -127,7 +127,7 @@ public final class WebPushSender: PlannedBatchSender {
     }
 
     /// VAPID tokens are signed here per push-service origin (``VAPIDTokenManager``), not fetched per batch.
-    func tokenKey(of channel: Channel) -> String? { nil }
+    func tokenKey(of channel: Channel) -> ProviderTokenKey? { nil }
 
     func token(for channel: Channel) async -> Result<String, PlanRefusal> { .success("") }
 
@@ -204,7 +204,9 @@ public final class WebPushSender: PlannedBatchSender {
         return checked
     }
 
-    private func channel(for delivery: ClaimedDelivery) throws -> Channel {
+    func cachedChannel(for delivery: ClaimedDelivery) -> Channel? { channels.cachedChannel(for: delivery) }
+
+    func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, _ in
             let settings: WebPushChannelSettings
             do {

@@ -125,8 +125,9 @@ public final class WorkerRuntime: Sendable {
             }, metrics: metrics)
         let service = WorkerService(
             configuration: configuration, database: database, processor: pipeline,
-            prefetch: ClaimedBatchPrefetch(messages: pipeline.messages), logger: logger, onReady: onReady,
-            metrics: metrics)
+            prefetch: ClaimedBatchPrefetch(
+                messages: pipeline.messages, tokens: tokens, tokenKeys: { [pipeline] in pipeline.sharedTokenKeys(of: $0) }),
+            logger: logger, onReady: onReady, metrics: metrics)
         self.service = service
         if systemdStatus || watchdog != nil {
             systemd = SystemdReporter(

@@ -64,13 +64,39 @@ enum ProviderTokenStore {
             "SELECT sealed_token, generation, issued_at, expires_at FROM provider_tokens WHERE fingerprint = $1",
             [credential.fingerprint])
         guard let row = rows.first else { return (nil, 0) }
-        let generation = try row.decode(Int64.self, "generation")
-        guard let token = credential.open(try row.decode([UInt8].self, "sealed_token")) else { return (nil, generation) }
-        return (
-            SharedProviderToken(
-                token: token, generation: generation, issuedAt: try row.decode(Date.self, "issued_at"),
-                expiresAt: try row.decode(Date.self, "expires_at")),
-            generation
-        )
+        return (try token(in: row, for: credential), try row.decode(Int64.self, "generation"))
+    }
+
+    /// The current rows of `credentials`, in one statement and without any lock (a claim's read of the tokens
+    /// its batch will carry, ``SharedProviderTokens/prefetch(_:reading:)``): the tokens by fingerprint, less
+    /// the rows missing and those a credential cannot open (sealed by another key).
+    static func current(on connection: PostgresConnection, _ credentials: [ProviderTokenCredential]) throws
+        -> [String: SharedProviderToken]
+    {
+        guard !credentials.isEmpty else { return [:] }
+        let byFingerprint = Dictionary(credentials.map { ($0.fingerprint, $0) }, uniquingKeysWith: { first, _ in first })
+        let rows = try connection.query(
+            """
+            SELECT fingerprint, sealed_token, generation, issued_at, expires_at
+              FROM provider_tokens WHERE fingerprint = ANY($1::text[])
+            """,
+            [Array(byFingerprint.keys)])
+        var tokens: [String: SharedProviderToken] = [:]
+        for row in rows {
+            let fingerprint = try row.decode(String.self, "fingerprint")
+            if let credential = byFingerprint[fingerprint], let token = try token(in: row, for: credential) {
+                tokens[fingerprint] = token
+            }
+        }
+        return tokens
+    }
+
+    /// The token of a `provider_tokens` row (`sealed_token`, `generation`, `issued_at`, `expires_at`), `nil`
+    /// when `credential` cannot open it.
+    private static func token(in row: PostgresRow, for credential: ProviderTokenCredential) throws -> SharedProviderToken? {
+        guard let token = credential.open(try row.decode([UInt8].self, "sealed_token")) else { return nil }
+        return SharedProviderToken(
+            token: token, generation: try row.decode(Int64.self, "generation"),
+            issuedAt: try row.decode(Date.self, "issued_at"), expiresAt: try row.decode(Date.self, "expires_at"))
     }
 }
