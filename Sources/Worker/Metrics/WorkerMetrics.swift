@@ -78,7 +78,7 @@ public final class WorkerMetrics: Sendable {
             "pushizo_claim_batch_duration_seconds",
             help: "Seconds of one claim statement (round trip included), successful or not.", buckets: Self.durationBuckets)
         claimedDeliveries = registry.counter(
-            "pushizo_claimed_deliveries_total", help: "Deliveries claimed by this worker.")
+            "pushizo_claimed_deliveries_total", help: "Deliveries claimed by this worker (those leased at insert included).")
         completionDuration = registry.histogram(
             "pushizo_completion_batch_duration_seconds",
             help: "Seconds of writing one batch of completions (one transaction), successful or not.",
@@ -192,6 +192,12 @@ public final class WorkerMetrics: Sendable {
     func claimFinished(startedAt start: ContinuousClock.Instant, endedAt end: ContinuousClock.Instant = .now, claimed: Int) {
         claimDuration.observe(Self.seconds(from: start, to: end))
         claimedDeliveries.add(Double(claimed))
+    }
+
+    /// `count` deliveries were leased to this worker as an expansion chunk inserted them: counted as claimed, with
+    /// no claim statement's duration.
+    func leasedAtInsert(_ count: Int) {
+        claimedDeliveries.add(Double(count))
     }
 
     /// One completion batch write ended: `written` completions applied, `ignored` for a lost lease, or the

@@ -27,6 +27,9 @@ struct Admission: Sendable {
     private(set) var sending = 0
     /// Row text held by claimed parts still being sent, in bytes.
     private(set) var heldTextBytes = 0
+    /// Slots held for rows an expansion chunk may lease as it inserts them (``reserve(app:upTo:pendingCompletions:)``),
+    /// until it says how many it leased.
+    private(set) var reserved = 0
     /// Deliveries claimed since start (after those already answered were set aside).
     private(set) var claimedTotal = 0
     /// Claims failed in a row.
@@ -94,7 +97,7 @@ struct Admission: Sendable {
 
     /// Slots free for claiming: neither sending nor waiting for their completion's write.
     func freeSlots(pendingCompletions: Int) -> Int {
-        concurrency - sending - pendingCompletions
+        concurrency - sending - reserved - pendingCompletions
     }
 
     /// Whether the row text budget is held (no claim until a part's rows are released).
@@ -113,6 +116,37 @@ struct Admission: Sendable {
     func handOffTerms(pendingCompletions: Int) -> (free: Int, room: ClaimRoom)? {
         guard !holdsTextBudget else { return nil }
         return (freeSlots(pendingCompletions: pendingCompletions), shares.room)
+    }
+
+    /// Holds slots for up to `upTo` deliveries of `app` that an expansion chunk may lease as it inserts them: no
+    /// more than the free slots and what `app` may hold (``AppSlotShares/roomToHold(_:)``), as claims would take;
+    /// none while the row text budget is held. The held slots count as `app`'s until ``admitReserved(_:app:kept:textBytes:)``.
+    /// - Returns: how many are held (0: lease none).
+    mutating func reserve(app: UUID, upTo: Int, pendingCompletions: Int) -> Int {
+        guard !holdsTextBudget else { return 0 }
+        let count = max(0, min(upTo, freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
+        guard count > 0 else { return 0 }
+        reserved += count
+        shares.claimed(app, count: count)
+        return count
+    }
+
+    /// Ends a hold of `count` slots of `app` (``reserve(app:upTo:pendingCompletions:)``): `kept` of them were
+    /// leased and are sent (counted in as ``admit(apps:textBytes:)`` counts a claim, `textBytes` their row
+    /// text), the others are free again.
+    /// - Returns: the wake-ups the freed slots call for.
+    mutating func admitReserved(_ count: Int, app: UUID, kept: Int, textBytes: Int, pendingCompletions: Int) -> Wakes {
+        let kept = min(max(kept, 0), count)
+        reserved -= count
+        var wakes: Wakes = []
+        for _ in 0..<(count - kept) {
+            if shares.released(app, worthAClaim: minimumClaim) { wakes.insert(.claim) }
+        }
+        claimedTotal += kept
+        sending += kept
+        heldTextBytes += textBytes
+        if count > kept && freeSlots(pendingCompletions: pendingCompletions) >= minimumClaim { wakes.insert(.capacity) }
+        return wakes
     }
 
     /// A claim of `limit` came back with `kept` rows to send (those already answered set aside). Ends a run of

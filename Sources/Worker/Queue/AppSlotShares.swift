@@ -63,6 +63,16 @@ public struct AppSlotShares: Sendable, Equatable {
         return share - (count - 1) == max(1, min(worthAClaim, share))
     }
 
+    /// How many more slots `app` may hold at most, as successive claims would let it take: up to ``small`` within
+    /// the reserve, or its share as a large app (counting it among the large apps if it is not one yet), less what
+    /// it holds. What rows leased at insert may take (``Admission/reserve(app:upTo:pendingCompletions:)``), where
+    /// a claim, bounded by its batch, takes its share over several claims.
+    public func roomToHold(_ app: UUID) -> Int {
+        let holds = held[app, default: 0]
+        let large = holds >= small ? largeApps : largeApps + 1
+        return max(0, small - holds, max(small, (concurrency - reserve) / max(1, large)) - holds)
+    }
+
     /// The room of each app holding slots for the next claim: up to ``small`` for an app below it, its share less
     /// what it holds for a large one (full at or above it); apps holding none are bounded by the claim's limit
     /// alone.

@@ -402,6 +402,16 @@ public enum ClaimStore {
             JOIN settled s ON s.app_id = l.app_id
             WHERE t.app_id = l.app_id
         ),
+        \(claimedRowsTail)
+        """
+    }
+
+    /// The end of every statement that hands leased rows to the worker, after its `claimed` CTE (the leased rows'
+    /// `id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries, local_due_at`):
+    /// their apps' settings and channels, notifications, subscriptions and users joined in, in the row shape
+    /// ``ClaimedColumns`` reads, with the statement's `now()` as `claimed_at`. The claim's
+    /// (``claimSQL(picking:limit:)``) and that of rows leased as they were inserted (``leasedRows(on:deliveryIDs:workerID:)``).
+    static let claimedRowsTail = """
         -- The claimed apps' settings and channels, their jsonb written as text once per app and claim: read per
         -- row, each document was written out up to three times per claimed delivery (for its bound, its value
         -- and the oversized check), and jsonb output was a seventh of PostgreSQL's CPU in a broadcast drain.
@@ -464,7 +474,33 @@ public enum ClaimStore {
         LEFT JOIN claimed_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
             WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
         """
+
+    /// Reads rows this worker leased as it inserted them (an expansion chunk's, docs/performance.md,
+    /// "Deliveries leased at insert"): the same row shape as a claim's, each row still leased to `workerID` under
+    /// its first fence (1) read (another is left out: its lease ran out and another worker claimed it). A row that
+    /// cannot be read is set aside under that fence, as a claimed one is. Nothing is written to the rows read.
+    /// - Parameter deliveryIDs: the ids the insert returned as leased.
+    /// - Throws: ``PostgresError``; the rows then stay leased until their lease runs out, when any worker claims them.
+    public static func leasedRows(on connection: PostgresConnection, deliveryIDs: [Int64], workerID: String) throws
+        -> [ClaimedDelivery]
+    {
+        guard !deliveryIDs.isEmpty else { return [] }
+        let sent = DatabaseClockReading.StatementTiming()
+        return try decodeClaimed(
+            try connection.preparedQuery(leasedRowsSQL, [deliveryIDs, workerID]), sent: sent, on: connection)
     }
+
+    /// ``leasedRows(on:deliveryIDs:workerID:)``'s statement: `$1` the ids (`bigint[]`), `$2` the worker id.
+    static let leasedRowsSQL = """
+        WITH claimed AS MATERIALIZED (
+            -- By primary key (an array, so no join plan can read the whole queue instead).
+            SELECT d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
+                   d.uncounted_retries, d.local_due_at
+            FROM deliveries d
+            WHERE d.id = ANY ($1::bigint[]) AND d.leased_by = $2 AND d.fence = 1
+        ),
+        \(claimedRowsTail)
+        """
 
     /// Extends this worker's claims whose completions wait to be written: `run_at` (the lease's end) moves to
     /// `now() + lease` for each delivery whose fence still matches, so no other worker claims (and

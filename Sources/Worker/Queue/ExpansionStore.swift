@@ -33,6 +33,28 @@ public enum ExpansionStore {
         public static let `default` = Slicing(size: 50_000, maximumSlices: 32)
     }
 
+    /// Deliveries an expansion chunk leases to its own worker as it inserts them, for that worker's delivery stage,
+    /// instead of leaving them to a claim (docs/performance.md, "Deliveries leased at insert"). The leased rows
+    /// are written as a first claim leaves them: `leased_by` the worker, `run_at` `now()` + `lease`, attempt and
+    /// fence 1. Never for a notification delivered at each subscriber's local time, nor for an app with a send
+    /// limit (`apps.max_sends_per_second`, whose claims charge its token bucket).
+    public struct InsertLease: Sendable {
+        /// `PUSHIZO_WORKER_ID`.
+        public var workerID: String
+        /// How long the lease lasts (`PUSHIZO_LEASE_SECONDS`).
+        public var lease: Duration
+        /// Asked once per chunk, inside its transaction, with the chunk's app and how many deliveries the chunk
+        /// may create: how many of them it may lease at most (the worker's free slots and the app's room in them,
+        /// held for the chunk by the answer; 0: none). The caller gives back what the chunk did not lease.
+        public var reserve: @Sendable (_ app: UUID, _ upTo: Int) -> Int
+
+        public init(workerID: String, lease: Duration, reserve: @escaping @Sendable (_ app: UUID, _ upTo: Int) -> Int) {
+            self.workerID = workerID
+            self.lease = lease
+            self.reserve = reserve
+        }
+    }
+
     /// The most bytes of `notifications.target` (as PostgreSQL prints the jsonb) the worker reads: 20,000 ids
     /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
     public static let maximumTargetBytes = 4 << 20
@@ -118,13 +140,32 @@ public enum ExpansionStore {
         on connection: PostgresConnection, chunkSize: Int = expansionChunkSize,
         slicing: Slicing = .default, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any
     ) throws -> ExpansionResult? {
+        var leasedIDs: [Int64] = []
+        return try expandNext(
+            on: connection, chunkSize: chunkSize, slicing: slicing, suspects: &suspects, pick: pick, lease: nil,
+            leasedIDs: &leasedIDs)
+    }
+
+    /// ``expandNext(on:chunkSize:slicing:suspects:pick:)`` leasing what `lease` allows of the chunk's new
+    /// deliveries to this worker as they are inserted (``InsertLease``).
+    /// - Parameter leasedIDs: set to the ids of the deliveries the committed chunk inserted leased (empty when
+    ///   none, or when the call throws); read them with ``ClaimStore/leasedRows(on:deliveryIDs:workerID:)``.
+    public static func expandNext(
+        on connection: PostgresConnection, chunkSize: Int = expansionChunkSize,
+        slicing: Slicing = .default, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any,
+        lease: InsertLease?, leasedIDs: inout [Int64]
+    ) throws -> ExpansionResult? {
         var setAside: [UUID] = []
         var foreignKeyRetries = 0
+        leasedIDs = []
         while true {
             var picked: PickedNotification?
             do {
+                var committedIDs: [Int64] = []
                 let result = try expandChunk(
-                    on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, picked: &picked)
+                    on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, lease: lease,
+                    leasedIDs: &committedIDs, picked: &picked)
+                leasedIDs = committedIDs
                 switch result {
                 case .expanded(let id, let created)?, .expanding(let id, let created)?:
                     if let picked { suspects.chunkCommitted(id, created: created, at: picked.now) }
@@ -307,9 +348,25 @@ public enum ExpansionStore {
         }
     }
 
+    /// One chunk in one transaction; `leasedIDs`: the ids of the deliveries it inserted leased, set only when it
+    /// commits.
     private static func expandChunk(
         on connection: PostgresConnection, chunkSize: Int, slicing: Slicing, pick: ExpansionPick,
-        picked: inout PickedNotification?
+        lease: InsertLease?, leasedIDs: inout [Int64], picked: inout PickedNotification?
+    ) throws
+        -> ExpansionResult?
+    {
+        var inserted: [Int64] = []
+        let result = try expandChunkTransaction(
+            on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, lease: lease, leasedIDs: &inserted,
+            picked: &picked)
+        leasedIDs = inserted
+        return result
+    }
+
+    private static func expandChunkTransaction(
+        on connection: PostgresConnection, chunkSize: Int, slicing: Slicing, pick: ExpansionPick,
+        lease: InsertLease?, leasedIDs: inout [Int64], picked: inout PickedNotification?
     ) throws
         -> ExpansionResult?
     {
@@ -373,8 +430,11 @@ public enum ExpansionStore {
             }
             let selection = checked.selection
             let priority = checked.priority
+            // Rows due later (local time) are never leased; the worker's room is asked only for rows due now.
+            let quota = checked.localTime == nil ? lease.map { $0.reserve(appID, chunkSize) } ?? 0 : 0
             let query = AudienceQuery(
-                selection: selection, first: cursor == nil, localTime: checked.localTime, upTo: slice?.upTo)
+                selection: selection, first: cursor == nil, localTime: checked.localTime, upTo: slice?.upTo,
+                lease: lease.flatMap { quota > 0 ? ($0.workerID, $0.lease.inSeconds, quota) : nil })
             let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
             let chunkParameters: [any PostgresEncodable] =
                 [notificationID, appID, cursor ?? nilUUID, chunkSize, priority, selection.platforms]
@@ -383,6 +443,9 @@ public enum ExpansionStore {
             let scanned = try chunk.decode(Int.self, "scanned")
             let created = try chunk.decode(Int.self, "created")
             let lastID = try chunk.decodeIfPresent(UUID.self, "last_id")
+            if quota > 0 {
+                leasedIDs = try chunk.decode(String.self, "leased_ids").split(separator: ",").compactMap { Int64($0) }
+            }
             // A slice is also done when its page reached its upper bound (an active id when it was cut), which
             // spares the empty chunk that would otherwise find that out.
             let done = scanned < chunkSize || (slice?.upTo != nil && lastID == slice?.upTo)

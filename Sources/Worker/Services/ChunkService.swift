@@ -9,6 +9,9 @@ import Synchronization
 struct ChunkService: Service {
     let context: WorkerLoopContext
     let outcomes: ExpansionOutcomes
+    /// The claim service of a worker that sends (nil: expand only): a chunk leases what it has room for of the
+    /// deliveries it creates and hands them to its send tasks (``ClaimService/expandLeasing(_:on:_:)``).
+    let claims: ClaimService?
     /// The loop's progress stamp, for the systemd watchdog.
     let heartbeat: LoopHeartbeat
 
@@ -22,18 +25,24 @@ struct ChunkService: Service {
         let pollInterval = context.configuration.pollInterval
         var failures = 0
         var slicesFirst = false
-        defer { heartbeat.finished() }
+        defer {
+            heartbeat.finished()
+            claims?.finishHandOffs()
+        }
         while !context.isStopping {
             heartbeat.working()
             do {
                 let picks: [ExpansionPick] = slicesFirst ? [.slice, .skippingSmall] : [.skippingSmall, .slice]
                 slicesFirst.toggle()
+                let claims = self.claims
                 let result = try await context.database.withConnection { connection -> ExpansionStore.ExpansionResult? in
                     try suspects.withLock { suspects -> ExpansionStore.ExpansionResult? in
                         for pick in picks {
-                            if let result = try ExpansionStore.expandNext(on: connection, suspects: &suspects, pick: pick) {
-                                return result
+                            let result = try ClaimService.expandLeasing(claims, on: connection) { lease, leasedIDs in
+                                try ExpansionStore.expandNext(
+                                    on: connection, suspects: &suspects, pick: pick, lease: lease, leasedIDs: &leasedIDs)
                             }
+                            if let result { return result }
                         }
                         return nil
                     }

@@ -25,6 +25,9 @@ final class ClaimService: Service {
     private let handedOff = AsyncStream.makeStream(of: [(deliveries: [ClaimedDelivery], priority: TaskPriority?)].self)
     /// The loop's progress stamp, for the systemd watchdog.
     let heartbeat: LoopHeartbeat
+    /// Loops that may still hand parts off (the expand loops of a worker that expands); the stream of
+    /// ``handedOff`` ends when the last one ends (``finishHandOffs()``).
+    private let handOffLanes: Mutex<Int>
 
     /// A send part: deliveries sent together, and the task priority they are sent at.
     typealias Part = (deliveries: [ClaimedDelivery], priority: TaskPriority?)
@@ -39,6 +42,9 @@ final class ClaimService: Service {
         self.completer = completer
         self.heartbeat = heartbeat
         let configuration = context.configuration
+        // The transactional lane, the chunk loop and the slice loops hand parts off; a worker that does not expand
+        // ends the stream at once.
+        handOffLanes = Mutex(configuration.roles.contains(.expand) ? 2 + context.sliceWakes.count : 1)
         admission = Mutex(
             Admission(
                 concurrency: configuration.concurrency, claimBatch: configuration.claimBatch,
@@ -50,14 +56,19 @@ final class ClaimService: Service {
     /// Deliveries claimed since start.
     var claimedTotal: Int { admission.withLock { $0.claimedTotal } }
 
-    /// No part will be handed off any more (the transactional expand lane ended, or this worker does not
-    /// expand): the send tasks end once what was handed is sent.
+    /// One loop that hands parts off ended (an expand loop, or, in a worker that does not expand, the worker's
+    /// start): once the last has, no part will be handed off any more and the send tasks end once what was handed
+    /// is sent.
     func finishHandOffs() {
-        handedOff.continuation.finish()
+        let left = handOffLanes.withLock { lanes in
+            lanes -= 1
+            return lanes
+        }
+        if left <= 0 { handedOff.continuation.finish() }
     }
 
-    /// Parts claimed by the transactional expand lane (``claimCreated(_:on:terms:)``), to be sent beside the
-    /// claim loop's batches.
+    /// Parts claimed by the transactional expand lane (``claimCreated(_:on:terms:)``) or leased by an expansion
+    /// chunk as it inserted them (``expandLeasing(_:on:_:)``), to be sent beside the claim loop's batches.
     func handOff(_ parts: [Part]) {
         guard !parts.isEmpty else { return }
         handedOff.continuation.yield(parts)
@@ -216,6 +227,90 @@ final class ClaimService: Service {
         prefetch.load(claimed, on: connection)
         let kept = withoutAdopted(claimed, leaseExpiry: terms.leaseExpiry)
         return (admit(kept), claimed.count == small.created)
+    }
+
+    /// What one expansion call (a chunk, retried on the next notification after a data error) may lease as it
+    /// inserts: the slots it holds per app until ``takeLeased(_:holds:on:leaseExpiry:)`` settles them.
+    final class LeaseHolds: Sendable {
+        let held = Mutex<[UUID: Int]>([:])
+    }
+
+    /// Runs one expansion call (`expand`, handed the lease terms and where to put the ids it leased) on
+    /// `connection`, leasing to this worker what its free slots and each app's room allow of the chunk's new
+    /// deliveries, as a claim would give it (``Admission/reserve(app:upTo:pendingCompletions:)``); then reads the
+    /// leased rows in the claim's row shape and hands them to the send tasks, admitted as a claimed batch is
+    /// (docs/performance.md, "Deliveries leased at insert"). Without `claims` (a worker that does not send), or
+    /// while stopping, nothing is leased.
+    static func expandLeasing<Result>(
+        _ claims: ClaimService?, on connection: PostgresConnection,
+        _ expand: (_ lease: ExpansionStore.InsertLease?, _ leasedIDs: inout [Int64]) throws -> Result
+    ) throws -> Result {
+        var leasedIDs: [Int64] = []
+        guard let claims, !claims.context.isStopping else { return try expand(nil, &leasedIDs) }
+        let holds = LeaseHolds()
+        let leaseExpiry = ContinuousClock.now + claims.context.configuration.lease
+        let lease = ExpansionStore.InsertLease(
+            workerID: claims.context.configuration.workerID, lease: claims.context.configuration.lease
+        ) { [weak claims] app, upTo in
+            guard let claims else { return 0 }
+            let pending = claims.completer.pending
+            let count = claims.admission.withLock { $0.reserve(app: app, upTo: upTo, pendingCompletions: pending) }
+            holds.held.withLock { $0[app, default: 0] += count }
+            return count
+        }
+        let result: Result
+        do {
+            result = try expand(lease, &leasedIDs)
+        } catch {
+            claims.handOff(claims.takeLeased([], holds: holds, on: connection, leaseExpiry: leaseExpiry))
+            throw error
+        }
+        claims.handOff(claims.takeLeased(leasedIDs, holds: holds, on: connection, leaseExpiry: leaseExpiry))
+        return result
+    }
+
+    /// Reads the rows leased at insert (`ids`) on the chunk's connection, loads what they need
+    /// (``ClaimedBatchPrefetch``) and settles `holds`: the rows read are counted in as a claimed batch, the other
+    /// held slots are freed. A read that fails leaves the rows leased: they fall due at the lease's end and any
+    /// worker claims them.
+    /// - Returns: the parts to send, claim batches' worth each.
+    private func takeLeased(
+        _ ids: [Int64], holds: LeaseHolds, on connection: PostgresConnection, leaseExpiry: ContinuousClock.Instant
+    ) -> [Part] {
+        let configuration = context.configuration
+        var leased: [ClaimedDelivery] = []
+        if !ids.isEmpty {
+            do {
+                leased = try ClaimStore.leasedRows(on: connection, deliveryIDs: ids, workerID: configuration.workerID)
+                if let clock = leased.first?.databaseClock { context.clockWatch.record(clock) }
+                prefetch.load(leased, on: connection)
+                leased = withoutAdopted(leased, leaseExpiry: leaseExpiry)
+            } catch {
+                context.logger.warning(
+                    "reading deliveries leased at insert failed; they are claimed once their lease runs out",
+                    ["error": "\(error)", "count": "\(ids.count)"])
+            }
+        }
+        var byApp: [UUID: [ClaimedDelivery]] = [:]
+        for delivery in leased { byApp[delivery.appID, default: []].append(delivery) }
+        let held = holds.held.withLock { $0 }
+        let pending = completer.pending
+        var wakes: Admission.Wakes = []
+        for (app, count) in held {
+            let kept = byApp[app] ?? []
+            wakes.formUnion(
+                admission.withLock {
+                    $0.admitReserved(
+                        count, app: app, kept: kept.count, textBytes: kept.heldTextBytes, pendingCompletions: pending)
+                })
+        }
+        wake(wakes)
+        guard !leased.isEmpty else { return [] }
+        context.metrics.leasedAtInsert(leased.count)
+        let batch = max(1, configuration.claimBatch)
+        return stride(from: 0, to: leased.count, by: batch).flatMap {
+            Admission.splitByShare(Array(leased[$0..<min($0 + batch, leased.count)]), app: \.appID)
+        }
     }
 
     /// `claimed` with its lease expiry set, less the deliveries this worker already answered: one claimed again

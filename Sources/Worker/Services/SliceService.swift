@@ -8,6 +8,8 @@ import Synchronization
 struct SliceService: Service {
     let context: WorkerLoopContext
     let outcomes: ExpansionOutcomes
+    /// The claim service of a worker that sends (nil: expand only), as ``ChunkService/claims``.
+    let claims: ClaimService?
     /// Signalled by the chunk loop when it may have cut a broadcast into slices.
     let wake: WakeSignal
     /// The task's progress stamp, for the systemd watchdog.
@@ -17,12 +19,21 @@ struct SliceService: Service {
         let suspects = Mutex(ExpansionSuspects())
         let pollInterval = context.configuration.pollInterval
         var failures = 0
-        defer { heartbeat.finished() }
+        defer {
+            heartbeat.finished()
+            claims?.finishHandOffs()
+        }
         while !context.isStopping {
             heartbeat.working()
             do {
+                let claims = self.claims
                 let result = try await context.database.withConnection { connection in
-                    try suspects.withLock { try ExpansionStore.expandNext(on: connection, suspects: &$0, pick: .slice) }
+                    try suspects.withLock { suspects in
+                        try ClaimService.expandLeasing(claims, on: connection) { lease, leasedIDs in
+                            try ExpansionStore.expandNext(
+                                on: connection, suspects: &suspects, pick: .slice, lease: lease, leasedIDs: &leasedIDs)
+                        }
+                    }
                 }
                 switch outcomes.followUp(result, failures: &failures) {
                 case .next, .yieldThenNext:

@@ -116,12 +116,13 @@ public final class WorkerService: Sendable {
         if let listener { background.append(ListenService(context: context, listener: listener)) }
         if configuration.roles.contains(.expand) {
             background.append(ExpansionService(context: context, outcomes: outcomes, claims: claims, heartbeat: expansionHeartbeat))
-            background.append(ChunkService(context: context, outcomes: outcomes, heartbeat: chunkHeartbeat))
+            background.append(ChunkService(context: context, outcomes: outcomes, claims: claims, heartbeat: chunkHeartbeat))
             for (wake, heartbeat) in zip(context.sliceWakes, sliceHeartbeats) {
-                background.append(SliceService(context: context, outcomes: outcomes, wake: wake, heartbeat: heartbeat))
+                background.append(
+                    SliceService(context: context, outcomes: outcomes, claims: claims, wake: wake, heartbeat: heartbeat))
             }
         } else {
-            // Only the transactional expand lane hands deliveries to the send tasks.
+            // Only the expand loops hand deliveries to the send tasks.
             claims?.finishHandOffs()
         }
         background.append(completer)

@@ -20,6 +20,26 @@ struct AdmissionTests {
         #expect(admission.nextStep(pendingCompletions: 0) == .claim(limit: 32, room: .unbounded))
     }
 
+    /// Slots held for rows an expansion chunk may lease at insert count against claims until the chunk settles
+    /// them: those it leased are sent as a claim's, the others free again.
+    @Test func slotsHeldForALeasingChunkAreSettledIntoSendsAndFreeSlots() {
+        var admission = admission()
+        // A lone app may hold all but the reserve (16 of 64, half a batch), and the chunk asked for 100.
+        #expect(admission.reserve(app: broadcast, upTo: 100, pendingCompletions: 0) == 48)
+        #expect(admission.freeSlots(pendingCompletions: 0) == 16)
+        #expect(admission.reserve(app: probe, upTo: 100, pendingCompletions: 4) == 12)
+        _ = admission.admitReserved(12, app: probe, kept: 0, textBytes: 0, pendingCompletions: 4)
+        // 40 leased: sent as claimed; 8 free again.
+        let wakes = admission.admitReserved(48, app: broadcast, kept: 40, textBytes: 10, pendingCompletions: 0)
+        #expect(wakes.contains(.capacity))
+        #expect(admission.sending == 40 && admission.claimedTotal == 40 && admission.heldTextBytes == 10)
+        #expect(admission.freeSlots(pendingCompletions: 0) == 24)
+        #expect(admission.shares.held[broadcast] == 40)
+        // Nothing is held for a chunk while the row text budget is held.
+        admission.admit(apps: [probe], textBytes: 1000)
+        #expect(admission.reserve(app: probe, upTo: 10, pendingCompletions: 0) == 0)
+    }
+
     @Test func unwrittenCompletionsHoldTheirSlotsSoClaimingStopsWhileTheyBackUp() {
         var admission = admission()
         admission.admit(apps: Array(repeating: broadcast, count: 40), textBytes: 0)

@@ -25,6 +25,23 @@ struct AppSlotSharesTests {
         #expect(shares.room.limited[slow] == nil && !shares.room.full.contains(slow))
     }
 
+    /// What rows leased at insert may take: what an app could hold after claims enough, counted as a large app.
+    @Test func theRoomToHoldIsTheShareAnAppWouldHaveAsALargeApp() {
+        var shares = AppSlotShares(concurrency: 2048, minimumClaim: 100)
+        // Alone: all but the reserve, which stays free for small apps.
+        #expect(shares.roomToHold(broadcast) == 1792)
+        shares.claimed(broadcast, count: 1000)
+        #expect(shares.roomToHold(broadcast) == 792)
+        // A second app would be the second large app: half of what the reserve leaves.
+        #expect(shares.roomToHold(slow) == 896)
+        shares.claimed(slow, count: 896)
+        #expect(shares.roomToHold(slow) == 0)
+        #expect(shares.roomToHold(broadcast) == 0)
+        // A small app holding a few: its share as the third large app (1792 / 3), less what it holds.
+        shares.claimed(probe, count: 3)
+        #expect(shares.roomToHold(probe) == 594)
+    }
+
     @Test func largeAppsShareWhatTheReserveLeaves() {
         var shares = AppSlotShares(concurrency: 512, minimumClaim: 100)
         #expect(shares.reserve == 100)

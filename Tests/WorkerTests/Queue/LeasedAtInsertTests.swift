@@ -1,0 +1,184 @@
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+@testable import Worker
+
+/// Deliveries an expansion chunk leases to its own worker as it inserts them (``ExpansionStore/InsertLease``;
+/// docs/performance.md, "Deliveries leased at insert") against a real PostgreSQL: written as a first claim leaves
+/// them, read back in the claim's row shape, never for a send-limited app or rows due at local time, and left to
+/// the claim beyond the room the worker gave.
+@Suite("Deliveries leased at insert against PostgreSQL")
+struct LeasedAtInsertTests {
+    static let workerID = "leasing-worker"
+
+    /// An app with `count` active iOS subscriptions and one notification to all of them (`message`).
+    static func seedBroadcast(_ url: String, count: Int, message: String = #"{"contents": {"en": "hi"}}"#) throws
+        -> (seed: Seed, notificationID: UUID)
+    {
+        let seed = try Seed(url)
+        try seed.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+        _ = try seed.connection.query(
+            """
+            INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
+            SELECT $1, 'ios', md5(n::text) || md5('x' || n), 'production', 'en' FROM generate_series(1, $2) n
+            """, [seed.appID, count])
+        let id = try seed.notification(message: message, target: #"{"all": true}"#)
+        return (seed, id)
+    }
+
+    /// The apps a lease's terms were asked about.
+    final class Asked: Sendable {
+        let apps = Mutex<[UUID]>([])
+    }
+
+    /// Terms that lease up to `quota` rows of any chunk and record what they were asked.
+    static func lease(quota: Int, seconds: Int64 = 120, asked: Asked = Asked()) -> ExpansionStore.InsertLease {
+        ExpansionStore.InsertLease(workerID: workerID, lease: .seconds(seconds)) { app, upTo in
+            asked.apps.withLock { $0.append(app) }
+            return min(quota, upTo)
+        }
+    }
+
+    /// The deliveries' lease columns: rows per (leased_by, attempt, fence, due now).
+    static func leaseStates(_ connection: PostgresConnection) throws -> [String: Int] {
+        var states: [String: Int] = [:]
+        for row in try connection.query(
+            """
+            SELECT coalesce(leased_by, '-') || '/' || attempt || '/' || fence || '/' || (run_at <= now()) AS state,
+                   count(*) AS n
+            FROM deliveries GROUP BY 1
+            """)
+        {
+            states[try row.decode(String.self, "state")] = try row.decode(Int.self, "n")
+        }
+        return states
+    }
+
+    @Test func aChunkLeasesWhatItWasGivenAsAFirstClaimLeavesItAndTheClaimTakesTheRest() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, notificationID) = try Self.seedBroadcast(url, count: 50)
+                let asked = Asked()
+                var suspects = ExpansionSuspects()
+                var leasedIDs: [Int64] = []
+                let result = try ExpansionStore.expandNext(
+                    on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20, asked: asked),
+                    leasedIDs: &leasedIDs)
+                #expect(result == .expanded(notificationID: notificationID, created: 50))
+                #expect(asked.apps.withLock { $0 } == [seed.appID])
+                #expect(leasedIDs.count == 20)
+                // 20 leased as a first claim leaves them (due at the lease's end), 30 left unleased and due now.
+                #expect(try Self.leaseStates(seed.connection) == ["\(Self.workerID)/1/1/false": 20, "-/0/0/true": 30])
+                // The app's turn is now: its unleased rows are due.
+                #expect(
+                    try seed.connection.query(
+                        "SELECT turn_at <= now() AS due FROM app_claim_turns WHERE app_id = $1", [seed.appID]
+                    )[0].decode(Bool.self, "due"))
+
+                // Read back in the claim's row shape, each under its first fence.
+                let leased = try ClaimStore.leasedRows(
+                    on: seed.connection, deliveryIDs: leasedIDs, workerID: Self.workerID)
+                #expect(Set(leased.map(\.id)) == Set(leasedIDs))
+                #expect(leased.allSatisfy { $0.fence == 1 && $0.attempt == 1 && $0.notificationID == notificationID })
+                #expect(leased.allSatisfy { $0.platform == "ios" && $0.channelProvider == "apns" })
+                #expect(leased.first?.databaseClock != nil)
+                // Another worker's id reads none of them.
+                #expect(
+                    try ClaimStore.leasedRows(on: seed.connection, deliveryIDs: leasedIDs, workerID: "other").isEmpty)
+
+                // The claim takes the 30 others and none of the leased ones.
+                let claimed = try ClaimStore.claim(
+                    on: seed.connection, limit: 200, lease: .seconds(120), workerID: "claimer")
+                #expect(claimed.count == 30)
+                #expect(Set(claimed.map(\.id)).isDisjoint(with: leasedIDs))
+            }
+        }
+    }
+
+    @Test func aSendLimitedAppsRowsAreNeverLeasedAtInsert() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, notificationID) = try Self.seedBroadcast(url, count: 40)
+                _ = try seed.connection.query(
+                    "UPDATE apps SET max_sends_per_second = 1000 WHERE id = $1", [seed.appID])
+                var suspects = ExpansionSuspects()
+                var leasedIDs: [Int64] = [-1]
+                let result = try ExpansionStore.expandNext(
+                    on: seed.connection, suspects: &suspects,
+                    lease: Self.lease(quota: 1000), leasedIDs: &leasedIDs)
+                #expect(result == .expanded(notificationID: notificationID, created: 40))
+                #expect(leasedIDs.isEmpty)
+                #expect(try Self.leaseStates(seed.connection) == ["-/0/0/true": 40])
+                // The claim charges the bucket for what it takes (burst 100).
+                let claimed = try ClaimStore.claim(
+                    on: seed.connection, limit: 200, lease: .seconds(120), workerID: "claimer")
+                #expect(claimed.count == 40)
+                let tokens = try seed.connection.query(
+                    "SELECT tokens::float8 AS tokens FROM app_send_buckets WHERE app_id = $1", [seed.appID]
+                )[0].decode(Double.self, "tokens")
+                #expect(tokens < 61)
+            }
+        }
+    }
+
+    @Test func rowsDueAtLocalTimeAreNeverLeasedAtInsert() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, notificationID) = try Self.seedBroadcast(
+                    url, count: 30, message: #"{"contents": {"en": "hi"}, "delivery_time_of_day": "09:00"}"#)
+                let asked = Asked()
+                var suspects = ExpansionSuspects()
+                var leasedIDs: [Int64] = []
+                let result = try ExpansionStore.expandNext(
+                    on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 1000, asked: asked),
+                    leasedIDs: &leasedIDs)
+                #expect(result == .expanded(notificationID: notificationID, created: 30))
+                // The worker's room is not even asked: no slot is held for rows due later.
+                #expect(asked.apps.withLock { $0 }.isEmpty)
+                #expect(leasedIDs.isEmpty)
+                #expect(
+                    try seed.connection.query(
+                        "SELECT count(*) AS n FROM deliveries WHERE leased_by IS NULL AND attempt = 0 AND local_due_at IS NOT NULL"
+                    )[0].decode(Int.self, "n") == 30)
+            }
+        }
+    }
+
+    /// Rows leased to a worker that never sends them (it died after the insert committed) fall due at the lease's
+    /// end: the insert set the app's claim turn there, and a claim then takes them as it takes any expired lease.
+    @Test func rowsLeasedToAWorkerThatNeverSendsAreClaimedOnceTheLeaseEnds() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, _) = try Self.seedBroadcast(url, count: 25)
+                var suspects = ExpansionSuspects()
+                var leasedIDs: [Int64] = []
+                _ = try ExpansionStore.expandNext(
+                    on: seed.connection, suspects: &suspects,
+                    lease: Self.lease(quota: 1000, seconds: 1), leasedIDs: &leasedIDs)
+                #expect(leasedIDs.count == 25)
+                // Every row leased: the app's turn is the lease's end, not now.
+                let turn = try seed.connection.query(
+                    """
+                    SELECT t.turn_at > now() AS later, t.turn_at = (SELECT min(run_at) FROM deliveries) AS at_lease_end
+                    FROM app_claim_turns t WHERE app_id = $1
+                    """, [seed.appID])[0]
+                #expect(try turn.decode(Bool.self, "later"))
+                #expect(try turn.decode(Bool.self, "at_lease_end"))
+                // Claimed by another worker once the lease has ended (a hang guard, not a timing assertion).
+                var claimed: [ClaimedDelivery] = []
+                let deadline = ContinuousClock.now + .seconds(60)
+                while claimed.count < 25 && ContinuousClock.now < deadline {
+                    claimed += try ClaimStore.claim(
+                        on: seed.connection, limit: 200, lease: .seconds(120), workerID: "rescuer")
+                    if claimed.count < 25 { Thread.sleep(forTimeInterval: 0.1) }
+                }
+                #expect(Set(claimed.map(\.id)) == Set(leasedIDs))
+                #expect(claimed.allSatisfy { $0.fence == 2 && $0.attempt == 2 })
+                // The dead worker's read of its rows finds none of them leased to it any more.
+                #expect(
+                    try ClaimStore.leasedRows(on: seed.connection, deliveryIDs: leasedIDs, workerID: Self.workerID).isEmpty)
+            }
+        }
+    }
+}
