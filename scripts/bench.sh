@@ -224,28 +224,7 @@ e2e_pgbench() {
 event_floor() {
     local name=$1 batch=$2
     shift 2
-    # Each notification's listed subscriptions in list order, as the worker's claims take them, cut into batches
-    # whose columns are arrays (the worker's completion arrays); the detail an APNs `sent` event's.
-    psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v batch="$batch" <<'SQL'
-SET client_min_messages = warning;
-TRUNCATE delivery_events;
-DROP TABLE IF EXISTS event_floor_batches;
-DROP SEQUENCE IF EXISTS event_floor_batch;
-CREATE SEQUENCE event_floor_batch;
-CREATE TABLE event_floor_batches AS
-SELECT k / :batch + 1 AS batch, array_agg(app_id ORDER BY k) AS app_ids,
-       array_agg(notification_id ORDER BY k) AS notification_ids, array_agg(subscription_id ORDER BY k) AS subscription_ids,
-       array_agg('sent'::text ORDER BY k) AS events, array_agg(NULL::text ORDER BY k) AS reasons,
-       array_agg(1 ORDER BY k) AS attempts,
-       array_agg(json_build_object('provider_message_id', apns_id, 'apns_id', apns_id, 'provider', 'apns')::text ORDER BY k) AS details
-FROM (SELECT row_number() OVER (ORDER BY n.id, t.position) - 1 AS k, n.app_id, n.id AS notification_id,
-             t.sid::uuid AS subscription_id, gen_random_uuid() AS apns_id
-      FROM notifications n
-      CROSS JOIN LATERAL jsonb_array_elements_text(n.target->'include_subscription_ids') WITH ORDINALITY t(sid, position)) r
-GROUP BY k / :batch;
-ALTER TABLE event_floor_batches ADD PRIMARY KEY (batch);
-VACUUM ANALYZE event_floor_batches;
-SQL
+    psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v batch="$batch" -f scripts/bench/event-floor-batches.sql
     local batches pg0 pg1 events
     batches=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM event_floor_batches")
     pg_clients_gone; pg0=$(pg_ticks)
