@@ -14,6 +14,12 @@
 #      Printed beside: the CPU each side spends a delivery (PostgreSQL, the worker, the APNs stand-in; PostgreSQL
 #      and pgbench), whose ratio bounds the rates' on busy cores, and the same pairs again with PostgreSQL on a
 #      core of its own (taskset), as in a deployment whose database has its own host.
+#      Each pair also runs the floor (scripts/bench/event-floor.pgbench): the same deliveries' events alone, in
+#      batches of the worker's mean completion batch; the worker's database CPU per delivery is printed as a
+#      multiple of the floor's per event.                                               target <= 2.5x
+#      Then one more run of the worker with pg_stat_statements and pg_stat_kcache counting every statement, nested
+#      ones included: the statements by CPU time (PUSHIZO_BENCH_STATEMENTS of them, default 20), also written to
+#      var/bench/statements.txt.
 #   3. the worker's peak RSS during (2).                                          target < 150 MB
 #   4. expansion of 1,000,000 subscriptions into deliveries ({"all": true}).     target < 10 s
 #   5. transactional: one-device notifications inserted by pgbench at steady rates (1k, 2k, 5k, 6k, 7k, 8k/s,
@@ -92,6 +98,8 @@ echo "    medians: h2load $h2load_rps req/s, submit 25 $submit_rps req/s (${subm
 echo "==> 2. end to end: $deliveries deliveries (3. the worker's peak RSS during it)"
 . scripts/bench/common.sh
 bench_database "$pg_port"
+# Loaded, counting nothing, until the statements run below (common.sh).
+bench_statements_enable "$pg_port"
 # PUSHIZO_BENCH_SLOW_MS: statements of sections 2-4 slower than this are logged with their plans (auto_explain,
 # without ANALYZE, so the statements run as fast as otherwise), and lock waits longer than a second, in
 # var/bench/pg/postgres.log.
@@ -142,10 +150,12 @@ pg_clients_gone() {
 ticks_us() { calc "$1 * 1000000 / $clock_ticks / ($2 + ($2 == 0))"; }
 # bash's `time` below prints the user and system seconds.
 TIMEFORMAT='%U %S'
-# One pair: the worker drains the 100 notifications, then pgbench drains the same deliveries put straight into
-# the queue. $1 names the pair in the log; the rest is a command prefix for the worker and pgbench (empty, or a
-# taskset). Sets pair_worker_jps, pair_pgbench_jps and the CPU per delivery of each process.
-e2e_pair() {
+# The worker drains the 100 notifications. $1 names the run in the log; the rest is a command prefix for the
+# worker (empty, or a taskset). Sets pair_worker_jps, the CPU per delivery of each process and
+# pair_completion_batch, the mean size of the worker's completion batches (its events of one statement share their
+# `at`, the statement's transaction start). With e2e_statements set, pg_stat_statements counts the run's statements
+# into the table bench_statements.
+e2e_worker() {
     local name=$1
     shift
     # 1,000 subscriptions per notification; the previous pair's rows gone (deleting a notification deletes its
@@ -161,7 +171,8 @@ SELECT '00000000-0000-4000-8000-0000000be4c0',
        jsonb_build_object('include_subscription_ids', jsonb_agg(id))
 FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 1000 AS chunk FROM subscriptions) s GROUP BY chunk;
 SQL
-    local pg0 pg1 emulator0 emulator1 worker_cpu started finished sent rss steady_jps
+    if [ -n "${e2e_statements:-}" ]; then bench_statements_reset; fi
+    local pg0 pg1 emulator0 emulator1 worker_cpu started finished rss steady_jps sent
     pg_clients_gone; pg0=$(pg_ticks); emulator0=$(process_ticks "$emulator_pid")
     started=$(date +%s.%N)
     # PUSHIZO_BENCH_WRAPPER profiles the worker, e.g. "perf record -g -o /tmp/perf.data".
@@ -170,7 +181,10 @@ SQL
         ${PUSHIZO_BENCH_WRAPPER:-} "$bindir/pushizo-worker" run --exit-when-drained 2>"$work/worker-$name.log"; } 2>&1 )
     finished=$(date +%s.%N)
     pg_clients_gone; pg1=$(pg_ticks); emulator1=$(process_ticks "$emulator_pid")
+    if [ -n "${e2e_statements:-}" ]; then bench_statements_snapshot bench_statements; fi
     sent=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events WHERE event = 'sent'")
+    pair_completion_batch=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*)::numeric / greatest(count(DISTINCT at), 1)) FROM delivery_events")
+    pair_worker_sent=$sent
     pair_worker_jps=$(calc "$sent / ($finished - $started)")
     pair_worker_pg_us=$(ticks_us "$(( pg1 - pg0 ))" "$sent")
     # The share of one core PostgreSQL kept busy over the run, in percent.
@@ -180,14 +194,19 @@ SQL
     rss=$(sed -n 's/.*peak_rss_mb=\([0-9]*\).*/\1/p' "$work/worker-$name.log" | tail -n 1)
     if [ "${rss:-0}" -gt "$peak_rss" ]; then peak_rss=$rss; fi
     steady_jps=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT round(count(*) / greatest(extract(epoch FROM max(at) - min(at)), 0.001)) FROM delivery_events WHERE event = 'sent'")
-    echo "    $name, worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($(printf %.0f "$pair_worker_jps")/s; $steady_jps/s between the first and last event); CPU a delivery: PostgreSQL $(printf %.1f "$pair_worker_pg_us") µs, the worker $(printf %.1f "$pair_worker_us"), the APNs stand-in $(printf %.1f "$pair_emulator_us")"
+    echo "    $name, worker: $sent sent in $(calc "$finished - $started") s, start-up and expansion included ($(printf %.0f "$pair_worker_jps")/s; $steady_jps/s between the first and last event; completions in batches of $pair_completion_batch on average); CPU a delivery: PostgreSQL $(printf %.1f "$pair_worker_pg_us") µs, the worker $(printf %.1f "$pair_worker_us"), the APNs stand-in $(printf %.1f "$pair_emulator_us")"
+}
 
-    # The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
-    # Prepared (-M prepared), as the worker runs its hot statements: each is planned once per connection.
+# The same claim/complete SQL alone: refill the queue with the same deliveries and let pgbench drain it.
+# Prepared (-M prepared), as the worker runs its hot statements: each is planned once per connection. $1 names the
+# run; the rest is a command prefix for pgbench. Sets pair_pgbench_jps and the CPU per job of each process.
+e2e_pgbench() {
+    local name=$1
+    shift
     psql "$PUSHIZO_DATABASE_URL" -qc "TRUNCATE delivery_events; INSERT INTO deliveries (notification_id, subscription_id, app_id)
         SELECT n.id, s.id, n.app_id FROM notifications n CROSS JOIN LATERAL jsonb_array_elements_text(n.target->'include_subscription_ids') t(sid)
         JOIN subscriptions s ON s.id = t.sid::uuid" -c "VACUUM ANALYZE deliveries"
-    local pgbench_out pgbench_cpu pgbench_tps
+    local pgbench_out pgbench_cpu pgbench_tps pg0
     pg_clients_gone; pg0=$(pg_ticks)
     pgbench_out=$( { time "$@" "$pgbin/pgbench" -n -M prepared -c "$clients" -j 2 -t "$transactions" -f scripts/bench/claim-complete.pgbench \
         "$PUSHIZO_DATABASE_URL" 2>/dev/null; } 2>&1 )
@@ -198,14 +217,42 @@ SQL
     pair_pgbench_us=$(calc "($(tr ' ' + <<<"$pgbench_cpu")) * 1000000 / $deliveries")
     echo "    $name, pgbench (claim/complete SQL alone, $clients clients, batches of 200): $(printf %.0f "$pair_pgbench_jps") jobs/s ($(calc "$pair_worker_jps / $pair_pgbench_jps")x); CPU a job: PostgreSQL $(printf %.1f "$pair_pgbench_pg_us") µs, pgbench $(printf %.1f "$pair_pgbench_us")"
 }
+
+# The floor: the same deliveries' events and nothing else (scripts/bench/event-floor.pgbench), in batches of $2
+# rows (the worker's mean completion batch), one pgbench client, as the worker has one completion writer. $1
+# names the run; the rest is a command prefix for pgbench. Sets pair_floor_us, PostgreSQL's CPU per event.
+event_floor() {
+    local name=$1 batch=$2
+    shift 2
+    psql "$PUSHIZO_DATABASE_URL" -q -v ON_ERROR_STOP=1 -v batch="$batch" -f scripts/bench/event-floor-batches.sql
+    local batches pg0 pg1 events
+    batches=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM event_floor_batches")
+    pg_clients_gone; pg0=$(pg_ticks)
+    "$@" "$pgbin/pgbench" -n -M prepared -c 1 -j 1 -t "$batches" -f scripts/bench/event-floor.pgbench "$PUSHIZO_DATABASE_URL" >/dev/null 2>&1
+    pg_clients_gone; pg1=$(pg_ticks)
+    events=$(psql "$PUSHIZO_DATABASE_URL" -Atqc "SELECT count(*) FROM delivery_events")
+    pair_floor_us=$(ticks_us "$(( pg1 - pg0 ))" "$events")
+    echo "    $name, the floor (the events alone: $events in $batches batches of $batch, 1 client): CPU an event: PostgreSQL $(printf %.1f "$pair_floor_us") µs"
+}
+
+# One pair: the worker, then pgbench on the same deliveries, then the floor at the worker's batch size. $1 names
+# the pair in the log; the rest is a command prefix for the worker and pgbench (empty, or a taskset).
+e2e_pair() {
+    e2e_worker "$@"
+    e2e_pgbench "$@"
+    local name=$1
+    shift
+    event_floor "$name" "$pair_completion_batch" "$@"
+}
 mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.4f", s / NR }'; }
 worker_runs=(); pgbench_runs=(); peak_rss=0
-worker_pg_us=(); worker_own_us=(); emulator_us=(); pgbench_pg_us=(); pgbench_own_us=()
+worker_pg_us=(); worker_own_us=(); emulator_us=(); pgbench_pg_us=(); pgbench_own_us=(); floor_us=(); floor_batches=()
 for pair in $(seq 1 "$e2e_pairs"); do
     e2e_pair "pair $pair"
     worker_runs+=("$pair_worker_jps"); pgbench_runs+=("$pair_pgbench_jps")
     worker_pg_us+=("$pair_worker_pg_us"); worker_own_us+=("$pair_worker_us"); emulator_us+=("$pair_emulator_us")
     pgbench_pg_us+=("$pair_pgbench_pg_us"); pgbench_own_us+=("$pair_pgbench_us")
+    floor_us+=("$pair_floor_us"); floor_batches+=("$pair_completion_batch")
 done
 worker_jps=$(mean "${worker_runs[@]}"); pgbench_jps=$(mean "${pgbench_runs[@]}")
 echo "    means: worker $(printf %.0f "$worker_jps")/s, pgbench $(printf %.0f "$pgbench_jps") jobs/s ($(calc "$worker_jps / $pgbench_jps")x)"
@@ -216,6 +263,21 @@ echo "    means: worker $(printf %.0f "$worker_jps")/s, pgbench $(printf %.0f "$
 e2e_worker_cpu_us=$(calc "$(mean "${worker_pg_us[@]}") + $(mean "${worker_own_us[@]}") + $(mean "${emulator_us[@]}")")
 e2e_pgbench_cpu_us=$(calc "$(mean "${pgbench_pg_us[@]}") + $(mean "${pgbench_own_us[@]}")")
 echo "    CPU a delivery, all processes: the worker's job $(printf %.1f "$e2e_worker_cpu_us") µs (PostgreSQL $(printf %.1f "$(mean "${worker_pg_us[@]}")"), the worker $(printf %.1f "$(mean "${worker_own_us[@]}")"), the stand-in $(printf %.1f "$(mean "${emulator_us[@]}")")); pgbench's $(printf %.1f "$e2e_pgbench_cpu_us") µs (PostgreSQL $(printf %.1f "$(mean "${pgbench_pg_us[@]}")"), pgbench $(printf %.1f "$(mean "${pgbench_own_us[@]}")")): CPU cost ratio $(calc "$e2e_pgbench_cpu_us / $e2e_worker_cpu_us")x"
+# The database's CPU per broadcast delivery against the floor of the same pairs: what every delivery must leave
+# behind (its event) written alone, in batches of the worker's size.
+worker_pg_mean_us=$(mean "${worker_pg_us[@]}"); floor_mean_us=$(mean "${floor_us[@]}")
+floor_ratio=$(calc "$worker_pg_mean_us / $floor_mean_us")
+floor_verdict=$(awk "BEGIN { print ($floor_ratio <= 2.5) ? \"met\" : \"not met\" }")
+echo "    database CPU per delivery: $(printf %.1f "$worker_pg_mean_us") µs = $(printf %.1f "$floor_ratio")x the floor of $(printf %.1f "$floor_mean_us") µs (the events alone, batches of $(IFS=/; echo "${floor_batches[*]}"); 2.5x target: $floor_verdict)"
+
+# One more broadcast run, the worker alone, with pg_stat_statements and pg_stat_kcache counting every statement
+# (track = all: the triggers' and functions' statements too; planning included): where the database's CPU per
+# delivery goes.
+# Counting costs the server a little CPU of its own, so this run is kept out of the means above.
+e2e_statements=1 e2e_worker "statements run"
+statements_pg_us=$pair_worker_pg_us
+echo "    the statements run's statements by CPU time (pg_stat_kcache; execution and planning; per row of the statement's own rows, per delivery of $pair_worker_sent):"
+bench_statements_table bench_statements "$pair_worker_sent" "${PUSHIZO_BENCH_STATEMENTS:-20}" | tee "$work/statements.txt" | sed 's/^/    /'
 
 # The same pairs with PostgreSQL on a core of its own (PUSHIZO_BENCH_E2E_OWN_CORE_PAIRS, default 2; 0 skips):
 # the postmaster and every backend on CPU 0, the worker, the stand-in and pgbench on the others, as in a
@@ -389,13 +451,13 @@ scripts/pg-throwaway.sh stop "$work/pg" >/dev/null || true
 
 echo "==> 6. worker CPU (user+sys) per sent delivery: ${PUSHIZO_BENCH_CPU_BROADCAST:-100000}-delivery broadcast, ${PUSHIZO_BENCH_CPU_SINGLES:-10000} one-device notifications"
 # tee -a: when the bench's output goes to a file, opening /dev/stderr without O_APPEND would truncate it.
-cpu_line=$(PUSHIZO_BENCH_CPU_PG_PORT=$((pg_port + 2)) scripts/bench/cpu-per-delivery.sh "$bindir" | tee -a /dev/stderr | tail -n 1)
+cpu_line=$(PUSHIZO_BENCH_CPU_PG_PORT=${PUSHIZO_BENCH_CPU_PG_PORT:-$((pg_port + 2))} scripts/bench/cpu-per-delivery.sh "$bindir" | tee -a /dev/stderr | tail -n 1)
 cpu_broadcast_us=$(sed -n 's/.* broadcast=\([0-9.]*\).*/\1/p' <<<"$cpu_line")
 cpu_one_device_us=$(sed -n 's/.* one_device=\([0-9.]*\).*/\1/p' <<<"$cpu_line")
 
 echo "==> 7. queue depth and workers: ${PUSHIZO_BENCH_QUEUE_LARGE:-10000000}-delivery queue vs ${PUSHIZO_BENCH_QUEUE_SMALL:-100000}, workers ${PUSHIZO_BENCH_WORKER_COUNTS:-1 2 4}"
 # A failure here leaves its figures unknown (null) rather than losing the whole table.
-queue_line=$(PUSHIZO_BENCH_QUEUE_PG_PORT=$((pg_port + 3)) scripts/bench/queue-scale.sh "$bindir" | tee -a /dev/stderr | tail -n 1) || true
+queue_line=$(PUSHIZO_BENCH_QUEUE_PG_PORT=${PUSHIZO_BENCH_QUEUE_PG_PORT:-$((pg_port + 3))} scripts/bench/queue-scale.sh "$bindir" | tee -a /dev/stderr | tail -n 1) || true
 queue_field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$queue_line"; }
 queue_small=$(queue_field small); queue_large=$(queue_field large); queued_large=$(queue_field queued_large)
 queue_pgbench_small=$(queue_field pgbench_small); queue_pgbench_large=$(queue_field pgbench_large)
@@ -414,7 +476,7 @@ for pair in $(sed -n 's/.* workers \(.*\)$/\1/p' <<<"$queue_line"); do
 done
 
 echo "==> 8. fairness: another app's one-device notifications (${PUSHIZO_BENCH_FAIR_RATE:-50}/s) while a ${PUSHIZO_BENCH_FAIR_SIZE:-1000000}-device broadcast drains"
-fair_line=$(PUSHIZO_BENCH_FAIR_PG_PORT=$((pg_port + 4)) scripts/bench/fairness.sh "$bindir" | tee -a /dev/stderr | tail -n 1) || true
+fair_line=$(PUSHIZO_BENCH_FAIR_PG_PORT=${PUSHIZO_BENCH_FAIR_PG_PORT:-$((pg_port + 4))} scripts/bench/fairness.sh "$bindir" | tee -a /dev/stderr | tail -n 1) || true
 fair_field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$fair_line"; }
 fair_p50=$(fair_field p50); fair_p99=$(fair_field p99); fair_alone=$(fair_field alone); fair_beside=$(fair_field beside)
 fair_ratio=$(ratio_or_null "$fair_beside" "$fair_alone")
@@ -427,6 +489,9 @@ printf "  %-55s %6.2fx\n" "HTTP/2 transport, one send per request, vs h2load" "$
 printf "  %-55s %6.2fx   (target >= 0.50)\n" "end to end (worker jobs/s vs pgbench claim/complete)" "$(calc "$worker_jps / $pgbench_jps")"
 printf "  %-55s %6.2fx   (no target; CPU a delivery: the worker's job %.0f µs, pgbench's %.0f µs)\n" "end to end CPU cost ratio (pgbench's job / the worker's)" \
     "$(calc "$e2e_pgbench_cpu_us / $e2e_worker_cpu_us")" "$e2e_worker_cpu_us" "$e2e_pgbench_cpu_us"
+printf "  %-55s %6.2fx   (target <= 2.50: %s; %.1f µs a broadcast delivery, the floor %.1f µs, claim/complete alone %.1f µs)\n" \
+    "database CPU per delivery vs the floor (its event alone)" "$floor_ratio" "$floor_verdict" "$worker_pg_mean_us" "$floor_mean_us" \
+    "$(mean "${pgbench_pg_us[@]}")"
 if [ "$own_core_ratio" != null ]; then
     printf "  %-55s %6.2fx   (no target; %.0f vs %.0f/s; PostgreSQL's core %s %% busy in the worker's runs)\n" "end to end, PostgreSQL on a core of its own" \
         "$own_core_ratio" "$own_core_worker_jps" "$own_core_pgbench_jps" "$own_core_busy"
@@ -456,6 +521,9 @@ cat >"$json" <<JSON
  "end_to_end": {"deliveries": $deliveries, "worker_jobs_per_second": $worker_jps, "pgbench_jobs_per_second": $pgbench_jps, "ratio": $(calc "$worker_jps / $pgbench_jps"), "worker_peak_rss_mb": ${peak_rss:-null}, "worker_runs": [$(IFS=,; echo "${worker_runs[*]}")], "pgbench_runs": [$(IFS=,; echo "${pgbench_runs[*]}")],
    "cpu_us_per_delivery": {"worker_job": $e2e_worker_cpu_us, "postgres_for_worker": $(mean "${worker_pg_us[@]}"), "worker": $(mean "${worker_own_us[@]}"), "apns_stand_in": $(mean "${emulator_us[@]}"),
      "pgbench_job": $e2e_pgbench_cpu_us, "postgres_for_pgbench": $(mean "${pgbench_pg_us[@]}"), "pgbench": $(mean "${pgbench_own_us[@]}"), "ratio": $(calc "$e2e_pgbench_cpu_us / $e2e_worker_cpu_us")},
+   "event_floor": {"postgres_us_per_event": $floor_mean_us, "runs_us": [$(IFS=,; echo "${floor_us[*]}")], "batch_rows": [$(IFS=,; echo "${floor_batches[*]}")],
+     "postgres_us_per_delivery": $worker_pg_mean_us, "ratio": $floor_ratio, "target": 2.5},
+   "statements_run": {"postgres_us_per_delivery": $statements_pg_us, "table": "var/bench/statements.txt"},
    "postgres_own_core": {"pairs": $own_core_pairs, "worker_jobs_per_second": $own_core_worker_jps, "pgbench_jobs_per_second": $own_core_pgbench_jps, "ratio": $own_core_ratio, "postgres_core_busy_percent": [$(IFS=,; echo "${own_busy[*]}")]}},
  "expansion": {"subscriptions": $expansion_size, "seconds": ${expansion_seconds:-null}},
  "transactional": {"seconds_per_step": $steady_seconds, "grace_seconds": $steady_grace, "steps": [$steady_json],

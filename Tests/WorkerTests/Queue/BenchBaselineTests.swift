@@ -104,10 +104,7 @@ import Testing
             try await onThread {
                 let seed = try Seed(url)
                 defer { seed.connection.close() }
-                try seed.app()
-                let devices = try (0..<3).map { _ in try seed.subscription().uuidString.lowercased() }
-                let target = #"{"include_subscription_ids": ["\#(devices.joined(separator: #"", ""#))"]}"#
-                let notification = try seed.notification(target: target)
+                let notification = try Self.notificationOfThreeListedDevices(seed)
                 if file == "claim-complete.pgbench" {
                     // The broadcast's queue, expanded beforehand as the bench does.
                     _ = try seed.connection.query(
@@ -132,13 +129,68 @@ import Testing
         #expect(sent == 3)
     }
 
+    /// The floor's script writes each event as the completion does: the same `INSERT` column list and the same
+    /// `jsonb` guard on the detail (its rows named `i` instead of the completion's `s`).
+    @Test func theFloorScriptWritesEventsAsTheCompletionDoes() throws {
+        let script = try String(contentsOf: Self.benchDirectory.appendingPathComponent("event-floor.pgbench"), encoding: .utf8)
+        let insert = "INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)"
+        let guardOnDetail = #"coalesce(replace(s.detail, '\u0000', '\ufffd')::jsonb, '{}'::jsonb)"#
+        #expect(CompletionStore.completeSQL.contains(insert) && CompletionStore.completeSQL.contains(guardOnDetail))
+        let body = Self.withoutHeader(script)
+        #expect(body.hasPrefix(insert + "\n"))
+        #expect(body.contains("SELECT i.app_id, i.notification_id, i.subscription_id, i.event, i.reason, i.attempt,"))
+        #expect(body.contains(guardOnDetail.replacingOccurrences(of: "s.detail", with: "i.detail")))
+        let metaCommands = body.split(separator: "\n").filter { $0.hasPrefix("\\") }
+        #expect(metaCommands.isEmpty && body.filter { $0 == ";" }.count == 1, "one statement, no meta-command")
+    }
+
+    /// The floor's input (event-floor-batches.sql, batches of 2 here) and two transactions of its script: the three
+    /// listed deliveries' `sent` events are written, and counted by the count trigger.
+    @Test func theFloorScriptWritesTheListedDeliveriesEvents() async throws {
+        let (build, runs, sent, counted) = try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                defer { seed.connection.close() }
+                let notification = try Self.notificationOfThreeListedDevices(seed)
+                let build = try Self.run(
+                    "/usr/bin/psql", ["-q", "-v", "ON_ERROR_STOP=1", "-v", "batch=2", "-f",
+                                      Self.benchDirectory.appendingPathComponent("event-floor-batches.sql").path, url])
+                let runs = try (0..<2).map { _ in try Self.pgbench("event-floor.pgbench", url) }
+                let rows = try seed.connection.query(
+                    """
+                    SELECT (SELECT count(*) FROM delivery_events
+                            WHERE event = 'sent' AND attempt = 1 AND notification_id = $1
+                              AND detail->>'provider' = 'apns' AND detail->>'apns_id' IS NOT NULL) AS sent,
+                           (SELECT coalesce(sum(sent), 0) FROM notification_event_counts WHERE notification_id = $1) AS counted
+                    """, [notification])
+                return (build, runs, try rows[0].decode(Int.self, "sent"), try rows[0].decode(Int.self, "counted"))
+            }
+        }
+        #expect(build.status == 0, "\(build.output)")
+        for run in runs { #expect(run.status == 0, "\(run.output)") }
+        #expect(sent == 3)
+        #expect(counted == 3)
+    }
+
+    /// Seeds an app with three subscriptions and a notification listing them by id; returns the notification's id.
+    static func notificationOfThreeListedDevices(_ seed: Seed) throws -> UUID {
+        try seed.app()
+        let devices = try (0..<3).map { _ in try seed.subscription().uuidString.lowercased() }
+        return try seed.notification(target: #"{"include_subscription_ids": ["\#(devices.joined(separator: #"", ""#))"]}"#)
+    }
+
     /// Runs one transaction of `file` as `make bench` runs it (prepared statements).
     static func pgbench(_ file: String, _ url: String) throws -> (status: Int32, output: String) {
+        try run(
+            pgbenchPath(),
+            ["-n", "-M", "prepared", "-c", "1", "-t", "1", "-f", benchDirectory.appendingPathComponent(file).path, url])
+    }
+
+    /// Runs `executable` with `arguments` to its end: its status and its output (standard output and error).
+    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try pgbenchPath())
-        process.arguments = [
-            "-n", "-M", "prepared", "-c", "1", "-t", "1", "-f", benchDirectory.appendingPathComponent(file).path, url,
-        ]
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
