@@ -7,7 +7,7 @@ enum Help {
         var text = """
             pushizo-worker: the Pushizo delivery worker (queue in PostgreSQL, pushes over HTTP/2 to APNs, FCM and Web Push)
 
-            usage: pushizo-worker <command> [--flag value ...]
+            usage: pushizo-worker <command> [--flag value ...] [--env-file PATH ...]
 
             commands:
               run        expand notifications, claim deliveries, send them, write delivery events (the daemon)
@@ -31,6 +31,11 @@ enum Help {
             for the test suite, `make bench` and `make demo` and ignored. Durations are plain seconds (30,
             0.25) or a number with one unit: 500ms, 30s, 5m, 2h, 30d (retention and maintenance settings also
             take off).
+
+            --env-file PATH (any command, repeatable) reads PATH as systemd reads EnvironmentFile= (KEY=VALUE
+            lines, # and ; comments, quotes, backslash escapes and continuations; `export` is not stripped) and
+            sets its variables first: a file's value wins over the shell's, a later file's over an earlier
+            one's, a flag over both. A file that cannot be read exits 78.
 
             Under systemd (Type=notify, docs/systemd.md) the worker sends READY=1 after its first successful
             database round trip, STATUS= lines with the send rate and queue lag, and, when the unit sets
