@@ -23,6 +23,7 @@ enum Help {
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions
+              version    print "pushizo-worker <version> (<commit>)" (also --version)
               help       this text
 
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag

@@ -1,4 +1,5 @@
 // pushizo-worker: the Pushizo delivery worker. `pushizo-worker help` lists the verbs.
+import BuildInfo
 import Foundation
 import Worker
 
@@ -49,6 +50,8 @@ do {
         try await CheckCommand.main(environment: environment, arguments: rest)
     case "help", "--help", "-h":
         print(Help.text)
+    case "version", "--version":
+        print(BuildInfo.versionLine)
     default:
         FileHandle.standardError.write(Data("pushizo-worker: unknown command \"\(verb)\"\n\n\(Help.text)\n".utf8))
         exit(2)
