@@ -97,8 +97,9 @@ public final class PostgresConnection {
     }
 
     /// Why libpq cannot parse `connectionString` (libpq docs §34.1.1 "Connection Strings"), its own message with only
-    /// the passwords masked (`invalid connection string: missing "=" after "S3cret" in connection info string` for
-    /// `password=Sup3r S3cret`), or nil when it parses. Contacts nothing: for settings checked at start-up.
+    /// the passwords masked (`invalid connection string: missing "=" after "********" in connection info string`
+    /// for `password=Sup3r S3cret`, whose password libpq cut at the space), or nil when it parses. Contacts nothing:
+    /// for settings checked at start-up.
     public static func connectionStringProblem(_ connectionString: String) -> String? {
         guard case .failure(let error) = PostgresRedaction.parse(connectionString) else { return nil }
         return invalidConnectionStringMessage(error)

@@ -28,7 +28,8 @@ enum Help {
 
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag
             derived from its name; flags win. An unknown PUSHIZO_* variable or a bad value stops start-up
-            naming the key (exit status 78). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
+            naming the key (exit status 78), as does PostgreSQL refusing the connection for a reason only an
+            operator can fix (a wrong password, an unknown role or database, missing rights). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
             for the test suite, `make bench` and `make demo` and ignored. Durations are plain seconds (30,
             0.25) or a number with one unit: 500ms, 30s, 5m, 2h, 30d (retention and maintenance settings also
             take off).
