@@ -27,6 +27,10 @@ let package = Package(
         // epoll, eventfd, accept4, mallopt, pthread_setname_np and the signal-forwarding handler.
         .target(name: "CPushizoGlibcShims"),
 
+        // MARK: The build's version (VERSION) and git commit, written before every build by an in-repo plugin.
+        .plugin(name: "BuildInfoPlugin", capability: .buildTool()),
+        .target(name: "BuildInfo", plugins: ["BuildInfoPlugin"]),
+
         // MARK: Wrappers over C (C types never leave these modules)
         .target(name: "UUIDText"),
         .target(name: "Postgres", dependencies: ["CLibPQ", "UUIDText"]),
@@ -44,11 +48,11 @@ let package = Package(
         .target(name: "MetricsServer", dependencies: ["Metrics", "CMicroHTTPD", "CPushizoMicroHTTPDShims"]),
         .target(
             name: "Worker",
-            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText", "CPushizoGlibcShims"]),
+            dependencies: ["Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "CSystemd", "Metrics", "MetricsServer", "UUIDText", "CPushizoGlibcShims", "BuildInfo"]),
         .target(name: "Emulator", dependencies: ["HTTP2", "PushCrypto", "DeliveryCore", "UUIDText"]),
         // The client half of `make bench` (scripts/bench.sh).
         .executableTarget(name: "pushizo-bench", dependencies: ["HTTP2"]),
-        .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers"]),
+        .executableTarget(name: "pushizo-worker", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "BuildInfo"]),
 
         // MARK: Tests (folders mirror Sources/)
         // Points the calling thread's resolver (glibc's `_res`, a macro) at a DNS server of the tests' own.
@@ -65,7 +69,8 @@ let package = Package(
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),
         .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto", "Providers", "DeliveryCore"]),
-        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "SocketTestSupport"]),
+        .testTarget(name: "BuildInfoTests", dependencies: ["BuildInfo"]),
+        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "SocketTestSupport", "BuildInfo"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -87,12 +87,26 @@ public final class PostgresConnection {
     ///   - poolerMode: what stands between this connection and PostgreSQL (``PostgresPoolerMode``).
     /// - Throws: ``PostgresError`` `.connectionFailed`, its message free of passwords, with the server's
     ///   SQLSTATE when the server refused the session (`53300` `too_many_connections`, `57P03`
-    ///   `cannot_connect_now`, `28P01` ...).
+    ///   `cannot_connect_now`, `28P01` ...); `.invalidConnectionString` when libpq cannot parse the string
+    ///   (``connectionStringProblem(_:)``).
     public convenience init(
         connectionString: String, applicationName: String = "pushizo-worker", poolerMode: PostgresPoolerMode = .none
     ) throws {
         try self.init(
             connectionString: connectionString, applicationName: applicationName, wakeFD: nil, poolerMode: poolerMode)
+    }
+
+    /// Why libpq cannot parse `connectionString` (libpq docs §34.1.1 "Connection Strings"), its own message with only
+    /// the passwords masked (`invalid connection string: missing "=" after "********" in connection info string`
+    /// for `password=Sup3r S3cret`, whose password libpq cut at the space), or nil when it parses. Contacts nothing:
+    /// for settings checked at start-up.
+    public static func connectionStringProblem(_ connectionString: String) -> String? {
+        guard case .failure(let error) = PostgresRedaction.parse(connectionString) else { return nil }
+        return invalidConnectionStringMessage(error)
+    }
+
+    private static func invalidConnectionStringMessage(_ error: RedactedParseError) -> String {
+        "invalid connection string: " + error.message.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Connects with `PQconnectStartParams` / `PQconnectPoll`, so a wake-up on `wakeFD` aborts the attempt
@@ -119,7 +133,7 @@ public final class PostgresConnection {
         switch PostgresRedaction.parse(connectionString) {
         case .success(let found): secrets = found
         case .failure(let error):
-            throw PostgresError(code: .connectionFailed, message: "invalid connection string: \(error.message)")
+            throw PostgresError(code: .invalidConnectionString, message: Self.invalidConnectionStringMessage(error))
         }
         func failure(_ message: String) -> PostgresError {
             let (sqlState, text) = Self.splitSQLState(message)

@@ -15,6 +15,8 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
 
         /// Establishing a connection failed (bad address, authentication, server down, ...).
         public static let connectionFailed = Code("connectionFailed")
+        /// libpq could not parse the connection string (libpq docs §34.1.1 "Connection Strings"); nothing was sent.
+        public static let invalidConnectionString = Code("invalidConnectionString")
         /// An established connection broke (server restarted, backend terminated, network down).
         public static let connectionLost = Code("connectionLost")
         /// PostgreSQL rejected a statement; see ``PostgresError/sqlState``.
@@ -61,7 +63,22 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
             || ["08", "53", "57", "58"].contains(String(sqlState.prefix(2)))
     }
 
-    /// Creates an error; `isConnectionProblem` defaults to true for `.connectionFailed` and `.connectionLost`.
+    /// True when connecting again with the same connection string to the same server cannot succeed until an
+    /// operator changes something (the string, a role, a grant, `pg_hba.conf`, the database):
+    /// ``Code/invalidConnectionString``, or the server's SQLSTATE `28P01` (`invalid_password`), `28000`
+    /// (`invalid_authorization_specification`: no `pg_hba.conf` entry, an unknown role, a role without `LOGIN`),
+    /// `3D000` (`invalid_catalog_name`: no such database) or `42501` (`insufficient_privilege`: no `CONNECT` on the
+    /// database, or a right the caller checked for). Everything else a connection meets (refused, timed out, the
+    /// server starting up `57P03`, out of slots `53300`, a standby) can pass by itself. PostgreSQL docs, Appendix A
+    /// "PostgreSQL Error Codes".
+    public var needsReconfiguration: Bool {
+        if code == .invalidConnectionString { return true }
+        guard let sqlState else { return false }
+        return ["28P01", "28000", "3D000", "42501"].contains(sqlState)
+    }
+
+    /// Creates an error; `isConnectionProblem` defaults to true for `.connectionFailed`, `.invalidConnectionString`
+    /// and `.connectionLost`.
     public init(
         code: Code, message: String, sqlState: String? = nil, detail: String? = nil, hint: String? = nil,
         isConnectionProblem: Bool? = nil
@@ -71,7 +88,8 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         self.sqlState = sqlState
         self.detail = detail
         self.hint = hint
-        self.isConnectionProblem = isConnectionProblem ?? (code == .connectionFailed || code == .connectionLost)
+        self.isConnectionProblem = isConnectionProblem
+            ?? (code == .connectionFailed || code == .invalidConnectionString || code == .connectionLost)
     }
 
     /// `PostgresError(queryFailed, SQLSTATE 23505): message (detail: ...; hint: ...)`.

@@ -36,6 +36,7 @@ enum CheckCommand {
         let outcome = await capture { try await database.withConnection { connection in
             var lines: [String] = []
             try route.verify(connection)
+            try WorkerRights.verify(on: connection)
             let version = try connection.query("SHOW server_version")[0]["server_version"] ?? "?"
             lines.append("database: ok (PostgreSQL \(version); \(route.summary))")
             let pending = try migrator.pending(on: connection)
@@ -138,8 +139,11 @@ enum CheckCommand {
         await database.shutdown()
         guard case .success(var report) = outcome else {
             if case .failure(let error) = outcome {
-                output("database: FAILED: \(oneLine(error))")
-                if error is ConfigurationError { exit(78) }
+                // A refusal that needs the operator (a bad password, no such database, a missing right) is a setting's
+                // problem, as in `run`: exit 78 (EX_CONFIG).
+                let refusal = ConfigurationError(refusal: error, key: .databaseURL)
+                output("database: FAILED: \(oneLine(refusal ?? error))")
+                if error is ConfigurationError || refusal != nil { exit(78) }
             }
             exit(1)
         }
@@ -149,8 +153,9 @@ enum CheckCommand {
             let listenOutcome = await capture { try await listen.withConnection { try route.verify($0, listen: true) } }
             await listen.shutdown()
             if case .failure(let error) = listenOutcome {
-                output("listen: FAILED: \(oneLine(error))")
-                exit(error is ConfigurationError ? 78 : 1)
+                let refusal = ConfigurationError(refusal: error, key: .listenDatabaseURL)
+                output("listen: FAILED: \(oneLine(refusal ?? error))")
+                exit(error is ConfigurationError || refusal != nil ? 78 : 1)
             }
             report.insert("listen: ok (PUSHIZO_LISTEN_DATABASE_URL reaches PostgreSQL directly)", at: 1)
         }

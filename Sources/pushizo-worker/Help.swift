@@ -7,7 +7,7 @@ enum Help {
         var text = """
             pushizo-worker: the Pushizo delivery worker (queue in PostgreSQL, pushes over HTTP/2 to APNs, FCM and Web Push)
 
-            usage: pushizo-worker <command> [--flag value ...]
+            usage: pushizo-worker <command> [--flag value ...] [--env-file PATH ...]
 
             commands:
               run        expand notifications, claim deliveries, send them, write delivery events (the daemon)
@@ -23,14 +23,21 @@ enum Help {
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions
+              version    print "pushizo-worker <version> (<commit>)" (also --version)
               help       this text
 
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag
             derived from its name; flags win. An unknown PUSHIZO_* variable or a bad value stops start-up
-            naming the key (exit status 78). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
+            naming the key (exit status 78), as does PostgreSQL refusing the connection for a reason only an
+            operator can fix (a wrong password, an unknown role or database, missing rights). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
             for the test suite, `make bench` and `make demo` and ignored. Durations are plain seconds (30,
             0.25) or a number with one unit: 500ms, 30s, 5m, 2h, 30d (retention and maintenance settings also
             take off).
+
+            --env-file PATH (any command, repeatable) reads PATH as systemd reads EnvironmentFile= (KEY=VALUE
+            lines, # and ; comments, quotes, backslash escapes and continuations; `export` is not stripped) and
+            sets its variables first: a file's value wins over the shell's, a later file's over an earlier
+            one's, a flag over both. A file that cannot be read exits 78.
 
             Under systemd (Type=notify, docs/systemd.md) the worker sends READY=1 after its first successful
             database round trip, STATUS= lines with the send rate and queue lag, and, when the unit sets

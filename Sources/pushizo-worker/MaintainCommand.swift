@@ -12,11 +12,18 @@ enum MaintainCommand {
     static func main(environment: [String: String], arguments: [String]) throws {
         let reader = try ConfigurationReader(environment: environment, arguments: arguments, keys: keys)
         let logger = try LoggerConfiguration.make(reader, label: "maintain")
-        let databaseURL = try reader.requiredString(.databaseURL)
+        let databaseURL = try reader.requiredConnectionString(.databaseURL)
         let settings = try MaintenanceSettings(reader)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
-        let connection = try PostgresConnection(
-            connectionString: databaseURL, applicationName: "pushizo-worker-maintain", poolerMode: PostgresPoolerMode(route.poolerMode))
+        let connection: PostgresConnection
+        do {
+            connection = try PostgresConnection(
+                connectionString: databaseURL, applicationName: "pushizo-worker-maintain",
+                poolerMode: PostgresPoolerMode(route.poolerMode))
+        } catch {
+            // A refusal that needs the operator (a bad password, no such database, ...) exits 78 (EX_CONFIG).
+            throw ConfigurationError(refusal: error, key: .databaseURL) ?? error
+        }
         try route.verify(connection)
         defer { connection.close() }
         guard let report = try DataLifecycle.maintain(on: connection, settings: settings, waitForLock: true) else {

@@ -11,23 +11,28 @@ enum MigrateCommand {
         let reader = try ConfigurationReader(environment: environment, arguments: arguments, keys: keys)
         let logger = try LoggerConfiguration.make(reader, label: "migrate")
         // A schema-owning role for DDL when configured; the workers' own URL otherwise.
-        let databaseURL = try reader.string(.migrateDatabaseURL) ?? reader.requiredString(.databaseURL)
+        let databaseURL = try reader.connectionString(.migrateDatabaseURL) ?? reader.requiredConnectionString(.databaseURL)
         let directory = try MigrationsLocation.resolve(reader)
         let migrator = try PostgresMigrator(directory: directory)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
-        let connection = try PostgresConnection(
-            connectionString: databaseURL, applicationName: "pushizo-worker-migrate", poolerMode: PostgresPoolerMode(route.poolerMode))
-        defer { connection.close() }
-        try route.verify(connection)
+        let urlKey: ConfigurationKey = reader.string(.migrateDatabaseURL) == nil ? .databaseURL : .migrateDatabaseURL
         let report: PostgresMigrator.Report
         do {
+            let connection = try PostgresConnection(
+                connectionString: databaseURL, applicationName: "pushizo-worker-migrate",
+                poolerMode: PostgresPoolerMode(route.poolerMode))
+            defer { connection.close() }
+            try route.verify(connection)
             report = try migrator.migrate(on: connection)
-        } catch var error as PostgresError where error.sqlState == "42501" && reader.string(.migrateDatabaseURL) == nil {
+        } catch var error as PostgresError where error.sqlState == "42501" && urlKey == .databaseURL {
             // insufficient_privilege: most often the workers' own role, which owns nothing, running the DDL.
             let advice = "migrations need a role that may create in the schema and read pushizo_schema_migrations: "
                 + "set PUSHIZO_MIGRATE_DATABASE_URL to the schema-owning role (docs/systemd.md)"
             error.hint = error.hint.map { "\($0); \(advice)" } ?? advice
-            throw error
+            throw ConfigurationError(refusal: error, key: urlKey) ?? error
+        } catch {
+            // A refusal that needs the operator (a bad password, no such database, ...) exits 78 (EX_CONFIG).
+            throw ConfigurationError(refusal: error, key: urlKey) ?? error
         }
         for name in report.applied { logger.notice("applied migration", ["file": name]) }
         logger.notice(

@@ -3,7 +3,8 @@ import Postgres
 import Worker
 
 /// `pushizo-worker status [--json]`: the fleet as the database sees it (docs/status.md). Reads only; exit 0
-/// with the report, 1 when the database cannot be read (unreachable, schema missing), 78 for a bad setting.
+/// with the report, 1 when the database cannot be read (unreachable, schema missing), 78 for a bad setting or a
+/// connection PostgreSQL refuses for good (a bad password, no such database, no right to read).
 enum StatusCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler]
 
@@ -11,7 +12,7 @@ enum StatusCommand {
         let json = arguments.contains("--json")
         let reader = try ConfigurationReader(
             environment: environment, arguments: arguments.filter { $0 != "--json" }, keys: keys)
-        let databaseURL = try reader.requiredString(.databaseURL)
+        let databaseURL = try reader.requiredConnectionString(.databaseURL)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let status: FleetStatus
         do {
@@ -20,6 +21,7 @@ enum StatusCommand {
             defer { connection.close() }
             status = try FleetStatusStore.read(on: connection)
         } catch {
+            if let refusal = ConfigurationError(refusal: error, key: .databaseURL) { throw refusal }
             // libpq's messages span lines; PostgresConnection already masks the password.
             let message = "\(error)".split(whereSeparator: \.isNewline)
                 .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")

@@ -1,14 +1,24 @@
 // pushizo-worker: the Pushizo delivery worker. `pushizo-worker help` lists the verbs.
+import BuildInfo
 import Foundation
 import Worker
 
-let arguments = Array(CommandLine.arguments.dropFirst())
+// `--env-file PATH` (every command, before any other thread starts): its variables join the process environment.
+let arguments: [String]
+let environment: [String: String]
+do {
+    let (remaining, paths) = try EnvironmentFileOption.extract(Array(CommandLine.arguments.dropFirst()))
+    arguments = remaining
+    environment = try EnvironmentFileOption.apply(paths, to: ProcessInfo.processInfo.environment)
+} catch {
+    FileHandle.standardError.write(Data("pushizo-worker: \(error)\n".utf8))
+    exit(78)  // EX_CONFIG
+}
 guard let verb = arguments.first else {
     FileHandle.standardError.write(Data("\(Help.text)\n".utf8))
     exit(2)
 }
 let rest = Array(arguments.dropFirst())
-let environment = ProcessInfo.processInfo.environment
 // Before any other thread starts: no signal a daemon may be sent (SIGHUP from a reload or a log rotator,
 // SIGUSR1, ...) takes its default action and ends it, and every thread inherits the mask (SignalHandling).
 if verb == "run" || verb == "emulator" { SignalHandling.prepare() }
@@ -40,6 +50,8 @@ do {
         try await CheckCommand.main(environment: environment, arguments: rest)
     case "help", "--help", "-h":
         print(Help.text)
+    case "version", "--version":
+        print(BuildInfo.versionLine)
     default:
         FileHandle.standardError.write(Data("pushizo-worker: unknown command \"\(verb)\"\n\n\(Help.text)\n".utf8))
         exit(2)

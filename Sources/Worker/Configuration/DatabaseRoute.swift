@@ -21,7 +21,8 @@ public struct DatabaseRoute: Sendable, Equatable {
 
     /// Reads both keys.
     /// - Parameter databaseURL: `PUSHIZO_DATABASE_URL`, the `LISTEN` route unless a transaction-mode pooler is on it.
-    /// - Throws: ``ConfigurationError`` for `statement` or an unknown mode.
+    /// - Throws: ``ConfigurationError`` for `statement` or an unknown mode, or a `PUSHIZO_LISTEN_DATABASE_URL` libpq
+    ///   cannot parse.
     public init(_ reader: ConfigurationReader, databaseURL: String) throws {
         if reader.string(.databasePooler)?.lowercased() == "statement" {
             throw ConfigurationError(
@@ -30,7 +31,7 @@ public struct DatabaseRoute: Sendable, Equatable {
         }
         let mode = DatabasePooler(rawValue: try reader.choice(.databasePooler)) ?? DatabasePooler.none
         poolerMode = mode
-        listenURL = reader.string(.listenDatabaseURL) ?? (mode.keepsSessionState ? databaseURL : nil)
+        listenURL = try reader.connectionString(.listenDatabaseURL) ?? (mode.keepsSessionState ? databaseURL : nil)
     }
 
     /// Why the database connection cannot be used as configured, or nil when it can.

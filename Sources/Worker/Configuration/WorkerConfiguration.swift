@@ -78,7 +78,7 @@ public struct WorkerConfiguration: Sendable {
     /// Reads and validates every key.
     /// - Throws: ``ConfigurationError`` naming the first key that is missing or bad.
     public init(_ reader: ConfigurationReader) throws {
-        databaseURL = try reader.requiredString(.databaseURL)
+        databaseURL = try reader.requiredConnectionString(.databaseURL)
         databaseRoute = try DatabaseRoute(reader, databaseURL: databaseURL)
         workerID = reader.string(.workerID) ?? Self.defaultWorkerID()
         concurrency = try reader.int(.concurrency)

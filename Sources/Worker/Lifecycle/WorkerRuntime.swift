@@ -18,6 +18,8 @@ public final class WorkerRuntime: Sendable {
     /// The APNs clients of certificate-based channels, one per client certificate.
     private let certificateClients: APNsSender.CertificateClients
     private let systemd: SystemdReporter?
+    /// Whether `STATUS=` lines go to systemd (`$NOTIFY_SOCKET` is set).
+    private let sendsSystemdStatus: Bool
     private let logger: Logger
     /// Written with the fleet's queue sample when this worker measures it.
     private let workerID: String
@@ -54,6 +56,7 @@ public final class WorkerRuntime: Sendable {
         resolvers: WorkerResolvers
     ) throws {
         let trustRoots = try configuration.trustRoots()
+        sendsSystemdStatus = systemdStatus
         self.metrics = metrics
         self.logger = logger
         workerID = configuration.workerID
@@ -155,10 +158,14 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    /// Checks the database's route (``DatabaseRoute/verify(_:listen:)``) before ``run()``: on a pool connection,
-    /// and on the `LISTEN` route's own connection when that is a different one. Waits while the database does not
-    /// answer (retrying every second, logging the first failure), returns at once after a stop request.
-    /// - Throws: ``ConfigurationError`` naming the key whose setting the route contradicts.
+    /// Checks the database before ``run()``: the route (``DatabaseRoute/verify(_:listen:)``) on a pool connection,
+    /// and on the `LISTEN` route's own connection when that is a different one, and the role's table rights
+    /// (``WorkerRights/verify(on:)``). While PostgreSQL cannot be reached, waits and retries every second (the pool
+    /// paces its connection attempts further, ``PostgresClient``), sending `STATUS=waiting for PostgreSQL: <reason>`
+    /// to systemd each time and logging at a bounded rate (``DatabaseStartWait``); returns at once after a stop
+    /// request.
+    /// - Throws: ``ConfigurationError`` naming the key whose setting the route contradicts, or whose connection
+    ///   PostgreSQL refuses for good (``PostgresError/needsReconfiguration``: exit 78 without retrying).
     public func verifyDatabaseRoute() async throws {
         let route = databaseRoute
         var routes: [(client: PostgresClient, listen: Bool)] = [(database, false)]
@@ -168,23 +175,46 @@ public final class WorkerRuntime: Sendable {
                 true))
         }
         for (client, listen) in routes {
-            var loggedFailure = false
-            while !service.isStopping {
-                do {
-                    try await client.withConnection { try route.verify($0, listen: listen) }
-                    break
-                } catch let refusal as ConfigurationError {
-                    if listen { await client.shutdown() }
+            do {
+                try await waitForDatabase(client, listen: listen)
+            } catch {
+                if listen { await client.shutdown() }
+                throw error
+            }
+            if listen { await client.shutdown() }
+        }
+    }
+
+    /// ``verifyDatabaseRoute()`` for one route.
+    private func waitForDatabase(_ client: PostgresClient, listen: Bool) async throws {
+        let route = databaseRoute
+        var wait = DatabaseStartWait(key: listen ? .listenDatabaseURL : .databaseURL)
+        while !service.isStopping {
+            do {
+                try await client.withConnection { connection in
+                    try route.verify(connection, listen: listen)
+                    if !listen { try WorkerRights.verify(on: connection) }
+                }
+                return
+            } catch let refusal as ConfigurationError {
+                throw refusal
+            } catch {
+                switch wait.failed(error, now: .now) {
+                case .giveUp(let refusal):
                     throw refusal
-                } catch {
-                    if !loggedFailure {
-                        logger.warning("database not reached yet; retrying", ["error": "\(error)", "listen": "\(listen)"])
-                        loggedFailure = true
+                case .retry(let status, let log):
+                    if sendsSystemdStatus {
+                        // A datagram to a full socket may block: off the cooperative pool.
+                        Thread.detachNewThread { SystemdNotifier.notify(status) }
+                    }
+                    if log {
+                        logger.warning(
+                            "waiting for PostgreSQL; retrying",
+                            ["error": "\(error)", "listen": "\(listen)", "attempts": "\(wait.failures)"])
                     }
                     try? await Task.sleep(for: .seconds(1))
                 }
             }
-            if listen { await client.shutdown() }
         }
     }
 

@@ -1,3 +1,4 @@
+import BuildInfo
 import DeliveryCore
 import Foundation
 import Metrics
@@ -15,8 +16,10 @@ public final class WorkerMetrics: Sendable {
 
     /// Seconds: sends, claims and completion writes (5 ms ... 60 s).
     public static let durationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
-    /// The `version` label of `pushizo_build_info`.
-    public static let version = "unreleased"
+    /// The `version` label of `pushizo_build_info`: the release (``BuildInfo/version``, from `VERSION`).
+    public static let version = BuildInfo.version
+    /// The `commit` label of `pushizo_build_info`: the git commit built (``BuildInfo/commit``).
+    public static let commit = BuildInfo.commit
     /// The provider label of deliveries that reached no provider (an unknown platform).
     static let noProvider = "none"
 
@@ -64,8 +67,8 @@ public final class WorkerMetrics: Sendable {
         let registry = MetricsRegistry()
         self.registry = registry
         registry.gauge(
-            "pushizo_build_info", help: "Always 1; the labels name the build.", labels: ["version", "swift"]
-        ).set(1, LabelValues(Self.version, Self.swiftVersion))
+            "pushizo_build_info", help: "Always 1; the labels name the build.", labels: ["version", "commit", "swift"]
+        ).set(1, LabelValues(Self.version, Self.commit, Self.swiftVersion))
         deliveries = registry.counter(
             "pushizo_deliveries_total",
             help: "Delivery outcomes decided by this worker, by provider, delivery_events.event and reason (sent has reason \"\").",

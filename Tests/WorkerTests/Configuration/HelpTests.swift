@@ -1,3 +1,4 @@
+import BuildInfo
 import Foundation
 import Testing
 import Worker
@@ -6,10 +7,10 @@ import Worker
 /// declared in ConfigurationKey.swift must be in that list (else the worker would also refuse it as unknown).
 @Suite("pushizo-worker help")
 struct HelpTests {
-    static func helpText() async throws -> String {
+    static func helpText(_ command: String = "help") async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-        process.arguments = ["help"]
+        process.arguments = [command]
         process.environment = ["PATH": "/usr/bin:/bin"]
         let output = Pipe()
         process.standardOutput = output
@@ -19,6 +20,14 @@ struct HelpTests {
         try await onThread { process.waitUntilExit() }
         #expect(process.terminationStatus == 0)
         return text
+    }
+
+    /// `--version` and `version`: one line, the release from `VERSION` and the commit built (BuildInfo).
+    @Test(arguments: ["--version", "version"])
+    func versionNamesTheReleaseAndTheCommit(command: String) async throws {
+        let text = try await Self.helpText(command)
+        #expect(text == "pushizo-worker \(BuildInfo.version) (\(BuildInfo.commit))\n")
+        #expect(text == BuildInfo.versionLine + "\n")
     }
 
     @Test func everyKeyAndItsFlagAppear() async throws {

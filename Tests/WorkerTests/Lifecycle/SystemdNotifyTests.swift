@@ -93,7 +93,7 @@ struct SystemdNotifyTests {
             try await Task.sleep(for: .seconds(60))
             kill(down.processIdentifier, SIGKILL)
         }
-        let failures = ["database not reached yet", "claiming deliveries failed"]
+        let failures = ["waiting for PostgreSQL", "claiming deliveries failed"]
         let sawFailure = try await onThread {
             var text = ""
             while !failures.contains(where: text.contains) {

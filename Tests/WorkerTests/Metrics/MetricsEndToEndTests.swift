@@ -86,7 +86,7 @@ struct MetricsEndToEndTests {
                 #expect((sample(text, #"process_open_fds"#) ?? 0) > 0)
                 #expect(sample(text, #"pushizo_queue_deliveries{provider="apns",state="due"}"#) != nil)
                 #expect(sample(text, #"pushizo_channels_paused{provider="apns"}"#) == 0)
-                #expect(sample(text, #"pushizo_build_info{version="unreleased",swift="\#(WorkerMetrics.swiftVersion)"}"#) == 1)
+                #expect(sample(text, #"pushizo_build_info{version="\#(WorkerMetrics.version)",commit="\#(WorkerMetrics.commit)",swift="\#(WorkerMetrics.swiftVersion)"}"#) == 1)
                 // Nothing from a row leaks into labels: no token, no id.
                 #expect(!text.contains("a0"))
                 try await promtoolCheckMetrics(text)

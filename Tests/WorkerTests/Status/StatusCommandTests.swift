@@ -304,17 +304,19 @@ struct StatusCommandTests {
         }
     }
 
+    /// A server that cannot be reached fails this run (1); a URL libpq cannot parse is a bad setting (78).
     @Test(arguments: [
-        "postgresql://pushizo:s3cret-pw-1@127.0.0.1:1/pushizo",
-        "host=127.0.0.1 port=1 user=pushizo password=s3cret-pw-1 connect_timeout=2",
-        "postgresql://pushizo:s3cret-pw-1@[::1/pushizo",
-        "host=127.0.0.1 password='s3cret-pw-1",
-    ])
-    func aBadDatabaseURLFailsClearlyWithoutThePassword(url: String) async throws {
+        ("postgresql://pushizo:s3cret-pw-1@127.0.0.1:1/pushizo", 1),
+        ("host=127.0.0.1 port=1 user=pushizo password=s3cret-pw-1 connect_timeout=2", 1),
+        ("postgresql://pushizo:s3cret-pw-1@[::1/pushizo", 78),
+        ("host=127.0.0.1 password='s3cret-pw-1", 78),
+    ] as [(String, Int32)])
+    func aBadDatabaseURLFailsClearlyWithoutThePassword(url: String, exitStatus: Int32) async throws {
         let (status, text, errors) = try await Self.status(databaseURL: url)
-        #expect(status == 1)
+        #expect(status == exitStatus)
         #expect(text.isEmpty)
-        #expect(errors.hasPrefix("pushizo-worker status: "), "\(errors)")
+        let prefix = exitStatus == 1 ? "pushizo-worker status: " : "pushizo-worker: configuration key PUSHIZO_DATABASE_URL"
+        #expect(errors.hasPrefix(prefix), "\(errors)")
         #expect(errors.count > "pushizo-worker status: ".count + 10, "\(errors)")
         #expect(!errors.contains("s3cret-pw-1"), "\(errors)")
         #expect(errors.split(separator: "\n").count == 1, "\(errors)")
