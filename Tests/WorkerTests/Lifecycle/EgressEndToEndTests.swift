@@ -103,9 +103,10 @@ struct EgressEndToEndTests {
                 }
                 let password = #"Se#c r@t%23'"\"#
                 let withPassword = url + #" password='Se#c r@t%23\'"\\'"#
-                // libpq reads this URI's password as `Se#c%2r` and refuses its bad %-escape, quoting it.
+                // libpq reads this URI's password as `Se#c%2r` and refuses its bad %-escape, quoting it: a setting
+                // only an operator can fix, so `check` exits 78 (EX_CONFIG) naming the key.
                 let unparsable = "postgresql://postgres:Se#c%2r@t@localhost/db"
-                for (databaseURL, expectedStatus) in [(withPassword, 1), (withPassword + " port=1", 1), (unparsable, 1)] {
+                for (databaseURL, expectedStatus) in [(withPassword, 1), (withPassword + " port=1", 1), (unparsable, 78)] {
                     let (status, output) = try await Self.runCheck(databaseURL: databaseURL)
                     #expect(status == expectedStatus, "\(output)")
                     for forbidden in ["\u{1b}", "\u{9b}", "\u{07}", "\u{202e}", "\u{2067}", "\r", "hunter2", "u:p@", password, "Se#c", "r@t"] {
