@@ -352,4 +352,53 @@ struct OperatorCommandTests {
             }
         }
     }
+
+    /// `status --app ID`: every figure of one app only, with its operator pause and the fleet's.
+    @Test func statusNarrowedToOneApp() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let (one, other) = try await onThread {
+                let first = try Seed(url)
+                try first.app(channelSettings: "{}")
+                let second = try Seed(url)
+                try second.app(channelSettings: "{}")
+                for (seed, count) in [(first, 2), (second, 3)] {
+                    let ids = try (0..<count).map { _ in "\"\(try seed.subscription())\"" }.joined(separator: ",")
+                    let notification = try seed.notification(target: #"{"include_subscription_ids": [\#(ids)]}"#)
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                        SELECT $1, id, app_id FROM subscriptions WHERE app_id = $2
+                        """, [notification, seed.appID])
+                    _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [notification])
+                }
+                return (first.appID, second.appID)
+            }
+            _ = try await Self.command(["pause", "--app", one.uuidString], databaseURL: url)
+            _ = try await Self.command(["pause", "--fleet", "--until", "1h"], databaseURL: url)
+            let (status, narrowed, errors) = try await StatusCommandTests.status(["--app", one.uuidString, "--json"], databaseURL: url)
+            #expect(status == 0, "\(errors)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(narrowed.utf8)) as? [String: Any])
+            #expect(json["app_id"] as? String == one.uuidString)
+            let due = ((json["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int
+            #expect(due == 2)
+            let apps = try #require(json["paused_apps"] as? [[String: Any]])
+            #expect(apps.map { $0["app_id"] as? String } == [one.uuidString])
+            #expect(apps.first?["paused_until"] as? String == "4001-01-01T00:00:00Z")
+            #expect((json["fleet_pause"] as? [String: Any])?["reason"] as? String == "operator")
+
+            let (_, fleet, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+            let whole = try #require(try JSONSerialization.jsonObject(with: Data(fleet.utf8)) as? [String: Any])
+            #expect(((whole["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int == 5)
+            #expect(whole["app_id"] is NSNull)
+
+            let (_, text, _) = try await StatusCommandTests.status(["--app", other.uuidString], databaseURL: url)
+            #expect(text.contains("narrowed to app \(other.uuidString.lowercased())"))
+            #expect(text.contains("FLEET PAUSED until"))
+            #expect(!text.contains("paused apps:"))
+            let (_, all, _) = try await StatusCommandTests.status([], databaseURL: url)
+            #expect(all.contains("app \(one.uuidString.lowercased()) indefinitely: operator"))
+            let (bad, _, _) = try await StatusCommandTests.status(["--app", "nope"], databaseURL: url)
+            #expect(bad == 78)
+        }
+    }
 }
