@@ -17,9 +17,17 @@ enum Help {
               maintain   data lifecycle now: create event partitions ahead, drop those past PUSHIZO_EVENT_RETENTION,
                          fold count deltas, prune old frequency-cap grants and finished notifications
                          (docs/data-lifecycle.md)
-              status [--json]
+              status [--app ID] [--json]
                          the fleet as the database sees it: queue depth per provider, queue lag, leases per
-                         worker, sends and failures per minute, expansions, paused channels (docs/status.md)
+                         worker, sends and failures per minute, expansions, paused channels, apps and fleet;
+                         --app narrows every figure to one app (docs/status.md)
+              pause | resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--reason TEXT]
+                         an operator's pause of a channel, an app or the fleet (no claims; sends in flight
+                         finish); resume lifts only an operator's pause (docs/operations.md)
+              cancel --notification ID   cancel it: what is not yet sent is skipped / canceled
+              retry --notification ID [--reason R ...] [--since TIME]
+                         requeue its failed deliveries to subscriptions still active, once each
+                         (operator commands: as the schema owner, audited in operator_actions, --json)
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
                          print "id endpoint p256dh auth" for the Web Push emulator's subscriptions

@@ -46,6 +46,8 @@ do {
         try MaintainCommand.main(environment: environment, arguments: rest)
     case "status":
         try StatusCommand.main(environment: environment, arguments: rest)
+    case "pause", "resume", "cancel", "retry":
+        try OperatorCommand.main(verb: verb, environment: environment, arguments: rest)
     case "check":
         try await CheckCommand.main(environment: environment, arguments: rest)
     case "help", "--help", "-h":

@@ -179,7 +179,8 @@ struct AudienceQuery {
                     FROM (
                         SELECT s.id, s.app_id,
                                row_number() OVER (ORDER BY s.id)
-                                   <= coalesce((SELECT CASE WHEN a.max_sends_per_second IS NULL THEN \(quota) ELSE 0 END
+                                   <= coalesce((SELECT CASE WHEN a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition)
+                                                            THEN \(quota) ELSE 0 END
                                                 FROM apps a WHERE a.id = $2), 0) AS leased
                         FROM page s\(users)
                         WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))

@@ -240,13 +240,15 @@ public enum ClaimStore {
     /// `run_at` of its deliveries (or the lease's end of those just claimed) when its due deliveries ran out, and
     /// no earlier than its bucket's next permit. A turn row another transaction holds is left as it is (it stays
     /// due; that transaction is adding or rescheduling deliveries of the app), and one changed since this
-    /// statement's snapshot keeps the earlier of the two times. docs/throttle.md for the buckets.
+    /// statement's snapshot keeps the earlier of the two times. docs/throttle.md for the buckets. An app or the
+    /// fleet paused by an operator (``ClaimPauses``) is not visited: its turn stays as it is, its rows wait.
     ///
     /// Parameters: without `limit`, `$1` the limit, `$2` lease seconds, `$3` the worker id, `$4` the apps with no
     /// room (`uuid[]`), `$5`/`$6` apps with less room than the limit and their room (`uuid[]`, `integer[]`)
     /// and, for the pickings other than `.due`, `$7` the ids; with `limit` (written into the text) each of those
     /// one lower (`$1` lease seconds ... `$6` the ids).
     static func claimSQL(picking: ClaimPicking, limit: Int? = nil) -> String {
+        let notPaused = ClaimPauses.turnsCondition
         let shift = limit == nil ? 0 : 1
         let limitText = limit.map { "\(max($0, 0))" } ?? "$1"
         func parameter(_ number: Int) -> String { "$\(number - shift)" }
@@ -278,6 +280,7 @@ public enum ClaimStore {
                    row_number() OVER (ORDER BY t.turn_at, t.app_id) AS turn
             FROM (SELECT app_id, turn_at, xmin FROM app_claim_turns
                   WHERE turn_at <= now() AND app_id <> ALL(\(noRoom)::uuid[])\(visited)
+                    \(notPaused)
                   ORDER BY turn_at LIMIT \(limitText)) t
             JOIN apps a ON a.id = t.app_id
             LEFT JOIN unnest(\(roomApps)::uuid[], \(rooms)::integer[]) AS r(app_id, room) ON r.app_id = t.app_id

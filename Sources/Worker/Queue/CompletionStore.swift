@@ -74,13 +74,7 @@ public enum CompletionStore {
         }
         for pause in completions.compactMap(\.channelPause) {
             _ = try connection.query(
-                """
-                UPDATE app_channels
-                SET paused_until = greatest(coalesce(paused_until, now()), $3), paused_reason = $4,
-                    updated_at = now()
-                WHERE app_id = $1 AND provider = $2
-                """,
-                [pause.appID, pause.provider.rawValue, pause.until, pause.reason.rawValue])
+                channelPauseSQL, [pause.appID, pause.provider.rawValue, pause.until, pause.reason.rawValue])
         }
         // Last: a transaction waiting for a key's advisory lock may hold row locks, but one holding such a
         // lock then waits only for other such locks (taken in hash order), so no cycle can form.
@@ -90,6 +84,17 @@ public enum CompletionStore {
         }
         return applied
     }
+
+    /// A channel paused by the provider's answer: `$1` app, `$2` provider, `$3` until, `$4` the reason. The pause
+    /// only grows; an operator's pause (reason `operator`, docs/operations.md) that outlasts it stays the
+    /// operator's, so `resume` still lifts it.
+    static let channelPauseSQL = """
+        UPDATE app_channels
+        SET paused_until = greatest(coalesce(paused_until, now()), $3),
+            paused_reason = CASE WHEN paused_reason = 'operator' AND paused_until >= $3 THEN paused_reason ELSE $4 END,
+            updated_at = now()
+        WHERE app_id = $1 AND provider = $2
+        """
 
     static let completeSQL = """
         WITH input AS (

@@ -26,6 +26,12 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     /// `PUSHIZO_DATABASE_URL` and `target_session_attrs=read-write`, the primary the fleet's connections reach
     /// too. Nil when not known.
     public var server: PostgresServerAddress? = nil
+    /// The app every figure is narrowed to (`status --app`); nil for the whole fleet.
+    public var app: UUID? = nil
+    /// The fleet's operator pause (`fleet_settings`, migration 0028) while it lasts: no claims anywhere.
+    public var fleetPause: Pause? = nil
+    /// Apps paused by an operator (`apps.paused_until` ahead), latest end first; only ``app`` when narrowed.
+    public var pausedApps: [PausedApp] = []
 
     public init(
         takenAt: Date, queue: Queue, leases: [WorkerLeases], events: [EventWindow], expansion: Expansion,
@@ -216,7 +222,33 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         }
     }
 
-    /// A channel paused after the provider refused its credentials (`app_channels.paused_until`, `paused_reason`).
+    /// An operator's pause (docs/operations.md, "Operator commands"): its end (`Date.distantFuture` for
+    /// PostgreSQL's `infinity`, until resumed) and reason.
+    public struct Pause: Sendable, Equatable, Codable {
+        public var until: Date
+        public var reason: String?
+
+        public init(until: Date, reason: String?) {
+            self.until = until
+            self.reason = reason
+        }
+    }
+
+    /// An app paused by an operator (`apps.paused_until`, `paused_reason`): none of its deliveries is claimed.
+    public struct PausedApp: Sendable, Equatable, Codable {
+        public var appID: UUID
+        public var pausedUntil: Date
+        public var reason: String?
+
+        public init(appID: UUID, pausedUntil: Date, reason: String?) {
+            self.appID = appID
+            self.pausedUntil = pausedUntil
+            self.reason = reason
+        }
+    }
+
+    /// A channel paused after the provider refused its credentials, or by an operator (reason `operator`)
+    /// (`app_channels.paused_until`, `paused_reason`).
     public struct PausedChannel: Sendable, Equatable, Codable {
         public var appID: UUID
         public var provider: String
@@ -239,6 +271,7 @@ extension FleetStatus {
     enum CodingKeys: String, CodingKey {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
         case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps", server
+        case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -253,6 +286,34 @@ extension FleetStatus {
         try container.encode(notes, forKey: .notes)
         try container.encode(throttledApps, forKey: .throttledApps)
         try container.encode(server, forKey: .server)
+        try container.encode(app, forKey: .app)
+        try container.encode(fleetPause, forKey: .fleetPause)
+        try container.encode(pausedApps, forKey: .pausedApps)
+    }
+}
+
+extension FleetStatus.Pause {
+    enum CodingKeys: String, CodingKey {
+        case until, reason
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(until, forKey: .until)
+        try container.encode(reason, forKey: .reason)
+    }
+}
+
+extension FleetStatus.PausedApp {
+    enum CodingKeys: String, CodingKey {
+        case appID = "app_id", pausedUntil = "paused_until", reason
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(appID, forKey: .appID)
+        try container.encode(pausedUntil, forKey: .pausedUntil)
+        try container.encode(reason, forKey: .reason)
     }
 }
 

@@ -8,12 +8,24 @@ public enum FleetStatusRenderer {
     /// Longest worker id or pause reason printed in text (characters); longer ones end in "...".
     public static let maximumTextWidth = 120
 
+    /// `until <instant> (in <duration>)`, or `indefinitely` for PostgreSQL's `infinity` (an operator's pause
+    /// until resumed).
+    static func pauseEnd(_ until: Date, _ now: Date) -> String {
+        guard until != .distantFuture else { return "indefinitely" }
+        return "until \(instant(until)) (in \(duration(until.timeIntervalSince(now))))"
+    }
+
     /// The human-readable report: one section per figure group; estimated figures are prefixed with `~`.
     public static func text(_ status: FleetStatus) -> String {
         var lines: [String] = []
         lines.append("pushizo-worker status at \(instant(status.takenAt))  (~ = estimated, see docs/status.md)")
         if let server = status.server {
             lines.append("database server: \(safe(server.description))")
+        }
+        if let app = status.app { lines.append("narrowed to app \(app.uuidString.lowercased())") }
+        if let pause = status.fleetPause {
+            lines.append(
+                "FLEET PAUSED \(pauseEnd(pause.until, status.takenAt)): \(safe(pause.reason ?? "(no reason)")); no claims until resumed (pushizo-worker resume --fleet)")
         }
         lines.append("")
 
@@ -86,9 +98,15 @@ public enum FleetStatusRenderer {
         } else {
             lines.append("paused channels: \(status.pausedChannels.count)")
             for channel in status.pausedChannels {
-                let until = "\(instant(channel.pausedUntil)) (in \(duration(channel.pausedUntil.timeIntervalSince(status.takenAt))))"
                 lines.append(
-                    "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) until \(until): \(safe(channel.reason ?? "(no reason)"))")
+                    "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) \(pauseEnd(channel.pausedUntil, status.takenAt)): \(safe(channel.reason ?? "(no reason)"))")
+            }
+        }
+        if !status.pausedApps.isEmpty {
+            lines.append("paused apps: \(status.pausedApps.count)")
+            for app in status.pausedApps {
+                lines.append(
+                    "  app \(app.appID.uuidString.lowercased()) \(pauseEnd(app.pausedUntil, status.takenAt)): \(safe(app.reason ?? "(no reason)"))")
             }
         }
         if !status.throttledApps.isEmpty {

@@ -1,6 +1,7 @@
 import DeliveryCore
 import Foundation
 import Postgres
+import UUIDText
 
 /// A database without the tables or columns `status` reads.
 public struct FleetStatusSchemaError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -70,10 +71,13 @@ public enum FleetStatusStore {
     static let providerOfPlatform =
         "CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' ELSE 'other' END"
 
-    /// Reads a snapshot.
+    /// Reads a snapshot; with `app`, every figure narrowed to that app's rows (`status --app`), plus the app's and
+    /// the fleet's operator pauses (migration 0028).
     /// - Throws: ``FleetStatusSchemaError`` when a table or column is missing (nothing else is read then),
     ///   ``PostgresError`` from the database (including `statement_timeout`, 10 s per statement).
-    public static func read(on connection: PostgresConnection, limits: Limits = .standard) throws -> FleetStatus {
+    public static func read(on connection: PostgresConnection, limits: Limits = .standard, app: UUID? = nil) throws
+        -> FleetStatus
+    {
         let missing = try missingSchema(on: connection)
         guard missing.isEmpty else { throw FleetStatusSchemaError(missing: missing) }
         return try connection.transaction { connection in
@@ -87,24 +91,28 @@ public enum FleetStatusStore {
             if !hasLeaseIndex {
                 notes.append("index \(leaseIndex) is missing (migration 0009_status_lease_index.sql): leases were counted by scanning the queue; run `pushizo-worker migrate`")
             }
-            let leases = try readLeases(on: connection)
+            let leases = try readLeases(on: connection, app: app)
             // The totals apart from the list, which stops at listedRows workers.
             let leaseTotals = try connection.query(
                 """
                 SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
-                FROM deliveries WHERE leased_by IS NOT NULL
+                FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
                 """)[0]
             if leases.count == listedRows {
                 notes.append("only the first \(listedRows) worker ids (by name) are listed")
             }
             let queue = try readQueue(
                 on: connection, now: now, leased: try leaseTotals.decode(Int64.self, "leased"),
-                expired: try leaseTotals.decode(Int64.self, "expired"), limits: limits, notes: &notes)
-            return FleetStatus(
-                takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits),
-                expansion: try readExpansion(on: connection, limits: limits), pausedChannels: try readPausedChannels(on: connection),
-                notes: notes, throttledApps: try readThrottledApps(on: connection, limits: limits),
+                expired: try leaseTotals.decode(Int64.self, "expired"), limits: limits, app: app, notes: &notes)
+            var status = FleetStatus(
+                takenAt: now, queue: queue, leases: leases, events: try readEvents(on: connection, limits: limits, app: app),
+                expansion: try readExpansion(on: connection, limits: limits, app: app),
+                pausedChannels: try readPausedChannels(on: connection, app: app),
+                notes: notes, throttledApps: try readThrottledApps(on: connection, limits: limits, app: app),
                 server: connection.serverAddress)
+            status.app = app
+            try readOperatorPauses(on: connection, app: app, into: &status)
+            return status
         }
     }
 
@@ -135,14 +143,14 @@ public enum FleetStatusStore {
     // MARK: Leases
 
     /// Leases per worker id, from the partial index on `leased_by` (index-only scan): exact.
-    static func readLeases(on connection: PostgresConnection) throws -> [FleetStatus.WorkerLeases] {
+    static func readLeases(on connection: PostgresConnection, app: UUID? = nil) throws -> [FleetStatus.WorkerLeases] {
         try connection.query(
             """
             SELECT leased_by,
                    count(*) FILTER (WHERE run_at > now()) AS leased,
                    min(run_at) FILTER (WHERE run_at > now()) AS oldest_expiry,
                    count(*) FILTER (WHERE run_at <= now()) AS expired
-            FROM deliveries WHERE leased_by IS NOT NULL
+            FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
             GROUP BY leased_by ORDER BY leased_by LIMIT $1
             """, [listedRows]
         ).map { row in
@@ -173,7 +181,7 @@ public enum FleetStatusStore {
     }
 
     static func readQueue(
-        on connection: PostgresConnection, now: Date, leased: Int64, expired: Int64, limits: Limits,
+        on connection: PostgresConnection, now: Date, leased: Int64, expired: Int64, limits: Limits, app: UUID? = nil,
         notes: inout [String]
     ) throws -> FleetStatus.Queue {
         // The apps with queued rows and their distinct priorities (a handful) by loose index scans of the claim's
@@ -181,7 +189,7 @@ public enum FleetStatusStore {
         // <= / > now()), each counted up to the bound.
         let ranges = try connection.query(
             """
-            WITH RECURSIVE \(QueueLagStore.claimRangesCTE)
+            WITH RECURSIVE \(claimRanges(app))
             SELECT priority, NULL::uuid AS app_id FROM priorities WHERE priority IS NOT NULL
             UNION ALL
             SELECT NULL, app_id FROM queued_apps
@@ -196,7 +204,7 @@ public enum FleetStatusStore {
         }
         let row = try connection.query(
             """
-            WITH RECURSIVE \(QueueLagStore.claimRangesCTE)
+            WITH RECURSIVE \(claimRanges(app))
             SELECT \(bounded("d.run_at <= now()")) AS due, \(bounded("d.run_at > now()")) AS future,
                    \(QueueLagStore.oldestDueRunAt) AS oldest_due
             """, [priorities, queuedApps, bound])[0]
@@ -222,7 +230,8 @@ public enum FleetStatusStore {
                     ? [:] : try exactSplit(on: connection, state: state, priorities: priorities, queuedApps: queuedApps)
             } else if sample == nil {
                 estimatedRows = try plannerRows(on: connection, "SELECT 1 FROM deliveries")
-                sample = try sampleSplit(on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows)
+                sample = try sampleSplit(
+                    on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows, app: app)
             }
         }
         let sampled = sample ?? [:]
@@ -264,14 +273,16 @@ public enum FleetStatusStore {
                     leased: perProvider(.leased, $0))
             },
             oldestDueAt: oldestDue, lagSeconds: oldestDue.map { max(0, now.timeIntervalSince($0)) },
-            expiredLeases: expired, scheduledByLocalTime: try readScheduledByLocalTime(on: connection, limits: limits))
+            expiredLeases: expired, scheduledByLocalTime: try readScheduledByLocalTime(on: connection, limits: limits, app: app))
     }
 
     /// Deliveries still waiting for their local time: `run_at` is the local due instant the expansion set and
     /// it is in the future, with no lease (a retry or quiet hours move `run_at` off it). Read through the
     /// partial index `deliveries_local_due` (only local-time rows) and counted up to `limits.countLimit`. nil
     /// when the schema predates migration 0011.
-    static func readScheduledByLocalTime(on connection: PostgresConnection, limits: Limits) throws -> FleetStatus.Figure? {
+    static func readScheduledByLocalTime(on connection: PostgresConnection, limits: Limits, app: UUID? = nil) throws
+        -> FleetStatus.Figure?
+    {
         let present = try connection.query("SELECT to_regclass('deliveries_local_due') IS NOT NULL AS present")[0]
             .decode(Bool.self, "present")
         guard present else { return nil }
@@ -279,7 +290,8 @@ public enum FleetStatusStore {
             """
             SELECT count(*) AS n FROM (SELECT 1 FROM deliveries d
                                        WHERE d.local_due_at IS NOT NULL AND d.local_due_at > now()
-                                         AND d.run_at = d.local_due_at AND d.leased_by IS NULL LIMIT $1) x
+                                         AND d.run_at = d.local_due_at AND d.leased_by IS NULL\(appCondition("d.app_id", app))
+                                       LIMIT $1) x
             """, [limits.countLimit + 1])[0].decode(Int64.self, "n")
         return counted > limits.countLimit
             ? FleetStatus.Figure(value: limits.countLimit, countedAtLeast: limits.countLimit) : .exact(counted)
@@ -306,7 +318,9 @@ public enum FleetStatusStore {
     }
 
     /// A `TABLESAMPLE SYSTEM` sample of about ``sampleRows`` rows, counted per state and provider.
-    static func sampleSplit(on connection: PostgresConnection, estimatedRows: Double, sampleRows: Double) throws
+    static func sampleSplit(
+        on connection: PostgresConnection, estimatedRows: Double, sampleRows: Double, app: UUID? = nil
+    ) throws
         -> [QueueState: [String: Int64]]
     {
         let percent = min(100, max(0.0001, 100 * sampleRows / max(estimatedRows, 1)))
@@ -320,6 +334,7 @@ public enum FleetStatusStore {
             FROM deliveries d TABLESAMPLE SYSTEM ($1::float8)
             CROSS JOIN LATERAL (SELECT (SELECT \(providerOfPlatform) FROM subscriptions s WHERE s.id = d.subscription_id)
                                 AS provider) p
+            WHERE true\(appCondition("d.app_id", app))
             GROUP BY p.provider
             """, [percent])
         {
@@ -348,7 +363,9 @@ public enum FleetStatusStore {
 
     /// Event counts per window: exact when the last 16 minutes hold at most ``Limits/countLimit`` events; else, per
     /// window, from ``Limits/eventSamples`` events evenly spaced by id from the window's first id on.
-    static func readEvents(on connection: PostgresConnection, limits: Limits) throws -> [FleetStatus.EventWindow] {
+    static func readEvents(on connection: PostgresConnection, limits: Limits, app: UUID? = nil) throws
+        -> [FleetStatus.EventWindow]
+    {
         let zero = windows.map { FleetStatus.EventWindow(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0)) }
         let range = try connection.query("SELECT min(id) AS low, max(id) AS high FROM delivery_events")[0]
         guard let low = try range.decodeIfPresent(Int64.self, "low"), let high = try range.decodeIfPresent(Int64.self, "high")
@@ -377,7 +394,8 @@ public enum FleetStatusStore {
         }
         if high - start + 1 <= limits.countLimit {
             let row = try connection.query(
-                "SELECT \(selections(windows)) FROM delivery_events WHERE id >= $1 AND id <= $2", [start, high])[0]
+                "SELECT \(selections(windows)) FROM delivery_events WHERE id >= $1 AND id <= $2\(appCondition("app_id", app))",
+                [start, high])[0]
             return try windows.map { minutes in
                 FleetStatus.EventWindow(
                     minutes: minutes, sent: .exact(try row.decode(Int64.self, "sent_\(minutes)")),
@@ -400,7 +418,7 @@ public enum FleetStatusStore {
                 """
                 SELECT \(selections([minutes])) FROM delivery_events
                 WHERE id = ANY(ARRAY(SELECT $1::bigint + floor(g * $2::float8)::bigint
-                                     FROM generate_series(0, $3::bigint - 1) g))
+                                     FROM generate_series(0, $3::bigint - 1) g))\(appCondition("app_id", app))
                 """, [windowStart, step, samples])[0]
             func figure(_ event: String) throws -> FleetStatus.Figure {
                 let counted = try row.decode(Int64.self, "\(event)_\(minutes)")
@@ -440,12 +458,16 @@ public enum FleetStatusStore {
 
     // MARK: Expansion
 
-    static func readExpansion(on connection: PostgresConnection, limits: Limits) throws -> FleetStatus.Expansion {
+    static func readExpansion(on connection: PostgresConnection, limits: Limits, app: UUID? = nil) throws
+        -> FleetStatus.Expansion
+    {
         let bound = limits.countLimit + 1
         let counts = try connection.query(
             """
-            SELECT (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'pending' LIMIT $1) x) AS pending,
-                   (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'expanding' LIMIT $1) x) AS expanding
+            SELECT (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'pending'\(appCondition("app_id", app))
+                                          LIMIT $1) x) AS pending,
+                   (SELECT count(*) FROM (SELECT 1 FROM notifications WHERE status = 'expanding'\(appCondition("app_id", app))
+                                          LIMIT $1) x) AS expanding
             """, [bound])[0]
         func figure(_ column: String) throws -> FleetStatus.Figure {
             let counted = try counts.decode(Int64.self, column)
@@ -461,7 +483,7 @@ public enum FleetStatusStore {
                    (SELECT s.id FROM subscriptions s WHERE s.app_id = n.app_id AND s.status = 'active'
                     ORDER BY s.id DESC LIMIT 1) AS last_id
             FROM notifications n
-            WHERE n.status = 'expanding'
+            WHERE n.status = 'expanding'\(appCondition("n.app_id", app))
             ORDER BY n.expansion_touched_at NULLS FIRST, n.created_at
             LIMIT $1
             """, [listedNotifications])
@@ -538,7 +560,9 @@ public enum FleetStatusStore {
     /// Limited apps (at most ``listedRows``, by id) with their bucket refilled to `now()` and their due
     /// deliveries counted through `deliveries_claim_app` up to `limits.countLimit`. Empty when the
     /// schema predates migration 0012 (nothing else in `status` needs it).
-    static func readThrottledApps(on connection: PostgresConnection, limits: Limits) throws -> [FleetStatus.ThrottledApp] {
+    static func readThrottledApps(on connection: PostgresConnection, limits: Limits, app: UUID? = nil) throws
+        -> [FleetStatus.ThrottledApp]
+    {
         let present = try connection.query("SELECT to_regclass('app_send_buckets') IS NOT NULL AS present")[0]
             .decode(Bool.self, "present")
         guard present else { return [] }
@@ -551,7 +575,7 @@ public enum FleetStatusStore {
                                           WHERE d.app_id = a.id AND d.run_at <= now()
                                           LIMIT $2) x) AS due
             FROM apps a LEFT JOIN app_send_buckets b ON b.app_id = a.id
-            WHERE a.max_sends_per_second IS NOT NULL
+            WHERE a.max_sends_per_second IS NOT NULL\(appCondition("a.id", app))
             ORDER BY a.id LIMIT $1
             """, [listedRows, limits.countLimit + 1]
         ).map { row in
@@ -566,16 +590,59 @@ public enum FleetStatusStore {
 
     // MARK: Channels
 
-    static func readPausedChannels(on connection: PostgresConnection) throws -> [FleetStatus.PausedChannel] {
+    static func readPausedChannels(on connection: PostgresConnection, app: UUID? = nil) throws
+        -> [FleetStatus.PausedChannel]
+    {
         try connection.query(
             """
             SELECT app_id, provider, paused_until, paused_reason FROM app_channels
-            WHERE paused_until > now() ORDER BY paused_until DESC, app_id, provider LIMIT $1
+            WHERE paused_until > now()\(appCondition("app_id", app)) ORDER BY paused_until DESC, app_id, provider LIMIT $1
             """, [listedRows]
         ).map { row in
             FleetStatus.PausedChannel(
                 appID: try row.decode(UUID.self, "app_id"), provider: try row.decode(String.self, "provider"),
                 pausedUntil: try row.decode(Date.self, "paused_until"),
+                reason: try row.decodeIfPresent(String.self, "paused_reason"))
+        }
+    }
+
+    // MARK: One app, operator pauses
+
+    /// ` AND <column> = '<app>'` when narrowed to an app, else nothing. The id is a typed UUID written in its
+    /// canonical form, so it is a literal, not text from outside.
+    static func appCondition(_ column: String, _ app: UUID?) -> String {
+        guard let app else { return "" }
+        return " AND \(column) = '\(CanonicalUUIDText.format(app))'::uuid"
+    }
+
+    /// ``QueueLagStore/claimRangesCTE`` narrowed to one app's ranges when `app` is given.
+    static func claimRanges(_ app: UUID?) -> String {
+        guard app != nil else { return QueueLagStore.claimRangesCTE }
+        let all = "WHERE turn_at < 'infinity'"
+        precondition(QueueLagStore.claimRangesCTE.contains(all), "claimRangesCTE lists queued apps differently")
+        return QueueLagStore.claimRangesCTE.replacingOccurrences(of: all, with: all + appCondition("app_id", app))
+    }
+
+    /// The fleet's operator pause (`fleet_settings`) and the paused apps (`apps.paused_until` ahead; only `app`
+    /// when narrowed), at most ``listedRows``. Nothing before migration 0028.
+    static func readOperatorPauses(on connection: PostgresConnection, app: UUID?, into status: inout FleetStatus) throws {
+        let present = try connection.query("SELECT to_regclass('fleet_settings') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return }
+        if let fleet = try connection.query(
+            "SELECT paused_until, paused_reason FROM fleet_settings WHERE paused_until > now()").first
+        {
+            status.fleetPause = FleetStatus.Pause(
+                until: try fleet.decode(Date.self, "paused_until"), reason: try fleet.decodeIfPresent(String.self, "paused_reason"))
+        }
+        status.pausedApps = try connection.query(
+            """
+            SELECT id, paused_until, paused_reason FROM apps
+            WHERE paused_until > now()\(appCondition("id", app)) ORDER BY paused_until DESC, id LIMIT $1
+            """, [listedRows]
+        ).map { row in
+            FleetStatus.PausedApp(
+                appID: try row.decode(UUID.self, "id"), pausedUntil: try row.decode(Date.self, "paused_until"),
                 reason: try row.decodeIfPresent(String.self, "paused_reason"))
         }
     }

@@ -85,7 +85,10 @@ struct FleetStatusRendererTests {
         let json = try FleetStatusRenderer.json(status)
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server"])
+        #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server",
+            "app_id", "fleet_pause", "paused_apps",
+        ])
+        #expect(object["app_id"] is NSNull && object["fleet_pause"] is NSNull)
         #expect(object["server"] as? [String: String] == ["host": "db-b.internal", "port": "5432"])
         #expect(object["schema_version"] as? Int == 1)
         #expect(object["taken_at"] as? String == "2026-09-21T14:13:20Z")

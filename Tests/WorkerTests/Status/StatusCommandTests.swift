@@ -367,6 +367,6 @@ struct StatusCommandTests {
 extension StatusCommandTests {
     @Test func helpListsTheCommand() async throws {
         let text = try await HelpTests.helpText()
-        #expect(text.contains("status [--json]"))
+        #expect(text.contains("status [--app ID] [--json]"))
     }
 }

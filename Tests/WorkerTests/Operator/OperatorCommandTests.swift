@@ -1,0 +1,404 @@
+import Foundation
+import Postgres
+import Testing
+
+@testable import Worker
+
+/// `pushizo-worker pause`, `resume`, `cancel` and `retry` (docs/operations.md, "Operator commands"): the real
+/// executable against a migrated PostgreSQL, with a worker and the emulator where sending matters. Each command
+/// runs twice (the second run changes nothing and says so), and each run leaves an `operator_actions` row.
+@Suite("Operator commands", .serialized)
+struct OperatorCommandTests {
+    /// Runs `pushizo-worker <arguments> --json`; returns exit status, the JSON object printed and stderr.
+    static func command(_ arguments: [String], databaseURL: String) async throws -> (status: Int32, json: [String: Any], errors: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
+        process.arguments = arguments + ["--json"]
+        process.environment = ["PATH": "/usr/bin:/bin", "PUSHIZO_DATABASE_URL": databaseURL]
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        async let out = onThread { output.fileHandleForReading.readDataToEndOfFile() }
+        async let err = onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        let (stdout, stderr) = try await (out, err)
+        try await onThread { process.waitUntilExit() }
+        let json = (try? JSONSerialization.jsonObject(with: stdout) as? [String: Any]) ?? [:]
+        return (process.terminationStatus, json, stderr)
+    }
+
+    static func query(_ url: String, _ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> [[String: String]] {
+        nonisolated(unsafe) let parameters = parameters
+        return try await onThread {
+            let connection = try PostgresConnection(connectionString: url)
+            defer { connection.close() }
+            return try connection.query(sql, parameters).map { row in
+                var values: [String: String] = [:]
+                for name in row.columnNames { values[name] = row[name] }
+                return values
+            }
+        }
+    }
+
+    /// Inserts a notification of `app` as a producer would.
+    static func notification(_ url: String, app: UUID, target: String) throws -> UUID {
+        try PostgresConnection(connectionString: url).query(
+            "INSERT INTO notifications (app_id, message, target) VALUES ($1, '{\"contents\": {\"en\": \"hi\"}}', $2::jsonb) RETURNING id",
+            [app, target])[0].decode(UUID.self, "id")
+    }
+
+    /// Runs a worker (not exiting when drained) while `body` runs, then stops it and waits for it.
+    static func withWorker(_ emulator: EmulatorHarness, _ url: String, _ body: () async throws -> Void) async throws {
+        let runtime = try WorkerRuntime(
+            configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "false"]),
+            logger: quietLogger)
+        let run = Task { await runtime.run() }
+        do {
+            try await body()
+        } catch {
+            runtime.requestStop()
+            await run.value
+            throw error
+        }
+        runtime.requestStop()
+        await run.value
+    }
+
+    static func audit(_ url: String) async throws -> [[String: String]] {
+        try await query(url, "SELECT action, scope, app_id::text, provider, notification_id::text, reason, rows_affected, role_name::text = session_user::text AS by_me FROM operator_actions ORDER BY id")
+    }
+
+    @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let app = try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                return seed.appID
+            }
+            let first = try await Self.command(["pause", "--app", app.uuidString, "--reason", "maintenance"], databaseURL: url)
+            #expect(first.status == 0, "\(first.errors)")
+            #expect(first.json["already_so"] as? Bool == false)
+            #expect(first.json["rows_affected"] as? Int == 1)
+            #expect((first.json["detail"] as? [String: Any])?["until"] as? String == "infinity")
+            let second = try await Self.command(["pause", "--app", app.uuidString], databaseURL: url)
+            #expect(second.status == 0)
+            #expect(second.json["already_so"] as? Bool == true)
+            #expect(second.json["rows_affected"] as? Int == 0)
+            let paused = try await Self.query(url, "SELECT paused_until::text, paused_reason FROM apps")
+            #expect(paused.first?["paused_until"] == "infinity")
+            #expect(paused.first?["paused_reason"] == "operator")
+
+            let resumed = try await Self.command(["resume", "--app", app.uuidString], databaseURL: url)
+            #expect(resumed.status == 0)
+            #expect(resumed.json["already_so"] as? Bool == false)
+            let again = try await Self.command(["resume", "--app", app.uuidString], databaseURL: url)
+            #expect(again.json["already_so"] as? Bool == true)
+            let cleared = try await Self.query(url, "SELECT paused_until IS NULL AS cleared FROM apps")
+            #expect(cleared.first?["cleared"] == "t")
+
+            let rows = try await Self.audit(url)
+            #expect(rows.map { $0["action"] ?? "" } == ["pause", "pause", "resume", "resume"])
+            #expect(rows.map { $0["rows_affected"] ?? "" } == ["1", "0", "1", "0"])
+            #expect(rows.allSatisfy { $0["scope"] == "app" && $0["app_id"] == app.uuidString.lowercased() && $0["by_me"] == "t" })
+            #expect(rows.first?["reason"] == "maintenance")
+
+            // The reader may read the record (when the cluster has the group role).
+            let readable = try await Self.query(
+                url,
+                "SELECT to_regrole('pushizo_reader') IS NULL OR has_table_privilege('pushizo_reader', 'operator_actions', 'SELECT') AS ok")
+            #expect(readable.first?["ok"] == "t")
+
+            // Unknown targets and bad flags are refused without a change or a record.
+            let unknown = try await Self.command(["pause", "--app", UUID().uuidString], databaseURL: url)
+            #expect(unknown.status == 1)
+            #expect(unknown.errors.contains("no app"))
+            let usage = try await Self.command(["pause", "--provider", "apns"], databaseURL: url)
+            #expect(usage.status == 2)
+            #expect(try await Self.audit(url).count == 4)
+        }
+    }
+
+    @Test func resumeLiftsOnlyAnOperatorsChannelPause() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let app = try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                _ = try seed.connection.query(
+                    "UPDATE app_channels SET paused_until = now() + interval '5 minutes', paused_reason = 'InvalidProviderToken'")
+                return seed.appID
+            }
+            let provider = try await Self.command(["resume", "--app", app.uuidString, "--provider", "apns"], databaseURL: url)
+            #expect(provider.status == 0)
+            #expect(provider.json["already_so"] as? Bool == true)
+            #expect((provider.json["summary"] as? String)?.contains("not by an operator") == true)
+            let still = try await Self.query(url, "SELECT paused_reason FROM app_channels")
+            #expect(still.first?["paused_reason"] == "InvalidProviderToken")
+
+            let paused = try await Self.command(
+                ["pause", "--app", app.uuidString, "--provider", "apns", "--until", "2h"], databaseURL: url)
+            #expect(paused.status == 0, "\(paused.errors)")
+            #expect(paused.json["already_so"] as? Bool == false)
+            #expect((paused.json["detail"] as? [String: Any])?["replaced"] != nil)
+            // The worker's own pause (a provider refusing the credentials) shorter than the operator's keeps it
+            // the operator's.
+            try await onThread {
+                let until = Date().addingTimeInterval(300)
+                _ = try PostgresConnection(connectionString: url).query(
+                    CompletionStore.channelPauseSQL, [app, "apns", until, "InvalidProviderToken"])
+            }
+            let kept = try await Self.query(url, "SELECT paused_reason FROM app_channels")
+            #expect(kept.first?["paused_reason"] == "operator")
+            let resumed = try await Self.command(["resume", "--app", app.uuidString, "--provider", "apns"], databaseURL: url)
+            #expect(resumed.json["already_so"] as? Bool == false)
+            let lifted = try await Self.query(url, "SELECT paused_until IS NULL AS lifted FROM app_channels")
+            #expect(lifted.first?["lifted"] == "t")
+        }
+    }
+
+    /// A fleet pause stops a running worker's claims and leasing at insert while the send it has in flight
+    /// completes; resume lets the rest go.
+    @Test func aFleetPauseStopsClaimsButNotTheSendInFlight() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with(latency: 3) { emulator in
+                let (app, first, second) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    return (seed.appID, try seed.subscription(), try seed.subscription())
+                }
+                try await Self.withWorker(emulator, url) {
+
+                    let inFlight = try await onThread {
+                        try Self.notification(url, app: app, target: #"{"include_subscription_ids": ["\#(first)"]}"#)
+                    }
+                    try await waitUntil("the first delivery is leased (its send under way)") {
+                        try await Self.query(url, "SELECT 1 FROM deliveries WHERE notification_id = $1 AND leased_by IS NOT NULL", [inFlight]).count == 1
+                    }
+                    let pause = try await Self.command(["pause", "--fleet", "--reason", "upgrade"], databaseURL: url)
+                    #expect(pause.status == 0, "\(pause.errors)")
+                    #expect(pause.json["already_so"] as? Bool == false)
+                    let twice = try await Self.command(["pause", "--fleet"], databaseURL: url)
+                    #expect(twice.json["already_so"] as? Bool == true)
+
+                    let waiting = try await onThread {
+                        try Self.notification(url, app: app, target: #"{"include_subscription_ids": ["\#(second)"]}"#)
+                    }
+                    try await waitUntil("the send in flight completes and the second notification is expanded") {
+                        let sent = try await Self.query(url, "SELECT 1 FROM delivery_events WHERE notification_id = $1 AND event = 'sent'", [inFlight])
+                        let queued = try await Self.query(url, "SELECT 1 FROM deliveries WHERE notification_id = $1", [waiting])
+                        return sent.count == 1 && queued.count == 1
+                    }
+                    // More claim polls (every 50 ms) pass; whatever the load, none may take the waiting delivery.
+                    try await Task.sleep(for: .seconds(1))
+                    let held = try await Self.query(
+                        url, "SELECT attempt, leased_by FROM deliveries WHERE notification_id = $1", [waiting])
+                    #expect(held.first?["attempt"] == "0")
+                    #expect(held.first?["leased_by"] == nil)
+                    #expect(emulator.apns.acceptedCount == 1)
+                    let events = try await Self.query(url, "SELECT event FROM delivery_events WHERE notification_id = $1", [waiting])
+                    #expect(events.isEmpty)
+
+                    let resume = try await Self.command(["resume", "--fleet"], databaseURL: url)
+                    #expect(resume.json["already_so"] as? Bool == false)
+                    try await waitUntil("the waiting delivery is sent after the resume") {
+                        try await Self.query(url, "SELECT 1 FROM delivery_events WHERE notification_id = $1 AND event = 'sent'", [waiting]).count == 1
+                    }
+                    #expect(emulator.apns.acceptedCount == 2)
+                    let actions = try await Self.audit(url).map { "\($0["action"] ?? "")/\($0["scope"] ?? "")/\($0["rows_affected"] ?? "")" }
+                    #expect(actions == ["pause/fleet/1", "pause/fleet/0", "resume/fleet/1"])
+                }
+            }
+        }
+    }
+
+    /// A channel paused by an operator: its deliveries are put back until the pause ends (no attempt spent, not
+    /// failed), and resume makes them due at once.
+    @Test func aChannelPauseHoldsItsDeliveriesUntilResumed() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (app, subscription) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    return (seed.appID, try seed.subscription())
+                }
+                let pause = try await Self.command(["pause", "--app", app.uuidString, "--provider", "apns"], databaseURL: url)
+                #expect(pause.status == 0, "\(pause.errors)")
+                try await Self.withWorker(emulator, url) {
+                    let notification = try await onThread {
+                        try Self.notification(url, app: app, target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
+                    }
+                    try await waitUntil("the delivery waits for the channel") {
+                        try await Self.query(
+                            url, "SELECT 1 FROM deliveries WHERE notification_id = $1 AND last_error = 'channel_paused' AND run_at = 'infinity' AND leased_by IS NULL",
+                            [notification]).count == 1
+                    }
+                    #expect(emulator.apns.acceptedCount == 0)
+                    let resume = try await Self.command(["resume", "--app", app.uuidString, "--provider", "apns"], databaseURL: url)
+                    #expect((resume.json["detail"] as? [String: Any])?["requeued"] as? Int == 1)
+                    try await waitUntil("the delivery is sent after the resume") {
+                        try await Self.query(url, "SELECT 1 FROM delivery_events WHERE notification_id = $1 AND event = 'sent'", [notification]).count == 1
+                    }
+                    let events = try await Self.query(
+                        url, "SELECT event || '/' || coalesce(reason, '') AS e FROM delivery_events WHERE notification_id = $1 ORDER BY id", [notification])
+                    #expect(events.map { $0["e"] ?? "" } == ["retrying/channel_paused", "sent/"])
+                }
+            }
+        }
+    }
+
+    /// cancel: the rest of a notification (held by an app pause) is skipped / canceled by the fleet's sweep.
+    @Test func cancelSkipsTheRestTwiceSafely() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (app, subscriptions) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    return (seed.appID, try (0..<5).map { _ in try seed.subscription() })
+                }
+                _ = try await Self.command(["pause", "--app", app.uuidString], databaseURL: url)
+                try await Self.withWorker(emulator, url) {
+                    let ids = subscriptions.map { "\"\($0)\"" }.joined(separator: ",")
+                    let notification = try await onThread {
+                        try Self.notification(url, app: app, target: #"{"include_subscription_ids": [\#(ids)]}"#)
+                    }
+                    try await waitUntil("the notification is expanded, its deliveries waiting for the app") {
+                        try await Self.query(url, "SELECT 1 FROM deliveries WHERE notification_id = $1 AND attempt = 0", [notification]).count == 5
+                    }
+                    let cancel = try await Self.command(["cancel", "--notification", notification.uuidString, "--reason", "wrong text"], databaseURL: url)
+                    #expect(cancel.status == 0, "\(cancel.errors)")
+                    #expect(cancel.json["already_so"] as? Bool == false)
+                    #expect((cancel.json["detail"] as? [String: Any])?["pending"] as? Int == 5)
+                    try await waitUntil("the sweep skips them") {
+                        try await Self.query(url, "SELECT 1 FROM delivery_events WHERE notification_id = $1 AND event = 'skipped' AND reason = 'canceled'", [notification]).count == 5
+                    }
+                    let again = try await Self.command(["cancel", "--notification", notification.uuidString], databaseURL: url)
+                    #expect(again.json["already_so"] as? Bool == true)
+                    #expect((again.json["detail"] as? [String: Any])?["pending"] as? Int == 0)
+                    #expect(emulator.apns.acceptedCount == 0)
+                    let rows = try await Self.audit(url)
+                    #expect(rows.map { $0["action"] ?? "" } == ["pause", "cancel", "cancel"])
+                    #expect(rows[1]["reason"] == "wrong text")
+                    #expect(rows[1]["notification_id"] == notification.uuidString.lowercased())
+                }
+            }
+        }
+    }
+
+    /// retry: only failures matching the reasons and time, to subscriptions still active, once each; then sent.
+    @Test func retryRequeuesOnlyThePermittedFailuresAndTheyAreSent() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let (notification, requeued) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    let fresh = try seed.subscription()
+                    let old = try seed.subscription()
+                    let invalid = try seed.subscription(status: "invalid")
+                    let filtered = try seed.subscription()
+                    let sentLater = try seed.subscription()
+                    let unsubscribed = try seed.subscription(status: "unsubscribed")
+                    let all = [fresh, old, invalid, filtered, sentLater, unsubscribed].map { "\"\($0)\"" }.joined(separator: ",")
+                    let notification = try seed.notification(target: #"{"include_subscription_ids": [\#(all)]}"#)
+                    _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [notification])
+                    for (subscription, event, reason, minutesAgo) in [
+                        (fresh, "failed", "max_attempts", 10), (old, "failed", "max_attempts", 120),
+                        (invalid, "failed", "unregistered", 10), (filtered, "failed", "retries_exhausted", 10),
+                        (sentLater, "failed", "max_attempts", 20), (sentLater, "sent", nil, 5),
+                        (unsubscribed, "failed", "max_attempts", 10),
+                    ] as [(UUID, String, String?, Int)] {
+                        _ = try seed.connection.query(
+                            """
+                            INSERT INTO delivery_events (at, app_id, notification_id, subscription_id, event, reason, attempt)
+                            VALUES (now() - make_interval(mins => $5), $1, $2, $3, $4, $6, 3)
+                            """, [seed.appID, notification, subscription, event, minutesAgo, reason])
+                    }
+                    return (notification, fresh)
+                }
+                let arguments = [
+                    "retry", "--notification", notification.uuidString, "--reason", "max_attempts", "--reason", "unregistered",
+                    "--since", "1h", "--note", "provider outage over",
+                ]
+                let sinceArguments = arguments
+                let first = try await Self.command(sinceArguments, databaseURL: url)
+                #expect(first.status == 0, "\(first.errors)")
+                #expect(first.json["rows_affected"] as? Int == 1)
+                let reasons = (first.json["detail"] as? [String: Any])?["reasons"] as? [String: [String: Int]]
+                #expect(reasons?["max_attempts"] == ["requeued": 1, "subscription_inactive": 1, "already_queued": 0])
+                #expect(reasons?["unregistered"] == ["requeued": 0, "subscription_inactive": 1, "already_queued": 0])
+                #expect(reasons?["retries_exhausted"] == nil)
+                let queued = try await Self.query(url, "SELECT subscription_id::text, attempt FROM deliveries")
+                #expect(queued.map { $0["subscription_id"] ?? "" } == [requeued.uuidString.lowercased()])
+                #expect(queued.first?["attempt"] == "0")
+
+                let second = try await Self.command(sinceArguments, databaseURL: url)
+                #expect(second.json["rows_affected"] as? Int == 0)
+                #expect(second.json["already_so"] as? Bool == true)
+                #expect((second.json["detail"] as? [String: Any])?["already_queued"] as? Int == 1)
+                #expect(try await Self.query(url, "SELECT 1 FROM deliveries").count == 1)
+
+                let runtime = try WorkerRuntime(
+                    configuration: try emulator.workerConfiguration(databaseURL: url), logger: quietLogger)
+                try await runUntilDrained(runtime)
+                let sent = try await Self.query(
+                    url, "SELECT subscription_id::text FROM delivery_events WHERE event = 'sent' AND subscription_id = $1", [requeued])
+                #expect(sent.count == 1)
+                #expect(emulator.apns.acceptedCount == 1)
+
+                let third = try await Self.command(sinceArguments, databaseURL: url)
+                #expect(third.json["rows_affected"] as? Int == 0)
+                let rows = try await Self.audit(url)
+                #expect(rows.map { "\($0["action"] ?? "")/\($0["rows_affected"] ?? "")" } == ["retry/1", "retry/0", "retry/0"])
+                #expect(rows.first?["reason"] == "provider outage over")
+            }
+        }
+    }
+
+    /// `status --app ID`: every figure of one app only, with its operator pause and the fleet's.
+    @Test func statusNarrowedToOneApp() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let (one, other) = try await onThread {
+                let first = try Seed(url)
+                try first.app(channelSettings: "{}")
+                let second = try Seed(url)
+                try second.app(channelSettings: "{}")
+                for (seed, count) in [(first, 2), (second, 3)] {
+                    let ids = try (0..<count).map { _ in "\"\(try seed.subscription())\"" }.joined(separator: ",")
+                    let notification = try seed.notification(target: #"{"include_subscription_ids": [\#(ids)]}"#)
+                    _ = try seed.connection.query(
+                        """
+                        INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                        SELECT $1, id, app_id FROM subscriptions WHERE app_id = $2
+                        """, [notification, seed.appID])
+                    _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [notification])
+                }
+                return (first.appID, second.appID)
+            }
+            _ = try await Self.command(["pause", "--app", one.uuidString], databaseURL: url)
+            _ = try await Self.command(["pause", "--fleet", "--until", "1h"], databaseURL: url)
+            let (status, narrowed, errors) = try await StatusCommandTests.status(["--app", one.uuidString, "--json"], databaseURL: url)
+            #expect(status == 0, "\(errors)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(narrowed.utf8)) as? [String: Any])
+            #expect(json["app_id"] as? String == one.uuidString)
+            let due = ((json["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int
+            #expect(due == 2)
+            let apps = try #require(json["paused_apps"] as? [[String: Any]])
+            #expect(apps.map { $0["app_id"] as? String } == [one.uuidString])
+            #expect(apps.first?["paused_until"] as? String == "4001-01-01T00:00:00Z")
+            #expect((json["fleet_pause"] as? [String: Any])?["reason"] as? String == "operator")
+
+            let (_, fleet, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+            let whole = try #require(try JSONSerialization.jsonObject(with: Data(fleet.utf8)) as? [String: Any])
+            #expect(((whole["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int == 5)
+            #expect(whole["app_id"] is NSNull)
+
+            let (_, text, _) = try await StatusCommandTests.status(["--app", other.uuidString], databaseURL: url)
+            #expect(text.contains("narrowed to app \(other.uuidString.lowercased())"))
+            #expect(text.contains("FLEET PAUSED until"))
+            #expect(!text.contains("paused apps:"))
+            let (_, all, _) = try await StatusCommandTests.status([], databaseURL: url)
+            #expect(all.contains("app \(one.uuidString.lowercased()) indefinitely: operator"))
+            let (bad, _, _) = try await StatusCommandTests.status(["--app", "nope"], databaseURL: url)
+            #expect(bad == 78)
+        }
+    }
+}
