@@ -70,7 +70,9 @@ enum OperatorCommand {
             fail(verb, "\(error)\n\(usage)", status: 2)
         }
         let reader = try ConfigurationReader(environment: environment, arguments: flags.rest, keys: keys)
-        let databaseURL = try reader.string(.migrateDatabaseURL) ?? reader.requiredString(.databaseURL)
+        // The schema owner's connection when set (the commands change the owner's tables), else the worker's.
+        let key: ConfigurationKey = reader.string(.migrateDatabaseURL) != nil ? .migrateDatabaseURL : .databaseURL
+        let databaseURL = try reader.requiredConnectionString(key)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let outcome: OperatorOutcome
         do {
@@ -86,6 +88,10 @@ enum OperatorCommand {
         } catch var error as PostgresError where error.sqlState == "42501" {
             let advice = "operator commands run as the schema owner: set PUSHIZO_MIGRATE_DATABASE_URL or --database-url to it"
             error.hint = error.hint.map { "\($0); \(advice)" } ?? advice
+            fail(verb, "\(error)", status: 1)
+        } catch let error as PostgresError {
+            // A refusal only the operator can fix (a bad password, no such database or role): 78 naming the key.
+            if let refusal = ConfigurationError(refusal: error, key: key) { throw refusal }
             fail(verb, "\(error)", status: 1)
         } catch {
             fail(verb, "\(error)", status: 1)

@@ -2,28 +2,18 @@ import Foundation
 import Postgres
 import Worker
 
-<<<<<<< HEAD
-/// `pushizo-worker status [--json]`: the fleet as the database sees it (docs/status.md). Reads only; exit 0
-/// with the report, 1 when the database cannot be read (unreachable, schema missing), 78 for a bad setting or a
-/// connection PostgreSQL refuses for good (a bad password, no such database, no right to read).
-=======
-/// `pushizo-worker status [--app ID] [--json]`: the fleet (or one app of it) as the database sees it (docs/status.md). Reads only; exit 0
-/// with the report, 1 when the database cannot be read (unreachable, schema missing), 78 for a bad setting.
->>>>>>> s35-commands
+/// `pushizo-worker status [--app ID] [--json]`: the fleet (or one app of it) as the database sees it
+/// (docs/status.md). Reads only; exit 0 with the report, 1 when the database cannot be read (unreachable, schema
+/// missing), 78 for a bad setting or a connection PostgreSQL refuses for good (a bad password, no such database,
+/// no right to read).
 enum StatusCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler]
 
     static func main(environment: [String: String], arguments: [String]) throws {
         let json = arguments.contains("--json")
-<<<<<<< HEAD
-        let reader = try ConfigurationReader(
-            environment: environment, arguments: arguments.filter { $0 != "--json" }, keys: keys)
-        let databaseURL = try reader.requiredConnectionString(.databaseURL)
-=======
         let (app, rest) = try StatusAppFlag.split(arguments.filter { $0 != "--json" })
         let reader = try ConfigurationReader(environment: environment, arguments: rest, keys: keys)
-        let databaseURL = try reader.requiredString(.databaseURL)
->>>>>>> s35-commands
+        let databaseURL = try reader.requiredConnectionString(.databaseURL)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let status: FleetStatus
         do {
