@@ -34,6 +34,9 @@ struct Admission: Sendable {
     private(set) var claimedTotal = 0
     /// Claims failed in a row.
     private(set) var failures = 0
+    /// Apps whose expansion waits for room in this worker to lease its rows (``awaitRoom(apps:pendingCompletions:)``);
+    /// nil: none waits. Empty: room for any app is waited for.
+    private(set) var roomWaits: Set<UUID>?
     /// The slots each app holds, and the room each may claim.
     private(set) var shares: AppSlotShares
 
@@ -93,6 +96,8 @@ struct Admission: Sendable {
         static let claim = Wakes(rawValue: 1)
         /// The claim loop's wait for capacity (slots, row text).
         static let capacity = Wakes(rawValue: 2)
+        /// The expand loops' wait for room to lease an app's rows (``awaitRoom(apps:pendingCompletions:)``).
+        static let expansion = Wakes(rawValue: 4)
     }
 
     /// Slots free for claiming: neither sending nor waiting for their completion's write.
@@ -131,6 +136,54 @@ struct Admission: Sendable {
         return count
     }
 
+    /// Whether no app has room to lease rows at insert: no slot free, or the row text budget held
+    /// (``reserve(app:upTo:pendingCompletions:)`` holds none for any app).
+    func hasNoRoom(pendingCompletions: Int) -> Bool {
+        holdsTextBudget || freeSlots(pendingCompletions: pendingCompletions) <= 0
+    }
+
+    /// The room worth waking a waiting expansion for: a chunk of at least this many rows (half a claim batch, or
+    /// a quarter of the slots apps share when that is fewer), so a paced broadcast goes on in chunks rather than
+    /// a pick per send.
+    var roomWorthAChunk: Int { max(1, min(minimumClaim, (concurrency - shares.reserve) / 4)) }
+
+    /// What ``reserve(app:upTo:pendingCompletions:)`` would hold for `app` now.
+    func roomToLease(_ app: UUID, pendingCompletions: Int) -> Int {
+        guard !holdsTextBudget else { return 0 }
+        return max(0, min(freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
+    }
+
+    /// An expansion found no room for `apps` (empty: for any app) and waits for it: a later release of slots
+    /// (``completed(app:pendingCompletions:)``, ``admitReserved(_:app:kept:textBytes:pendingCompletions:)``, or
+    /// ``roomChecked(pendingCompletions:)`` after row text is released or completions are written) that leaves one of them room worth a chunk
+    /// (``roomWorthAChunk``) returns ``Wakes/expansion``, once.
+    /// - Returns: whether that room is there already (pick again now rather than wait).
+    mutating func awaitRoom(apps: [UUID], pendingCompletions: Int) -> Bool {
+        if apps.isEmpty {
+            roomWaits = []
+        } else {
+            roomWaits = (roomWaits ?? []).union(apps)
+        }
+        return roomChecked(pendingCompletions: pendingCompletions).contains(.expansion)
+    }
+
+    /// ``Wakes/expansion`` (and the end of the wait) when an app waited for has room worth a chunk
+    /// (``awaitRoom(apps:pendingCompletions:)``): called after anything that frees slots or row text, and when
+    /// completions are written.
+    mutating func roomChecked(pendingCompletions: Int) -> Wakes {
+        guard let waits = roomWaits else { return [] }
+        let worth = roomWorthAChunk
+        let roomFound: Bool
+        if waits.isEmpty {
+            roomFound = !holdsTextBudget && freeSlots(pendingCompletions: pendingCompletions) >= worth
+        } else {
+            roomFound = waits.contains { roomToLease($0, pendingCompletions: pendingCompletions) >= worth }
+        }
+        guard roomFound else { return [] }
+        roomWaits = nil
+        return .expansion
+    }
+
     /// Ends a hold of `count` slots of `app` (``reserve(app:upTo:pendingCompletions:)``): `kept` of them were
     /// leased and are sent (counted in as ``admit(apps:textBytes:)`` counts a claim, `textBytes` their row
     /// text), the others are free again.
@@ -146,6 +199,7 @@ struct Admission: Sendable {
         sending += kept
         heldTextBytes += textBytes
         if count > kept && freeSlots(pendingCompletions: pendingCompletions) >= minimumClaim { wakes.insert(.capacity) }
+        if count > kept { wakes.formUnion(roomChecked(pendingCompletions: pendingCompletions)) }
         return wakes
     }
 
@@ -193,7 +247,7 @@ struct Admission: Sendable {
         if shares.released(app, worthAClaim: minimumClaim) { wakes.insert(.claim) }
         sending -= 1
         if freeSlots(pendingCompletions: pendingCompletions) >= minimumClaim { wakes.insert(.capacity) }
-        return wakes
+        return wakes.union(roomChecked(pendingCompletions: pendingCompletions))
     }
 
     /// A sent part's rows are released (`textBytes` of row text).
