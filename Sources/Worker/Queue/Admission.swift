@@ -125,11 +125,13 @@ struct Admission: Sendable {
 
     /// Holds slots for up to `upTo` deliveries of `app` that an expansion chunk may lease as it inserts them: no
     /// more than the free slots and what `app` may hold (``AppSlotShares/roomToHold(_:)``), as claims would take;
-    /// none while the row text budget is held. The held slots count as `app`'s until ``admitReserved(_:app:kept:textBytes:)``.
+    /// none while the row text budget is held, and none while less than a chunk's worth is free for an app that
+    /// holds that much already (``hasRoomWorthAChunk(_:pendingCompletions:)``). The held slots count as `app`'s
+    /// until ``admitReserved(_:app:kept:textBytes:pendingCompletions:)``.
     /// - Returns: how many are held (0: lease none).
     mutating func reserve(app: UUID, upTo: Int, pendingCompletions: Int) -> Int {
-        guard !holdsTextBudget else { return 0 }
-        let count = max(0, min(upTo, freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
+        guard hasRoomWorthAChunk(app, pendingCompletions: pendingCompletions) else { return 0 }
+        let count = max(0, min(upTo, roomToLease(app, pendingCompletions: pendingCompletions)))
         guard count > 0 else { return 0 }
         reserved += count
         shares.claimed(app, count: count)
@@ -142,21 +144,32 @@ struct Admission: Sendable {
         holdsTextBudget || freeSlots(pendingCompletions: pendingCompletions) <= 0
     }
 
-    /// The room worth waking a waiting expansion for: a chunk of at least this many rows (half a claim batch, or
-    /// a quarter of the slots apps share when that is fewer), so a paced broadcast goes on in chunks rather than
-    /// a pick per send.
-    var roomWorthAChunk: Int { max(1, min(minimumClaim, (concurrency - shares.reserve) / 4)) }
+    /// The room worth waking a waiting expansion for: a chunk of at least this many rows, a quarter of the slots
+    /// apps share (448 of 2,048), so a paced broadcast goes on in chunks that pay for their fixed cost (the pick,
+    /// the notification's update, the read of the leased rows, about 3-5 ms of the database's time each) rather
+    /// than a chunk per few sends, while its sends keep three quarters of its share busy at least.
+    var roomWorthAChunk: Int { max(1, (concurrency - shares.reserve) / 4) }
 
-    /// What ``reserve(app:upTo:pendingCompletions:)`` would hold for `app` now.
+    /// The free slots `app` may hold now: what ``reserve(app:upTo:pendingCompletions:)`` holds at most.
     func roomToLease(_ app: UUID, pendingCompletions: Int) -> Int {
         guard !holdsTextBudget else { return 0 }
         return max(0, min(freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
     }
 
+    /// Whether a chunk of `app` may lease now: it has room, and at least ``roomWorthAChunk`` of it when it holds
+    /// that many already (a broadcast under way, whose own sends free its room as they end). An app holding fewer
+    /// takes whatever room there is: a notification to a few devices does not wait for a broadcast's room.
+    func hasRoomWorthAChunk(_ app: UUID, pendingCompletions: Int) -> Bool {
+        let room = roomToLease(app, pendingCompletions: pendingCompletions)
+        let worth = roomWorthAChunk
+        return room > 0 && (room >= worth || shares.held[app, default: 0] < worth)
+    }
+
     /// An expansion found no room for `apps` (empty: for any app) and waits for it: a later release of slots
     /// (``completed(app:pendingCompletions:)``, ``admitReserved(_:app:kept:textBytes:pendingCompletions:)``, or
-    /// ``roomChecked(pendingCompletions:)`` after row text is released or completions are written) that leaves one of them room worth a chunk
-    /// (``roomWorthAChunk``) returns ``Wakes/expansion``, once.
+    /// ``roomChecked(pendingCompletions:)`` after row text is released or completions are written) that leaves one
+    /// of them room for a chunk (``hasRoomWorthAChunk(_:pendingCompletions:)``; for any app, ``AppSlotShares/small``
+    /// free slots) returns ``Wakes/expansion``, once.
     /// - Returns: whether that room is there already (pick again now rather than wait).
     mutating func awaitRoom(apps: [UUID], pendingCompletions: Int) -> Bool {
         if apps.isEmpty {
@@ -172,12 +185,11 @@ struct Admission: Sendable {
     /// completions are written.
     mutating func roomChecked(pendingCompletions: Int) -> Wakes {
         guard let waits = roomWaits else { return [] }
-        let worth = roomWorthAChunk
         let roomFound: Bool
         if waits.isEmpty {
-            roomFound = !holdsTextBudget && freeSlots(pendingCompletions: pendingCompletions) >= worth
+            roomFound = !holdsTextBudget && freeSlots(pendingCompletions: pendingCompletions) >= shares.small
         } else {
-            roomFound = waits.contains { roomToLease($0, pendingCompletions: pendingCompletions) >= worth }
+            roomFound = waits.contains { hasRoomWorthAChunk($0, pendingCompletions: pendingCompletions) }
         }
         guard roomFound else { return [] }
         roomWaits = nil
