@@ -144,11 +144,14 @@ struct Admission: Sendable {
         holdsTextBudget || freeSlots(pendingCompletions: pendingCompletions) <= 0
     }
 
-    /// The room worth waking a waiting expansion for: a chunk of at least this many rows, a quarter of the slots
-    /// apps share (448 of 2,048), so a paced broadcast goes on in chunks that pay for their fixed cost (the pick,
-    /// the notification's update, the read of the leased rows, about 3-5 ms of the database's time each) rather
-    /// than a chunk per few sends, while its sends keep three quarters of its share busy at least.
-    var roomWorthAChunk: Int { max(1, (concurrency - shares.reserve) / 4) }
+    /// The room worth a chunk of `app` that holds that many already: a quarter of what it may hold
+    /// (``AppSlotShares/roomToHold(_:)`` and what it holds; 448 of 2,048 for a lone broadcast, 224 for each of
+    /// two), so a paced broadcast goes on in chunks that pay for their fixed cost (the pick, the notification's
+    /// update, the read of the leased rows, a few milliseconds of the database's time each) rather than a chunk per
+    /// few sends, while its sends keep three quarters of its share busy at least.
+    func roomWorthAChunk(_ app: UUID) -> Int {
+        max(1, (shares.roomToHold(app) + shares.held[app, default: 0]) / 4)
+    }
 
     /// The free slots `app` may hold now: what ``reserve(app:upTo:pendingCompletions:)`` holds at most.
     func roomToLease(_ app: UUID, pendingCompletions: Int) -> Int {
@@ -156,12 +159,12 @@ struct Admission: Sendable {
         return max(0, min(freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
     }
 
-    /// Whether a chunk of `app` may lease now: it has room, and at least ``roomWorthAChunk`` of it when it holds
-    /// that many already (a broadcast under way, whose own sends free its room as they end). An app holding fewer
-    /// takes whatever room there is: a notification to a few devices does not wait for a broadcast's room.
+    /// Whether a chunk of `app` may lease now: it has room, and at least ``roomWorthAChunk(_:)`` of it when it
+    /// holds that many already (a broadcast under way, whose own sends free its room as they end). An app holding
+    /// fewer takes whatever room there is: a notification to a few devices does not wait for a broadcast's room.
     func hasRoomWorthAChunk(_ app: UUID, pendingCompletions: Int) -> Bool {
         let room = roomToLease(app, pendingCompletions: pendingCompletions)
-        let worth = roomWorthAChunk
+        let worth = roomWorthAChunk(app)
         return room > 0 && (room >= worth || shares.held[app, default: 0] < worth)
     }
 

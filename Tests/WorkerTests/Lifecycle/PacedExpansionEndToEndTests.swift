@@ -135,6 +135,36 @@ struct PacedExpansionEndToEndTests {
         }
     }
 
+    /// Two apps' broadcasts, each larger than its share of one worker's room, paced at once: each waits for its
+    /// own app's room (the other's notification is picked meanwhile), both drain, every device is sent once, and
+    /// none is claimed for its first send.
+    @Test func twoAppsBroadcastsArePacedSideBySide() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with(latency: Self.latency) { emulator in
+                let apps = try await onThread {
+                    let seeds = try (0..<2).map { _ in
+                        try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: Self.count / 2)
+                    }
+                    try LeasedAtInsertEndToEndTests.countClaims(seeds[0].connection)
+                    for seed in seeds {
+                        try seed.notification(message: #"{"contents": {"en": "Sale today"}}"#, target: #"{"all": true}"#)
+                    }
+                    return seeds.map(\.appID)
+                }
+                _ = try await LeasedAtInsertEndToEndTests.drainExpectingNoFirstClaim(
+                    url, emulator, environment: Self.environment, count: Self.count, limit: 120)
+                let perApp = try await onThread {
+                    let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test")
+                    return try connection.query(
+                        "SELECT count(*) AS n FROM delivery_events WHERE event = 'sent' AND app_id = ANY($1::uuid[]) GROUP BY app_id",
+                        [apps]
+                    ).map { try $0.decode(Int.self, "n") }
+                }
+                #expect(perApp == [Self.count / 2, Self.count / 2])
+            }
+        }
+    }
+
     /// A worker killed with SIGKILL mid-broadcast: the rest of the broadcast was never inserted ahead; another
     /// worker expands and sends it, and claims what the killed one had leased once its lease ends (5 s). Every
     /// device gets exactly one event, and no delivery is claimed for its first send.

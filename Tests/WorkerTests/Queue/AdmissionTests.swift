@@ -46,11 +46,14 @@ struct AdmissionTests {
     /// ends on free slots, which written completions free too.
     @Test func anExpansionWaitingForRoomIsWokenOnceTheRoomIsWorthAChunk() {
         var admission = admission()
-        #expect(admission.roomWorthAChunk == 12)
+        #expect(admission.roomWorthAChunk(broadcast) == 12)
         let held = admission.reserve(app: broadcast, upTo: 100, pendingCompletions: 0)
         #expect(held == 48)
         _ = admission.admitReserved(48, app: broadcast, kept: 48, textBytes: 0, pendingCompletions: 0)
         #expect(admission.roomToLease(broadcast, pendingCompletions: 0) == 0)
+        #expect(admission.roomWorthAChunk(broadcast) == 12)
+        // Beside it another app holding as many as a large app would share with it: a quarter of 24 each.
+        #expect(admission.roomWorthAChunk(probe) == 6)
         #expect(!admission.hasNoRoom(pendingCompletions: 0))
         var roomThere = admission.awaitRoom(apps: [broadcast], pendingCompletions: 0)
         #expect(!roomThere)
