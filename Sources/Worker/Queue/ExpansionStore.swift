@@ -169,8 +169,10 @@ public enum ExpansionStore {
             leasedIDs: &leasedIDs)
     }
 
-    /// ``expandNext(on:chunkSize:slicing:suspects:pick:)`` leasing what `lease` allows of the chunk's new
-    /// deliveries to this worker as they are inserted (``InsertLease``).
+    /// ``expandNext(on:chunkSize:slicing:suspects:pick:)`` in a worker that sends: a notification whose rows can be
+    /// leased gets only as many new deliveries as `lease` gives room for, each leased to this worker as it is
+    /// inserted, and none without room (``InsertLease``; then ``ExpansionResult/waitingForRoom(appIDs:)`` when
+    /// nothing else is due).
     /// - Parameter leasedIDs: set to the ids of the deliveries the committed chunk inserted leased (empty when
     ///   none, or when the call throws); read them with ``ClaimStore/leasedRows(on:deliveryIDs:workerID:)``.
     public static func expandNext(

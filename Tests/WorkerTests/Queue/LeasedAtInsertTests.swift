@@ -6,8 +6,9 @@ import Testing
 
 /// Deliveries an expansion chunk leases to its own worker as it inserts them (``ExpansionStore/InsertLease``;
 /// docs/performance.md, "Deliveries leased at insert") against a real PostgreSQL: written as a first claim leaves
-/// them, read back in the claim's row shape, never for a send-limited app or rows due at local time, and left to
-/// the claim beyond the room the worker gave.
+/// them, read back in the claim's row shape, never for a send-limited app or rows due at local time (those are
+/// expanded ahead whatever the room), and never inserted beyond the room the worker gave: without room the
+/// notification waits, left as it was.
 @Suite("Deliveries leased at insert against PostgreSQL")
 struct LeasedAtInsertTests {
     static let workerID = "leasing-worker"
