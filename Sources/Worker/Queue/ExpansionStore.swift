@@ -303,11 +303,13 @@ public enum ExpansionStore {
     }
 
     /// `AND ...`: a notification (named `notifications`) a leasing call may pick: one whose rows would not be
-    /// leased (delivered at local time, or of an app with a send limit: expanded ahead whatever the room), or one
-    /// of an app with room (`$first`: no app has room; `$first + 1`: the apps without).
+    /// leased (delivered at local time, or of an app with a send limit: expanded ahead whatever the room), one
+    /// of an app with room (`$first`: no app has room; `$first + 1`: the apps without), or one no longer expanding
+    /// (its open slices are closed, whatever the room).
     static func roomNarrowing(_ first: Int) -> String {
         """
         AND (NOT ($\(first)::boolean OR notifications.app_id = ANY($\(first + 1)::uuid[]))
+             OR notifications.status NOT IN ('pending', 'expanding')
              OR coalesce(jsonb_typeof(notifications.message -> 'delivery_time_of_day'), 'null') <> 'null'
              OR EXISTS (SELECT 1 FROM apps a WHERE a.id = notifications.app_id AND a.max_sends_per_second IS NOT NULL))
         """
