@@ -34,6 +34,9 @@ struct Admission: Sendable {
     private(set) var claimedTotal = 0
     /// Claims failed in a row.
     private(set) var failures = 0
+    /// Apps whose expansion waits for room in this worker to lease its rows (``awaitRoom(apps:pendingCompletions:)``);
+    /// nil: none waits. Empty: room for any app is waited for.
+    private(set) var roomWaits: Set<UUID>?
     /// The slots each app holds, and the room each may claim.
     private(set) var shares: AppSlotShares
 
@@ -93,6 +96,8 @@ struct Admission: Sendable {
         static let claim = Wakes(rawValue: 1)
         /// The claim loop's wait for capacity (slots, row text).
         static let capacity = Wakes(rawValue: 2)
+        /// The expand loops' wait for room to lease an app's rows (``awaitRoom(apps:pendingCompletions:)``).
+        static let expansion = Wakes(rawValue: 4)
     }
 
     /// Slots free for claiming: neither sending nor waiting for their completion's write.
@@ -120,15 +125,78 @@ struct Admission: Sendable {
 
     /// Holds slots for up to `upTo` deliveries of `app` that an expansion chunk may lease as it inserts them: no
     /// more than the free slots and what `app` may hold (``AppSlotShares/roomToHold(_:)``), as claims would take;
-    /// none while the row text budget is held. The held slots count as `app`'s until ``admitReserved(_:app:kept:textBytes:)``.
+    /// none while the row text budget is held, and none while less than a chunk's worth is free for an app that
+    /// holds that much already (``hasRoomWorthAChunk(_:pendingCompletions:)``). The held slots count as `app`'s
+    /// until ``admitReserved(_:app:kept:textBytes:pendingCompletions:)``.
     /// - Returns: how many are held (0: lease none).
     mutating func reserve(app: UUID, upTo: Int, pendingCompletions: Int) -> Int {
-        guard !holdsTextBudget else { return 0 }
-        let count = max(0, min(upTo, freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
+        guard hasRoomWorthAChunk(app, pendingCompletions: pendingCompletions) else { return 0 }
+        let count = max(0, min(upTo, roomToLease(app, pendingCompletions: pendingCompletions)))
         guard count > 0 else { return 0 }
         reserved += count
         shares.claimed(app, count: count)
         return count
+    }
+
+    /// Whether no app has room to lease rows at insert: no slot free, or the row text budget held
+    /// (``reserve(app:upTo:pendingCompletions:)`` holds none for any app).
+    func hasNoRoom(pendingCompletions: Int) -> Bool {
+        holdsTextBudget || freeSlots(pendingCompletions: pendingCompletions) <= 0
+    }
+
+    /// The room worth a chunk of `app` that holds that many already: a quarter of what it may hold
+    /// (``AppSlotShares/roomToHold(_:)`` and what it holds; 448 of 2,048 for a lone broadcast, 224 for each of
+    /// two), so a paced broadcast goes on in chunks that pay for their fixed cost (the pick, the notification's
+    /// update, the read of the leased rows, a few milliseconds of the database's time each) rather than a chunk per
+    /// few sends, while its sends keep three quarters of its share busy at least.
+    func roomWorthAChunk(_ app: UUID) -> Int {
+        max(1, (shares.roomToHold(app) + shares.held[app, default: 0]) / 4)
+    }
+
+    /// The free slots `app` may hold now: what ``reserve(app:upTo:pendingCompletions:)`` holds at most.
+    func roomToLease(_ app: UUID, pendingCompletions: Int) -> Int {
+        guard !holdsTextBudget else { return 0 }
+        return max(0, min(freeSlots(pendingCompletions: pendingCompletions), shares.roomToHold(app)))
+    }
+
+    /// Whether a chunk of `app` may lease now: it has room, and at least ``roomWorthAChunk(_:)`` of it when it
+    /// holds that many already (a broadcast under way, whose own sends free its room as they end). An app holding
+    /// fewer takes whatever room there is: a notification to a few devices does not wait for a broadcast's room.
+    func hasRoomWorthAChunk(_ app: UUID, pendingCompletions: Int) -> Bool {
+        let room = roomToLease(app, pendingCompletions: pendingCompletions)
+        let worth = roomWorthAChunk(app)
+        return room > 0 && (room >= worth || shares.held[app, default: 0] < worth)
+    }
+
+    /// An expansion found no room for `apps` (empty: for any app) and waits for it: a later release of slots
+    /// (``completed(app:pendingCompletions:)``, ``admitReserved(_:app:kept:textBytes:pendingCompletions:)``, or
+    /// ``roomChecked(pendingCompletions:)`` after row text is released or completions are written) that leaves one
+    /// of them room for a chunk (``hasRoomWorthAChunk(_:pendingCompletions:)``; for any app, ``AppSlotShares/small``
+    /// free slots) returns ``Wakes/expansion``, once.
+    /// - Returns: whether that room is there already (pick again now rather than wait).
+    mutating func awaitRoom(apps: [UUID], pendingCompletions: Int) -> Bool {
+        if apps.isEmpty {
+            roomWaits = []
+        } else {
+            roomWaits = (roomWaits ?? []).union(apps)
+        }
+        return roomChecked(pendingCompletions: pendingCompletions).contains(.expansion)
+    }
+
+    /// ``Wakes/expansion`` (and the end of the wait) when an app waited for has room worth a chunk
+    /// (``awaitRoom(apps:pendingCompletions:)``): called after anything that frees slots or row text, and when
+    /// completions are written.
+    mutating func roomChecked(pendingCompletions: Int) -> Wakes {
+        guard let waits = roomWaits else { return [] }
+        let roomFound: Bool
+        if waits.isEmpty {
+            roomFound = !holdsTextBudget && freeSlots(pendingCompletions: pendingCompletions) >= shares.small
+        } else {
+            roomFound = waits.contains { hasRoomWorthAChunk($0, pendingCompletions: pendingCompletions) }
+        }
+        guard roomFound else { return [] }
+        roomWaits = nil
+        return .expansion
     }
 
     /// Ends a hold of `count` slots of `app` (``reserve(app:upTo:pendingCompletions:)``): `kept` of them were
@@ -146,6 +214,7 @@ struct Admission: Sendable {
         sending += kept
         heldTextBytes += textBytes
         if count > kept && freeSlots(pendingCompletions: pendingCompletions) >= minimumClaim { wakes.insert(.capacity) }
+        if count > kept { wakes.formUnion(roomChecked(pendingCompletions: pendingCompletions)) }
         return wakes
     }
 
@@ -193,7 +262,7 @@ struct Admission: Sendable {
         if shares.released(app, worthAClaim: minimumClaim) { wakes.insert(.claim) }
         sending -= 1
         if freeSlots(pendingCompletions: pendingCompletions) >= minimumClaim { wakes.insert(.capacity) }
-        return wakes
+        return wakes.union(roomChecked(pendingCompletions: pendingCompletions))
     }
 
     /// A sent part's rows are released (`textBytes` of row text).

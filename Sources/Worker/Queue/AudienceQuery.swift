@@ -11,7 +11,7 @@ import Postgres
 struct AudienceQuery {
     /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
     /// NULL when none), `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`) and, with a
-    /// lease, `leased_ids` (the ids of those inserted leased, comma-separated text, empty when none).
+    /// lease, `leased_ids` (the ids of those inserted, all leased, comma-separated text, empty when none).
     let sql: String
     /// `$7...` in order.
     let parameters: [any PostgresEncodable]
@@ -24,13 +24,13 @@ struct AudienceQuery {
     /// - Parameter upTo: the last `subscriptions.id` the page may reach (inclusive): a slice's upper bound
     ///   (``ExpansionStore/Slicing``). Only for the filter forms (`all`, `filters`); id lists are never
     ///   sliced and ignore it.
-    /// - Parameter lease: the first `quota` rows of the page that match (in id order) are inserted leased to
-    ///   `workerID` until `now() + seconds`, attempt and fence 1, as a first claim leaves them; none when the app
-    ///   has a send limit (`apps.max_sends_per_second`: its claims charge its token bucket). Ignored with
-    ///   `localTime` (those rows are due at each subscriber's local time).
+    /// - Parameter lease: every row inserted is leased to `workerID` until `now() + seconds`, attempt and fence 1,
+    ///   as a first claim leaves them; the caller makes the page (`$4`) no longer than the rows it may lease, and
+    ///   leases only an app without a send limit (`apps.max_sends_per_second`: its claims charge its token
+    ///   bucket). Ignored with `localTime` (those rows are due at each subscriber's local time).
     init(
         selection: AudienceSelection, first: Bool, localTime: ExpansionStore.LocalTimeSchedule? = nil, upTo: UUID? = nil,
-        lease: (workerID: String, seconds: Double, quota: Int)? = nil
+        lease: (workerID: String, seconds: Double)? = nil
     ) {
         var parameters: [any PostgresEncodable] = []
         func bind(_ value: any PostgresEncodable, _ type: String) -> String {
@@ -164,37 +164,28 @@ struct AudienceQuery {
         if let lease, localTime == nil {
             let seconds = bind(lease.seconds, "float8")
             let worker = bind(lease.workerID, "text")
-            let quota = bind(max(lease.quota, 0), "integer")
-            // The leased rows are written as a first claim leaves them (run_at the lease's end, attempt and fence
-            // 1), so a worker that dies before sending them loses nothing: they fall due at the lease's end and
-            // any worker claims them (the insert trigger sets the app's turn to the earliest run_at inserted).
+            // Every row inserted is leased: the caller makes the page no longer than the worker's room, so the
+            // expansion goes as far as the room and no further. The leased rows are written as a first claim leaves
+            // them (run_at the lease's end, attempt and fence 1), so a worker that dies before sending them loses
+            // nothing: they fall due at the lease's end and any worker claims them (the insert trigger sets the
+            // app's turn to the earliest run_at inserted).
             sql = """
                 WITH page AS (
                 \(page)
                 ), inserted AS (
                     INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by)
-                    SELECT $1::uuid, m.id, m.app_id, $5::smallint,
-                           CASE WHEN m.leased THEN now() + make_interval(secs => \(seconds)) ELSE now() END,
-                           m.leased::integer, m.leased::integer, CASE WHEN m.leased THEN \(worker) END
-                    FROM (
-                        SELECT s.id, s.app_id,
-                               row_number() OVER (ORDER BY s.id)
-                                   <= coalesce((SELECT CASE WHEN a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition)
-                                                            THEN \(quota) ELSE 0 END
-                                                FROM apps a WHERE a.id = $2), 0) AS leased
-                        FROM page s\(users)
-                        WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
-                          AND \(match)
-                    ) m
-                    ORDER BY m.id
+                    SELECT $1::uuid, s.id, s.app_id, $5::smallint, now() + make_interval(secs => \(seconds)), 1, 1, \(worker)
+                    FROM page s\(users)
+                    WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
+                      AND \(match)
+                    ORDER BY s.id
                     ON CONFLICT (notification_id, subscription_id) DO NOTHING
-                    RETURNING id, leased_by
+                    RETURNING id
                 )
                 SELECT (SELECT count(*) FROM page) AS scanned,
                        (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last_id,
                        (SELECT count(*) FROM inserted) AS created,
-                       (SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM inserted
-                        WHERE leased_by IS NOT NULL) AS leased_ids
+                       (SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM inserted) AS leased_ids
                 """
             self.parameters = parameters
             return

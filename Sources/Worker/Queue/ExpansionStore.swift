@@ -36,24 +36,43 @@ public enum ExpansionStore {
     /// Deliveries an expansion chunk leases to its own worker as it inserts them, for that worker's delivery stage,
     /// instead of leaving them to a claim (docs/performance.md, "Deliveries leased at insert"). The leased rows
     /// are written as a first claim leaves them: `leased_by` the worker, `run_at` `now()` + `lease`, attempt and
-    /// fence 1. Never for a notification delivered at each subscriber's local time, nor for an app with a send
-    /// limit (`apps.max_sends_per_second`, whose claims charge its token bucket).
+    /// fence 1.
+    ///
+    /// With a lease, a chunk of a notification whose rows can be leased inserts only the rows it leases: its
+    /// expansion is paced by the worker's sends. Its page is no longer than the room (the cursor stays after
+    /// it), and a notification whose app has no room in this worker is not expanded at all (it is not
+    /// picked, or picked and left as it was): the call goes on with the others and returns
+    /// ``ExpansionResult/waitingForRoom(appIDs:)`` when only such ones are left. Never leased, and so expanded
+    /// ahead as without a lease: a notification delivered at each subscriber's local time, and one of an app with
+    /// a send limit (`apps.max_sends_per_second`, whose claims charge its token bucket).
     public struct InsertLease: Sendable {
         /// `PUSHIZO_WORKER_ID`.
         public var workerID: String
         /// How long the lease lasts (`PUSHIZO_LEASE_SECONDS`).
         public var lease: Duration
+        /// No app has room in this worker as the call starts (no slot free, or the row text budget held): the
+        /// notifications whose rows would be leased are not picked at all.
+        public var noRoom: Bool
         /// Asked once per chunk, inside its transaction, with the chunk's app and how many deliveries the chunk
         /// may create: how many of them it may lease at most (the worker's free slots and the app's room in them,
-        /// held for the chunk by the answer; 0: none). The caller gives back what the chunk did not lease.
+        /// held for the chunk by the answer; 0: none, and the chunk waits). The caller gives back what the chunk
+        /// did not lease.
         public var reserve: @Sendable (_ app: UUID, _ upTo: Int) -> Int
 
-        public init(workerID: String, lease: Duration, reserve: @escaping @Sendable (_ app: UUID, _ upTo: Int) -> Int) {
+        public init(
+            workerID: String, lease: Duration, noRoom: Bool = false,
+            reserve: @escaping @Sendable (_ app: UUID, _ upTo: Int) -> Int
+        ) {
             self.workerID = workerID
             self.lease = lease
+            self.noRoom = noRoom
             self.reserve = reserve
         }
     }
+
+    /// Apps whose notifications one leasing call (``InsertLease``) finds waiting for room at most before it
+    /// returns ``ExpansionResult/waitingForRoom(appIDs:)``: each costs a pick more.
+    public static let roomWaitsPerCall = 16
 
     /// The most bytes of `notifications.target` (as PostgreSQL prints the jsonb) the worker reads: 20,000 ids
     /// of 200 bytes each fit; a larger target fails the notification (`invalid_target`) unread.
@@ -75,6 +94,10 @@ public enum ExpansionStore {
         /// `integrity_constraint_violation: SQLSTATE 23...: ...`) again after another notification's chunk
         /// committed. No further chunk is expanded.
         case failed(notificationID: UUID, reason: String)
+        /// Only notifications whose rows this worker would lease are left to expand, and it has no room for their
+        /// apps (these; empty: no room for any app): nothing was changed (``InsertLease``). Call again once room
+        /// frees.
+        case waitingForRoom(appIDs: [UUID])
         /// The chunks of these notifications failed on data (SQLSTATE class 22/23) with no evidence yet that
         /// the fault is theirs: each was rolled back and pushed behind the other due notifications, and stays
         /// `pending` / `expanding`. Call again.
@@ -146,8 +169,10 @@ public enum ExpansionStore {
             leasedIDs: &leasedIDs)
     }
 
-    /// ``expandNext(on:chunkSize:slicing:suspects:pick:)`` leasing what `lease` allows of the chunk's new
-    /// deliveries to this worker as they are inserted (``InsertLease``).
+    /// ``expandNext(on:chunkSize:slicing:suspects:pick:)`` in a worker that sends: a notification whose rows can be
+    /// leased gets only as many new deliveries as `lease` gives room for, each leased to this worker as it is
+    /// inserted, and none without room (``InsertLease``; then ``ExpansionResult/waitingForRoom(appIDs:)`` when
+    /// nothing else is due).
     /// - Parameter leasedIDs: set to the ids of the deliveries the committed chunk inserted leased (empty when
     ///   none, or when the call throws); read them with ``ClaimStore/leasedRows(on:deliveryIDs:workerID:)``.
     public static func expandNext(
@@ -173,6 +198,8 @@ public enum ExpansionStore {
                     suspects.forget(id)
                 case nil:
                     return setAside.isEmpty ? nil : .setAside(notificationIDs: setAside)
+                case .waitingForRoom?:
+                    if !setAside.isEmpty { return .setAside(notificationIDs: setAside) }
                 case .setAside?, .stalled?:
                     break
                 }
@@ -258,16 +285,34 @@ public enum ExpansionStore {
     /// reaches the next large notification without walking past the pending small ones or those scheduled for
     /// later (which wait for ``releaseScheduled(on:limit:)``). `.any` and `.only` take a scheduled notification
     /// as soon as its `send_after` has passed, released or not.
-    static func chunkPickSQL(_ pick: ExpansionPick) -> String {
+    ///
+    /// With `roomless` (a leasing call, ``InsertLease``), the pick skips the notifications whose rows would be
+    /// leased of the apps without room (`$2` or, with `.only`, `$3`: no app has room; the next: the apps found
+    /// without), as ``roomNarrowing(_:)`` says.
+    static func chunkPickSQL(_ pick: ExpansionPick, roomless: Bool = false) -> String {
         switch pick {
-        case .any: pickSQL(narrowing: "", limit: 1)
+        case .any: pickSQL(narrowing: roomless ? roomNarrowing(2) : "", limit: 1)
         case .skippingSmall:
             pickSQL(
-                narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(SmallNotificationStore.smallNotificationPredicate))",
+                narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(SmallNotificationStore.smallNotificationPredicate))"
+                    + (roomless ? " " + roomNarrowing(2) : ""),
                 limit: 1)
-        case .only: pickSQL(narrowing: "AND id = $2", limit: 1)
-        case .slice: slicePickSQL
+        case .only: pickSQL(narrowing: "AND id = $2" + (roomless ? " " + roomNarrowing(3) : ""), limit: 1)
+        case .slice: roomless ? slicePickSQL(narrowing: roomNarrowing(2)) : slicePickSQL
         }
+    }
+
+    /// `AND ...`: a notification (named `notifications`) a leasing call may pick: one whose rows would not be
+    /// leased (delivered at local time, or of an app with a send limit: expanded ahead whatever the room), one
+    /// of an app with room (`$first`: no app has room; `$first + 1`: the apps without), or one no longer expanding
+    /// (its open slices are closed, whatever the room).
+    static func roomNarrowing(_ first: Int) -> String {
+        """
+        AND (NOT ($\(first)::boolean OR notifications.app_id = ANY($\(first + 1)::uuid[]))
+             OR notifications.status NOT IN ('pending', 'expanding')
+             OR coalesce(jsonb_typeof(notifications.message -> 'delivery_time_of_day'), 'null') <> 'null'
+             OR EXISTS (SELECT 1 FROM apps a WHERE a.id = notifications.app_id AND a.max_sends_per_second IS NOT NULL))
+        """
     }
 
     /// Which slices the slice pick takes, by their notification (named `notifications`): due, or no longer
@@ -293,16 +338,21 @@ public enum ExpansionStore {
     /// applies inside the subquery, to the notification of every open slice the pick considers, not only the
     /// picked one: `FOR KEY SHARE`, which other chunks share and producers' cancels (status updates) do not
     /// conflict with; a producer deleting another sliced broadcast waits for this chunk's transaction.
-    static let slicePickSQL = """
+    static let slicePickSQL = slicePickSQL(narrowing: "")
+
+    /// ``slicePickSQL`` with `narrowing` (`AND ...`, naming the slice's notification `notifications`).
+    static func slicePickSQL(narrowing: String) -> String {
+        """
         SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
         FROM expansion_slices s
         CROSS JOIN LATERAL (SELECT * FROM notifications WHERE id = s.notification_id OFFSET 0) notifications
-        WHERE \(slicePickable)
+        WHERE \(slicePickable) \(narrowing)
         ORDER BY expansion_touched_at NULLS FIRST, s.notification_id, s.slice
         LIMIT 1
         FOR UPDATE OF s SKIP LOCKED
         FOR KEY SHARE OF notifications SKIP LOCKED
         """
+    }
 
     /// A pick of up to `limit` due notifications that also meet `narrowing` (`AND ...`), least recently served
     /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's.
@@ -378,66 +428,91 @@ public enum ExpansionStore {
         // JIT off with them: a table with no index to use (expansion_slices) is still scanned, at a cost raised
         // by 10^10, which set off JIT compilation of the slice pick (about 160 ms a chunk).
         try connection.transaction(localSettings: ["enable_seqscan": "off", "enable_bitmapscan": "off", "jit": "off"]) { connection in
-            var parameters: [any PostgresEncodable] = [schedulingMemberBytes]
-            if case .only(let id) = pick { parameters.append(id) }
+            var fixedParameters: [any PostgresEncodable] = [schedulingMemberBytes]
+            if case .only(let id) = pick { fixedParameters.append(id) }
+            // Apps this call found without room in this worker: their notifications that would be leased are not
+            // picked again in it (``InsertLease``).
+            var waiting: [UUID] = []
             var row: PostgresRow
             var slice: PickedSlice?
-            while true {
-                guard let first = try connection.query(chunkPickSQL(pick), parameters).first else { return nil }
-                row = first
-                let notificationID = try row.decode(UUID.self, "id")
-                if case .slice = pick {
-                    let current = try PickedSlice(row)
-                    // Canceled or failed since it was cut (or expanded by a worker that ran its slices itself):
-                    // the slice is closed and the next one picked.
-                    guard try row.decode(String.self, "status") == "expanding" else {
-                        try closeSlice(current, of: notificationID, on: connection)
-                        continue
-                    }
-                    slice = current
-                } else if try row.decode(Bool.self, "expansion_sliced") {
-                    // `.any` / `.only` reached a sliced notification: one of its slices, under the notification's
-                    // lock (so nothing in parallel, but the same work).
-                    guard
-                        let next = try connection.query(
-                            """
-                            SELECT slice, slice_after, slice_upto FROM expansion_slices
-                            WHERE notification_id = $1 ORDER BY slice LIMIT 1
-                            FOR UPDATE SKIP LOCKED
-                            """, [notificationID]
-                        ).first
+            var appID: UUID
+            var checked: (selection: AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
+            var quota = 0
+            picking: while true {
+                slice = nil
+                let parameters = fixedParameters + (lease.map { [$0.noRoom, waiting] } ?? [])
+                while true {
+                    guard let first = try connection.query(chunkPickSQL(pick, roomless: lease != nil), parameters).first
                     else {
-                        return try finishSliced(notificationID, created: 0, on: connection)
+                        guard let lease, lease.noRoom || !waiting.isEmpty else { return nil }
+                        return .waitingForRoom(appIDs: lease.noRoom ? [] : waiting)
                     }
-                    slice = try PickedSlice(next)
+                    row = first
+                    let notificationID = try row.decode(UUID.self, "id")
+                    if case .slice = pick {
+                        let current = try PickedSlice(row)
+                        // Canceled or failed since it was cut (or expanded by a worker that ran its slices itself):
+                        // the slice is closed and the next one picked.
+                        guard try row.decode(String.self, "status") == "expanding" else {
+                            try closeSlice(current, of: notificationID, on: connection)
+                            continue
+                        }
+                        slice = current
+                    } else if try row.decode(Bool.self, "expansion_sliced") {
+                        // `.any` / `.only` reached a sliced notification: one of its slices, under the notification's
+                        // lock (so nothing in parallel, but the same work).
+                        guard
+                            let next = try connection.query(
+                                """
+                                SELECT slice, slice_after, slice_upto FROM expansion_slices
+                                WHERE notification_id = $1 ORDER BY slice LIMIT 1
+                                FOR UPDATE SKIP LOCKED
+                                """, [notificationID]
+                            ).first
+                        else {
+                            return try finishSliced(notificationID, created: 0, on: connection)
+                        }
+                        slice = try PickedSlice(next)
+                    }
+                    break
                 }
-                break
+                let notificationID = try row.decode(UUID.self, "id")
+                picked = PickedNotification(
+                    id: notificationID, touchedAt: try row.decodeIfPresent(Date.self, "expansion_touched_at"),
+                    now: try row.decode(Date.self, "now"))
+                appID = try row.decode(UUID.self, "app_id")
+                switch try checkPicked(row) {
+                case .refused(let reason):
+                    if let slice { try closeSlice(slice, of: notificationID, on: connection) }
+                    try markFailed(connection, notificationID, reason: reason)
+                    return .failed(notificationID: notificationID, reason: reason)
+                case .accepted(let selection, let priority, let localTime):
+                    checked = (selection, priority, localTime)
+                }
+                // Rows due later (local time) and a send-limited app's are never leased: expanded ahead, and the
+                // worker's room is not asked. Rows that would be leased are inserted only as far as the room goes,
+                // and none without room: the notification is left as it was (its lock ends with this transaction,
+                // for a worker with room) and the next one picked.
+                guard let lease, checked.localTime == nil, try isLeasable(appID, on: connection) else { break }
+                quota = lease.reserve(appID, chunkSize)
+                if quota > 0 { break }
+                waiting.append(appID)
+                if waiting.count >= roomWaitsPerCall { return .waitingForRoom(appIDs: waiting) }
             }
             let notificationID = try row.decode(UUID.self, "id")
-            picked = PickedNotification(
-                id: notificationID, touchedAt: try row.decodeIfPresent(Date.self, "expansion_touched_at"),
-                now: try row.decode(Date.self, "now"))
-            let appID = try row.decode(UUID.self, "app_id")
             let cursor = try slice?.after ?? row.decodeIfPresent(UUID.self, "expansion_cursor")
-            let checked: (selection: AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
-            switch try checkPicked(row) {
-            case .refused(let reason):
-                if let slice { try closeSlice(slice, of: notificationID, on: connection) }
-                try markFailed(connection, notificationID, reason: reason)
-                return .failed(notificationID: notificationID, reason: reason)
-            case .accepted(let selection, let priority, let localTime):
-                checked = (selection, priority, localTime)
-            }
             let selection = checked.selection
             let priority = checked.priority
-            // Rows due later (local time) are never leased; the worker's room is asked only for rows due now.
-            let quota = checked.localTime == nil ? lease.map { $0.reserve(appID, chunkSize) } ?? 0 : 0
             let query = AudienceQuery(
                 selection: selection, first: cursor == nil, localTime: checked.localTime, upTo: slice?.upTo,
-                lease: lease.flatMap { quota > 0 ? ($0.workerID, $0.lease.inSeconds, quota) : nil })
+                lease: lease.flatMap { quota > 0 ? ($0.workerID, $0.lease.inSeconds) : nil })
+            // A leasing chunk's page is no longer than its room: it inserts what it leases and no more, and reads no
+            // more of the app's subscriptions than that (a page of 5,000 for a room of 400 read twelve times the
+            // rows it inserted). A filter that matches few of them leases fewer, and the next chunk goes on.
+            let pageSize = quota > 0 ? min(chunkSize, quota) : chunkSize
             let nilUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
             let chunkParameters: [any PostgresEncodable] =
-                [notificationID, appID, cursor ?? nilUUID, chunkSize, priority, selection.platforms]
+                [notificationID, appID, cursor ?? nilUUID, pageSize, priority, selection.platforms]
                 + query.parameters
             let chunk = try connection.query(query.sql, chunkParameters)[0]
             let scanned = try chunk.decode(Int.self, "scanned")
@@ -448,12 +523,16 @@ public enum ExpansionStore {
             }
             // A slice is also done when its page reached its upper bound (an active id when it was cut), which
             // spares the empty chunk that would otherwise find that out.
-            let done = scanned < chunkSize || (slice?.upTo != nil && lastID == slice?.upTo)
+            let done = scanned < pageSize || (slice?.upTo != nil && lastID == slice?.upTo)
+            // Each cut reads up to a slice's worth of the app's index after the page: worth it after a full page, not
+            // after each of a paced broadcast's small ones (51 reads of up to 20,000 entries for a 20,000-device
+            // broadcast, a quarter of the database's time), where its first chunk cuts.
+            let mayCut = pageSize == chunkSize || cursor == nil
             if let slice {
                 // The last, open-ended slice cuts what lies after its page again (nothing when less than a
                 // slice is left), so no audience stays in one slice however large.
                 var recut = false
-                if !done, slice.upTo == nil, let lastID, slicing.size > 0 {
+                if !done, mayCut, slice.upTo == nil, let lastID, slicing.size > 0 {
                     recut = try cutIntoSlices(
                         notificationID, appID: appID, after: lastID, slicing: slicing, openEnded: slice,
                         on: connection)
@@ -465,7 +544,7 @@ public enum ExpansionStore {
             // A filter form with more than a slice left is cut into slices now (id lists never are: their
             // page is the list itself, never the app's index).
             var sliced = false
-            if !done, !selection.target.isListed, let lastID, slicing.size > 0 {
+            if !done, mayCut, !selection.target.isListed, let lastID, slicing.size > 0 {
                 sliced = try cutIntoSlices(notificationID, appID: appID, after: lastID, slicing: slicing, on: connection)
             }
             _ = try connection.query(
@@ -483,6 +562,16 @@ public enum ExpansionStore {
                 ? .expanded(notificationID: notificationID, created: created)
                 : .expanding(notificationID: notificationID, created: created)
         }
+    }
+
+    /// Whether `app`'s deliveries may be leased at insert: not while it has a send limit
+    /// (`apps.max_sends_per_second`: its claims charge its token bucket, docs/throttle.md), nor while an operator
+    /// pauses it or the fleet (``ClaimPauses``: its rows are expanded ahead and wait, as the claim leaves them).
+    static func isLeasable(_ app: UUID, on connection: PostgresConnection) throws -> Bool {
+        try connection.query(
+            "SELECT a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition) AS leasable FROM apps a WHERE a.id = $1",
+            [app]
+        ).first?.decode(Bool.self, "leasable") ?? false
     }
 
     /// Cuts the app's active subscriptions after `after` into slices of `slicing.size` (at most

@@ -383,8 +383,8 @@ public enum SmallNotificationStore {
             case .stalled(_, let sqlState)?:
                 result.stalledSQLState = sqlState
                 return result
-            case nil:
-                // Canceled or taken by another worker meanwhile.
+            case nil, .waitingForRoom?:
+                // Canceled or taken by another worker meanwhile (no lease: never waits for room).
                 break
             }
         }

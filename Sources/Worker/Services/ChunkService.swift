@@ -4,8 +4,8 @@ import Synchronization
 /// Chunks of notifications that are not small (broadcasts, filters, long lists): one chunk, then the least
 /// recently served notification's next one, so two broadcasts take turns; chunks of unsliced notifications and
 /// slices of sliced broadcasts take turns too (either goes when the other finds nothing). Woken by the
-/// transactional lane when it passed a notification on, by NOTIFY, and polls as a floor. Returns after a stop
-/// request.
+/// transactional lane when it passed a notification on, by NOTIFY, by the sends when a broadcast paced by them
+/// has room again (``ClaimService/awaitRoom(_:)``), and polls as a floor. Returns after a stop request.
 struct ChunkService: Service {
     let context: WorkerLoopContext
     let outcomes: ExpansionOutcomes
@@ -37,14 +37,26 @@ struct ChunkService: Service {
                 let claims = self.claims
                 let result = try await context.database.withConnection { connection -> ExpansionStore.ExpansionResult? in
                     try suspects.withLock { suspects -> ExpansionStore.ExpansionResult? in
+                        // A pick that finds only notifications waiting for room goes on to the other kind.
+                        var waiting: ExpansionStore.ExpansionResult?
                         for pick in picks {
                             let result = try ClaimService.expandLeasing(claims, on: connection) { lease, leasedIDs in
                                 try ExpansionStore.expandNext(
                                     on: connection, suspects: &suspects, pick: pick, lease: lease, leasedIDs: &leasedIDs)
                             }
-                            if let result { return result }
+                            switch (result, waiting) {
+                            case (nil, _):
+                                continue
+                            case (.waitingForRoom(let apps)?, .waitingForRoom(let earlier)?):
+                                // Empty is every app.
+                                waiting = .waitingForRoom(appIDs: apps.isEmpty || earlier.isEmpty ? [] : earlier + apps)
+                            case (.waitingForRoom?, _):
+                                waiting = result
+                            default:
+                                return result
+                            }
                         }
-                        return nil
+                        return waiting
                     }
                 }
                 context.databaseReached()
@@ -61,6 +73,12 @@ struct ChunkService: Service {
                 case .backOff(let pause):
                     heartbeat.waiting(for: pause)
                     await context.chunkWake.wait(timeout: pause)
+                    continue
+                case .waitForRoom(let apps):
+                    // Woken by the sends that free the room (or a new notification); the poll interval is a floor.
+                    if claims?.awaitRoom(apps) ?? false { continue }
+                    heartbeat.waiting(for: pollInterval)
+                    await context.chunkWake.wait(timeout: pollInterval)
                     continue
                 case .idle:
                     break

@@ -49,6 +49,7 @@ final class ClaimService: Service {
             Admission(
                 concurrency: configuration.concurrency, claimBatch: configuration.claimBatch,
                 pollInterval: configuration.pollInterval))
+        context.onCompletionsWritten { [weak self] in self?.completionsWritten() }
     }
 
     /// Deliveries claimed whose sends have not ended.
@@ -239,20 +240,33 @@ final class ClaimService: Service {
     /// `connection`, leasing to this worker what its free slots and each app's room allow of the chunk's new
     /// deliveries, as a claim would give it (``Admission/reserve(app:upTo:pendingCompletions:)``); then reads the
     /// leased rows in the claim's row shape and hands them to the send tasks, admitted as a claimed batch is
-    /// (docs/performance.md, "Deliveries leased at insert"). Without `claims` (a worker that does not send), or
-    /// while stopping, nothing is leased.
+    /// (docs/performance.md, "Deliveries leased at insert"). The chunk inserts no more of such rows than it leases:
+    /// a broadcast is expanded as fast as this worker sends it, and waits (``awaitRoom(_:)``) while it has no
+    /// room. Without `claims` (a worker that does not send) nothing is leased and everything is expanded ahead;
+    /// while stopping, nothing is leased and nothing that would be is expanded.
     static func expandLeasing<Result>(
         _ claims: ClaimService?, on connection: PostgresConnection,
         _ expand: (_ lease: ExpansionStore.InsertLease?, _ leasedIDs: inout [Int64]) throws -> Result
     ) throws -> Result {
         var leasedIDs: [Int64] = []
-        guard let claims, !claims.context.isStopping else { return try expand(nil, &leasedIDs) }
+        guard let claims else { return try expand(nil, &leasedIDs) }
+        let configuration = claims.context.configuration
+        // A worker that stops leases nothing more and expands nothing it would lease: that remainder is left to
+        // the workers that go on sending.
+        guard !claims.context.isStopping else {
+            let none = ExpansionStore.InsertLease(workerID: configuration.workerID, lease: configuration.lease, noRoom: true) {
+                _, _ in 0
+            }
+            return try expand(none, &leasedIDs)
+        }
         let holds = LeaseHolds()
-        let leaseExpiry = ContinuousClock.now + claims.context.configuration.lease
+        let leaseExpiry = ContinuousClock.now + configuration.lease
+        let pending = claims.completer.pending
         let lease = ExpansionStore.InsertLease(
-            workerID: claims.context.configuration.workerID, lease: claims.context.configuration.lease
+            workerID: configuration.workerID, lease: configuration.lease,
+            noRoom: claims.admission.withLock { $0.hasNoRoom(pendingCompletions: pending) }
         ) { [weak claims] app, upTo in
-            guard let claims else { return 0 }
+            guard let claims, !claims.context.isStopping else { return 0 }
             let pending = claims.completer.pending
             let count = claims.admission.withLock { $0.reserve(app: app, upTo: upTo, pendingCompletions: pending) }
             holds.held.withLock { $0[app, default: 0] += count }
@@ -267,6 +281,21 @@ final class ClaimService: Service {
         }
         claims.handOff(claims.takeLeased(leasedIDs, holds: holds, on: connection, leaseExpiry: leaseExpiry))
         return result
+    }
+
+    /// An expansion found no room in this worker for `apps` (empty: for any app; ``ExpansionStore/ExpansionResult/waitingForRoom(appIDs:)``):
+    /// the expand loops are woken (``WorkerLoopContext/chunkWake``, ``WorkerLoopContext/sliceWakes``) once sends
+    /// or written completions leave one of them room worth a chunk (``Admission/awaitRoom(apps:pendingCompletions:)``).
+    /// - Returns: whether that room is there already: pick again now rather than wait.
+    func awaitRoom(_ apps: [UUID]) -> Bool {
+        let pending = completer.pending
+        return admission.withLock { $0.awaitRoom(apps: apps, pendingCompletions: pending) }
+    }
+
+    /// Completions were written (their slots are free): wakes an expansion waiting for room if it has some now.
+    func completionsWritten() {
+        let pending = completer.pending
+        wake(admission.withLock { $0.roomChecked(pendingCompletions: pending) })
     }
 
     /// Reads the rows leased at insert (`ids`) on the chunk's connection, loads what they need
@@ -347,12 +376,17 @@ final class ClaimService: Service {
         }
         // The part's rows are released with this task.
         let held = part.heldTextBytes
-        wake(admission.withLock { $0.released(textBytes: held) })
+        let pending = completer.pending
+        wake(admission.withLock { $0.released(textBytes: held).union($0.roomChecked(pendingCompletions: pending)) })
     }
 
     private func wake(_ wakes: Admission.Wakes) {
         if wakes.contains(.claim) { context.claimWake.signal() }
         if wakes.contains(.capacity) { context.capacityWake.signal() }
+        if wakes.contains(.expansion) {
+            context.chunkWake.signal()
+            for wake in context.sliceWakes { wake.signal() }
+        }
     }
 
     /// The next-turn check's answer as ``Admission`` takes it; a failed check is logged (the next claim reports

@@ -24,6 +24,9 @@ final class ExpansionOutcomes: Sendable {
         case yieldThenNext
         /// A fault every chunk meets: wait this long (or for a wake-up) before picking again.
         case backOff(Duration)
+        /// Nothing was due but notifications waiting for room in this worker to lease their rows (these apps';
+        /// empty: any app's): wait for that room (``ClaimService/awaitRoom(_:)``).
+        case waitForRoom([UUID])
         /// Nothing was due.
         case idle
     }
@@ -60,6 +63,9 @@ final class ExpansionOutcomes: Sendable {
             failures += 1
             logStall(sqlState)
             return .backOff(FailureBackoff.after(failures: failures))
+        case .waitingForRoom(let apps)?:
+            failures = 0
+            return .waitForRoom(apps)
         case nil:
             failures = 0
             return .idle

@@ -3,7 +3,8 @@ import Synchronization
 
 /// One of the `PUSHIZO_EXPANSION_TASKS - 1` slice-only expand tasks: chunks of sliced broadcasts
 /// (``ExpansionPick/slice``) while there are any, so one broadcast is expanded by several backends at once;
-/// otherwise it waits for the chunk loop's signal or the poll interval. Its data-error suspects are its own, as
+/// otherwise it waits for the chunk loop's signal, the sends' when a slice paced by them has room again
+/// (``ClaimService/awaitRoom(_:)``), or the poll interval. Its data-error suspects are its own, as
 /// another worker's would be. Returns after a stop request.
 struct SliceService: Service {
     let context: WorkerLoopContext
@@ -42,6 +43,12 @@ struct SliceService: Service {
                 case .backOff(let pause):
                     heartbeat.waiting(for: pause)
                     await wake.wait(timeout: pause)
+                    continue
+                case .waitForRoom(let apps):
+                    // Woken by the sends that free the room; the poll interval is a floor.
+                    if claims?.awaitRoom(apps) ?? false { continue }
+                    heartbeat.waiting(for: pollInterval)
+                    await wake.wait(timeout: pollInterval)
                     continue
                 case .idle:
                     break

@@ -29,6 +29,9 @@ final class WorkerLoopContext: Sendable {
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let reachedDatabase = Atomic<Bool>(false)
     private let onReady: @Sendable () -> Void
+    /// Told when completions are written (``ClaimService/completionsWritten()``), set once the claim service
+    /// exists: the completer is made before it.
+    private let completionsWrittenHandler = Mutex<(@Sendable () -> Void)?>(nil)
     /// The owner's stop request (``WorkerService/requestStop()``), set once the owner exists.
     private let ownerStop = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -59,6 +62,16 @@ final class WorkerLoopContext: Sendable {
             wake.signal()
         }
         return true
+    }
+
+    /// Sets what ``completionsWritten()`` calls.
+    func onCompletionsWritten(_ handler: @escaping @Sendable () -> Void) {
+        completionsWrittenHandler.withLock { $0 = handler }
+    }
+
+    /// The completer wrote completions: their slots are free.
+    func completionsWritten() {
+        completionsWrittenHandler.withLock { $0 }?()
     }
 
     /// Sets what ``stopWorker()`` calls: the owner's stop request.

@@ -58,6 +58,7 @@ public final class WorkerService: Sendable {
             database: database, logger: logger.named("completer"), lease: configuration.lease,
             onProgress: { [context] in
                 context.capacityWake.signal()
+                context.completionsWritten()
                 // A drained queue is only seen once the last completion is written: the claim loop checks again
                 // now rather than a poll interval later.
                 if exitWhenDrained { context.claimWake.signal() }

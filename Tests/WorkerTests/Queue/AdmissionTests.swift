@@ -40,6 +40,50 @@ struct AdmissionTests {
         #expect(admission.reserve(app: probe, upTo: 10, pendingCompletions: 0) == 0)
     }
 
+    /// A broadcast paced by its sends waits for its app's room: a send's completion wakes it once that room is
+    /// worth a chunk (12: a quarter of the 48 slots apps share), then no more until it waits again; meanwhile its
+    /// chunks lease nothing, while another app holding nothing takes what room there is. A wait for any app's room
+    /// ends on free slots, which written completions free too.
+    @Test func anExpansionWaitingForRoomIsWokenOnceTheRoomIsWorthAChunk() {
+        var admission = admission()
+        #expect(admission.roomWorthAChunk(broadcast) == 12)
+        let held = admission.reserve(app: broadcast, upTo: 100, pendingCompletions: 0)
+        #expect(held == 48)
+        _ = admission.admitReserved(48, app: broadcast, kept: 48, textBytes: 0, pendingCompletions: 0)
+        #expect(admission.roomToLease(broadcast, pendingCompletions: 0) == 0)
+        #expect(admission.roomWorthAChunk(broadcast) == 12)
+        // Beside it another app holding as many as a large app would share with it: a quarter of 24 each.
+        #expect(admission.roomWorthAChunk(probe) == 6)
+        #expect(!admission.hasNoRoom(pendingCompletions: 0))
+        var roomThere = admission.awaitRoom(apps: [broadcast], pendingCompletions: 0)
+        #expect(!roomThere)
+        var wakes: [Admission.Wakes] = []
+        for _ in 0..<11 { wakes.append(admission.completed(app: broadcast, pendingCompletions: 0)) }
+        // 11 of the broadcast's slots free: not worth its chunk; the probe, holding none, may take them.
+        #expect(admission.roomToLease(broadcast, pendingCompletions: 0) == 11)
+        #expect(!admission.hasRoomWorthAChunk(broadcast, pendingCompletions: 0))
+        #expect(admission.hasRoomWorthAChunk(probe, pendingCompletions: 0))
+        for _ in 0..<2 { wakes.append(admission.completed(app: broadcast, pendingCompletions: 0)) }
+        // The 12th completion leaves the app 12 slots; the 13th finds the wait ended.
+        #expect(wakes.map { $0.contains(.expansion) } == Array(repeating: false, count: 11) + [true, false])
+        #expect(admission.roomWaits == nil)
+
+        // Room for any app: 64 slots, 35 sending, 20 completions unwritten: 9 free, fewer than a small app's 16.
+        #expect(admission.hasNoRoom(pendingCompletions: 29))
+        roomThere = admission.awaitRoom(apps: [], pendingCompletions: 20)
+        #expect(!roomThere)
+        var written = admission.roomChecked(pendingCompletions: 14)
+        #expect(written == [])
+        written = admission.roomChecked(pendingCompletions: 13)
+        #expect(written == .expansion)
+        written = admission.roomChecked(pendingCompletions: 0)
+        #expect(written == [])
+        // Already there: no wait.
+        roomThere = admission.awaitRoom(apps: [probe], pendingCompletions: 0)
+        #expect(roomThere)
+        #expect(admission.roomWaits == nil)
+    }
+
     @Test func unwrittenCompletionsHoldTheirSlotsSoClaimingStopsWhileTheyBackUp() {
         var admission = admission()
         admission.admit(apps: Array(repeating: broadcast, count: 40), textBytes: 0)

@@ -6,8 +6,9 @@ import Testing
 
 /// Deliveries an expansion chunk leases to its own worker as it inserts them (``ExpansionStore/InsertLease``;
 /// docs/performance.md, "Deliveries leased at insert") against a real PostgreSQL: written as a first claim leaves
-/// them, read back in the claim's row shape, never for a send-limited app or rows due at local time, and left to
-/// the claim beyond the room the worker gave.
+/// them, read back in the claim's row shape, never for a send-limited app or rows due at local time (those are
+/// expanded ahead whatever the room), and never inserted beyond the room the worker gave: without room the
+/// notification waits, left as it was.
 @Suite("Deliveries leased at insert against PostgreSQL")
 struct LeasedAtInsertTests {
     static let workerID = "leasing-worker"
@@ -55,7 +56,7 @@ struct LeasedAtInsertTests {
         return states
     }
 
-    @Test func aChunkLeasesWhatItWasGivenAsAFirstClaimLeavesItAndTheClaimTakesTheRest() async throws {
+    @Test func aChunkInsertsOnlyWhatItLeasesAsAFirstClaimLeavesItAndStopsThere() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let (seed, notificationID) = try Self.seedBroadcast(url, count: 50)
@@ -65,16 +66,22 @@ struct LeasedAtInsertTests {
                 let result = try ExpansionStore.expandNext(
                     on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20, asked: asked),
                     leasedIDs: &leasedIDs)
-                #expect(result == .expanded(notificationID: notificationID, created: 50))
+                // The room's worth and no more: the 30 others are not inserted ahead.
+                #expect(result == .expanding(notificationID: notificationID, created: 20))
                 #expect(asked.apps.withLock { $0 } == [seed.appID])
                 #expect(leasedIDs.count == 20)
-                // 20 leased as a first claim leaves them (due at the lease's end), 30 left unleased and due now.
-                #expect(try Self.leaseStates(seed.connection) == ["\(Self.workerID)/1/1/false": 20, "-/0/0/true": 30])
-                // The app's turn is now: its unleased rows are due.
-                #expect(
-                    try seed.connection.query(
-                        "SELECT turn_at <= now() AS due FROM app_claim_turns WHERE app_id = $1", [seed.appID]
-                    )[0].decode(Bool.self, "due"))
+                // 20 leased as a first claim leaves them (due at the lease's end).
+                #expect(try Self.leaseStates(seed.connection) == ["\(Self.workerID)/1/1/false": 20])
+                // The cursor is the 20th subscription's, the count the 20 inserted.
+                let saved = try seed.connection.query(
+                    """
+                    SELECT n.status, n.targeted_count,
+                           n.expansion_cursor = (SELECT subscription_id FROM deliveries ORDER BY 1 DESC LIMIT 1) AS at_last
+                    FROM notifications n WHERE n.id = $1
+                    """, [notificationID])[0]
+                #expect(try saved.decode(String.self, "status") == "expanding")
+                #expect(try saved.decode(Int.self, "targeted_count") == 20)
+                #expect(try saved.decode(Bool.self, "at_last"))
 
                 // Read back in the claim's row shape, each under its first fence.
                 let leased = try ClaimStore.leasedRows(
@@ -86,12 +93,104 @@ struct LeasedAtInsertTests {
                 // Another worker's id reads none of them.
                 #expect(
                     try ClaimStore.leasedRows(on: seed.connection, deliveryIDs: leasedIDs, workerID: "other").isEmpty)
+                // Nothing is left for a claim.
+                #expect(
+                    try ClaimStore.claim(on: seed.connection, limit: 200, lease: .seconds(120), workerID: "claimer").isEmpty)
 
-                // The claim takes the 30 others and none of the leased ones.
-                let claimed = try ClaimStore.claim(
-                    on: seed.connection, limit: 200, lease: .seconds(120), workerID: "claimer")
-                #expect(claimed.count == 30)
-                #expect(Set(claimed.map(\.id)).isDisjoint(with: leasedIDs))
+                // The next chunks go on from the cursor: 20, then the last 10, and the notification is expanded.
+                #expect(
+                    try ExpansionStore.expandNext(
+                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20), leasedIDs: &leasedIDs)
+                        == .expanding(notificationID: notificationID, created: 20))
+                #expect(
+                    try ExpansionStore.expandNext(
+                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20), leasedIDs: &leasedIDs)
+                        == .expanded(notificationID: notificationID, created: 10))
+                #expect(try Self.leaseStates(seed.connection) == ["\(Self.workerID)/1/1/false": 50])
+            }
+        }
+    }
+
+    /// A worker without room for the app expands nothing of it: the notification is left as it was and the call
+    /// says it waits for room; told that no app has room, the pick does not even take it.
+    @Test func withoutRoomNothingIsInsertedAheadAndTheNotificationWaits() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, notificationID) = try Self.seedBroadcast(url, count: 30)
+                let asked = Asked()
+                var suspects = ExpansionSuspects()
+                var leasedIDs: [Int64] = [-1]
+                #expect(
+                    try ExpansionStore.expandNext(
+                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 0, asked: asked),
+                        leasedIDs: &leasedIDs) == .waitingForRoom(appIDs: [seed.appID]))
+                #expect(asked.apps.withLock { $0 } == [seed.appID])
+                #expect(leasedIDs.isEmpty)
+                let noRoom = ExpansionStore.InsertLease(workerID: Self.workerID, lease: .seconds(120), noRoom: true) {
+                    _, _ in
+                    Issue.record("the room of an app was asked while no app has room")
+                    return 0
+                }
+                #expect(
+                    try ExpansionStore.expandNext(
+                        on: seed.connection, suspects: &suspects, pick: .skippingSmall, lease: noRoom,
+                        leasedIDs: &leasedIDs) == .waitingForRoom(appIDs: []))
+                let left = try seed.connection.query(
+                    """
+                    SELECT status, targeted_count, expansion_cursor, expansion_touched_at,
+                           (SELECT count(*) FROM deliveries) AS deliveries
+                    FROM notifications WHERE id = $1
+                    """, [notificationID])[0]
+                #expect(try left.decode(String.self, "status") == "pending")
+                #expect(try left.decodeIfPresent(Int.self, "targeted_count") == nil)
+                #expect(try left.decodeIfPresent(UUID.self, "expansion_cursor") == nil)
+                // Not pushed behind the others: it is still the first the next pick with room takes.
+                #expect(try left.decodeIfPresent(Date.self, "expansion_touched_at") == nil)
+                #expect(try left.decode(Int.self, "deliveries") == 0)
+            }
+        }
+    }
+
+    /// Notifications whose rows are never leased are expanded ahead whatever the room: a send-limited app's and
+    /// one delivered at local time, even when no app has room.
+    @Test func rowsThatCannotBeLeasedAreExpandedAheadWithoutRoom() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, waiting) = try Self.seedBroadcast(url, count: 10)
+                let localTime = try seed.notification(
+                    message: #"{"contents": {"en": "hi"}, "delivery_time_of_day": "09:00"}"#, target: #"{"all": true}"#)
+                let other = try Seed(url)
+                try other.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO subscriptions (app_id, platform, token, apns_environment, language)
+                    SELECT $1, 'ios', md5('l' || n::text) || md5('y' || n), 'production', 'en' FROM generate_series(1, 10) n
+                    """, [other.appID])
+                _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = 1000 WHERE id = $1", [other.appID])
+                let limited = try other.notification(message: #"{"contents": {"en": "hi"}}"#, target: #"{"all": true}"#)
+                let noRoom = ExpansionStore.InsertLease(workerID: Self.workerID, lease: .seconds(120), noRoom: true) {
+                    _, _ in 0
+                }
+                var suspects = ExpansionSuspects()
+                var leasedIDs: [Int64] = []
+                var expanded: Set<UUID> = []
+                for _ in 0..<3 {
+                    switch try ExpansionStore.expandNext(
+                        on: seed.connection, suspects: &suspects, pick: .skippingSmall, lease: noRoom, leasedIDs: &leasedIDs)
+                    {
+                    case .expanded(let id, let created)?:
+                        #expect(created == 10)
+                        expanded.insert(id)
+                    case let other:
+                        #expect(other == .waitingForRoom(appIDs: []))
+                    }
+                    #expect(leasedIDs.isEmpty)
+                }
+                #expect(expanded == [localTime, limited])
+                #expect(
+                    try seed.connection.query(
+                        "SELECT count(*) AS n FROM deliveries WHERE notification_id = $1", [waiting]
+                    )[0].decode(Int.self, "n") == 0)
             }
         }
     }
