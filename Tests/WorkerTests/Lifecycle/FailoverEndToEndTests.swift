@@ -35,7 +35,8 @@ struct FailoverEndToEndTests {
         let devicesSentTwice: Int
         /// Sent events before the kill, as the test last read them.
         let sentBeforeKill: Int
-        /// Seconds from the kill to `pg_ctl promote` returning, and to the first claim on the new primary.
+        /// Seconds from the kill to `pg_ctl promote` returning, and to the first lease on the new primary (a claim,
+        /// or deliveries leased as they are inserted).
         let killToPromoted: Double
         let killToFirstClaim: Double?
         /// The server `pushizo_database_server_info` named before the kill and after the drain, and the one
@@ -47,7 +48,7 @@ struct FailoverEndToEndTests {
         var description: String {
             let claim = killToFirstClaim.map { String(format: "%.2f s", $0) } ?? "none"
             return "failover (\(replication.rawValue) replication, promoted by \(manager.rawValue)): killed after \(sentBeforeKill) of \(FailoverEndToEndTests.broadcastSize) sent; "
-                + String(format: "kill -> promoted %.2f s, ", killToPromoted) + "kill -> first claim on the new primary \(claim); "
+                + String(format: "kill -> promoted %.2f s, ", killToPromoted) + "kill -> first lease on the new primary \(claim); "
                 + "emulator accepted \(accepted) requests, \(distinctAccepted) distinct apns-ids, "
                 + "\(accepted - distinctAccepted) sent again with the same apns-id, \(devicesSentTwice) devices got two; "
                 + "\(settledOnce) deliveries with one terminal event, \(settledTwice) with more"
@@ -91,8 +92,9 @@ struct FailoverEndToEndTests {
                 try await onThread {
                     let seed = try SmallNotificationEndToEndTests.seedSubscriptions(cluster.url, emulator, count: broadcastSize)
                     defer { seed.connection.close() }
-                    // Every claim (a fence bump) leaves its time and server here, replicated like the claim
-                    // itself, so the first claim on the new primary is read after the run, not raced for.
+                    // Every lease taken (a claim's fence bump, or a delivery an expansion chunk inserts leased to
+                    // its worker, fence 1) leaves its time and server here, replicated like the lease itself, so
+                    // the first lease on the new primary is read after the run, not raced for.
                     try seed.connection.execute(
                         """
                         CREATE TABLE failover_claims (
@@ -101,6 +103,8 @@ struct FailoverEndToEndTests {
                         BEGIN INSERT INTO failover_claims DEFAULT VALUES; RETURN NEW; END $$;
                         CREATE TRIGGER failover_claim BEFORE UPDATE ON deliveries FOR EACH ROW
                             WHEN (NEW.fence > OLD.fence) EXECUTE FUNCTION failover_claim();
+                        CREATE TRIGGER failover_lease_at_insert BEFORE INSERT ON deliveries FOR EACH ROW
+                            WHEN (NEW.fence > 0) EXECUTE FUNCTION failover_claim();
                         """)
                     try seed.notification(target: #"{"all": true}"#)
                 }
@@ -201,7 +205,7 @@ struct FailoverEndToEndTests {
     /// What every test of the suite expects whatever the replication: the worker followed the promoted
     /// standby, and its metrics and `status` say so.
     static func expectFollowed(_ outcome: Outcome) {
-        #expect(outcome.killToFirstClaim != nil, "no claim on the new primary")
+        #expect(outcome.killToFirstClaim != nil, "no lease taken on the new primary")
         #expect(outcome.metricsServerBefore == "\(outcome.primaryPort)")
         #expect(outcome.metricsServerAfter == "\(outcome.standbyPort)")
         #expect(outcome.statusServerAfter == "\(outcome.standbyPort)")
