@@ -64,24 +64,12 @@ struct ChunkService: Service {
                     // Maybe just cut into slices: the slice tasks take the others.
                     for wake in context.sliceWakes { wake.signal() }
                 }
-                switch outcomes.followUp(result, failures: &failures) {
-                case .next:
+                // A wait for room is ended by the sends that free it, or by a new notification.
+                if await outcomes.followUp(result, failures: &failures).wait(
+                    on: context.chunkWake, claims: claims, heartbeat: heartbeat, pollInterval: pollInterval,
+                    yieldingOnNext: false)
+                {
                     continue
-                case .yieldThenNext:
-                    await Task.yield()
-                    continue
-                case .backOff(let pause):
-                    heartbeat.waiting(for: pause)
-                    await context.chunkWake.wait(timeout: pause)
-                    continue
-                case .waitForRoom(let apps):
-                    // Woken by the sends that free the room (or a new notification); the poll interval is a floor.
-                    if claims?.awaitRoom(apps) ?? false { continue }
-                    heartbeat.waiting(for: pollInterval)
-                    await context.chunkWake.wait(timeout: pollInterval)
-                    continue
-                case .idle:
-                    break
                 }
             } catch {
                 failures += 1

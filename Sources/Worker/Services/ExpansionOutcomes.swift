@@ -29,6 +29,32 @@ final class ExpansionOutcomes: Sendable {
         case waitForRoom([UUID])
         /// Nothing was due.
         case idle
+
+        /// Waits on `wake` as this follow-up asks before an expand loop's next pick (a back-off, or the room
+        /// the sends free: ``ClaimService/awaitRoom(_:)``, the poll interval a floor), the wait stamped on
+        /// `heartbeat`; with `yieldingOnNext`, ``next`` lets other tasks run first too.
+        /// - Returns: whether the loop picks again now; false for ``idle``, where the loop waits its own way.
+        func wait(
+            on wake: WakeSignal, claims: ClaimService?, heartbeat: LoopHeartbeat, pollInterval: Duration,
+            yieldingOnNext: Bool
+        ) async -> Bool {
+            switch self {
+            case .next:
+                if yieldingOnNext { await Task.yield() }
+            case .yieldThenNext:
+                await Task.yield()
+            case .backOff(let pause):
+                heartbeat.waiting(for: pause)
+                await wake.wait(timeout: pause)
+            case .waitForRoom(let apps):
+                if claims?.awaitRoom(apps) ?? false { return true }
+                heartbeat.waiting(for: pollInterval)
+                await wake.wait(timeout: pollInterval)
+            case .idle:
+                return false
+            }
+            return true
+        }
     }
 
     /// Metrics, logs and wake-ups of one expansion chunk's `result`, and what the loop does next; `failures`

@@ -36,22 +36,11 @@ struct SliceService: Service {
                         }
                     }
                 }
-                switch outcomes.followUp(result, failures: &failures) {
-                case .next, .yieldThenNext:
-                    await Task.yield()
+                // Several slice tasks take turns: each lets the others run between its chunks.
+                if await outcomes.followUp(result, failures: &failures).wait(
+                    on: wake, claims: claims, heartbeat: heartbeat, pollInterval: pollInterval, yieldingOnNext: true)
+                {
                     continue
-                case .backOff(let pause):
-                    heartbeat.waiting(for: pause)
-                    await wake.wait(timeout: pause)
-                    continue
-                case .waitForRoom(let apps):
-                    // Woken by the sends that free the room; the poll interval is a floor.
-                    if claims?.awaitRoom(apps) ?? false { continue }
-                    heartbeat.waiting(for: pollInterval)
-                    await wake.wait(timeout: pollInterval)
-                    continue
-                case .idle:
-                    break
                 }
             } catch {
                 failures += 1
