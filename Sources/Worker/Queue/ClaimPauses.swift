@@ -9,11 +9,13 @@ enum ClaimPauses {
     /// `fleet_settings`), never a probe per row, so an unpaused fleet's claim costs two index reads more.
     static let turnsCondition = """
         AND app_id <> ALL(ARRAY(SELECT id FROM apps WHERE paused_until > now()))
-                    AND NOT EXISTS (SELECT FROM fleet_settings WHERE paused_until > now())
+                    AND \(fleetNotPaused)
         """
 
     /// A condition on the app `a` (an `apps` row) for leasing rows at insert: the app is not paused and neither is
     /// the fleet.
-    static let leaseCondition =
-        "(a.paused_until IS NULL OR a.paused_until <= now()) AND NOT EXISTS (SELECT FROM fleet_settings WHERE paused_until > now())"
+    static let leaseCondition = "(a.paused_until IS NULL OR a.paused_until <= now()) AND \(fleetNotPaused)"
+
+    /// The fleet not paused (the one-row `fleet_settings`).
+    static let fleetNotPaused = "NOT EXISTS (SELECT FROM fleet_settings WHERE paused_until > now())"
 }
