@@ -57,14 +57,15 @@ struct NoTransactionMigrationTests {
     }
 
     /// `files` in a directory and a fresh database; `body` runs on a thread of its own with the migrator, the
-    /// database's URL and a connection for the gate.
-    private static func withGate(
-        _ body: @escaping @Sendable (PostgresMigrator, String, PostgresConnection) throws -> Void
-    ) async throws {
+    /// database's URL and a connection for the gate, and returns what it saw (checked by the test afterwards, in
+    /// its own task, where Swift Testing attributes the issues).
+    private static func withGate<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresMigrator, String, PostgresConnection) throws -> T
+    ) async throws -> T {
         let dir = try directory(files)
         defer { try? FileManager.default.removeItem(at: dir) }
         let migrator = try PostgresMigrator(directory: dir)
-        try await TestDatabase.withFreshDatabase { url in
+        return try await TestDatabase.withFreshDatabase { url in
             try await onThread { try body(migrator, url, try PostgresConnection(connectionString: url)) }
         }
     }
@@ -88,8 +89,7 @@ struct NoTransactionMigrationTests {
     }
 
     @Test func aConcurrentIndexBuildRunsWhileWritesGoOn() async throws {
-        try await Self.withGate { migrator, url, gate in
-            #expect(migrator.migrations.map(\.runsInTransaction) == [true, false])
+        let seen = try await Self.withGate { migrator, url, gate in
             _ = try migrator.migrate(on: gate)  // both files; the indexes built ungated
             try gate.execute("DROP INDEX items_gated; DROP INDEX items_label; DELETE FROM pushizo_schema_migrations WHERE version = 2")
             _ = try gate.query("SELECT pg_advisory_lock($1)", [Self.gateKey])
@@ -101,48 +101,67 @@ struct NoTransactionMigrationTests {
             try writer.execute("SET lock_timeout = '60s'")
             try writer.execute("INSERT INTO items VALUES (1001, 'written during the build'); UPDATE items SET label = 'changed' WHERE id = 1")
             // The build is still held at the gate: the writes did not wait for it.
-            #expect(try Self.validity(gate, "items_gated") == false)
+            let validAfterWrites = try Self.validity(gate, "items_gated")
             _ = try gate.query("SELECT pg_advisory_unlock($1)", [Self.gateKey])
-            #expect(try run.wait().applied == ["0002_items_indexes.sql"])
-            #expect(try Self.validity(gate, "items_gated") == true)
-            #expect(try Self.validity(gate, "items_label") == true)
-            #expect(try migrator.pending(on: gate).isEmpty)
-            // The row written during the build is in the index.
+            let applied = try run.wait().applied
             try gate.execute("SET enable_seqscan = off")
-            #expect(try gate.query("SELECT count(*) AS n FROM items WHERE gate(id) = 1001").first?.decode(Int.self, "n") == 1)
+            return (
+                inTransaction: migrator.migrations.map(\.runsInTransaction), validAfterWrites: validAfterWrites,
+                applied: applied, valid: [try Self.validity(gate, "items_gated"), try Self.validity(gate, "items_label")],
+                pending: try migrator.pending(on: gate).count,
+                // The row written during the build is in the index.
+                found: try gate.query("SELECT count(*) AS n FROM items WHERE gate(id) = 1001").first?.decode(Int.self, "n"))
         }
+        #expect(seen.inTransaction == [true, false])
+        #expect(seen.validAfterWrites == false)
+        #expect(seen.applied == ["0002_items_indexes.sql"])
+        #expect(seen.valid == [true, true])
+        #expect(seen.pending == 0)
+        #expect(seen.found == 1)
     }
 
     /// A cancelled build leaves `items_gated` invalid and the file unrecorded; the next run drops the invalid
     /// index and builds it again (`IF NOT EXISTS` alone would keep the invalid one).
     @Test func anInterruptedBuildIsRepairedByTheNextRun() async throws {
-        try await Self.withGate { migrator, url, gate in
+        let seen = try await Self.withGate { migrator, url, gate in
             _ = try gate.query("SELECT pg_advisory_lock($1)", [Self.gateKey])
             let run = BackgroundMigration(migrator, url: url)
             let pid = try Self.buildingBackend(gate)
             _ = try gate.query("SELECT pg_cancel_backend($1)", [pid])
-            let error = #expect(throws: PostgresError.self) { try run.wait() }
-            #expect(error?.code == .migrationFailed)
-            #expect(error?.sqlState == "57014")  // query_canceled
-            #expect(error?.message.contains("0002_items_indexes.sql") == true)
-            #expect(try Self.validity(gate, "items_gated") == false)
-            #expect(try migrator.pending(on: gate).map(\.version) == [2])
+            let failure: PostgresError?
+            do {
+                _ = try run.wait()
+                failure = nil
+            } catch let error as PostgresError {
+                failure = error
+            }
+            let validAfterCancel = try Self.validity(gate, "items_gated")
+            let pendingAfterCancel = try migrator.pending(on: gate).map(\.version)
             _ = try gate.query("SELECT pg_advisory_unlock($1)", [Self.gateKey])
-            let report = try migrator.migrate(on: gate)
-            #expect(report.applied == ["0002_items_indexes.sql"])
-            #expect(try Self.validity(gate, "items_gated") == true)
-            #expect(try Self.validity(gate, "items_label") == true)
+            let applied = try migrator.migrate(on: gate).applied
             // The rebuilt index is used: an equality on its expression.
             try gate.execute("SET enable_seqscan = off")
             let plan = try gate.query("EXPLAIN SELECT id FROM items WHERE gate(id) = 7").map { $0["QUERY PLAN"] ?? "" }
-            #expect(plan.joined(separator: "\n").contains("items_gated"), "\(plan)")
+            return (
+                failure: failure, validAfterCancel: validAfterCancel, pendingAfterCancel: pendingAfterCancel, applied: applied,
+                valid: [try Self.validity(gate, "items_gated"), try Self.validity(gate, "items_label")],
+                plan: plan.joined(separator: "\n"))
         }
+        let failure = try #require(seen.failure)
+        #expect(failure.code == .migrationFailed)
+        #expect(failure.sqlState == "57014")  // query_canceled
+        #expect(failure.message.contains("0002_items_indexes.sql"))
+        #expect(seen.validAfterCancel == false)
+        #expect(seen.pendingAfterCancel == [2])
+        #expect(seen.applied == ["0002_items_indexes.sql"])
+        #expect(seen.valid == [true, true])
+        #expect(seen.plan.contains("items_gated"), "\(seen.plan)")
     }
 
     /// Two runs at once while one builds concurrently: the second waits for the lock without holding a snapshot
     /// (which the build would wait for: a deadlock), then finds nothing pending.
     @Test func concurrentRunsStaySerialized() async throws {
-        try await Self.withGate { migrator, url, gate in
+        let applied = try await Self.withGate { migrator, url, gate in
             _ = try gate.query("SELECT pg_advisory_lock($1)", [Self.gateKey])
             let first = BackgroundMigration(migrator, url: url)
             _ = try Self.buildingBackend(gate)
@@ -158,9 +177,9 @@ struct NoTransactionMigrationTests {
                 Thread.sleep(forTimeInterval: 0.1)
             }
             _ = try gate.query("SELECT pg_advisory_unlock($1)", [Self.gateKey])
-            let reports = [try first.wait(), try second.wait()]
-            #expect(reports.map(\.applied.count) == [2, 0])
+            return [try first.wait().applied.count, try second.wait().applied.count]
         }
+        #expect(applied == [2, 0])
     }
 
     /// `-- pushizo:oldest-worker` is recorded for ``SchemaWindow``; a table without the column reads nil.
@@ -170,14 +189,18 @@ struct NoTransactionMigrationTests {
             "0002_b.sql": "-- pushizo:oldest-worker 2\nDROP TABLE a;",
         ])
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await TestDatabase.withFreshDatabase { url in
+        let rows = try await TestDatabase.withFreshDatabase { url in
             try await onThread {
                 let c = try PostgresConnection(connectionString: url)
                 _ = try PostgresMigrator(directory: dir).migrate(on: c)
-                #expect(try SchemaWindow.applied(on: c) == [.init(version: 1, name: "a"), .init(version: 2, name: "b", oldestWorker: 2)])
+                let recorded = try SchemaWindow.applied(on: c)
                 try c.execute("ALTER TABLE pushizo_schema_migrations DROP COLUMN oldest_worker")
-                #expect(try SchemaWindow.applied(on: c) == [.init(version: 1, name: "a"), .init(version: 2, name: "b")])
+                return [recorded, try SchemaWindow.applied(on: c)]
             }
         }
+        #expect(rows == [
+            [.init(version: 1, name: "a"), .init(version: 2, name: "b", oldestWorker: 2)],
+            [.init(version: 1, name: "a"), .init(version: 2, name: "b")],
+        ])
     }
 }
