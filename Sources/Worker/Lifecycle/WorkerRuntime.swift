@@ -159,8 +159,9 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Checks the database before ``run()``: the route (``DatabaseRoute/verify(_:listen:)``) on a pool connection,
-    /// and on the `LISTEN` route's own connection when that is a different one, and the role's table rights
-    /// (``WorkerRights/verify(on:)``). While PostgreSQL cannot be reached, waits and retries every second (the pool
+    /// and on the `LISTEN` route's own connection when that is a different one, the role's table rights
+    /// (``WorkerRights/verify(on:)``) and the schema's migrations (``WorkerSchema/verify(on:known:)``: a schema
+    /// behind this build, or beyond its compatibility window, is refused). While PostgreSQL cannot be reached, waits and retries every second (the pool
     /// paces its connection attempts further, ``PostgresClient``), sending `STATUS=waiting for PostgreSQL: <reason>`
     /// to systemd each time and logging at a bounded rate (``DatabaseStartWait``); returns at once after a stop
     /// request.
@@ -191,9 +192,16 @@ public final class WorkerRuntime: Sendable {
         var wait = DatabaseStartWait(key: listen ? .listenDatabaseURL : .databaseURL)
         while !service.isStopping {
             do {
-                try await client.withConnection { connection in
+                let newer = try await client.withConnection { connection -> [String] in
                     try route.verify(connection, listen: listen)
-                    if !listen { try WorkerRights.verify(on: connection) }
+                    guard !listen else { return [] }
+                    try WorkerRights.verify(on: connection)
+                    return try WorkerSchema.verify(on: connection)
+                }
+                if !newer.isEmpty {
+                    logger.notice(
+                        "schema has migrations newer than this worker; running within the compatibility window",
+                        ["migrations": newer.joined(separator: ",")])
                 }
                 return
             } catch let refusal as ConfigurationError {
