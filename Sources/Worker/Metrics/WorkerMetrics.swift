@@ -53,6 +53,7 @@ public final class WorkerMetrics: Sendable {
     let credentialExpiry: GaugeFamily
     /// Seconds PostgreSQL's clock is ahead of this host's (negative: behind), as the last reading measured it.
     let databaseClockOffset: GaugeFamily
+    let deliveriesRescued: CounterFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -159,6 +160,11 @@ public final class WorkerMetrics: Sendable {
         databaseClockOffset = registry.gauge(
             "pushizo_database_clock_offset_seconds",
             help: "Seconds PostgreSQL's clock is ahead of this host's (negative: behind), measured with the last claim to within half its round trip; PostgreSQL's clock decides due times, expiry, local times and retries.")
+        deliveriesRescued = registry.counter(
+            "pushizo_deliveries_rescued_total",
+            help: "Deliveries this worker claimed after another claim's lease on them ran out without a completion (its worker died, hung or lost the database), by provider.",
+            labels: ["provider"])
+        for provider in Provider.allCases { deliveriesRescued.touch(LabelValues(provider.rawValue)) }
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
             tokenRefreshes.touch(LabelValues(provider))
@@ -234,6 +240,13 @@ public final class WorkerMetrics: Sendable {
     func plannerStatistics(analyzed: [String], skipped: [String]) {
         for table in analyzed { plannerStatisticsRefreshes.add(1, LabelValues(table, "analyzed")) }
         for table in skipped { plannerStatisticsRefreshes.add(1, LabelValues(table, "skipped")) }
+    }
+
+    /// Deliveries of one claimed batch rescued from expired leases, per provider (`nil`: none serves the platform).
+    func rescued(byProvider: [Provider?: Int]) {
+        for (provider, count) in byProvider {
+            deliveriesRescued.add(Double(count), LabelValues(Self.providerLabel(provider)))
+        }
     }
 
     /// A check or refresh of planner statistics that failed.
