@@ -54,6 +54,7 @@ public final class WorkerMetrics: Sendable {
     /// Seconds PostgreSQL's clock is ahead of this host's (negative: behind), as the last reading measured it.
     let databaseClockOffset: GaugeFamily
     let deliveriesRescued: CounterFamily
+    let fleetWorkers: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -164,6 +165,9 @@ public final class WorkerMetrics: Sendable {
             "pushizo_deliveries_rescued_total",
             help: "Deliveries this worker claimed after another claim's lease on them ran out without a completion (its worker died, hung or lost the database), by provider.",
             labels: ["provider"])
+        fleetWorkers = registry.gauge(
+            "pushizo_fleet_workers",
+            help: "Live workers of the whole fleet (worker_heartbeats rows seen within 3 of their heartbeat intervals, this one included), counted with this worker's last heartbeat; the same on every worker: aggregate with max, not sum.")
         for provider in Provider.allCases { deliveriesRescued.touch(LabelValues(provider.rawValue)) }
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
@@ -247,6 +251,21 @@ public final class WorkerMetrics: Sendable {
         for (provider, count) in byProvider {
             deliveriesRescued.add(Double(count), LabelValues(Self.providerLabel(provider)))
         }
+    }
+
+    /// The fleet's live workers as this worker's last heartbeat counted them.
+    func fleetWorkersSeen(_ live: Int) {
+        fleetWorkers.set(Double(live))
+    }
+
+    /// Deliveries claimed since start (those leased at insert included): what the heartbeat's claim rate is
+    /// taken from.
+    var claimedSoFar: Double { claimedDeliveries.value() }
+
+    /// Provider exchanges ended since start, every provider together: what the heartbeat's send rate is taken
+    /// from.
+    var sendsSoFar: Double {
+        Provider.allCases.reduce(0) { $0 + Double(sendDuration.count(LabelValues($1.rawValue))) }
     }
 
     /// A check or refresh of planner statistics that failed.
