@@ -1,5 +1,6 @@
 import BuildInfo
 import Foundation
+import Glibc
 import Postgres
 import Synchronization
 
@@ -15,6 +16,8 @@ import Synchronization
 final class HeartbeatService: Sendable {
     /// The process's UUID, made when the service is (one per `run`).
     let workerID = UUID()
+    /// This host's name (``hostName()``), read once.
+    private let host = HeartbeatService.hostName()
     private let context: WorkerLoopContext
     private let inFlight: @Sendable () -> Int
     private let client: PostgresClient
@@ -87,7 +90,7 @@ final class HeartbeatService: Sendable {
             (rates.claims.record(metrics.claimedSoFar, at: now), rates.sends.record(metrics.sendsSoFar, at: now))
         }
         let beat = WorkerHeartbeatStore.Beat(
-            workerID: workerID, leasedBy: configuration.workerID, host: ProcessInfo.processInfo.hostName,
+            workerID: workerID, leasedBy: configuration.workerID, host: host,
             pid: ProcessInfo.processInfo.processIdentifier, version: BuildInfo.version, commit: BuildInfo.commit,
             roles: configuration.roles.map(\.rawValue).sorted(), interval: configuration.heartbeatInterval,
             inFlight: inFlight(), claimsPerMinute: claims, sendsPerMinute: sends, stopping: context.isStopping)
@@ -100,6 +103,14 @@ final class HeartbeatService: Sendable {
                     "writing this worker's heartbeat failed; retried every interval", ["error": "\(error)"])
             }
         }
+    }
+
+    /// The kernel's host name (`gethostname(2)`): no name lookup, unlike Foundation's `hostName`, which may ask
+    /// DNS for the canonical name and would block the thread it runs on.
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Runs `body` in a task of its own and returns once it ended (`true`) or `bound` passed (`false`), whichever

@@ -75,7 +75,7 @@ struct WorkerHeartbeatEndToEndTests {
             for worker in live {
                 #expect(worker.state == .live)
                 #expect(worker.leasedBy == (worker.pid == killedPID ? "w-killed" : "w-stopped"))
-                #expect(worker.host == ProcessInfo.processInfo.hostName)
+                #expect(worker.host == HeartbeatService.hostName())
                 #expect(worker.version == BuildInfo.version && worker.commit == BuildInfo.commit)
                 #expect(worker.roles == ["expand", "send"])
                 #expect(worker.heartbeatSeconds == 1)
@@ -106,7 +106,7 @@ struct WorkerHeartbeatEndToEndTests {
             let (_, text, _) = try await StatusCommandTests.status(databaseURL: url)
             let lines = StatusCommandTests.folded(text)
             #expect(lines.contains("workers: 1 live, 1 stale"), "\(text)")
-            #expect(lines.contains { $0.hasPrefix("stale \(ProcessInfo.processInfo.hostName) \(killedPID) ") }, "\(text)")
+            #expect(lines.contains { $0.hasPrefix("stale \(HeartbeatService.hostName()) \(killedPID) ") }, "\(text)")
             #expect(lines.contains { $0.hasPrefix("stale: no heartbeat for 3 of its intervals") }, "\(text)")
 
             stopped.terminate()
