@@ -14,7 +14,9 @@ public enum WorkerHeartbeatStore {
         public var workerID: UUID
         /// What the process writes into `deliveries.leased_by` (`PUSHIZO_WORKER_ID`).
         public var leasedBy: String
+        /// The host's name (`gethostname(2)`).
         public var host: String
+        /// The process id on that host.
         public var pid: Int32
         /// ``BuildInfo``'s `version` and `commit`.
         public var version: String

@@ -164,13 +164,19 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         public var workerID: UUID
         /// What it writes into `deliveries.leased_by` (`PUSHIZO_WORKER_ID`): the name ``WorkerLeases`` lists.
         public var leasedBy: String
+        /// The host's name as the process read it (`gethostname(2)`).
         public var host: String
+        /// The process id on that host.
         public var pid: Int32
+        /// The release it runs (`VERSION`, as `--version` prints it).
         public var version: String
+        /// git's abbreviated commit it was built from (`-dirty`, `unknown` as `--version` prints them).
         public var commit: String
         /// `PUSHIZO_ROLES`.
         public var roles: [String]
+        /// What its heartbeat says at ``FleetStatus/takenAt``.
         public var state: State
+        /// The database's `now()` of its first heartbeat.
         public var startedAt: Date
         /// The database's `now()` of its last heartbeat.
         public var lastSeenAt: Date
