@@ -110,7 +110,7 @@ extension ConfigurationKey {
         "PUSHIZO_RETRY_MAX", "longest wait between retries; at least PUSHIZO_RETRY_BASE",
         .duration(default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)))
     public static let databaseConnections = ConfigurationKey(
-        "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN one",
+        "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN and heartbeat ones",
         .wholeNumber(default: 5, in: 2...64))
     public static let expansionTasks = ConfigurationKey(
         "PUSHIZO_EXPANSION_TASKS",
