@@ -308,10 +308,10 @@ public enum ClaimStore {
             FROM (SELECT *, floor(\(limitText)::numeric * weight / sum(weight) OVER ())::integer AS base
                   FROM caps WHERE cap > 0) c
         ), first_pick AS MATERIALIZED (
-            SELECT d.id, d.app_id
+            SELECT d.id, d.app_id, d.leased_by
             FROM first_shares s
             CROSS JOIN LATERAL (
-                SELECT id, app_id FROM deliveries
+                SELECT id, app_id, leased_by FROM deliveries
                 WHERE app_id = s.app_id AND run_at <= now()\(listed)
                 ORDER BY priority DESC, run_at
                 LIMIT s.share
@@ -334,10 +334,10 @@ public enum ClaimStore {
                   CROSS JOIN (SELECT \(limitText) - count(*) AS room FROM first_pick) r
                   WHERE got = share AND cap > got AND r.room > 0) c
         ), second_pick AS MATERIALIZED (
-            SELECT d.id, d.app_id
+            SELECT d.id, d.app_id, d.leased_by
             FROM second_shares s
             CROSS JOIN LATERAL (
-                SELECT id, app_id FROM deliveries
+                SELECT id, app_id, leased_by FROM deliveries
                 WHERE app_id = s.app_id AND run_at <= now() AND id <> ALL(s.taken)\(listed)
                 ORDER BY priority DESC, run_at
                 LIMIT s.more
@@ -345,7 +345,9 @@ public enum ClaimStore {
             ) d
             WHERE s.more > 0
         ), picked AS MATERIALIZED (
-            SELECT id, app_id FROM first_pick UNION ALL SELECT id, app_id FROM second_pick
+            -- leased_by as the row lock found it: set on a due row only when its lease ran out (a completion that
+            -- reschedules clears it), so the claim rescues that worker's delivery.
+            SELECT id, app_id, leased_by FROM first_pick UNION ALL SELECT id, app_id, leased_by FROM second_pick
         ), taken AS (
             -- Permits of rows not taken (fewer due than permits) stay in the bucket.
             UPDATE app_send_buckets s
@@ -360,10 +362,11 @@ public enum ClaimStore {
                 attempt = d.attempt + 1,
                 fence = d.fence + 1,
                 leased_by = \(worker)
-            WHERE d.id = ANY (ARRAY(SELECT id FROM picked))
+            FROM picked p
+            WHERE d.id = ANY (ARRAY(SELECT id FROM picked)) AND p.id = d.id
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
                       d.uncounted_retries,
-                      d.local_due_at
+                      d.local_due_at, p.leased_by AS rescued_from
         ), settled AS MATERIALIZED (
             -- Each visited app's next turn (apps whose bucket another claim held are left as they are).
             SELECT c.app_id, c.seen,
@@ -410,7 +413,8 @@ public enum ClaimStore {
     }
 
     /// The end of every statement that hands leased rows to the worker, after its `claimed` CTE (the leased rows'
-    /// `id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries, local_due_at`):
+    /// `id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries, local_due_at,
+    /// rescued_from`):
     /// their apps' settings and channels, notifications, subscriptions and users joined in, in the row shape
     /// ``ClaimedColumns`` reads, with the statement's `now()` as `claimed_at`. The claim's
     /// (``claimSQL(picking:limit:)``) and that of rows leased as they were inserted (``leasedRows(on:deliveryIDs:workerID:)``).
@@ -459,7 +463,7 @@ public enum ClaimStore {
                ch.provider AS channel_provider, \(bounded("ch.settings", as: "channel_settings")),
                \(bounded("ch.endpoint", as: "channel_endpoint")), ch.paused_until AS channel_paused_until,
                c.uncounted_retries,
-               c.local_due_at,
+               c.local_due_at, c.rescued_from,
                now() AS claimed_at,
                concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
         FROM claimed c
@@ -498,7 +502,7 @@ public enum ClaimStore {
         WITH claimed AS MATERIALIZED (
             -- By primary key (an array, so no join plan can read the whole queue instead).
             SELECT d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
-                   d.uncounted_retries, d.local_due_at
+                   d.uncounted_retries, d.local_due_at, NULL::text AS rescued_from
             FROM deliveries d
             WHERE d.id = ANY ($1::bigint[]) AND d.leased_by = $2 AND d.fence = 1
         ),

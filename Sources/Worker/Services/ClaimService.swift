@@ -344,8 +344,13 @@ final class ClaimService: Service {
 
     /// `claimed` with its lease expiry set, less the deliveries this worker already answered: one claimed again
     /// because its lease ran out while the completion waited gives the waiting completion the new claim, and is
-    /// not sent again.
+    /// not sent again. Deliveries rescued from an expired lease are counted and logged here, once per batch.
     private func withoutAdopted(_ claimed: [ClaimedDelivery], leaseExpiry: ContinuousClock.Instant) -> [ClaimedDelivery] {
+        if let rescued = RescuedLeases(claimed) {
+            context.metrics.rescued(byProvider: rescued.byProvider)
+            context.logger.warning(
+                "claimed deliveries whose leases ran out without a completion; rescuing them", rescued.logFields)
+        }
         var claimed = claimed
         for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
         let fetched = claimed.count
