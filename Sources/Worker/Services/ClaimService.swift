@@ -236,20 +236,21 @@ final class ClaimService: Service {
         let held = Mutex<[UUID: Int]>([:])
     }
 
-    /// Runs one expansion call (`expand`, handed the lease terms and where to put the ids it leased) on
+    /// Runs one expansion call (`expand`, handed the lease terms and where to put the rows it leased) on
     /// `connection`, leasing to this worker what its free slots and each app's room allow of the chunk's new
     /// deliveries, as a claim would give it (``Admission/reserve(app:upTo:pendingCompletions:)``); then reads the
-    /// leased rows in the claim's row shape and hands them to the send tasks, admitted as a claimed batch is
+    /// leased rows, which the chunk's insert returned in the claim's row shape, and hands them to the send tasks,
+    /// admitted as a claimed batch is
     /// (docs/performance.md, "Deliveries leased at insert"). The chunk inserts no more of such rows than it leases:
     /// a broadcast is expanded as fast as this worker sends it, and waits (``awaitRoom(_:)``) while it has no
     /// room. Without `claims` (a worker that does not send) nothing is leased and everything is expanded ahead;
     /// while stopping, nothing is leased and nothing that would be is expanded.
     static func expandLeasing<Result>(
         _ claims: ClaimService?, on connection: PostgresConnection,
-        _ expand: (_ lease: ExpansionStore.InsertLease?, _ leasedIDs: inout [Int64]) throws -> Result
+        _ expand: (_ lease: ExpansionStore.InsertLease?, _ leased: inout LeasedRows) throws -> Result
     ) throws -> Result {
-        var leasedIDs: [Int64] = []
-        guard let claims else { return try expand(nil, &leasedIDs) }
+        var leased = LeasedRows.none
+        guard let claims else { return try expand(nil, &leased) }
         let configuration = claims.context.configuration
         // A worker that stops leases nothing more and expands nothing it would lease: that remainder is left to
         // the workers that go on sending.
@@ -257,7 +258,7 @@ final class ClaimService: Service {
             let none = ExpansionStore.InsertLease(workerID: configuration.workerID, lease: configuration.lease, noRoom: true) {
                 _, _ in 0
             }
-            return try expand(none, &leasedIDs)
+            return try expand(none, &leased)
         }
         let holds = LeaseHolds()
         let leaseExpiry = ContinuousClock.now + configuration.lease
@@ -274,12 +275,12 @@ final class ClaimService: Service {
         }
         let result: Result
         do {
-            result = try expand(lease, &leasedIDs)
+            result = try expand(lease, &leased)
         } catch {
-            claims.handOff(claims.takeLeased([], holds: holds, on: connection, leaseExpiry: leaseExpiry))
+            claims.handOff(claims.takeLeased(.none, holds: holds, on: connection, leaseExpiry: leaseExpiry))
             throw error
         }
-        claims.handOff(claims.takeLeased(leasedIDs, holds: holds, on: connection, leaseExpiry: leaseExpiry))
+        claims.handOff(claims.takeLeased(leased, holds: holds, on: connection, leaseExpiry: leaseExpiry))
         return result
     }
 
@@ -298,26 +299,26 @@ final class ClaimService: Service {
         wake(admission.withLock { $0.roomChecked(pendingCompletions: pending) })
     }
 
-    /// Reads the rows leased at insert (`ids`) on the chunk's connection, loads what they need
-    /// (``ClaimedBatchPrefetch``) and settles `holds`: the rows read are counted in as a claimed batch, the other
-    /// held slots are freed. A read that fails leaves the rows leased: they fall due at the lease's end and any
-    /// worker claims them.
+    /// Reads the rows leased at insert (`rows`, as the chunk's insert returned them), loads what they need on the
+    /// chunk's connection (``ClaimedBatchPrefetch``) and settles `holds`: the rows read are counted in as a claimed
+    /// batch, the other held slots are freed. A read that fails (setting an unreadable row aside) leaves the rows
+    /// leased: they fall due at the lease's end and any worker claims them.
     /// - Returns: the parts to send, claim batches' worth each.
     private func takeLeased(
-        _ ids: [Int64], holds: LeaseHolds, on connection: PostgresConnection, leaseExpiry: ContinuousClock.Instant
+        _ rows: LeasedRows, holds: LeaseHolds, on connection: PostgresConnection, leaseExpiry: ContinuousClock.Instant
     ) -> [Part] {
         let configuration = context.configuration
         var leased: [ClaimedDelivery] = []
-        if !ids.isEmpty {
+        if rows.count > 0 {
             do {
-                leased = try ClaimStore.leasedRows(on: connection, deliveryIDs: ids, workerID: configuration.workerID)
+                leased = try ClaimStore.leasedRows(rows, on: connection)
                 if let clock = leased.first?.databaseClock { context.clockWatch.record(clock) }
                 prefetch.load(leased, on: connection)
                 leased = withoutAdopted(leased, leaseExpiry: leaseExpiry)
             } catch {
                 context.logger.warning(
                     "reading deliveries leased at insert failed; they are claimed once their lease runs out",
-                    ["error": "\(error)", "count": "\(ids.count)"])
+                    ["error": "\(error)", "count": "\(rows.count)"])
             }
         }
         var byApp: [UUID: [ClaimedDelivery]] = [:]
