@@ -289,19 +289,31 @@ public enum ExpansionStore {
     ///
     /// With `roomless` (a leasing call, ``InsertLease``), the pick skips the notifications whose rows would be
     /// leased of the apps without room (`$2` or, with `.only`, `$3`: no app has room; the next: the apps found
-    /// without), as ``roomNarrowing(_:)`` says.
+    /// without), as ``roomNarrowing(_:)`` says, and reads whether its app's rows may be leased (``leasableColumn``)
+    /// in the same statement.
     static func chunkPickSQL(_ pick: ExpansionPick, roomless: Bool = false) -> String {
-        switch pick {
-        case .any: pickSQL(narrowing: roomless ? roomNarrowing(2) : "", limit: 1)
+        let columns = roomless ? ", \(leasableColumn)" : ""
+        return switch pick {
+        case .any: pickSQL(narrowing: roomless ? roomNarrowing(2) : "", limit: 1, columns: columns)
         case .skippingSmall:
             pickSQL(
                 narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(SmallNotificationStore.smallNotificationPredicate))"
                     + (roomless ? " " + roomNarrowing(2) : ""),
-                limit: 1)
-        case .only: pickSQL(narrowing: "AND id = $2" + (roomless ? " " + roomNarrowing(3) : ""), limit: 1)
-        case .slice: roomless ? slicePickSQL(narrowing: roomNarrowing(2)) : slicePickSQL
+                limit: 1, columns: columns)
+        case .only: pickSQL(narrowing: "AND id = $2" + (roomless ? " " + roomNarrowing(3) : ""), limit: 1, columns: columns)
+        case .slice: roomless ? slicePickSQL(narrowing: roomNarrowing(2), columns: columns) : slicePickSQL
         }
     }
+
+    /// `leasable`: whether the picked notification's app (of `notifications`) may have its deliveries leased at
+    /// insert: not while it has a send limit (`apps.max_sends_per_second`: its claims charge its token bucket,
+    /// docs/throttle.md), nor while an operator pauses it or the fleet (``ClaimPauses``: its rows are expanded ahead
+    /// and wait, as the claim leaves them). A lookup by key in the pick, so a leasing chunk asks it without a
+    /// round trip of its own.
+    static let leasableColumn = """
+        (SELECT a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition)
+         FROM apps a WHERE a.id = notifications.app_id) AS leasable
+        """
 
     /// `AND ...`: a notification (named `notifications`) a leasing call may pick: one whose rows would not be
     /// leased (delivered at local time, or of an app with a send limit: expanded ahead whatever the room), one
@@ -342,9 +354,9 @@ public enum ExpansionStore {
     static let slicePickSQL = slicePickSQL(narrowing: "")
 
     /// ``slicePickSQL`` with `narrowing` (`AND ...`, naming the slice's notification `notifications`).
-    static func slicePickSQL(narrowing: String) -> String {
+    static func slicePickSQL(narrowing: String, columns: String = "") -> String {
         """
-        SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
+        SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto\(columns)
         FROM expansion_slices s
         CROSS JOIN LATERAL (SELECT * FROM notifications WHERE id = s.notification_id OFFSET 0) notifications
         WHERE \(slicePickable) \(narrowing)
@@ -356,10 +368,11 @@ public enum ExpansionStore {
     }
 
     /// A pick of up to `limit` due notifications that also meet `narrowing` (`AND ...`), least recently served
-    /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's.
-    static func pickSQL(narrowing: String, limit: Int) -> String {
+    /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's. `columns`: more to read
+    /// (`, ...`).
+    static func pickSQL(narrowing: String, limit: Int, columns: String = "") -> String {
         """
-        SELECT \(pickColumns)
+        SELECT \(pickColumns)\(columns)
         FROM notifications
         WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
           \(narrowing)
@@ -493,7 +506,8 @@ public enum ExpansionStore {
                 // worker's room is not asked. Rows that would be leased are inserted only as far as the room goes,
                 // and none without room: the notification is left as it was (its lock ends with this transaction,
                 // for a worker with room) and the next one picked.
-                guard let lease, checked.localTime == nil, try isLeasable(appID, on: connection) else { break }
+                guard let lease, checked.localTime == nil, try row.decodeIfPresent(Bool.self, "leasable") ?? false
+                else { break }
                 quota = lease.reserve(appID, chunkSize)
                 if quota > 0 { break }
                 waiting.append(appID)
@@ -569,16 +583,6 @@ public enum ExpansionStore {
                 ? .expanded(notificationID: notificationID, created: created)
                 : .expanding(notificationID: notificationID, created: created)
         }
-    }
-
-    /// Whether `app`'s deliveries may be leased at insert: not while it has a send limit
-    /// (`apps.max_sends_per_second`: its claims charge its token bucket, docs/throttle.md), nor while an operator
-    /// pauses it or the fleet (``ClaimPauses``: its rows are expanded ahead and wait, as the claim leaves them).
-    static func isLeasable(_ app: UUID, on connection: PostgresConnection) throws -> Bool {
-        try connection.query(
-            "SELECT a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition) AS leasable FROM apps a WHERE a.id = $1",
-            [app]
-        ).first?.decode(Bool.self, "leasable") ?? false
     }
 
     /// Cuts the app's active subscriptions after `after` into slices of `slicing.size` (at most
