@@ -26,8 +26,8 @@ public enum ClaimStore {
     /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
     ///   due row meets, or setting a row aside failed for another reason than a data error).
     /// - Parameter room: how many deliveries each app may take in this worker (``ClaimRoom``).
-    /// - Parameter notifications: only the deliveries of these notifications (those a small notifications' pass
-    ///   just created), visiting only their apps; nil: every due delivery.
+    /// - Parameter notifications: only the deliveries of these notifications, visiting only their apps; nil: every
+    ///   due delivery.
     public static func claim(
         on connection: PostgresConnection, limit: Int, lease: Duration, workerID: String,
         room: ClaimRoom = .unbounded, notifications: [UUID]? = nil
@@ -122,10 +122,12 @@ public enum ClaimStore {
         claimed.reserveCapacity(rows.count)
         let columns = ClaimedColumns(rows)
         var repeats = ClaimedColumns.Repeats()
-        let clock = try rows.first.map {
+        let clock = try rows.first(where: { try columns.id.decodeIfPresent(Int64.self, $0) != nil }).map {
             DatabaseClockReading(databaseNow: try $0.decode(Date.self, "claimed_at"), sent: sent, receivedAt: received)
         }
         for row in rows {
+            // A row of an insert's own figures, with no delivery (``LeasedRows``).
+            if try columns.id.decodeIfPresent(Int64.self, row) == nil { continue }
             do {
                 var delivery = try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats)
                 delivery.databaseClock = clock
@@ -498,7 +500,11 @@ public enum ClaimStore {
     public static func leasedRows(_ leased: LeasedRows, on connection: PostgresConnection) throws -> [ClaimedDelivery] {
         guard let rows = leased.rows else { return [] }
         var deliveries = try decodeClaimed(rows, sent: leased.sent, on: connection)
-        for index in deliveries.indices { deliveries[index].messageVersion = leased.messageVersion }
+        for index in deliveries.indices {
+            if let version = leased.messageVersions[deliveries[index].notificationID] {
+                deliveries[index].messageVersion = version
+            }
+        }
         return deliveries
     }
 

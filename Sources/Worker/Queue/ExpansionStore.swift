@@ -53,8 +53,8 @@ public enum ExpansionStore {
         /// No app has room in this worker as the call starts (no slot free, or the row text budget held): the
         /// notifications whose rows would be leased are not picked at all.
         public var noRoom: Bool
-        /// Asked once per chunk, inside its transaction, with the chunk's app and how many deliveries the chunk
-        /// may create: how many of them it may lease at most (the worker's free slots and the app's room in them,
+        /// Asked once per chunk (and once per app of a small notifications' pass), inside its transaction, with the
+        /// app and how many deliveries the chunk may create: how many of them it may lease at most (the worker's free slots and the app's room in them,
         /// held for the chunk by the answer; 0: none, and the chunk waits). The caller gives back what the chunk
         /// did not lease.
         public var reserve: @Sendable (_ app: UUID, _ upTo: Int) -> Int
@@ -536,7 +536,7 @@ public enum ExpansionStore {
             let lastID = try chunk.decodeIfPresent(UUID.self, "last_id")
             // The leased rows, once the notification's update below gives their version.
             func leasedRows(version: String) -> LeasedRows {
-                quota > 0 && created > 0 ? LeasedRows(rows: rows, sent: sent, messageVersion: version) : .none
+                quota > 0 && created > 0 ? LeasedRows(rows: rows, sent: sent, messageVersions: [notificationID: version]) : .none
             }
             // A slice is also done when its page reached its upper bound (an active id when it was cut), which
             // spares the empty chunk that would otherwise find that out.

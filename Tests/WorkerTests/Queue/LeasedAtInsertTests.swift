@@ -281,4 +281,62 @@ struct LeasedAtInsertTests {
             }
         }
     }
+
+    /// A small notifications' pass leases the rows of the notifications its room covers, each notification all or
+    /// none, and its insert returns them in the claim's row shape at the version the pass leaves: a local-time
+    /// notification, a send-limited app's and one the room does not cover are inserted due for a claim.
+    @Test func aSmallPassLeasesWhatItsRoomCoversAndReturnsTheRowsAsAClaimWould() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                let devices = try (0..<6).map { _ in try seed.subscription() }
+                func listing(_ ids: ArraySlice<UUID>) -> String {
+                    #"{"include_subscription_ids": ["# + ids.map { "\"\($0.uuidString.lowercased())\"" }.joined(separator: ",") + "]}"
+                }
+                let two = try seed.notification(target: listing(devices[0..<2]))
+                let one = try seed.notification(target: listing(devices[2..<3]))
+                let uncovered = try seed.notification(target: listing(devices[3..<5]))
+                let localTime = try seed.notification(
+                    message: #"{"contents": {"en": "hi"}, "delivery_time_of_day": "09:00"}"#, target: listing(devices[5..<6]))
+                let limited = try Seed(url)
+                try limited.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = 1000 WHERE id = $1", [limited.appID])
+                let limitedNotification = try limited.notification(target: listing([try limited.subscription()][...]))
+                let asked = Asked()
+                var suspects = ExpansionSuspects()
+                var leased = LeasedRows.none
+                // Room for 3 of the app's 5 listed devices that may be leased (the local-time one is not asked for).
+                let result = try SmallNotificationStore.expandSmallNotifications(
+                    on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 3, asked: asked), leased: &leased)
+                #expect(result.expanded == 5 && result.created == 7 && result.leased == 3)
+                #expect(asked.apps.withLock { $0 }.sorted { $0.uuidString < $1.uuidString }
+                    == [seed.appID, limited.appID].sorted { $0.uuidString < $1.uuidString })
+                let deliveries = try ClaimStore.leasedRows(leased, on: seed.connection)
+                #expect(Set(deliveries.map(\.subscriptionID)) == Set(devices[0..<3]))
+                #expect(deliveries.allSatisfy { $0.fence == 1 && $0.attempt == 1 && $0.channelProvider == "apns" })
+                #expect(deliveries.first?.databaseClock != nil)
+                for delivery in deliveries {
+                    let version = try seed.connection.query(
+                        "SELECT xmin::text AS version FROM notifications WHERE id = $1", [delivery.notificationID]
+                    )[0].decode(String.self, "version")
+                    #expect(delivery.messageVersion == version)
+                }
+                let states = try seed.connection.query(
+                    """
+                    SELECT notification_id, count(*) FILTER (WHERE leased_by = $1 AND attempt = 1 AND fence = 1 AND run_at > now()) AS leased,
+                           count(*) FILTER (WHERE leased_by IS NULL AND attempt = 0 AND fence = 0) AS due
+                    FROM deliveries GROUP BY notification_id
+                    """, [Self.workerID]
+                ).reduce(into: [UUID: String]()) {
+                    $0[try $1.decode(UUID.self, "notification_id")] =
+                        "\(try $1.decode(Int.self, "leased"))/\(try $1.decode(Int.self, "due"))"
+                }
+                #expect(states == [two: "2/0", one: "1/0", uncovered: "0/2", localTime: "0/1", limitedNotification: "0/1"])
+                // What was not leased is the claim's (the local-time row when its hour comes).
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "claimer")
+                #expect(Set(claimed.map(\.notificationID)).subtracting([localTime]) == [uncovered, limitedNotification])
+            }
+        }
+    }
 }
