@@ -27,6 +27,8 @@ public final class WorkerRuntime: Sendable {
     /// What `GET /metrics` shows (docs/metrics.md).
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
+    /// The listener's own database session (status page, readiness checks); nil without a listener.
+    private let listenerDatabase: ListenerDatabase?
 
     /// - Parameters:
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
@@ -35,17 +37,20 @@ public final class WorkerRuntime: Sendable {
     ///     every half interval while the claim loop, the expand loops (when expanding), the completer and the
     ///     HTTP/2 I/O thread all make progress (``WatchdogPolicy``); `nil` = no watchdog.
     ///   - metrics: the metrics this run records (tests pass their own to read them).
+    ///   - migrations: the migration files `GET /readyz` compares the database's schema with (nil: none found, not
+    ///     compared).
     /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable);
     ///   ``ConfigurationError`` for `PUSHIZO_CA_FILE` when it is not a readable PEM bundle
     ///   (``WorkerConfiguration/trustRoots()``), and for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot
     ///   start.
     public convenience init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
-        systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics()
+        systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics(),
+        migrations: PostgresMigrator? = nil
     ) throws {
         try self.init(
             configuration: configuration, logger: logger, onReady: onReady, systemdStatus: systemdStatus,
-            watchdog: watchdog, metrics: metrics, resolvers: .standard())
+            watchdog: watchdog, metrics: metrics, migrations: migrations, resolvers: .standard())
     }
 
     /// As the public initializer, with the resolvers host names are looked up on (tests pass resolvers whose
@@ -53,7 +58,7 @@ public final class WorkerRuntime: Sendable {
     init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
         systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics(),
-        resolvers: WorkerResolvers
+        migrations: PostgresMigrator? = nil, resolvers: WorkerResolvers
     ) throws {
         let trustRoots = try configuration.trustRoots()
         sendsSystemdStatus = systemdStatus
@@ -132,11 +137,13 @@ public final class WorkerRuntime: Sendable {
                 messages: pipeline.messages, tokens: tokens, tokenKeys: { [pipeline] in pipeline.sharedTokenKeys(of: $0) }),
             logger: logger, onReady: onReady, metrics: metrics)
         self.service = service
+        // One stamp of the I/O thread for the systemd watchdog and `GET /healthz`: both probe it the same way.
+        let ioThread = LoopHeartbeat(name: "HTTP/2 I/O thread")
         if systemdStatus || watchdog != nil {
             systemd = SystemdReporter(
                 watchdog: watchdog,
                 sources: SystemdReporter.Sources(
-                    loops: service.watchedLoops, ioThread: LoopHeartbeat(name: "HTTP/2 I/O thread"),
+                    loops: service.watchedLoops, ioThread: ioThread,
                     probeIOThread: { eventLoop.probe($0) }, progress: { service.progress },
                     sampleQueueLag: { await service.sampleQueueLag() }),
                 logger: logger.named("systemd"))
@@ -145,8 +152,22 @@ public final class WorkerRuntime: Sendable {
         }
         if let address = configuration.metricsListen {
             ProcessMetrics.register(in: metrics.registry)
+            let listenerDatabase = ListenerDatabase(
+                connectionString: configuration.databaseURL, poolerMode: PostgresPoolerMode(configuration.databaseRoute.poolerMode))
+            self.listenerDatabase = listenerDatabase
+            let probes = WorkerProbes(
+                watchdog: watchdog, loops: service.watchedLoops, ioThread: ioThread, probeIOThread: { eventLoop.probe($0) },
+                database: listenerDatabase, migrator: migrations, isStopping: { [service] in service.isStopping })
+            service.onDatabaseContact { reached in reached ? probes.loopReached() : probes.loopFailed() }
+            let statusPage = StatusPageSource(database: listenerDatabase) { probes.listenerRead(succeeded: $0) }
+            if migrations == nil {
+                logger.notice("no migration files found (PUSHIZO_MIGRATIONS_DIR): GET /readyz does not compare the schema")
+            }
+            let pages: [String: @Sendable () -> ListenerPage] = [
+                "/healthz": { probes.liveness() }, "/readyz": { probes.readiness() }, "/": { statusPage.page() },
+            ]
             do {
-                let server = try MetricsHTTPServer(address: address, registry: metrics.registry)
+                let server = try MetricsHTTPServer(address: address, registry: metrics.registry, pages: pages)
                 metricsServer = server
                 logger.info("metrics listening", ["address": "\(address.description)", "port": "\(server.port)"])
             } catch {
@@ -155,6 +176,7 @@ public final class WorkerRuntime: Sendable {
             }
         } else {
             metricsServer = nil
+            listenerDatabase = nil
         }
     }
 
@@ -235,6 +257,15 @@ public final class WorkerRuntime: Sendable {
         eventLoop.shutdown()
         await database.shutdown()
         await metricsServer?.shutdown()
+        if let listenerDatabase {
+            // Closing may wait for a status page's read to end: off the cooperative pool.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    listenerDatabase.close()
+                    continuation.resume()
+                }
+            }
+        }
     }
 
     /// See ``WorkerService/requestStop()``.

@@ -1,0 +1,86 @@
+import Testing
+
+@testable import Worker
+
+/// `GET /readyz`'s decision, driven by instants as values (no clock, no database).
+@Suite("Readiness state")
+struct ReadinessStateTests {
+    let start = ContinuousClock.now
+
+    func at(_ seconds: Double) -> ContinuousClock.Instant { start + .milliseconds(Int(seconds * 1000)) }
+
+    @Test func notReadyUntilTheLoopsReachTheDatabaseAndTheSchemaIsCurrent() {
+        var state = ReadinessState(checksSchema: true)
+        #expect(state.verdict(now: at(0)) == .failing(["database: not reached yet", "migrations: not compared yet"]))
+        // The schema is compared before the loops' first round trip; nothing stale to confirm yet.
+        #expect(state.checksDue(now: at(0)) == .init(contact: false, schema: true))
+        state.schemaChecked(.pending(["0027_roles.sql", "0028_operator_actions.sql"]), at: at(0))
+        state.loopFailed(at: at(0.5))
+        #expect(
+            state.verdict(now: at(1))
+                == .failing([
+                    "database: not reached yet; the last attempt failed 0.5 s ago",
+                    "migrations: 2 pending (0027_roles.sql, 0028_operator_actions.sql); run `pushizo-worker migrate`",
+                ]))
+        // A pending schema is compared again every few seconds, not on every probe.
+        #expect(!state.checksDue(now: at(1)).schema)
+        #expect(state.checksDue(now: at(5)).schema)
+        state.schemaChecked(.current, at: at(5))
+        state.loopReached(at: at(5.5))
+        #expect(state.verdict(now: at(6)) == .healthy)
+        #expect(state.verdict(now: at(6)).httpStatus == 200 && state.verdict(now: at(6)).body == "ok\n")
+        // A current schema is compared again once a minute.
+        #expect(!state.checksDue(now: at(30)).schema)
+        #expect(state.checksDue(now: at(65)).schema)
+    }
+
+    @Test func aFailedRoundTripAfterTheLastSuccessMakesItUnready() {
+        var state = ReadinessState(checksSchema: false)
+        state.loopReached(at: at(1))
+        #expect(state.verdict(now: at(2)) == .healthy)
+        state.loopFailed(at: at(3))
+        let verdict = state.verdict(now: at(4))
+        #expect(verdict == .failing(["database: unreachable; the last round trip failed 1.0 s ago, the last success was 3.0 s ago"]))
+        #expect(verdict.httpStatus == 503)
+        state.loopReached(at: at(5))
+        #expect(state.verdict(now: at(5)) == .healthy)
+        // No migration files: the schema is never compared and does not hold readiness back.
+        #expect(state.schema == .notChecked && !state.checksDue(now: at(100)).schema)
+    }
+
+    /// The loops' news is believed while recent; past ``ReadinessState/staleAfter`` the owner checks for itself, at
+    /// most every few seconds however often it is probed.
+    @Test func staleNewsIsCheckedAtABoundedRate() {
+        var state = ReadinessState(checksSchema: false)
+        state.loopReached(at: at(0))
+        #expect(!state.checksDue(now: at(29)).contact)
+        #expect(state.checksDue(now: at(30)).contact)
+        #expect(state.verdict(now: at(30)) == .failing(["database: no round trip for 30 s"]))
+        state.contactChecked(succeeded: true, at: at(30))
+        #expect(state.verdict(now: at(31)) == .healthy)
+        #expect(!state.checksDue(now: at(31)).contact)
+        // A failed check is news too: not ready, and checked again once it is stale in turn.
+        state.contactChecked(succeeded: false, at: at(61))
+        #expect(state.verdict(now: at(62)) != .healthy)
+        #expect(!state.checksDue(now: at(62)).contact)
+        #expect(state.checksDue(now: at(91)).contact)
+    }
+
+    @Test func aStopRequestMakesItUnreadyAndStopsTheChecks() {
+        var state = ReadinessState(checksSchema: true)
+        state.schemaChecked(.current, at: at(0))
+        state.loopReached(at: at(0))
+        state.stopping = true
+        #expect(state.verdict(now: at(1)) == .failing(["stopping: finishing in-flight sends, no new work"]))
+        #expect(!state.checksDue(now: at(100)).any)
+    }
+
+    @Test func aSchemaThatCannotBeComparedSaysWhy() {
+        var state = ReadinessState(checksSchema: true)
+        state.loopReached(at: at(0))
+        state.schemaChecked(.failed("migration 0003 was changed after it was applied"), at: at(0))
+        #expect(
+            state.verdict(now: at(1))
+                == .failing(["migrations: cannot be compared: migration 0003 was changed after it was applied"]))
+    }
+}
