@@ -94,7 +94,7 @@ public enum FleetStatusPage {
                 notification.lastChunkAt.map { text(FleetStatusRenderer.duration(status.takenAt.timeIntervalSince($0))) + " ago" } ?? "-",
             ])
         }
-        lines.append(table(["notification", "app", "deliveries", "progress", "audience", "last chunk"], rows))
+        lines.append(table(["notification", "app", "deliveries", "progress", "audience", "last chunk"], rows, textual: true))
         return lines
     }
 
@@ -110,7 +110,7 @@ public enum FleetStatusPage {
                         appLabel(channel.appID, status), text(channel.provider),
                         text(FleetStatusRenderer.pauseEnd(channel.pausedUntil, status.takenAt)), text(channel.reason ?? "(no reason)"),
                     ], id: nil, cssClass: "paused")
-                }))
+                }, textual: true))
         }
         guard !status.pausedApps.isEmpty else { return lines }
         lines.append("<h2>Paused apps</h2>")
@@ -121,7 +121,7 @@ public enum FleetStatusPage {
                     appLabel(app.appID, status), text(FleetStatusRenderer.pauseEnd(app.pausedUntil, status.takenAt)),
                     text(app.reason ?? "(no reason)"),
                 ], id: nil, cssClass: "paused")
-            }))
+            }, textual: true))
         return lines
     }
 
@@ -146,7 +146,7 @@ public enum FleetStatusPage {
                 FleetStatusRenderer.grouped(worker.expired),
             ])
         }
-        return ["<h2>Leases by worker</h2>", table(["worker", "leased", "oldest lease expires", "expired"], rows)]
+        return ["<h2>Leases by worker</h2>", table(["worker", "leased", "oldest lease expires", "expired"], rows, textual: true)]
     }
 
     // MARK: Pieces
@@ -175,8 +175,10 @@ public enum FleetStatusPage {
         return "<tr\(attributes)>" + first + cells.dropFirst().map { "<td>\($0)</td>" }.joined() + "</tr>"
     }
 
-    static func table(_ header: [String], _ rows: [String]) -> String {
-        "<table><thead><tr>" + header.map { "<th scope=\"col\">\(HTMLText.escaped($0))</th>" }.joined() + "</tr></thead><tbody>\n"
+    /// A table of rows already made (``row(_:id:strong:cssClass:)``); `textual`: its cells are text, aligned left
+    /// (numbers are aligned right).
+    static func table(_ header: [String], _ rows: [String], textual: Bool = false) -> String {
+        (textual ? "<table class=\"text\">" : "<table>") + "<thead><tr>" + header.map { "<th scope=\"col\">\(HTMLText.escaped($0))</th>" }.joined() + "</tr></thead><tbody>\n"
             + rows.joined(separator: "\n") + "\n</tbody></table>"
     }
 
@@ -186,7 +188,7 @@ public enum FleetStatusPage {
         .meta{color:#555;margin:.2em 0}
         .alert{background:#fde8e8;border:1px solid #d33;padding:.5em .8em;font-weight:600}
         table{border-collapse:collapse}th,td{padding:.25em .8em;border-bottom:1px solid #ddd;text-align:right}
-        th[scope=row],td:nth-child(2){text-align:left}thead th{text-align:left;color:#555;font-weight:600}
+        th[scope=row],table.text td{text-align:left}thead th{text-align:left;color:#555;font-weight:600}
         tr.paused td,tr.paused th{background:#fff6e0}code{font-size:.9em;color:#555}.app-name{font-weight:600}
         """
 
