@@ -19,8 +19,8 @@ public struct ReadinessState: Sendable, Equatable {
         case current
         /// These files (e.g. `0028_operator_actions.sql`) are not applied yet: `pushizo-worker migrate` applies them.
         case pending([String])
-        /// The comparison failed (the database unreachable, the bookkeeping table unreadable, an applied file
-        /// changed since): the reason, already free of secrets.
+        /// The comparison failed (the bookkeeping table unreadable, an applied file changed since): the reason,
+        /// already free of secrets.
         case failed(String)
         /// No migration files were found, so the schema is not compared (readiness rests on the database alone).
         case notChecked
@@ -31,7 +31,8 @@ public struct ReadinessState: Sendable, Equatable {
     /// The owner's own round trip, when the loops' news is stale, at most this often.
     public static let contactRecheck: Duration = .seconds(5)
     /// A current schema is compared again this often (a database restored from an older backup, a failover to a
-    /// standby that lags behind a migration); one that is not current, every ``contactRecheck``.
+    /// standby that lags behind a migration); one that is not current, or after a failed round trip, every
+    /// ``contactRecheck``.
     public static let schemaRecheck: Duration = .seconds(60)
 
     /// The latest successful round trip (a loop's, or the owner's own check).
@@ -42,7 +43,10 @@ public struct ReadinessState: Sendable, Equatable {
     /// the worker ready: it has not started work yet).
     public private(set) var loopsReachedDatabase = false
     public private(set) var schema: Schema
+    /// The last attempt to compare the schema (paces the attempts).
     private var schemaCheckedAt: ContinuousClock.Instant?
+    /// The last comparison that reached the database.
+    private var schemaComparedAt: ContinuousClock.Instant?
     private var contactCheckedAt: ContinuousClock.Instant?
     /// A stop was requested: the worker finishes its sends and takes no new work.
     public var stopping = false
@@ -69,10 +73,13 @@ public struct ReadinessState: Sendable, Equatable {
         if succeeded { lastSuccess = max(lastSuccess ?? now, now) } else { lastFailure = max(lastFailure ?? now, now) }
     }
 
-    /// The owner compared the schema at `now`.
-    public mutating func schemaChecked(_ schema: Schema, at now: ContinuousClock.Instant) {
+    /// The owner compared the schema at `now`; nil: the database could not be reached, so what was known stands
+    /// (the comparison is tried again as when it was not current).
+    public mutating func schemaChecked(_ schema: Schema?, at now: ContinuousClock.Instant) {
         schemaCheckedAt = now
-        if self.schema != .notChecked { self.schema = schema }
+        guard let schema, self.schema != .notChecked else { return }
+        schemaComparedAt = now
+        self.schema = schema
     }
 
     /// What the owner should ask the database before answering a probe at `now`.
@@ -97,7 +104,10 @@ public struct ReadinessState: Sendable, Equatable {
         case .notChecked:
             schemaDue = false
         case .current:
-            schemaDue = schemaCheckedAt.map { now - $0 >= Self.schemaRecheck } ?? true
+            // A round trip failed since the last comparison (an outage, perhaps a failover to another server): the
+            // next comparison comes as soon as for a schema not known to be current.
+            let failedSince = lastFailure.map { failure in schemaComparedAt.map { failure >= $0 } ?? true } ?? false
+            schemaDue = schemaCheckedAt.map { now - $0 >= (failedSince ? Self.contactRecheck : Self.schemaRecheck) } ?? true
         case .unknown, .pending, .failed:
             schemaDue = schemaCheckedAt.map { now - $0 >= Self.contactRecheck } ?? true
         }

@@ -109,13 +109,14 @@ final class WorkerProbes: Sendable {
                 }
             }
         } catch {
-            outcome = (false, due.schema ? .failed(Self.reason(error)) : nil)
+            // The database was not reached: what was known of the schema stands.
+            outcome = (false, nil)
         }
         guard let outcome else { return }
         state.withLock { state in
             let now = ContinuousClock.now
             if due.contact || !outcome.contact { state.contactChecked(succeeded: outcome.contact, at: now) }
-            if let schema = outcome.schema { state.schemaChecked(schema, at: now) }
+            if due.schema { state.schemaChecked(outcome.schema, at: now) }
         }
     }
 

@@ -75,6 +75,24 @@ struct ReadinessStateTests {
         #expect(!state.checksDue(now: at(100)).any)
     }
 
+    /// After an outage (perhaps a failover to a server behind a migration) a current schema is compared again as soon
+    /// as one not known to be current; a comparison that could not reach the database leaves what was known.
+    @Test func anOutageBringsTheSchemaComparisonForward() {
+        var state = ReadinessState(checksSchema: true)
+        state.schemaChecked(.current, at: at(0))
+        state.loopReached(at: at(0))
+        #expect(!state.checksDue(now: at(10)).schema)
+        state.loopFailed(at: at(10))
+        #expect(state.checksDue(now: at(10)).schema)
+        state.schemaChecked(nil, at: at(10))
+        #expect(state.schema == .current)
+        #expect(!state.checksDue(now: at(12)).schema)
+        #expect(state.checksDue(now: at(15)).schema)
+        state.loopReached(at: at(16))
+        state.schemaChecked(.pending(["0029_next.sql"]), at: at(16))
+        #expect(state.verdict(now: at(17)) == .failing(["migrations: 1 pending (0029_next.sql); run `pushizo-worker migrate`"]))
+    }
+
     @Test func aSchemaThatCannotBeComparedSaysWhy() {
         var state = ReadinessState(checksSchema: true)
         state.loopReached(at: at(0))
