@@ -27,6 +27,17 @@ scripts/citus-build.sh || citus=$?
 if [ "$citus" -ne 0 ] && [ "$citus" -ne 3 ]; then
     exit "$citus"
 fi
+# The previous release's worker binary (compat/previous-release), for the compatibility-window suite: built from
+# this clone's git history once per machine and cached outside the clone (a debug build; the first one takes
+# minutes, later runs find it cached). A clone whose history lacks the commit (shallow) skips that suite, as the
+# script says; a failed build stops the run rather than skipping it unseen.
+previous=0
+previous_worker=$(scripts/previous-release-build.sh) || previous=$?
+if [ "$previous" -eq 0 ]; then
+    export PUSHIZO_TEST_PREVIOUS_WORKER=$previous_worker
+elif [ "$previous" -ne 3 ]; then
+    exit "$previous"
+fi
 PUSHIZO_TEST_DATABASE_URL=$(scripts/pg-throwaway.sh start "$pgdir" "$port")
 export PUSHIZO_TEST_DATABASE_URL
 if [ "$citus" -eq 0 ]; then
@@ -54,7 +65,8 @@ early='^(HTTP2Tests|PostgresTests)\.'
 # guard.
 # So does the failover suite: four 20,000-device broadcasts, each through a killed primary and a promoted
 # standby (its own PostgreSQL pair or Patroni cluster, on free loopback ports below the ephemeral range).
-rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests|FailoverEndToEndTests)/'
+# And the previous release's worker draining a broadcast against the current migrations.
+rates='^WorkerTests\.(ThrottleFleetTests|TenantIsolationEndToEndTests|MemoryBoundEndToEndTests|FailoverEndToEndTests|PreviousReleaseEndToEndTests)/'
 # Inside each run, at most this many tests at once (Swift Testing's SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH;
 # unbounded by default). Started all at once, the hundreds of tests of the second run (dozens of which start worker
 # and emulator processes) shared two busy cores so thinly that their hang guards fired: with the cores busy with
@@ -73,7 +85,7 @@ run() {
 }
 run "HTTP/2 and libpq sockets" --filter "$early"
 run "everything else" --skip "$early" --skip "$rates"
-run "rates across worker processes, tenant isolation, memory bound, failover" --filter "$rates"
+run "rates across worker processes, tenant isolation, memory bound, failover, previous release" --filter "$rates"
 # One line for the three runs, so the outcome needs no scrolling back.
 echo "==> test runs: ${summary[0]}; ${summary[1]}; ${summary[2]}"
 exit "$status"

@@ -8,15 +8,31 @@ import Foundation
 /// - Bookkeeping: a table (default `pushizo_schema_migrations`: `version int PRIMARY KEY, name text,
 ///   checksum text, applied_at timestamptz`) created if missing. `checksum` is the SHA-256 of the file's
 ///   bytes in lower-case hex, the same as PostgreSQL's `encode(sha256(bytes), 'hex')`.
-/// - Concurrency: the whole run holds the session-level advisory lock ``advisoryLockKey``
-///   (`pg_advisory_lock`), so instances starting together apply each file once; the later one waits,
-///   then finds nothing pending. Behind a transaction-mode pooler (``PostgresConnection/poolerMode``) each
-///   file's transaction holds the transaction-level lock instead and skips a file applied meanwhile.
+/// - Concurrency: the whole run holds the session-level advisory lock ``advisoryLockKey``, so instances
+///   starting together apply each file once; the later one waits, then finds nothing pending. It waits by
+///   asking `pg_try_advisory_lock` again every ``lockRetryInterval``, not in `pg_advisory_lock`: a backend
+///   blocked in a statement keeps a snapshot, and `CREATE INDEX CONCURRENTLY` on the holder's session waits for
+///   every older snapshot to end (a deadlock PostgreSQL would break by failing one of the two runs). Behind a
+///   transaction-mode pooler (``PostgresConnection/poolerMode``) each file's transaction holds the
+///   transaction-level lock instead and skips a file applied meanwhile.
 /// - Safety: before anything is applied, every applied version must still have its file with the same
 ///   checksum; otherwise nothing is applied (`.migrationChecksumMismatch` / `.migrationFailed`).
 /// - Each pending file runs in its own transaction together with its bookkeeping row, through the
-///   simple-query protocol (several statements allowed). So a file must not contain transaction control
+///   simple-query protocol (several statements allowed). So such a file must not contain transaction control
 ///   (`BEGIN`/`COMMIT`) or statements that refuse transactions (`CREATE INDEX CONCURRENTLY`, `VACUUM`).
+/// - Header directives: the file's leading `-- pushizo:` comment lines (any other `-- pushizo:` line there is
+///   refused by `init`):
+///   - `-- pushizo:no-transaction`: the file runs outside a transaction, one statement at a time
+///     (``SQLStatements/split(_:)``), then its bookkeeping row is written; for `CREATE INDEX CONCURRENTLY` on
+///     tables that may be large (migrations/README.md). Such a file must be safe to run again from the top after
+///     a failure: every `CREATE INDEX` in it is `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name` (`init`
+///     refuses others), and before running one the runner drops an index of that name PostgreSQL marked invalid
+///     (`pg_index.indisvalid` false: what an interrupted concurrent build leaves), so it is built again. Refused
+///     behind a transaction-mode pooler, where the session lock cannot be held.
+///   - `-- pushizo:oldest-worker NNNN`: workers built with migrations up to a version below NNNN cannot run once
+///     this file is applied (it drops or changes something they use); recorded in the bookkeeping table's
+///     `oldest_worker` column (added when first needed) for ``SchemaWindow``. Without it a file must keep the
+///     previous release's workers working (docs/operations.md, "Upgrade: migrations first").
 /// - A file numbered below an applied one (e.g. after a merge) is applied too, in numeric order.
 public struct PostgresMigrator: Sendable {
     /// One migration file.
@@ -31,13 +47,23 @@ public struct PostgresMigrator: Sendable {
         public var sql: String
         /// The file name, e.g. `0001_producer_contract.sql`.
         public var fileName: String
+        /// False for a file headed `-- pushizo:no-transaction`.
+        public var runsInTransaction: Bool
+        /// NNNN of a `-- pushizo:oldest-worker NNNN` header: the lowest newest-migration version a worker may be
+        /// built with and still run once this file is applied; nil without one.
+        public var oldestWorker: Int?
 
-        public init(version: Int, name: String, checksum: String, sql: String, fileName: String) {
+        public init(
+            version: Int, name: String, checksum: String, sql: String, fileName: String, runsInTransaction: Bool = true,
+            oldestWorker: Int? = nil
+        ) {
             self.version = version
             self.name = name
             self.checksum = checksum
             self.sql = sql
             self.fileName = fileName
+            self.runsInTransaction = runsInTransaction
+            self.oldestWorker = oldestWorker
         }
     }
 
@@ -57,6 +83,9 @@ public struct PostgresMigrator: Sendable {
     /// The `pg_advisory_lock` key held during ``migrate(on:)``: the ASCII bytes of `PUSHIZOM`
     /// (0x505553_48495A4F4D = 5788359109826973517).
     public static let advisoryLockKey: Int64 = 0x5055_5348_495A_4F4D
+
+    /// How long a run waits between two `pg_try_advisory_lock` attempts while another run holds the lock.
+    public static let lockRetryInterval: TimeInterval = 0.2
 
     /// The migrations found, sorted by version.
     public let migrations: [Migration]
@@ -99,7 +128,10 @@ public struct PostgresMigrator: Sendable {
                     code: .migrationFailed,
                     message: "migration files \(other.fileName) and \(fileName) have the same version \(version)")
             }
-            byVersion[version] = Migration(version: version, name: name, checksum: SHA256.hex(bytes), sql: sql, fileName: fileName)
+            let header = try MigrationHeader(sql: sql, fileName: fileName)
+            byVersion[version] = Migration(
+                version: version, name: name, checksum: SHA256.hex(bytes), sql: sql, fileName: fileName,
+                runsInTransaction: !header.noTransaction, oldestWorker: header.oldestWorker)
         }
         migrations = byVersion.values.sorted { $0.version < $1.version }
     }
@@ -111,7 +143,11 @@ public struct PostgresMigrator: Sendable {
     ///   failing file is applied; `.connectionLost` / `.queryFailed` for lock or bookkeeping failures.
     public func migrate(on connection: PostgresConnection) throws -> Report {
         guard connection.poolerMode.keepsSessionState else { return try migrateLockingEachTransaction(on: connection) }
-        _ = try connection.query("SELECT pg_advisory_lock($1)", [Self.advisoryLockKey])
+        while try connection.query("SELECT pg_try_advisory_lock($1) AS locked", [Self.advisoryLockKey]).first?
+            .decode(Bool.self, "locked") != true
+        {
+            Thread.sleep(forTimeInterval: Self.lockRetryInterval)
+        }
         defer {
             if !connection.isConnectionBad {
                 _ = try? connection.query("SELECT pg_advisory_unlock($1)", [Self.advisoryLockKey])
@@ -139,6 +175,11 @@ public struct PostgresMigrator: Sendable {
             try createTableIfMissing(on: connection, quotedTable: quoted)
         }
         let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
+        if let outside = pending.first(where: { !$0.runsInTransaction }) {
+            throw PostgresError(
+                code: .migrationFailed,
+                message: "migration \(outside.fileName) runs outside a transaction (-- pushizo:no-transaction) and needs a session of its own: run migrate through a direct connection (PUSHIZO_MIGRATE_DATABASE_URL), not a transaction-mode pooler")
+        }
         var applied: [String] = []
         for migration in pending {
             let ran = try connection.transaction { connection -> Bool in
@@ -169,15 +210,41 @@ public struct PostgresMigrator: Sendable {
         }
     }
 
-    /// Runs one file and its bookkeeping row in a transaction (a savepoint inside one).
+    /// Runs one file and its bookkeeping row in a transaction (a savepoint inside one), or, for a file outside
+    /// transactions, each statement on its own and then the row.
     private func apply(_ migration: Migration, on connection: PostgresConnection, quotedTable quoted: String) throws {
         do {
-            // A schema change may rebuild an index of a large table: no statement timeout of the session's.
-            try connection.transaction(localSettings: ["statement_timeout": "0"]) { connection in
-                try connection.execute(migration.sql)
-                _ = try connection.query(
-                    "INSERT INTO \(quoted) (version, name, checksum) VALUES ($1, $2, $3)",
-                    [migration.version, migration.name, migration.checksum])
+            if migration.oldestWorker != nil {
+                // Only the files that declare it need the column: a table made before it stays readable by the
+                // workers (``SchemaWindow`` reads the column only when present).
+                try connection.execute("ALTER TABLE \(quoted) ADD COLUMN IF NOT EXISTS oldest_worker integer")
+            }
+            let record = { (connection: PostgresConnection) in
+                var parameters: [any PostgresEncodable] = [migration.version, migration.name, migration.checksum]
+                var columns = "version, name, checksum"
+                if let oldestWorker = migration.oldestWorker {
+                    parameters.append(oldestWorker)
+                    columns += ", oldest_worker"
+                }
+                let placeholders = (1...parameters.count).map { "$\($0)" }.joined(separator: ", ")
+                _ = try connection.query("INSERT INTO \(quoted) (\(columns)) VALUES (\(placeholders))", parameters)
+            }
+            if migration.runsInTransaction {
+                // A schema change may rebuild an index of a large table: no statement timeout of the session's.
+                try connection.transaction(localSettings: ["statement_timeout": "0"]) { connection in
+                    try connection.execute(migration.sql)
+                    try record(connection)
+                }
+            } else {
+                try connection.execute("SET statement_timeout = 0")
+                defer { if !connection.isConnectionBad { try? connection.execute("RESET statement_timeout") } }
+                for statement in SQLStatements.split(migration.sql) {
+                    if let index = MigrationHeader.concurrentIndexName(statement) {
+                        try dropIfInvalid(index: index, on: connection)
+                    }
+                    try connection.execute(statement)
+                }
+                try record(connection)
             }
         } catch let error as PostgresError {
             throw PostgresError(
@@ -185,6 +252,17 @@ public struct PostgresMigrator: Sendable {
                 message: "migration \(migration.fileName) failed: \(error.message)",
                 sqlState: error.sqlState, detail: error.detail, hint: error.hint,
                 isConnectionProblem: error.isConnectionProblem)
+        }
+    }
+
+    /// Drops `index` when PostgreSQL marked it invalid: what a `CREATE INDEX CONCURRENTLY` interrupted by a
+    /// failure, a cancel or a lost session leaves behind. `IF NOT EXISTS` would otherwise keep it, unused by the
+    /// planner yet maintained on every write.
+    private func dropIfInvalid(index: String, on connection: PostgresConnection) throws {
+        let rows = try connection.query(
+            "SELECT NOT indisvalid AS invalid FROM pg_index WHERE indexrelid = to_regclass($1)", [index])
+        if try rows.first?.decode(Bool.self, "invalid") == true {
+            try connection.execute("DROP INDEX CONCURRENTLY IF EXISTS \(index)")
         }
     }
 

@@ -7,7 +7,8 @@ import Worker
 
 /// `pushizo-worker check`: what an operator runs before (re)starting a fleet. Exit 0 only when the
 /// configuration is valid, the database answers, no migration is pending and every channel parses and has an
-/// endpoint the egress policy allows. Everything printed (rows, settings, errors) goes through
+/// endpoint the egress policy allows; exit 78 when the schema lacks a migration this build needs or is beyond its
+/// compatibility window (``WorkerSchema``). Everything printed (rows, settings, errors) goes through
 /// ``TerminalText/sanitized(_:)``: no terminal escapes, no URL user info.
 enum CheckCommand {
     static func main(environment: [String: String], arguments: [String]) async throws {
@@ -39,12 +40,25 @@ enum CheckCommand {
             try WorkerRights.verify(on: connection)
             let version = try connection.query("SHOW server_version")[0]["server_version"] ?? "?"
             lines.append("database: ok (PostgreSQL \(version); \(route.summary))")
-            let pending = try migrator.pending(on: connection)
+            // This build's own migrations decide (as in `run`); the directory's files only say what `migrate` would
+            // add, and a newer release's migrations already applied are within the compatibility window.
+            let newer: [String]
+            do {
+                newer = try WorkerSchema.verify(on: connection)
+            } catch let refusal as ConfigurationError {
+                lines.append("migrations: REFUSED: \(refusal.problem)")
+                return lines
+            }
+            let applied = Set(try SchemaWindow.applied(on: connection).map(\.version))
+            let pending = migrator.migrations.filter { !applied.contains($0.version) }
             if !pending.isEmpty {
                 lines.append("migrations: \(pending.count) pending (\(pending.map(\.fileName).joined(separator: ", "))); run `pushizo-worker migrate`")
                 return lines
             }
-            lines.append("migrations: up to date")
+            lines.append(
+                newer.isEmpty
+                    ? "migrations: up to date"
+                    : "migrations: up to date for this worker; newer ones applied, within the compatibility window: \(newer.joined(separator: ", "))")
             let channels = try connection.query(
                 """
                 SELECT app_id, provider, settings::text AS settings, endpoint, paused_until, paused_reason
@@ -160,6 +174,8 @@ enum CheckCommand {
             report.insert("listen: ok (PUSHIZO_LISTEN_DATABASE_URL reaches PostgreSQL directly)", at: 1)
         }
         for line in report { output(line) }
+        // A schema behind this build or beyond its window is the operator's to fix, as in `run`: exit 78.
+        if report.contains(where: { $0.hasPrefix("migrations: REFUSED") }) { exit(78) }
         if report.contains(where: { $0.hasPrefix("FAILED") || $0.hasPrefix("migrations: ") && $0.contains("pending") }) {
             exit(1)
         }

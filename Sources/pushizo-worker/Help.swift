@@ -19,8 +19,9 @@ enum Help {
                          (docs/data-lifecycle.md)
               status [--app ID] [--json]
                          the fleet as the database sees it: queue depth per provider, queue lag, leases per
-                         worker, sends and failures per minute, expansions, paused channels, apps and fleet;
-                         --app narrows every figure to one app (docs/status.md)
+                         worker, sends and failures per minute, expansions, paused channels, apps and fleet,
+                         worker processes (live, stale, stopped); --app narrows every figure to one app
+                         (docs/status.md)
               pause | resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--reason TEXT]
                          an operator's pause of a channel, an app or the fleet (no claims; sends in flight
                          finish); resume lifts only an operator's pause (docs/operations.md)

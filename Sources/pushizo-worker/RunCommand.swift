@@ -1,27 +1,16 @@
 import Foundation
-import Postgres
 import Worker
 
 enum RunCommand {
     static func main(environment: [String: String], arguments: [String]) async throws {
         let reader = try ConfigurationReader(
-            environment: environment, arguments: arguments, keys: WorkerConfiguration.keys + [.migrationsDirectory])
+            environment: environment, arguments: arguments, keys: WorkerConfiguration.keys)
         let configuration = try WorkerConfiguration(reader)
         let logger = try LoggerConfiguration.make(reader, label: "worker")
-        // What `GET /readyz` compares the schema with: the files `migrate` applies. A directory named but unusable
-        // stops start-up; none found leaves the schema uncompared (said at start-up).
-        var migrations: PostgresMigrator?
-        if configuration.metricsListen != nil {
-            if reader.string(.migrationsDirectory) != nil {
-                migrations = try PostgresMigrator(directory: MigrationsLocation.resolve(reader))
-            } else if let directory = try? MigrationsLocation.resolve(reader) {
-                migrations = try PostgresMigrator(directory: directory)
-            }
-        }
         let runtime = try WorkerRuntime(
             configuration: configuration, logger: logger,
             onReady: { SystemdNotifier.notify("READY=1\nSTATUS=claiming deliveries") },
-            systemdStatus: SystemdNotifier.isEnabled, watchdog: SystemdNotifier.watchdogInterval(), migrations: migrations)
+            systemdStatus: SystemdNotifier.isEnabled, watchdog: SystemdNotifier.watchdogInterval())
         let signals = SignalHandling(logger: logger) { received in
             SystemdNotifier.notify("STOPPING=1\nSTATUS=finishing in-flight sends")
             logger.notice("signal received", received.logFields)

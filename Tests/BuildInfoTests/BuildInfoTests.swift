@@ -17,6 +17,14 @@ struct BuildInfoTests {
         #expect(BuildInfo.version.wholeMatch(of: /[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?/) != nil, "\(BuildInfo.version)")
     }
 
+    /// The migrations the build needs (what `run` checks the database for) are the files of migrations/.
+    @Test func theMigrationsAreTheMigrationFiles() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent("migrations").path)
+            .filter { $0.hasSuffix(".sql") }.sorted()
+        #expect(!files.isEmpty)
+        #expect(BuildInfo.migrations == files)
+    }
+
     /// The commit is git's HEAD of this checkout (the tests run from the tree they were built from), or `unknown`
     /// where git cannot say.
     @Test func theCommitIsTheCheckoutsHead() async throws {

@@ -110,7 +110,7 @@ extension ConfigurationKey {
         "PUSHIZO_RETRY_MAX", "longest wait between retries; at least PUSHIZO_RETRY_BASE",
         .duration(default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)))
     public static let databaseConnections = ConfigurationKey(
-        "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN one",
+        "PUSHIZO_DATABASE_CONNECTIONS", "PostgreSQL connections in the pool, besides the LISTEN and heartbeat ones",
         .wholeNumber(default: 5, in: 2...64))
     public static let expansionTasks = ConfigurationKey(
         "PUSHIZO_EXPANSION_TASKS",
@@ -148,6 +148,10 @@ extension ConfigurationKey {
         "PUSHIZO_CLOCK_OFFSET_WARNING",
         "duration this host's clock may differ from PostgreSQL's (measured with each claim) before a warning is logged, at most one every 10 minutes",
         .duration(default: .seconds(2), in: .milliseconds(100) ... .seconds(3600)))
+    public static let heartbeatInterval = ConfigurationKey(
+        "PUSHIZO_HEARTBEAT_INTERVAL",
+        "duration between two writes of this worker's worker_heartbeats row (on a connection of its own); `status` shows a worker not seen for 3 intervals as stale",
+        .duration(default: .seconds(5), in: .milliseconds(100) ... .seconds(300)))
     public static let exitWhenDrained = ConfigurationKey(
         "PUSHIZO_EXIT_WHEN_DRAINED",
         "true: exit 0 once nothing is due: no due notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
@@ -216,7 +220,7 @@ extension ConfigurationKey {
         databaseURL, databasePooler, listenDatabaseURL, migrateDatabaseURL, migrationsDirectory, logLevel, logFormat,
         workerID, concurrency, claimBatch, leaseSeconds, pollInterval, maxAttempts, retryBase, retryMax,
         databaseConnections, expansionTasks, caFile, connectionsPerOrigin, requestTimeout, shutdownTimeout, exitWhenDrained,
-        quietHoursSpread, clockOffsetWarning, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
+        quietHoursSpread, clockOffsetWarning, heartbeatInterval, roles, deliveryTimeout, maxUncountedRetries, allowPrivateNetworks,
         eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,

@@ -50,6 +50,8 @@ public struct WorkerConfiguration: Sendable {
     /// How far this host's clock may be from PostgreSQL's before a warning is logged
     /// (`PUSHIZO_CLOCK_OFFSET_WARNING`, docs/clocks.md).
     public var clockOffsetWarning: Duration
+    /// Time between two heartbeats of this worker (`PUSHIZO_HEARTBEAT_INTERVAL`, docs/status.md, "Workers").
+    public var heartbeatInterval: Duration
     /// What this worker does (`PUSHIZO_ROLES`); never empty.
     public var roles: Set<WorkerRole>
     /// Time one delivery's provider exchange may take in all (token fetch, send, refresh, resend); at
@@ -71,7 +73,7 @@ public struct WorkerConfiguration: Sendable {
     public static let keys: [ConfigurationKey] = [
         .databaseURL, .databasePooler, .listenDatabaseURL, .logLevel, .logFormat, .workerID, .concurrency, .claimBatch, .leaseSeconds, .pollInterval,
         .maxAttempts, .retryBase, .retryMax, .databaseConnections, .expansionTasks, .caFile, .connectionsPerOrigin, .requestTimeout,
-        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .clockOffsetWarning, .roles, .deliveryTimeout, .maxUncountedRetries,
+        .shutdownTimeout, .exitWhenDrained, .quietHoursSpread, .clockOffsetWarning, .heartbeatInterval, .roles, .deliveryTimeout, .maxUncountedRetries,
         .allowPrivateNetworks, .eventRetention, .notificationRetention, .maintenanceInterval, .metricsListen,
     ]
 
@@ -106,6 +108,7 @@ public struct WorkerConfiguration: Sendable {
         exitWhenDrained = try reader.bool(.exitWhenDrained)
         quietHoursSpread = try reader.duration(.quietHoursSpread)
         clockOffsetWarning = try reader.duration(.clockOffsetWarning)
+        heartbeatInterval = try reader.duration(.heartbeatInterval)
         allowPrivateNetworks = try reader.bool(.allowPrivateNetworks)
         maintenance = try MaintenanceSettings(reader)
         maintenanceInterval = try reader.durationSetting(.maintenanceInterval)

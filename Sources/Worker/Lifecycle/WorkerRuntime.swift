@@ -29,6 +29,8 @@ public final class WorkerRuntime: Sendable {
     private let metricsServer: MetricsHTTPServer?
     /// The listener's own database session (status page, readiness checks); nil without a listener.
     private let listenerDatabase: ListenerDatabase?
+    /// What `GET /healthz` and `GET /readyz` answer; nil without a listener.
+    private let probes: WorkerProbes?
 
     /// - Parameters:
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
@@ -37,20 +39,17 @@ public final class WorkerRuntime: Sendable {
     ///     every half interval while the claim loop, the expand loops (when expanding), the completer and the
     ///     HTTP/2 I/O thread all make progress (``WatchdogPolicy``); `nil` = no watchdog.
     ///   - metrics: the metrics this run records (tests pass their own to read them).
-    ///   - migrations: the migration files `GET /readyz` compares the database's schema with (nil: none found, not
-    ///     compared).
     /// - Throws: `HTTP2Error` when the I/O thread cannot be started (epoll/eventfd unavailable);
     ///   ``ConfigurationError`` for `PUSHIZO_CA_FILE` when it is not a readable PEM bundle
     ///   (``WorkerConfiguration/trustRoots()``), and for `PUSHIZO_METRICS_LISTEN` when the metrics listener cannot
     ///   start.
     public convenience init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
-        systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics(),
-        migrations: PostgresMigrator? = nil
+        systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics()
     ) throws {
         try self.init(
             configuration: configuration, logger: logger, onReady: onReady, systemdStatus: systemdStatus,
-            watchdog: watchdog, metrics: metrics, migrations: migrations, resolvers: .standard())
+            watchdog: watchdog, metrics: metrics, resolvers: .standard())
     }
 
     /// As the public initializer, with the resolvers host names are looked up on (tests pass resolvers whose
@@ -58,7 +57,7 @@ public final class WorkerRuntime: Sendable {
     init(
         configuration: WorkerConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {},
         systemdStatus: Bool = false, watchdog: Duration? = nil, metrics: WorkerMetrics = WorkerMetrics(),
-        migrations: PostgresMigrator? = nil, resolvers: WorkerResolvers
+        resolvers: WorkerResolvers
     ) throws {
         let trustRoots = try configuration.trustRoots()
         sendsSystemdStatus = systemdStatus
@@ -157,12 +156,11 @@ public final class WorkerRuntime: Sendable {
             self.listenerDatabase = listenerDatabase
             let probes = WorkerProbes(
                 watchdog: watchdog, loops: service.watchedLoops, ioThread: ioThread, probeIOThread: { eventLoop.probe($0) },
-                database: listenerDatabase, migrator: migrations, isStopping: { [service] in service.isStopping })
+                database: listenerDatabase, isStopping: { [service] in service.isStopping },
+                verifySchema: { try WorkerSchema.verify(on: $0) })
+            self.probes = probes
             service.onDatabaseContact { reached in reached ? probes.loopReached() : probes.loopFailed() }
             let statusPage = StatusPageSource(database: listenerDatabase) { probes.listenerRead(succeeded: $0) }
-            if migrations == nil {
-                logger.notice("no migration files found (PUSHIZO_MIGRATIONS_DIR): GET /readyz does not compare the schema")
-            }
             let pages: [String: @Sendable () -> ListenerPage] = [
                 "/healthz": { probes.liveness() }, "/readyz": { probes.readiness() }, "/": { statusPage.page() },
             ]
@@ -177,12 +175,14 @@ public final class WorkerRuntime: Sendable {
         } else {
             metricsServer = nil
             listenerDatabase = nil
+            probes = nil
         }
     }
 
     /// Checks the database before ``run()``: the route (``DatabaseRoute/verify(_:listen:)``) on a pool connection,
-    /// and on the `LISTEN` route's own connection when that is a different one, and the role's table rights
-    /// (``WorkerRights/verify(on:)``). While PostgreSQL cannot be reached, waits and retries every second (the pool
+    /// and on the `LISTEN` route's own connection when that is a different one, the role's table rights
+    /// (``WorkerRights/verify(on:)``) and the schema's migrations (``WorkerSchema/verify(on:known:)``: a schema
+    /// behind this build, or beyond its compatibility window, is refused). While PostgreSQL cannot be reached, waits and retries every second (the pool
     /// paces its connection attempts further, ``PostgresClient``), sending `STATUS=waiting for PostgreSQL: <reason>`
     /// to systemd each time and logging at a bounded rate (``DatabaseStartWait``); returns at once after a stop
     /// request.
@@ -213,9 +213,17 @@ public final class WorkerRuntime: Sendable {
         var wait = DatabaseStartWait(key: listen ? .listenDatabaseURL : .databaseURL)
         while !service.isStopping {
             do {
-                try await client.withConnection { connection in
+                let newer = try await client.withConnection { connection -> [String] in
                     try route.verify(connection, listen: listen)
-                    if !listen { try WorkerRights.verify(on: connection) }
+                    guard !listen else { return [] }
+                    try WorkerRights.verify(on: connection)
+                    return try WorkerSchema.verify(on: connection)
+                }
+                if !listen { probes?.schemaVerified() }
+                if !newer.isEmpty {
+                    logger.notice(
+                        "schema has migrations newer than this worker; running within the compatibility window",
+                        ["migrations": newer.joined(separator: ",")])
                 }
                 return
             } catch let refusal as ConfigurationError {

@@ -3,34 +3,31 @@ import Foundation
 
 /// Whether this worker is ready for work (`GET /readyz`), decided without I/O from what the worker already
 /// knows: the outcome of its loops' latest database round trips (the claim and expand loops report each one) and
-/// the last comparison of the database's applied migrations with the migration files. A probe reads this value;
+/// the last judgement of the database's migrations (the start-up check's, then the owner's own by the same rule). A probe reads this value;
 /// only when it is out of date (``checksDue(now:)``) does the probe's owner ask the database itself, at most
 /// once per ``contactRecheck`` or ``schemaRecheck``, however often it is probed.
 ///
 /// Ready when all hold: no stop was requested; the loops have reached the database and their latest round trip
-/// (or the owner's own check, when the loops' news is older than ``staleAfter``) succeeded; the migrations are
-/// current (or cannot be checked: no migration files were found, ``Schema/notChecked``).
+/// (or the owner's own check, when the loops' news is older than ``staleAfter``) succeeded; the schema holds every
+/// migration this build needs.
 public struct ReadinessState: Sendable, Equatable {
-    /// The database's schema against the migration files this worker was given (`PUSHIZO_MIGRATIONS_DIR`).
+    /// The database's schema as the start-up check judges it for this build (`WorkerSchema`, over the migrations the
+    /// build was made with).
     public enum Schema: Sendable, Equatable {
-        /// Not compared yet.
+        /// Not judged yet (the worker judges it at start, before its first claim).
         case unknown
-        /// Every migration file is applied.
+        /// Every migration this build needs is applied (newer ones within the compatibility window allowed).
         case current
-        /// These files (e.g. `0028_operator_actions.sql`) are not applied yet: `pushizo-worker migrate` applies them.
-        case pending([String])
-        /// The comparison failed (the bookkeeping table unreadable, an applied file changed since): the reason,
-        /// already free of secrets.
-        case failed(String)
-        /// No migration files were found, so the schema is not compared (readiness rests on the database alone).
-        case notChecked
+        /// Refused: behind this build or beyond its window, in the start-up check's words (naming the migrations and
+        /// what to run), or the judgement failed (the bookkeeping table unreadable); free of secrets.
+        case refused(String)
     }
 
     /// News of the database older than this is checked again before it is believed.
     public static let staleAfter: Duration = .seconds(30)
     /// The owner's own round trip, when the loops' news is stale, at most this often.
     public static let contactRecheck: Duration = .seconds(5)
-    /// A current schema is compared again this often (a database restored from an older backup, a failover to a
+    /// A current schema is judged again this often (a database restored from an older backup, a failover to a
     /// standby that lags behind a migration); one that is not current, or after a failed round trip, every
     /// ``contactRecheck``.
     public static let schemaRecheck: Duration = .seconds(60)
@@ -51,9 +48,8 @@ public struct ReadinessState: Sendable, Equatable {
     /// A stop was requested: the worker finishes its sends and takes no new work.
     public var stopping = false
 
-    /// - Parameter checksSchema: false when no migration files were found (``Schema/notChecked``).
-    public init(checksSchema: Bool) {
-        schema = checksSchema ? .unknown : .notChecked
+    public init() {
+        schema = .unknown
     }
 
     /// A loop's round trip succeeded at `now`.
@@ -77,7 +73,7 @@ public struct ReadinessState: Sendable, Equatable {
     /// (the comparison is tried again as when it was not current).
     public mutating func schemaChecked(_ schema: Schema?, at now: ContinuousClock.Instant) {
         schemaCheckedAt = now
-        guard let schema, self.schema != .notChecked else { return }
+        guard let schema else { return }
         schemaComparedAt = now
         self.schema = schema
     }
@@ -94,21 +90,21 @@ public struct ReadinessState: Sendable, Equatable {
 
     public func checksDue(now: ContinuousClock.Instant) -> Checks {
         guard !stopping else { return Checks(contact: false, schema: false) }
-        // Before the loops' first round trip there is nothing stale to confirm; the schema is compared all the
-        // same, so a probe says which migrations a worker started before `migrate` waits for.
+        // Before the loops' first round trip there is nothing stale to confirm.
         let latest = [lastSuccess, lastFailure].compactMap { $0 }.max()
         let contact = loopsReachedDatabase && latest.map { now - $0 >= Self.staleAfter } ?? false
             && contactCheckedAt.map { now - $0 >= Self.contactRecheck } ?? true
         let schemaDue: Bool
         switch schema {
-        case .notChecked:
+        case .unknown:
+            // The start-up check judges it first (or the worker exits).
             schemaDue = false
         case .current:
             // A round trip failed since the last comparison (an outage, perhaps a failover to another server): the
             // next comparison comes as soon as for a schema not known to be current.
             let failedSince = lastFailure.map { failure in schemaComparedAt.map { failure >= $0 } ?? true } ?? false
             schemaDue = schemaCheckedAt.map { now - $0 >= (failedSince ? Self.contactRecheck : Self.schemaRecheck) } ?? true
-        case .unknown, .pending, .failed:
+        case .refused:
             schemaDue = schemaCheckedAt.map { now - $0 >= Self.contactRecheck } ?? true
         }
         return Checks(contact: contact, schema: schemaDue)
@@ -128,14 +124,12 @@ public struct ReadinessState: Sendable, Equatable {
             reasons.append("database: no round trip for \(ago(success, now))")
         }
         switch schema {
-        case .current, .notChecked:
+        case .current:
             break
         case .unknown:
-            reasons.append("migrations: not compared yet")
-        case .pending(let files):
-            reasons.append("migrations: \(files.count) pending (\(files.joined(separator: ", "))); run `pushizo-worker migrate`")
-        case .failed(let reason):
-            reasons.append("migrations: cannot be compared: \(reason)")
+            reasons.append("migrations: not checked yet (the worker checks them before its first claim)")
+        case .refused(let reason):
+            reasons.append("migrations: \(reason)")
         }
         return reasons.isEmpty ? .healthy : .failing(reasons)
     }

@@ -11,8 +11,8 @@ import Synchronization
 ///   completer, the expand loops when expanding, the HTTP/2 I/O thread) makes progress. A loop stuck inside one
 ///   iteration for the watchdog interval (`WatchdogSec`, or ``defaultInterval`` without systemd's watchdog) fails
 ///   it; restarting the process is the remedy.
-/// - Readiness is ``ReadinessState``: the database reached by the loops' latest round trip and the migrations
-///   current. It fails while the database is unreachable or a migration is pending, and from the stop request on;
+/// - Readiness is ``ReadinessState``: the database reached by the loops' latest round trip and the schema holding
+///   the migrations this build needs (judged at start, and again now and then as the start-up check judges it). It fails while the database is unreachable or a migration is pending, and from the stop request on;
 ///   taking the worker out of rotation is the remedy, not a restart.
 final class WorkerProbes: Sendable {
     /// The liveness interval without systemd's watchdog: a loop inside one iteration this long is stuck.
@@ -24,35 +24,40 @@ final class WorkerProbes: Sendable {
     private let probeIOThread: @Sendable (@escaping @Sendable () -> Void) -> Bool
     private let state: Mutex<ReadinessState>
     private let database: ListenerDatabase
-    private let migrator: PostgresMigrator?
     private let isStopping: @Sendable () -> Bool
+    private let verifySchema: @Sendable (PostgresConnection) throws -> Void
 
     /// - Parameters:
     ///   - watchdog: systemd's watchdog interval, when it is on (the same bound for both).
     ///   - loops: the loops stamped by their own code (``WorkerService/watchedLoops``).
     ///   - ioThread: the HTTP/2 I/O thread's stamp, shared with the systemd reporter (both probe it the same way).
     ///   - probeIOThread: runs its argument on the I/O thread; false once that loop is shut down.
-    ///   - migrator: the migration files to compare the schema with; nil when none were found (not compared).
     ///   - isStopping: whether a stop was requested (not ready from then on).
+    ///   - verifySchema: the start-up check's judgement of the schema (``WorkerSchema/verify(on:known:)``): throws
+    ///     a ``ConfigurationError`` saying what is wrong when this build cannot run with it.
     init(
         watchdog: Duration?, loops: [LoopHeartbeat], ioThread: LoopHeartbeat,
         probeIOThread: @escaping @Sendable (@escaping @Sendable () -> Void) -> Bool, database: ListenerDatabase,
-        migrator: PostgresMigrator?, isStopping: @escaping @Sendable () -> Bool
+        isStopping: @escaping @Sendable () -> Bool,
+        verifySchema: @escaping @Sendable (PostgresConnection) throws -> Void
     ) {
+        self.verifySchema = verifySchema
         self.isStopping = isStopping
         policy = WatchdogPolicy(interval: watchdog ?? Self.defaultInterval)
         self.loops = loops
         self.ioThread = ioThread
         self.probeIOThread = probeIOThread
         self.database = database
-        self.migrator = migrator
-        state = Mutex(ReadinessState(checksSchema: migrator != nil))
+        state = Mutex(ReadinessState())
     }
 
     // MARK: What the worker reports
 
     /// A loop's database round trip succeeded.
     func loopReached() { state.withLock { $0.loopReached(at: .now) } }
+
+    /// The start-up check found the schema current (``WorkerRuntime/verifyDatabaseRoute()``).
+    func schemaVerified() { state.withLock { $0.schemaChecked(.current, at: .now) } }
 
     /// A loop's database round trip failed.
     func loopFailed() { state.withLock { $0.loopFailed(at: .now) } }
@@ -94,18 +99,20 @@ final class WorkerProbes: Sendable {
     }
 
     private func check(_ due: ReadinessState.Checks) {
-        let migrator = self.migrator
+        let verifySchema = self.verifySchema
         let outcome: (contact: Bool, schema: ReadinessState.Schema?)?
         do {
             outcome = try database.withSessionIfFree { connection in
                 if due.contact { _ = try connection.query("SELECT 1") }
-                guard due.schema, let migrator else { return (true, nil) }
+                guard due.schema else { return (true, nil) }
                 do {
-                    let pending = try migrator.pending(on: connection)
-                    return (true, pending.isEmpty ? .current : .pending(pending.map(\.fileName)))
+                    try verifySchema(connection)
+                    return (true, .current)
+                } catch let refusal as ConfigurationError {
+                    return (true, .refused(refusal.problem))
                 } catch {
                     if let failure = error as? PostgresError, failure.isConnectionProblem { throw error }
-                    return (true, .failed(Self.reason(error)))
+                    return (true, .refused(Self.reason(error)))
                 }
             }
         } catch {

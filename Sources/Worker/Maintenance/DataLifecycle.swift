@@ -14,6 +14,8 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var prunedNotifications = 0
     /// Fleet-shared provider tokens expired for more than a day (``expiredProviderTokenAge``).
     public var prunedProviderTokens = 0
+    /// `worker_heartbeats` rows not seen for ``WorkerHeartbeatStore/pruneAge`` (workers stopped or dead).
+    public var prunedWorkerHeartbeats = 0
     /// Steps that failed (a lock not obtained within `lockTimeout`, ...); the others still ran.
     public var problems: [String] = []
 
@@ -26,7 +28,7 @@ public struct MaintenanceReport: Sendable, Equatable {
             "partitions_dropped": droppedPartitions.isEmpty ? "0" : droppedPartitions.joined(separator: ","),
             "default_rows_expired": "\(expiredDefaultRows)", "counts_folded": "\(foldedCounts)",
             "grants_pruned": "\(prunedGrants)", "notifications_pruned": "\(prunedNotifications)",
-            "provider_tokens_pruned": "\(prunedProviderTokens)",
+            "provider_tokens_pruned": "\(prunedProviderTokens)", "worker_heartbeats_pruned": "\(prunedWorkerHeartbeats)",
             "problems": "\(problems.count)",
         ]
     }
@@ -34,14 +36,14 @@ public struct MaintenanceReport: Sendable, Equatable {
     /// Whether the run changed anything.
     public var didWork: Bool {
         !createdPartitions.isEmpty || !droppedPartitions.isEmpty || expiredDefaultRows > 0 || foldedCounts > 0
-            || prunedGrants > 0 || prunedNotifications > 0 || prunedProviderTokens > 0
+            || prunedGrants > 0 || prunedNotifications > 0 || prunedProviderTokens > 0 || prunedWorkerHeartbeats > 0
     }
 }
 
 /// The data lifecycle's maintenance (docs/data-lifecycle.md): partitions of `delivery_events` created ahead and
 /// dropped past the retention (never a `DELETE` of events), count deltas folded, frequency-cap grants outside
-/// every cap window and finished notifications past their retention deleted in small batches, and fleet-shared
-/// provider tokens expired for a day deleted.
+/// every cap window and finished notifications past their retention deleted in small batches, fleet-shared
+/// provider tokens expired for a day deleted, and the heartbeat rows of workers not seen for a day deleted.
 ///
 /// One run at a time across the fleet: a session-level advisory lock (``advisoryLockKey``) is held for the run.
 /// The worker's schedule tries it and skips when another worker holds it; `pushizo-worker maintain` waits for it.
@@ -138,6 +140,13 @@ public enum DataLifecycle {
                     "DELETE FROM provider_tokens WHERE expires_at < now() - make_interval(secs => $1::float8)",
                     [expiredProviderTokenAge.inSeconds])
             }.affectedRows
+        }
+        step("worker heartbeats") {
+            // A schema before migration 0029 has no heartbeats to prune.
+            let present = try connection.query("SELECT to_regclass('worker_heartbeats') IS NOT NULL AS present")[0]
+                .decode(Bool.self, "present")
+            guard present else { return }
+            report.prunedWorkerHeartbeats = try exclusive(connection) { try WorkerHeartbeatStore.prune(on: $0) }
         }
         return report
     }

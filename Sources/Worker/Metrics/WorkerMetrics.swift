@@ -53,6 +53,8 @@ public final class WorkerMetrics: Sendable {
     let credentialExpiry: GaugeFamily
     /// Seconds PostgreSQL's clock is ahead of this host's (negative: behind), as the last reading measured it.
     let databaseClockOffset: GaugeFamily
+    let deliveriesRescued: CounterFamily
+    let fleetWorkers: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -159,6 +161,14 @@ public final class WorkerMetrics: Sendable {
         databaseClockOffset = registry.gauge(
             "pushizo_database_clock_offset_seconds",
             help: "Seconds PostgreSQL's clock is ahead of this host's (negative: behind), measured with the last claim to within half its round trip; PostgreSQL's clock decides due times, expiry, local times and retries.")
+        deliveriesRescued = registry.counter(
+            "pushizo_deliveries_rescued_total",
+            help: "Deliveries this worker claimed after another claim's lease on them ran out without a completion (its worker died, hung or lost the database), by provider.",
+            labels: ["provider"])
+        fleetWorkers = registry.gauge(
+            "pushizo_fleet_workers",
+            help: "Live workers of the whole fleet (worker_heartbeats rows seen within 3 of their heartbeat intervals, this one included), counted with this worker's last heartbeat; the same on every worker: aggregate with max, not sum.")
+        for provider in Provider.allCases { deliveriesRescued.touch(LabelValues(provider.rawValue)) }
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
             tokenRefreshes.touch(LabelValues(provider))
@@ -234,6 +244,28 @@ public final class WorkerMetrics: Sendable {
     func plannerStatistics(analyzed: [String], skipped: [String]) {
         for table in analyzed { plannerStatisticsRefreshes.add(1, LabelValues(table, "analyzed")) }
         for table in skipped { plannerStatisticsRefreshes.add(1, LabelValues(table, "skipped")) }
+    }
+
+    /// Deliveries of one claimed batch rescued from expired leases, per provider (`nil`: none serves the platform).
+    func rescued(byProvider: [Provider?: Int]) {
+        for (provider, count) in byProvider {
+            deliveriesRescued.add(Double(count), LabelValues(Self.providerLabel(provider)))
+        }
+    }
+
+    /// The fleet's live workers as this worker's last heartbeat counted them.
+    func fleetWorkersSeen(_ live: Int) {
+        fleetWorkers.set(Double(live))
+    }
+
+    /// Deliveries claimed since start (those leased at insert included): what the heartbeat's claim rate is
+    /// taken from.
+    var claimedSoFar: Double { claimedDeliveries.value() }
+
+    /// Provider exchanges ended since start, every provider together: what the heartbeat's send rate is taken
+    /// from.
+    var sendsSoFar: Double {
+        Provider.allCases.reduce(0) { $0 + Double(sendDuration.count(LabelValues($1.rawValue))) }
     }
 
     /// A check or refresh of planner statistics that failed.

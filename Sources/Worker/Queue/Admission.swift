@@ -116,14 +116,7 @@ struct Admission: Sendable {
         return .claim(limit: ClaimStore.claimLimit(free: free, batch: batch), room: shares.room)
     }
 
-    /// What a claim made by another loop right after it created rows may take (the transactional expand lane's
-    /// own claim): the free slots and the apps' room, or nil while the row text budget is held.
-    func handOffTerms(pendingCompletions: Int) -> (free: Int, room: ClaimRoom)? {
-        guard !holdsTextBudget else { return nil }
-        return (freeSlots(pendingCompletions: pendingCompletions), shares.room)
-    }
-
-    /// Holds slots for up to `upTo` deliveries of `app` that an expansion chunk may lease as it inserts them: no
+    /// Holds slots for up to `upTo` deliveries of `app` that an expansion chunk or a small notifications' pass may lease as it inserts them: no
     /// more than the free slots and what `app` may hold (``AppSlotShares/roomToHold(_:)``), as claims would take;
     /// none while the row text budget is held, and none while less than a chunk's worth is free for an app that
     /// holds that much already (``hasRoomWorthAChunk(_:pendingCompletions:)``). The held slots count as `app`'s

@@ -10,8 +10,10 @@ import Postgres
 /// the target's own values, then, for a local-time notification, its `delivery_time_of_day` and `ttl`.
 struct AudienceQuery {
     /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
-    /// NULL when none), `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`) and, with a
-    /// lease, `leased_ids` (the ids of those inserted, all leased, comma-separated text, empty when none).
+    /// NULL when none) and `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`). With a
+    /// lease, one row per delivery inserted (all leased; one row of NULLs beside the three when none), each with
+    /// those three and the claim's columns (``ClaimStore/claimedRowsSelect``, read as a claim's rows are): the
+    /// insert hands its rows to the worker itself, and no statement reads them back.
     let sql: String
     /// `$7...` in order.
     let parameters: [any PostgresEncodable]
@@ -172,7 +174,7 @@ struct AudienceQuery {
             sql = """
                 WITH page AS (
                 \(page)
-                ), inserted AS (
+                ), claimed AS (
                     INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by)
                     SELECT $1::uuid, s.id, s.app_id, $5::smallint, now() + make_interval(secs => \(seconds)), 1, 1, \(worker)
                     FROM page s\(users)
@@ -180,12 +182,19 @@ struct AudienceQuery {
                       AND \(match)
                     ORDER BY s.id
                     ON CONFLICT (notification_id, subscription_id) DO NOTHING
-                    RETURNING id
+                    RETURNING id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries,
+                              local_due_at, NULL::text AS rescued_from
+                ),
+                \(ClaimStore.claimedRowsSources),
+                leased AS (
+                \(ClaimStore.claimedRowsSelect)
                 )
+                -- The chunk's own figures on every row, and on one row of NULLs when nothing was inserted.
                 SELECT (SELECT count(*) FROM page) AS scanned,
                        (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last_id,
-                       (SELECT count(*) FROM inserted) AS created,
-                       (SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM inserted) AS leased_ids
+                       (SELECT count(*) FROM claimed) AS created,
+                       l.*
+                FROM (SELECT) chunk LEFT JOIN leased l ON true
                 """
             self.parameters = parameters
             return

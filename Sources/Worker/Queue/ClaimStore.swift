@@ -26,8 +26,8 @@ public enum ClaimStore {
     /// - Throws: ``PostgresError`` other than a data error of some rows (connection problems, an error every
     ///   due row meets, or setting a row aside failed for another reason than a data error).
     /// - Parameter room: how many deliveries each app may take in this worker (``ClaimRoom``).
-    /// - Parameter notifications: only the deliveries of these notifications (those a small notifications' pass
-    ///   just created), visiting only their apps; nil: every due delivery.
+    /// - Parameter notifications: only the deliveries of these notifications, visiting only their apps; nil: every
+    ///   due delivery.
     public static func claim(
         on connection: PostgresConnection, limit: Int, lease: Duration, workerID: String,
         room: ClaimRoom = .unbounded, notifications: [UUID]? = nil
@@ -122,10 +122,12 @@ public enum ClaimStore {
         claimed.reserveCapacity(rows.count)
         let columns = ClaimedColumns(rows)
         var repeats = ClaimedColumns.Repeats()
-        let clock = try rows.first.map {
+        let clock = try rows.first(where: { try columns.id.decodeIfPresent(Int64.self, $0) != nil }).map {
             DatabaseClockReading(databaseNow: try $0.decode(Date.self, "claimed_at"), sent: sent, receivedAt: received)
         }
         for row in rows {
+            // A row of an insert's own figures, with no delivery (``LeasedRows``).
+            if try columns.id.decodeIfPresent(Int64.self, row) == nil { continue }
             do {
                 var delivery = try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats)
                 delivery.databaseClock = clock
@@ -308,10 +310,10 @@ public enum ClaimStore {
             FROM (SELECT *, floor(\(limitText)::numeric * weight / sum(weight) OVER ())::integer AS base
                   FROM caps WHERE cap > 0) c
         ), first_pick AS MATERIALIZED (
-            SELECT d.id, d.app_id
+            SELECT d.id, d.app_id, d.leased_by
             FROM first_shares s
             CROSS JOIN LATERAL (
-                SELECT id, app_id FROM deliveries
+                SELECT id, app_id, leased_by FROM deliveries
                 WHERE app_id = s.app_id AND run_at <= now()\(listed)
                 ORDER BY priority DESC, run_at
                 LIMIT s.share
@@ -334,10 +336,10 @@ public enum ClaimStore {
                   CROSS JOIN (SELECT \(limitText) - count(*) AS room FROM first_pick) r
                   WHERE got = share AND cap > got AND r.room > 0) c
         ), second_pick AS MATERIALIZED (
-            SELECT d.id, d.app_id
+            SELECT d.id, d.app_id, d.leased_by
             FROM second_shares s
             CROSS JOIN LATERAL (
-                SELECT id, app_id FROM deliveries
+                SELECT id, app_id, leased_by FROM deliveries
                 WHERE app_id = s.app_id AND run_at <= now() AND id <> ALL(s.taken)\(listed)
                 ORDER BY priority DESC, run_at
                 LIMIT s.more
@@ -345,7 +347,9 @@ public enum ClaimStore {
             ) d
             WHERE s.more > 0
         ), picked AS MATERIALIZED (
-            SELECT id, app_id FROM first_pick UNION ALL SELECT id, app_id FROM second_pick
+            -- leased_by as the row lock found it: set on a due row only when its lease ran out (a completion that
+            -- reschedules clears it), so the claim rescues that worker's delivery.
+            SELECT id, app_id, leased_by FROM first_pick UNION ALL SELECT id, app_id, leased_by FROM second_pick
         ), taken AS (
             -- Permits of rows not taken (fewer due than permits) stay in the bucket.
             UPDATE app_send_buckets s
@@ -360,10 +364,11 @@ public enum ClaimStore {
                 attempt = d.attempt + 1,
                 fence = d.fence + 1,
                 leased_by = \(worker)
-            WHERE d.id = ANY (ARRAY(SELECT id FROM picked))
+            FROM picked p
+            WHERE d.id = ANY (ARRAY(SELECT id FROM picked)) AND p.id = d.id
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
                       d.uncounted_retries,
-                      d.local_due_at
+                      d.local_due_at, p.leased_by AS rescued_from
         ), settled AS MATERIALIZED (
             -- Each visited app's next turn (apps whose bucket another claim held are left as they are).
             SELECT c.app_id, c.seen,
@@ -410,11 +415,19 @@ public enum ClaimStore {
     }
 
     /// The end of every statement that hands leased rows to the worker, after its `claimed` CTE (the leased rows'
-    /// `id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries, local_due_at`):
+    /// `id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries, local_due_at,
+    /// rescued_from`):
     /// their apps' settings and channels, notifications, subscriptions and users joined in, in the row shape
     /// ``ClaimedColumns`` reads, with the statement's `now()` as `claimed_at`. The claim's
-    /// (``claimSQL(picking:limit:)``) and that of rows leased as they were inserted (``leasedRows(on:deliveryIDs:workerID:)``).
+    /// (``claimSQL(picking:limit:)``) and an expansion chunk's insert of rows leased to its worker (``AudienceQuery``).
     static let claimedRowsTail = """
+        \(claimedRowsSources)
+        \(claimedRowsSelect)
+        """
+
+    /// The CTEs of ``claimedRowsTail`` (after the `claimed` CTE, before its `SELECT`): the claimed rows' apps,
+    /// channels and notifications, each read once per statement.
+    static let claimedRowsSources = """
         -- The claimed apps' settings and channels, their jsonb written as text once per app and claim: read per
         -- row, each document was written out up to three times per claimed delivery (for its bound, its value
         -- and the oversized check), and jsonb output was a seventh of PostgreSQL's CPU in a broadcast drain.
@@ -440,6 +453,10 @@ public enum ClaimStore {
                 WHERE id = k.notification_id OFFSET 0
             ) n
         )
+        """
+
+    /// The `SELECT` of ``claimedRowsTail``: one row per `claimed` row in the row shape ``ClaimedColumns`` reads.
+    static let claimedRowsSelect = """
         SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
                n.message_version, \(bounded("n.campaign_id", as: "campaign_id")),
                n.status AS notification_status,
@@ -459,7 +476,7 @@ public enum ClaimStore {
                ch.provider AS channel_provider, \(bounded("ch.settings", as: "channel_settings")),
                \(bounded("ch.endpoint", as: "channel_endpoint")), ch.paused_until AS channel_paused_until,
                c.uncounted_retries,
-               c.local_due_at,
+               c.local_due_at, c.rescued_from,
                now() AS claimed_at,
                concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
         FROM claimed c
@@ -478,32 +495,22 @@ public enum ClaimStore {
             WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
         """
 
-    /// Reads rows this worker leased as it inserted them (an expansion chunk's, docs/performance.md,
-    /// "Deliveries leased at insert"): the same row shape as a claim's, each row still leased to `workerID` under
-    /// its first fence (1) read (another is left out: its lease ran out and another worker claimed it). A row that
-    /// cannot be read is set aside under that fence, as a claimed one is. Nothing is written to the rows read.
-    /// - Parameter deliveryIDs: the ids the insert returned as leased.
-    /// - Throws: ``PostgresError``; the rows then stay leased until their lease runs out, when any worker claims them.
-    public static func leasedRows(on connection: PostgresConnection, deliveryIDs: [Int64], workerID: String) throws
-        -> [ClaimedDelivery]
-    {
-        guard !deliveryIDs.isEmpty else { return [] }
-        let sent = DatabaseClockReading.StatementTiming()
-        return try decodeClaimed(
-            try connection.preparedQuery(leasedRowsSQL, [deliveryIDs, workerID]), sent: sent, on: connection)
+    /// Reads the rows an expansion chunk leased to this worker as it inserted them (docs/performance.md,
+    /// "Deliveries leased at insert"), in the claim's row shape as its insert returned them, once its transaction
+    /// has committed: each carries the notification's version as the chunk left it and the insert's reading of
+    /// PostgreSQL's clock. A row that cannot be read is set aside under its fence (1), as a claimed one is.
+    /// - Throws: ``PostgresError`` when setting a row aside fails for another reason than a data error; the rows
+    ///   then stay leased until their lease runs out, when any worker claims them.
+    public static func leasedRows(_ leased: LeasedRows, on connection: PostgresConnection) throws -> [ClaimedDelivery] {
+        guard let rows = leased.rows else { return [] }
+        var deliveries = try decodeClaimed(rows, sent: leased.sent, on: connection)
+        for index in deliveries.indices {
+            if let version = leased.messageVersions[deliveries[index].notificationID] {
+                deliveries[index].messageVersion = version
+            }
+        }
+        return deliveries
     }
-
-    /// ``leasedRows(on:deliveryIDs:workerID:)``'s statement: `$1` the ids (`bigint[]`), `$2` the worker id.
-    static let leasedRowsSQL = """
-        WITH claimed AS MATERIALIZED (
-            -- By primary key (an array, so no join plan can read the whole queue instead).
-            SELECT d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
-                   d.uncounted_retries, d.local_due_at
-            FROM deliveries d
-            WHERE d.id = ANY ($1::bigint[]) AND d.leased_by = $2 AND d.fence = 1
-        ),
-        \(claimedRowsTail)
-        """
 
     /// Extends this worker's claims whose completions wait to be written: `run_at` (the lease's end) moves to
     /// `now() + lease` for each delivery whose fence still matches, so no other worker claims (and

@@ -43,6 +43,7 @@ extension ClaimedDelivery {
             channelPausedUntil: try c.channelPausedUntil.decodeIfPresent(Date.self, row),
             uncountedRetries: try c.uncountedRetries.decodeIfPresent(Int.self, row) ?? 0)
         localDueAt = try c.localDueAt.decodeIfPresent(Date.self, row)
+        rescuedFrom = try c.rescuedFrom.decodeIfPresent(String.self, row)
         oversizedColumns = (try c.oversizedColumns.decodeIfPresent(String.self, row) ?? "")
             .split(separator: ",").map(String.init)
     }
@@ -103,7 +104,7 @@ final class ClaimedColumns {
         subscriptionStatus, tokenUpdatedAt, userTags, userID, webP256DH, webAuth, defaultLanguage,
         defaultTimezone, quietHoursStart, quietHoursEnd, signingKey, frequencyCaps, channelProvider,
         channelSettings, channelEndpoint, channelPausedUntil, uncountedRetries, localDueAt,
-        oversizedColumns: Column
+        rescuedFrom, oversizedColumns: Column
 
     init(_ result: PostgresQueryResult) {
         func column(_ name: String) -> Column { Column(name: name, index: result.columnIndex(name)) }
@@ -142,6 +143,7 @@ final class ClaimedColumns {
         channelPausedUntil = column("channel_paused_until")
         uncountedRetries = column("uncounted_retries")
         localDueAt = column("local_due_at")
+        rescuedFrom = column("rescued_from")
         oversizedColumns = column("oversized_columns")
     }
 }

@@ -46,6 +46,7 @@ public struct ClaimedDelivery: Sendable {
         var channelPausedUntil: Date?
         var uncountedRetries: Int = 0
         var localDueAt: Date? = nil
+        var rescuedFrom: String? = nil
         var leaseExpiry: ContinuousClock.Instant? = nil
         var databaseClock: DatabaseClockReading? = nil
         var oversizedColumns: [String] = []
@@ -343,6 +344,15 @@ public struct ClaimedDelivery: Sendable {
     public var localDueAt: Date? {
         get { storage.fields.localDueAt }
         set { unique().fields.localDueAt = newValue }
+    }
+
+    /// The `deliveries.leased_by` this claim took the delivery from: set when the row was claimed after another
+    /// claim's lease on it ran out without a completion (that worker died, hung or lost the database), the
+    /// worker's name as it wrote it (possibly this worker's own). `nil` for a delivery claimed after its
+    /// completion rescheduled it, one never claimed before, and one leased at insert.
+    public var rescuedFrom: String? {
+        get { storage.fields.rescuedFrom }
+        set { unique().fields.rescuedFrom = newValue }
     }
 
     /// When this worker's claim runs out, on this process's monotonic clock (set by the claim loop from the

@@ -53,8 +53,8 @@ public enum ExpansionStore {
         /// No app has room in this worker as the call starts (no slot free, or the row text budget held): the
         /// notifications whose rows would be leased are not picked at all.
         public var noRoom: Bool
-        /// Asked once per chunk, inside its transaction, with the chunk's app and how many deliveries the chunk
-        /// may create: how many of them it may lease at most (the worker's free slots and the app's room in them,
+        /// Asked once per chunk (and once per app of a small notifications' pass), inside its transaction, with the
+        /// app and how many deliveries the chunk may create: how many of them it may lease at most (the worker's free slots and the app's room in them,
         /// held for the chunk by the answer; 0: none, and the chunk waits). The caller gives back what the chunk
         /// did not lease.
         public var reserve: @Sendable (_ app: UUID, _ upTo: Int) -> Int
@@ -163,34 +163,35 @@ public enum ExpansionStore {
         on connection: PostgresConnection, chunkSize: Int = expansionChunkSize,
         slicing: Slicing = .default, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any
     ) throws -> ExpansionResult? {
-        var leasedIDs: [Int64] = []
+        var leased = LeasedRows.none
         return try expandNext(
             on: connection, chunkSize: chunkSize, slicing: slicing, suspects: &suspects, pick: pick, lease: nil,
-            leasedIDs: &leasedIDs)
+            leased: &leased)
     }
 
     /// ``expandNext(on:chunkSize:slicing:suspects:pick:)`` in a worker that sends: a notification whose rows can be
     /// leased gets only as many new deliveries as `lease` gives room for, each leased to this worker as it is
     /// inserted, and none without room (``InsertLease``; then ``ExpansionResult/waitingForRoom(appIDs:)`` when
     /// nothing else is due).
-    /// - Parameter leasedIDs: set to the ids of the deliveries the committed chunk inserted leased (empty when
-    ///   none, or when the call throws); read them with ``ClaimStore/leasedRows(on:deliveryIDs:workerID:)``.
+    /// - Parameter leased: set to the deliveries the committed chunk inserted leased, in the claim's row shape as
+    ///   its insert returned them (``LeasedRows/none`` when none, or when the call throws); read them with
+    ///   ``ClaimStore/leasedRows(_:on:)``.
     public static func expandNext(
         on connection: PostgresConnection, chunkSize: Int = expansionChunkSize,
         slicing: Slicing = .default, suspects: inout ExpansionSuspects, pick: ExpansionPick = .any,
-        lease: InsertLease?, leasedIDs: inout [Int64]
+        lease: InsertLease?, leased: inout LeasedRows
     ) throws -> ExpansionResult? {
         var setAside: [UUID] = []
         var foreignKeyRetries = 0
-        leasedIDs = []
+        leased = .none
         while true {
             var picked: PickedNotification?
             do {
-                var committedIDs: [Int64] = []
+                var committed = LeasedRows.none
                 let result = try expandChunk(
                     on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, lease: lease,
-                    leasedIDs: &committedIDs, picked: &picked)
-                leasedIDs = committedIDs
+                    leased: &committed, picked: &picked)
+                leased = committed
                 switch result {
                 case .expanded(let id, let created)?, .expanding(let id, let created)?:
                     if let picked { suspects.chunkCommitted(id, created: created, at: picked.now) }
@@ -288,19 +289,31 @@ public enum ExpansionStore {
     ///
     /// With `roomless` (a leasing call, ``InsertLease``), the pick skips the notifications whose rows would be
     /// leased of the apps without room (`$2` or, with `.only`, `$3`: no app has room; the next: the apps found
-    /// without), as ``roomNarrowing(_:)`` says.
+    /// without), as ``roomNarrowing(_:)`` says, and reads whether its app's rows may be leased (``leasableColumn``)
+    /// in the same statement.
     static func chunkPickSQL(_ pick: ExpansionPick, roomless: Bool = false) -> String {
-        switch pick {
-        case .any: pickSQL(narrowing: roomless ? roomNarrowing(2) : "", limit: 1)
+        let columns = roomless ? ", \(leasableColumn)" : ""
+        return switch pick {
+        case .any: pickSQL(narrowing: roomless ? roomNarrowing(2) : "", limit: 1, columns: columns)
         case .skippingSmall:
             pickSQL(
                 narrowing: "AND NOT scheduled AND NOT expansion_sliced AND NOT (\(SmallNotificationStore.smallNotificationPredicate))"
                     + (roomless ? " " + roomNarrowing(2) : ""),
-                limit: 1)
-        case .only: pickSQL(narrowing: "AND id = $2" + (roomless ? " " + roomNarrowing(3) : ""), limit: 1)
-        case .slice: roomless ? slicePickSQL(narrowing: roomNarrowing(2)) : slicePickSQL
+                limit: 1, columns: columns)
+        case .only: pickSQL(narrowing: "AND id = $2" + (roomless ? " " + roomNarrowing(3) : ""), limit: 1, columns: columns)
+        case .slice: roomless ? slicePickSQL(narrowing: roomNarrowing(2), columns: columns) : slicePickSQL
         }
     }
+
+    /// `leasable`: whether the picked notification's app (of `notifications`) may have its deliveries leased at
+    /// insert: not while it has a send limit (`apps.max_sends_per_second`: its claims charge its token bucket,
+    /// docs/throttle.md), nor while an operator pauses it or the fleet (``ClaimPauses``: its rows are expanded ahead
+    /// and wait, as the claim leaves them). A lookup by key in the pick, so a leasing chunk asks it without a
+    /// round trip of its own.
+    static let leasableColumn = """
+        (SELECT a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition)
+         FROM apps a WHERE a.id = notifications.app_id) AS leasable
+        """
 
     /// `AND ...`: a notification (named `notifications`) a leasing call may pick: one whose rows would not be
     /// leased (delivered at local time, or of an app with a send limit: expanded ahead whatever the room), one
@@ -341,9 +354,9 @@ public enum ExpansionStore {
     static let slicePickSQL = slicePickSQL(narrowing: "")
 
     /// ``slicePickSQL`` with `narrowing` (`AND ...`, naming the slice's notification `notifications`).
-    static func slicePickSQL(narrowing: String) -> String {
+    static func slicePickSQL(narrowing: String, columns: String = "") -> String {
         """
-        SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto
+        SELECT \(pickColumns), s.slice, s.slice_after, s.slice_upto\(columns)
         FROM expansion_slices s
         CROSS JOIN LATERAL (SELECT * FROM notifications WHERE id = s.notification_id OFFSET 0) notifications
         WHERE \(slicePickable) \(narrowing)
@@ -355,10 +368,11 @@ public enum ExpansionStore {
     }
 
     /// A pick of up to `limit` due notifications that also meet `narrowing` (`AND ...`), least recently served
-    /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's.
-    static func pickSQL(narrowing: String, limit: Int) -> String {
+    /// first, locked `FOR UPDATE SKIP LOCKED`: the chunk step's and the bulk pass's. `columns`: more to read
+    /// (`, ...`).
+    static func pickSQL(narrowing: String, limit: Int, columns: String = "") -> String {
         """
-        SELECT \(pickColumns)
+        SELECT \(pickColumns)\(columns)
         FROM notifications
         WHERE status IN ('pending', 'expanding') AND (send_after IS NULL OR send_after <= now())
           \(narrowing)
@@ -398,25 +412,24 @@ public enum ExpansionStore {
         }
     }
 
-    /// One chunk in one transaction; `leasedIDs`: the ids of the deliveries it inserted leased, set only when it
-    /// commits.
+    /// One chunk in one transaction; `leased`: the deliveries it inserted leased, set only when it commits.
     private static func expandChunk(
         on connection: PostgresConnection, chunkSize: Int, slicing: Slicing, pick: ExpansionPick,
-        lease: InsertLease?, leasedIDs: inout [Int64], picked: inout PickedNotification?
+        lease: InsertLease?, leased: inout LeasedRows, picked: inout PickedNotification?
     ) throws
         -> ExpansionResult?
     {
-        var inserted: [Int64] = []
+        var inserted = LeasedRows.none
         let result = try expandChunkTransaction(
-            on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, lease: lease, leasedIDs: &inserted,
+            on: connection, chunkSize: chunkSize, slicing: slicing, pick: pick, lease: lease, leased: &inserted,
             picked: &picked)
-        leasedIDs = inserted
+        leased = inserted
         return result
     }
 
     private static func expandChunkTransaction(
         on connection: PostgresConnection, chunkSize: Int, slicing: Slicing, pick: ExpansionPick,
-        lease: InsertLease?, leasedIDs: inout [Int64], picked: inout PickedNotification?
+        lease: InsertLease?, leased: inout LeasedRows, picked: inout PickedNotification?
     ) throws
         -> ExpansionResult?
     {
@@ -493,7 +506,8 @@ public enum ExpansionStore {
                 // worker's room is not asked. Rows that would be leased are inserted only as far as the room goes,
                 // and none without room: the notification is left as it was (its lock ends with this transaction,
                 // for a worker with room) and the next one picked.
-                guard let lease, checked.localTime == nil, try isLeasable(appID, on: connection) else { break }
+                guard let lease, checked.localTime == nil, try row.decodeIfPresent(Bool.self, "leasable") ?? false
+                else { break }
                 quota = lease.reserve(appID, chunkSize)
                 if quota > 0 { break }
                 waiting.append(appID)
@@ -514,12 +528,15 @@ public enum ExpansionStore {
             let chunkParameters: [any PostgresEncodable] =
                 [notificationID, appID, cursor ?? nilUUID, pageSize, priority, selection.platforms]
                 + query.parameters
-            let chunk = try connection.query(query.sql, chunkParameters)[0]
+            let sent = DatabaseClockReading.StatementTiming()
+            let rows = try connection.query(query.sql, chunkParameters)
+            let chunk = rows[0]
             let scanned = try chunk.decode(Int.self, "scanned")
             let created = try chunk.decode(Int.self, "created")
             let lastID = try chunk.decodeIfPresent(UUID.self, "last_id")
-            if quota > 0 {
-                leasedIDs = try chunk.decode(String.self, "leased_ids").split(separator: ",").compactMap { Int64($0) }
+            // The leased rows, once the notification's update below gives their version.
+            func leasedRows(version: String) -> LeasedRows {
+                quota > 0 && created > 0 ? LeasedRows(rows: rows, sent: sent, messageVersions: [notificationID: version]) : .none
             }
             // A slice is also done when its page reached its upper bound (an active id when it was cut), which
             // spares the empty chunk that would otherwise find that out.
@@ -537,9 +554,11 @@ public enum ExpansionStore {
                         notificationID, appID: appID, after: lastID, slicing: slicing, openEnded: slice,
                         on: connection)
                 }
-                return try finishSliceChunk(
+                let (result, version) = try finishSliceChunk(
                     slice, of: notificationID, lastID: recut ? nil : lastID, done: done, created: created,
                     on: connection)
+                leased = leasedRows(version: version)
+                return result
             }
             // A filter form with more than a slice left is cut into slices now (id lists never are: their
             // page is the list itself, never the app's index).
@@ -547,7 +566,7 @@ public enum ExpansionStore {
             if !done, mayCut, !selection.target.isListed, let lastID, slicing.size > 0 {
                 sliced = try cutIntoSlices(notificationID, appID: appID, after: lastID, slicing: slicing, on: connection)
             }
-            _ = try connection.query(
+            let version = try connection.query(
                 """
                 UPDATE notifications
                 SET status = CASE WHEN $2::boolean THEN 'expanded' ELSE 'expanding' END,
@@ -557,21 +576,13 @@ public enum ExpansionStore {
                     expansion_touched_at = clock_timestamp(),
                     expansion_sliced = expansion_sliced OR $5::boolean
                 WHERE id = $1
-                """, [notificationID, done, lastID, created, sliced])
+                RETURNING xmin::text AS version
+                """, [notificationID, done, lastID, created, sliced])[0].decode(String.self, "version")
+            leased = leasedRows(version: version)
             return done
                 ? .expanded(notificationID: notificationID, created: created)
                 : .expanding(notificationID: notificationID, created: created)
         }
-    }
-
-    /// Whether `app`'s deliveries may be leased at insert: not while it has a send limit
-    /// (`apps.max_sends_per_second`: its claims charge its token bucket, docs/throttle.md), nor while an operator
-    /// pauses it or the fleet (``ClaimPauses``: its rows are expanded ahead and wait, as the claim leaves them).
-    static func isLeasable(_ app: UUID, on connection: PostgresConnection) throws -> Bool {
-        try connection.query(
-            "SELECT a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition) AS leasable FROM apps a WHERE a.id = $1",
-            [app]
-        ).first?.decode(Bool.self, "leasable") ?? false
     }
 
     /// Cuts the app's active subscriptions after `after` into slices of `slicing.size` (at most
@@ -624,10 +635,11 @@ public enum ExpansionStore {
     /// only there, for the other's commit; the "any slice left?" question is a statement
     /// of its own after that wait, so under READ COMMITTED it sees the other chunk's committed slice: of two
     /// chunks closing the last two slices at once, the second to commit finishes the notification.
+    /// - Returns: the chunk's result, and the notification's row version (`xmin`) as the chunk leaves it.
     private static func finishSliceChunk(
         _ slice: PickedSlice, of notificationID: UUID, lastID: UUID?, done: Bool, created: Int,
         on connection: PostgresConnection
-    ) throws -> ExpansionResult {
+    ) throws -> (ExpansionResult, version: String) {
         if done {
             try closeSlice(slice, of: notificationID, on: connection)
         } else if let lastID {
@@ -636,18 +648,20 @@ public enum ExpansionStore {
                 UPDATE expansion_slices SET slice_after = $3 WHERE notification_id = $1 AND slice = $2
                 """, [notificationID, slice.index, lastID])
         }
-        _ = try connection.query(
+        let version = try connection.query(
             """
             UPDATE notifications
             SET targeted_count = coalesce(targeted_count, 0) + $2::integer, expansion_touched_at = clock_timestamp()
             WHERE id = $1
-            """, [notificationID, created])
-        if done { return try finishSliced(notificationID, created: created, on: connection) }
-        return .expanding(notificationID: notificationID, created: created)
+            RETURNING xmin::text AS version
+            """, [notificationID, created])[0].decode(String.self, "version")
+        if done { return (try finishSliced(notificationID, created: created, on: connection), version) }
+        return (.expanding(notificationID: notificationID, created: created), version)
     }
 
     /// Marks a sliced notification `expanded` if none of its slices is left (in a statement of its own: see
-    /// ``finishSliceChunk(_:of:lastID:done:created:on:)``).
+    /// ``finishSliceChunk(_:of:lastID:done:created:on:)``). The notification's version is the chunk's already:
+    /// its transaction updated the row before.
     private static func finishSliced(_ notificationID: UUID, created: Int, on connection: PostgresConnection) throws
         -> ExpansionResult
     {

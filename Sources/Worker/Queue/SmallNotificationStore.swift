@@ -43,6 +43,9 @@ public enum SmallNotificationStore {
         public var created = 0
         /// The notifications of the bulk statement that created deliveries (not those of a fall-back).
         public var withDeliveries: [UUID] = []
+        /// Of `created`, the deliveries inserted leased to this worker (``ExpansionStore/InsertLease``); the others
+        /// are due for any claim.
+        public var leased = 0
         /// Notifications failed (refused target or message, expired, or convicted of a data error), with reason.
         public var failed: [Failed] = []
         /// Notifications whose insert failed on data without evidence yet: pushed behind the others.
@@ -85,6 +88,25 @@ public enum SmallNotificationStore {
     public static func expandSmallNotifications(
         on connection: PostgresConnection, limit: Int = smallNotificationBatch, suspects: inout ExpansionSuspects
     ) throws -> SmallExpansionResult {
+        var leased = LeasedRows.none
+        return try expandSmallNotifications(
+            on: connection, limit: limit, suspects: &suspects, lease: nil, leased: &leased)
+    }
+
+    /// ``expandSmallNotifications(on:limit:suspects:)`` in a worker that sends: the deliveries of each notification
+    /// that `lease` has room for are inserted leased to this worker, as a first claim leaves them, and returned by
+    /// the insert in the claim's row shape (``LeasedRows``), so no claim takes them: a notification's rows all or
+    /// none, its app's room held for its listed ids (``InsertLease/reserve``; the caller gives back what was not
+    /// leased). Never leased (due for the claim loop, as without a lease): a notification delivered at local time,
+    /// one of an app with a send limit, and one of an app or a fleet an operator paused (``ClaimPauses``).
+    /// - Parameter leased: set to the leased deliveries once the pass commits (``LeasedRows/none`` when none, after
+    ///   a fall-back, or when the call throws); read them with ``ClaimStore/leasedRows(_:on:)``.
+    public static func expandSmallNotifications(
+        on connection: PostgresConnection, limit: Int = smallNotificationBatch, suspects: inout ExpansionSuspects,
+        lease: ExpansionStore.InsertLease?, leased: inout LeasedRows
+    ) throws -> SmallExpansionResult {
+        leased = .none
+        var committed = LeasedRows.none
         var result = SmallExpansionResult()
         var pickedIDs: [UUID] = []
         var now = Date()
@@ -147,8 +169,10 @@ public enum SmallNotificationStore {
                     }
                 }
                 pickedIDs = refused.map(\.notificationID) + result.chunked + included.map(\.id)
+                let leasing = lease.map { leasedNotifications(included, lease: $0, devices: devices.counted) } ?? []
                 if !result.chunked.isEmpty { try ExpansionStore.pushBehind(result.chunked, on: connection) }
-                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String]) = ([], [], [], [], [])
+                var notifications: (ids: [UUID], apps: [UUID], priorities: [Int], platforms: [String?], kinds: [String], leased: [Bool]) =
+                    ([], [], [], [], [], [])
                 var localTimes: (timesOfDay: [String?], ttls: [Int?]) = ([], [])
                 var listedSubscriptions: (notifications: [UUID], ids: [UUID]) = ([], [])
                 var listedUsers: (notifications: [UUID], externalIDs: [String]) = ([], [])
@@ -162,6 +186,7 @@ public enum SmallNotificationStore {
                     // Validated platform names (ios, android, web): no comma can occur in one.
                     notifications.platforms.append(notification.selection.platforms?.joined(separator: ","))
                     notifications.kinds.append(notification.selection.subscriptionKind)
+                    notifications.leased.append(leasing.contains(id))
                     switch notification.selection.target {
                     case .subscriptionIDs(let ids):
                         listedSubscriptions.notifications += repeatElement(id, count: ids.count)
@@ -191,23 +216,37 @@ public enum SmallNotificationStore {
                     PostgresBinaryArray.smallint(notifications.priorities), PostgresBinaryArray.text(notifications.platforms),
                     PostgresBinaryArray.uuid(listedSubscriptions.notifications), PostgresBinaryArray.uuid(listedSubscriptions.ids),
                     PostgresBinaryArray.uuid(listedUsers.notifications), PostgresBinaryArray.text(listedUsers.externalIDs),
-                    PostgresBinaryArray.text(notifications.kinds),
+                    PostgresBinaryArray.text(notifications.kinds), PostgresBinaryArray.boolean(notifications.leased),
+                    lease?.lease.inSeconds ?? 0, lease?.workerID ?? "",
                 ]
                 let withLocalTime = localTimes.timesOfDay.contains { $0 != nil }
                 if withLocalTime {
                     insertParameters += [PostgresBinaryArray.text(localTimes.timesOfDay), PostgresBinaryArray.integer(localTimes.ttls)]
                 }
-                // One statement inserts the deliveries and marks the notifications expanded.
+                // One statement inserts the deliveries, marks the notifications expanded and returns the leased rows.
+                let sent = DatabaseClockReading.StatementTiming()
                 let created = try connection.preparedQuery(withLocalTime ? smallInsertWithLocalTimeSQL : smallInsertPlainSQL, insertParameters)
+                var versions: [UUID: String] = [:]
+                var leasedCount = 0
                 for row in created {
-                    result.created += try row.decode(Int.self, "n")
-                    result.withDeliveries.append(try row.decode(UUID.self, "notification_id"))
+                    guard let id = try row.decodeIfPresent(UUID.self, "counted_notification") else {
+                        leasedCount += 1
+                        continue
+                    }
+                    versions[id] = try row.decode(String.self, "notification_version")
+                    result.created += try row.decode(Int.self, "counted")
+                    result.withDeliveries.append(id)
                 }
                 result.expanded = notifications.ids.count
+                if leasedCount > 0 {
+                    result.leased = leasedCount
+                    committed = LeasedRows(rows: created, sent: sent, messageVersions: versions)
+                }
             }
         } catch let error as PostgresError where error.isDataError && !pickedIDs.isEmpty {
             return try expandOneAtATime(pickedIDs, on: connection, suspects: &suspects)
         }
+        leased = committed
         if result.picked > 0 {
             result.transactions = 1
             if result.created > 0 {
@@ -215,6 +254,43 @@ public enum SmallNotificationStore {
             }
         }
         return result
+    }
+
+    /// Most deliveries one pass leases (``leasedNotifications(_:lease:devices:)``); the rest of a larger pass is
+    /// the claim loop's. Under the pass's generic plan, which expects a row or so, the claim's tail joins the leased
+    /// rows to their notifications by a nested loop: 500 one-device notifications leased at once compared each row
+    /// with each notification (249,500 comparisons, as costly as the claims they spared). A steady stream's passes
+    /// hold a few notifications each, all leased.
+    static let maximumLeasedPerPass = 100
+
+    /// The notifications of `included` whose rows a pass leases: not delivered at local time, and within the room
+    /// `lease` holds for their app (``ExpansionStore/InsertLease/reserve``) and ``maximumLeasedPerPass``, asked once
+    /// per app for all of its notifications' audiences (their listed ids, or for external ids the devices counted
+    /// when more) and given to them in pick order, a notification all or nothing. Whether the app's rows may be
+    /// leased at all (a send limit, a pause) the insert decides.
+    static func leasedNotifications(
+        _ included: [AcceptedSmall], lease: ExpansionStore.InsertLease, devices: [UUID: Int]
+    ) -> Set<UUID> {
+        guard !lease.noRoom else { return [] }
+        var budget = maximumLeasedPerPass
+        var wanted: [UUID: [(id: UUID, cost: Int)]] = [:]
+        var apps: [UUID] = []
+        for notification in included where notification.localTime == nil {
+            let cost = max(notification.selection.target.listedIDCount, devices[notification.id] ?? 0)
+            if wanted[notification.appID] == nil { apps.append(notification.appID) }
+            wanted[notification.appID, default: []].append((notification.id, cost))
+        }
+        var leasing: Set<UUID> = []
+        for app in apps where budget > 0 {
+            let notifications = wanted[app] ?? []
+            var room = lease.reserve(app, min(budget, notifications.reduce(0) { $0 + $1.cost }))
+            budget -= room
+            for notification in notifications where notification.cost <= room {
+                room -= notification.cost
+                leasing.insert(notification.id)
+            }
+        }
+        return leasing
     }
 
     /// A picked small notification that passed the checks.
@@ -401,13 +477,23 @@ public enum SmallNotificationStore {
 
     /// The bulk insert: `$1..$4` the notifications (id, app, delivery priority, comma-separated platforms or
     /// NULL), `$5`/`$6` (notification, subscription id) pairs, `$7`/`$8` (notification, external id) pairs,
-    /// `$9` each notification's `subscriptions.kind` (in `$1`'s order).
+    /// `$9` each notification's `subscriptions.kind` and `$10` whether its rows may be leased (both in `$1`'s
+    /// order), `$11` the lease's seconds and `$12` the worker id.
     /// Only active subscriptions of the notification's own app and kind are reached, as in the chunked path. The
     /// same statement marks every notification of `$1` `expanded` (`expanded_at`, `targeted_count` plus what it
-    /// created, `expansion_touched_at`), so a pass costs one statement after the pick, not two. Returns one
-    /// row per notification that got deliveries: `notification_id`, `n`.
+    /// created, `expansion_touched_at`), so a pass costs one statement after the pick, not two.
     ///
-    /// With `localTime`, `$10` (`text[]`, `HH:MM:SS` or NULL) and `$11` (`integer[]`, ttl or NULL), parallel
+    /// The rows of a notification `$10` allows whose app may have them leased (no send limit, neither it nor the
+    /// fleet paused: ``ExpansionStore/leasableColumn``'s condition) are inserted leased to the worker as a first
+    /// claim leaves them (`run_at` the lease's end, attempt and fence 1, `leased_by`): they fall due at the
+    /// lease's end should the worker never send them (the insert trigger sets the app's turn to the earliest
+    /// `run_at` inserted). The others are due at once (or at local time) for any claim.
+    ///
+    /// Returns one row per notification that got deliveries, `counted_notification`, `counted` (its deliveries)
+    /// and `notification_version` (its `xmin` as this statement leaves it), the claim's columns NULL; then one row
+    /// per delivery leased, in the claim's row shape (``ClaimStore/claimedRowsSelect``), those three NULL.
+    ///
+    /// With `localTime`, `$13` (`text[]`, `HH:MM:SS` or NULL) and `$14` (`integer[]`, ttl or NULL), parallel
     /// to `$1`, give each local-time notification's schedule: `run_at` and `local_due_at` are computed once per
     /// (notification, distinct zone) in the statement (``LocalTimeSQL``; docs/local-time-delivery.md).
     /// ``smallInsertSQL(localTime:)`` built once each: they run as prepared statements (planning took longer
@@ -434,15 +520,20 @@ public enum SmallNotificationStore {
                 notifications: """
                     SELECT l.id, coalesce(x.send_after, x.created_at) AS start_at, a.default_timezone AS app_zone,
                            l.time_of_day::time AS time_of_day, l.ttl
-                    FROM unnest($1::uuid[], $10::text[], $11::integer[]) AS l(id, time_of_day, ttl)
+                    FROM unnest($1::uuid[], $13::text[], $14::integer[]) AS l(id, time_of_day, ttl)
                     JOIN notifications x ON x.id = l.id JOIN apps a ON a.id = x.app_id
                     WHERE l.time_of_day IS NOT NULL
                     """)
             : ""
         return """
             WITH n AS (
-                SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[], $9::text[])
-                    AS n(id, app_id, priority, platforms, kind)
+                SELECT u.id, u.app_id, u.priority, u.platforms, u.kind,
+                       u.lease AND EXISTS (
+                           SELECT FROM apps a
+                           WHERE a.id = u.app_id AND a.max_sends_per_second IS NULL AND \(ClaimPauses.leaseCondition)
+                       ) AS leased
+                FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[], $9::text[], $10::boolean[])
+                    AS u(id, app_id, priority, platforms, kind, lease)
             ), wanted AS (
                 SELECT l.notification_id, s.id AS subscription_id, s.platform, s.timezone
                 FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
@@ -465,13 +556,17 @@ public enum SmallNotificationStore {
                 ) s
                 WHERE s.app_id = n.app_id AND s.status = 'active' AND s.kind = n.kind
             )\(local), inserted AS (
-                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localTime ? ", run_at, local_due_at" : ""))
-                SELECT w.notification_id, w.subscription_id, n.app_id, n.priority\(localTime ? ", \(LocalTimeSQL.runAt(entry: entry)), \(LocalTimeSQL.dueAt(entry: entry))" : "")
+                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by\(localTime ? ", local_due_at" : ""))
+                SELECT w.notification_id, w.subscription_id, n.app_id, n.priority,
+                       CASE WHEN n.leased THEN now() + make_interval(secs => $11::float8) ELSE \(localTime ? LocalTimeSQL.runAt(entry: entry) : "now()") END,
+                       CASE WHEN n.leased THEN 1 ELSE 0 END, CASE WHEN n.leased THEN 1 ELSE 0 END,
+                       CASE WHEN n.leased THEN $12::text END\(localTime ? ", \(LocalTimeSQL.dueAt(entry: entry))" : "")
                 FROM wanted w JOIN n ON n.id = w.notification_id\(localTime ? " CROSS JOIN local_schedule ls" : "")
                 WHERE n.platforms IS NULL OR w.platform = ANY(string_to_array(n.platforms, ','))
                 ORDER BY w.notification_id, w.subscription_id
                 ON CONFLICT (notification_id, subscription_id) DO NOTHING
-                RETURNING notification_id
+                RETURNING id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries,
+                          local_due_at, leased_by
             ), counts AS (
                 SELECT id, sum(created)::bigint AS n
                 FROM (SELECT id, 0 AS created FROM n UNION ALL SELECT notification_id, 1 FROM inserted) x
@@ -483,8 +578,18 @@ public enum SmallNotificationStore {
                     expansion_touched_at = clock_timestamp()
                 FROM counts c
                 WHERE m.id = c.id
+                RETURNING m.id, c.n, m.xmin::text AS version
+            ), claimed AS (
+                -- Rows leased at insert were taken from no one: nothing rescued.
+                SELECT *, NULL::text AS rescued_from FROM inserted WHERE leased_by IS NOT NULL
+            ),
+            \(ClaimStore.claimedRowsSources),
+            leased AS (
+            \(ClaimStore.claimedRowsSelect)
             )
-            SELECT id AS notification_id, n FROM counts WHERE n > 0
+            -- Both sides one after the other (a join on false): no plan compares each notification with each row.
+            SELECT m.id AS counted_notification, m.n AS counted, m.version AS notification_version, l.*
+            FROM (SELECT * FROM marked WHERE n > 0) m FULL JOIN leased l ON false
             """
     }
 }

@@ -22,6 +22,7 @@ public enum WorkerRights {
         ("apps", ["SELECT"]),
         ("users", ["SELECT"]),
         ("time_zone_names", ["SELECT"]),
+        ("worker_heartbeats", ["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ]
 
     /// Asks `has_table_privilege` for each of ``needed`` as the session's role (its own rights, its groups' and

@@ -40,9 +40,9 @@ struct ChunkService: Service {
                         // A pick that finds only notifications waiting for room goes on to the other kind.
                         var waiting: ExpansionStore.ExpansionResult?
                         for pick in picks {
-                            let result = try ClaimService.expandLeasing(claims, on: connection) { lease, leasedIDs in
+                            let result = try ClaimService.expandLeasing(claims, on: connection) { lease, leased in
                                 try ExpansionStore.expandNext(
-                                    on: connection, suspects: &suspects, pick: pick, lease: lease, leasedIDs: &leasedIDs)
+                                    on: connection, suspects: &suspects, pick: pick, lease: lease, leased: &leased)
                             }
                             switch (result, waiting) {
                             case (nil, _):

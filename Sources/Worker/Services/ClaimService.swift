@@ -5,8 +5,8 @@ import Synchronization
 /// The claim loop and the sends it starts: claims due deliveries in batches as ``Admission`` allows, sends them
 /// through a ``DeliveryProcessing`` (each part a task of its own, at its priority), and hands each completion to
 /// the ``Completer``, which holds its slot until it is written. What a batch shares is loaded on the claim's
-/// connection before the batch is handed on (``ClaimedBatchPrefetch``). It also sends what the transactional expand lane
-/// claimed itself (``claimCreated(_:on:terms:)``, ``handOff(_:)``).
+/// connection before the batch is handed on (``ClaimedBatchPrefetch``). It also sends what the expand loops leased as
+/// they inserted it (``expandLeasing(_:on:_:)``, ``handOff(_:)``).
 ///
 /// ``run()`` returns after a stop request once claiming has stopped and every send has finished, or
 /// `shutdownTimeout` after the stop request: the sends still in flight are then cancelled (their leases expire
@@ -20,8 +20,8 @@ final class ClaimService: Service {
     /// Slots, row text and app shares of the deliveries in flight: the loop asks it what to claim, the sends
     /// report their completions into it from any task.
     private let admission: Mutex<Admission>
-    /// Parts the transactional expand lane claimed itself, admitted, on their way to the send tasks (the lane
-    /// finishes the stream when it ends, ``finishHandOffs()``).
+    /// Parts the expand loops leased as they inserted them, admitted, on their way to the send tasks (the loops
+    /// finish the stream when the last ends, ``finishHandOffs()``).
     private let handedOff = AsyncStream.makeStream(of: [(deliveries: [ClaimedDelivery], priority: TaskPriority?)].self)
     /// The loop's progress stamp, for the systemd watchdog.
     let heartbeat: LoopHeartbeat
@@ -68,8 +68,8 @@ final class ClaimService: Service {
         if left <= 0 { handedOff.continuation.finish() }
     }
 
-    /// Parts claimed by the transactional expand lane (``claimCreated(_:on:terms:)``) or leased by an expansion
-    /// chunk as it inserted them (``expandLeasing(_:on:_:)``), to be sent beside the claim loop's batches.
+    /// Parts leased by an expansion chunk or a small notifications' pass as it inserted them
+    /// (``expandLeasing(_:on:_:)``), to be sent beside the claim loop's batches.
     func handOff(_ parts: [Part]) {
         guard !parts.isEmpty else { return }
         handedOff.continuation.yield(parts)
@@ -96,7 +96,7 @@ final class ClaimService: Service {
         let logger = context.logger
         let metrics = context.metrics
         await withDiscardingTaskGroup { sends in
-            // What the transactional expand lane claimed itself, sent beside the claim loop's batches.
+            // What the expand loops leased as they inserted it, sent beside the claim loop's batches.
             sends.addTask {
                 await withDiscardingTaskGroup { handed in
                     for await parts in self.handedOff.stream {
@@ -177,80 +177,27 @@ final class ClaimService: Service {
         }
     }
 
-    /// What a small notifications' pass may claim of what it creates (``claimCreated(_:on:terms:)``), read before
-    /// the pass.
-    struct HandOffTerms {
-        var free: Int
-        var room: ClaimRoom
-        var leaseExpiry: ContinuousClock.Instant
-    }
-
-    /// The terms of a small notifications' pass's own claim; nil when stopping or while batches being sent hold
-    /// the row text budget (as for the claim loop).
-    func handOffTerms() -> HandOffTerms? {
-        let pending = completer.pending
-        guard !context.isStopping, let terms = admission.withLock({ $0.handOffTerms(pendingCompletions: pending) })
-        else { return nil }
-        // Before the statement: the lease (from the database's now()) ends no earlier.
-        return HandOffTerms(free: terms.free, room: terms.room, leaseExpiry: .now + context.configuration.lease)
-    }
-
-    /// The most deliveries a small notifications' pass claims itself (``claimCreated(_:on:terms:)``); a larger
-    /// pass leaves them to the claim loop.
-    static let handOffLimit = 100
-
-    /// Claims what a small notifications' pass just created, on the pass's connection right after it, admitted
-    /// and split into the parts the send tasks take (``handOff(_:)``): a one-device notification does not wait for
-    /// the claim loop's next turn (behind a broadcast, a claim of its rows under way). The same claim statement,
-    /// limited to those notifications and their apps (their turns, rooms and send limits apply). What it leaves
-    /// (no room, a limit's permits, more than ``handOffLimit`` or than the free slots, or an error) is the claim
-    /// loop's.
-    /// - Returns: the parts to send, and whether they are all the pass created.
-    func claimCreated(_ small: SmallNotificationStore.SmallExpansionResult, on connection: PostgresConnection, terms: HandOffTerms)
-        -> (parts: [Part], tookAll: Bool)
-    {
-        guard small.created > 0, small.created <= Self.handOffLimit, small.created <= terms.free,
-            !small.withDeliveries.isEmpty
-        else { return ([], false) }
-        let configuration = context.configuration
-        let started = ContinuousClock.now
-        let claimed: [ClaimedDelivery]
-        do {
-            claimed = try ClaimStore.claim(
-                on: connection, limit: small.created, lease: configuration.lease,
-                workerID: configuration.workerID, room: terms.room, notifications: small.withDeliveries)
-        } catch {
-            context.logger.warning("claiming a pass's deliveries failed; the claim loop takes them", ["error": "\(error)"])
-            return ([], false)
-        }
-        context.metrics.claimFinished(startedAt: started, endedAt: .now, claimed: claimed.count)
-        if let clock = claimed.first?.databaseClock { context.clockWatch.record(clock) }
-        // Nothing is thrown from here on: the claimed rows are leased and must be sent.
-        prefetch.load(claimed, on: connection)
-        let kept = withoutAdopted(claimed, leaseExpiry: terms.leaseExpiry)
-        return (admit(kept), claimed.count == small.created)
-    }
-
     /// What one expansion call (a chunk, retried on the next notification after a data error) may lease as it
     /// inserts: the slots it holds per app until ``takeLeased(_:holds:on:leaseExpiry:)`` settles them.
     final class LeaseHolds: Sendable {
         let held = Mutex<[UUID: Int]>([:])
     }
 
-    /// Runs one expansion call (`expand`, handed the lease terms and where to put the ids it leased) on
+    /// Runs one expansion call (`expand`, handed the lease terms and where to put the rows it leased) on
     /// `connection`, leasing to this worker what its free slots and each app's room allow of the chunk's new
     /// deliveries, as a claim would give it (``Admission/reserve(app:upTo:pendingCompletions:)``); then reads the
-    /// leased rows in the claim's row shape and hands them to the send tasks, admitted as a claimed batch is
+    /// leased rows, which the chunk's insert returned in the claim's row shape, and hands them to the send tasks,
+    /// admitted as a claimed batch is
     /// (docs/performance.md, "Deliveries leased at insert"). The chunk inserts no more of such rows than it leases:
     /// a broadcast is expanded as fast as this worker sends it, and waits (``awaitRoom(_:)``) while it has no
     /// room. Without `claims` (a worker that does not send) nothing is leased and everything is expanded ahead;
     /// while stopping, nothing is leased and nothing that would be is expanded.
     static func expandLeasing<Result>(
         _ claims: ClaimService?, on connection: PostgresConnection,
-        _ expand: (_ lease: ExpansionStore.InsertLease?, _ leasedIDs: inout [Int64]) throws -> Result
+        _ expand: (_ lease: ExpansionStore.InsertLease?, _ leased: inout LeasedRows) throws -> Result
     ) throws -> Result {
-        var leasedIDs: [Int64] = []
-        guard let claims else { return try expand(nil, &leasedIDs) }
+        var leased = LeasedRows.none
+        guard let claims else { return try expand(nil, &leased) }
         let configuration = claims.context.configuration
         // A worker that stops leases nothing more and expands nothing it would lease: that remainder is left to
         // the workers that go on sending.
@@ -258,7 +205,7 @@ final class ClaimService: Service {
             let none = ExpansionStore.InsertLease(workerID: configuration.workerID, lease: configuration.lease, noRoom: true) {
                 _, _ in 0
             }
-            return try expand(none, &leasedIDs)
+            return try expand(none, &leased)
         }
         let holds = LeaseHolds()
         let leaseExpiry = ContinuousClock.now + configuration.lease
@@ -275,12 +222,12 @@ final class ClaimService: Service {
         }
         let result: Result
         do {
-            result = try expand(lease, &leasedIDs)
+            result = try expand(lease, &leased)
         } catch {
-            claims.handOff(claims.takeLeased([], holds: holds, on: connection, leaseExpiry: leaseExpiry))
+            claims.handOff(claims.takeLeased(.none, holds: holds, on: connection, leaseExpiry: leaseExpiry))
             throw error
         }
-        claims.handOff(claims.takeLeased(leasedIDs, holds: holds, on: connection, leaseExpiry: leaseExpiry))
+        claims.handOff(claims.takeLeased(leased, holds: holds, on: connection, leaseExpiry: leaseExpiry))
         return result
     }
 
@@ -299,26 +246,26 @@ final class ClaimService: Service {
         wake(admission.withLock { $0.roomChecked(pendingCompletions: pending) })
     }
 
-    /// Reads the rows leased at insert (`ids`) on the chunk's connection, loads what they need
-    /// (``ClaimedBatchPrefetch``) and settles `holds`: the rows read are counted in as a claimed batch, the other
-    /// held slots are freed. A read that fails leaves the rows leased: they fall due at the lease's end and any
-    /// worker claims them.
+    /// Reads the rows leased at insert (`rows`, as the chunk's insert returned them), loads what they need on the
+    /// chunk's connection (``ClaimedBatchPrefetch``) and settles `holds`: the rows read are counted in as a claimed
+    /// batch, the other held slots are freed. A read that fails (setting an unreadable row aside) leaves the rows
+    /// leased: they fall due at the lease's end and any worker claims them.
     /// - Returns: the parts to send, claim batches' worth each.
     private func takeLeased(
-        _ ids: [Int64], holds: LeaseHolds, on connection: PostgresConnection, leaseExpiry: ContinuousClock.Instant
+        _ rows: LeasedRows, holds: LeaseHolds, on connection: PostgresConnection, leaseExpiry: ContinuousClock.Instant
     ) -> [Part] {
         let configuration = context.configuration
         var leased: [ClaimedDelivery] = []
-        if !ids.isEmpty {
+        if rows.count > 0 {
             do {
-                leased = try ClaimStore.leasedRows(on: connection, deliveryIDs: ids, workerID: configuration.workerID)
+                leased = try ClaimStore.leasedRows(rows, on: connection)
                 if let clock = leased.first?.databaseClock { context.clockWatch.record(clock) }
                 prefetch.load(leased, on: connection)
                 leased = withoutAdopted(leased, leaseExpiry: leaseExpiry)
             } catch {
                 context.logger.warning(
                     "reading deliveries leased at insert failed; they are claimed once their lease runs out",
-                    ["error": "\(error)", "count": "\(ids.count)"])
+                    ["error": "\(error)", "count": "\(rows.count)"])
             }
         }
         var byApp: [UUID: [ClaimedDelivery]] = [:]
@@ -345,8 +292,13 @@ final class ClaimService: Service {
 
     /// `claimed` with its lease expiry set, less the deliveries this worker already answered: one claimed again
     /// because its lease ran out while the completion waited gives the waiting completion the new claim, and is
-    /// not sent again.
+    /// not sent again. Deliveries rescued from an expired lease are counted and logged here, once per batch.
     private func withoutAdopted(_ claimed: [ClaimedDelivery], leaseExpiry: ContinuousClock.Instant) -> [ClaimedDelivery] {
+        if let rescued = RescuedLeases(claimed) {
+            context.metrics.rescued(byProvider: rescued.byProvider)
+            context.logger.warning(
+                "claimed deliveries whose leases ran out without a completion; rescuing them", rescued.logFields)
+        }
         var claimed = claimed
         for index in claimed.indices { claimed[index].leaseExpiry = leaseExpiry }
         let fetched = claimed.count

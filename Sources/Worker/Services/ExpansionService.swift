@@ -4,8 +4,8 @@ import Foundation
 /// notifications (id lists) in bulk passes, many per transaction and statement. It never runs a chunk of a large
 /// notification, so a one-device notification is expanded within a pass's time whatever broadcasts are expanding
 /// meanwhile (``ChunkService`` and the ``SliceService``s take those, on connections of their own). In a worker
-/// that sends, a pass claims what it created itself and hands it to the send tasks
-/// (``ClaimService/claimCreated(_:on:terms:)``). Returns after a stop request.
+/// that sends, a pass leases what it has room for as it inserts it and hands those rows to the send tasks, with no
+/// claim (``ClaimService/expandLeasing(_:on:_:)``). Returns after a stop request.
 struct ExpansionService: Service {
     let context: WorkerLoopContext
     let outcomes: ExpansionOutcomes
@@ -85,19 +85,21 @@ struct ExpansionService: Service {
                 // Small notifications (id lists) in bulk: many per transaction and statement.
                 let passStarted = ContinuousClock.now
                 let claims = self.claims
-                let handOff = claims?.handOffTerms()
                 let outcomes = self.outcomes
-                let (small, handed) = try await database.withConnection { connection in
-                    let small = try outcomes.laneSuspects.withLock {
-                        try SmallNotificationStore.expandSmallNotifications(on: connection, suspects: &$0)
+                // In a worker that sends, the pass leases what it has room for as it inserts it, and those rows go
+                // to the send tasks without a claim; the rest is the claim loop's.
+                let small = try await database.withConnection { connection in
+                    try ClaimService.expandLeasing(claims, on: connection) { lease, leased in
+                        try outcomes.laneSuspects.withLock {
+                            try SmallNotificationStore.expandSmallNotifications(
+                                on: connection, suspects: &$0, lease: lease, leased: &leased)
+                        }
                     }
-                    return (small, handOff.flatMap { terms in claims?.claimCreated(small, on: connection, terms: terms) })
                 }
                 context.databaseReached()
                 if small.picked > 0 {
                     metrics.expandedInBulk(expanded: small.expanded, created: small.created, failed: small.failed.count)
-                    if let handed { claims?.handOff(handed.parts) }
-                    if small.created > 0 && !(handed?.tookAll ?? false) { context.claimWake.signal() }
+                    if small.created > small.leased { context.claimWake.signal() }
                     if !small.chunked.isEmpty { context.chunkWake.signal() }
                     logger.debug(
                         "small notifications expanded",

@@ -30,9 +30,9 @@ struct SliceService: Service {
                 let claims = self.claims
                 let result = try await context.database.withConnection { connection in
                     try suspects.withLock { suspects in
-                        try ClaimService.expandLeasing(claims, on: connection) { lease, leasedIDs in
+                        try ClaimService.expandLeasing(claims, on: connection) { lease, leased in
                             try ExpansionStore.expandNext(
-                                on: connection, suspects: &suspects, pick: .slice, lease: lease, leasedIDs: &leasedIDs)
+                                on: connection, suspects: &suspects, pick: .slice, lease: lease, leased: &leased)
                         }
                     }
                 }

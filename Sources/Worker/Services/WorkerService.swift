@@ -12,7 +12,9 @@ import Postgres
 ///   ``SliceService``s (large notifications); without the `send` role, ``ExpansionDrainService`` in the claim
 ///   service's place;
 /// - ``ListenService`` (NOTIFY hints; every loop polls as a floor), ``StatisticsService``, and
-///   ``MaintenanceService`` when `PUSHIZO_MAINTENANCE_INTERVAL` is set.
+///   ``MaintenanceService`` when `PUSHIZO_MAINTENANCE_INTERVAL` is set;
+/// - ``HeartbeatService`` (this process's `worker_heartbeats` row), from the start until every other service has
+///   returned, when it marks the row stopped.
 ///
 /// Shutdown order: ``requestStop()`` stops claiming; ``run()`` then waits for in-flight sends to finish, at most
 /// `shutdownTimeout` after the stop request (sends still in flight are then cancelled); the `LISTEN` connection
@@ -26,6 +28,8 @@ public final class WorkerService: Sendable {
     /// Nil in a worker without the `send` role.
     private let claims: ClaimService?
     private let statistics: StatisticsService
+    /// This process's row in `worker_heartbeats`.
+    private let heartbeat: HeartbeatService
     private let outcomes: ExpansionOutcomes
     /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
     /// systemd watchdog.
@@ -69,6 +73,7 @@ public final class WorkerService: Sendable {
         statistics = StatisticsService(context: context)
         outcomes = ExpansionOutcomes(context: context)
         let claims = self.claims
+        heartbeat = HeartbeatService(context: context, inFlight: { claims?.sending ?? 0 })
         let completer = self.completer
         metrics.observe(inFlight: { claims?.sending ?? 0 }, pending: { completer.pending })
         context.onStopWorker { [weak self] in self?.requestStop() }
@@ -87,6 +92,7 @@ public final class WorkerService: Sendable {
         guard context.requestStop() else { return }
         logger.notice("stop requested: no new claims; finishing in-flight sends", ["in_flight": "\(claims?.sending ?? 0)"])
         statistics.cancelRefresh()
+        heartbeat.beatNow()
     }
 
     public var isStopping: Bool { context.isStopping }
@@ -156,10 +162,15 @@ public final class WorkerService: Sendable {
         logger.info(
             "worker running",
             [
-                "worker_id": configuration.workerID, "concurrency": "\(configuration.concurrency)",
+                "worker_id": configuration.workerID, "heartbeat_id": heartbeat.workerID.uuidString.lowercased(),
+                "concurrency": "\(configuration.concurrency)",
                 "claim_batch": "\(configuration.claimBatch)", "database_route": configuration.databaseRoute.summary,
             ])
+        let heartbeat = self.heartbeat
+        let beats = Task { await heartbeat.run() }
         await group.run()
+        await heartbeat.finish(inFlight: claims?.sending ?? 0)
+        await beats.value
         logger.notice(
             "worker stopped",
             [

@@ -41,6 +41,12 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         appNames.first { $0.appID == app }?.name
     }
 
+    /// The worker processes by their heartbeats (`worker_heartbeats`, migration 0029): live and stopping ones
+    /// first (by host and pid), then stale ones, then stopped ones (latest first), at most
+    /// ``FleetStatusStore/listedRows``. Nil when narrowed to an app (workers are not an app's) or before
+    /// migration 0029.
+    public var workers: [Worker]? = nil
+
     public init(
         takenAt: Date, queue: Queue, leases: [WorkerLeases], events: [EventWindow], expansion: Expansion,
         pausedChannels: [PausedChannel], notes: [String] = [], throttledApps: [ThrottledApp] = [],
@@ -145,6 +151,81 @@ public struct FleetStatus: Sendable, Equatable, Codable {
             self.leased = leased
             self.oldestLeaseExpiresAt = oldestLeaseExpiresAt
             self.expired = expired
+        }
+    }
+
+    /// A worker process as its last heartbeat described it (docs/status.md, "Workers").
+    public struct Worker: Sendable, Equatable, Codable {
+        /// What the heartbeat says of the process at ``FleetStatus/takenAt``.
+        public enum State: String, Sendable, Equatable, Codable {
+            /// Seen within ``WorkerHeartbeatStore/staleAfterIntervals`` of its heartbeat intervals.
+            case live
+            /// Live, and asked to stop: finishing its in-flight sends.
+            case stopping
+            /// Not stopped, and not seen for ``WorkerHeartbeatStore/staleAfterIntervals`` intervals: killed,
+            /// crashed, hung or cut off from the database. Its leases are rescued as they run out.
+            case stale
+            /// Stopped cleanly (its sends ended, their completions written or given up).
+            case stopped
+        }
+
+        /// The process's UUID, made at its start.
+        public var workerID: UUID
+        /// What it writes into `deliveries.leased_by` (`PUSHIZO_WORKER_ID`): the name ``WorkerLeases`` lists.
+        public var leasedBy: String
+        /// The host's name as the process read it (`gethostname(2)`).
+        public var host: String
+        /// The process id on that host.
+        public var pid: Int32
+        /// The release it runs (`VERSION`, as `--version` prints it).
+        public var version: String
+        /// git's abbreviated commit it was built from (`-dirty`, `unknown` as `--version` prints them).
+        public var commit: String
+        /// `PUSHIZO_ROLES`.
+        public var roles: [String]
+        /// What its heartbeat says at ``FleetStatus/takenAt``.
+        public var state: State
+        /// The database's `now()` of its first heartbeat.
+        public var startedAt: Date
+        /// The database's `now()` of its last heartbeat.
+        public var lastSeenAt: Date
+        /// `takenAt - lastSeenAt`, seconds.
+        public var lastSeenSecondsAgo: Double
+        /// `PUSHIZO_HEARTBEAT_INTERVAL` of the process, seconds.
+        public var heartbeatSeconds: Double
+        /// Deliveries it had claimed and not finished sending, at its last heartbeat.
+        public var inFlight: Int64
+        /// Deliveries claimed (or leased at insert) per minute over the minute before its last heartbeat.
+        public var claimsPerMinute: Double
+        /// Provider exchanges ended per minute over the minute before its last heartbeat.
+        public var sendsPerMinute: Double
+        /// When it was asked to stop; nil while it was not.
+        public var stoppingAt: Date?
+        /// When it stopped cleanly; nil otherwise.
+        public var stoppedAt: Date?
+
+        public init(
+            workerID: UUID, leasedBy: String, host: String, pid: Int32, version: String, commit: String, roles: [String],
+            state: State, startedAt: Date, lastSeenAt: Date, lastSeenSecondsAgo: Double, heartbeatSeconds: Double,
+            inFlight: Int64, claimsPerMinute: Double, sendsPerMinute: Double, stoppingAt: Date?, stoppedAt: Date?
+        ) {
+            self.workerID = workerID
+            self.leasedBy = leasedBy
+            self.host = host
+            self.pid = pid
+            self.version = version
+            self.commit = commit
+            self.roles = roles
+            self.state = state
+            self.startedAt = startedAt
+            self.lastSeenAt = lastSeenAt
+            self.lastSeenSecondsAgo = lastSeenSecondsAgo
+            self.heartbeatSeconds = heartbeatSeconds
+            self.inFlight = inFlight
+            self.claimsPerMinute = claimsPerMinute
+            self.sendsPerMinute = sendsPerMinute
+            self.stoppingAt = stoppingAt
+            self.stoppedAt = stoppedAt
         }
     }
 
@@ -290,7 +371,7 @@ extension FleetStatus {
     enum CodingKeys: String, CodingKey {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
         case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps", server
-        case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps", appNames = "app_names"
+        case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps", workers, appNames = "app_names"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -308,6 +389,7 @@ extension FleetStatus {
         try container.encode(app, forKey: .app)
         try container.encode(fleetPause, forKey: .fleetPause)
         try container.encode(pausedApps, forKey: .pausedApps)
+        try container.encode(workers, forKey: .workers)
         try container.encode(appNames, forKey: .appNames)
     }
 
@@ -327,6 +409,7 @@ extension FleetStatus {
         app = try container.decodeIfPresent(UUID.self, forKey: .app)
         fleetPause = try container.decodeIfPresent(Pause.self, forKey: .fleetPause)
         pausedApps = try container.decode([PausedApp].self, forKey: .pausedApps)
+        workers = try container.decodeIfPresent([Worker].self, forKey: .workers)
         appNames = try container.decodeIfPresent([AppName].self, forKey: .appNames) ?? []
     }
 }
@@ -334,6 +417,37 @@ extension FleetStatus {
 extension FleetStatus.AppName {
     enum CodingKeys: String, CodingKey {
         case appID = "app_id", name
+    }
+}
+
+extension FleetStatus.Worker {
+    enum CodingKeys: String, CodingKey {
+        case workerID = "worker_id", leasedBy = "leased_by", host, pid, version, commit, roles, state
+        case startedAt = "started_at", lastSeenAt = "last_seen_at", lastSeenSecondsAgo = "last_seen_seconds_ago"
+        case heartbeatSeconds = "heartbeat_seconds", inFlight = "in_flight", claimsPerMinute = "claims_per_minute"
+        case sendsPerMinute = "sends_per_minute", stoppingAt = "stopping_at", stoppedAt = "stopped_at"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        // UUIDs in lower case, as PostgreSQL prints them (Foundation's encoding is upper case).
+        try container.encode(workerID.uuidString.lowercased(), forKey: .workerID)
+        try container.encode(leasedBy, forKey: .leasedBy)
+        try container.encode(host, forKey: .host)
+        try container.encode(pid, forKey: .pid)
+        try container.encode(version, forKey: .version)
+        try container.encode(commit, forKey: .commit)
+        try container.encode(roles, forKey: .roles)
+        try container.encode(state, forKey: .state)
+        try container.encode(startedAt, forKey: .startedAt)
+        try container.encode(lastSeenAt, forKey: .lastSeenAt)
+        try container.encode(lastSeenSecondsAgo, forKey: .lastSeenSecondsAgo)
+        try container.encode(heartbeatSeconds, forKey: .heartbeatSeconds)
+        try container.encode(inFlight, forKey: .inFlight)
+        try container.encode(claimsPerMinute, forKey: .claimsPerMinute)
+        try container.encode(sendsPerMinute, forKey: .sendsPerMinute)
+        try container.encode(stoppingAt, forKey: .stoppingAt)
+        try container.encode(stoppedAt, forKey: .stoppedAt)
     }
 }
 

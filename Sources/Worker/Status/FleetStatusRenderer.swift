@@ -66,6 +66,10 @@ public enum FleetStatusRenderer {
             lines += aligned(leases, rightAligned: [1, 3])
         }
         lines.append("")
+        if let workers = status.workers {
+            lines += workerLines(workers)
+            lines.append("")
+        }
 
         var events: [[String]] = [["events per minute"] + status.events.map { "last \($0.minutes) min" }]
         events.append(["  sent"] + status.events.map { perMinute($0.sent, $0.minutes) })
@@ -125,6 +129,34 @@ public enum FleetStatusRenderer {
         }
         for note in status.notes { lines.append("note: " + TerminalText.sanitized(note)) }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The workers section: a count per state, a row per worker, and what a stale worker means.
+    static func workerLines(_ workers: [FleetStatus.Worker]) -> [String] {
+        guard !workers.isEmpty else { return ["workers: none has written a heartbeat"] }
+        let states: [FleetStatus.Worker.State] = [.live, .stopping, .stale, .stopped]
+        let counts = states.compactMap { state -> String? in
+            let count = workers.filter { $0.state == state }.count
+            return count > 0 ? "\(count) \(state.rawValue)" : nil
+        }
+        var lines = ["workers: " + counts.joined(separator: ", ")]
+        var rows = [["  state", "host", "pid", "version", "started", "last seen", "in flight", "claims/min", "sends/min", "leased_by"]]
+        for worker in workers {
+            let seen = worker.state == .stopped
+                ? "stopped \(duration(worker.lastSeenSecondsAgo)) ago" : "\(duration(worker.lastSeenSecondsAgo)) ago"
+            rows.append([
+                "  " + worker.state.rawValue, safe(worker.host), "\(worker.pid)",
+                safe(worker.version) + " (" + safe(worker.commit) + ")", instant(worker.startedAt), seen,
+                grouped(worker.inFlight), rate(worker.claimsPerMinute.rounded()), rate(worker.sendsPerMinute.rounded()),
+                safe(worker.leasedBy),
+            ])
+        }
+        lines += aligned(rows, rightAligned: [2, 6, 7, 8])
+        if workers.contains(where: { $0.state == .stale }) {
+            lines.append(
+                "  stale: no heartbeat for 3 of its intervals: killed, crashed, hung or cut off from the database; its leases are rescued as they run out")
+        }
+        return lines
     }
 
     /// The JSON document (docs/status.md): sorted keys, ISO 8601 instants, `null` for absent values.

@@ -114,6 +114,14 @@ public enum FleetStatusStore {
                 server: connection.serverAddress)
             status.app = app
             try readOperatorPauses(on: connection, app: app, into: &status)
+            if app == nil {
+                status.workers = try readWorkers(on: connection)
+                if status.workers == nil {
+                    status.notes.append("table worker_heartbeats is missing (migration 0029_worker_heartbeats.sql): workers are not listed; run `pushizo-worker migrate`")
+                } else if status.workers?.count == listedRows {
+                    status.notes.append("only the first \(listedRows) workers are listed (live, then stale, then stopped)")
+                }
+            }
             status.appNames = try readAppNames(on: connection, of: status)
             return status
         }
@@ -624,6 +632,48 @@ public enum FleetStatusStore {
         let all = "WHERE turn_at < 'infinity'"
         precondition(QueueLagStore.claimRangesCTE.contains(all), "claimRangesCTE lists queued apps differently")
         return QueueLagStore.claimRangesCTE.replacingOccurrences(of: all, with: all + appCondition("app_id", app))
+    }
+
+    /// The worker processes by their heartbeats (``WorkerHeartbeatStore``): live and stopping first (by host, pid),
+    /// then stale (longest unseen last), then stopped (latest first), at most ``listedRows``; one scan of a table
+    /// of one row per process of the last day. Nil before migration 0029.
+    static func readWorkers(on connection: PostgresConnection) throws -> [FleetStatus.Worker]? {
+        let present = try connection.query("SELECT to_regclass('worker_heartbeats') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return nil }
+        return try connection.query(
+            """
+            SELECT w.worker_id, w.leased_by, w.host, w.pid, w.version, w.commit, w.roles, w.started_at, w.last_seen_at,
+                   greatest(0, extract(epoch FROM now() - w.last_seen_at))::float8 AS seen_ago, w.heartbeat_seconds,
+                   w.in_flight, w.claims_per_minute, w.sends_per_minute, w.stopping_at, w.stopped_at, s.state
+            FROM worker_heartbeats w
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN w.stopped_at IS NOT NULL THEN 'stopped'
+                            WHEN NOT (\(WorkerHeartbeatStore.liveCondition)) THEN 'stale'
+                            WHEN w.stopping_at IS NOT NULL THEN 'stopping'
+                            ELSE 'live' END AS state
+            ) s
+            ORDER BY CASE s.state WHEN 'stale' THEN 1 WHEN 'stopped' THEN 2 ELSE 0 END,
+                     CASE WHEN s.state IN ('live', 'stopping') THEN w.host END, CASE WHEN s.state IN ('live', 'stopping') THEN w.pid END,
+                     coalesce(w.stopped_at, w.last_seen_at) DESC, w.worker_id
+            LIMIT $1
+            """, [listedRows]
+        ).map { row in
+            FleetStatus.Worker(
+                workerID: try row.decode(UUID.self, "worker_id"), leasedBy: try row.decode(String.self, "leased_by"),
+                host: try row.decode(String.self, "host"), pid: try row.decode(Int32.self, "pid"),
+                version: try row.decode(String.self, "version"), commit: try row.decode(String.self, "commit"),
+                roles: try row.decode([String].self, "roles"),
+                state: FleetStatus.Worker.State(rawValue: try row.decode(String.self, "state")) ?? .stale,
+                startedAt: try row.decode(Date.self, "started_at"), lastSeenAt: try row.decode(Date.self, "last_seen_at"),
+                lastSeenSecondsAgo: try row.decode(Double.self, "seen_ago"),
+                heartbeatSeconds: try row.decode(Double.self, "heartbeat_seconds"),
+                inFlight: Int64(try row.decode(Int32.self, "in_flight")),
+                claimsPerMinute: try row.decode(Double.self, "claims_per_minute"),
+                sendsPerMinute: try row.decode(Double.self, "sends_per_minute"),
+                stoppingAt: try row.decodeIfPresent(Date.self, "stopping_at"),
+                stoppedAt: try row.decodeIfPresent(Date.self, "stopped_at"))
+        }
     }
 
     /// The fleet's operator pause (`fleet_settings`) and the paused apps (`apps.paused_until` ahead; only `app`

@@ -43,8 +43,10 @@ struct DurationConfigurationTests {
     @Test func unitsAreAccepted() throws {
         let configuration = try configuration([
             "PUSHIZO_LEASE_SECONDS": "5m", "PUSHIZO_POLL_INTERVAL": "250ms", "PUSHIZO_SHUTDOWN_TIMEOUT": "1m",
-            "PUSHIZO_RETRY_BASE": "500ms", "PUSHIZO_RETRY_MAX": "1h",
+            "PUSHIZO_RETRY_BASE": "500ms", "PUSHIZO_RETRY_MAX": "1h", "PUSHIZO_HEARTBEAT_INTERVAL": "250ms",
         ])
+        #expect(configuration.heartbeatInterval == .milliseconds(250))
+        #expect(try self.configuration([:]).heartbeatInterval == .seconds(5))
         #expect(configuration.lease == .seconds(300))
         #expect(configuration.pollInterval == .milliseconds(250))
         #expect(configuration.shutdownTimeout == .seconds(60))
@@ -56,6 +58,7 @@ struct DurationConfigurationTests {
     @Test(arguments: [
         ("PUSHIZO_POLL_INTERVAL", "fast"), ("PUSHIZO_POLL_INTERVAL", "10ms"), ("PUSHIZO_LEASE_SECONDS", "2d"),
         ("PUSHIZO_SHUTDOWN_TIMEOUT", "2h"), ("PUSHIZO_QUIET_HOURS_SPREAD", "-5"), ("PUSHIZO_REQUEST_TIMEOUT", "0"),
+        ("PUSHIZO_HEARTBEAT_INTERVAL", "50ms"), ("PUSHIZO_HEARTBEAT_INTERVAL", "10m"), ("PUSHIZO_HEARTBEAT_INTERVAL", "off"),
     ])
     func badDurationsNameTheKey(key: String, value: String) throws {
         do {

@@ -110,12 +110,12 @@ struct LeasedAtInsertEndToEndTests {
                     try Self.countClaims(seed.connection)
                     try seed.notification(message: #"{"contents": {"en": "Sale today"}}"#, target: #"{"all": true}"#)
                     var suspects = ExpansionSuspects()
-                    var leasedIDs: [Int64] = []
+                    var leased = LeasedRows.none
                     _ = try ExpansionStore.expandNext(
                         on: seed.connection, suspects: &suspects,
                         lease: ExpansionStore.InsertLease(workerID: "killed-worker", lease: .seconds(2)) { _, upTo in upTo },
-                        leasedIDs: &leasedIDs)
-                    return leasedIDs.count
+                        leased: &leased)
+                    return leased.count
                 }
                 #expect(leased == 200)
                 let worker = try SmallNotificationEndToEndTests.startWorker(url, emulator, environment: [:])

@@ -11,46 +11,50 @@ import Testing
 /// test's own (`scripts/pg-throwaway.sh`), which it migrates, stops and starts again.
 @Suite("Health and readiness probes of pushizo-worker run")
 struct ProbesEndToEndTests {
-    /// Not ready before the migrations (the pending files named), ready once they are applied, not ready while
-    /// PostgreSQL is stopped, ready again once it is back; alive throughout; `HEAD` as `GET` without a body.
-    @Test func readinessFollowsTheMigrationsAndTheDatabaseAndLivenessHolds() async throws {
+    /// Not ready while the worker waits for its PostgreSQL at start, ready once the start-up check passed and the
+    /// loops reached the database, not ready while PostgreSQL is stopped, ready again once it is back; alive
+    /// throughout; `HEAD` as `GET` without a body.
+    @Test func readinessFollowsTheDatabaseAndLivenessHolds() async throws {
         let directory = "/tmp/pushizo-probes-\(UUID().uuidString.prefix(8))"
         let port = try #require(ReplicatedCluster.freePorts(1).first, "no free loopback port below 32768")
         defer {
             _ = try? ReplicatedCluster.script("pg-throwaway.sh", ["stop", directory])
             try? FileManager.default.removeItem(atPath: directory)
         }
-        let url = try await onThread { try ReplicatedCluster.script("pg-throwaway.sh", ["start", directory, String(port)]) }
+        // A migrated database of the test's own, stopped before the worker starts.
+        let url = try await onThread {
+            let url = try ReplicatedCluster.script("pg-throwaway.sh", ["start", directory, String(port)])
+            let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-migrate")
+            defer { connection.close() }
+            _ = try PostgresMigrator(directory: TestDatabase.migrationsDirectory).migrate(on: connection)
+            try ReplicatedCluster.script("pg-throwaway.sh", ["stop", directory])
+            return url
+        }
         let listen = try freePort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments = ["run", "--poll-interval", "0.2"]
         process.environment = [
             "PUSHIZO_DATABASE_URL": url, "PUSHIZO_METRICS_LISTEN": "127.0.0.1:\(listen)", "PUSHIZO_LOG_LEVEL": "error",
-            "PUSHIZO_MIGRATIONS_DIR": TestDatabase.migrationsDirectory.path, "PATH": "/usr/bin:/bin",
+            "PATH": "/usr/bin:/bin",
         ]
-        // The claims it logs failing while the schema is missing and while PostgreSQL is stopped are expected.
+        // The waits for PostgreSQL and the claims it logs failing while PostgreSQL is stopped are expected.
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         let base = "http://127.0.0.1:\(listen)"
 
-        // Before `migrate`: every migration file pending, named.
-        let unmigrated = try await Self.waitFor(base + "/readyz") { $0.status == 503 && $0.body.contains("pending") }
-        let files = try FileManager.default.contentsOfDirectory(atPath: TestDatabase.migrationsDirectory.path).filter { $0.hasSuffix(".sql") }
-        #expect(unmigrated.body.contains("migrations: \(files.count) pending (0001_"), "\(unmigrated.body)")
-        #expect(unmigrated.body.contains("run `pushizo-worker migrate`"))
-        #expect(unmigrated.cacheControl == "no-store" && unmigrated.contentType == "text/plain; charset=utf-8")
+        // Waiting for PostgreSQL at start: listening, alive, not ready.
+        let waiting = try await Self.waitFor(base + "/readyz") { $0.status == 503 }
+        #expect(waiting.body.hasPrefix("database: not reached yet"), "\(waiting.body)")
+        #expect(waiting.body.contains("migrations: not checked yet"), "\(waiting.body)")
+        #expect(waiting.cacheControl == "no-store" && waiting.contentType == "text/plain; charset=utf-8")
         let head = try await Self.fetch(base + "/readyz", method: "HEAD")
         #expect(head.status == 503 && head.body.isEmpty)
         let alive = try await Self.fetch(base + "/healthz")
         #expect(alive.status == 200 && alive.body == "ok\n" && alive.cacheControl == "no-store")
 
-        try await onThread {
-            let connection = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-migrate")
-            defer { connection.close() }
-            _ = try PostgresMigrator(directory: TestDatabase.migrationsDirectory).migrate(on: connection)
-        }
+        _ = try await onThread { try ReplicatedCluster.script("pg-throwaway.sh", ["start", directory, String(port)]) }
         let ready = try await Self.waitFor(base + "/readyz") { $0.status == 200 }
         #expect(ready.body == "ok\n")
         #expect(try await Self.fetch(base + "/readyz", method: "HEAD").status == 200)

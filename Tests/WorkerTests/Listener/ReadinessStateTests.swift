@@ -9,33 +9,33 @@ struct ReadinessStateTests {
 
     func at(_ seconds: Double) -> ContinuousClock.Instant { start + .milliseconds(Int(seconds * 1000)) }
 
-    @Test func notReadyUntilTheLoopsReachTheDatabaseAndTheSchemaIsCurrent() {
-        var state = ReadinessState(checksSchema: true)
-        #expect(state.verdict(now: at(0)) == .failing(["database: not reached yet", "migrations: not compared yet"]))
-        // The schema is compared before the loops' first round trip; nothing stale to confirm yet.
-        #expect(state.checksDue(now: at(0)) == .init(contact: false, schema: true))
-        state.schemaChecked(.pending(["0027_roles.sql", "0028_operator_actions.sql"]), at: at(0))
-        state.loopFailed(at: at(0.5))
+    static let behind =
+        "the database lacks 1 migration(s) this worker (0.9.0) needs: 0029_worker_heartbeats.sql; run `pushizo-worker migrate` with this release's migrations first"
+
+    @Test func notReadyUntilTheStartCheckAndTheLoopsReachTheDatabase() {
+        var state = ReadinessState()
         #expect(
-            state.verdict(now: at(1))
+            state.verdict(now: at(0))
                 == .failing([
-                    "database: not reached yet; the last attempt failed 0.5 s ago",
-                    "migrations: 2 pending (0027_roles.sql, 0028_operator_actions.sql); run `pushizo-worker migrate`",
+                    "database: not reached yet",
+                    "migrations: not checked yet (the worker checks them before its first claim)",
                 ]))
-        // A pending schema is compared again every few seconds, not on every probe.
-        #expect(!state.checksDue(now: at(1)).schema)
-        #expect(state.checksDue(now: at(5)).schema)
+        // The start-up check judges the schema first; a probe asks nothing meanwhile.
+        #expect(!state.checksDue(now: at(0)).any)
+        state.loopFailed(at: at(0.5))
+        #expect(state.verdict(now: at(1)).body.hasPrefix("database: not reached yet; the last attempt failed 0.5 s ago\n"))
         state.schemaChecked(.current, at: at(5))
         state.loopReached(at: at(5.5))
         #expect(state.verdict(now: at(6)) == .healthy)
         #expect(state.verdict(now: at(6)).httpStatus == 200 && state.verdict(now: at(6)).body == "ok\n")
-        // A current schema is compared again once a minute.
+        // A current schema is judged again once a minute.
         #expect(!state.checksDue(now: at(30)).schema)
         #expect(state.checksDue(now: at(65)).schema)
     }
 
     @Test func aFailedRoundTripAfterTheLastSuccessMakesItUnready() {
-        var state = ReadinessState(checksSchema: false)
+        var state = ReadinessState()
+        state.schemaChecked(.current, at: at(0))
         state.loopReached(at: at(1))
         #expect(state.verdict(now: at(2)) == .healthy)
         state.loopFailed(at: at(3))
@@ -44,14 +44,13 @@ struct ReadinessStateTests {
         #expect(verdict.httpStatus == 503)
         state.loopReached(at: at(5))
         #expect(state.verdict(now: at(5)) == .healthy)
-        // No migration files: the schema is never compared and does not hold readiness back.
-        #expect(state.schema == .notChecked && !state.checksDue(now: at(100)).schema)
     }
 
     /// The loops' news is believed while recent; past ``ReadinessState/staleAfter`` the owner checks for itself, at
     /// most every few seconds however often it is probed.
     @Test func staleNewsIsCheckedAtABoundedRate() {
-        var state = ReadinessState(checksSchema: false)
+        var state = ReadinessState()
+        state.schemaChecked(.current, at: at(0))
         state.loopReached(at: at(0))
         #expect(!state.checksDue(now: at(29)).contact)
         #expect(state.checksDue(now: at(30)).contact)
@@ -67,7 +66,7 @@ struct ReadinessStateTests {
     }
 
     @Test func aStopRequestMakesItUnreadyAndStopsTheChecks() {
-        var state = ReadinessState(checksSchema: true)
+        var state = ReadinessState()
         state.schemaChecked(.current, at: at(0))
         state.loopReached(at: at(0))
         state.stopping = true
@@ -75,10 +74,10 @@ struct ReadinessStateTests {
         #expect(!state.checksDue(now: at(100)).any)
     }
 
-    /// After an outage (perhaps a failover to a server behind a migration) a current schema is compared again as soon
-    /// as one not known to be current; a comparison that could not reach the database leaves what was known.
-    @Test func anOutageBringsTheSchemaComparisonForward() {
-        var state = ReadinessState(checksSchema: true)
+    /// After an outage (perhaps a failover to a server behind a migration) a current schema is judged again as soon
+    /// as a refused one; a judgement that could not reach the database leaves what was known.
+    @Test func anOutageBringsTheSchemaCheckForwardAndARefusalIsShown() {
+        var state = ReadinessState()
         state.schemaChecked(.current, at: at(0))
         state.loopReached(at: at(0))
         #expect(!state.checksDue(now: at(10)).schema)
@@ -89,16 +88,10 @@ struct ReadinessStateTests {
         #expect(!state.checksDue(now: at(12)).schema)
         #expect(state.checksDue(now: at(15)).schema)
         state.loopReached(at: at(16))
-        state.schemaChecked(.pending(["0029_next.sql"]), at: at(16))
-        #expect(state.verdict(now: at(17)) == .failing(["migrations: 1 pending (0029_next.sql); run `pushizo-worker migrate`"]))
-    }
-
-    @Test func aSchemaThatCannotBeComparedSaysWhy() {
-        var state = ReadinessState(checksSchema: true)
-        state.loopReached(at: at(0))
-        state.schemaChecked(.failed("migration 0003 was changed after it was applied"), at: at(0))
-        #expect(
-            state.verdict(now: at(1))
-                == .failing(["migrations: cannot be compared: migration 0003 was changed after it was applied"]))
+        state.schemaChecked(.refused(Self.behind), at: at(16))
+        #expect(state.verdict(now: at(17)) == .failing(["migrations: " + Self.behind]))
+        // A refused schema is judged again every few seconds, not on every probe.
+        #expect(!state.checksDue(now: at(18)).schema)
+        #expect(state.checksDue(now: at(21)).schema)
     }
 }

@@ -208,6 +208,37 @@ struct DataLifecycleTests {
         }
     }
 
+    /// Heartbeat rows not seen for a day (``WorkerHeartbeatStore/pruneAge``) go, stopped or stale; the others stay.
+    @Test func workerHeartbeatsNotSeenForADayAreDeletedAndOthersKept() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                var ids: [UUID] = []
+                for number in 0..<4 {
+                    let beat = WorkerHeartbeatStore.Beat(
+                        workerID: UUID(), leasedBy: "w-\(number)", host: "host", pid: Int32(100 + number), version: "0",
+                        commit: "c", roles: ["send"], interval: .seconds(5))
+                    #expect(try WorkerHeartbeatStore.beat(on: seed.connection, beat) == number + 1)
+                    ids.append(beat.workerID)
+                }
+                try WorkerHeartbeatStore.stopped(on: seed.connection, workerID: ids[0], inFlight: 0)
+                _ = try seed.connection.query(
+                    "UPDATE worker_heartbeats SET last_seen_at = now() - interval '25 hours' WHERE worker_id = ANY($1)",
+                    [[ids[0], ids[1]]])
+                _ = try seed.connection.query(
+                    "UPDATE worker_heartbeats SET last_seen_at = now() - interval '23 hours' WHERE worker_id = $1", [ids[2]])
+                let report = try #require(
+                    try DataLifecycle.maintain(on: seed.connection, settings: Self.days30, waitForLock: false))
+                #expect(report.prunedWorkerHeartbeats == 2)
+                #expect(report.fields["worker_heartbeats_pruned"] == "2")
+                #expect(report.problems.isEmpty)
+                let left = try seed.connection.query("SELECT worker_id FROM worker_heartbeats")
+                    .map { try $0.decode(UUID.self, "worker_id") }
+                #expect(Set(left) == [ids[2], ids[3]])
+            }
+        }
+    }
+
     @Test func eventsAtPartitionBoundariesLandInTheDayTheyStart() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {

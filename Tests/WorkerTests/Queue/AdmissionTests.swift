@@ -112,11 +112,11 @@ struct AdmissionTests {
     @Test func heldRowTextStopsClaimsUntilAPartIsReleased() {
         var admission = admission()
         admission.admit(apps: [broadcast], textBytes: 999)
-        #expect(admission.handOffTerms(pendingCompletions: 0) != nil)
+        #expect(admission.roomToLease(probe, pendingCompletions: 0) > 0)
         admission.admit(apps: [probe], textBytes: 1)
         #expect(admission.holdsTextBudget)
         #expect(admission.nextStep(pendingCompletions: 0) == .waitForCapacity(.seconds(1)))
-        #expect(admission.handOffTerms(pendingCompletions: 0) == nil)
+        #expect(admission.roomToLease(probe, pendingCompletions: 0) == 0)
         // Releasing a part while the budget was held wakes the capacity wait; with it free no wake-up.
         #expect(admission.released(textBytes: 1) == .capacity)
         #expect(admission.released(textBytes: 999) == [])

@@ -94,4 +94,43 @@ struct ClaimStoreTests {
             #expect(Set(flat).count == total)
         }
     }
+
+    /// A row claimed again after its lease ran out names the worker whose lease it was (`rescued_from`); a row a
+    /// completion put back (`leased_by` cleared) and a row never claimed name none.
+    @Test func aClaimNamesTheWorkerWhoseExpiredLeaseItRescues() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [notification])
+                for _ in 0..<4 { try seed.subscription() }
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                    SELECT $1, id, app_id FROM subscriptions WHERE app_id = $2
+                    """, [notification, seed.appID])
+                let first = try ClaimStore.claim(on: seed.connection, limit: 3, lease: .seconds(600), workerID: "w-dead")
+                #expect(first.count == 3)
+                #expect(first.allSatisfy { $0.rescuedFrom == nil })
+                #expect(RescuedLeases(first) == nil)
+                let ids = first.map(\.id).sorted()
+                // Two leases run out; the third delivery's completion put it back as a retry does.
+                _ = try seed.connection.query(
+                    "UPDATE deliveries SET run_at = now() - interval '1 second' WHERE id = ANY($1)", [Array(ids.prefix(2))])
+                _ = try seed.connection.query(
+                    "UPDATE deliveries SET run_at = now() - interval '1 second', leased_by = NULL WHERE id = $1", [ids[2]])
+                _ = try seed.connection.query("UPDATE app_claim_turns SET turn_at = now() WHERE app_id = $1", [seed.appID])
+                let second = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "w-alive")
+                #expect(second.count == 4)
+                let rescued = Dictionary(uniqueKeysWithValues: second.map { ($0.id, $0.rescuedFrom) })
+                #expect(rescued[ids[0]] == "w-dead" && rescued[ids[1]] == "w-dead")
+                #expect(rescued[ids[2]] == .some(nil))
+                #expect(second.filter { $0.rescuedFrom != nil }.count == 2)
+                let summary = try #require(RescuedLeases(second))
+                #expect(summary.count == 2 && summary.byProvider == [.apns: 2] && summary.workers == ["w-dead"])
+                #expect(summary.logFields == ["rescued": "2", "from": "w-dead"])
+            }
+        }
+    }
 }

@@ -62,14 +62,14 @@ struct LeasedAtInsertTests {
                 let (seed, notificationID) = try Self.seedBroadcast(url, count: 50)
                 let asked = Asked()
                 var suspects = ExpansionSuspects()
-                var leasedIDs: [Int64] = []
+                var leased = LeasedRows.none
                 let result = try ExpansionStore.expandNext(
                     on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20, asked: asked),
-                    leasedIDs: &leasedIDs)
+                    leased: &leased)
                 // The room's worth and no more: the 30 others are not inserted ahead.
                 #expect(result == .expanding(notificationID: notificationID, created: 20))
                 #expect(asked.apps.withLock { $0 } == [seed.appID])
-                #expect(leasedIDs.count == 20)
+                #expect(leased.count == 20)
                 // 20 leased as a first claim leaves them (due at the lease's end).
                 #expect(try Self.leaseStates(seed.connection) == ["\(Self.workerID)/1/1/false": 20])
                 // The cursor is the 20th subscription's, the count the 20 inserted.
@@ -83,16 +83,20 @@ struct LeasedAtInsertTests {
                 #expect(try saved.decode(Int.self, "targeted_count") == 20)
                 #expect(try saved.decode(Bool.self, "at_last"))
 
-                // Read back in the claim's row shape, each under its first fence.
-                let leased = try ClaimStore.leasedRows(
-                    on: seed.connection, deliveryIDs: leasedIDs, workerID: Self.workerID)
-                #expect(Set(leased.map(\.id)) == Set(leasedIDs))
-                #expect(leased.allSatisfy { $0.fence == 1 && $0.attempt == 1 && $0.notificationID == notificationID })
-                #expect(leased.allSatisfy { $0.platform == "ios" && $0.channelProvider == "apns" })
-                #expect(leased.first?.databaseClock != nil)
-                // Another worker's id reads none of them.
+                // Returned by the insert in the claim's row shape, each under its first fence, at the notification's
+                // version as the chunk left it (what a claim reads, and the message cache with it).
+                let deliveries = try ClaimStore.leasedRows(leased, on: seed.connection)
+                #expect(Set(deliveries.map(\.id)) == Set(leased.ids))
                 #expect(
-                    try ClaimStore.leasedRows(on: seed.connection, deliveryIDs: leasedIDs, workerID: "other").isEmpty)
+                    Set(leased.ids) == Set(
+                        try seed.connection.query("SELECT id FROM deliveries").map { try $0.decode(Int64.self, "id") }))
+                #expect(deliveries.allSatisfy { $0.fence == 1 && $0.attempt == 1 && $0.notificationID == notificationID })
+                #expect(deliveries.allSatisfy { $0.platform == "ios" && $0.channelProvider == "apns" })
+                #expect(deliveries.first?.databaseClock != nil)
+                let version = try seed.connection.query(
+                    "SELECT xmin::text AS version FROM notifications WHERE id = $1", [notificationID]
+                )[0].decode(String.self, "version")
+                #expect(deliveries.allSatisfy { $0.messageVersion == version })
                 // Nothing is left for a claim.
                 #expect(
                     try ClaimStore.claim(on: seed.connection, limit: 200, lease: .seconds(120), workerID: "claimer").isEmpty)
@@ -100,11 +104,11 @@ struct LeasedAtInsertTests {
                 // The next chunks go on from the cursor: 20, then the last 10, and the notification is expanded.
                 #expect(
                     try ExpansionStore.expandNext(
-                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20), leasedIDs: &leasedIDs)
+                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20), leased: &leased)
                         == .expanding(notificationID: notificationID, created: 20))
                 #expect(
                     try ExpansionStore.expandNext(
-                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20), leasedIDs: &leasedIDs)
+                        on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 20), leased: &leased)
                         == .expanded(notificationID: notificationID, created: 10))
                 #expect(try Self.leaseStates(seed.connection) == ["\(Self.workerID)/1/1/false": 50])
             }
@@ -119,13 +123,13 @@ struct LeasedAtInsertTests {
                 let (seed, notificationID) = try Self.seedBroadcast(url, count: 30)
                 let asked = Asked()
                 var suspects = ExpansionSuspects()
-                var leasedIDs: [Int64] = [-1]
+                var leased = LeasedRows.none
                 #expect(
                     try ExpansionStore.expandNext(
                         on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 0, asked: asked),
-                        leasedIDs: &leasedIDs) == .waitingForRoom(appIDs: [seed.appID]))
+                        leased: &leased) == .waitingForRoom(appIDs: [seed.appID]))
                 #expect(asked.apps.withLock { $0 } == [seed.appID])
-                #expect(leasedIDs.isEmpty)
+                #expect(leased.count == 0)
                 let noRoom = ExpansionStore.InsertLease(workerID: Self.workerID, lease: .seconds(120), noRoom: true) {
                     _, _ in
                     Issue.record("the room of an app was asked while no app has room")
@@ -134,7 +138,7 @@ struct LeasedAtInsertTests {
                 #expect(
                     try ExpansionStore.expandNext(
                         on: seed.connection, suspects: &suspects, pick: .skippingSmall, lease: noRoom,
-                        leasedIDs: &leasedIDs) == .waitingForRoom(appIDs: []))
+                        leased: &leased) == .waitingForRoom(appIDs: []))
                 let left = try seed.connection.query(
                     """
                     SELECT status, targeted_count, expansion_cursor, expansion_touched_at,
@@ -172,11 +176,11 @@ struct LeasedAtInsertTests {
                     _, _ in 0
                 }
                 var suspects = ExpansionSuspects()
-                var leasedIDs: [Int64] = []
+                var leased = LeasedRows.none
                 var expanded: Set<UUID> = []
                 for _ in 0..<3 {
                     switch try ExpansionStore.expandNext(
-                        on: seed.connection, suspects: &suspects, pick: .skippingSmall, lease: noRoom, leasedIDs: &leasedIDs)
+                        on: seed.connection, suspects: &suspects, pick: .skippingSmall, lease: noRoom, leased: &leased)
                     {
                     case .expanded(let id, let created)?:
                         #expect(created == 10)
@@ -184,7 +188,7 @@ struct LeasedAtInsertTests {
                     case let other:
                         #expect(other == .waitingForRoom(appIDs: []))
                     }
-                    #expect(leasedIDs.isEmpty)
+                    #expect(leased.count == 0)
                 }
                 #expect(expanded == [localTime, limited])
                 #expect(
@@ -202,12 +206,12 @@ struct LeasedAtInsertTests {
                 _ = try seed.connection.query(
                     "UPDATE apps SET max_sends_per_second = 1000 WHERE id = $1", [seed.appID])
                 var suspects = ExpansionSuspects()
-                var leasedIDs: [Int64] = [-1]
+                var leased = LeasedRows.none
                 let result = try ExpansionStore.expandNext(
                     on: seed.connection, suspects: &suspects,
-                    lease: Self.lease(quota: 1000), leasedIDs: &leasedIDs)
+                    lease: Self.lease(quota: 1000), leased: &leased)
                 #expect(result == .expanded(notificationID: notificationID, created: 40))
-                #expect(leasedIDs.isEmpty)
+                #expect(leased.count == 0)
                 #expect(try Self.leaseStates(seed.connection) == ["-/0/0/true": 40])
                 // The claim charges the bucket for what it takes (burst 100).
                 let claimed = try ClaimStore.claim(
@@ -228,14 +232,14 @@ struct LeasedAtInsertTests {
                     url, count: 30, message: #"{"contents": {"en": "hi"}, "delivery_time_of_day": "09:00"}"#)
                 let asked = Asked()
                 var suspects = ExpansionSuspects()
-                var leasedIDs: [Int64] = []
+                var leased = LeasedRows.none
                 let result = try ExpansionStore.expandNext(
                     on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 1000, asked: asked),
-                    leasedIDs: &leasedIDs)
+                    leased: &leased)
                 #expect(result == .expanded(notificationID: notificationID, created: 30))
                 // The worker's room is not even asked: no slot is held for rows due later.
                 #expect(asked.apps.withLock { $0 }.isEmpty)
-                #expect(leasedIDs.isEmpty)
+                #expect(leased.count == 0)
                 #expect(
                     try seed.connection.query(
                         "SELECT count(*) AS n FROM deliveries WHERE leased_by IS NULL AND attempt = 0 AND local_due_at IS NOT NULL"
@@ -251,11 +255,11 @@ struct LeasedAtInsertTests {
             try await onThread {
                 let (seed, _) = try Self.seedBroadcast(url, count: 25)
                 var suspects = ExpansionSuspects()
-                var leasedIDs: [Int64] = []
+                var leased = LeasedRows.none
                 _ = try ExpansionStore.expandNext(
                     on: seed.connection, suspects: &suspects,
-                    lease: Self.lease(quota: 1000, seconds: 1), leasedIDs: &leasedIDs)
-                #expect(leasedIDs.count == 25)
+                    lease: Self.lease(quota: 1000, seconds: 1), leased: &leased)
+                #expect(leased.count == 25)
                 // Every row leased: the app's turn is the lease's end, not now.
                 let turn = try seed.connection.query(
                     """
@@ -272,11 +276,66 @@ struct LeasedAtInsertTests {
                         on: seed.connection, limit: 200, lease: .seconds(120), workerID: "rescuer")
                     if claimed.count < 25 { Thread.sleep(forTimeInterval: 0.1) }
                 }
-                #expect(Set(claimed.map(\.id)) == Set(leasedIDs))
+                #expect(Set(claimed.map(\.id)) == Set(leased.ids))
                 #expect(claimed.allSatisfy { $0.fence == 2 && $0.attempt == 2 })
-                // The dead worker's read of its rows finds none of them leased to it any more.
-                #expect(
-                    try ClaimStore.leasedRows(on: seed.connection, deliveryIDs: leasedIDs, workerID: Self.workerID).isEmpty)
+            }
+        }
+    }
+
+    /// A small notifications' pass leases the rows of the notifications its room covers, each notification all or
+    /// none, and its insert returns them in the claim's row shape at the version the pass leaves: a local-time
+    /// notification, a send-limited app's and one the room does not cover are inserted due for a claim.
+    @Test func aSmallPassLeasesWhatItsRoomCoversAndReturnsTheRowsAsAClaimWould() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                let devices = try (0..<6).map { _ in try seed.subscription() }
+                func listing(_ ids: ArraySlice<UUID>) -> String {
+                    #"{"include_subscription_ids": ["# + ids.map { "\"\($0.uuidString.lowercased())\"" }.joined(separator: ",") + "]}"
+                }
+                let two = try seed.notification(target: listing(devices[0..<2]))
+                let one = try seed.notification(target: listing(devices[2..<3]))
+                let uncovered = try seed.notification(target: listing(devices[3..<5]))
+                let localTime = try seed.notification(
+                    message: #"{"contents": {"en": "hi"}, "delivery_time_of_day": "09:00"}"#, target: listing(devices[5..<6]))
+                let limited = try Seed(url)
+                try limited.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                _ = try seed.connection.query("UPDATE apps SET max_sends_per_second = 1000 WHERE id = $1", [limited.appID])
+                let limitedNotification = try limited.notification(target: listing([try limited.subscription()][...]))
+                let asked = Asked()
+                var suspects = ExpansionSuspects()
+                var leased = LeasedRows.none
+                // Room for 3 of the app's 5 listed devices that may be leased (the local-time one is not asked for).
+                let result = try SmallNotificationStore.expandSmallNotifications(
+                    on: seed.connection, suspects: &suspects, lease: Self.lease(quota: 3, asked: asked), leased: &leased)
+                #expect(result.expanded == 5 && result.created == 7 && result.leased == 3)
+                #expect(asked.apps.withLock { $0 }.sorted { $0.uuidString < $1.uuidString }
+                    == [seed.appID, limited.appID].sorted { $0.uuidString < $1.uuidString })
+                let deliveries = try ClaimStore.leasedRows(leased, on: seed.connection)
+                #expect(Set(deliveries.map(\.subscriptionID)) == Set(devices[0..<3]))
+                #expect(deliveries.allSatisfy { $0.fence == 1 && $0.attempt == 1 && $0.channelProvider == "apns" })
+                #expect(deliveries.first?.databaseClock != nil)
+                for delivery in deliveries {
+                    let version = try seed.connection.query(
+                        "SELECT xmin::text AS version FROM notifications WHERE id = $1", [delivery.notificationID]
+                    )[0].decode(String.self, "version")
+                    #expect(delivery.messageVersion == version)
+                }
+                let states = try seed.connection.query(
+                    """
+                    SELECT notification_id, count(*) FILTER (WHERE leased_by = $1 AND attempt = 1 AND fence = 1 AND run_at > now()) AS leased,
+                           count(*) FILTER (WHERE leased_by IS NULL AND attempt = 0 AND fence = 0) AS due
+                    FROM deliveries GROUP BY notification_id
+                    """, [Self.workerID]
+                ).reduce(into: [UUID: String]()) {
+                    $0[try $1.decode(UUID.self, "notification_id")] =
+                        "\(try $1.decode(Int.self, "leased"))/\(try $1.decode(Int.self, "due"))"
+                }
+                #expect(states == [two: "2/0", one: "1/0", uncovered: "0/2", localTime: "0/1", limitedNotification: "0/1"])
+                // What was not leased is the claim's (the local-time row when its hour comes).
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "claimer")
+                #expect(Set(claimed.map(\.notificationID)).subtracting([localTime]) == [uncovered, limitedNotification])
             }
         }
     }

@@ -308,6 +308,7 @@ struct LocalTimeExpansionTests {
                         notifications.flatMap { Array(repeating: $0, count: count) },
                         Array((0..<count).map { _ in subscriptions }.joined()),
                         [] as [UUID], [] as [String], Array(repeating: "device", count: count),
+                        Array(repeating: false, count: count), 60.0, "",
                         Array(repeating: "09:00:00", count: count) as [String?], Array(repeating: nil, count: count) as [Int?],
                     ]
                     plan = try ExplainedPlan(

@@ -87,7 +87,7 @@ struct FleetStatusRendererTests {
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server",
-            "app_id", "fleet_pause", "paused_apps", "app_names",
+            "app_id", "fleet_pause", "paused_apps", "workers", "app_names",
         ])
         #expect(object["app_names"] as? [[String: String]] == [["app_id": "00000000-0000-4000-8000-000000000001", "name": "Acme News"]])
         #expect(object["app_id"] is NSNull && object["fleet_pause"] is NSNull)
@@ -114,6 +114,54 @@ struct FleetStatusRendererTests {
     }
 
     /// Worker ids and reasons come from the database: they must not drive the terminal, in either format.
+    static func worker(
+        _ id: String, host: String, pid: Int32, state: FleetStatus.Worker.State, seenAgo: Double, stoppedAgo: Double? = nil
+    ) -> FleetStatus.Worker {
+        FleetStatus.Worker(
+            workerID: UUID(uuidString: id)!, leasedBy: "\(host):\(pid)", host: host, pid: pid, version: "0.9.0",
+            commit: "1a2b3c4d5e6f", roles: ["expand", "send"], state: state, startedAt: now.addingTimeInterval(-7_200),
+            lastSeenAt: now.addingTimeInterval(-seenAgo), lastSeenSecondsAgo: seenAgo, heartbeatSeconds: 5,
+            inFlight: state == .live ? 1_200 : 0, claimsPerMinute: state == .live ? 5_400.4 : 0,
+            sendsPerMinute: state == .live ? 5_350.6 : 0,
+            stoppingAt: stoppedAgo.map { now.addingTimeInterval(-$0 - 2) }, stoppedAt: stoppedAgo.map { now.addingTimeInterval(-$0) })
+    }
+
+    /// Live, stale and stopped workers: a count per state, a row each, what stale means; JSON with lower-case ids.
+    @Test func workersAreListedByStateInTextAndJSON() throws {
+        var status = Self.sample()
+        status.workers = [
+            Self.worker("AAAAAAAA-0000-4000-8000-000000000001", host: "host-a", pid: 17, state: .live, seenAgo: 2),
+            Self.worker("BBBBBBBB-0000-4000-8000-000000000002", host: "host-b", pid: 9, state: .stale, seenAgo: 95),
+            Self.worker("CCCCCCCC-0000-4000-8000-000000000003", host: "host-c", pid: 4, state: .stopped, seenAgo: 600, stoppedAgo: 600),
+        ]
+        let lines = StatusCommandTests.folded(FleetStatusRenderer.text(status))
+        #expect(lines.contains("workers: 1 live, 1 stale, 1 stopped"))
+        #expect(lines.contains("state host pid version started last seen in flight claims/min sends/min leased_by"))
+        #expect(lines.contains("live host-a 17 0.9.0 (1a2b3c4d5e6f) 2026-09-21 12:13:20 UTC 2s ago 1,200 5,400 5,351 host-a:17"))
+        #expect(lines.contains("stale host-b 9 0.9.0 (1a2b3c4d5e6f) 2026-09-21 12:13:20 UTC 1m 35s ago 0 0 0 host-b:9"))
+        #expect(lines.contains("stopped host-c 4 0.9.0 (1a2b3c4d5e6f) 2026-09-21 12:13:20 UTC stopped 10m 0s ago 0 0 0 host-c:4"))
+        #expect(lines.contains { $0.hasPrefix("stale: no heartbeat for 3 of its intervals") })
+        let json = try FleetStatusRenderer.json(status)
+        #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let workers = try #require(object["workers"] as? [[String: Any]])
+        #expect(workers.map { $0["worker_id"] as? String } == [
+            "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002", "cccccccc-0000-4000-8000-000000000003",
+        ])
+        #expect(Set(workers[0].keys) == [
+            "worker_id", "leased_by", "host", "pid", "version", "commit", "roles", "state", "started_at", "last_seen_at",
+            "last_seen_seconds_ago", "heartbeat_seconds", "in_flight", "claims_per_minute", "sends_per_minute",
+            "stopping_at", "stopped_at",
+        ])
+        #expect(workers.map { $0["state"] as? String } == ["live", "stale", "stopped"])
+        #expect(workers[0]["stopped_at"] is NSNull)
+        // No heartbeat yet, and none read (narrowed to an app).
+        status.workers = []
+        #expect(StatusCommandTests.folded(FleetStatusRenderer.text(status)).contains("workers: none has written a heartbeat"))
+        status.workers = nil
+        #expect(!StatusCommandTests.folded(FleetStatusRenderer.text(status)).contains { $0.hasPrefix("workers:") })
+    }
+
     @Test func databaseTextIsSanitizedInTextAndEscapedInJSON() throws {
         let hostileID = "w\u{1B}[2J\u{9B}31m\u{202E}evil\nforged line"
         let hostileReason = "bad\u{07}\u{200B}reason https://user:pw@push.example/x"

@@ -1,0 +1,35 @@
+import BuildInfo
+import Postgres
+
+/// The schema `run` and `check` need: every migration this build was made with (``BuildInfo/migrations``)
+/// applied, and none applied that declares it needs a newer worker (``SchemaWindow``; docs/operations.md,
+/// "Upgrade: migrations first").
+public enum WorkerSchema {
+    /// Reads the bookkeeping table and judges it for this build.
+    /// - Returns: the applied migrations this build does not know (a newer release's, within the window).
+    /// - Throws: ``ConfigurationError`` on `PUSHIZO_DATABASE_URL` (exit 78) when the schema is behind, naming each
+    ///   pending file and saying to run `pushizo-worker migrate`, or beyond the window, naming each migration
+    ///   that needs a newer worker; the query's own error otherwise.
+    @discardableResult
+    public static func verify(on connection: PostgresConnection, known: [String] = BuildInfo.migrations) throws -> [String] {
+        switch SchemaWindow.judge(known: known, applied: try SchemaWindow.applied(on: connection)) {
+        case .compatible(let newer):
+            return newer
+        case .behind(let pending):
+            throw ConfigurationError(
+                key: ConfigurationKey.databaseURL.name,
+                problem: "the database lacks \(pending.count) migration(s) this worker (\(BuildInfo.version)) needs: "
+                    + pending.joined(separator: ", ")
+                    + "; run `pushizo-worker migrate` with this release's migrations first (docs/operations.md, \"Upgrade: migrations first\")")
+        case .beyondWindow(let refusals):
+            let newest = known.compactMap { SchemaWindow.version(ofFileName: $0) }.max() ?? 0
+            throw ConfigurationError(
+                key: ConfigurationKey.databaseURL.name,
+                problem: "the database's schema is beyond what this worker (\(BuildInfo.version), migrations up to "
+                    + "\(newest)) can run with: "
+                    + refusals.map { "\($0.fileName) needs workers built with migration \($0.oldestWorker) or later" }
+                        .joined(separator: ", ")
+                    + "; run this release's workers (docs/operations.md, \"Upgrade: migrations first\")")
+        }
+    }
+}
