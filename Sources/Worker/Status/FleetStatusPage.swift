@@ -34,6 +34,7 @@ public enum FleetStatusPage {
                 "<p class=\"alert\" id=\"fleet-pause\">Fleet paused \(text(FleetStatusRenderer.pauseEnd(pause.until, status.takenAt))): \(text(pause.reason ?? "(no reason)")); no claims until resumed (pushizo-worker resume --fleet)</p>")
         }
         body += queue(status)
+        body += workers(status)
         body += events(status)
         body += expansion(status)
         body += pauses(status)
@@ -69,6 +70,33 @@ public enum FleetStatusPage {
         }
         if queue.expiredLeases > 0 {
             lines.append("<p>Expired leases: \(FleetStatusRenderer.grouped(queue.expiredLeases)) (due again)</p>")
+        }
+        return lines
+    }
+
+    /// The worker processes by their heartbeats (nothing when narrowed to an app or before their table exists).
+    static func workers(_ status: FleetStatus) -> [String] {
+        guard let workers = status.workers else { return [] }
+        guard !workers.isEmpty else { return ["<h2>Workers</h2>", "<p>none has written a heartbeat</p>"] }
+        let rows = workers.map { worker in
+            let seen = FleetStatusRenderer.duration(worker.lastSeenSecondsAgo) + " ago"
+            return row([
+                text(worker.state.rawValue), text(worker.host), "\(worker.pid)",
+                text(worker.version) + " (" + text(worker.commit) + ")", text(FleetStatusRenderer.instant(worker.startedAt)),
+                text(seen), FleetStatusRenderer.grouped(worker.inFlight),
+                FleetStatusRenderer.rate(worker.claimsPerMinute.rounded()), FleetStatusRenderer.rate(worker.sendsPerMinute.rounded()),
+                text(worker.leasedBy),
+            ], cssClass: worker.state == .stale ? "paused" : nil)
+        }
+        var lines = [
+            "<h2>Workers</h2>",
+            table(
+                ["state", "host", "pid", "version", "started", "last seen", "in flight", "claims/min", "sends/min", "leased_by"],
+                rows, textual: true),
+        ]
+        if workers.contains(where: { $0.state == .stale }) {
+            lines.append(
+                "<p>stale: no heartbeat for 3 of its intervals: killed, crashed, hung or cut off from the database; its leases are rescued as they run out</p>")
         }
         return lines
     }

@@ -70,6 +70,8 @@ struct StatusPageBrowserTests {
                 #expect(dom.contains(#"<td>operator: &lt;img src=x onerror="document.title='pwned'"&gt; rotating keys</td>"#), "\(dom)")
                 #expect(!dom.contains("<script") && !dom.contains("<img") && !dom.contains("<b>"), "\(dom)")
                 #expect(!dom.contains("PRIVATE KEY"))
+                // The worker serving the page, by its heartbeat.
+                #expect(dom.contains(#"<h2>Workers</h2>"#) && dom.contains(#"<th scope="row">live</th>"#), "\(dom)")
 
                 let screenshot = ReplicatedCluster.repositoryRoot.appendingPathComponent("var/status-page.png")
                 try FileManager.default.createDirectory(

@@ -49,6 +49,34 @@ struct FleetStatusPageTests {
         #expect(!html.contains("<script") && !html.contains("<link") && !html.contains("src=") && !html.contains("<form"))
     }
 
+    @Test func showsTheWorkersByHeartbeatWithTheirTextEscaped() {
+        var status = FleetStatusRendererTests.sample()
+        let now = FleetStatusRendererTests.now
+        status.workers = [
+            .init(
+                workerID: UUID(), leasedBy: "host-a:17", host: Self.hostile, pid: 17, version: "0.9.0", commit: "1a2b3c4d5e6f",
+                roles: ["expand", "send"], state: .live, startedAt: now.addingTimeInterval(-3_600), lastSeenAt: now,
+                lastSeenSecondsAgo: 2, heartbeatSeconds: 5, inFlight: 12, claimsPerMinute: 30, sendsPerMinute: 1_200,
+                stoppingAt: nil, stoppedAt: nil),
+            .init(
+                workerID: UUID(), leasedBy: "host-b:9", host: "host-b", pid: 9, version: "0.9.0", commit: "1a2b3c4d5e6f",
+                roles: ["send"], state: .stale, startedAt: now.addingTimeInterval(-7_200), lastSeenAt: now.addingTimeInterval(-60),
+                lastSeenSecondsAgo: 60, heartbeatSeconds: 5, inFlight: 0, claimsPerMinute: 0, sendsPerMinute: 0,
+                stoppingAt: nil, stoppedAt: nil),
+        ]
+        let html = FleetStatusPage.html(status, freshness: Self.freshness)
+        #expect(html.contains("<h2>Workers</h2>"))
+        #expect(html.contains(
+            "<tr><th scope=\"row\">live</th><td>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;img src=x onerror=alert(1)&gt; &#39;Zed&#39;</td><td>17</td><td>0.9.0 (1a2b3c4d5e6f)</td>"))
+        #expect(html.contains("<td>2s ago</td><td>12</td><td>30</td><td>1,200</td><td>host-a:17</td></tr>"))
+        #expect(html.contains("<tr class=\"paused\"><th scope=\"row\">stale</th><td>host-b</td>"))
+        #expect(html.contains("stale: no heartbeat for 3 of its intervals"))
+        #expect(!html.contains("<script"))
+        // Narrowed to an app (no workers listed): no section.
+        status.workers = nil
+        #expect(!FleetStatusPage.html(status, freshness: Self.freshness).contains("<h2>Workers</h2>"))
+    }
+
     @Test func anEmptyFleetSaysSo() {
         let status = FleetStatusRendererTests.empty()
         let html = FleetStatusPage.html(status, freshness: Self.freshness)
