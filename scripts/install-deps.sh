@@ -6,9 +6,10 @@
 # curl: scrapes in the demo; faketime: runs the worker with its clock off the database's in the clock tests;
 # pgbouncer: the transaction-pooler tests; patroni, etcd-server: the failover tests' Patroni cluster,
 # scripts/patroni-cluster.sh; postgresql-15-pg-stat-kcache: each statement's CPU time in make bench, for Debian 12's
-# PostgreSQL 15.) The Swift toolchain itself is expected on PATH (the machine image provides it).
+# PostgreSQL 15; chromium: the headless browser that renders the worker's status page in the tests.) The Swift
+# toolchain itself is expected on PATH (the machine image provides it).
 set -euo pipefail
-packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pgbouncer pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl faketime patroni etcd-server postgresql-15-pg-stat-kcache)
+packages=(libpq-dev libssl-dev libnghttp2-dev libsystemd-dev systemd postgresql postgresql-contrib tzdata openssl ca-certificates pgbouncer pkg-config util-linux nghttp2-server nghttp2-client time libmicrohttpd-dev libpsl-dev prometheus libcurl4 curl faketime patroni etcd-server postgresql-15-pg-stat-kcache chromium)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -31,6 +31,70 @@ struct MetricsServerTests {
         #expect(MetricsAnswer.answer(method: "GET", path: "/metrics/") { "" }.status == 404)
     }
 
+    @Test func answersPagesWithNoStoreAndOnlyGetAndHead() {
+        let pages: [String: @Sendable () -> ListenerPage] = [
+            "/readyz": { .plainText(status: 503, "database: unreachable\n") },
+            "/": { ListenerPage(status: 200, contentType: "text/html; charset=utf-8", body: "<!DOCTYPE html>") },
+        ]
+        let ready = MetricsAnswer.answer(method: "GET", path: "/readyz", pages: pages) { "" }
+        #expect(ready.status == 503 && ready.body == "database: unreachable\n" && ready.cacheControl == "no-store")
+        #expect(ready.contentType == "text/plain; charset=utf-8")
+        #expect(MetricsAnswer.answer(method: "HEAD", path: "/", pages: pages) { "" }.status == 200)
+        let post = MetricsAnswer.answer(method: "POST", path: "/", pages: pages) { "" }
+        #expect(post.status == 405 && post.allow == "GET, HEAD" && post.cacheControl == nil)
+        let missing = MetricsAnswer.answer(method: "GET", path: "/healthz", pages: pages) { "" }
+        #expect(missing.status == 404 && missing.body == "not found: GET /metrics, /, /readyz\n")
+        #expect(MetricsAnswer.answer(method: "GET", path: "/metrics", pages: pages) { "x 1\n" }.cacheControl == nil)
+    }
+
+    /// Pages over real HTTP: status, `Cache-Control: no-store`, and `HEAD` with the same status and no body. A page
+    /// that waits holds up only its own connection: a scrape is answered while it waits.
+    @Test func servesPagesOverHTTPAndAWaitingPageDoesNotHoldUpAScrape() async throws {
+        let registry = MetricsRegistry()
+        registry.counter("pushizo_test_total", help: "A test counter.").add(1)
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let pages: [String: @Sendable () -> ListenerPage] = [
+            "/healthz": { .plainText(status: 200, "ok\n") },
+            "/readyz": { .plainText(status: 503, "migrations: 1 pending\n") },
+            "/": {
+                entered.signal()
+                release.wait()
+                return ListenerPage(status: 200, contentType: "text/html; charset=utf-8", body: "<p>page</p>")
+            },
+        ]
+        let server = try MetricsHTTPServer(
+            address: try MetricsListenAddress(parsing: "127.0.0.1:0"), registry: registry, pages: pages)
+        let base = "http://127.0.0.1:\(server.port)"
+        let (health, healthResponse) = try await fetch("\(base)/healthz")
+        #expect(healthResponse.statusCode == 200 && health == "ok\n")
+        #expect(healthResponse.value(forHTTPHeaderField: "Cache-Control") == "no-store")
+        let (ready, readyResponse) = try await fetch("\(base)/readyz")
+        #expect(readyResponse.statusCode == 503 && ready == "migrations: 1 pending\n")
+        let (headBody, head) = try await fetch("\(base)/readyz", method: "HEAD")
+        #expect(head.statusCode == 503 && headBody.isEmpty)
+        #expect(head.value(forHTTPHeaderField: "Cache-Control") == "no-store")
+
+        let page = Task { try await fetch("\(base)/") }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                entered.wait()
+                continuation.resume()
+            }
+        }
+        // The page's connection thread is blocked now; the scrape has a thread of its own. (Were it queued behind
+        // the page, the request's 10 s timeout would fail it; the page is released either way.)
+        let scrape: Result<(String, HTTPURLResponse), any Error>
+        do { scrape = .success(try await fetch("\(base)/metrics")) } catch { scrape = .failure(error) }
+        release.signal()
+        let (metrics, metricsResponse) = try scrape.get()
+        #expect(metricsResponse.statusCode == 200 && metrics.contains("pushizo_test_total 1\n"))
+        let (pageBody, pageResponse) = try await page.value
+        #expect(pageResponse.statusCode == 200 && pageBody == "<p>page</p>")
+        #expect(pageResponse.value(forHTTPHeaderField: "Content-Type") == "text/html; charset=utf-8")
+        await server.shutdown()
+    }
+
     /// A real scrape over TCP through libmicrohttpd.
     @Test func servesTheRegistryOverHTTP() async throws {
         let registry = MetricsRegistry()

@@ -11,7 +11,7 @@ struct WorkerFolderLayeringTests {
     /// Bottom to top. A new folder must be placed here.
     static let layers = [
         "Logging", "Configuration", "Metrics", "Queue", "Delivery", "Preview", "Status", "Maintenance", "Services",
-        "Lifecycle", "Operator",
+        "Listener", "Lifecycle", "Operator",
     ]
 
     static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -5,8 +5,8 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
-/// MHD_start_daemon with the options the metrics listener uses: its own polling thread
-/// (MHD_USE_INTERNAL_POLLING_THREAD with the best of epoll/poll/select), bound to `address` (IPv4 or IPv6,
+/// MHD_start_daemon with the options the metrics listener uses: a thread per connection
+/// (MHD_USE_THREAD_PER_CONNECTION, with the best of poll/select), bound to `address` (IPv4 or IPv6,
 /// `ipv6` set for the latter), at most `connection_limit` connections at once, each closed after
 /// `timeout_seconds` of inactivity. Returns NULL when the daemon cannot start (e.g. the address is in use).
 struct MHD_Daemon *pz_mhd_start(const struct sockaddr *address, int ipv6, unsigned int connection_limit,

@@ -175,7 +175,7 @@ extension ConfigurationKey {
         .duration(default: .seconds(3600), in: .seconds(10) ... .seconds(86_400), off: true))
     public static let metricsListen = ConfigurationKey(
         "PUSHIZO_METRICS_LISTEN",
-        "host:port serving Prometheus metrics at GET /metrics (an IP literal; IPv6 in brackets, e.g. 127.0.0.1:9464 or [::1]:9464); unset: no listener")
+        "host:port serving Prometheus metrics at GET /metrics, the probes GET /healthz and /readyz and a read-only status page at GET / (an IP literal; IPv6 in brackets, e.g. 127.0.0.1:9464 or [::1]:9464); unset: no listener")
 
     // `emulator`
     public static let emulatorListen = ConfigurationKey(

@@ -27,6 +27,10 @@ public final class WorkerRuntime: Sendable {
     /// What `GET /metrics` shows (docs/metrics.md).
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
+    /// The listener's own database session (status page, readiness checks); nil without a listener.
+    private let listenerDatabase: ListenerDatabase?
+    /// What `GET /healthz` and `GET /readyz` answer; nil without a listener.
+    private let probes: WorkerProbes?
 
     /// - Parameters:
     ///   - systemdStatus: send `STATUS=` lines (rate, queue lag, in flight) every few seconds through
@@ -132,11 +136,13 @@ public final class WorkerRuntime: Sendable {
                 messages: pipeline.messages, tokens: tokens, tokenKeys: { [pipeline] in pipeline.sharedTokenKeys(of: $0) }),
             logger: logger, onReady: onReady, metrics: metrics)
         self.service = service
+        // One stamp of the I/O thread for the systemd watchdog and `GET /healthz`: both probe it the same way.
+        let ioThread = LoopHeartbeat(name: "HTTP/2 I/O thread")
         if systemdStatus || watchdog != nil {
             systemd = SystemdReporter(
                 watchdog: watchdog,
                 sources: SystemdReporter.Sources(
-                    loops: service.watchedLoops, ioThread: LoopHeartbeat(name: "HTTP/2 I/O thread"),
+                    loops: service.watchedLoops, ioThread: ioThread,
                     probeIOThread: { eventLoop.probe($0) }, progress: { service.progress },
                     sampleQueueLag: { await service.sampleQueueLag() }),
                 logger: logger.named("systemd"))
@@ -145,8 +151,21 @@ public final class WorkerRuntime: Sendable {
         }
         if let address = configuration.metricsListen {
             ProcessMetrics.register(in: metrics.registry)
+            let listenerDatabase = ListenerDatabase(
+                connectionString: configuration.databaseURL, poolerMode: PostgresPoolerMode(configuration.databaseRoute.poolerMode))
+            self.listenerDatabase = listenerDatabase
+            let probes = WorkerProbes(
+                watchdog: watchdog, loops: service.watchedLoops, ioThread: ioThread, probeIOThread: { eventLoop.probe($0) },
+                database: listenerDatabase, isStopping: { [service] in service.isStopping },
+                verifySchema: { try WorkerSchema.verify(on: $0) })
+            self.probes = probes
+            service.onDatabaseContact { reached in reached ? probes.loopReached() : probes.loopFailed() }
+            let statusPage = StatusPageSource(database: listenerDatabase) { probes.listenerRead(succeeded: $0) }
+            let pages: [String: @Sendable () -> ListenerPage] = [
+                "/healthz": { probes.liveness() }, "/readyz": { probes.readiness() }, "/": { statusPage.page() },
+            ]
             do {
-                let server = try MetricsHTTPServer(address: address, registry: metrics.registry)
+                let server = try MetricsHTTPServer(address: address, registry: metrics.registry, pages: pages)
                 metricsServer = server
                 logger.info("metrics listening", ["address": "\(address.description)", "port": "\(server.port)"])
             } catch {
@@ -155,6 +174,8 @@ public final class WorkerRuntime: Sendable {
             }
         } else {
             metricsServer = nil
+            listenerDatabase = nil
+            probes = nil
         }
     }
 
@@ -198,6 +219,7 @@ public final class WorkerRuntime: Sendable {
                     try WorkerRights.verify(on: connection)
                     return try WorkerSchema.verify(on: connection)
                 }
+                if !listen { probes?.schemaVerified() }
                 if !newer.isEmpty {
                     logger.notice(
                         "schema has migrations newer than this worker; running within the compatibility window",
@@ -243,6 +265,15 @@ public final class WorkerRuntime: Sendable {
         eventLoop.shutdown()
         await database.shutdown()
         await metricsServer?.shutdown()
+        if let listenerDatabase {
+            // Closing may wait for a status page's read to end: off the cooperative pool.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    listenerDatabase.close()
+                    continuation.resume()
+                }
+            }
+        }
     }
 
     /// See ``WorkerService/requestStop()``.

@@ -73,6 +73,7 @@ struct ChunkService: Service {
                 }
             } catch {
                 failures += 1
+                context.databaseFailed()
                 context.logger.error("expanding notifications failed", ["error": "\(error)"])
                 let pause = FailureBackoff.after(failures: failures)
                 heartbeat.waiting(for: pause)

@@ -151,6 +151,7 @@ final class ClaimService: Service {
                     claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
                 } catch {
                     metrics.claimFinished(startedAt: claimStarted, claimed: 0)
+                    context.databaseFailed()
                     logger.error("claiming deliveries failed", ["error": "\(error)"])
                     let backoff = admission.withLock { $0.claimFailed() }
                     heartbeat.waiting(for: backoff)

@@ -130,6 +130,7 @@ struct ExpansionService: Service {
                 failures = 0
             } catch {
                 failures += 1
+                context.databaseFailed()
                 logger.error("expanding notifications failed", ["error": "\(error)"])
                 let pause = FailureBackoff.after(failures: failures)
                 heartbeat.waiting(for: pause)

@@ -44,6 +44,7 @@ struct SliceService: Service {
                 }
             } catch {
                 failures += 1
+                context.databaseFailed()
                 context.logger.error("expanding slices failed", ["error": "\(error)"])
                 let pause = FailureBackoff.after(failures: failures)
                 heartbeat.waiting(for: pause)

@@ -32,6 +32,8 @@ final class WorkerLoopContext: Sendable {
     /// Told when completions are written (``ClaimService/completionsWritten()``), set once the claim service
     /// exists: the completer is made before it.
     private let completionsWrittenHandler = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Told of each loop's database round trip (true: it succeeded), for the readiness probe; set by the runtime.
+    private let databaseContactHandler = Mutex<(@Sendable (Bool) -> Void)?>(nil)
     /// The owner's stop request (``WorkerService/requestStop()``), set once the owner exists.
     private let ownerStop = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -84,8 +86,19 @@ final class WorkerLoopContext: Sendable {
         if let stop = ownerStop.withLock({ $0 }) { stop() } else { _ = requestStop() }
     }
 
+    /// Sets what ``databaseReached()`` and ``databaseFailed()`` tell (the readiness probe's news).
+    func onDatabaseContact(_ handler: @escaping @Sendable (Bool) -> Void) {
+        databaseContactHandler.withLock { $0 = handler }
+    }
+
+    /// Called after a loop's round trip failed.
+    func databaseFailed() {
+        databaseContactHandler.withLock { $0 }?(false)
+    }
+
     /// Called after each successful round trip of a loop; the first one makes the worker ready.
     func databaseReached() {
+        databaseContactHandler.withLock { $0 }?(true)
         if reachedDatabase.exchange(true, ordering: .acquiringAndReleasing) { return }
         logger.info("database reached; ready")
         onReady()

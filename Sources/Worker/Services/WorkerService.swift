@@ -97,6 +97,11 @@ public final class WorkerService: Sendable {
 
     public var isStopping: Bool { context.isStopping }
 
+    /// Sets what the loops tell after each database round trip (true: it succeeded): the readiness probe's news.
+    func onDatabaseContact(_ handler: @escaping @Sendable (Bool) -> Void) {
+        context.onDatabaseContact(handler)
+    }
+
     /// Completions written so far and sends in flight now (for `STATUS=` lines).
     var progress: (settled: Int, inFlight: Int) { (completer.settled, claims?.sending ?? 0) }
 

@@ -32,6 +32,15 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     public var fleetPause: Pause? = nil
     /// Apps paused by an operator (`apps.paused_until` ahead), latest end first; only ``app`` when narrowed.
     public var pausedApps: [PausedApp] = []
+    /// The names (`apps.name`, producer data: untrusted, cut to ``FleetStatusStore/appNameLength`` characters) of
+    /// the apps the report lists elsewhere, by app id; apps with an empty name are left out.
+    public var appNames: [AppName] = []
+
+    /// The name of `app` in ``appNames``, nil when it has none.
+    public func name(of app: UUID) -> String? {
+        appNames.first { $0.appID == app }?.name
+    }
+
     /// The worker processes by their heartbeats (`worker_heartbeats`, migration 0029): live and stopping ones
     /// first (by host and pid), then stale ones, then stopped ones (latest first), at most
     /// ``FleetStatusStore/listedRows``. Nil when narrowed to an app (workers are not an app's) or before
@@ -327,6 +336,17 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         }
     }
 
+    /// An app's name (`apps.name`) as stored.
+    public struct AppName: Sendable, Equatable, Codable {
+        public var appID: UUID
+        public var name: String
+
+        public init(appID: UUID, name: String) {
+            self.appID = appID
+            self.name = name
+        }
+    }
+
     /// A channel paused after the provider refused its credentials, or by an operator (reason `operator`)
     /// (`app_channels.paused_until`, `paused_reason`).
     public struct PausedChannel: Sendable, Equatable, Codable {
@@ -351,7 +371,7 @@ extension FleetStatus {
     enum CodingKeys: String, CodingKey {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
         case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps", server
-        case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps", workers
+        case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps", workers, appNames = "app_names"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -370,6 +390,33 @@ extension FleetStatus {
         try container.encode(fleetPause, forKey: .fleetPause)
         try container.encode(pausedApps, forKey: .pausedApps)
         try container.encode(workers, forKey: .workers)
+        try container.encode(appNames, forKey: .appNames)
+    }
+
+    /// Decodes what ``encode(to:)`` writes; `app_names`, added later to schema version 1, may be absent.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        schemaVersion = try container.decode(Int.self, forKey: .schemaVersion)
+        takenAt = try container.decode(Date.self, forKey: .takenAt)
+        queue = try container.decode(Queue.self, forKey: .queue)
+        leases = try container.decode([WorkerLeases].self, forKey: .leases)
+        events = try container.decode([EventWindow].self, forKey: .events)
+        expansion = try container.decode(Expansion.self, forKey: .expansion)
+        pausedChannels = try container.decode([PausedChannel].self, forKey: .pausedChannels)
+        notes = try container.decode([String].self, forKey: .notes)
+        throttledApps = try container.decode([ThrottledApp].self, forKey: .throttledApps)
+        server = try container.decodeIfPresent(PostgresServerAddress.self, forKey: .server)
+        app = try container.decodeIfPresent(UUID.self, forKey: .app)
+        fleetPause = try container.decodeIfPresent(Pause.self, forKey: .fleetPause)
+        pausedApps = try container.decode([PausedApp].self, forKey: .pausedApps)
+        workers = try container.decodeIfPresent([Worker].self, forKey: .workers)
+        appNames = try container.decodeIfPresent([AppName].self, forKey: .appNames) ?? []
+    }
+}
+
+extension FleetStatus.AppName {
+    enum CodingKeys: String, CodingKey {
+        case appID = "app_id", name
     }
 }
 

@@ -51,6 +51,8 @@ public enum FleetStatusStore {
     public static let providers = Provider.allCases.map(\.rawValue)
     /// Event windows, in minutes.
     public static let windows = [1, 5, 15]
+    /// The longest app name read (characters): longer ones are cut by the query.
+    public static let appNameLength = 200
 
     /// The tables and columns read, each with the migration that creates it.
     static let requiredSchema: [(table: String, column: String?, migration: String)] = [
@@ -120,6 +122,7 @@ public enum FleetStatusStore {
                     status.notes.append("only the first \(listedRows) workers are listed (live, then stale, then stopped)")
                 }
             }
+            status.appNames = try readAppNames(on: connection, of: status)
             return status
         }
     }
@@ -694,6 +697,20 @@ public enum FleetStatusStore {
             FleetStatus.PausedApp(
                 appID: try row.decode(UUID.self, "id"), pausedUntil: try row.decode(Date.self, "paused_until"),
                 reason: try row.decodeIfPresent(String.self, "paused_reason"))
+        }
+    }
+
+    /// The names of the apps `status` lists (by primary key: at most a few thousand lookups, each an index probe).
+    static func readAppNames(on connection: PostgresConnection, of status: FleetStatus) throws -> [FleetStatus.AppName] {
+        var ids = status.pausedChannels.map(\.appID) + status.pausedApps.map(\.appID) + status.throttledApps.map(\.appID)
+        ids += status.expansion.notifications.map(\.appID) + (status.app.map { [$0] } ?? [])
+        let listed = Array(Set(ids.map(CanonicalUUIDText.format))).sorted()
+        guard !listed.isEmpty else { return [] }
+        return try connection.query(
+            "SELECT id, left(name, $2) AS name FROM apps WHERE id = ANY($1::uuid[]) AND name <> '' ORDER BY id",
+            [listed, appNameLength]
+        ).map { row in
+            FleetStatus.AppName(appID: try row.decode(UUID.self, "id"), name: try row.decode(String.self, "name"))
         }
     }
 }

@@ -81,13 +81,15 @@ struct FleetStatusRendererTests {
     }
 
     @Test func jsonRoundTripsWithTheDocumentedKeysAndNulls() throws {
-        let status = Self.sample()
+        var status = Self.sample()
+        status.appNames = [.init(appID: Self.app, name: "Acme News")]
         let json = try FleetStatusRenderer.json(status)
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server",
-            "app_id", "fleet_pause", "paused_apps", "workers",
+            "app_id", "fleet_pause", "paused_apps", "workers", "app_names",
         ])
+        #expect(object["app_names"] as? [[String: String]] == [["app_id": "00000000-0000-4000-8000-000000000001", "name": "Acme News"]])
         #expect(object["app_id"] is NSNull && object["fleet_pause"] is NSNull)
         #expect(object["server"] as? [String: String] == ["host": "db-b.internal", "port": "5432"])
         #expect(object["schema_version"] as? Int == 1)
@@ -186,16 +188,20 @@ struct FleetStatusRendererTests {
         #expect(!text.contains(String(repeating: "x", count: FleetStatusRenderer.maximumTextWidth + 1)))
     }
 
-    @Test func anEmptyFleetSaysSo() {
-        let status = FleetStatus(
-            takenAt: Self.now,
+    /// A fleet with nothing queued, sent, expanding or paused.
+    static func empty() -> FleetStatus {
+        FleetStatus(
+            takenAt: now,
             queue: .init(
                 due: .exact(0), deferred: .exact(0), leased: .exact(0),
                 providers: FleetStatusStore.providers.map { .init(provider: $0, due: .exact(0), deferred: .exact(0), leased: .exact(0)) },
                 oldestDueAt: nil, lagSeconds: nil, expiredLeases: 0),
             leases: [], events: FleetStatusStore.windows.map { .init(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0)) },
             expansion: .init(pending: .exact(0), expanding: .exact(0), notifications: []), pausedChannels: [])
-        let text = FleetStatusRenderer.text(status)
+    }
+
+    @Test func anEmptyFleetSaysSo() {
+        let text = FleetStatusRenderer.text(Self.empty())
         #expect(text.contains("lag: none (nothing is due)"))
         #expect(text.contains("leases: none"))
         #expect(text.contains("paused channels: none"))
