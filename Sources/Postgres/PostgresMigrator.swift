@@ -16,7 +16,10 @@ import Foundation
 ///   transaction-mode pooler (``PostgresConnection/poolerMode``) each file's transaction holds the
 ///   transaction-level lock instead and skips a file applied meanwhile.
 /// - Safety: before anything is applied, every applied version must still have its file with the same
-///   checksum; otherwise nothing is applied (`.migrationChecksumMismatch` / `.migrationFailed`).
+///   checksum; otherwise nothing is applied (`.migrationChecksumMismatch` / `.migrationFailed`). Applied
+///   versions above the newest file are a newer release's (the compatibility window, ``SchemaWindow``): they
+///   are reported (``Report/newer``), not refused, so an older release's `migrate` (which its workers' units
+///   require) finds nothing to do; whether its workers may run is ``SchemaWindow``'s rule, checked by `run`.
 /// - Each pending file runs in its own transaction together with its bookkeeping row, through the
 ///   simple-query protocol (several statements allowed). So such a file must not contain transaction control
 ///   (`BEGIN`/`COMMIT`) or statements that refuse transactions (`CREATE INDEX CONCURRENTLY`, `VACUUM`).
@@ -73,10 +76,13 @@ public struct PostgresMigrator: Sendable {
         public var applied: [String]
         /// How many files had already been applied before this run.
         public var alreadyApplied: Int
+        /// Applied migrations above the newest file (`0030_name.sql`): a newer release's, left as they are.
+        public var newer: [String]
 
-        public init(applied: [String], alreadyApplied: Int) {
+        public init(applied: [String], alreadyApplied: Int, newer: [String] = []) {
             self.applied = applied
             self.alreadyApplied = alreadyApplied
+            self.newer = newer
         }
     }
 
@@ -155,13 +161,13 @@ public struct PostgresMigrator: Sendable {
         }
         let quoted = try connection.quoteIdentifier(table)
         try createTableIfMissing(on: connection, quotedTable: quoted)
-        let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
+        let (pending, appliedCount, newer) = try check(on: connection, quotedTable: quoted)
         var applied: [String] = []
         for migration in pending {
             try apply(migration, on: connection, quotedTable: quoted)
             applied.append(migration.fileName)
         }
-        return Report(applied: applied, alreadyApplied: appliedCount)
+        return Report(applied: applied, alreadyApplied: appliedCount, newer: newer)
     }
 
     /// ``migrate(on:)`` behind a transaction-mode pooler (``PostgresPoolerMode/transaction``), where a session
@@ -174,7 +180,7 @@ public struct PostgresMigrator: Sendable {
             _ = try connection.query("SELECT pg_advisory_xact_lock($1)", [Self.advisoryLockKey])
             try createTableIfMissing(on: connection, quotedTable: quoted)
         }
-        let (pending, appliedCount) = try check(on: connection, quotedTable: quoted)
+        let (pending, appliedCount, newer) = try check(on: connection, quotedTable: quoted)
         if let outside = pending.first(where: { !$0.runsInTransaction }) {
             throw PostgresError(
                 code: .migrationFailed,
@@ -191,7 +197,7 @@ public struct PostgresMigrator: Sendable {
             }
             if ran { applied.append(migration.fileName) }
         }
-        return Report(applied: applied, alreadyApplied: appliedCount)
+        return Report(applied: applied, alreadyApplied: appliedCount, newer: newer)
     }
 
     private func createTableIfMissing(on connection: PostgresConnection, quotedTable quoted: String) throws {
@@ -275,16 +281,26 @@ public struct PostgresMigrator: Sendable {
         return try check(on: connection, quotedTable: quoted).pending
     }
 
-    /// Compares the applied rows with the files; returns the files still to apply and the applied count.
-    private func check(on connection: PostgresConnection, quotedTable: String) throws -> (pending: [Migration], applied: Int) {
+    /// Compares the applied rows with the files; returns the files still to apply, the applied count and the
+    /// applied migrations above the newest file (a newer release's: the compatibility window).
+    private func check(on connection: PostgresConnection, quotedTable: String) throws
+        -> (pending: [Migration], applied: Int, newer: [String])
+    {
         let rows = try connection.query("SELECT version, name, checksum FROM \(quotedTable) ORDER BY version")
         var appliedVersions = Set<Int>()
+        var newer: [String] = []
         let files = Dictionary(uniqueKeysWithValues: migrations.map { ($0.version, $0) })
+        let newestFile = migrations.last?.version ?? 0
         for row in rows {
             let version = try row.decode(Int.self, "version")
             let name = try row.decode(String.self, "name")
             let checksum = try row.decode(String.self, "checksum")
             appliedVersions.insert(version)
+            if files[version] == nil, version > newestFile {
+                // A newer release's migration: this release's files end before it, nothing of it is checked.
+                newer.append(SchemaWindow.Applied(version: version, name: name).fileName)
+                continue
+            }
             guard let file = files[version] else {
                 throw PostgresError(
                     code: .migrationFailed,
@@ -296,6 +312,6 @@ public struct PostgresMigrator: Sendable {
                     message: "migration file \(file.fileName) changed after it was applied (checksum \(file.checksum), applied \(checksum)); restore it and add a new migration instead")
             }
         }
-        return (migrations.filter { !appliedVersions.contains($0.version) }, appliedVersions.count)
+        return (migrations.filter { !appliedVersions.contains($0.version) }, appliedVersions.count, newer)
     }
 }

@@ -35,6 +35,11 @@ enum MigrateCommand {
             throw ConfigurationError(refusal: error, key: urlKey) ?? error
         }
         for name in report.applied { logger.notice("applied migration", ["file": name]) }
+        if !report.newer.isEmpty {
+            logger.notice(
+                "schema has migrations newer than this release; left as they are (the compatibility window)",
+                ["newer": report.newer.joined(separator: ",")])
+        }
         logger.notice(
             report.applied.isEmpty ? "schema is up to date" : "migrations applied",
             ["applied": "\(report.applied.count)", "already_applied": "\(report.alreadyApplied)"])

@@ -76,6 +76,32 @@ struct MigratorTests {
         }
     }
 
+    /// A newer release's migrations (applied versions above this release's newest file) are the compatibility
+    /// window's: an older release's `migrate`, which its workers' systemd units require, reports them and applies
+    /// nothing, where it used to refuse and keep those workers from starting. A file missing below the newest is
+    /// still refused.
+    @Test func aNewerReleasesMigrationsAreLeftAsTheyAreAndAGapIsStillRefused() async throws {
+        let dir = try Self.directory(Self.basic)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await TestDatabase.withFreshDatabase { url in
+            try await onThread {
+                let c = try PostgresConnection(connectionString: url)
+                _ = try PostgresMigrator(directory: dir).migrate(on: c)
+                _ = try c.query(
+                    "INSERT INTO pushizo_schema_migrations (version, name, checksum) VALUES (3, 'next_release', 'x')")
+                let older = try PostgresMigrator(directory: dir)
+                #expect(try older.pending(on: c).isEmpty)
+                let report = try older.migrate(on: c)
+                #expect(report == PostgresMigrator.Report(applied: [], alreadyApplied: 3, newer: ["0003_next_release.sql"]))
+
+                try FileManager.default.removeItem(at: dir.appendingPathComponent("0002_seed.sql"))
+                try Data("CREATE TABLE later (id int);".utf8).write(to: dir.appendingPathComponent("0004_later.sql"))
+                let gap = try #require(throws: PostgresError.self) { try PostgresMigrator(directory: dir).migrate(on: c) }
+                #expect(gap.code == .migrationFailed && gap.message.contains("seed"))
+            }
+        }
+    }
+
     @Test func failingFileIsRolledBackWithServerError() async throws {
         let dir = try Self.directory([
             "1_ok.sql": "CREATE TABLE a (id int);",

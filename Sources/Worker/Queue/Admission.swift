@@ -194,13 +194,18 @@ struct Admission: Sendable {
 
     /// Ends a hold of `count` slots of `app` (``reserve(app:upTo:pendingCompletions:)``): `kept` of them were
     /// leased and are sent (counted in as ``admit(apps:textBytes:)`` counts a claim, `textBytes` their row
-    /// text), the others are free again.
+    /// text), the others are free again. `kept` may exceed `count`: a small notifications' pass sizes an
+    /// external-id notification by the devices it counted, and a device registered between that count and the
+    /// insert is leased too. Those rows are sent like the others, so each is counted in here: each completion
+    /// gives back one slot (``completed(app:pendingCompletions:)``), and a row counted in for fewer would leave
+    /// the worker believing it had that many more slots than it has, for the rest of its life.
     /// - Returns: the wake-ups the freed slots call for.
     mutating func admitReserved(_ count: Int, app: UUID, kept: Int, textBytes: Int, pendingCompletions: Int) -> Wakes {
-        let kept = min(max(kept, 0), count)
+        let kept = max(kept, 0)
         reserved -= count
         var wakes: Wakes = []
-        for _ in 0..<(count - kept) {
+        if kept > count { shares.claimed(app, count: kept - count) }
+        for _ in 0..<max(0, count - kept) {
             if shares.released(app, worthAClaim: minimumClaim) { wakes.insert(.claim) }
         }
         claimedTotal += kept

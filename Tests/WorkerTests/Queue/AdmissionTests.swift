@@ -40,6 +40,21 @@ struct AdmissionTests {
         #expect(admission.reserve(app: probe, upTo: 10, pendingCompletions: 0) == 0)
     }
 
+    /// A small pass may lease more rows than it held slots for (a device registered between its count of a user's
+    /// devices and its insert): every row sent is counted in, so the slots come back to exactly the worker's
+    /// concurrency once their completions are written, never more.
+    @Test func rowsLeasedBeyondTheHeldSlotsAreCountedInAndGiveBackOnlyTheirOwnSlots() {
+        var admission = admission()
+        #expect(admission.reserve(app: probe, upTo: 1, pendingCompletions: 0) == 1)
+        _ = admission.admitReserved(1, app: probe, kept: 3, textBytes: 0, pendingCompletions: 0)
+        #expect(admission.sending == 3 && admission.claimedTotal == 3)
+        #expect(admission.shares.held[probe] == 3)
+        #expect(admission.freeSlots(pendingCompletions: 0) == 61)
+        for _ in 0..<3 { _ = admission.completed(app: probe, pendingCompletions: 0) }
+        #expect(admission.sending == 0 && admission.shares.held[probe] == nil)
+        #expect(admission.freeSlots(pendingCompletions: 0) == 64)
+    }
+
     /// A broadcast paced by its sends waits for its app's room: a send's completion wakes it once that room is
     /// worth a chunk (12: a quarter of the 48 slots apps share), then no more until it waits again; meanwhile its
     /// chunks lease nothing, while another app holding nothing takes what room there is. A wait for any app's room

@@ -33,6 +33,11 @@ struct LeasedAtInsertTests {
         let apps = Mutex<[UUID]>([])
     }
 
+    /// The slots a lease's terms handed out.
+    final class Held: Sendable {
+        let slots = Mutex(0)
+    }
+
     /// Terms that lease up to `quota` rows of any chunk and record what they were asked.
     static func lease(quota: Int, seconds: Int64 = 120, asked: Asked = Asked()) -> ExpansionStore.InsertLease {
         ExpansionStore.InsertLease(workerID: workerID, lease: .seconds(seconds)) { app, upTo in
@@ -336,6 +341,43 @@ struct LeasedAtInsertTests {
                 // What was not leased is the claim's (the local-time row when its hour comes).
                 let claimed = try ClaimStore.claim(on: seed.connection, limit: 100, lease: .seconds(60), workerID: "claimer")
                 #expect(Set(claimed.map(\.notificationID)).subtracting([localTime]) == [uncovered, limitedNotification])
+            }
+        }
+    }
+
+    /// A small pass sizes an external-id notification by the devices it counted; a device registered between that
+    /// count and the insert is leased too, so the pass can lease more rows than its room held
+    /// (``Admission/admitReserved(_:app:kept:textBytes:pendingCompletions:)`` counts every one of them in). Every
+    /// leased row is returned for sending: none is left leased to a worker that does not know of it.
+    @Test func aDeviceRegisteredDuringTheSmallPassIsLeasedAndReturnedBeyondTheRoom() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                let user = try seed.user("u1")
+                try seed.subscription(user: user)
+                _ = try seed.notification(target: #"{"include_external_ids": ["u1"]}"#)
+                // The registration commits on a session of its own while the pass holds its room, after its count.
+                let (app, held) = (seed.appID, Held())
+                let lease = ExpansionStore.InsertLease(workerID: Self.workerID, lease: .seconds(120)) { _, upTo in
+                    let registrations = try? PostgresConnection(connectionString: url, applicationName: "pushizo-test-seed")
+                    for _ in 0..<2 {
+                        _ = try? registrations?.query(
+                            """
+                            INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, language)
+                            VALUES ($1, $2, 'ios', $3, 'production', 'en')
+                            """, [app, user, Seed.token()])
+                    }
+                    held.slots.withLock { $0 += upTo }
+                    return upTo
+                }
+                var suspects = ExpansionSuspects()
+                var leased = LeasedRows.none
+                let result = try SmallNotificationStore.expandSmallNotifications(
+                    on: seed.connection, suspects: &suspects, lease: lease, leased: &leased)
+                #expect(held.slots.withLock { $0 } == 1)
+                #expect(result.created == 3 && result.leased == 3)
+                #expect(try ClaimStore.leasedRows(leased, on: seed.connection).count == 3)
             }
         }
     }
