@@ -139,7 +139,7 @@ enum CheckCommand {
                 if let endpointProblem { lines.append("\(channelName): INVALID ENDPOINT: \(endpointProblem)") }
             }
             if channels.isEmpty { lines.append("channels: none configured") }
-            if problems > 0 { lines.append("FAILED: \(problems) channel(s) with invalid settings or endpoints") }
+            if problems > 0 { lines.append("FAILED: \(TerminalWords.count(problems, "channel", "channels")) with invalid settings or endpoints") }
             return lines
         } }
         await database.shutdown()

@@ -77,7 +77,7 @@ public enum FleetStatusRenderer {
         let expansion = status.expansion
         lines.append("expansion: \(figure(expansion.expanding)) expanding, \(figure(expansion.pending)) pending")
         for notification in expansion.notifications {
-            var line = "  notification \(notification.id.uuidString.lowercased()) (app \(notification.appID.uuidString.lowercased())): \(grouped(notification.expanded)) deliveries"
+            var line = "  notification \(notification.id.uuidString.lowercased()) (app \(notification.appID.uuidString.lowercased())): \(TerminalWords.count(Int(notification.expanded), "delivery", "deliveries"))"
             if let progress = notification.progress {
                 line += ", ~\(percent(progress)) of the audience"
             }
