@@ -7,20 +7,8 @@ import Testing
 struct EnvironmentFileCommandTests {
     /// Runs `pushizo-worker <arguments>` with exactly `environment` (plus `PATH`); exit status, stdout, stderr.
     static func run(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-        process.arguments = arguments
-        process.environment = environment.merging(["PATH": "/usr/bin:/bin"]) { old, _ in old }
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let stderrTask = Task { try await onThread { errors.fileHandleForReading.readDataToEndOfFile() } }
-        let stdout = try await onThread { output.fileHandleForReading.readDataToEndOfFile() }
-        let stderr = try await stderrTask.value
-        try await onThread { process.waitUntilExit() }
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        let (status, stdout, stderr) = try await runExecutable(arguments, environment: environment)
+        return (status, stdout, stderr)
     }
 
     /// The test database as a URL whose query holds `&`s (host, port and user as query parameters), for a file.

@@ -11,21 +11,10 @@ import Testing
 struct OperatorCommandTests {
     /// Runs `pushizo-worker <arguments> --json`; returns exit status, the JSON object printed and stderr.
     static func command(_ arguments: [String], databaseURL: String) async throws -> (status: Int32, json: [String: Any], errors: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-        process.arguments = arguments + ["--json"]
-        process.environment = ["PATH": "/usr/bin:/bin", "PUSHIZO_DATABASE_URL": databaseURL]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        async let out = onThread { output.fileHandleForReading.readDataToEndOfFile() }
-        async let err = onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-        let (stdout, stderr) = try await (out, err)
-        try await onThread { process.waitUntilExit() }
-        let json = (try? JSONSerialization.jsonObject(with: stdout) as? [String: Any]) ?? [:]
-        return (process.terminationStatus, json, stderr)
+        let (status, stdout, stderr) = try await runExecutable(
+            arguments + ["--json"], environment: ["PUSHIZO_DATABASE_URL": databaseURL])
+        let json = (try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]) ?? [:]
+        return (status, json, stderr)
     }
 
     static func query(_ url: String, _ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> [[String: String]] {
