@@ -248,3 +248,23 @@ extension DeliveryReason {
         .badRequest, .unsupportedMediaType, .vapidUnauthorized, .vapidForbidden, .requestTimeout, .rateLimited,
     ]
 }
+
+extension DeliveryReason {
+    /// The reason a person named (`retry --reason`): a ``documented`` reason or `http_<status>`, its text
+    /// compared without regard to case or underscores, so a provider's own spelling names the stored one
+    /// (APNs's `BadDeviceToken` is `bad_device_token`, FCM's `UNAVAILABLE` is `unavailable`); nil for any other
+    /// text.
+    public init?(named text: String) {
+        func key(_ text: String) -> String { String(text.lowercased().filter { $0 != "_" }) }
+        let wanted = key(text)
+        if let reason = Self.documented.first(where: { key($0.rawValue) == wanted }) {
+            self = reason
+            return
+        }
+        let lowered = text.lowercased()
+        guard lowered.hasPrefix("http_"), let status = Int(lowered.dropFirst(5)), (100...599).contains(status),
+            lowered.count == 8
+        else { return nil }
+        self = .http(status: status)
+    }
+}

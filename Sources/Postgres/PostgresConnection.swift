@@ -100,9 +100,16 @@ public final class PostgresConnection {
     /// the passwords masked (`invalid connection string: missing "=" after "********" in connection info string`
     /// for `password=Sup3r S3cret`, whose password libpq cut at the space), or nil when it parses. Contacts nothing:
     /// for settings checked at start-up.
+    ///
+    /// A string that parses may still hold a value libpq refuses when connecting (`sslmode=bogus`:
+    /// `invalid sslmode value: "bogus"`): libpq is asked about the values too (``PostgresOptionCheck``), still
+    /// without contacting a server.
     public static func connectionStringProblem(_ connectionString: String) -> String? {
-        guard case .failure(let error) = PostgresRedaction.parse(connectionString) else { return nil }
-        return invalidConnectionStringMessage(error)
+        switch PostgresRedaction.parse(connectionString) {
+        case .failure(let error): return invalidConnectionStringMessage(error)
+        case .success(let secrets):
+            return PostgresOptionCheck.problem(connectionString, secrets: secrets).map { "invalid connection option: " + $0 }
+        }
     }
 
     private static func invalidConnectionStringMessage(_ error: RedactedParseError) -> String {
@@ -697,7 +704,7 @@ public final class PostgresConnection {
 }
 
 /// Calls `body` with a NULL-terminated array of C strings.
-private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
     let copies = strings.map { strdup($0) }
     defer { copies.forEach { free($0) } }
     var pointers: [UnsafePointer<CChar>?] = copies.map { UnsafePointer($0) }

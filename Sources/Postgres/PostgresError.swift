@@ -92,15 +92,28 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
             ?? (code == .connectionFailed || code == .invalidConnectionString || code == .connectionLost)
     }
 
-    /// `PostgresError(queryFailed, SQLSTATE 23505): message (detail: ...; hint: ...)`.
+    /// `message (SQLSTATE 23505; detail: ...; hint: ...)`: the server's or libpq's words, no Swift names. libpq's
+    /// own messages may span lines (`connection to server ... failed: Connection refused\n\tIs the server
+    /// running ...`); a terminal prints them with ``terminalLines``.
     public var description: String {
-        var text = "PostgresError(\(code)"
-        if let sqlState { text += ", SQLSTATE \(sqlState)" }
-        text += "): \(message)"
         var extras: [String] = []
+        if let sqlState { extras.append("SQLSTATE \(sqlState)") }
         if let detail { extras.append("detail: \(detail)") }
         if let hint { extras.append("hint: \(hint)") }
-        if !extras.isEmpty { text += " (" + extras.joined(separator: "; ") + ")" }
-        return text
+        return extras.isEmpty ? message : message + " (" + extras.joined(separator: "; ") + ")"
+    }
+
+    /// The error for a person at a terminal: the first line of the message with its SQLSTATE, then libpq's further
+    /// lines, the server's detail and hint, each indented by two spaces. Not yet made safe to print
+    /// (the caller's `TerminalText`).
+    public var terminalLines: [String] {
+        let lines = message.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        var first = lines.first ?? "unknown PostgreSQL error"
+        if let sqlState { first += " (SQLSTATE \(sqlState))" }
+        var result = [first] + lines.dropFirst().map { "  " + $0 }
+        if let detail { result.append("  detail: " + detail) }
+        if let hint { result.append("  hint: " + hint) }
+        return result
     }
 }

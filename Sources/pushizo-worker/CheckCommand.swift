@@ -14,11 +14,14 @@ enum CheckCommand {
     static func main(environment: [String: String], arguments: [String]) async throws {
         do {
             try await run(environment: environment, arguments: arguments)
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data((TerminalError.text(error, prefix: "pushizo-worker check: ") + "\n").utf8))
+            exit(2)
         } catch let error as ConfigurationError {
-            FileHandle.standardError.write(Data("pushizo-worker: \(oneLine(error))\n".utf8))
+            FileHandle.standardError.write(Data((TerminalError.text(error, prefix: "pushizo-worker: ") + "\n").utf8))
             exit(78)
         } catch {
-            FileHandle.standardError.write(Data("pushizo-worker check: \(oneLine(error))\n".utf8))
+            FileHandle.standardError.write(Data((TerminalError.text(error, prefix: "pushizo-worker check: ") + "\n").utf8))
             exit(1)
         }
     }
@@ -73,10 +76,12 @@ enum CheckCommand {
                 let providerText = channel["provider"] ?? "?"
                 let provider = Provider(rawValue: providerText)
                 var line = "channel \(app) \(providerText)"
+                var channelName = line
                 var endpointProblem: String?
                 var invalidSettings = false
                 if let endpoint = channel["endpoint"] {
                     line += " endpoint=\(endpoint)"
+                    channelName = line
                     if provider == .apns || provider == .fcm {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
@@ -141,13 +146,14 @@ enum CheckCommand {
                 } else {
                     line += ": unknown provider"
                 }
-                if let endpointProblem { line += " INVALID ENDPOINT: \(endpointProblem)" }
                 if invalidSettings || endpointProblem != nil { problems += 1 }
                 if let paused = channel["paused_until"] { line += " [paused until \(paused): \(channel["paused_reason"] ?? "")]" }
                 lines.append(line)
+                // One verdict a line: the settings' above, the endpoint's on a line of its own.
+                if let endpointProblem { lines.append("\(channelName): INVALID ENDPOINT: \(endpointProblem)") }
             }
             if channels.isEmpty { lines.append("channels: none configured") }
-            if problems > 0 { lines.append("FAILED: \(problems) channel(s) with invalid settings or endpoints") }
+            if problems > 0 { lines.append("FAILED: \(TerminalWords.count(problems, "channel", "channels")) with invalid settings or endpoints") }
             return lines
         } }
         await database.shutdown()
@@ -156,7 +162,7 @@ enum CheckCommand {
                 // A refusal that needs the operator (a bad password, no such database, a missing right) is a setting's
                 // problem, as in `run`: exit 78 (EX_CONFIG).
                 let refusal = ConfigurationError(refusal: error, key: .databaseURL)
-                output("database: FAILED: \(oneLine(refusal ?? error))")
+                print(TerminalError.text(refusal ?? error, prefix: "database: FAILED: "))
                 if error is ConfigurationError || refusal != nil { exit(78) }
             }
             exit(1)
@@ -168,7 +174,7 @@ enum CheckCommand {
             await listen.shutdown()
             if case .failure(let error) = listenOutcome {
                 let refusal = ConfigurationError(refusal: error, key: .listenDatabaseURL)
-                output("listen: FAILED: \(oneLine(refusal ?? error))")
+                print(TerminalError.text(refusal ?? error, prefix: "listen: FAILED: "))
                 exit(error is ConfigurationError || refusal != nil ? 78 : 1)
             }
             report.insert("listen: ok (PUSHIZO_LISTEN_DATABASE_URL reaches PostgreSQL directly)", at: 1)
@@ -237,7 +243,7 @@ private func readConfiguration(environment: [String: String], arguments: [String
     var problems: [ConfigurationError] = []
     func fail() -> ConfigurationError {
         for problem in problems.dropLast() {
-            FileHandle.standardError.write(Data("pushizo-worker: \(oneLine(problem))\n".utf8))
+            FileHandle.standardError.write(Data((TerminalError.text(problem, prefix: "pushizo-worker: ") + "\n").utf8))
         }
         return problems[problems.count - 1]
     }
@@ -271,12 +277,6 @@ private func readConfiguration(environment: [String: String], arguments: [String
         }
     }
     throw fail()
-}
-
-/// An error as one sanitized line: libpq's multi-line messages joined with spaces.
-private func oneLine(_ error: any Error) -> String {
-    TerminalText.sanitized(
-        "\(error)".split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " "))
 }
 
 /// One line of `check`'s report on stdout, sanitized.

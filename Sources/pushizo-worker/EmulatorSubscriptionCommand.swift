@@ -1,5 +1,6 @@
 import Emulator
 import Foundation
+import Worker
 
 /// `pushizo-worker emulator-subscription --seed SEED --origin https://host:port ID...`: prints, per id, one
 /// tab-separated line `id endpoint p256dh auth` for the Web Push emulator's deterministic subscriptions
@@ -7,10 +8,6 @@ import Foundation
 /// decrypts. The private key is never printed.
 enum EmulatorSubscriptionCommand {
     static let usage = "usage: pushizo-worker emulator-subscription --seed SEED --origin https://host:port ID..."
-
-    struct UsageError: Error, CustomStringConvertible {
-        var description: String
-    }
 
     static func main(arguments: [String]) throws {
         var seed: String?
@@ -21,7 +18,7 @@ enum EmulatorSubscriptionCommand {
             let argument = arguments[index]
             switch argument {
             case "--seed", "--origin":
-                guard index + 1 < arguments.count else { throw UsageError(description: "\(argument) needs a value\n\(usage)") }
+                guard index + 1 < arguments.count else { throw UsageError("\(argument) needs a value\n\(usage)") }
                 if argument == "--seed" { seed = arguments[index + 1] } else { origin = arguments[index + 1] }
                 index += 2
             default:
@@ -30,7 +27,7 @@ enum EmulatorSubscriptionCommand {
             }
         }
         guard let seed, let origin, origin.hasPrefix("https://"), !origin.hasSuffix("/"), !ids.isEmpty else {
-            throw UsageError(description: usage)
+            throw UsageError(usage)
         }
         let subscriptions = WebPushEmulatorSubscriptions(seed: seed)
         var output = ""

@@ -12,7 +12,9 @@ enum Help {
             commands:
               run        expand notifications, claim deliveries, send them, write delivery events (the daemon)
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
-              preview    show what one device would get: decision + exact provider request (docs/preview.md)
+              preview [FILE | --notification ID --subscription ID]
+                         show what one device would get: decision + exact provider request, from a document
+                         or read from the database (read-only) (docs/preview.md)
               check      validate configuration, reach the database, report pending migrations and channels
               maintain   data lifecycle now: create event partitions ahead, drop those past PUSHIZO_EVENT_RETENTION,
                          fold count deltas, prune old frequency-cap grants and finished notifications
@@ -22,12 +24,14 @@ enum Help {
                          worker, sends and failures per minute, expansions, paused channels, apps and fleet,
                          worker processes (live, stale, stopped); --app narrows every figure to one app
                          (docs/status.md)
-              pause | resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--reason TEXT]
+              pause | resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--note TEXT]
                          an operator's pause of a channel, an app or the fleet (no claims; sends in flight
                          finish); resume lifts only an operator's pause (docs/operations.md)
-              cancel --notification ID   cancel it: what is not yet sent is skipped / canceled
-              retry --notification ID [--reason R ...] [--since TIME]
-                         requeue its failed deliveries to subscriptions still active, once each
+              cancel --notification ID [--note TEXT]
+                         cancel it: what is not yet sent is skipped / canceled
+              retry --notification ID [--reason R ...] [--since TIME] [--note TEXT]
+                         requeue its failed deliveries to subscriptions still active, once each; R is a
+                         failure reason (max_attempts, Unavailable, BadDeviceToken: any case, http_<status>)
                          (operator commands: as the schema owner, audited in operator_actions, --json)
               emulator   serve the built-in provider emulator (APNs, FCM, Web Push) over HTTP/2, TLS or h2c
               emulator-subscription --seed S --origin https://host:port ID...
@@ -38,7 +42,9 @@ enum Help {
             Every setting is an environment variable (a systemd EnvironmentFile can hold them) and a flag
             derived from its name; flags win. An unknown PUSHIZO_* variable or a bad value stops start-up
             naming the key (exit status 78), as does PostgreSQL refusing the connection for a reason only an
-            operator can fix (a wrong password, an unknown role or database, missing rights). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
+            operator can fix (a wrong password, an unknown role or database, missing rights). A wrong command
+            line (an unknown flag, a bad value of a command's own flag) exits 2; a failure that may pass
+            (the database unreachable) exits 1 (docs/operations.md, "Exit statuses"). PUSHIZO_TEST_*, PUSHIZO_BENCH_* and PUSHIZO_DEMO_* are reserved
             for the test suite, `make bench` and `make demo` and ignored. Durations are plain seconds (30,
             0.25) or a number with one unit: 500ms, 30s, 5m, 2h, 30d (retention and maintenance settings also
             take off).

@@ -6,15 +6,16 @@ import Worker
 /// `pushizo-worker pause | resume | cancel | retry`: the operator commands (docs/operations.md, "Operator
 /// commands"). Each runs as the schema owner (`PUSHIZO_MIGRATE_DATABASE_URL` when set, else
 /// `PUSHIZO_DATABASE_URL`), changes what it must in one transaction with its audit row (`operator_actions`), is
-/// safe to run twice, and prints one line (or `--json`). Exit 0 done, 1 refused or the database failed, 2 usage,
-/// 78 a bad setting.
+/// safe to run twice, and prints one line (or `--json`). Exit 0 done, 1 refused or the database failed, 2 usage
+/// (docs/operations.md, "Exit statuses"), 78 a bad setting or a refusal only an operator can fix (a role that is not
+/// the schema owner, `42501`).
 enum OperatorCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler, .migrateDatabaseURL]
 
     static let usage = """
-        usage: pushizo-worker pause  (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--reason TEXT] [--json]
-               pushizo-worker resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--reason TEXT] [--json]
-               pushizo-worker cancel --notification ID [--reason TEXT] [--json]
+        usage: pushizo-worker pause  (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--note TEXT] [--json]
+               pushizo-worker resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--note TEXT] [--json]
+               pushizo-worker cancel --notification ID [--note TEXT] [--json]
                pushizo-worker retry  --notification ID [--reason R ...] [--since TIME] [--note TEXT] [--json]
         """
 
@@ -57,19 +58,22 @@ enum OperatorCommand {
         }
     }
 
-    struct UsageError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
-    }
-
     static func main(verb: String, environment: [String: String], arguments: [String]) throws {
         let flags: Flags
+        let reasons: [DeliveryReason]
         do {
             flags = try Flags(arguments)
+            // `retry`'s --reason filters by failure reason; the other commands' is their --note.
+            reasons = verb == "retry" ? try flags.reasons.map(Self.failureReason) : []
         } catch {
-            fail(verb, "\(error)\n\(usage)", status: 2)
+            fail(verb, error, usage: true, status: 2)
         }
-        let reader = try ConfigurationReader(environment: environment, arguments: flags.rest, keys: keys)
+        let reader: ConfigurationReader
+        do {
+            reader = try ConfigurationReader(environment: environment, arguments: flags.rest, keys: keys)
+        } catch let error as UsageError {
+            fail(verb, error, usage: true, status: 2)
+        }
         // The schema owner's connection when set (the commands change the owner's tables), else the worker's.
         let key: ConfigurationKey = reader.string(.migrateDatabaseURL) != nil ? .migrateDatabaseURL : .databaseURL
         let databaseURL = try reader.requiredConnectionString(key)
@@ -80,32 +84,40 @@ enum OperatorCommand {
                 connectionString: databaseURL, applicationName: "pushizo-worker-\(verb)",
                 poolerMode: PostgresPoolerMode(route.poolerMode))
             defer { connection.close() }
-            outcome = try run(verb, flags, on: connection)
+            outcome = try run(verb, flags, reasons: reasons, on: connection)
         } catch let error as UsageError {
-            fail(verb, "\(error)\n\(usage)", status: 2)
+            fail(verb, error, usage: true, status: 2)
         } catch let error as OperatorError {
-            fail(verb, "\(error)", status: 1)
+            fail(verb, error, status: 1)
         } catch var error as PostgresError where error.sqlState == "42501" {
             let advice = "operator commands run as the schema owner: set PUSHIZO_MIGRATE_DATABASE_URL or --database-url to it"
             error.hint = error.hint.map { "\($0); \(advice)" } ?? advice
-            fail(verb, "\(error)", status: 1)
+            throw ConfigurationError(refusal: error, key: key) ?? error
         } catch let error as PostgresError {
             // A refusal only the operator can fix (a bad password, no such database or role): 78 naming the key.
-            if let refusal = ConfigurationError(refusal: error, key: key) { throw refusal }
-            fail(verb, "\(error)", status: 1)
-        } catch {
-            fail(verb, "\(error)", status: 1)
+            throw ConfigurationError(refusal: error, key: key) ?? error
         }
         print(flags.json ? outcome.json : outcome.summary)
     }
 
-    static func run(_ verb: String, _ flags: Flags, on connection: PostgresConnection) throws -> OperatorOutcome {
+    /// A `--reason` of `retry`: a documented reason (``DeliveryReason/documented``) or `http_<status>`, named in any
+    /// case, with or without its underscores (`Unavailable`, `BadDeviceToken`, `max_attempts`).
+    /// - Throws: ``UsageError`` listing the reasons for any other text.
+    static func failureReason(_ text: String) throws -> DeliveryReason {
+        if let reason = DeliveryReason(named: text) { return reason }
+        throw UsageError(
+            "--reason \(text) is not a failure reason; one of: http_<status>, "
+                + DeliveryReason.documented.map(\.rawValue).sorted().joined(separator: ", "))
+    }
+
+    static func run(
+        _ verb: String, _ flags: Flags, reasons: [DeliveryReason], on connection: PostgresConnection
+    ) throws -> OperatorOutcome {
         switch verb {
         case "pause", "resume":
             let target = try target(flags)
             if flags.notification != nil || flags.since != nil { throw UsageError("\(verb) takes no --notification or --since") }
-            if flags.reasons.count > 1 { throw UsageError("--reason once") }
-            let note = flags.note ?? flags.reasons.first
+            let note = try Self.note(flags)
             if verb == "resume" {
                 if flags.until != nil { throw UsageError("resume takes no --until") }
                 return try OperatorPauses.resume(target, note: note, on: connection)
@@ -114,14 +126,21 @@ enum OperatorCommand {
             return try OperatorPauses.pause(target, until: until, note: note, on: connection)
         case "cancel":
             let id = try notification(flags)
-            if flags.reasons.count > 1 { throw UsageError("--reason once") }
-            return try OperatorCancel.cancel(notification: id, note: flags.note ?? flags.reasons.first, on: connection)
+            return try OperatorCancel.cancel(notification: id, note: try Self.note(flags), on: connection)
         default:
             let id = try notification(flags)
             let since = try flags.since.map { try instant($0, on: connection, flag: "--since", ago: true) }
             return try OperatorRetry.retry(
-                notification: id, reasons: flags.reasons, since: since, note: flags.note, on: connection)
+                notification: id, reasons: reasons.map(\.rawValue), since: since, note: flags.note, on: connection)
         }
+    }
+
+    /// The operator's text of `pause`, `resume` and `cancel`: `--note`, or `--reason` (its older spelling there),
+    /// once.
+    static func note(_ flags: Flags) throws -> String? {
+        if flags.note != nil && !flags.reasons.isEmpty { throw UsageError("--note and --reason are the same text: give one") }
+        if flags.reasons.count > 1 { throw UsageError("--reason once") }
+        return flags.note ?? flags.reasons.first
     }
 
     static func target(_ flags: Flags) throws -> OperatorTarget {
@@ -148,20 +167,25 @@ enum OperatorCommand {
     }
 
     /// An instant as PostgreSQL reads a `timestamptz` (`2026-12-07 18:00:00+00`, `infinity`), or `now()` plus an
-    /// `interval` (`2h`, `30 minutes`), minus it when `ago` (`--since 1h`: an hour ago).
+    /// `interval` (`2h`, `30 minutes`), minus it when `ago` (`--since 1h`: an hour ago). An instant to come
+    /// (`--until`, not `ago`) must be after `now()`: `--until -5m` or a time passed is a usage error.
     static func instant(_ text: String, on connection: PostgresConnection, flag: String, ago: Bool) throws -> Date {
-        if let row = try? connection.query("SELECT $1::text::timestamptz AS t", [text]).first {
-            return try row.decode(Date.self, "t")
+        let parsed =
+            (try? connection.query("SELECT $1::text::timestamptz AS t, $1::text::timestamptz <= now() AS past", [text]).first)
+            ?? (try? connection.query(
+                "SELECT now() \(ago ? "-" : "+") $1::text::interval AS t, now() \(ago ? "-" : "+") $1::text::interval <= now() AS past",
+                [text]).first)
+        guard let row = parsed else {
+            throw UsageError("\(flag) \(text) is neither a time (2026-12-07 18:00:00+00) nor a duration (2h, 30 minutes)")
         }
-        if let row = try? connection.query("SELECT now() \(ago ? "-" : "+") $1::text::interval AS t", [text]).first {
-            return try row.decode(Date.self, "t")
-        }
-        throw UsageError("\(flag) \(text) is neither a time (2026-12-07 18:00:00+00) nor a duration (2h, 30 minutes)")
+        if !ago, try row.decode(Bool.self, "past") { throw UsageError("\(flag) \(text) is not in the future") }
+        return try row.decode(Date.self, "t")
     }
 
-    static func fail(_ verb: String, _ message: String, status: Int32) -> Never {
-        let line = "\(message)".split(whereSeparator: \.isNewline).joined(separator: "\n")
-        FileHandle.standardError.write(Data("pushizo-worker \(verb): \(TerminalText.sanitized(line))\n".utf8))
+    /// Prints `error` (and the usage after a usage error) on stderr and exits with `status`.
+    static func fail(_ verb: String, _ error: any Error, usage: Bool = false, status: Int32) -> Never {
+        let lines = TerminalError.lines(error) + (usage ? Self.usage.split(separator: "\n").map(String.init) : [])
+        FileHandle.standardError.write(Data((TerminalError.text(lines, prefix: "pushizo-worker \(verb): ") + "\n").utf8))
         exit(status)
     }
 }

@@ -4,8 +4,8 @@ import Worker
 
 /// `pushizo-worker status [--app ID] [--json]`: the fleet (or one app of it) as the database sees it
 /// (docs/status.md). Reads only; exit 0 with the report, 1 when the database cannot be read (unreachable, schema
-/// missing), 78 for a bad setting or a connection PostgreSQL refuses for good (a bad password, no such database,
-/// no right to read).
+/// missing), 2 for a usage error, 78 for a bad setting or a connection PostgreSQL refuses for good (a bad password,
+/// no such database, no right to read).
 enum StatusCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler]
 
@@ -22,12 +22,8 @@ enum StatusCommand {
             defer { connection.close() }
             status = try FleetStatusStore.read(on: connection, app: app)
         } catch {
-            if let refusal = ConfigurationError(refusal: error, key: .databaseURL) { throw refusal }
-            // libpq's messages span lines; PostgresConnection already masks the password.
-            let message = "\(error)".split(whereSeparator: \.isNewline)
-                .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-            FileHandle.standardError.write(Data("pushizo-worker status: \(TerminalText.sanitized(message))\n".utf8))
-            exit(1)
+            // PostgresConnection already masks the password.
+            throw ConfigurationError(refusal: error, key: .databaseURL) ?? error
         }
         if json {
             print(try FleetStatusRenderer.json(status), terminator: "")

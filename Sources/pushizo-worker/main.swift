@@ -12,7 +12,8 @@ do {
     environment = try EnvironmentFileOption.apply(paths, to: ProcessInfo.processInfo.environment)
 } catch {
     FileHandle.standardError.write(Data("pushizo-worker: \(error)\n".utf8))
-    exit(78)  // EX_CONFIG
+    // `--env-file` without a path is a wrong command line (2); a file that cannot be read, a setting (EX_CONFIG).
+    exit(error is EnvironmentFileOption.MissingPath ? 2 : 78)
 }
 guard let verb = arguments.first else {
     FileHandle.standardError.write(Data("\(Help.text)\n".utf8))
@@ -58,10 +59,14 @@ do {
         FileHandle.standardError.write(Data("pushizo-worker: unknown command \"\(verb)\"\n\n\(Help.text)\n".utf8))
         exit(2)
     }
+} catch let error as UsageError {
+    // Exit statuses: docs/operations.md, "Exit statuses".
+    FileHandle.standardError.write(Data((TerminalError.text(error, prefix: "pushizo-worker \(verb): ") + "\n").utf8))
+    exit(2)
 } catch let error as ConfigurationError {
-    FileHandle.standardError.write(Data("pushizo-worker: \(error)\n".utf8))
+    FileHandle.standardError.write(Data((TerminalError.text(error, prefix: "pushizo-worker: ") + "\n").utf8))
     exit(78)  // EX_CONFIG (sysexits.h): systemd's RestartPreventExitStatus keeps a bad config from looping
 } catch {
-    FileHandle.standardError.write(Data("pushizo-worker \(verb): \(error)\n".utf8))
+    FileHandle.standardError.write(Data((TerminalError.text(error, prefix: "pushizo-worker \(verb): ") + "\n").utf8))
     exit(1)
 }

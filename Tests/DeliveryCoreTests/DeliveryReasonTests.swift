@@ -35,6 +35,22 @@ struct DeliveryReasonTests {
         text.wholeMatch(of: /[a-z][a-z0-9]*(_[a-z0-9]+)*/) != nil
     }
 
+    /// `retry --reason`: a reason named in any case, with or without underscores (the providers' own spellings),
+    /// is the stored one; no two documented reasons read alike so; anything else names none.
+    @Test func aNamedReasonIsTheStoredOne() {
+        #expect(DeliveryReason(named: "Unavailable") == .unavailable)
+        #expect(DeliveryReason(named: "UNAVAILABLE") == .unavailable)
+        #expect(DeliveryReason(named: "BadDeviceToken") == .badDeviceToken)
+        #expect(DeliveryReason(named: "MAX_ATTEMPTS") == .maxAttempts)
+        #expect(DeliveryReason(named: "HTTP_503") == .http(status: 503))
+        for bad in ["unavaliable", "", "http_5030", "http_abc", "http_99", "max attempts"] {
+            #expect(DeliveryReason(named: bad) == nil, "\(bad)")
+        }
+        for reason in DeliveryReason.documented {
+            #expect(DeliveryReason(named: reason.rawValue.uppercased()) == reason, "\(reason)")
+        }
+    }
+
     @Test func everyStoredTextIsUniqueAndSnakeCase() {
         let texts = DeliveryReason.documented.map(\.rawValue)
         #expect(Set(texts).count == texts.count, "two reasons share a text")

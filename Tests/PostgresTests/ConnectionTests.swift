@@ -127,6 +127,30 @@ struct ConnectionTests {
         #expect(PostgresConnection.connectionStringProblem(string) == "invalid connection string: " + message)
     }
 
+    /// A string that parses but holds a value libpq refuses when connecting: libpq's own message, found without
+    /// contacting anything (the hosts here do not resolve); values libpq takes give no problem.
+    @Test(arguments: [
+        ("postgresql://u:Sup3r@db.invalid/x?sslmode=bogus", #"invalid sslmode value: "bogus""#),
+        ("host=db.invalid password=Sup3r target_session_attrs=nope", #"invalid target_session_attrs value: "nope""#),
+        ("host=db.invalid channel_binding=zz", #"invalid channel_binding value: "zz""#),
+        ("host=db.invalid gssencmode=always", #"invalid gssencmode value: "always""#),
+        ("host=a,b port=1,2,3", "could not match 3 port numbers to 2 hosts"),
+        ("host=a hostaddr=127.0.0.1 port=Sup3r password=Sup3r", #"invalid integer value "********" for connection option "port""#),
+    ])
+    func refusedOptionValuesKeepLibpqsMessage(_ string: String, _ message: String) {
+        #expect(PostgresConnection.connectionStringProblem(string) == "invalid connection option: " + message)
+    }
+
+    @Test(arguments: [
+        "postgresql://u:p@db.invalid/x?sslmode=require&target_session_attrs=any",
+        "host=a,b,c port=5432 sslmode=prefer channel_binding=prefer",
+        "host=db.invalid hostaddr=127.0.0.1 port=1",
+        "pushizo",
+    ])
+    func acceptedOptionValuesGiveNoProblem(_ string: String) {
+        #expect(PostgresConnection.connectionStringProblem(string) == nil)
+    }
+
     /// Only the password is masked in libpq's messages: a password that is also a word of the message (a role
     /// named like it) masks that word, nothing else; a URI password with an unencoded `/` or `@`, which libpq
     /// cuts into a host or port, is masked in its pieces.

@@ -154,7 +154,7 @@ extension ConfigurationKey {
         .duration(default: .seconds(5), in: .milliseconds(100) ... .seconds(300)))
     public static let exitWhenDrained = ConfigurationKey(
         "PUSHIZO_EXIT_WHEN_DRAINED",
-        "true: exit 0 once nothing is due: no due notification waits for expansion and the deliveries queue is empty (demos, batch runs)",
+        "true: exit 0 once nothing is left to claim: no due notification waits for expansion and no delivery is queued but those an operator's pause holds (demos, batch runs)",
         .flag(default: false))
     public static let allowPrivateNetworks = ConfigurationKey(
         "PUSHIZO_ALLOW_PRIVATE_NETWORKS",

@@ -1,6 +1,6 @@
 /// Merges `PUSHIZO_*` environment variables with command-line flags (flags win) and parses typed values.
 ///
-/// Unknown `PUSHIZO_*` variables and unknown flags are errors naming the key, so a typo never silently falls
+/// Unknown `PUSHIZO_*` variables and unknown flags are errors naming them, so a typo never silently falls
 /// back to a default. Three prefixes are reserved for the repository's own scripts and never read:
 /// ``reservedPrefixes`` (`PUSHIZO_TEST_*` for the test suite, `PUSHIZO_BENCH_*` for `make bench`,
 /// `PUSHIZO_DEMO_*` for `make demo`). Flags take `--name value` or `--name=value`; a boolean flag alone means `true`.
@@ -18,7 +18,8 @@ public struct ConfigurationReader: Sendable {
     ///   - keys: the keys this command accepts as flags.
     ///   - booleanKeys: more keys whose flag may stand alone (meaning `true`), besides those of `keys` declared
     ///     ``ConfigurationValue/flag(default:)``.
-    /// - Throws: ``ConfigurationError`` for an unknown variable or flag, or a flag missing its value.
+    /// - Throws: ``ConfigurationError`` for an unknown variable; ``UsageError`` for an argument that is no flag, an
+    ///   unknown flag or a flag missing its value.
     public init(
         environment: [String: String], arguments: [String], keys: [ConfigurationKey],
         booleanKeys: Set<String> = []
@@ -37,8 +38,7 @@ public struct ConfigurationReader: Sendable {
         while index < arguments.count {
             let argument = arguments[index]
             guard argument.hasPrefix("--"), argument.count > 2 else {
-                throw ConfigurationError(
-                    key: argument, problem: "unexpected argument; flags look like --name value")
+                throw UsageError("unexpected argument \"\(argument)\"; flags look like --name value")
             }
             var flag = argument
             var inlineValue: String?
@@ -48,7 +48,7 @@ public struct ConfigurationReader: Sendable {
             }
             let name = ConfigurationKey.environmentName(forFlag: flag)
             guard accepted.contains(name) else {
-                throw ConfigurationError(key: name, problem: "unknown flag \(flag) for this command")
+                throw UsageError("unknown flag \(flag) for this command (see `pushizo-worker help`)")
             }
             if let inlineValue {
                 values[name] = inlineValue
@@ -58,7 +58,7 @@ public struct ConfigurationReader: Sendable {
                 values[name] = "true"
             } else {
                 guard index + 1 < arguments.count else {
-                    throw ConfigurationError(key: name, problem: "flag \(flag) needs a value")
+                    throw UsageError("flag \(flag) needs a value")
                 }
                 index += 1
                 values[name] = arguments[index]

@@ -227,7 +227,10 @@ public final class DeliveryPipeline: DeliveryProcessing {
         }
         report(completion, of: delivery)
         if let metrics {
-            metrics.delivered(provider: provider, event: completion.event, reason: completion.reason)
+            // A delivery decided before a provider was chosen (a message that cannot be sent, a canceled
+            // notification) still counts under its platform's provider; `none` is left for unknown platforms.
+            metrics.delivered(
+                provider: provider ?? Platform(delivery.platform).provider, event: completion.event, reason: completion.reason)
             if let pause = completion.channelPause { metrics.channelPaused(provider: pause.provider, reason: pause.reason) }
         }
         return completion

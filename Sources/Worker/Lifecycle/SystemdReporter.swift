@@ -78,6 +78,10 @@ final class SystemdReporter: Sendable {
     private let logger: Logger
     private let send: @Sendable (String) -> Void
     private let stopped = Atomic<Bool>(false)
+    /// Set once `READY=1` is sent (``markReady()``). systemd arms the watchdog when the start-up is complete
+    /// (systemd.service(5), `WatchdogSec=`), and until then `STATUS=` says what the start waits for
+    /// (``DatabaseStartWait``): neither a ping nor a rate line goes out before it.
+    private let ready = Atomic<Bool>(false)
     /// Latest lag sample in milliseconds; -1 = none.
     private let lagMilliseconds = Atomic<Int64>(-1)
     private let sampling = Atomic<Bool>(false)
@@ -92,6 +96,11 @@ final class SystemdReporter: Sendable {
         self.sources = sources
         self.logger = logger
         self.send = send
+    }
+
+    /// Called right after `READY=1` is sent: the pings and status lines begin.
+    func markReady() {
+        ready.store(true, ordering: .releasing)
     }
 
     func start() {
@@ -113,6 +122,11 @@ final class SystemdReporter: Sendable {
         var pinging = true
         var stuck: [WatchdogPolicy.Stuck] = []
         while !stopped.load(ordering: .acquiring) {
+            guard ready.load(ordering: .acquiring) else {
+                Thread.sleep(forTimeInterval: 0.05)
+                previous = (count: sources.progress().settled, at: ContinuousClock.now)
+                continue
+            }
             let now = ContinuousClock.now
             if let policy, now >= nextPing {
                 nextPing = now + policy.tick

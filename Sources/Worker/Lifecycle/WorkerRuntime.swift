@@ -4,6 +4,7 @@ import HTTP2
 import Metrics
 import MetricsServer
 import Postgres
+import Synchronization
 
 /// Everything `pushizo-worker run` owns, assembled from a ``WorkerConfiguration``: the PostgreSQL pool, the
 /// HTTP/2 I/O thread and clients, the provider senders, the pipeline, the ``WorkerService``, the systemd
@@ -60,6 +61,7 @@ public final class WorkerRuntime: Sendable {
         resolvers: WorkerResolvers
     ) throws {
         let trustRoots = try configuration.trustRoots()
+        let reporter = ReporterSlot()
         sendsSystemdStatus = systemdStatus
         self.metrics = metrics
         self.logger = logger
@@ -134,18 +136,24 @@ public final class WorkerRuntime: Sendable {
             configuration: configuration, database: database, processor: pipeline,
             prefetch: ClaimedBatchPrefetch(
                 messages: pipeline.messages, tokens: tokens, tokenKeys: { [pipeline] in pipeline.sharedTokenKeys(of: $0) }),
-            logger: logger, onReady: onReady, metrics: metrics)
+            logger: logger, onReady: { [reporter] in
+                onReady()
+                // After READY=1: systemd arms the watchdog only then, so the first WATCHDOG=1 follows it.
+                reporter.value?.markReady()
+            }, metrics: metrics)
         self.service = service
         // One stamp of the I/O thread for the systemd watchdog and `GET /healthz`: both probe it the same way.
         let ioThread = LoopHeartbeat(name: "HTTP/2 I/O thread")
         if systemdStatus || watchdog != nil {
-            systemd = SystemdReporter(
+            let made = SystemdReporter(
                 watchdog: watchdog,
                 sources: SystemdReporter.Sources(
                     loops: service.watchedLoops, ioThread: ioThread,
                     probeIOThread: { eventLoop.probe($0) }, progress: { service.progress },
                     sampleQueueLag: { await service.sampleQueueLag() }),
                 logger: logger.named("systemd"))
+            systemd = made
+            reporter.value = made
         } else {
             systemd = nil
         }
@@ -279,5 +287,15 @@ public final class WorkerRuntime: Sendable {
     /// See ``WorkerService/requestStop()``.
     public func requestStop() {
         service.requestStop()
+    }
+}
+
+/// The systemd reporter, once made: the readiness callback is handed to the service before the reporter exists.
+private final class ReporterSlot: Sendable {
+    private let slot = Mutex<SystemdReporter?>(nil)
+
+    var value: SystemdReporter? {
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
     }
 }

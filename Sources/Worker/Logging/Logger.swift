@@ -1,10 +1,13 @@
+import DeliveryCore
 import Foundation
 import Synchronization
 
 /// A small structured logger writing one line per record to stderr, where systemd's journal picks it up.
 ///
-/// Text lines start with a `<N>` syslog priority prefix (journald's `SyslogLevelPrefix=`), then the message and
-/// `key=value` fields; JSON lines carry `level`, `message` and the fields. Callers never pass secrets as fields.
+/// Text lines start with a `<N>` syslog priority prefix (journald's `SyslogLevelPrefix=`) when stderr is the
+/// journal (``JournalStream``), then the message and `key=value` fields; on a terminal or a pipe the prefix is
+/// left out. JSON lines carry `level`, `message` and the fields, a field whose text is a JSON number written as
+/// a number and `true` / `false` as booleans. Callers never pass secrets as fields.
 public struct Logger: Sendable {
     /// Severity, ordered; numbers are syslog priorities (RFC 5424 §6.2.1).
     public enum Level: Int, Sendable, Comparable, CaseIterable {
@@ -34,6 +37,8 @@ public struct Logger: Sendable {
     public var format: Format
     /// Component name added to every line (`worker`, `emulator`, ...).
     public var label: String
+    /// Whether text lines start with the `<N>` priority prefix: when stderr is the journal's stream.
+    public var priorityPrefix = JournalStream.stderrIsJournal
 
     public init(label: String, minimumLevel: Level = .info, format: Format = .text) {
         self.label = label
@@ -73,22 +78,29 @@ public struct Logger: Sendable {
     func render(_ level: Level, _ message: String, _ fields: [String: String]) -> String {
         switch format {
         case .text:
-            var line = "<\(level.rawValue)>\(label): \(message)"
+            var line = (priorityPrefix ? "<\(level.rawValue)>" : "") + "\(label): \(message)"
             for key in fields.keys.sorted() {
                 line += " \(key)=\(Self.quoteIfNeeded(fields[key] ?? ""))"
             }
             return line + "\n"
         case .json:
-            var object: [String: String] = fields
-            object["level"] = level.name
-            object["message"] = message
-            object["component"] = label
-            object["time"] = Date().formatted(.iso8601)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let data = (try? encoder.encode(object)) ?? Data()
-            return String(decoding: data, as: UTF8.self) + "\n"
+            var object = fields.mapValues(Self.jsonField)
+            object["level"] = .string(level.name)
+            object["message"] = .string(message)
+            object["component"] = .string(label)
+            object["time"] = .string(Date().formatted(.iso8601))
+            return JSONValue.object(object).jsonText + "\n"
         }
+    }
+
+    /// A field's text as its JSON value: `true` and `false` as booleans, a number in JSON's grammar (RFC 8259 §6)
+    /// of at most 32 characters as that number, anything else as a string.
+    static func jsonField(_ text: String) -> JSONValue {
+        if text == "true" || text == "false" { return .bool(text == "true") }
+        if text.utf8.count <= 32, text.wholeMatch(of: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/) != nil {
+            return .number(text)
+        }
+        return .string(text)
     }
 
     static func quoteIfNeeded(_ value: String) -> String {

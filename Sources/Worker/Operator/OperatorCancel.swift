@@ -32,14 +32,14 @@ public enum OperatorCancel {
             if status == "canceled" {
                 outcome = OperatorOutcome(
                     action: "cancel", scope: "notification", notificationID: id, rowsAffected: 0, alreadySo: true,
-                    summary: "\(name) was already canceled; \(pending) deliveries still pending for the cancel sweep, \(inFlight) in flight",
+                    summary: "\(name) was already canceled; \(TerminalWords.count(pending, "delivery", "deliveries")) still pending for the cancel sweep, \(inFlight) in flight",
                     detail: detail)
             } else {
                 _ = try connection.query("UPDATE notifications SET status = 'canceled' WHERE id = $1", [id])
                 try OperatorAudit.wake("notifications", on: connection)
                 outcome = OperatorOutcome(
                     action: "cancel", scope: "notification", notificationID: id, rowsAffected: 1, alreadySo: false,
-                    summary: "canceled \(name) (was \(status)): \(pending) pending deliveries will be skipped / canceled by the fleet's sweep, \(inFlight) in flight finish",
+                    summary: "canceled \(name) (was \(status)): \(TerminalWords.count(pending, "pending delivery", "pending deliveries")) will be skipped / canceled by the fleet's sweep, \(inFlight) in flight finish",
                     detail: detail)
             }
             try OperatorAudit.record(&outcome, note: note, on: connection)

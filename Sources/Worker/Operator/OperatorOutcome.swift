@@ -59,7 +59,7 @@ public struct OperatorOutcome: Sendable, Equatable {
 
     /// A pause's end as people read it: `indefinitely` for `infinity`, else `until <UTC time>`.
     static func untilText(_ until: Date) -> String {
-        until == .distantFuture ? "indefinitely" : "until \(until.formatted(.iso8601))"
+        until == .distantFuture ? "indefinitely" : "until \(TerminalWords.instant(until))"
     }
 
     /// A pause's end in JSON: `"infinity"` (PostgreSQL's word) or the ISO 8601 instant.

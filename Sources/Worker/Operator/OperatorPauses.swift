@@ -91,7 +91,7 @@ public enum OperatorPauses {
                 var summary = ended
                     ? "cleared the operator's pause of \(target), which had ended"
                     : "resumed \(target) (paused by an operator \(OperatorOutcome.untilText(current.until ?? .distantFuture)))"
-                if case .channel = target { summary += "; \(requeued) waiting deliveries due now" }
+                if case .channel = target { summary += "; \(TerminalWords.count(requeued, "waiting delivery", "waiting deliveries")) due now" }
                 outcome = make(
                     1 + requeued, false, summary,
                     ["was_until": OperatorOutcome.untilJSON(current.until ?? .distantFuture), "requeued": .int(Int64(requeued))])

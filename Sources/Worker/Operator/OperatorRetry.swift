@@ -46,7 +46,7 @@ public enum OperatorRetry {
             let summary =
                 rows.isEmpty
                 ? "\(name): no failed deliveries match; nothing requeued"
-                : "\(name): requeued \(requeued) failed deliveries (\(parts.joined(separator: ", "))); "
+                : "\(name): requeued \(TerminalWords.count(requeued, "failed delivery", "failed deliveries")) (\(parts.joined(separator: ", "))); "
                     + "\(queued) already queued, \(inactive) not retried (subscription no longer active)"
             var detail: [String: JSONValue] = [
                 "reasons": .object(perReason), "requeued": .int(Int64(requeued)),

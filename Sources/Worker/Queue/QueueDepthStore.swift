@@ -176,12 +176,17 @@ public enum QueueDepthStore {
         return SharedQueueDepth(sample: sample, sampledAt: sampledAt, measuredHere: measuredHere)
     }
 
-    /// `true` when nothing is left to do now: no due notification waits for expansion and the deliveries
-    /// queue is empty (deliveries waiting for a retry count as work). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
+    /// `true` when nothing is left that the fleet will claim without a person: no due notification waits for
+    /// expansion and no delivery is queued but those an operator's pause holds (its app's, or every one while the
+    /// fleet is paused: they wait for `resume`, or the pause's end). Deliveries waiting for a retry, a local time
+    /// or a provider's channel pause count as work: they become claimable by themselves. Used by
+    /// `PUSHIZO_EXIT_WHEN_DRAINED`.
     public static func isDrained(on connection: PostgresConnection) throws -> Bool {
         let rows = try connection.query(
             """
-            SELECT NOT EXISTS (SELECT 1 FROM deliveries)
+            SELECT NOT EXISTS (SELECT 1 FROM deliveries d
+                               WHERE \(ClaimPauses.fleetNotPaused)
+                                 AND NOT EXISTS (SELECT FROM apps a WHERE a.id = d.app_id AND a.paused_until > now()))
                AND NOT EXISTS (SELECT 1 FROM notifications
                                WHERE status IN ('pending', 'expanding')
                                  AND (send_after IS NULL OR send_after <= now())) AS drained

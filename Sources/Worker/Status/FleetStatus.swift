@@ -316,6 +316,8 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     public struct Pause: Sendable, Equatable, Codable {
         public var until: Date
         public var reason: String?
+        /// The operator's `--note` of the pause in force (`operator_actions.reason`), when the reason is `operator`.
+        public var note: String? = nil
 
         public init(until: Date, reason: String?) {
             self.until = until
@@ -328,6 +330,8 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         public var appID: UUID
         public var pausedUntil: Date
         public var reason: String?
+        /// The operator's `--note` of the pause in force (`operator_actions.reason`), when the reason is `operator`.
+        public var note: String? = nil
 
         public init(appID: UUID, pausedUntil: Date, reason: String?) {
             self.appID = appID
@@ -355,6 +359,8 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         public var pausedUntil: Date
         /// As stored (from the database: sanitized when printed).
         public var reason: String?
+        /// The operator's `--note` of the pause in force (`operator_actions.reason`), when the reason is `operator`.
+        public var note: String? = nil
 
         public init(appID: UUID, provider: String, pausedUntil: Date, reason: String?) {
             self.appID = appID
@@ -453,19 +459,20 @@ extension FleetStatus.Worker {
 
 extension FleetStatus.Pause {
     enum CodingKeys: String, CodingKey {
-        case until, reason
+        case until, reason, note
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(until, forKey: .until)
         try container.encode(reason, forKey: .reason)
+        try container.encode(note, forKey: .note)
     }
 }
 
 extension FleetStatus.PausedApp {
     enum CodingKeys: String, CodingKey {
-        case appID = "app_id", pausedUntil = "paused_until", reason
+        case appID = "app_id", pausedUntil = "paused_until", reason, note
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -473,6 +480,7 @@ extension FleetStatus.PausedApp {
         try container.encode(appID, forKey: .appID)
         try container.encode(pausedUntil, forKey: .pausedUntil)
         try container.encode(reason, forKey: .reason)
+        try container.encode(note, forKey: .note)
     }
 }
 
@@ -541,7 +549,7 @@ extension FleetStatus.ExpandingNotification {
 
 extension FleetStatus.PausedChannel {
     enum CodingKeys: String, CodingKey {
-        case appID = "app_id", provider, pausedUntil = "paused_until", reason
+        case appID = "app_id", provider, pausedUntil = "paused_until", reason, note
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -550,6 +558,7 @@ extension FleetStatus.PausedChannel {
         try container.encode(provider, forKey: .provider)
         try container.encode(pausedUntil, forKey: .pausedUntil)
         try container.encode(reason, forKey: .reason)
+        try container.encode(note, forKey: .note)
     }
 }
 

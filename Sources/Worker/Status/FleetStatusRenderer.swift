@@ -25,7 +25,7 @@ public enum FleetStatusRenderer {
         if let app = status.app { lines.append("narrowed to app \(app.uuidString.lowercased())") }
         if let pause = status.fleetPause {
             lines.append(
-                "FLEET PAUSED \(pauseEnd(pause.until, status.takenAt)): \(safe(pause.reason ?? "(no reason)")); no claims until resumed (pushizo-worker resume --fleet)")
+                "FLEET PAUSED \(pauseEnd(pause.until, status.takenAt)): \(pauseWhy(pause.reason, pause.note)); no claims until resumed (pushizo-worker resume --fleet)")
         }
         lines.append("")
 
@@ -81,7 +81,7 @@ public enum FleetStatusRenderer {
         let expansion = status.expansion
         lines.append("expansion: \(figure(expansion.expanding)) expanding, \(figure(expansion.pending)) pending")
         for notification in expansion.notifications {
-            var line = "  notification \(notification.id.uuidString.lowercased()) (app \(notification.appID.uuidString.lowercased())): \(grouped(notification.expanded)) deliveries"
+            var line = "  notification \(notification.id.uuidString.lowercased()) (app \(notification.appID.uuidString.lowercased())): \(TerminalWords.count(Int(notification.expanded), "delivery", "deliveries"))"
             if let progress = notification.progress {
                 line += ", ~\(percent(progress)) of the audience"
             }
@@ -103,14 +103,14 @@ public enum FleetStatusRenderer {
             lines.append("paused channels: \(status.pausedChannels.count)")
             for channel in status.pausedChannels {
                 lines.append(
-                    "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) \(pauseEnd(channel.pausedUntil, status.takenAt)): \(safe(channel.reason ?? "(no reason)"))")
+                    "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) \(pauseEnd(channel.pausedUntil, status.takenAt)): \(pauseWhy(channel.reason, channel.note))")
             }
         }
         if !status.pausedApps.isEmpty {
             lines.append("paused apps: \(status.pausedApps.count)")
             for app in status.pausedApps {
                 lines.append(
-                    "  app \(app.appID.uuidString.lowercased()) \(pauseEnd(app.pausedUntil, status.takenAt)): \(safe(app.reason ?? "(no reason)"))")
+                    "  app \(app.appID.uuidString.lowercased()) \(pauseEnd(app.pausedUntil, status.takenAt)): \(pauseWhy(app.reason, app.note))")
             }
         }
         if !status.throttledApps.isEmpty {
@@ -159,47 +159,24 @@ public enum FleetStatusRenderer {
         return lines
     }
 
-    /// The JSON document (docs/status.md): sorted keys, ISO 8601 instants, `null` for absent values.
+    /// The JSON document (docs/status.md), as every report's JSON is written (``ReportJSON``): sorted keys,
+    /// ISO 8601 instants, lower-case UUIDs, `null` for absent values.
     /// - Throws: `EncodingError` (not expected: every value is finite).
     public static func json(_ status: FleetStatus) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        let text = String(decoding: try encoder.encode(status), as: UTF8.self)
-        // Inside JSON strings an escape decodes to the same text; outside them only the layout's line feeds
-        // and spaces stand.
-        var output = String.UnicodeScalarView()
-        var inString = false
-        var escaped = false
-        for scalar in text.unicodeScalars {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if scalar == "\\" {
-                    escaped = true
-                } else if scalar == "\"" {
-                    inString = false
-                }
-            } else if scalar == "\"" {
-                inString = true
-            }
-            if inString, TerminalText.isUnsafe(scalar) {
-                output.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
-            } else {
-                output.append(scalar)
-            }
-        }
-        return String(output) + "\n"
+        try ReportJSON.encode(status)
     }
 
     /// The decoder matching ``json(_:)``.
     public static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return decoder
+        ReportJSON.decoder()
     }
 
     // MARK: Pieces
+
+    /// A pause's reason, and the operator's note after it: `operator: new .p8 key being installed`.
+    static func pauseWhy(_ reason: String?, _ note: String?) -> String {
+        safe(reason ?? "(no reason)") + (note.map { ": " + safe($0) } ?? "")
+    }
 
     static func safe(_ text: String) -> String {
         let cut = text.count > maximumTextWidth ? String(text.prefix(maximumTextWidth)) + "..." : text
@@ -208,13 +185,7 @@ public enum FleetStatusRenderer {
 
     /// `1,234,567`.
     static func grouped(_ value: Int64) -> String {
-        let digits = String(value.magnitude)
-        var result = ""
-        for (index, character) in digits.enumerated() {
-            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
-            result.append(character)
-        }
-        return (value < 0 ? "-" : "") + result
+        TerminalWords.grouped(value)
     }
 
     static func figure(_ figure: FleetStatus.Figure) -> String {
@@ -243,12 +214,7 @@ public enum FleetStatusRenderer {
 
     /// `2026-12-01 02:40:12 UTC`.
     static func instant(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        return String(
-            format: "%04d-%02d-%02d %02d:%02d:%02d UTC", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0,
-            parts.hour ?? 0, parts.minute ?? 0, parts.second ?? 0)
+        TerminalWords.instant(date)
     }
 
     /// `3d 4h`, `1h 59m 50s`, `3m 58s`, `42s` (whole seconds, rounded down; negative and NaN as 0s, at most

@@ -698,6 +698,35 @@ public enum FleetStatusStore {
                 appID: try row.decode(UUID.self, "id"), pausedUntil: try row.decode(Date.self, "paused_until"),
                 reason: try row.decodeIfPresent(String.self, "paused_reason"))
         }
+        try readOperatorNotes(on: connection, app: app, into: &status)
+    }
+
+    /// The operator's note (`--note`, `operator_actions.reason`) of each operator's pause listed: that of the
+    /// latest `pause` of its target (none when that one had no note).
+    static func readOperatorNotes(on connection: PostgresConnection, app: UUID?, into status: inout FleetStatus) throws {
+        let operatorPaused = status.fleetPause?.reason == "operator" || status.pausedApps.contains { $0.reason == "operator" }
+            || status.pausedChannels.contains { $0.reason == "operator" }
+        guard operatorPaused else { return }
+        var notes: [String: String] = [:]
+        for row in try connection.query(
+            """
+            SELECT DISTINCT ON (scope, app_id, provider) scope, app_id::text AS app_id, provider, reason
+            FROM operator_actions WHERE action = 'pause'\(app.map { " AND (app_id IS NULL OR app_id = '\(CanonicalUUIDText.format($0))'::uuid)" } ?? "")
+            ORDER BY scope, app_id, provider, id DESC
+            """)
+        {
+            guard let note = try row.decodeIfPresent(String.self, "reason") else { continue }
+            let key = [row["scope"] ?? "", row["app_id"] ?? "", row["provider"] ?? ""].joined(separator: "/")
+            notes[key] = note
+        }
+        if status.fleetPause?.reason == "operator" { status.fleetPause?.note = notes["fleet//"] }
+        for index in status.pausedApps.indices where status.pausedApps[index].reason == "operator" {
+            status.pausedApps[index].note = notes["app/\(CanonicalUUIDText.format(status.pausedApps[index].appID))/"]
+        }
+        for index in status.pausedChannels.indices where status.pausedChannels[index].reason == "operator" {
+            let channel = status.pausedChannels[index]
+            status.pausedChannels[index].note = notes["channel/\(CanonicalUUIDText.format(channel.appID))/\(channel.provider)"]
+        }
     }
 
     /// The names of the apps `status` lists (by primary key: at most a few thousand lookups, each an index probe).

@@ -74,6 +74,22 @@ struct DeliveryPipelineTests {
         }
     }
 
+    /// An outcome decided before a provider was chosen (a message that cannot be sent) counts under the
+    /// platform's provider; only an unknown platform's counts as `none`.
+    @Test func outcomesBeforeAProviderCountUnderThePlatformsProvider() async {
+        let metrics = WorkerMetrics()
+        let counted = DeliveryPipeline(
+            senders: [sender], maxAttempts: 3, retryPolicy: RetryPolicy(baseDelay: .seconds(1), maximumDelay: .seconds(10)),
+            logger: Logger(label: "test", minimumLevel: .error),
+            loadMessages: { ids in Dictionary(uniqueKeysWithValues: ids.map { ($0, .init(version: "1", byteCount: 14, json: #"{"contents": 5}"#)) }) },
+            reserveFrequencyCap: { _ in .granted(reused: false) }, metrics: metrics)
+        _ = await counted.process(delivery())
+        _ = await counted.process(delivery(platform: "fcm-typo"))
+        let text = metrics.registry.render()
+        #expect(text.contains(#"pushizo_deliveries_total{provider="apns",event="failed",reason="invalid_message"} 1"#), "\(text)")
+        #expect(text.contains(#"pushizo_deliveries_total{provider="none",event="failed",reason="invalid_message"} 1"#), "\(text)")
+    }
+
     @Test func checksInOrderBeforeSending() async {
         #expect(await outcome(delivery()) == "sent")
         #expect(await outcome(delivery(attempt: 4)) == "failed/max_attempts")

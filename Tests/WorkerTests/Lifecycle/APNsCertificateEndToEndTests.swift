@@ -172,7 +172,7 @@ struct APNsCertificateEndToEndTests {
                 #expect(line("other").contains("EXPIRES SOON: 19 days left"), "\(report)")
                 #expect(line("sandbox").contains("environments development,") || line("sandbox").contains("environments development "), "\(report)")
                 #expect(line("expired").contains("EXPIRED"), "\(report)")
-                #expect(report.contains("FAILED: 1 channel(s)"), "\(report)")
+                #expect(report.contains("FAILED: 1 channel with invalid settings"), "\(report)")
                 #expect(!report.contains("PRIVATE KEY") && !report.contains(ClientCertificateFixtures.pkcs12Password), "\(report)")
             }
         }

@@ -145,6 +145,18 @@ struct DatabaseStartEndToEndTests {
         for secret in ["Sup3r", "S3cret"] { #expect(!outcome.stderr.contains(secret), "\(outcome.stderr)") }
     }
 
+    /// A connection string libpq parses but whose value it refuses (`sslmode=bogus`): libpq's message naming the
+    /// setting, exit 78 before anything connects, the same for every command; `run` does not wait on it.
+    @Test(arguments: ["run", "check", "status", "migrate", "pause --fleet", "retry --notification 00000000-0000-0000-0000-000000000001"])
+    func aRefusedOptionValueExits78(command: String) async throws {
+        let url = "postgresql://pushizo:Sup3r@127.0.0.1:1/db?connect_timeout=1&sslmode=bogus"
+        let outcome = try await Self.run(command.split(separator: " ").map(String.init), databaseURL: url)
+        #expect(outcome.status == 78, "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("PUSHIZO_DATABASE_URL"), "\(outcome.stderr)")
+        #expect(outcome.stderr.contains(#"invalid sslmode value: "bogus""#), "\(outcome.stderr)")
+        #expect(!outcome.stderr.contains("Sup3r"), "\(outcome.stderr)")
+    }
+
     /// No right to connect to the database (SQLSTATE 42501 at connect), and a role that connects but lacks the
     /// worker's table rights (not a member of pushizo_worker): 42501 before the first claim.
     @Test func aRoleWithoutTheWorkersRightsExits78() async throws {

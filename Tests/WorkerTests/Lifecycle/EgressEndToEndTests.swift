@@ -139,8 +139,10 @@ struct EgressEndToEndTests {
             let (status, output) = try await Self.runCheck(databaseURL: url)
             #expect(status == 1, "\(output)")
             // 127.0.0.1 or ::1, whichever the resolver lists first.
-            let line = output.split(separator: "\n").first { $0.contains("endpoint=https://localhost:9") }
+            let line = output.split(separator: "\n").first { $0.contains("endpoint=https://localhost:9: INVALID") }
             #expect(line?.contains("INVALID ENDPOINT: endpoint is refused: localhost resolves to ") == true, "\(output)")
+            // One verdict a line: the settings' (ok) and the endpoint's (invalid) are not on the same one.
+            #expect(!output.split(separator: "\n").contains { $0.contains(": ok (") && $0.contains("INVALID") }, "\(output)")
             #expect(line?.contains("loopback") == true, "\(output)")
             let (allowed, allowedOutput) = try await Self.runCheck(databaseURL: url, extra: ["PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true"])
             #expect(allowed == 0, "\(allowedOutput)")

@@ -63,10 +63,14 @@ struct SmallNotificationEndToEndTests {
             "PUSHIZO_DATABASE_URL": url, "PUSHIZO_CA_FILE": emulator.caFile, "PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true",
             "PUSHIZO_EXIT_WHEN_DRAINED": "true", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
         ]
+        let pipe = Pipe()
+        // Stderr is "the journal" (systemd.exec(5), JOURNAL_STREAM): text lines carry their <N> priority.
+        var stream = stat()
+        fstat(pipe.fileHandleForWriting.fileDescriptor, &stream)
+        environment["JOURNAL_STREAM"] = "\(stream.st_dev):\(stream.st_ino)"
         environment.merge(extra) { _, new in new }
         process.environment = environment
         let output = ExpansionStallTests.Output()
-        let pipe = Pipe()
         pipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
         process.standardError = pipe
         try process.run()

@@ -124,6 +124,9 @@ struct SystemdNotifyTests {
 
     /// Reads datagrams until `done` says so (given every line so far), or for 3 minutes at most (a hang guard, not
     /// a timing assertion: the caller's expectations then fail).
+    /// Whether `line` is anything but a rate `STATUS=` line.
+    static func isNoRateLine(_ line: String) -> Bool { !line.hasPrefix("STATUS=sending") }
+
     static func collect(_ socket: NotifySocket, until done: ([String]) -> Bool) async throws -> [String] {
         var lines: [String] = []
         let guardDeadline = ContinuousClock.now + .seconds(180)
@@ -154,6 +157,9 @@ struct SystemdNotifyTests {
             }
             let ready = try #require(running.firstIndex(of: "READY=1"), "no READY=1 in \(running)")
             #expect(running[ready...].filter { $0 == "WATCHDOG=1" }.count >= 2, "\(running)")
+            // systemd arms the watchdog at READY=1: no ping and no rate line before it.
+            #expect(!running[..<ready].contains("WATCHDOG=1"), "\(running)")
+            #expect(running[..<ready].allSatisfy(Self.isNoRateLine), "\(running)")
             // The same line the wait above ended on: an earlier one may carry a rate but no sampled lag yet.
             let status = running.first {
                 $0.hasPrefix("STATUS=sending ") && !$0.contains("?/s") && !$0.contains("unknown")

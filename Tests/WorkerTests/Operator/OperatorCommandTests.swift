@@ -11,21 +11,10 @@ import Testing
 struct OperatorCommandTests {
     /// Runs `pushizo-worker <arguments> --json`; returns exit status, the JSON object printed and stderr.
     static func command(_ arguments: [String], databaseURL: String) async throws -> (status: Int32, json: [String: Any], errors: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
-        process.arguments = arguments + ["--json"]
-        process.environment = ["PATH": "/usr/bin:/bin", "PUSHIZO_DATABASE_URL": databaseURL]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        async let out = onThread { output.fileHandleForReading.readDataToEndOfFile() }
-        async let err = onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-        let (stdout, stderr) = try await (out, err)
-        try await onThread { process.waitUntilExit() }
-        let json = (try? JSONSerialization.jsonObject(with: stdout) as? [String: Any]) ?? [:]
-        return (process.terminationStatus, json, stderr)
+        let (status, stdout, stderr) = try await runExecutable(
+            arguments + ["--json"], environment: ["PUSHIZO_DATABASE_URL": databaseURL])
+        let json = (try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]) ?? [:]
+        return (status, json, stderr)
     }
 
     static func query(_ url: String, _ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> [[String: String]] {
@@ -115,6 +104,19 @@ struct OperatorCommandTests {
             #expect(unknown.errors.contains("no app"))
             let usage = try await Self.command(["pause", "--provider", "apns"], databaseURL: url)
             #expect(usage.status == 2)
+            // Usage errors exit 2 on every form: an unknown flag, an --until passed or no time at all, the
+            // operator's text given twice; each message on lines of its own, no escaped line feeds.
+            for arguments in [
+                ["pause", "--app", app.uuidString, "--bogus"],
+                ["pause", "--app", app.uuidString, "--until", "-5m"],
+                ["pause", "--app", app.uuidString, "--until", "2001-01-01 00:00:00+00"],
+                ["pause", "--app", app.uuidString, "--until", "soon"],
+                ["pause", "--app", app.uuidString, "--reason", "r1", "--note", "n1"],
+            ] {
+                let refused = try await Self.command(arguments, databaseURL: url)
+                #expect(refused.status == 2, "\(arguments): \(refused.errors)")
+                #expect(!refused.errors.contains("\\u{A}"), "\(refused.errors)")
+            }
             #expect(try await Self.audit(url).count == 4)
         }
     }
@@ -315,9 +317,15 @@ struct OperatorCommandTests {
                     return (notification, fresh)
                 }
                 let arguments = [
-                    "retry", "--notification", notification.uuidString, "--reason", "max_attempts", "--reason", "unregistered",
+                    // Reasons in any case, with or without underscores: the stored `max_attempts` and `unregistered`.
+                    "retry", "--notification", notification.uuidString, "--reason", "MaxAttempts", "--reason", "Unregistered",
                     "--since", "1h", "--note", "provider outage over",
                 ]
+                // A reason no failure has: refused as usage, listing the reasons, before anything changes.
+                let bogus = try await Self.command(
+                    ["retry", "--notification", notification.uuidString, "--reason", "bogus"], databaseURL: url)
+                #expect(bogus.status == 2, "\(bogus.errors)")
+                #expect(bogus.errors.contains("max_attempts") && bogus.errors.contains("unavailable"), "\(bogus.errors)")
                 let sinceArguments = arguments
                 let first = try await Self.command(sinceArguments, databaseURL: url)
                 #expect(first.status == 0, "\(first.errors)")
@@ -373,16 +381,20 @@ struct OperatorCommandTests {
                 }
                 return (first.appID, second.appID)
             }
-            _ = try await Self.command(["pause", "--app", one.uuidString], databaseURL: url)
+            _ = try await Self.command(["pause", "--app", one.uuidString, "--note", "new .p8 key"], databaseURL: url)
             _ = try await Self.command(["pause", "--fleet", "--until", "1h"], databaseURL: url)
             let (status, narrowed, errors) = try await StatusCommandTests.status(["--app", one.uuidString, "--json"], databaseURL: url)
             #expect(status == 0, "\(errors)")
             let json = try #require(try JSONSerialization.jsonObject(with: Data(narrowed.utf8)) as? [String: Any])
-            #expect(json["app_id"] as? String == one.uuidString)
+            // UUIDs as PostgreSQL prints them, lower case.
+            #expect(json["app_id"] as? String == one.uuidString.lowercased())
             let due = ((json["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int
             #expect(due == 2)
             let apps = try #require(json["paused_apps"] as? [[String: Any]])
-            #expect(apps.map { $0["app_id"] as? String } == [one.uuidString])
+            #expect(apps.map { $0["app_id"] as? String } == [one.uuidString.lowercased()])
+            // The operator's note is shown with the pause; the fleet's pause had none.
+            #expect(apps.first?["note"] as? String == "new .p8 key")
+            #expect((json["fleet_pause"] as? [String: Any])?["note"] is NSNull)
             #expect(apps.first?["paused_until"] as? String == "4001-01-01T00:00:00Z")
             #expect((json["fleet_pause"] as? [String: Any])?["reason"] as? String == "operator")
 
@@ -396,9 +408,10 @@ struct OperatorCommandTests {
             #expect(text.contains("FLEET PAUSED until"))
             #expect(!text.contains("paused apps:"))
             let (_, all, _) = try await StatusCommandTests.status([], databaseURL: url)
-            #expect(all.contains("app \(one.uuidString.lowercased()) indefinitely: operator"))
-            let (bad, _, _) = try await StatusCommandTests.status(["--app", "nope"], databaseURL: url)
-            #expect(bad == 78)
+            #expect(all.contains("app \(one.uuidString.lowercased()) indefinitely: operator: new .p8 key"), "\(all)")
+            let (bad, _, badErrors) = try await StatusCommandTests.status(["--app", "nope"], databaseURL: url)
+            #expect(bad == 2)
+            #expect(badErrors.contains("--app needs an app id") && !badErrors.contains("----app"), "\(badErrors)")
         }
     }
 }

@@ -110,7 +110,27 @@ struct FleetStatusRendererTests {
         let listed = try #require((expansion["notifications"] as? [[String: Any]])?.first)
         #expect(Set(listed.keys) == ["id", "app_id", "expanded", "progress", "audience_estimate", "last_chunk_at"])
         let paused = try #require((object["paused_channels"] as? [[String: Any]])?.first)
-        #expect(Set(paused.keys) == ["app_id", "provider", "paused_until", "reason"])
+        #expect(Set(paused.keys) == ["app_id", "provider", "paused_until", "reason", "note"])
+    }
+
+    /// UUIDs are printed as PostgreSQL prints them, in lower case, wherever they stand in the document (the
+    /// narrowed app, expanding notifications, paused apps and channels); other text keeps its case.
+    @Test func jsonWritesUUIDsInLowerCase() throws {
+        let app = try #require(UUID(uuidString: "ABCDEF01-2345-4678-9ABC-DEF012345678"))
+        let notification = try #require(UUID(uuidString: "FEDCBA98-7654-4321-8FED-CBA987654321"))
+        var status = Self.sample(reason: "Reason KEEPS Its Case")
+        status.app = app
+        status.expansion.notifications[0].id = notification
+        status.expansion.notifications[0].appID = app
+        status.pausedChannels[0].appID = app
+        status.pausedApps = [.init(appID: app, pausedUntil: Self.now.addingTimeInterval(60), reason: nil)]
+        let json = try FleetStatusRenderer.json(status)
+        for uuid in [app, notification] {
+            #expect(!json.contains(uuid.uuidString), "\(json)")
+            #expect(json.contains("\"\(uuid.uuidString.lowercased())\""), "\(json)")
+        }
+        #expect(json.contains("Reason KEEPS Its Case"))
+        #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
     }
 
     /// Worker ids and reasons come from the database: they must not drive the terminal, in either format.
