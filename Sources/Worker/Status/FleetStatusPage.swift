@@ -31,7 +31,7 @@ public enum FleetStatusPage {
         if let app = status.app { body.append("<p class=\"meta\">narrowed to \(appLabel(app, status))</p>") }
         if let pause = status.fleetPause {
             body.append(
-                "<p class=\"alert\" id=\"fleet-pause\">Fleet paused \(text(FleetStatusRenderer.pauseEnd(pause.until, status.takenAt))): \(text(pause.reason ?? "(no reason)")); no claims until resumed (pushizo-worker resume --fleet)</p>")
+                "<p class=\"alert\" id=\"fleet-pause\">Fleet paused \(text(FleetStatusRenderer.pauseEnd(pause.until, status.takenAt))): \(text(why(pause.reason, pause.note))); no claims until resumed (pushizo-worker resume --fleet)</p>")
         }
         body += queue(status)
         body += workers(status)
@@ -44,6 +44,12 @@ public enum FleetStatusPage {
             body.append("<h2>Notes</h2><ul>" + status.notes.map { "<li>\(text($0))</li>" }.joined() + "</ul>")
         }
         return document(body.joined(separator: "\n"), refreshSeconds: freshness.refreshSeconds)
+    }
+
+    /// A pause's reason and the operator's `--note` after it, as the text report writes them
+    /// (`operator: new .p8 key being installed`); escaped by the caller.
+    static func why(_ reason: String?, _ note: String?) -> String {
+        (reason ?? "(no reason)") + (note.map { ": " + $0 } ?? "")
     }
 
     /// The page when no report could be read (`reason`: already free of secrets, e.g. the database unreachable).
@@ -136,7 +142,7 @@ public enum FleetStatusPage {
                 status.pausedChannels.map { channel in
                     row([
                         appLabel(channel.appID, status), text(channel.provider),
-                        text(FleetStatusRenderer.pauseEnd(channel.pausedUntil, status.takenAt)), text(channel.reason ?? "(no reason)"),
+                        text(FleetStatusRenderer.pauseEnd(channel.pausedUntil, status.takenAt)), text(why(channel.reason, channel.note)),
                     ], id: nil, cssClass: "paused")
                 }, textual: true))
         }
@@ -147,7 +153,7 @@ public enum FleetStatusPage {
             status.pausedApps.map { app in
                 row([
                     appLabel(app.appID, status), text(FleetStatusRenderer.pauseEnd(app.pausedUntil, status.takenAt)),
-                    text(app.reason ?? "(no reason)"),
+                    text(why(app.reason, app.note)),
                 ], id: nil, cssClass: "paused")
             }, textual: true))
         return lines

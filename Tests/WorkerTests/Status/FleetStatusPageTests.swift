@@ -49,6 +49,21 @@ struct FleetStatusPageTests {
         #expect(!html.contains("<script") && !html.contains("<link") && !html.contains("src=") && !html.contains("<form"))
     }
 
+    @Test func anOperatorsPauseShowsItsNoteEscaped() {
+        var status = FleetStatusRendererTests.sample(reason: "operator")
+        status.pausedChannels[0].note = "new .p8 key <b>now</b>"
+        var app = FleetStatus.PausedApp(appID: FleetStatusRendererTests.app, pausedUntil: .distantFuture, reason: "operator")
+        app.note = "drain"
+        status.pausedApps = [app]
+        var fleet = FleetStatus.Pause(until: .distantFuture, reason: "operator")
+        fleet.note = "maintenance"
+        status.fleetPause = fleet
+        let html = FleetStatusPage.html(status, freshness: Self.freshness)
+        #expect(html.contains("<td>operator: new .p8 key &lt;b&gt;now&lt;/b&gt;</td>"))
+        #expect(html.contains("<td>operator: drain</td>"))
+        #expect(html.contains("Fleet paused indefinitely: operator: maintenance; no claims"))
+    }
+
     @Test func showsTheWorkersByHeartbeatWithTheirTextEscaped() {
         var status = FleetStatusRendererTests.sample()
         let now = FleetStatusRendererTests.now
