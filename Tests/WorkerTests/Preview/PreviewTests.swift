@@ -107,15 +107,17 @@ struct PreviewTests {
                 try await runUntilDrained(
                     try WorkerRuntime(configuration: try emulator.workerConfiguration(databaseURL: url), logger: quietLogger))
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
-                let row = try await database.query(
+                let sent = try await database.query(
                     """
                     SELECT encode(a.signing_key, 'base64') AS key, s.token, n.message::text AS message,
                            n.created_at, e.detail->>'apns_id' AS apns_id
                     FROM delivery_events e JOIN apps a ON a.id = e.app_id
                     JOIN subscriptions s ON s.id = e.subscription_id JOIN notifications n ON n.id = e.notification_id
                     WHERE e.event = 'sent'
-                    """)[0]
+                    """)
                 await database.shutdown()
+                // A worker stopped by the drain guard before it sent fails this test, not the whole test process.
+                let row = try #require(sent.first)
                 let input: JSONValue = [
                     "app": [
                         "default_language": "en", "signing_key": .string((row["key"] ?? "").replacingOccurrences(of: "\n", with: "")),
