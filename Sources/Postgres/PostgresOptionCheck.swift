@@ -21,8 +21,10 @@ enum PostgresOptionCheck {
     /// A string or environment naming a connection service (`service=`, `PGSERVICE`) is not checked: its hosts
     /// come from the service file, so the probe's `hostaddr` list could not be made as long.
     static func problem(_ connectionString: String, secrets: [String]) -> String? {
+        if let refused = connectTimeoutProblem(connectionString) {
+            return PostgresRedaction.redact(refused, secrets: secrets)
+        }
         guard let hosts = hostCount(connectionString) else { return nil }
-        let unused = hostCount(connectionString)
         let keys = ["dbname", "hostaddr"]
         let values = [connectionString, Array(repeating: probeAddress, count: hosts).joined(separator: ",")]
         let started: OpaquePointer? = withCStringArray(keys) { keys in
@@ -41,6 +43,32 @@ enum PostgresOptionCheck {
     /// `hostaddr` list must be as long, or libpq refuses the pair (`could not match 2 host names to 1 hostaddr
     /// values`). Nil when a connection service is named.
     static func hostCount(_ connectionString: String) -> Int? {
+        let options = parsedOptions(connectionString)
+        let environment = ProcessInfo.processInfo.environment
+        if options["service"].map({ !$0.isEmpty }) ?? false || environment["PGSERVICE"].map({ !$0.isEmpty }) ?? false {
+            return nil
+        }
+        for value in [options["host"], environment["PGHOST"], options["hostaddr"], environment["PGHOSTADDR"]] {
+            if let value, !value.isEmpty { return value.split(separator: ",", omittingEmptySubsequences: false).count }
+        }
+        return 1
+    }
+
+    /// libpq's refusal of a `connect_timeout` (from the string, else `PGCONNECT_TIMEOUT`) that is no integer, in
+    /// libpq's words; nil when it is one or unset. libpq checks it only in its blocking connect
+    /// (`connectDBComplete`'s `parse_int_param`: an integer with blanks around it), and the worker connects
+    /// without blocking, so the start of a connection cannot refuse it for us: left unchecked, a value such as
+    /// `10s` would leave every connect without a time limit.
+    static func connectTimeoutProblem(_ connectionString: String) -> String? {
+        let value = parsedOptions(connectionString)["connect_timeout"] ?? ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"]
+        guard let value, !value.isEmpty else { return nil }
+        if Int32(value.trimmingCharacters(in: .whitespaces)) != nil { return nil }
+        return "invalid integer value \"\(value)\" for connection option \"connect_timeout\""
+    }
+
+    /// The options `connectionString` sets (a URI or key/value pairs, as `PQconninfoParse` reads them); empty for
+    /// a string libpq cannot parse.
+    static func parsedOptions(_ connectionString: String) -> [String: String] {
         var options: [String: String] = [:]
         if PostgresRedaction.isConnectionString(connectionString) {
             var errorMessage: UnsafeMutablePointer<CChar>?
@@ -54,13 +82,6 @@ enum PostgresOptionCheck {
             }
             if let errorMessage { PQfreemem(errorMessage) }
         }
-        let environment = ProcessInfo.processInfo.environment
-        if options["service"].map({ !$0.isEmpty }) ?? false || environment["PGSERVICE"].map({ !$0.isEmpty }) ?? false {
-            return nil
-        }
-        for value in [options["host"], environment["PGHOST"], options["hostaddr"], environment["PGHOSTADDR"]] {
-            if let value, !value.isEmpty { return value.split(separator: ",", omittingEmptySubsequences: false).count }
-        }
-        return 1
+        return options
     }
 }

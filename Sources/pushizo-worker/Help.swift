@@ -24,9 +24,11 @@ enum Help {
                          worker, sends and failures per minute, expansions, paused channels, apps and fleet,
                          worker processes (live, stale, stopped); --app narrows every figure to one app
                          (docs/status.md)
-              pause | resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--note TEXT]
+              pause (--app ID [--provider apns|fcm|webpush] | --fleet) [--until TIME] [--note TEXT]
                          an operator's pause of a channel, an app or the fleet (no claims; sends in flight
-                         finish); resume lifts only an operator's pause (docs/operations.md)
+                         finish) (docs/operations.md)
+              resume (--app ID [--provider apns|fcm|webpush] | --fleet) [--note TEXT]
+                         lifts only an operator's pause
               cancel --notification ID [--note TEXT]
                          cancel it: what is not yet sent is skipped / canceled
               retry --notification ID [--reason R ...] [--since TIME] [--note TEXT]

@@ -136,6 +136,10 @@ struct ConnectionTests {
         ("host=db.invalid gssencmode=always", #"invalid gssencmode value: "always""#),
         ("host=a,b port=1,2,3", "could not match 3 port numbers to 2 hosts"),
         ("host=a hostaddr=127.0.0.1 port=Sup3r password=Sup3r", #"invalid integer value "********" for connection option "port""#),
+        // Checked by libpq only in a blocking connect, which the worker never makes: without this check a connect
+        // would have no time limit.
+        ("host=db.invalid connect_timeout=abc", #"invalid integer value "abc" for connection option "connect_timeout""#),
+        ("postgresql://db.invalid/x?connect_timeout=10s", #"invalid integer value "10s" for connection option "connect_timeout""#),
     ])
     func refusedOptionValuesKeepLibpqsMessage(_ string: String, _ message: String) {
         #expect(PostgresConnection.connectionStringProblem(string) == "invalid connection option: " + message)
@@ -145,6 +149,7 @@ struct ConnectionTests {
         "postgresql://u:p@db.invalid/x?sslmode=require&target_session_attrs=any",
         "host=a,b,c port=5432 sslmode=prefer channel_binding=prefer",
         "host=db.invalid hostaddr=127.0.0.1 port=1",
+        "host=db.invalid connect_timeout= 10 ",
         "pushizo",
     ])
     func acceptedOptionValuesGiveNoProblem(_ string: String) {

@@ -159,7 +159,7 @@ public struct ConfigurationReader: Sendable {
             throw ConfigurationError(
                 key: key.name,
                 problem: "\(describe(text, key)) is not a duration in \(DurationText.describe(range.lowerBound))..."
-                    + "\(DurationText.describe(range.upperBound)) (seconds, or a number with ms, s, m or h: 500ms, 30s, 5m)")
+                    + "\(DurationText.describe(range.upperBound)) (seconds, or a number with ms, s, m, h or d: 500ms, 30s, 5m, 30d)")
         }
         return value
     }
