@@ -38,12 +38,17 @@ struct EmulatorDescriptorLimitTests {
             process.terminate()
             process.waitUntilExit()
         }
+        // Until the emulator writes its port or exits; the bound is only a hang guard (a start on two cores busy
+        // with the rest of the suite has taken over 20 s).
         var port: Int?
-        for _ in 0..<400 where port == nil {
+        let guardEnd = ContinuousClock.now + .seconds(180)
+        while port == nil, process.isRunning, ContinuousClock.now < guardEnd {
             port = (try? String(contentsOfFile: ready, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
             if port == nil { try await Task.sleep(for: .milliseconds(50)) }
         }
-        let listening = try #require(port, "the emulator never wrote its port")
+        let startLog = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let listening = try #require(
+            port, "the emulator never wrote its port (\(process.isRunning ? "still running" : "exited \(process.terminationStatus)")): \(startLog)")
         // More idle connections than descriptors: the kernel completes each handshake, the emulator cannot accept
         // them all.
         let sockets = try await onThread { try (0..<(limit + 16)).map { _ in try RawTCP.connect(port: listening) } }
