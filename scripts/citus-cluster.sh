@@ -20,9 +20,12 @@ bindir=$(ls -d /usr/lib/postgresql/15/bin 2>/dev/null || true)
 # Each node: loopback TCP (the coordinator reaches the workers as 127.0.0.1:PORT, as clients do), Citus preloaded.
 # wal_level=logical: shard moves (citus_rebalance_start, citus_move_shard_placement) copy through logical
 # replication. citus.enable_statistics_collection=off: Citus otherwise reports usage to citusdata.com, and tests
-# send traffic only to loopback.
+# send traffic only to loopback. citus.node_connection_timeout=300000 (ms; Citus's default is 30 s): on two cores
+# busy with the rest of the suite a coordinator's connection to a worker node has taken longer, and
+# create_distributed_table then failed with "failure on connection marked as essential".
 export PUSHIZO_PG_OPTIONS="-c listen_addresses=127.0.0.1 -c shared_preload_libraries=citus -c max_connections=300 \
--c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 -c citus.enable_statistics_collection=off"
+-c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 -c citus.enable_statistics_collection=off \
+-c citus.node_connection_timeout=300000"
 
 sql() { # PORT DATABASE STATEMENT -> its rows, unaligned
     PGOPTIONS="-c client_min_messages=warning" "$bindir/psql" -h 127.0.0.1 -p "$1" -U postgres -d "$2" -v ON_ERROR_STOP=1 -Atqc "$3"
