@@ -34,6 +34,8 @@ public final class WorkerMetrics: Sendable {
     let queueDeliveries: GaugeFamily
     let queueOldestDueAge: GaugeFamily
     let channelsPaused: GaugeFamily
+    let appsPaused: GaugeFamily
+    let fleetPaused: GaugeFamily
     let queueSampledAt: GaugeFamily
     let queueSampleFraction: GaugeFamily
     let queueSampleFailures: CounterFamily
@@ -104,18 +106,25 @@ public final class WorkerMetrics: Sendable {
         ) { [live] in live.pending }
         queueDeliveries = registry.gauge(
             "pushizo_queue_deliveries",
-            help: "Deliveries in the queue by provider and state (due, deferred, leased), fleet-wide; sampled.",
+            help: "Deliveries in the queue by provider and state (due, held: due but held by an operator's pause of their app or the fleet, deferred, leased), fleet-wide; sampled.",
             labels: ["provider", "state"])
         queueOldestDueAge = registry.gauge(
             "pushizo_queue_oldest_due_age_seconds",
-            help: "Seconds the oldest due delivery has been due (queue lag), fleet-wide; 0 when none is due; sampled.",
+            help: "Seconds the oldest due delivery has been due (queue lag), fleet-wide, those an operator's pause holds left out; 0 when none is due; sampled.",
             labels: ["provider"])
         channelsPaused = registry.gauge(
-            "pushizo_channels_paused", help: "App channels paused now (app_channels.paused_until in the future); sampled.",
-            labels: ["provider"])
+            "pushizo_channels_paused",
+            help: "App channels paused now (app_channels.paused_until in the future), fleet-wide, by provider and paused_by: operator (pushizo-worker pause) or provider (its refusal of the app's credentials or settings); sampled.",
+            labels: ["provider", "paused_by"])
+        appsPaused = registry.gauge(
+            "pushizo_apps_paused",
+            help: "Apps an operator paused (apps.paused_until in the future), fleet-wide; sampled. The same on every worker: aggregate with max.")
+        fleetPaused = registry.gauge(
+            "pushizo_fleet_paused",
+            help: "1 while an operator has paused the whole fleet (pushizo-worker pause --fleet: no claims; sends in flight finish), else 0; sampled. The same on every worker: aggregate with max.")
         queueSampledAt = registry.gauge(
             "pushizo_queue_sample_timestamp_seconds",
-            help: "Unix time of the last successful queue sample (the pushizo_queue_* and pushizo_channels_paused gauges).")
+            help: "Unix time of the last successful queue sample (the pushizo_queue_* gauges and the pause gauges pushizo_channels_paused, pushizo_apps_paused, pushizo_fleet_paused).")
         queueSampleFraction = registry.gauge(
             "pushizo_queue_sample_fraction",
             help: "Share of the queue the last sample counted: 1 when exact; below 1 on queues over 1,000,000 deliveries, whose pushizo_queue_* values are estimates scaled from a block sample.")

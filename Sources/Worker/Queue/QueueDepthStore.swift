@@ -26,7 +26,10 @@ public enum QueueDepthStore {
     /// ``QueueDepthSample/sampledFraction`` says which. The caller samples in the background, less often when a
     /// sample is slow, never per scrape, and once for the whole fleet
     /// (``sharedQueueDepth(on:interval:dutyCycle:sampler:timeoutMilliseconds:)``); the paused channels come from
-    /// `app_channels` (one row per app and provider), always exactly.
+    /// `app_channels` (one row per app and provider), the paused apps from the `apps_paused` partial index and the
+    /// fleet's pause from the one-row `fleet_settings`, always exactly. Due rows an operator's pause of their app
+    /// or of the fleet holds are counted apart (``QueueDepthSample/Depth/held``), out of `due` and of the oldest
+    /// due age: they wait for `resume`, not for a claim.
     /// - Throws: ``PostgresError``.
     static func measureQueueDepth(
         on connection: PostgresConnection, exactUpTo: Int = exactQueueSampleRows, sampleBlocks: Int = queueSampleBlocks
@@ -48,14 +51,18 @@ public enum QueueDepthStore {
                 from = "deliveries d TABLESAMPLE SYSTEM (\(String(format: "%.6f", fraction * 100)))"
             }
         }
+        // Due rows an operator's pause holds: the fleet's (one InitPlan) or their app's (a hashed SubPlan over the
+        // apps_paused partial index: one lookup per row, however many apps are paused).
+        let held = "(\(ClaimPauses.fleetPaused) OR d.app_id IN (\(ClaimPauses.pausedApps)))"
         let rows = try connection.query(
             """
             SELECT CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush'
                         ELSE 'none' END AS provider,
-                   count(*) FILTER (WHERE d.run_at <= now()) AS due,
+                   count(*) FILTER (WHERE d.run_at <= now() AND NOT \(held)) AS due,
+                   count(*) FILTER (WHERE d.run_at <= now() AND \(held)) AS held,
                    count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NULL) AS deferred,
                    count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NOT NULL) AS leased,
-                   coalesce(extract(epoch FROM now() - min(d.run_at) FILTER (WHERE d.run_at <= now())), 0)::float8
+                   coalesce(extract(epoch FROM now() - min(d.run_at) FILTER (WHERE d.run_at <= now() AND NOT \(held))), 0)::float8
                        AS oldest_due_age
             FROM \(from)
             -- Each row's subscription by primary key: a join planned from statistics hashed the whole
@@ -69,14 +76,25 @@ public enum QueueDepthStore {
             sample.depth[try row.decode(String.self, "provider")] = QueueDepthSample.Depth(
                 due: scaled(try row.decode(Int.self, "due")), deferred: scaled(try row.decode(Int.self, "deferred")),
                 leased: scaled(try row.decode(Int.self, "leased")),
-                oldestDueAge: try row.decode(Double.self, "oldest_due_age"))
+                oldestDueAge: try row.decode(Double.self, "oldest_due_age"), held: scaled(try row.decode(Int.self, "held")))
         }
         sample.sampledFraction = fraction
         let paused = try connection.query(
-            "SELECT provider, count(*) AS n FROM app_channels WHERE paused_until > now() GROUP BY provider")
+            """
+            SELECT provider, count(*) AS n, count(*) FILTER (WHERE paused_reason = $1) AS by_operator
+            FROM app_channels WHERE paused_until > now() GROUP BY provider
+            """, [ClaimPauses.operatorReason])
+        var pausedByOperator: [String: Int] = [:]
         for row in paused {
-            sample.pausedChannels[try row.decode(String.self, "provider")] = try row.decode(Int.self, "n")
+            let provider = try row.decode(String.self, "provider")
+            sample.pausedChannels[provider] = try row.decode(Int.self, "n")
+            pausedByOperator[provider] = try row.decode(Int.self, "by_operator")
         }
+        sample.operatorPausedChannels = pausedByOperator
+        let pauses = try connection.query(
+            "SELECT (SELECT count(*) FROM (\(ClaimPauses.pausedApps)) a) AS apps, \(ClaimPauses.fleetPaused) AS fleet")
+        sample.pausedApps = try pauses[0].decode(Int.self, "apps")
+        sample.fleetPaused = try pauses[0].decode(Bool.self, "fleet")
         return sample
     }
 
