@@ -5,9 +5,10 @@ import Testing
 /// The facts the Citus design rests on (docs/scale-out.md, "The facts it rests on"), each pinned on the real cluster
 /// (`scripts/citus-cluster.sh`: a coordinator and two worker nodes, `citus.shard_count` 32): how a volatile default
 /// on the distribution column routes rows, why queue lanes are one representative value per shard, that a claim
-/// in today's shape with `lane = $1` is one router task, which triggers work on a distributed table, where a
-/// trigger's `NOTIFY` is heard, and which row-level security policies Citus accepts. Each test makes its own
-/// uniquely named tables in the cluster's database and drops them.
+/// in the single-node claim's shape with `lane = $1` is one router task, which triggers and which functions work
+/// inside statements on a distributed table, where a delegated function runs, where a trigger's `NOTIFY` is heard,
+/// and which row-level security policies Citus accepts. Each test makes its own uniquely named tables in the
+/// cluster's database and drops them.
 @Suite(.enabled(if: CitusCluster.isAvailable, CitusCluster.absence))
 struct CitusDesignFactsTests {
     /// A name no other test uses: `stem` and eight hex digits.
@@ -495,8 +496,8 @@ struct CitusDesignFactsTests {
 
     // MARK: NOTIFY
 
-    /// Makes `table` (`lane`, `id`), distributed by `lane`, with a statement trigger as today's wake-up trigger
-    /// (`pushizo_wake`): `function` sends `NOTIFY channel, 'from-shard'`.
+    /// Makes `table` (`lane`, `id`), distributed by `lane`, with a statement trigger like the single-node wake-up
+    /// trigger (`pushizo_wake`): `function` sends `NOTIFY channel, 'from-shard'`.
     static func makeWakeTable(_ table: String, function: String, channel: String, on connection: PostgresConnection) throws {
         try execute(
             each: [
@@ -566,7 +567,7 @@ struct CitusDesignFactsTests {
 
     /// A `NOTIFY` in a transaction that wrote shards on more than one connection fails the whole write: Citus
     /// commits such a transaction with two-phase commit, and PostgreSQL cannot `PREPARE` a transaction that has
-    /// executed `NOTIFY` (SQLSTATE 0A000). With today's wake-up trigger on a distributed queue, every insert
+    /// executed `NOTIFY` (SQLSTATE 0A000). With the single-node wake-up trigger on a distributed queue, every insert
     /// reaching two shards would fail.
     @Test func aNotifyTriggerFailsEveryWriteReachingTwoShards() async throws {
         let table = Self.unique("fact_wake2")
@@ -590,7 +591,7 @@ struct CitusDesignFactsTests {
 
     // MARK: Row-level security
 
-    /// Citus refuses a policy with a subquery on a distributed table (today's producer policies read
+    /// Citus refuses a policy with a subquery on a distributed table (the single-node producer policies read
     /// `app_producers`): created on the distributed table, and when a table that has one is distributed
     /// (SQLSTATE 0A000, "Subqueries are not supported in policies on distributed tables"). A policy that reads no
     /// table works: the producer's apps in a role setting (`ALTER ROLE .. SET`, which Citus propagates to every
