@@ -326,6 +326,14 @@ struct OperatorCommandTests {
                     ["retry", "--notification", notification.uuidString, "--reason", "bogus"], databaseURL: url)
                 #expect(bogus.status == 2, "\(bogus.errors)")
                 #expect(bogus.errors.contains("max_attempts") && bogus.errors.contains("unavailable"), "\(bogus.errors)")
+                // A --since not in the past (a negative duration, a time to come) would match nothing: usage, naming
+                // the flag, before anything changes.
+                for since in ["-1h", "4000-01-01 00:00:00+00"] {
+                    let ahead = try await Self.command(
+                        ["retry", "--notification", notification.uuidString, "--since", since], databaseURL: url)
+                    #expect(ahead.status == 2, "\(since): \(ahead.errors)")
+                    #expect(ahead.errors.contains("--since \(since) is not in the past"), "\(ahead.errors)")
+                }
                 let sinceArguments = arguments
                 let first = try await Self.command(sinceArguments, databaseURL: url)
                 #expect(first.status == 0, "\(first.errors)")
