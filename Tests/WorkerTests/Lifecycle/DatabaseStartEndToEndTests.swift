@@ -180,6 +180,23 @@ struct DatabaseStartEndToEndTests {
         }
     }
 
+    /// An operator command run as a role without the schema owner's rights: exit 78 naming the key, libpq's
+    /// message on the first line and the advice to run as the owner as the hint, on a line of its own.
+    @Test func aRefusedOperatorCommandPrintsTheHintOnItsOwnLine() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await Self.withRole("LOGIN") { role in
+                let outcome = try await Self.run(["pause", "--fleet"], databaseURL: url + " user=\(role) password=\(Self.password)")
+                Self.expectRefused(outcome, saying: ["permission denied", "42501"])
+                let lines = outcome.stderr.split(separator: "\n").map(String.init)
+                #expect(lines.first?.contains("permission denied") == true, "\(outcome.stderr)")
+                #expect(lines.first?.lowercased().contains("hint") == false, "\(outcome.stderr)")
+                #expect(
+                    lines.contains { $0.hasPrefix("  hint: ") && $0.contains("operator commands run as the schema owner") },
+                    "\(outcome.stderr)")
+            }
+        }
+    }
+
     /// Nothing listens: the worker keeps trying, tells systemd why on every attempt and logs it, and never claims
     /// readiness.
     @Test func anUnreachableServerIsWaitedFor() async throws {
