@@ -168,7 +168,9 @@ enum OperatorCommand {
 
     /// An instant as PostgreSQL reads a `timestamptz` (`2026-12-07 18:00:00+00`, `infinity`), or `now()` plus an
     /// `interval` (`2h`, `30 minutes`), minus it when `ago` (`--since 1h`: an hour ago). An instant to come
-    /// (`--until`, not `ago`) must be after `now()`: `--until -5m` or a time passed is a usage error.
+    /// (`--until`, not `ago`) must be after `now()`: `--until -5m` or a time passed is a usage error. An instant
+    /// passed (`--since`, `ago`) must be at or before `now()`: `--since -1h` or a time to come would match no
+    /// failure and is a usage error too.
     static func instant(_ text: String, on connection: PostgresConnection, flag: String, ago: Bool) throws -> Date {
         let parsed =
             (try? connection.query("SELECT $1::text::timestamptz AS t, $1::text::timestamptz <= now() AS past", [text]).first)
@@ -178,7 +180,9 @@ enum OperatorCommand {
         guard let row = parsed else {
             throw UsageError("\(flag) \(text) is neither a time (2026-12-07 18:00:00+00) nor a duration (2h, 30 minutes)")
         }
-        if !ago, try row.decode(Bool.self, "past") { throw UsageError("\(flag) \(text) is not in the future") }
+        let past = try row.decode(Bool.self, "past")
+        if !ago, past { throw UsageError("\(flag) \(text) is not in the future") }
+        if ago, !past { throw UsageError("\(flag) \(text) is not in the past") }
         return try row.decode(Date.self, "t")
     }
 

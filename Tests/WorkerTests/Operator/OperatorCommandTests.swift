@@ -54,17 +54,22 @@ struct OperatorCommandTests {
         await run.value
     }
 
+    /// An app with an APNs channel (empty settings), as a producer would have made it; its id.
+    static func app(_ url: String) async throws -> UUID {
+        try await onThread {
+            let seed = try Seed(url)
+            try seed.app(channelSettings: "{}")
+            return seed.appID
+        }
+    }
+
     static func audit(_ url: String) async throws -> [[String: String]] {
         try await query(url, "SELECT action, scope, app_id::text, provider, notification_id::text, reason, rows_affected, role_name::text = session_user::text AS by_me FROM operator_actions ORDER BY id")
     }
 
     @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
         try await TestDatabase.withMigratedDatabase { url in
-            let app = try await onThread {
-                let seed = try Seed(url)
-                try seed.app(channelSettings: "{}")
-                return seed.appID
-            }
+            let app = try await Self.app(url)
             let first = try await Self.command(["pause", "--app", app.uuidString, "--reason", "maintenance"], databaseURL: url)
             #expect(first.status == 0, "\(first.errors)")
             #expect(first.json["already_so"] as? Bool == false)
@@ -326,6 +331,14 @@ struct OperatorCommandTests {
                     ["retry", "--notification", notification.uuidString, "--reason", "bogus"], databaseURL: url)
                 #expect(bogus.status == 2, "\(bogus.errors)")
                 #expect(bogus.errors.contains("max_attempts") && bogus.errors.contains("unavailable"), "\(bogus.errors)")
+                // A --since not in the past (a negative duration, a time to come) would match nothing: usage, naming
+                // the flag, before anything changes.
+                for since in ["-1h", "4000-01-01 00:00:00+00"] {
+                    let ahead = try await Self.command(
+                        ["retry", "--notification", notification.uuidString, "--since", since], databaseURL: url)
+                    #expect(ahead.status == 2, "\(since): \(ahead.errors)")
+                    #expect(ahead.errors.contains("--since \(since) is not in the past"), "\(ahead.errors)")
+                }
                 let sinceArguments = arguments
                 let first = try await Self.command(sinceArguments, databaseURL: url)
                 #expect(first.status == 0, "\(first.errors)")
@@ -358,6 +371,35 @@ struct OperatorCommandTests {
                 #expect(rows.map { "\($0["action"] ?? "")/\($0["rows_affected"] ?? "")" } == ["retry/1", "retry/0", "retry/0"])
                 #expect(rows.first?["reason"] == "provider outage over")
             }
+        }
+    }
+
+    /// The note `status` shows beside an operator's pause is that of the `pause` that set it: a `pause` that found
+    /// the target already so changes nothing, its note included, though it is recorded in `operator_actions`.
+    @Test func aPauseThatChangedNothingKeepsTheNoteOfThePauseInForce() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let app = try await Self.app(url)
+            func notes() async throws -> (app: String?, channel: String?, fleet: String?) {
+                let (status, text, errors) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+                #expect(status == 0, "\(errors)")
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+                return (
+                    (json["paused_apps"] as? [[String: Any]])?.first?["note"] as? String,
+                    (json["paused_channels"] as? [[String: Any]])?.first?["note"] as? String,
+                    (json["fleet_pause"] as? [String: Any])?["note"] as? String)
+            }
+            for target in [["--app", app.uuidString], ["--app", app.uuidString, "--provider", "apns"], ["--fleet"]] {
+                let set = try await Self.command(["pause"] + target + ["--note", "new .p8 key"], databaseURL: url)
+                #expect(set.status == 0 && set.json["already_so"] as? Bool == false, "\(set.errors)")
+                let again = try await Self.command(["pause"] + target + ["--note", "checking"], databaseURL: url)
+                #expect(again.status == 0 && again.json["already_so"] as? Bool == true, "\(again.errors)")
+            }
+            #expect(try await notes() == ("new .p8 key", "new .p8 key", "new .p8 key"))
+            // A pause that changes the end replaces the pause in force: its note is shown.
+            _ = try await Self.command(["pause", "--app", app.uuidString, "--until", "2h", "--note", "two hours"], databaseURL: url)
+            #expect(try await notes().app == "two hours")
+            let rows = try await Self.audit(url)
+            #expect(rows.map { $0["reason"] ?? "" } == Array(repeating: ["new .p8 key", "checking"], count: 3).flatMap { $0 } + ["two hours"])
         }
     }
 
