@@ -107,6 +107,11 @@ final class ClaimService: Service {
                 }
             }
             defer { heartbeat.finished() }
+            // After a claim that came back short the next one is asked whether any app's turn has come first, and
+            // skipped when none has (``ClaimStore/turns(on:noRoom:)``): most wake-ups of a worker whose sends were
+            // leased at insert (each chunk, each written completion, each poll) find nothing to claim. A worker's
+            // first claim is run unasked, as is one after a full claim.
+            var probeFirst = false
             while !context.isStopping {
                 heartbeat.working()
                 #if DEBUG
@@ -131,8 +136,13 @@ final class ClaimService: Service {
                     // Before the statement: the lease (from the database's now()) ends no earlier.
                     let leaseExpiry = ContinuousClock.now + configuration.lease
                     let prefetch = self.prefetch
-                    let claimEnded: ContinuousClock.Instant
+                    let claimEnded: ContinuousClock.Instant?
+                    let probe = probeFirst
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
+                        if probe {
+                            let turns = try ClaimStore.turns(on: connection, noRoom: room.full)
+                            if !turns.due { return ([], nil, .success((turns.wait, turns.clock))) }
+                        }
                         let claimed = try ClaimStore.claim(
                             on: connection, limit: limit, lease: configuration.lease,
                             workerID: configuration.workerID, room: room)
@@ -143,7 +153,10 @@ final class ClaimService: Service {
                         return (claimed, claimEnded, nextTurn)
                     }
                     context.databaseReached()
-                    metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
+                    // A skipped claim is no claim: no duration observed.
+                    if let claimEnded {
+                        metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
+                    }
                     // The claim's reading of PostgreSQL's clock, else (nothing claimed) the turn check's.
                     if let clock = claimed.first?.databaseClock ?? (try? nextTurn?.get())?.clock {
                         context.clockWatch.record(clock)
@@ -164,6 +177,7 @@ final class ClaimService: Service {
                 let afterClaim = admission.withLock {
                     $0.claimSucceeded(kept: claimed.count, limit: limit, nextTurn: nextTurnAnswer(nextTurn))
                 }
+                probeFirst = afterClaim != .claimAgain
                 if afterClaim == .claimAgain { continue }
                 if claimed.isEmpty, configuration.exitWhenDrained, await isDrained() {
                     logger.notice("queue drained; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")
