@@ -52,15 +52,18 @@ public struct APNsRequestPlan: Sendable {
     }
 
     /// The plan of a channel described by its settings' public members only, `topic` (what a request shows
-    /// without signing it, as `preview` does), and whether they hold a certificate (`certificate` or `pkcs12`,
-    /// ``APNsCertificateCredentials/isCertificateSettings(_:)``); the credentials are neither read nor needed.
+    /// without signing it, as `preview` does), and whether it authenticates with a certificate: the settings
+    /// hold one (`certificate` or `pkcs12`, ``APNsCertificateCredentials/isCertificateSettings(_:)``) or say
+    /// `authentication: "certificate"` (the public form `preview` reads from the database); the credentials are
+    /// neither read nor needed.
     /// - Throws: ``ProviderConfigurationError`` `missingKey` for `topic` when it is absent or not a string.
     public init(publicSettings settings: JSONValue, usesChannelEndpoint: Bool) throws(ProviderConfigurationError) {
         guard let topic = settings["topic"]?.stringValue, !topic.isEmpty else {
             throw ProviderConfigurationError(code: .missingKey, key: "topic", message: "is missing")
         }
         self.init(topic: topic, usesChannelEndpoint: usesChannelEndpoint,
-                  usesCertificate: APNsCertificateCredentials.isCertificateSettings(settings))
+                  usesCertificate: APNsCertificateCredentials.isCertificateSettings(settings)
+                      || settings["authentication"]?.stringValue == "certificate")
     }
 
     /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).
