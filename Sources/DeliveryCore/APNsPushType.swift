@@ -9,7 +9,7 @@
 /// | `location` | `<bundle id>.location-query` | 10 / 5 | `{"aps":{},"on":{...}}` | token |
 /// | `pushtotalk` | `<bundle id>.voip-ptt` | 10, `apns-expiration: 0` | `{"aps":{},"on":{...}}` | token or certificate |
 /// | `complication` | `<bundle id>.complication` | 10 / 5 | `{"aps":{},"on":{...}}` | token or certificate |
-/// | `fileprovider` | `<bundle id>.pushkit.fileprovider` | 10 / 5 | `{"container-identifier","domain"?}` | token or certificate |
+/// | `fileprovider` | `<bundle id>.pushkit.fileprovider` | 10 / 5 | `{"container-identifier","domain"?}` | token |
 /// | `mdm` | the MDM push certificate's UID topic, unchanged | 10 / 5 | `{"mdm":"<PushMagic>"}` | certificate |
 /// | `widgets` | `<bundle id>.push-type.widgets` | 10 / 5 | `{"aps":{"content-changed":true}}` | token |
 ///
@@ -37,6 +37,8 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable {
     case complication
     /// A change signal for a File Provider extension through PushKit (Apple, "Using push notifications to
     /// signal changes"): topic `<bundle id>.pushkit.fileprovider`; the payload names the changed container.
+    /// That document has the server sign with provider authentication tokens, not provider certificates, so a
+    /// certificate channel refuses it as `push_type_unsupported`.
     case fileProvider = "fileprovider"
     /// A Mobile Device Management wake-up (Apple, "Sending MDM commands to a device"): the topic is the UID of
     /// the MDM push certificate's subject (`com.apple.mgmt.External.<uuid>`), the payload only
@@ -53,7 +55,7 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable {
     public enum Credentials: Sendable, Hashable {
         /// A provider token or a certificate whose topics include the request's `apns-topic`.
         case tokenOrCertificate
-        /// Token-based authentication only (`liveactivity`, `location`, `widgets`).
+        /// Token-based authentication only (`liveactivity`, `location`, `fileprovider`, `widgets`).
         case token
         /// A certificate only (`mdm`: an MDM push certificate).
         case certificate
@@ -63,9 +65,9 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable {
     /// `push_type_unsupported`.
     public var credentials: Credentials {
         switch self {
-        case .liveActivity, .location, .widgets: .token
+        case .liveActivity, .location, .fileProvider, .widgets: .token
         case .mdm: .certificate
-        case .voip, .pushToTalk, .complication, .fileProvider: .tokenOrCertificate
+        case .voip, .pushToTalk, .complication: .tokenOrCertificate
         }
     }
 

@@ -128,7 +128,7 @@ import Testing
         #expect(files.fileProvider == .init(containerIdentifier: "NSFileProviderWorkingSetContainerItemIdentifier", domain: "work"))
         #expect(try parse(#"{"apns_push_type": "mdm", "mdm_push_magic": "8A1F-magic"}"#).mdmPushMagic == "8A1F-magic")
         // Credentials and fixed headers, as Apple documents them per type.
-        #expect(APNsPushType.allCases.filter { $0.credentials == .token } == [.liveActivity, .location, .widgets])
+        #expect(APNsPushType.allCases.filter { $0.credentials == .token } == [.liveActivity, .location, .fileProvider, .widgets])
         #expect(APNsPushType.allCases.filter { $0.credentials == .certificate } == [.mdm])
         #expect(APNsPushType.allCases.filter(\.alwaysHighPriority) == [.voip, .pushToTalk])
         #expect(APNsPushType.allCases.filter(\.expiresImmediately) == [.pushToTalk])
