@@ -179,7 +179,8 @@ import DeliveryCore
         #expect(certificate == [
             "liveactivity": "failed/push_type_unsupported", "location": "failed/push_type_unsupported",
             "widgets": "failed/push_type_unsupported", "mdm": "send unsigned",
-            "voip": "send unsigned", "pushtotalk": "send unsigned", "complication": "send unsigned", "fileprovider": "send unsigned",
+            "voip": "send unsigned", "pushtotalk": "send unsigned", "complication": "send unsigned",
+            "fileprovider": "failed/push_type_unsupported",
         ])
     }
 
