@@ -8,15 +8,18 @@ import Testing
 /// compatibility window unless one declares `-- pushizo:oldest-worker` beyond this build.
 @Suite("schema check at start")
 struct SchemaCheckEndToEndTests {
-    /// Runs `pushizo-worker <arguments>` until it exits (hang guard: killed after 3 minutes).
-    static func run(_ arguments: [String], databaseURL: String) async throws -> (status: Int32, output: String) {
+    /// Runs `pushizo-worker <arguments>` until it exits (hang guard: killed after 3 minutes); `environment` adds to
+    /// or replaces the variables set here.
+    static func run(
+        _ arguments: [String], databaseURL: String, environment: [String: String] = [:]
+    ) async throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments = arguments
         process.environment = [
             "PUSHIZO_DATABASE_URL": databaseURL, "PATH": "/usr/bin:/bin", "PUSHIZO_EXIT_WHEN_DRAINED": "true",
             "PUSHIZO_MIGRATIONS_DIR": TestDatabase.migrationsDirectory.path, "PUSHIZO_LOG_LEVEL": "notice",
-        ]
+        ].merging(environment) { _, given in given }
         let output = Pipe()
         process.standardError = output
         process.standardOutput = output
