@@ -30,6 +30,18 @@ public enum WorkerSchema {
         }
     }
 
+    /// Refuses a schema that lacks a migration this build was made with; a newer one is no concern here. For the
+    /// commands that change the owner's tables (`pause`, `resume`, `cancel`, `retry`), which must not fail half-way on
+    /// a missing relation.
+    /// - Throws: ``ConfigurationError`` on `key` (exit 78) naming each pending file and `pushizo-worker migrate`.
+    public static func requireApplied(
+        on connection: PostgresConnection, key: ConfigurationKey, known: [String] = BuildInfo.migrations
+    ) throws {
+        if case .behind(let pending) = SchemaWindow.judge(known: known, applied: try SchemaWindow.applied(on: connection)) {
+            throw behind(pending, key: key)
+        }
+    }
+
     private static func behind(_ pending: [String], key: ConfigurationKey) -> ConfigurationError {
         ConfigurationError(
             key: key.name,

@@ -67,6 +67,23 @@ struct OperatorCommandTests {
         try await query(url, "SELECT action, scope, app_id::text, provider, notification_id::text, reason, rows_affected, role_name::text = session_user::text AS by_me FROM operator_actions ORDER BY id")
     }
 
+    /// A schema without migration 0028 (the owner's `fleet_settings`, `operator_actions`): every command exits 78
+    /// naming the pending migrations and `pushizo-worker migrate`, as `status` and `run` do, before any statement.
+    @Test(arguments: [
+        ["pause", "--fleet"], ["resume", "--fleet"], ["cancel", "--notification", UUID().uuidString],
+        ["retry", "--notification", UUID().uuidString],
+    ])
+    func aSchemaWithoutTheOperatorsMigrationIsRefusedNamingIt(arguments: [String]) async throws {
+        try await SchemaCheckEndToEndTests.withDatabaseMissing(2) { url, skipped in
+            let (status, _, errors) = try await Self.command(arguments, databaseURL: url)
+            #expect(status == 78, "\(errors)")
+            #expect(skipped.contains("0028_operator_actions.sql"), "\(skipped)")
+            for file in skipped { #expect(errors.contains(file), "\(file) missing from: \(errors)") }
+            #expect(errors.contains("pushizo-worker migrate"), "\(errors)")
+            #expect(!errors.contains("42P01"), "\(errors)")
+        }
+    }
+
     @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let app = try await Self.app(url)
