@@ -84,6 +84,31 @@ struct OperatorCommandTests {
         }
     }
 
+    /// `--json` carries every documented key, `null` where it does not apply, and a pause until resumed is `null` in
+    /// the operator command's `detail.until` as in `status --json`'s `fleet_pause.until`: one representation.
+    @Test func aFleetPausesJSONCarriesEveryKeyAndTheSameIndefiniteEndAsStatus() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            for _ in 0..<2 {
+                let paused = try await Self.command(["pause", "--fleet"], databaseURL: url)
+                #expect(paused.status == 0, "\(paused.errors)")
+                for key in ["app_id", "provider", "notification_id"] {
+                    #expect(paused.json[key] is NSNull, "\(key): \(paused.json)")
+                }
+                for key in ["action", "scope", "rows_affected", "already_so", "summary", "detail", "audit"] {
+                    #expect(paused.json[key] != nil, "\(key): \(paused.json)")
+                }
+                #expect((paused.json["detail"] as? [String: Any])?["until"] is NSNull, "\(paused.json)")
+            }
+            let (_, text, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+            let status = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            let fleet = try #require(status["fleet_pause"] as? [String: Any], "\(text)")
+            #expect(fleet["until"] is NSNull, "\(text)")
+            let resumed = try await Self.command(["resume", "--fleet"], databaseURL: url)
+            #expect((resumed.json["detail"] as? [String: Any])?["was_until"] is NSNull, "\(resumed.json)")
+            #expect(resumed.json["notification_id"] is NSNull, "\(resumed.json)")
+        }
+    }
+
     @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let app = try await Self.app(url)
@@ -91,7 +116,7 @@ struct OperatorCommandTests {
             #expect(first.status == 0, "\(first.errors)")
             #expect(first.json["already_so"] as? Bool == false)
             #expect(first.json["rows_affected"] as? Int == 1)
-            #expect((first.json["detail"] as? [String: Any])?["until"] as? String == "infinity")
+            #expect((first.json["detail"] as? [String: Any])?["until"] is NSNull)
             let second = try await Self.command(["pause", "--app", app.uuidString], databaseURL: url)
             #expect(second.status == 0)
             #expect(second.json["already_so"] as? Bool == true)
@@ -454,7 +479,7 @@ struct OperatorCommandTests {
             // The operator's note is shown with the pause; the fleet's pause had none.
             #expect(apps.first?["note"] as? String == "new .p8 key")
             #expect((json["fleet_pause"] as? [String: Any])?["note"] is NSNull)
-            #expect(apps.first?["paused_until"] as? String == "4001-01-01T00:00:00Z")
+            #expect(apps.first?["paused_until"] is NSNull)
             #expect((json["fleet_pause"] as? [String: Any])?["reason"] as? String == "operator")
 
             let (_, fleet, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
