@@ -109,6 +109,23 @@ struct OperatorCommandTests {
         }
     }
 
+    /// As docs/operations.md says to run them: `--env-file /etc/pushizo-worker/migrate.env`, a file holding only
+    /// `PUSHIZO_MIGRATE_DATABASE_URL`, is all a command needs (no `PUSHIZO_DATABASE_URL`), and it connects with it.
+    @Test func theMigrationsUnitsEnvironmentFileIsEnough() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let path = "/tmp/pushizo-migrate-\(UUID().uuidString.prefix(8)).env"
+            try "PUSHIZO_MIGRATE_DATABASE_URL='\(url)'\n"
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let (status, stdout, stderr) = try await runExecutable(
+                ["pause", "--fleet", "--json", "--env-file", path], environment: [:])
+            #expect(status == 0, "\(stderr)")
+            let json = (try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]) ?? [:]
+            #expect(json["scope"] as? String == "fleet", "\(stdout)")
+            #expect(try await Self.audit(url).count == 1)
+        }
+    }
+
     @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let app = try await Self.app(url)
