@@ -8,7 +8,7 @@ import Worker
 /// `PUSHIZO_DATABASE_URL`), changes what it must in one transaction with its audit row (`operator_actions`), is
 /// safe to run twice, and prints one line (or `--json`). Exit 0 done, 1 refused or the database failed, 2 usage
 /// (docs/operations.md, "Exit statuses"), 78 a bad setting or a refusal only an operator can fix (a role that is not
-/// the schema owner, `42501`).
+/// the schema owner, `42501`; a schema that lacks a migration this build was made with, naming it).
 enum OperatorCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler, .migrateDatabaseURL]
 
@@ -84,6 +84,9 @@ enum OperatorCommand {
                 connectionString: databaseURL, applicationName: "pushizo-worker-\(verb)",
                 poolerMode: PostgresPoolerMode(route.poolerMode))
             defer { connection.close() }
+            // Before any statement: a schema without the owner's tables this build writes (operator_actions,
+            // fleet_settings) is a pending migration to name, not a missing relation to report.
+            try WorkerSchema.requireApplied(on: connection, key: key)
             outcome = try run(verb, flags, reasons: reasons, on: connection)
         } catch let error as UsageError {
             fail(verb, error, usage: true, status: 2)

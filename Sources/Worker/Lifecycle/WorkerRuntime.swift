@@ -169,7 +169,12 @@ public final class WorkerRuntime: Sendable {
             let probes = WorkerProbes(
                 watchdog: watchdog, loops: service.watchedLoops, ioThread: ioThread, probeIOThread: { eventLoop.probe($0) },
                 database: listenerDatabase, isStopping: { [service] in service.isStopping },
-                verifySchema: { try WorkerSchema.verify(on: $0) })
+                verifySchema: { try WorkerSchema.verify(on: $0) }, metrics: metrics,
+                onSchemaRefused: { [logger] refusal in
+                    // Once per refusal met while running: /readyz answers 503 from now on, and only a restart (with
+                    // a newer binary, or after `migrate`) makes this worker ready again.
+                    logger.error("schema refused while running; this worker stays unready", ["problem": refusal])
+                })
             self.probes = probes
             service.onDatabaseContact { reached in reached ? probes.loopReached() : probes.loopFailed() }
             let statusPage = StatusPageSource(database: listenerDatabase) { probes.listenerRead(succeeded: $0) }

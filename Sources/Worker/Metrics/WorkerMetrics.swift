@@ -57,6 +57,9 @@ public final class WorkerMetrics: Sendable {
     let databaseClockOffset: GaugeFamily
     let deliveriesRescued: CounterFamily
     let fleetWorkers: GaugeFamily
+    /// `pushizo_schema_compatible`: 1 while the database's migrations are ones this build runs with, 0 once a
+    /// judgement refused them (``WorkerSchema``); unset before the start-up check.
+    let schemaCompatible: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -177,6 +180,9 @@ public final class WorkerMetrics: Sendable {
         fleetWorkers = registry.gauge(
             "pushizo_fleet_workers",
             help: "Live workers of the whole fleet (worker_heartbeats rows seen within 3 of their heartbeat intervals, this one included), counted with this worker's last heartbeat; the same on every worker: aggregate with max, not sum.")
+        schemaCompatible = registry.gauge(
+            "pushizo_schema_compatible",
+            help: "1 while the database's migrations are ones this build runs with (judged at start and again by /readyz, at most once a minute), 0 once a judgement refused them: a migration headed -- pushizo:oldest-worker beyond this build (restart it with a newer binary), or one it needs missing (run migrate).")
         for provider in Provider.allCases { deliveriesRescued.touch(LabelValues(provider.rawValue)) }
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {

@@ -67,6 +67,68 @@ struct OperatorCommandTests {
         try await query(url, "SELECT action, scope, app_id::text, provider, notification_id::text, reason, rows_affected, role_name::text = session_user::text AS by_me FROM operator_actions ORDER BY id")
     }
 
+    /// A schema without migration 0028 (the owner's `fleet_settings`, `operator_actions`): every command exits 78
+    /// naming the pending migrations and `pushizo-worker migrate`, as `status` and `run` do, before any statement.
+    @Test(arguments: [
+        ["pause", "--fleet"], ["resume", "--fleet"], ["cancel", "--notification", UUID().uuidString],
+        ["retry", "--notification", UUID().uuidString],
+    ])
+    func aSchemaWithoutTheOperatorsMigrationIsRefusedNamingIt(arguments: [String]) async throws {
+        // Every file from 0028 on left out, however many come after it.
+        let fromOperatorActions = try FileManager.default.contentsOfDirectory(atPath: TestDatabase.migrationsDirectory.path)
+            .filter { (SchemaWindow.version(ofFileName: $0) ?? 0) >= 28 }.count
+        try await SchemaCheckEndToEndTests.withDatabaseMissing(fromOperatorActions) { url, skipped in
+            let (status, _, errors) = try await Self.command(arguments, databaseURL: url)
+            #expect(status == 78, "\(errors)")
+            #expect(skipped.contains("0028_operator_actions.sql"), "\(skipped)")
+            for file in skipped { #expect(errors.contains(file), "\(file) missing from: \(errors)") }
+            #expect(errors.contains("pushizo-worker migrate"), "\(errors)")
+            #expect(!errors.contains("42P01"), "\(errors)")
+        }
+    }
+
+    /// `--json` carries every documented key, `null` where it does not apply, and a pause until resumed is `null` in
+    /// the operator command's `detail.until` as in `status --json`'s `fleet_pause.until`: one representation.
+    @Test func aFleetPausesJSONCarriesEveryKeyAndTheSameIndefiniteEndAsStatus() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            for _ in 0..<2 {
+                let paused = try await Self.command(["pause", "--fleet"], databaseURL: url)
+                #expect(paused.status == 0, "\(paused.errors)")
+                for key in ["app_id", "provider", "notification_id"] {
+                    #expect(paused.json[key] is NSNull, "\(key): \(paused.json)")
+                }
+                for key in ["action", "scope", "rows_affected", "already_so", "summary", "detail", "audit"] {
+                    #expect(paused.json[key] != nil, "\(key): \(paused.json)")
+                }
+                #expect((paused.json["detail"] as? [String: Any])?["until"] is NSNull, "\(paused.json)")
+            }
+            let (_, text, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+            let status = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            let fleet = try #require(status["fleet_pause"] as? [String: Any], "\(text)")
+            #expect(fleet["until"] is NSNull, "\(text)")
+            let resumed = try await Self.command(["resume", "--fleet"], databaseURL: url)
+            #expect((resumed.json["detail"] as? [String: Any])?["was_until"] is NSNull, "\(resumed.json)")
+            #expect(resumed.json["notification_id"] is NSNull, "\(resumed.json)")
+        }
+    }
+
+    /// As docs/operations.md says to run them: `--env-file /etc/pushizo-worker/migrate.env`, a file holding only
+    /// `PUSHIZO_MIGRATE_DATABASE_URL`, is all a command needs (no `PUSHIZO_DATABASE_URL`), and it connects with it.
+    @Test func theMigrationsUnitsEnvironmentFileIsEnough() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let path = "/tmp/pushizo-migrate-\(UUID().uuidString.prefix(8)).env"
+            try "PUSHIZO_MIGRATE_DATABASE_URL='\(url)'\n"
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let (status, stdout, stderr) = try await runExecutable(
+                ["pause", "--fleet", "--json", "--env-file", path], environment: [:])
+            #expect(status == 0, "\(stderr)")
+            let json = (try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]) ?? [:]
+            #expect(json["scope"] as? String == "fleet", "\(stdout)")
+            #expect(try await Self.audit(url).count == 1)
+        }
+    }
+
     @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let app = try await Self.app(url)
@@ -74,7 +136,7 @@ struct OperatorCommandTests {
             #expect(first.status == 0, "\(first.errors)")
             #expect(first.json["already_so"] as? Bool == false)
             #expect(first.json["rows_affected"] as? Int == 1)
-            #expect((first.json["detail"] as? [String: Any])?["until"] as? String == "infinity")
+            #expect((first.json["detail"] as? [String: Any])?["until"] is NSNull)
             let second = try await Self.command(["pause", "--app", app.uuidString], databaseURL: url)
             #expect(second.status == 0)
             #expect(second.json["already_so"] as? Bool == true)
@@ -437,7 +499,7 @@ struct OperatorCommandTests {
             // The operator's note is shown with the pause; the fleet's pause had none.
             #expect(apps.first?["note"] as? String == "new .p8 key")
             #expect((json["fleet_pause"] as? [String: Any])?["note"] is NSNull)
-            #expect(apps.first?["paused_until"] as? String == "4001-01-01T00:00:00Z")
+            #expect(apps.first?["paused_until"] is NSNull)
             #expect((json["fleet_pause"] as? [String: Any])?["reason"] as? String == "operator")
 
             let (_, fleet, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
