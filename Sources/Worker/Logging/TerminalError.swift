@@ -3,8 +3,9 @@ import Postgres
 /// An error as the commands print it on stderr, the same way everywhere (`status`, `check`, `migrate`, the
 /// operator commands): the words of whoever raised it, never a Swift type name; a database error with its
 /// SQLSTATE and libpq's further lines, detail and hint indented on lines of their own
-/// (``PostgresError/terminalLines``), and so a setting PostgreSQL refused (``ConfigurationError/terminalLines``); every line made safe by ``TerminalText``, so a newline in a message becomes
-/// a line, not an escape.
+/// (``PostgresError/terminalLines``), and so any error that lays out its own lines (``TerminalLines``: a setting
+/// PostgreSQL refused); every line made safe by ``TerminalText``, so a newline in a message becomes a line, not an
+/// escape.
 public enum TerminalError {
     /// `error` as lines, prefixed on the first with `prefix` (`pushizo-worker status: `), joined by line feeds,
     /// without a final one.
@@ -21,7 +22,15 @@ public enum TerminalError {
     /// The lines of `error` before they are made safe.
     public static func lines(_ error: any Error) -> [String] {
         if let error = error as? PostgresError { return error.terminalLines }
-        if let error = error as? ConfigurationError { return error.terminalLines }
+        if let error = error as? any TerminalLines { return error.terminalLines }
         return "\(error)".split(whereSeparator: \.isNewline).map(String.init)
     }
+}
+
+/// An error that lays out its own lines for a terminal (``TerminalError``): its message first, then its details
+/// indented by two spaces, one to a line. Declared here so that errors of the folders above (a configuration
+/// error carrying the server's detail and hint) print alike without this folder naming them.
+public protocol TerminalLines: Error {
+    /// The message, then each detail indented by two spaces, before ``TerminalText`` makes them safe.
+    var terminalLines: [String] { get }
 }
