@@ -4,7 +4,7 @@ import Worker
 
 /// `pushizo-worker status [--app ID] [--json]`: the fleet (or one app of it) as the database sees it
 /// (docs/status.md). Reads only; exit 0 with the report, 1 when the database cannot be read (unreachable, schema
-/// missing), 2 for a usage error, 78 for a bad setting or a connection PostgreSQL refuses for good (a bad password,
+/// missing) or `--app` names no app (`no app <id>`, as the operator commands say), 2 for a usage error, 78 for a bad setting or a connection PostgreSQL refuses for good (a bad password,
 /// no such database, no right to read).
 enum StatusCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler]

@@ -76,6 +76,7 @@ public enum FleetStatusStore {
     /// Reads a snapshot; with `app`, every figure narrowed to that app's rows (`status --app`), plus the app's and
     /// the fleet's operator pauses (migration 0028).
     /// - Throws: ``FleetStatusSchemaError`` when a table or column is missing (nothing else is read then),
+    ///   ``OperatorError/noApp(_:)`` when `app` names no row of `apps` (as the operator commands refuse it),
     ///   ``PostgresError`` from the database (including `statement_timeout`, 10 s per statement).
     public static func read(on connection: PostgresConnection, limits: Limits = .standard, app: UUID? = nil) throws
         -> FleetStatus
@@ -88,6 +89,13 @@ public enum FleetStatusStore {
                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL jit = off; SET LOCAL statement_timeout = '10s'")
             var notes: [String] = []
             let now = try connection.query("SELECT now() AS now")[0].decode(Date.self, "now")
+            // An id of no app would read as an idle app (zeros everywhere): refused, as `pause --app` refuses it.
+            if let app,
+                try connection.query("SELECT EXISTS (SELECT FROM apps WHERE id = $1) AS known", [app])[0]
+                    .decode(Bool.self, "known") == false
+            {
+                throw OperatorError.noApp(app)
+            }
             let hasLeaseIndex = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [leaseIndex])[0]
                 .decode(Bool.self, "present")
             if !hasLeaseIndex {
