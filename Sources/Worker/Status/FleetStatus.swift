@@ -204,9 +204,10 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         public var heartbeatSeconds: Double
         /// Deliveries it had claimed and not finished sending, at its last heartbeat.
         public var inFlight: Int64
-        /// Deliveries claimed (or leased at insert) per minute over the minute before its last heartbeat.
+        /// Deliveries claimed (or leased at insert) per minute over the minute before its last heartbeat; in its
+        /// first minute, the rate since its first heartbeat scaled to a minute (``PerMinuteRate``).
         public var claimsPerMinute: Double
-        /// Provider exchanges ended per minute over the minute before its last heartbeat.
+        /// Provider exchanges ended per minute, taken as ``claimsPerMinute`` is.
         public var sendsPerMinute: Double
         /// When it was asked to stop; nil while it was not.
         public var stoppingAt: Date?
