@@ -3,9 +3,10 @@ import Postgres
 import Worker
 
 /// `pushizo-worker status [--app ID] [--json]`: the fleet (or one app of it) as the database sees it
-/// (docs/status.md). Reads only; exit 0 with the report, 1 when the database cannot be read (unreachable), 2 for a
-/// usage error, 78 for a bad setting, a schema without what `status` reads (naming the migrations to apply) or a
-/// connection PostgreSQL refuses for good (a bad password, no such database, no right to read).
+/// (docs/status.md). Reads only; exit 0 with the report, 1 when the database cannot be read (unreachable) or
+/// `--app` names no app (`no app <id>`, as the operator commands say), 2 for a usage error, 78 for a bad setting,
+/// a schema without what `status` reads (naming the migrations to apply) or a connection PostgreSQL refuses for
+/// good (a bad password, no such database, no right to read).
 enum StatusCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler]
 

@@ -84,7 +84,7 @@ extension ConfigurationKey {
         "PUSHIZO_LOG_LEVEL", "least severe level written to stderr",
         .choice(default: Logger.Level.info.name, among: Logger.Level.allCases.map(\.name)))
     public static let logFormat = ConfigurationKey(
-        "PUSHIZO_LOG_FORMAT", "how stderr lines are written: text is journald-friendly, with <N> priority prefixes; json is one object a line",
+        "PUSHIZO_LOG_FORMAT", "how stderr lines are written: text is one line a record, led by a <N> priority prefix only when stderr is the journal (JOURNAL_STREAM); json is one object a line",
         .choice(default: "text", among: ["text", "json"]))
 
     // `run`

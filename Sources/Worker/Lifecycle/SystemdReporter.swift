@@ -2,23 +2,30 @@ import Foundation
 import Synchronization
 
 /// One `STATUS=` line (sd_notify(3); `systemctl status` shows it): the send rate, the queue lag and the sends
-/// in flight, led by the stuck loops while the watchdog is withheld. No I/O.
+/// in flight, led by the stuck loops while the watchdog is withheld and by the fleet's operator pause while it
+/// lasts. No I/O.
 public struct SystemdStatusLine: Sendable, Equatable {
     /// Completions written per second since the previous line (`nil` before there is a previous one).
     public var settledPerSecond: Double?
-    /// Age in seconds of the oldest due delivery (0 when none is due); `nil` when not sampled yet or the
+    /// Age in seconds of the oldest claimable delivery (0 when none is; due rows an operator's pause holds are
+    /// left out, as in `status` and `pushizo_queue_oldest_due_age_seconds`); `nil` when not sampled yet or the
     /// sample failed.
     public var queueLagSeconds: Double?
     public var inFlight: Int
     public var stuck: [WatchdogPolicy.Stuck] = []
+    /// The end of the fleet's operator pause as the last sample read it (`Date.distantFuture` until
+    /// `resume --fleet`); nil when the fleet is not paused or not sampled yet.
+    public var fleetPausedUntil: Date?
 
     public init(
-        settledPerSecond: Double?, queueLagSeconds: Double?, inFlight: Int, stuck: [WatchdogPolicy.Stuck] = []
+        settledPerSecond: Double?, queueLagSeconds: Double?, inFlight: Int, stuck: [WatchdogPolicy.Stuck] = [],
+        fleetPausedUntil: Date? = nil
     ) {
         self.settledPerSecond = settledPerSecond
         self.queueLagSeconds = queueLagSeconds
         self.inFlight = inFlight
         self.stuck = stuck
+        self.fleetPausedUntil = fleetPausedUntil
     }
 
     /// Completions per second between two samples of a running count (0 when no time passed).
@@ -30,7 +37,9 @@ public struct SystemdStatusLine: Sendable, Equatable {
     }
 
     /// E.g. `STATUS=sending 812.4/s, queue lag 2.1 s, 301 in flight`; with a stuck loop
-    /// `STATUS=watchdog withheld: claim loop stuck for 75.0 s; sending 0.0/s, queue lag 80.2 s, 12 in flight`.
+    /// `STATUS=watchdog withheld: claim loop stuck for 75.0 s; sending 0.0/s, queue lag 80.2 s, 12 in flight`;
+    /// with the fleet paused `STATUS=fleet paused by an operator until resumed; sending 0.0/s, queue lag 0.0 s, 0 in
+    /// flight` (or `until 2026-12-07 16:40:00 UTC` for a timed pause).
     public var text: String {
         var parts: [String] = []
         parts.append("sending " + (settledPerSecond.map { Self.oneDecimal($0) + "/s" } ?? "?/s"))
@@ -40,6 +49,10 @@ public struct SystemdStatusLine: Sendable, Equatable {
         if !stuck.isEmpty {
             let loops = stuck.map { "\($0.name) stuck for \(Self.oneDecimal($0.overdue.inSeconds)) s" }
             text += "watchdog withheld: " + loops.joined(separator: ", ") + "; "
+        }
+        if let until = fleetPausedUntil {
+            text += "fleet paused by an operator "
+                + (until == .distantFuture ? "until resumed" : "until " + TerminalWords.instant(until)) + "; "
         }
         return text + parts.joined(separator: ", ")
     }
@@ -69,8 +82,8 @@ final class SystemdReporter: Sendable {
         var probeIOThread: @Sendable (@escaping @Sendable () -> Void) -> Bool
         /// Completions written so far, and sends in flight now.
         var progress: @Sendable () -> (settled: Int, inFlight: Int)
-        /// The queue lag in seconds, or nil when it could not be read.
-        var sampleQueueLag: @Sendable () async -> Double?
+        /// The queue lag and the fleet's operator pause, or nil when they could not be read.
+        var sampleQueueLag: @Sendable () async -> QueueLagReading?
     }
 
     private let policy: WatchdogPolicy?
@@ -82,8 +95,8 @@ final class SystemdReporter: Sendable {
     /// (systemd.service(5), `WatchdogSec=`), and until then `STATUS=` says what the start waits for
     /// (``DatabaseStartWait``): neither a ping nor a rate line goes out before it.
     private let ready = Atomic<Bool>(false)
-    /// Latest lag sample in milliseconds; -1 = none.
-    private let lagMilliseconds = Atomic<Int64>(-1)
+    /// Latest lag sample; nil = none.
+    private let lag = Mutex<QueueLagReading?>(nil)
     private let sampling = Atomic<Bool>(false)
 
     /// - Parameter watchdog: `nil` when systemd's watchdog is off (then only `STATUS=` lines are sent).
@@ -156,10 +169,11 @@ final class SystemdReporter: Sendable {
             if now >= nextStatus {
                 nextStatus = now + statusInterval
                 let progress = sources.progress()
-                let lag = lagMilliseconds.load(ordering: .relaxed)
+                let reading = lag.withLock { $0 }
                 let line = SystemdStatusLine(
                     settledPerSecond: rateKnown ? SystemdStatusLine.rate(from: previous, to: (progress.settled, now)) : nil,
-                    queueLagSeconds: lag >= 0 ? Double(lag) / 1000 : nil, inFlight: progress.inFlight, stuck: stuck)
+                    queueLagSeconds: reading?.seconds, inFlight: progress.inFlight, stuck: stuck,
+                    fleetPausedUntil: reading?.fleetPausedUntil)
                 send(line.text)
                 previous = (progress.settled, now)
                 rateKnown = true
@@ -173,8 +187,8 @@ final class SystemdReporter: Sendable {
     private func sampleLag() {
         guard !sampling.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Task.detached { [self] in
-            let lag = await sources.sampleQueueLag()
-            lagMilliseconds.store(lag.map { Int64(($0 * 1000).rounded()) } ?? -1, ordering: .relaxed)
+            let reading = await sources.sampleQueueLag()
+            lag.withLock { $0 = reading }
             sampling.store(false, ordering: .releasing)
         }
     }

@@ -1,19 +1,45 @@
+import Foundation
 import Postgres
+
+/// The queue lag and the fleet's operator pause as one sample read them (``QueueLagStore/reading(on:)``).
+public struct QueueLagReading: Sendable, Equatable {
+    /// Age in seconds of the oldest claimable delivery (0 when none is).
+    public var seconds: Double
+    /// The end of the fleet's operator pause (`fleet_settings.paused_until`; `Date.distantFuture` for
+    /// `infinity`, a pause until `resume --fleet`), nil when the fleet is not paused.
+    public var fleetPausedUntil: Date?
+
+    public init(seconds: Double, fleetPausedUntil: Date?) {
+        self.seconds = seconds
+        self.fleetPausedUntil = fleetPausedUntil
+    }
+}
 
 /// The queue lag, read from the claim's per-app index without scanning the queue.
 public enum QueueLagStore {
-    /// The queue lag: how long the oldest due delivery (`run_at <= now()`, not leased) has waited, in seconds;
-    /// 0 when none is due. Cheap on any queue size: a loose index scan of the claim's per-app index
-    /// (``claimRangesCTE``) visits the first due entry of each app with queued deliveries and each of its
-    /// priorities, rather than every due row.
+    /// The queue lag: how long the oldest claimable delivery (`run_at <= now()`, not leased, and no operator's
+    /// pause of its app or of the fleet holding it) has waited, in seconds; 0 when none is due. Cheap on any queue
+    /// size: a loose index scan of the claim's per-app index (``claimRangesCTE``) visits the first due entry of
+    /// each unpaused app with queued deliveries and each of its priorities, rather than every due row.
     /// - Throws: ``PostgresError``.
     public static func lag(on connection: PostgresConnection) throws -> Double {
+        try reading(on: connection).seconds
+    }
+
+    /// ``lag(on:)`` with the fleet's operator pause (the one-row `fleet_settings`), in one statement: what the
+    /// `STATUS=` line shows.
+    /// - Throws: ``PostgresError``.
+    public static func reading(on connection: PostgresConnection) throws -> QueueLagReading {
         let rows = try connection.query(
             """
             WITH RECURSIVE \(claimRangesCTE)
-            SELECT coalesce(extract(epoch FROM now() - \(oldestDueRunAt)), 0)::float8 AS lag
+            SELECT coalesce(extract(epoch FROM now() - \(oldestDueRunAt(queuedAppCondition: claimable))), 0)::float8 AS lag,
+                   (SELECT paused_until FROM fleet_settings WHERE paused_until > now()) AS fleet_paused_until
             """)
-        return max(0, try rows.first?.decode(Double.self, "lag") ?? 0)
+        guard let row = rows.first else { return QueueLagReading(seconds: 0, fleetPausedUntil: nil) }
+        return QueueLagReading(
+            seconds: max(0, try row.decode(Double.self, "lag")),
+            fleetPausedUntil: try row.decodeIfPresent(Date.self, "fleet_paused_until"))
     }
 
     /// Two `WITH RECURSIVE` elements listing the ranges of the claim's index `deliveries_claim_app`
@@ -38,13 +64,20 @@ public enum QueueLagStore {
         )
         """
 
-    /// An expression over ``claimRangesCTE``: the `run_at` of the oldest due delivery (`run_at <= now()`), or
-    /// NULL when none is due; the first due entry of each range, as the claim reads them.
-    static let oldestDueRunAt = """
+    /// An expression over ``claimRangesCTE``: the `run_at` of the oldest due delivery (`run_at <= now()`) of the
+    /// queued apps `q` that `queuedAppCondition` admits, or NULL when none is due; the first due entry of each
+    /// range, as the claim reads them.
+    static func oldestDueRunAt(queuedAppCondition: String) -> String {
+        """
         (SELECT min(o.run_at) FROM queued_apps q CROSS JOIN priorities p CROSS JOIN LATERAL (
              SELECT d.run_at FROM deliveries d
              WHERE d.app_id = q.app_id AND d.priority = p.priority AND d.run_at <= now()
              ORDER BY d.app_id, d.priority DESC, d.run_at LIMIT 1) o
-         WHERE p.priority IS NOT NULL)
+         WHERE p.priority IS NOT NULL AND \(queuedAppCondition))
         """
+    }
+
+    /// A condition on the queued app `q`: its due rows are claimable, no operator's pause of the app or of the
+    /// fleet holding them (``ClaimPauses``, as the claim's visit reads them). One InitPlan each per statement.
+    static let claimable = "q.app_id <> ALL(ARRAY(\(ClaimPauses.pausedApps))) AND \(ClaimPauses.fleetNotPaused)"
 }

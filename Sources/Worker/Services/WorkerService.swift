@@ -112,9 +112,10 @@ public final class WorkerService: Sendable {
             + (configuration.roles.contains(.expand) ? [expansionHeartbeat, chunkHeartbeat] + sliceHeartbeats : [])
     }
 
-    /// The queue lag in seconds (``QueueLagStore/lag(on:)``), or nil when the database did not answer.
-    func sampleQueueLag() async -> Double? {
-        try? await context.database.withConnection { try QueueLagStore.lag(on: $0) }
+    /// The queue lag and the fleet's operator pause (``QueueLagStore/reading(on:)``), or nil when the database did
+    /// not answer.
+    func sampleQueueLag() async -> QueueLagReading? {
+        try? await context.database.withConnection { try QueueLagStore.reading(on: $0) }
     }
 
     /// Runs until ``requestStop()`` (or, with `exitWhenDrained`, until the queue is empty).

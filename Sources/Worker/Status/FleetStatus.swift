@@ -84,19 +84,24 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         }
     }
 
-    /// The `deliveries` queue. A row is *due* when `run_at <= now()` (claimable now, including rows whose lease
-    /// ran out), *leased* when a worker holds it (`leased_by` set and `run_at`, the lease's expiry, in the
-    /// future) and *deferred* otherwise (waiting for a retry, quiet hours or a paused channel).
+    /// The `deliveries` queue. A row is *due* when `run_at <= now()` and no operator's pause holds it (claimable
+    /// now, including rows whose lease ran out), *held* when it is due but an operator's pause of its app or of
+    /// the whole fleet keeps claims off it (as `pushizo_queue_deliveries{state="held"}` counts it), *leased* when
+    /// a worker holds it (`leased_by` set and `run_at`, the lease's expiry, in the future) and *deferred*
+    /// otherwise (waiting for a retry, quiet hours or a paused channel).
     public struct Queue: Sendable, Equatable, Codable {
         public var due: Figure
+        /// Due rows an operator's pause holds: every due row while the fleet is paused, else the paused apps'.
+        public var held: Figure
         public var deferred: Figure
         public var leased: Figure
         /// Per provider (`apns`, `fcm`, `webpush`, always listed, then `other` for subscriptions whose
         /// platform maps to none, when there are any).
         public var providers: [ProviderDepth]
-        /// `run_at` of the oldest due delivery; nil when nothing is due.
+        /// `run_at` of the oldest due delivery (held ones left out); nil when nothing is due.
         public var oldestDueAt: Date?
-        /// `takenAt - oldestDueAt` in seconds (the queue lag); nil when nothing is due.
+        /// `takenAt - oldestDueAt` in seconds (the queue lag); nil when nothing is due. Held rows do not count:
+        /// they wait for `resume`, not for a claim.
         public var lagSeconds: Double?
         /// Due rows whose lease ran out (`leased_by` still set): claims of workers that died or stalled.
         public var expiredLeases: Int64
@@ -107,9 +112,10 @@ public struct FleetStatus: Sendable, Equatable, Codable {
 
         public init(
             due: Figure, deferred: Figure, leased: Figure, providers: [ProviderDepth], oldestDueAt: Date?,
-            lagSeconds: Double?, expiredLeases: Int64, scheduledByLocalTime: Figure? = nil
+            lagSeconds: Double?, expiredLeases: Int64, scheduledByLocalTime: Figure? = nil, held: Figure = .exact(0)
         ) {
             self.due = due
+            self.held = held
             self.deferred = deferred
             self.leased = leased
             self.providers = providers
@@ -124,12 +130,15 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     public struct ProviderDepth: Sendable, Equatable, Codable {
         public var provider: String
         public var due: Figure
+        /// Due rows an operator's pause holds (``Queue/held``).
+        public var held: Figure
         public var deferred: Figure
         public var leased: Figure
 
-        public init(provider: String, due: Figure, deferred: Figure, leased: Figure) {
+        public init(provider: String, due: Figure, deferred: Figure, leased: Figure, held: Figure = .exact(0)) {
             self.provider = provider
             self.due = due
+            self.held = held
             self.deferred = deferred
             self.leased = leased
         }
@@ -195,9 +204,10 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         public var heartbeatSeconds: Double
         /// Deliveries it had claimed and not finished sending, at its last heartbeat.
         public var inFlight: Int64
-        /// Deliveries claimed (or leased at insert) per minute over the minute before its last heartbeat.
+        /// Deliveries claimed (or leased at insert) per minute over the minute before its last heartbeat; in its
+        /// first minute, the rate since its first heartbeat scaled to a minute (``PerMinuteRate``).
         public var claimsPerMinute: Double
-        /// Provider exchanges ended per minute over the minute before its last heartbeat.
+        /// Provider exchanges ended per minute, taken as ``claimsPerMinute`` is.
         public var sendsPerMinute: Double
         /// When it was asked to stop; nil while it was not.
         public var stoppingAt: Date?
@@ -521,13 +531,14 @@ extension FleetStatus.Figure {
 
 extension FleetStatus.Queue {
     enum CodingKeys: String, CodingKey {
-        case due, deferred, leased, providers, oldestDueAt = "oldest_due_at", lagSeconds = "lag_seconds"
+        case due, held, deferred, leased, providers, oldestDueAt = "oldest_due_at", lagSeconds = "lag_seconds"
         case expiredLeases = "expired_leases", scheduledByLocalTime = "scheduled_by_local_time"
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(due, forKey: .due)
+        try container.encode(held, forKey: .held)
         try container.encode(deferred, forKey: .deferred)
         try container.encode(leased, forKey: .leased)
         try container.encode(providers, forKey: .providers)

@@ -31,7 +31,7 @@ public enum FleetStatusPage {
         if let app = status.app { body.append("<p class=\"meta\">narrowed to \(appLabel(app, status))</p>") }
         if let pause = status.fleetPause {
             body.append(
-                "<p class=\"alert\" id=\"fleet-pause\">Fleet paused \(text(FleetStatusRenderer.pauseEnd(pause.until, status.takenAt))): \(text(why(pause.reason, pause.note))); no claims until resumed (pushizo-worker resume --fleet)</p>")
+                "<p class=\"alert\" id=\"fleet-pause\">Fleet paused \(text(FleetStatusRenderer.pauseEnd(pause.until, status.takenAt))): \(text(why(pause.reason, pause.note))); \(HTMLText.escaped(FleetStatusRenderer.fleetPauseEffect(pause, status.takenAt)))</p>")
         }
         body += queue(status)
         body += workers(status)
@@ -63,11 +63,23 @@ public enum FleetStatusPage {
 
     static func queue(_ status: FleetStatus) -> [String] {
         let queue = status.queue
-        var rows = queue.providers.map { depth in
-            row([text(depth.provider), figure(depth.due), figure(depth.deferred), figure(depth.leased)], id: "queue-\(depth.provider)")
+        let held = FleetStatusRenderer.showsHeld(status)
+        func columns(_ name: String, _ due: String, _ heldCount: String, _ deferred: String, _ leased: String) -> [String] {
+            held ? [name, due, heldCount, deferred, leased] : [name, due, deferred, leased]
         }
-        rows.append(row(["total", figure(queue.due), figure(queue.deferred), figure(queue.leased)], id: "queue-total", strong: true))
-        var lines = ["<h2>Queue</h2>", table(["provider", "due", "deferred", "leased"], rows)]
+        var rows = queue.providers.map { depth in
+            row(
+                columns(text(depth.provider), figure(depth.due), figure(depth.held), figure(depth.deferred), figure(depth.leased)),
+                id: "queue-\(depth.provider)")
+        }
+        rows.append(
+            row(columns("total", figure(queue.due), figure(queue.held), figure(queue.deferred), figure(queue.leased)), id: "queue-total",
+                strong: true))
+        var lines = ["<h2>Queue</h2>", table(columns("provider", "due", "held", "deferred", "leased"), rows)]
+        if queue.held.value > 0 {
+            lines.append(
+                "<p id=\"held\">Held: <strong>\(figure(queue.held))</strong> due, kept from claims by \(HTMLText.escaped(FleetStatusRenderer.heldBy(status))) (not in due or the lag)</p>")
+        }
         if let lag = queue.lagSeconds, let oldest = queue.oldestDueAt {
             lines.append(
                 "<p id=\"lag\">Lag: <strong>\(text(FleetStatusRenderer.duration(lag)))</strong> (oldest due delivery due since \(text(FleetStatusRenderer.instant(oldest))))</p>")

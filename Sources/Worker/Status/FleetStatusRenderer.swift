@@ -15,6 +15,24 @@ public enum FleetStatusRenderer {
         return "until \(instant(until)) (in \(duration(until.timeIntervalSince(now))))"
     }
 
+    /// What the fleet's pause means for claims: `no claims until resumed (pushizo-worker resume --fleet)` for a
+    /// pause until resumed; for a timed one, when claims resume by themselves.
+    static func fleetPauseEffect(_ pause: FleetStatus.Pause, _ now: Date) -> String {
+        guard pause.until != .distantFuture else { return "no claims until resumed (pushizo-worker resume --fleet)" }
+        return "no claims until \(instant(pause.until)) (in \(duration(pause.until.timeIntervalSince(now)))), when the pause ends by itself, or until resumed sooner (pushizo-worker resume --fleet)"
+    }
+
+    /// Whether the queue's `held` column is shown: while an operator's pause of an app or of the fleet is in force,
+    /// or any due row is held.
+    static func showsHeld(_ status: FleetStatus) -> Bool {
+        status.fleetPause != nil || !status.pausedApps.isEmpty || status.queue.held.value > 0
+    }
+
+    /// What holds the held rows: `the fleet's pause` or `the paused apps' pauses`.
+    static func heldBy(_ status: FleetStatus) -> String {
+        status.fleetPause != nil ? "the fleet's operator pause" : "their apps' operator pauses"
+    }
+
     /// The human-readable report: one section per figure group; estimated figures are prefixed with `~`.
     public static func text(_ status: FleetStatus) -> String {
         var lines: [String] = []
@@ -25,21 +43,29 @@ public enum FleetStatusRenderer {
         if let app = status.app { lines.append("narrowed to app \(app.uuidString.lowercased())") }
         if let pause = status.fleetPause {
             lines.append(
-                "FLEET PAUSED \(pauseEnd(pause.until, status.takenAt)): \(pauseWhy(pause.reason, pause.note)); no claims until resumed (pushizo-worker resume --fleet)")
+                "FLEET PAUSED \(pauseEnd(pause.until, status.takenAt)): \(pauseWhy(pause.reason, pause.note)); \(fleetPauseEffect(pause, status.takenAt))")
         }
         lines.append("")
 
         let queue = status.queue
-        var table: [[String]] = [["queue", "due", "deferred", "leased"]]
-        for depth in queue.providers {
-            table.append(["  " + safe(depth.provider), figure(depth.due), figure(depth.deferred), figure(depth.leased)])
+        let held = showsHeld(status)
+        func columns(_ name: String, _ due: String, _ heldCount: String, _ deferred: String, _ leased: String) -> [String] {
+            held ? [name, due, heldCount, deferred, leased] : [name, due, deferred, leased]
         }
-        table.append(["  total", figure(queue.due), figure(queue.deferred), figure(queue.leased)])
-        lines += aligned(table, rightAligned: [1, 2, 3])
-        let floors = [("due", queue.due), ("deferred", queue.deferred)].compactMap { name, figure in
+        var table: [[String]] = [columns("queue", "due", "held", "deferred", "leased")]
+        for depth in queue.providers {
+            table.append(
+                columns("  " + safe(depth.provider), figure(depth.due), figure(depth.held), figure(depth.deferred), figure(depth.leased)))
+        }
+        table.append(columns("  total", figure(queue.due), figure(queue.held), figure(queue.deferred), figure(queue.leased)))
+        lines += aligned(table, rightAligned: held ? [1, 2, 3, 4] : [1, 2, 3])
+        let floors = [("due", queue.due), ("held", queue.held), ("deferred", queue.deferred)].compactMap { name, figure in
             figure.countedAtLeast.map { "\(name) over \(grouped($0))" }
         }
         if !floors.isEmpty { lines.append("  counted: " + floors.joined(separator: ", ") + "; the rest estimated") }
+        if queue.held.value > 0 {
+            lines.append("held: \(figure(queue.held)) due, kept from claims by \(heldBy(status)) (not in due or the lag)")
+        }
         if let lag = queue.lagSeconds, let oldest = queue.oldestDueAt {
             lines.append("lag: \(duration(lag)) (oldest due delivery due since \(instant(oldest)))")
         } else {

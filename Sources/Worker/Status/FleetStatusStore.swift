@@ -76,6 +76,7 @@ public enum FleetStatusStore {
     /// Reads a snapshot; with `app`, every figure narrowed to that app's rows (`status --app`), plus the app's and
     /// the fleet's operator pauses (migration 0028).
     /// - Throws: ``FleetStatusSchemaError`` when a table or column is missing (nothing else is read then),
+    ///   ``OperatorError/noApp(_:)`` when `app` names no row of `apps` (as the operator commands refuse it),
     ///   ``PostgresError`` from the database (including `statement_timeout`, 10 s per statement).
     public static func read(on connection: PostgresConnection, limits: Limits = .standard, app: UUID? = nil) throws
         -> FleetStatus
@@ -88,6 +89,13 @@ public enum FleetStatusStore {
                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET LOCAL jit = off; SET LOCAL statement_timeout = '10s'")
             var notes: [String] = []
             let now = try connection.query("SELECT now() AS now")[0].decode(Date.self, "now")
+            // An id of no app would read as an idle app (zeros everywhere): refused, as `pause --app` refuses it.
+            if let app,
+                try connection.query("SELECT EXISTS (SELECT FROM apps WHERE id = $1) AS known", [app])[0]
+                    .decode(Bool.self, "known") == false
+            {
+                throw OperatorError.noApp(app)
+            }
             let hasLeaseIndex = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [leaseIndex])[0]
                 .decode(Bool.self, "present")
             if !hasLeaseIndex {
@@ -175,13 +183,17 @@ public enum FleetStatusStore {
     // MARK: Queue
 
     /// Which rows of `deliveries` a state is, as a condition on `d` (`$1` the priorities present, `$2` the
-    /// apps with queued rows), written as ranges of the claim's index `deliveries_claim_app`.
+    /// state's apps: ``QueueApps/of(_:)``), written as ranges of the claim's index `deliveries_claim_app`.
     enum QueueState: CaseIterable {
-        case due, deferred, leased
+        /// Due and claimable (no operator's pause holds the row's app or the fleet).
+        case due
+        /// Due, and held by an operator's pause of the row's app or of the fleet.
+        case held
+        case deferred, leased
 
         var condition: String {
             switch self {
-            case .due: "\(Self.inClaimRanges) AND d.run_at <= now()"
+            case .due, .held: "\(Self.inClaimRanges) AND d.run_at <= now()"
             case .deferred: "\(Self.inClaimRanges) AND d.run_at > now() AND d.leased_by IS NULL"
             case .leased: "d.leased_by IS NOT NULL AND d.run_at > now() AND \(Self.inClaimRanges)"
             }
@@ -189,6 +201,42 @@ public enum FleetStatusStore {
 
         /// Every row, as the ranges of `deliveries_claim_app` (one per app and priority).
         static let inClaimRanges = "d.app_id = ANY($2::uuid[]) AND d.priority = ANY($1::smallint[])"
+    }
+
+    /// The apps with queued rows, split by the operator's pauses as the claim honours them (``ClaimPauses``) and
+    /// as the metrics' queue sample counts them (``QueueDepthStore``): while the fleet is paused every app's due
+    /// rows are held; otherwise a paused app's are. Deferred and leased rows are what they are, paused or not.
+    struct QueueApps {
+        var queued: [UUID]
+        var held: [UUID]
+        var claimable: [UUID]
+
+        /// The apps a state's rows are counted over.
+        func of(_ state: QueueState) -> [UUID] {
+            switch state {
+            case .due: claimable
+            case .held: held
+            case .deferred, .leased: queued
+            }
+        }
+    }
+
+    /// Splits `queued` by the operator's pauses: the one-row `fleet_settings` and the paused apps among `queued`
+    /// (primary-key lookups, at most one per queued app). No pause is held before migration 0028.
+    static func queueApps(on connection: PostgresConnection, queued: [UUID]) throws -> QueueApps {
+        let present = try connection.query("SELECT to_regclass('fleet_settings') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present, !queued.isEmpty else { return QueueApps(queued: queued, held: [], claimable: queued) }
+        let rows = try connection.query(
+            """
+            SELECT \(ClaimPauses.fleetPaused) AS fleet, NULL::uuid AS id
+            UNION ALL
+            SELECT NULL, id FROM (\(ClaimPauses.pausedApps) AND id = ANY($1::uuid[])) a
+            """, [queued])
+        let fleetPaused = try rows.contains { try $0.decodeIfPresent(Bool.self, "fleet") == true }
+        let pausedApps = Set(try rows.compactMap { try $0.decodeIfPresent(UUID.self, "id") })
+        let held = fleetPaused ? queued : queued.filter(pausedApps.contains)
+        return QueueApps(queued: queued, held: held, claimable: fleetPaused ? [] : queued.filter { !pausedApps.contains($0) })
     }
 
     static func readQueue(
@@ -206,23 +254,31 @@ public enum FleetStatusStore {
             SELECT NULL, app_id FROM queued_apps
             """)
         let priorities = try ranges.compactMap { try $0.decodeIfPresent(Int64.self, "priority") }
-        let queuedApps = try ranges.compactMap { try $0.decodeIfPresent(UUID.self, "app_id") }
+        let apps = try queueApps(
+            on: connection, queued: try ranges.compactMap { try $0.decodeIfPresent(UUID.self, "app_id") })
         let bound = limits.countLimit + 1
-        func bounded(_ runAt: String) -> String {
+        // The claimable apps are `$4`, the held ones `$5`: the same ranges of the index, split by app, so holding
+        // rows apart costs no further read of the queue.
+        func bounded(_ runAt: String, apps: String = "$2") -> String {
             """
-            (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE \(QueueState.inClaimRanges) AND \(runAt) LIMIT $3) x)
+            (SELECT count(*) FROM (SELECT 1 FROM deliveries d
+                                   WHERE \(QueueState.inClaimRanges.replacingOccurrences(of: "$2", with: apps)) AND \(runAt)
+                                   LIMIT $3) x)
             """
         }
         let row = try connection.query(
             """
             WITH RECURSIVE \(claimRanges(app))
-            SELECT \(bounded("d.run_at <= now()")) AS due, \(bounded("d.run_at > now()")) AS future,
-                   \(QueueLagStore.oldestDueRunAt) AS oldest_due
-            """, [priorities, queuedApps, bound])[0]
+            SELECT \(bounded("d.run_at <= now()", apps: "$4")) AS due, \(bounded("d.run_at <= now()", apps: "$5")) AS held,
+                   \(bounded("d.run_at > now()")) AS future,
+                   \(QueueLagStore.oldestDueRunAt(queuedAppCondition: "q.app_id = ANY($4::uuid[])")) AS oldest_due
+            """, [priorities, apps.queued, bound, apps.claimable, apps.held])[0]
         let dueCounted = try row.decode(Int64.self, "due")
+        let heldCounted = try row.decode(Int64.self, "held")
         let futureCounted = try row.decode(Int64.self, "future")
         let oldestDue = try row.decodeIfPresent(Date.self, "oldest_due")
         let dueExact = dueCounted <= limits.countLimit
+        let heldExact = heldCounted <= limits.countLimit
         let futureExact = futureCounted <= limits.countLimit
 
         // The split by provider: exact for small states, from a sample of pages for large ones.
@@ -230,6 +286,7 @@ public enum FleetStatusStore {
         var sample: [QueueState: [String: Int64]]?
         let exactCounts: [QueueState: Int64?] = [
             .due: dueExact ? dueCounted : nil,
+            .held: heldExact ? heldCounted : nil,
             .deferred: futureExact ? futureCounted - leased : nil,
             .leased: leased,
         ]
@@ -238,11 +295,12 @@ public enum FleetStatusStore {
             if let exact = exactCounts[state] ?? nil, exact <= limits.exactSplitLimit {
                 counts[state] =
                     exact == 0
-                    ? [:] : try exactSplit(on: connection, state: state, priorities: priorities, queuedApps: queuedApps)
+                    ? [:] : try exactSplit(on: connection, state: state, priorities: priorities, apps: apps.of(state))
             } else if sample == nil {
                 estimatedRows = try plannerRows(on: connection, "SELECT 1 FROM deliveries")
                 sample = try sampleSplit(
-                    on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows, app: app)
+                    on: connection, estimatedRows: estimatedRows, sampleRows: limits.sampleRows, heldApps: apps.held,
+                    app: app)
             }
         }
         let sampled = sample ?? [:]
@@ -258,6 +316,7 @@ public enum FleetStatusStore {
         }
         let totals: [QueueState: FleetStatus.Figure] = [
             .due: total(.due, floor: limits.countLimit),
+            .held: total(.held, floor: limits.countLimit),
             .deferred: total(.deferred, floor: max(0, limits.countLimit - leased)),
             .leased: .exact(leased),
         ]
@@ -281,10 +340,11 @@ public enum FleetStatusStore {
             providers: providerNames.map {
                 FleetStatus.ProviderDepth(
                     provider: $0, due: perProvider(.due, $0), deferred: perProvider(.deferred, $0),
-                    leased: perProvider(.leased, $0))
+                    leased: perProvider(.leased, $0), held: perProvider(.held, $0))
             },
             oldestDueAt: oldestDue, lagSeconds: oldestDue.map { max(0, now.timeIntervalSince($0)) },
-            expiredLeases: expired, scheduledByLocalTime: try readScheduledByLocalTime(on: connection, limits: limits, app: app))
+            expiredLeases: expired, scheduledByLocalTime: try readScheduledByLocalTime(on: connection, limits: limits, app: app),
+            held: totals[.held]!)
     }
 
     /// Deliveries still waiting for their local time: `run_at` is the local due instant the expansion set and
@@ -308,9 +368,10 @@ public enum FleetStatusStore {
             ? FleetStatus.Figure(value: limits.countLimit, countedAtLeast: limits.countLimit) : .exact(counted)
     }
 
-    /// Rows of one state per provider, every row joined to its subscription (one primary-key lookup each).
+    /// Rows of one state per provider, every row joined to its subscription (one primary-key lookup each);
+    /// `apps` are the state's (``QueueApps/of(_:)``).
     static func exactSplit(
-        on connection: PostgresConnection, state: QueueState, priorities: [Int64], queuedApps: [UUID]
+        on connection: PostgresConnection, state: QueueState, priorities: [Int64], apps: [UUID]
     ) throws -> [String: Int64] {
         var split: [String: Int64] = [:]
         for row in try connection.query(
@@ -321,16 +382,18 @@ public enum FleetStatusStore {
                                 AS provider) p
             WHERE \(state.condition)
             GROUP BY p.provider
-            """, [priorities, queuedApps])
+            """, [priorities, apps])
         {
             split[try row.decodeIfPresent(String.self, "provider") ?? "other"] = try row.decode(Int64.self, "n")
         }
         return split
     }
 
-    /// A `TABLESAMPLE SYSTEM` sample of about ``sampleRows`` rows, counted per state and provider.
+    /// A `TABLESAMPLE SYSTEM` sample of about ``sampleRows`` rows, counted per state and provider; due rows of
+    /// `heldApps` are held.
     static func sampleSplit(
-        on connection: PostgresConnection, estimatedRows: Double, sampleRows: Double, app: UUID? = nil
+        on connection: PostgresConnection, estimatedRows: Double, sampleRows: Double, heldApps: [UUID] = [],
+        app: UUID? = nil
     ) throws
         -> [QueueState: [String: Int64]]
     {
@@ -339,7 +402,8 @@ public enum FleetStatusStore {
         for row in try connection.query(
             """
             SELECT p.provider,
-                   count(*) FILTER (WHERE d.run_at <= now()) AS due,
+                   count(*) FILTER (WHERE d.run_at <= now() AND d.app_id <> ALL($2::uuid[])) AS due,
+                   count(*) FILTER (WHERE d.run_at <= now() AND d.app_id = ANY($2::uuid[])) AS held,
                    count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NULL) AS deferred,
                    count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NOT NULL) AS leased
             FROM deliveries d TABLESAMPLE SYSTEM ($1::float8)
@@ -347,10 +411,11 @@ public enum FleetStatusStore {
                                 AS provider) p
             WHERE true\(appCondition("d.app_id", app))
             GROUP BY p.provider
-            """, [percent])
+            """, [percent, heldApps])
         {
             let provider = try row.decodeIfPresent(String.self, "provider") ?? "other"
             split[.due, default: [:]][provider] = try row.decode(Int64.self, "due")
+            split[.held, default: [:]][provider] = try row.decode(Int64.self, "held")
             split[.deferred, default: [:]][provider] = try row.decode(Int64.self, "deferred")
             split[.leased, default: [:]][provider] = try row.decode(Int64.self, "leased")
         }

@@ -39,6 +39,17 @@ struct HelpTests {
         #expect(!text.contains("in this version"))
     }
 
+    /// The text format's `<N>` syslog prefixes lead a line only when stderr is the journal's stream (Logger), and
+    /// the help says so rather than promising them always.
+    @Test func logFormatHelpSaysWhenThePriorityPrefixesAppear() async throws {
+        let text = try await Self.helpText()
+        let line = try #require(text.split(separator: "\n").first { $0.contains("PUSHIZO_LOG_FORMAT") })
+        let description = ConfigurationKey.logFormat.summary
+        #expect(description.contains("only when stderr is the journal (JOURNAL_STREAM)"), "\(line)")
+        #expect(!description.contains("with <N> priority prefixes"))
+        #expect(text.contains("JOURNAL_STREAM"))
+    }
+
     /// Every `ConfigurationKey("PUSHIZO_...")` declared in the source is in ``ConfigurationKey/all``.
     @Test func everyDeclaredKeyIsListed() throws {
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

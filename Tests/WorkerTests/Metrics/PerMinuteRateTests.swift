@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Worker
 
@@ -18,6 +19,22 @@ import Testing
         }
         // Then nothing for a minute and more: 0.
         #expect(rate.record(total, at: start + .seconds(200)) == 0)
+    }
+
+    /// In a worker's first minute its claims/min is the rate since its first heartbeat scaled to a minute, not a
+    /// count: docs/status.md ("Workers") says so with this example.
+    @Test func aYoungWorkersRateIsScaledFromTheTimeItRanAsTheDocSays() throws {
+        let start = ContinuousClock.now
+        var rate = PerMinuteRate()
+        #expect(rate.record(0, at: start) == 0)
+        let young = rate.record(326, at: start + .seconds(9))
+        #expect(FleetStatusRenderer.rate(young.rounded()) == "2,173")
+        let doc = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/status.md")
+        let text = try String(contentsOf: doc, encoding: .utf8).split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let describesTheFirstMinute = text.contains(
+            "a worker that claimed 326 deliveries in the 9 s after its first heartbeat shows 2,173 claims/min")
+        #expect(describesTheFirstMinute, "docs/status.md, Workers: the first minute's rate")
     }
 
     @Test func aShortWindowFollowsTheRecentRate() {

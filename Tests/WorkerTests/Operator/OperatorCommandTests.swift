@@ -492,8 +492,10 @@ struct OperatorCommandTests {
             let json = try #require(try JSONSerialization.jsonObject(with: Data(narrowed.utf8)) as? [String: Any])
             // UUIDs as PostgreSQL prints them, lower case.
             #expect(json["app_id"] as? String == one.uuidString.lowercased())
-            let due = ((json["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int
-            #expect(due == 2)
+            // The app's and the fleet's pauses hold its due deliveries: held, not due (as the metrics count them).
+            let queue = json["queue"] as? [String: Any]
+            #expect((queue?["due"] as? [String: Any])?["value"] as? Int == 0)
+            #expect((queue?["held"] as? [String: Any])?["value"] as? Int == 2)
             let apps = try #require(json["paused_apps"] as? [[String: Any]])
             #expect(apps.map { $0["app_id"] as? String } == [one.uuidString.lowercased()])
             // The operator's note is shown with the pause; the fleet's pause had none.
@@ -504,7 +506,8 @@ struct OperatorCommandTests {
 
             let (_, fleet, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
             let whole = try #require(try JSONSerialization.jsonObject(with: Data(fleet.utf8)) as? [String: Any])
-            #expect(((whole["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int == 5)
+            #expect(((whole["queue"] as? [String: Any])?["held"] as? [String: Any])?["value"] as? Int == 5)
+            #expect(((whole["queue"] as? [String: Any])?["due"] as? [String: Any])?["value"] as? Int == 0)
             #expect(whole["app_id"] is NSNull)
 
             let (_, text, _) = try await StatusCommandTests.status(["--app", other.uuidString], databaseURL: url)

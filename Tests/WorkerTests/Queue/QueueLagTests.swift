@@ -34,6 +34,38 @@ struct QueueLagTests {
     }
 }
 
+/// Due rows an operator's pause holds are not claimable: the lag leaves them out (as `status` and the metrics'
+/// sample do), and the reading names the fleet's pause for the `STATUS=` line.
+@Suite("Queue lag under an operator's pause")
+struct QueueLagPauseTests {
+    @Test func heldRowsAreNotTheLagAndTheFleetPauseIsRead() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                let subscription = try seed.subscription()
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at)
+                    VALUES ($1, $2, $3, now() - interval '40 seconds')
+                    """, [notification, subscription, seed.appID])
+                let unpaused = try QueueLagStore.reading(on: seed.connection)
+                #expect(unpaused.seconds >= 40 && unpaused.fleetPausedUntil == nil)
+
+                _ = try seed.connection.query("UPDATE fleet_settings SET paused_until = 'infinity', paused_reason = 'operator'")
+                #expect(try QueueLagStore.reading(on: seed.connection) == QueueLagReading(seconds: 0, fleetPausedUntil: .distantFuture))
+
+                _ = try seed.connection.query("UPDATE fleet_settings SET paused_until = NULL, paused_reason = NULL")
+                _ = try seed.connection.query(
+                    "UPDATE apps SET paused_until = now() + interval '20 minutes', paused_reason = 'operator' WHERE id = $1",
+                    [seed.appID])
+                #expect(try QueueLagStore.reading(on: seed.connection) == QueueLagReading(seconds: 0, fleetPausedUntil: nil))
+            }
+        }
+    }
+}
+
 /// The lag reads the claim's per-app index: a limited app's rows count like any other, its turn put off or not.
 @Suite("Queue lag with a limited app")
 struct QueueLagThrottledTests {

@@ -75,6 +75,16 @@ struct WatchdogPolicyTests {
         #expect(SystemdStatusLine.rate(from: (5, at(1)), to: (5, at(1))) == 0)
     }
 
+    /// While an operator pauses the fleet the line says so (the lag then leaves the held rows out: 0 when every
+    /// due row is held), with the pause's end when it has one.
+    @Test func aFleetPauseLeadsTheStatusLine() {
+        #expect(SystemdStatusLine(settledPerSecond: 0, queueLagSeconds: 0, inFlight: 0, fleetPausedUntil: .distantFuture).text
+            == "STATUS=fleet paused by an operator until resumed; sending 0.0/s, queue lag 0.0 s, 0 in flight")
+        let end = Date(timeIntervalSince1970: 1_796_661_600)  // 2026-12-07 16:40:00 UTC
+        #expect(SystemdStatusLine(settledPerSecond: 1.5, queueLagSeconds: 0, inFlight: 2, fleetPausedUntil: end).text
+            == "STATUS=fleet paused by an operator until 2026-12-07 16:40:00 UTC; sending 1.5/s, queue lag 0.0 s, 2 in flight")
+    }
+
     @Test func aWithheldWatchdogLeadsTheStatusLine() {
         let line = SystemdStatusLine(
             settledPerSecond: 0, queueLagSeconds: 80.24, inFlight: 12,

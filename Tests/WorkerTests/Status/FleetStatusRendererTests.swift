@@ -96,7 +96,7 @@ struct FleetStatusRendererTests {
         #expect(object["taken_at"] as? String == "2026-09-21T14:13:20Z")
         let queue = try #require(object["queue"] as? [String: Any])
         #expect(Set(queue.keys) == [
-            "due", "deferred", "leased", "providers", "oldest_due_at", "lag_seconds", "expired_leases", "scheduled_by_local_time",
+            "due", "held", "deferred", "leased", "providers", "oldest_due_at", "lag_seconds", "expired_leases", "scheduled_by_local_time",
         ])
         let due = try #require(queue["due"] as? [String: Any])
         #expect(due["value"] as? Int == 1_234_567 && due["estimated"] as? Bool == true && due["counted_at_least"] as? Int == 100_000)

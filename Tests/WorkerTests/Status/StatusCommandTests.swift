@@ -355,6 +355,24 @@ struct StatusCommandTests {
 }
 
 extension StatusCommandTests {
+    /// `status --app` of an id no app has is refused as the operator commands refuse it (exit 1, `no app <id>`),
+    /// not answered with an idle app's zeros; an app with nothing queued still gets its zeros.
+    @Test func anIDOfNoAppExits1() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let unknown = "00000000-0000-4000-8000-0000000000ff"
+            for arguments in [["--app", unknown], ["--app", unknown, "--json"]] {
+                let (status, text, errors) = try await Self.status(arguments, databaseURL: url)
+                #expect(status == 1, "\(arguments): \(text)")
+                #expect(errors == "pushizo-worker status: no app \(unknown)\n", "\(arguments)")
+                #expect(text.isEmpty)
+            }
+            _ = try await OperatorCommandTests.query(url, "INSERT INTO apps (id) VALUES ($1::uuid) RETURNING id", [unknown])
+            let (status, text, errors) = try await Self.status(["--app", unknown], databaseURL: url)
+            #expect(status == 0, "\(errors)")
+            #expect(Self.folded(text).contains("total 0 0 0"), "\(text)")
+        }
+    }
+
     @Test func helpListsTheCommand() async throws {
         let text = try await HelpTests.helpText()
         #expect(text.contains("status [--app ID] [--json]"))

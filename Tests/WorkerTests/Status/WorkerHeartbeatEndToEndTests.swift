@@ -130,6 +130,7 @@ struct WorkerHeartbeatEndToEndTests {
     @Test func statusOfOneAppListsNoWorkers() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let app = UUID().uuidString.lowercased()
+            _ = try await OperatorCommandTests.query(url, "INSERT INTO apps (id) VALUES ($1::uuid) RETURNING id", [app])
             let (exit, json, errors) = try await StatusCommandTests.status(["--app", app, "--json"], databaseURL: url)
             #expect(exit == 0, "\(errors)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
