@@ -10,7 +10,8 @@
 #          with a lease: leased `deliveries` rows returned in the claim's row shape), the cursor saved; then the
 #          page's completions as `sent` in batches of BATCH (CompletionStore.completeSQL, prepared);
 #   pages  the same, the chunk inserting one `delivery_pages` row and returning the page's subscriptions in the
-#          claim's row shape, the completions writing the events fenced on the page row, the last one deleting it.
+#          claim's row shape, the completions writing the events fenced on the page row, the last one deleting it;
+#   direct pages, the claim's row shape taking each subscription's columns from the page's read (no second lookup).
 # Each completion's arrays are read from a table built before the clock starts (as the floor's are) and sent as
 # text; the worker sends them in binary.
 #   scripts/bench/delivery-pages-cost.sh 'host=... port=... user=postgres' [N] [ROUNDS] [PAGE] [BATCH]
@@ -112,6 +113,30 @@ SELECT (SELECT count(*) FROM page) AS scanned, (SELECT id FROM page ORDER BY id 
        (SELECT count(*) FROM claimed) AS created, l.*
 FROM (SELECT) chunk LEFT JOIN leased l ON true"
 
+# The same, the claim's row shape reading each subscription's columns from the page's own read instead of looking
+# the subscription up again by key.
+direct_tail=$(printf '%s\n' "$claim_tail" | sed 's/LEFT JOIN LATERAL (SELECT \* FROM subscriptions WHERE id = c.subscription_id OFFSET 0) s ON true/LEFT JOIN LATERAL (SELECT (c.sub).*) s ON true/')
+direct_chunk="WITH page AS (
+$(printf '%s\n' "$page_cte" | sed 's/SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind/SELECT s.*/')
+), leased_page AS (
+    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, leased_by, lease_until)
+    SELECT '$app', '$nid', 5, nullif(:'cursor'::uuid, '00000000-0000-0000-0000-000000000000'),
+           (SELECT id FROM page ORDER BY id DESC LIMIT 1), 'bench', now() + make_interval(secs => 120::float8)
+    WHERE EXISTS (SELECT FROM page)
+    RETURNING id, fence
+), claimed AS (
+    SELECT p.id, p.fence, 1 AS attempt, '$nid'::uuid AS notification_id, s.id AS subscription_id, s.app_id,
+           gen_random_uuid() AS apns_id, 0 AS uncounted_retries, NULL::timestamptz AS local_due_at,
+           NULL::text AS rescued_from, ROW(s.*)::subscriptions AS sub
+    FROM page s CROSS JOIN leased_page p
+    WHERE $match
+),
+$direct_tail
+)
+SELECT (SELECT count(*) FROM page) AS scanned, (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last_id,
+       (SELECT count(*) FROM claimed) AS created, l.*
+FROM (SELECT) chunk LEFT JOIN leased l ON true"
+
 # A page's completions: events only for pages that still hold the completion's fence (locked FOR SHARE, so a
 # rescue's fence update waits for this statement's commit, or the page deleted by its last completion); waiting
 # deliveries become ordinary rows.
@@ -187,10 +212,10 @@ script() {  # variant
                   b=$((b + 1))
               done
           done ;;
-    pages) echo "PREPARE complete(bigint[], bigint[], text[], text[], text[], timestamptz[], text[], uuid[], uuid[], uuid[], uuid[], integer[], bool[], bigint[]) AS $pages_completion;"
+    pages|direct) echo "PREPARE complete(bigint[], bigint[], text[], text[], text[], timestamptz[], text[], uuid[], uuid[], uuid[], uuid[], integer[], bool[], bigint[]) AS $pages_completion;"
           b=1
           for p in $(seq 1 "$pages"); do
-              echo "$chunk_lock"; echo "$pages_chunk;"; echo "$chunk_save"
+              echo "$chunk_lock"; if [ "$1" = pages ]; then echo "$pages_chunk;"; else echo "$direct_chunk;"; fi; echo "$chunk_save"
               while [ "$b" -le "$batches" ] && [ $(( (b - 1) * batch / page + 1 )) -eq "$p" ]; do
                   fetch_batch "$b"
                   echo "EXECUTE complete(:'page_ids', :'fences', :'events', :'reasons', :'details', :'next_run_ats', :'last_errors', :'apns_ids', :'app_ids', :'notification_ids', :'subscription_ids', :'attempts', :'writes_events', :'done');"
@@ -217,7 +242,7 @@ hz=$(getconf CLK_TCK)
 declare -A sum
 echo "$n deliveries of one {\"all\": true} broadcast, pages of $page, completions of $batch, $rounds round(s) (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 for round in $(seq 1 "$rounds"); do
-    for v in fetch floor rows pages; do
+    for v in fetch floor rows pages direct; do
         psql "$url" -q -v ON_ERROR_STOP=1 -c "TRUNCATE deliveries, delivery_pages, delivery_events RESTART IDENTITY" \
             -c "UPDATE notifications SET status = 'pending', expansion_cursor = NULL, targeted_count = NULL" >/dev/null
         psql "$url" -qAtc "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
@@ -236,6 +261,6 @@ done
 # The fetch of each batch's arrays (the same in every variant; the worker holds them in memory) is taken out.
 fetch=$(awk "BEGIN { print ${sum[fetch]} / $rounds }")
 floor=$(awk "BEGIN { print ${sum[floor]} / $rounds - $fetch }")
-for v in rows pages; do
+for v in rows pages direct; do
     awk "BEGIN { x = ${sum[$v]} / $rounds - $fetch; printf \"%-6s %.1f us/delivery = %.2fx the floor of %.1f us (the batches' fetch, %.1f us, taken out of each)\n\", \"$v\", x, x / $floor, $floor, $fetch }"
 done

@@ -133,9 +133,14 @@ final class ClaimService: Service {
                     let prefetch = self.prefetch
                     let claimEnded: ContinuousClock.Instant
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
-                        let claimed = try ClaimStore.claim(
-                            on: connection, limit: limit, lease: configuration.lease,
-                            workerID: configuration.workerID, room: room)
+                        // A page whose lease ran out (its worker died) first, in its own transaction: its rows are
+                        // leased to this worker once it commits. A failure after it leaves them to the next rescue.
+                        let rescued = try Self.rescuePage(on: connection, configuration: configuration)
+                        prefetch.load(rescued, on: connection)
+                        let rest = limit - rescued.count
+                        let claimed = try rescued + (rest <= 0 ? [] : ClaimStore.claim(
+                            on: connection, limit: rest, lease: configuration.lease,
+                            workerID: configuration.workerID, room: room))
                         let claimEnded = ContinuousClock.now
                         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                         prefetch.load(claimed, on: connection)
@@ -148,6 +153,7 @@ final class ClaimService: Service {
                     if let clock = claimed.first?.databaseClock ?? (try? nextTurn?.get())?.clock {
                         context.clockWatch.record(clock)
                     }
+                    completer.pagesHandedOut(claimed)
                     claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
                 } catch {
                     metrics.claimFinished(startedAt: claimStarted, claimed: 0)
@@ -175,6 +181,17 @@ final class ClaimService: Service {
                 await context.claimWake.wait(timeout: wait)
             }
         }
+    }
+
+    /// Takes one leased page whose lease ran out, if any (``DeliveryPageStore/rescue(on:workerID:lease:)``), and
+    /// reads its deliveries left to send. One index probe when none is due.
+    static func rescuePage(on connection: PostgresConnection, configuration: WorkerConfiguration) throws
+        -> [ClaimedDelivery]
+    {
+        let (rows, page) = try DeliveryPageStore.rescue(
+            on: connection, workerID: configuration.workerID, lease: configuration.lease)
+        guard page != nil else { return [] }
+        return try ClaimStore.leasedRows(rows, on: connection)
     }
 
     /// What one expansion call (a chunk, retried on the next notification after a data error) may lease as it
@@ -261,6 +278,7 @@ final class ClaimService: Service {
                 leased = try ClaimStore.leasedRows(rows, on: connection)
                 if let clock = leased.first?.databaseClock { context.clockWatch.record(clock) }
                 prefetch.load(leased, on: connection)
+                completer.pagesHandedOut(leased)
                 leased = withoutAdopted(leased, leaseExpiry: leaseExpiry)
             } catch {
                 context.logger.warning(
