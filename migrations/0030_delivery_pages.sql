@@ -22,6 +22,9 @@ CREATE TABLE delivery_pages (
     -- last `subscriptions.id`, inclusive.
     after_id        uuid,
     up_to           uuid NOT NULL,
+    -- How many deliveries the page handed out when it was leased (its matching subscriptions then): what
+    -- `status` counts in flight while the page lives.
+    deliveries      integer NOT NULL CHECK (deliveries > 0),
     created_at      timestamptz NOT NULL DEFAULT now(),
     -- The lease, as on `deliveries` (PUSHIZO_WORKER_ID, and its end); `fence` grows by one at each rescue.
     leased_by       text NOT NULL,

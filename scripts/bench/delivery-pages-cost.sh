@@ -95,9 +95,10 @@ FROM (SELECT) chunk LEFT JOIN leased l ON true"
 pages_chunk="WITH page AS (
 $page_cte
 ), leased_page AS (
-    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, leased_by, lease_until)
+    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, deliveries, leased_by, lease_until)
     SELECT '$app', '$nid', 5, nullif(:'cursor'::uuid, '00000000-0000-0000-0000-000000000000'),
-           (SELECT id FROM page ORDER BY id DESC LIMIT 1), 'bench', now() + make_interval(secs => 120::float8)
+           (SELECT id FROM page ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM page), 'bench',
+           now() + make_interval(secs => 120::float8)
     WHERE EXISTS (SELECT FROM page)
     RETURNING id, fence
 ), claimed AS (
@@ -119,9 +120,10 @@ direct_tail=$(printf '%s\n' "$claim_tail" | sed 's/LEFT JOIN LATERAL (SELECT \* 
 direct_chunk="WITH page AS (
 $(printf '%s\n' "$page_cte" | sed 's/SELECT s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind/SELECT s.*/')
 ), leased_page AS (
-    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, leased_by, lease_until)
+    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, deliveries, leased_by, lease_until)
     SELECT '$app', '$nid', 5, nullif(:'cursor'::uuid, '00000000-0000-0000-0000-000000000000'),
-           (SELECT id FROM page ORDER BY id DESC LIMIT 1), 'bench', now() + make_interval(secs => 120::float8)
+           (SELECT id FROM page ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM page), 'bench',
+           now() + make_interval(secs => 120::float8)
     WHERE EXISTS (SELECT FROM page)
     RETURNING id, fence
 ), claimed AS (

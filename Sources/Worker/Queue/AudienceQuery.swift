@@ -238,11 +238,13 @@ struct AudienceQuery {
                     WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
                       AND \(match)
                 ), leased_page AS (
-                    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, leased_by, lease_until)
+                    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, deliveries, leased_by,
+                                                lease_until)
                     SELECT $2, $1, $5::smallint, \(first ? "NULL::uuid" : "$3::uuid"),
-                           (SELECT id FROM page ORDER BY id DESC LIMIT 1), \(worker),
+                           (SELECT id FROM page ORDER BY id DESC LIMIT 1), m.n, \(worker),
                            now() + make_interval(secs => \(seconds))
-                    WHERE EXISTS (SELECT FROM matched)
+                    FROM (SELECT count(*)::integer AS n FROM matched) m
+                    WHERE m.n > 0
                     RETURNING id, fence
                 ), claimed AS (
                     SELECT p.id, p.fence, 1 AS attempt, $1::uuid AS notification_id, s.id AS subscription_id, s.app_id,

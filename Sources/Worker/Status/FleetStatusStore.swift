@@ -97,8 +97,11 @@ public enum FleetStatusStore {
             // The totals apart from the list, which stops at listedRows workers.
             let leaseTotals = try connection.query(
                 """
-                SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
-                FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+                SELECT sum(leased)::bigint AS leased, sum(expired)::bigint AS expired FROM (
+                    SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
+                    FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+                    \(try pagedLeases(on: connection, app: app, grouped: false))
+                ) l
                 """)[0]
             if leases.count == listedRows {
                 notes.append("only the first \(listedRows) worker ids (by name) are listed")
@@ -157,11 +160,17 @@ public enum FleetStatusStore {
     static func readLeases(on connection: PostgresConnection, app: UUID? = nil) throws -> [FleetStatus.WorkerLeases] {
         try connection.query(
             """
-            SELECT leased_by,
-                   count(*) FILTER (WHERE run_at > now()) AS leased,
-                   min(run_at) FILTER (WHERE run_at > now()) AS oldest_expiry,
-                   count(*) FILTER (WHERE run_at <= now()) AS expired
-            FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+            SELECT leased_by, sum(leased)::bigint AS leased, min(oldest_expiry) AS oldest_expiry,
+                   sum(expired)::bigint AS expired
+            FROM (
+                SELECT leased_by,
+                       count(*) FILTER (WHERE run_at > now()) AS leased,
+                       min(run_at) FILTER (WHERE run_at > now()) AS oldest_expiry,
+                       count(*) FILTER (WHERE run_at <= now()) AS expired
+                FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+                GROUP BY leased_by
+                \(try pagedLeases(on: connection, app: app, grouped: true))
+            ) l
             GROUP BY leased_by ORDER BY leased_by LIMIT $1
             """, [listedRows]
         ).map { row in
@@ -170,6 +179,21 @@ public enum FleetStatusStore {
                 oldestLeaseExpiresAt: try row.decodeIfPresent(Date.self, "oldest_expiry"),
                 expired: try row.decode(Int64.self, "expired"))
         }
+    }
+
+    /// `UNION ALL` and the leases of leased pages (`delivery_pages`) in the shape of the deliveries' lease counts
+    /// (per worker with `grouped`): each page counts the deliveries it handed out while it lives. Empty on a
+    /// database without the table (a migration behind).
+    static func pagedLeases(on connection: PostgresConnection, app: UUID?, grouped: Bool) throws -> String {
+        let present = try connection.query("SELECT to_regclass('delivery_pages') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return "" }
+        return """
+            UNION ALL
+            SELECT \(grouped ? "leased_by, " : "")coalesce(sum(deliveries) FILTER (WHERE lease_until > now()), 0) AS leased,
+                   \(grouped ? "min(lease_until) FILTER (WHERE lease_until > now()) AS oldest_expiry, " : "")coalesce(sum(deliveries) FILTER (WHERE lease_until <= now()), 0) AS expired
+            FROM delivery_pages WHERE true\(appCondition("app_id", app))\(grouped ? " GROUP BY leased_by" : "")
+            """
     }
 
     // MARK: Queue
