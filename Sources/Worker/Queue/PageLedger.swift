@@ -15,9 +15,13 @@ struct PageLedger: Sendable, Equatable {
     /// Leases this worker holds deliveries of.
     var count: Int { outstanding.count }
 
-    /// `deliveries` of `page` were handed out under `fence` (a page's chunk, or its rescue).
+    /// `deliveries` of `page` were handed out under `fence` (a page's chunk, or its rescue). An older lease of the
+    /// same page is forgotten: its waiting completions either take the new fence (adopted) or no longer write.
     mutating func handedOut(page: Int64, fence: Int64, deliveries: Int) {
         guard deliveries > 0 else { return }
+        if outstanding.keys.contains(where: { $0.page == page && $0.fence < fence }) {
+            outstanding = outstanding.filter { !($0.key.page == page && $0.key.fence < fence) }
+        }
         outstanding[Lease(page: page, fence: fence), default: 0] += deliveries
     }
 

@@ -149,6 +149,35 @@ struct DeliveryPagesTests {
         }
     }
 
+    @Test func aPageDeliveryThatCannotBeReadFailsAloneUnderThePageFence() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, _) = try LeasedAtInsertTests.seedBroadcast(url, count: 3)
+                let deliveries = try Self.leasePage(seed, quota: 3)
+                let pageID = try #require(deliveries[0].source.pageID)
+                let unreadable = PostgresError(code: .decodingFailed, message: "a column's text")
+                // Under a fence the page no longer holds: nothing.
+                try DeliveryPageStore.setAside(
+                    on: seed.connection, page: pageID, fence: 2, subscriptionID: deliveries[0].subscriptionID,
+                    error: unreadable)
+                #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_events") == 0)
+                try DeliveryPageStore.setAside(
+                    on: seed.connection, page: pageID, fence: 1, subscriptionID: deliveries[0].subscriptionID,
+                    error: unreadable)
+                let event = try seed.connection.query("SELECT subscription_id, event, reason, detail::text AS detail FROM delivery_events")
+                #expect(event.count == 1)
+                #expect(try event[0].decode(UUID.self, "subscription_id") == deliveries[0].subscriptionID)
+                #expect(try event[0].decode(String.self, "event") == "failed")
+                #expect(try event[0].decode(String.self, "reason") == "unreadable_row")
+                #expect(try !event[0].decode(String.self, "detail").contains("a column's text"))
+                // A rescue leaves it out, and sends the other two again.
+                _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
+                let (_, page) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120))
+                #expect(page?.deliveries == 2)
+            }
+        }
+    }
+
     @Test func aRescuedPageOfACanceledNotificationIsReadAsCanceled() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
