@@ -51,6 +51,19 @@ struct PageRescueEndToEndTests {
     /// A broadcast's page leased by a worker killed with SIGKILL while its sends were in flight: another worker
     /// rescues the page, counts its deliveries as rescued and sends each device once.
     @Test func aPageOfAWorkerKilledMidSendIsRescuedAndEachDeviceGetsOneTerminalEvent() async throws {
+        try await Self.killMidSendAndRescue(cancelFirst: false)
+    }
+
+    /// The same page, its notification canceled after the kill: the rescuer sends nothing and skips each device
+    /// as `canceled`, one terminal event each.
+    @Test func aCanceledNotificationsPageIsRescuedAsSkippedCanceled() async throws {
+        try await Self.killMidSendAndRescue(cancelFirst: true)
+    }
+
+    /// A worker whose provider holds every answer leases the broadcast's page and is killed with SIGKILL; with
+    /// `cancelFirst` the notification is then canceled (`pushizo-worker cancel`'s statement); a second worker
+    /// rescues the page.
+    static func killMidSendAndRescue(cancelFirst: Bool) async throws {
         try await TestDatabase.withMigratedDatabase { url in
             // The first worker's provider holds every answer for a minute, so its sends stay in flight until it is
             // killed; the second worker's answers at once.
@@ -91,6 +104,14 @@ struct PageRescueEndToEndTests {
                     // The leases' end brought forward instead of waited for, and the channel pointed at a provider
                     // that answers.
                     _ = try await database.query("UPDATE delivery_pages SET lease_until = now() WHERE leased_by = 'w-doomed'")
+                    if cancelFirst {
+                        let outcome = try await onThread {
+                            try OperatorCancel.cancel(
+                                notification: notificationID, note: nil,
+                                on: try PostgresConnection(connectionString: url, applicationName: "pushizo-test"))
+                        }
+                        #expect(outcome.detail["in_flight"] == .int(Int64(Self.count)))
+                    }
                     _ = try await database.query(
                         "UPDATE app_channels SET endpoint = $1, settings = $2::jsonb WHERE app_id = $3",
                         [emulator.endpoint, emulator.channelSettings, appID])
@@ -113,8 +134,23 @@ struct PageRescueEndToEndTests {
                     rescuer.terminate()
                     try await onThread { rescuer.waitUntilExit() }
                     #expect(rescuer.terminationStatus == 0)
-                    #expect(emulator.apns.acceptedCount == Self.count)
-                    #expect(try await Self.terminalEvents(database) == (Self.count, Self.count))
+                    if cancelFirst {
+                        #expect(emulator.apns.acceptedCount == 0)
+                        let skipped = try await database.query(
+                            """
+                            SELECT count(DISTINCT subscription_id) AS n FROM delivery_events
+                            WHERE event = 'skipped' AND reason = 'canceled'
+                            """)[0].decode(Int.self, "n")
+                        #expect(skipped == Self.count)
+                        #expect(try await Self.terminalEvents(database).devices == Self.count)
+                        let events = try await database.query(
+                            "SELECT count(*) AS n FROM delivery_events WHERE event IN ('sent', 'failed', 'skipped')"
+                        )[0].decode(Int.self, "n")
+                        #expect(events == Self.count)
+                    } else {
+                        #expect(emulator.apns.acceptedCount == Self.count)
+                        #expect(try await Self.terminalEvents(database) == (Self.count, Self.count))
+                    }
                     await database.shutdown()
                 }
             }
