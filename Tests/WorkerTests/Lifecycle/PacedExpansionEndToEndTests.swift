@@ -60,14 +60,19 @@ struct PacedExpansionEndToEndTests {
         }
     }
 
-    /// A sample of the run: deliveries sent, deliveries in the queue (its rows, and those of leased pages), the
-    /// notification's `targeted_count`.
+    /// A sample of the run: deliveries sent, deliveries in the queue (its rows, and those of leased pages without
+    /// an outcome yet), the notification's `targeted_count`.
     static func sample(_ connection: PostgresConnection) throws -> (sent: Int, queued: Int, targeted: Int) {
         let row = try connection.query(
             """
             SELECT (SELECT count(*) FROM delivery_events WHERE event = 'sent') AS sent,
                    (SELECT count(*) FROM deliveries)
-                       + (SELECT coalesce(sum(deliveries), 0) FROM delivery_pages) AS queued,
+                       + (SELECT coalesce(sum(p.deliveries - (
+                              SELECT count(*) FROM delivery_events e
+                              WHERE e.notification_id = p.notification_id AND e.subscription_id <= p.up_to
+                                AND (p.after_id IS NULL OR e.subscription_id > p.after_id)
+                                AND e.event IN ('sent', 'failed', 'skipped'))), 0)
+                          FROM delivery_pages p) AS queued,
                    (SELECT coalesce(max(targeted_count), 0) FROM notifications) AS targeted
             """)[0]
         return (try row.decode(Int.self, "sent"), try row.decode(Int.self, "queued"), try row.decode(Int.self, "targeted"))
