@@ -74,8 +74,12 @@ struct DeliveryPagesTests {
                 let (seed, _) = try LeasedAtInsertTests.seedBroadcast(url, count: 10)
                 let deliveries = try Self.leasePage(seed, quota: 10)
                 #expect(deliveries.count == 10)
+                #expect(try FleetStatusStore.readLeases(on: seed.connection).map(\.leased) == [10])
                 let first = deliveries[..<5].map { Self.completion($0) }
                 #expect(try CompletionStore.complete(on: seed.connection, first) == 5)
+                // `status` counts in flight what the page handed out and has no outcome yet.
+                let leases = try FleetStatusStore.readLeases(on: seed.connection)
+                #expect(leases.map(\.workerID) == [Self.workerID] && leases.map(\.leased) == [5])
                 #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'") == 5)
                 #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_pages") == 1)
                 // One retries: a deliveries row, with the delivery's apns-id, due then; the rest finish the page.
