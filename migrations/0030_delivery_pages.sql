@@ -8,7 +8,7 @@
 -- it with `fence` + 1 and sends again what has neither a terminal event nor a `deliveries` row.
 --
 -- Locks: a new table; `notifications` gets a foreign key from it (a SHARE ROW EXCLUSIVE lock on notifications
--- for the instant the constraint is added to an empty table: no scan).
+-- for the instant the constraint is added to an empty table: no scan). The group roles' grants gain the table.
 --
 -- Only added: a previous release's worker never reads or writes it, and expands with `deliveries` rows as
 -- before. Columns are by name, so a later one (a distributed table's lane) joins with a default.
@@ -37,3 +37,35 @@ CREATE TABLE delivery_pages (
 CREATE INDEX delivery_pages_lease ON delivery_pages (lease_until);
 -- A notification's pages: its cancel and its deletion's cascade.
 CREATE INDEX delivery_pages_notification ON delivery_pages (notification_id);
+
+-- pushizo_apply_roles() of 0029 keeps its grants under a name of its own; the function of that name now runs it and
+-- grants this migration's table (pushizo_set_producer_row_security() calls it by name).
+ALTER FUNCTION pushizo_apply_roles() RENAME TO pushizo_apply_roles_0029;
+
+DO $do$
+DECLARE
+    q constant text := quote_ident(current_schema());
+BEGIN
+    EXECUTE replace($fn$
+        CREATE FUNCTION @s@.pushizo_apply_roles() RETURNS void
+            LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+        BEGIN
+            PERFORM @s@.pushizo_apply_roles_0029();
+            -- Workers lease, renew, rescue and delete pages; status reads them.
+            IF to_regrole('pushizo_worker') IS NOT NULL THEN
+                GRANT SELECT, INSERT, UPDATE, DELETE ON @s@.delivery_pages TO pushizo_worker;
+                GRANT USAGE, SELECT ON SEQUENCE @s@.delivery_pages_id_seq TO pushizo_worker;
+            END IF;
+            IF to_regrole('pushizo_reader') IS NOT NULL THEN
+                GRANT SELECT ON @s@.delivery_pages TO pushizo_reader;
+            END IF;
+        END;
+        $$
+    $fn$, '@s@', q);
+END
+$do$;
+
+REVOKE EXECUTE ON FUNCTION pushizo_apply_roles() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pushizo_apply_roles_0029() FROM PUBLIC;
+
+SELECT pushizo_apply_roles();
