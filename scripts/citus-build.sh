@@ -6,15 +6,15 @@
 #   scripts/citus-build.sh   -> one line: built / installed from the cache / already installed
 # Exit status: 0 when Citus is installed; 3 when the source is absent (the Citus suite is then skipped); 1 on
 # any other failure.
-# The built files are cached outside the clone, in $PUSHIZO_CITUS_CACHE (default /var/cache/pushizo-worker/citus)
+# The built files are cached outside the clone, in $PUSHIZO_TEST_CITUS_CACHE (default /var/cache/pushizo-worker/citus)
 # under the sha256 of the tarball and the patch: `make install DESTDIR=<cache>/<key>/root`, then that tree is
 # copied into /. A later run with the same source copies the cached tree (or finds it already in place) without
-# building. PUSHIZO_CITUS_SOURCE names another source folder (an absent one simulates a machine without it).
+# building. PUSHIZO_TEST_CITUS_SOURCE names another source folder (an absent one simulates a machine without it).
 # Runs as root (apt-get and the copy into /usr); two runs at once take turns on a lock in the cache folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source_dir=$(realpath -m "${PUSHIZO_CITUS_SOURCE:-$PWD/../shared/citus}")
-cache=${PUSHIZO_CITUS_CACHE:-/var/cache/pushizo-worker/citus}
+source_dir=$(realpath -m "${PUSHIZO_TEST_CITUS_SOURCE:-$PWD/../shared/citus}")
+cache=${PUSHIZO_TEST_CITUS_CACHE:-/var/cache/pushizo-worker/citus}
 pg_major=15
 
 tarball=$(ls "$source_dir"/citus-*.tar.gz 2>/dev/null | sort -V | tail -n 1 || true)

@@ -3,7 +3,7 @@
 # by scripts/pg-throwaway.sh, so as the `postgres` user when run as root) with Citus preloaded. Needs Citus
 # installed (scripts/citus-build.sh). Loopback connections are trusted: for tests and trials only.
 #   scripts/citus-cluster.sh start DIR BASEPORT [DATABASE]
-#       -> coordinator on BASEPORT, worker nodes on BASEPORT+1 and +2; DATABASE (default $PUSHIZO_CITUS_DATABASE,
+#       -> coordinator on BASEPORT, worker nodes on BASEPORT+1 and +2; DATABASE (default $PUSHIZO_TEST_CITUS_DATABASE,
 #          else pushizo) has the citus extension on every node and knows the coordinator and both workers;
 #          prints the coordinator's connection string
 #   scripts/citus-cluster.sh add-node DIR       -> a third worker node on BASEPORT+3, added to DATABASE
@@ -23,7 +23,7 @@ bindir=$(ls -d /usr/lib/postgresql/15/bin 2>/dev/null || true)
 # send traffic only to loopback. citus.node_connection_timeout=300000 (ms; Citus's default is 30 s): on two cores
 # busy with the rest of the suite a coordinator's connection to a worker node has taken longer, and
 # create_distributed_table then failed with "failure on connection marked as essential".
-export PUSHIZO_PG_OPTIONS="-c listen_addresses=127.0.0.1 -c shared_preload_libraries=citus -c max_connections=300 \
+export PUSHIZO_TEST_PG_OPTIONS="-c listen_addresses=127.0.0.1 -c shared_preload_libraries=citus -c max_connections=300 \
 -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 -c citus.enable_statistics_collection=off \
 -c citus.node_connection_timeout=300000"
 
@@ -56,7 +56,7 @@ nodes() { for name in coordinator worker1 worker2 worker3; do [ -f "$dir/$name/p
 case "$cmd" in
 start)
     base=${3:?BASEPORT}
-    database=${4:-${PUSHIZO_CITUS_DATABASE:-pushizo}}
+    database=${4:-${PUSHIZO_TEST_CITUS_DATABASE:-pushizo}}
     mkdir -p "$dir"
     echo "$database" >"$dir/database"
     start_node coordinator "$base" "$database"

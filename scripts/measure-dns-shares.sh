@@ -9,16 +9,14 @@
 # Run as root: the worker runs in a mount namespace of its own (unshare -m) whose /etc/resolv.conf names one DNS
 # server, a Python socket on 127.53.0.1:53 that reads every query and answers none (glibc's defaults: 5 s per
 # try, 2 tries). The emulators are `localhost` (/etc/hosts: no DNS). Nothing leaves loopback. PostgreSQL is a
-# throwaway cluster on PUSHIZO_MEASURE_PG_PORT (default 55435).
+# throwaway cluster on PUSHIZO_TEST_MEASURE_PG_PORT (default 55435).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-.build/release/pushizo-worker}")
 names=${2:-200}
 domains=${3:-1}
 apps=${4:-1}
-port=${PUSHIZO_MEASURE_PG_PORT:-55435}
-# The worker refuses PUSHIZO_* keys it does not know.
-unset PUSHIZO_MEASURE_PG_PORT
+port=${PUSHIZO_TEST_MEASURE_PG_PORT:-55435}
 [ "$(id -u)" = 0 ] || { echo "measure-dns-shares: run as root (unshare -m, a DNS server on port 53)" >&2; exit 1; }
 dir=$(mktemp -d /tmp/pushizo-dns-shares.XXXXXX)
 chmod 755 "$dir"

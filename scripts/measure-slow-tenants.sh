@@ -7,15 +7,13 @@
 # beside the tenant's answers.
 #   scripts/measure-slow-tenants.sh [WORKER_BINARY]
 # Knobs (environment): ORIGINS (8), SUBSCRIBERS (1000), LATENCY (25), PROBES (20), GAP (0.5), CONCURRENCY (2048,
-# the worker's PUSHIZO_CONCURRENCY), HOLD (0), PUSHIZO_MEASURE_PG_PORT (55437). Nothing leaves loopback.
+# the worker's PUSHIZO_CONCURRENCY), HOLD (0), PUSHIZO_TEST_MEASURE_PG_PORT (55437). Nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 bin=$(realpath "${1:-.build/release/pushizo-worker}")
 origins=${ORIGINS:-8} subscribers=${SUBSCRIBERS:-1000} latency=${LATENCY:-25} probes=${PROBES:-20} gap=${GAP:-0.5}
-concurrency=${CONCURRENCY:-2048} hold=${HOLD:-0} port=${PUSHIZO_MEASURE_PG_PORT:-55437}
-# The worker refuses PUSHIZO_* keys it does not know.
-unset PUSHIZO_MEASURE_PG_PORT
+concurrency=${CONCURRENCY:-2048} hold=${HOLD:-0} port=${PUSHIZO_TEST_MEASURE_PG_PORT:-55437}
 work=$(mktemp -d /tmp/pushizo-slow-tenants.XXXXXX)
 chmod 755 "$work"
 pids=()

@@ -2,7 +2,7 @@
 # A throwaway PostgreSQL cluster in a project-local directory, for `make demo`, `make test` and development.
 #   scripts/pg-throwaway.sh start DIR PORT   -> prints the connection string
 #   scripts/pg-throwaway.sh stop DIR
-# PUSHIZO_PG_OPTIONS: more server options for `start`, after the defaults (a later -c wins), e.g. the Citus
+# PUSHIZO_TEST_PG_OPTIONS: more server options for `start`, after the defaults (a later -c wins), e.g. the Citus
 # nodes' shared_preload_libraries and loopback listen address (scripts/citus-cluster.sh).
 # initdb refuses to run as root, so the cluster belongs to the unprivileged `postgres` system user (created
 # by Debian's postgresql package); every parent of DIR must be traversable by that user.
@@ -41,7 +41,7 @@ start)
     # 5 connections each, plus every suite's own pools); 200 ran out.
     if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-            -o "-k $sockdir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 ${PUSHIZO_PG_OPTIONS:-}" \
+            -o "-k $sockdir -p $port -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 ${PUSHIZO_TEST_PG_OPTIONS:-}" \
             start >/dev/null || { tail -n 30 "$dir/postgres.log" >&2; exit 1; }
     fi
     as_pg "$bindir/psql" -h "$sockdir" -p "$port" -U postgres -d postgres -Atqc \

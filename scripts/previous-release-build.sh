@@ -6,7 +6,7 @@
 # Exit status: 0 with the binary built or cached; 3 when the clone's history lacks the commit (a shallow clone:
 # the test is then skipped, saying so); 1 on any other failure.
 # The tree of that commit (`git archive`) and its debug build live outside the clone, in
-# $PUSHIZO_PREVIOUS_RELEASE_CACHE (default /var/cache/pushizo-worker)/previous-<commit>; only the binary is kept
+# $PUSHIZO_TEST_PREVIOUS_RELEASE_CACHE (default /var/cache/pushizo-worker)/previous-<commit>; only the binary is kept
 # there (bin/pushizo-worker), and a later run finds it without building. The debug build takes about 10 minutes
 # on a busy 2-core machine. Two runs at once take turns on a lock in that folder.
 set -euo pipefail
@@ -21,7 +21,7 @@ if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
         "(a shallow clone?); the previous-release compatibility test is skipped" >&2
     exit 3
 fi
-cache=${PUSHIZO_PREVIOUS_RELEASE_CACHE:-/var/cache/pushizo-worker}
+cache=${PUSHIZO_TEST_PREVIOUS_RELEASE_CACHE:-/var/cache/pushizo-worker}
 entry=$cache/previous-$commit
 mkdir -p "$entry"
 exec 9>"$entry/.lock"

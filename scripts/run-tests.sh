@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 swift build --build-tests
-# Citus, for the Citus suites, when its source is beside the clone (../shared/citus, or PUSHIZO_CITUS_SOURCE):
+# Citus, for the Citus suites, when its source is beside the clone (../shared/citus, or PUSHIZO_TEST_CITUS_SOURCE):
 # built once per machine and cached outside the clone, then a coordinator and two worker nodes. Without the
 # source (citus-build.sh exits 3 and says so) nothing is exported and those suites are skipped; with the source, a
 # failed build stops the run rather than skipping them unseen. Built before any server starts: the build's

@@ -1,6 +1,20 @@
 /// `apns_push_type`: the APNs push types beyond the ordinary `alert` / `background` that a message can ask for
-/// (Apple, "Sending notification requests to APNs", the `apns-push-type` header). Each goes to its own kind of
-/// token, so the raw value is also the `subscriptions.kind` the message expands to.
+/// (Apple, "Sending notification requests to APNs", the `apns-push-type` header table). Each goes to its own
+/// kind of token, so the raw value is also the `subscriptions.kind` the message expands to.
+///
+/// | type | `apns-topic` | `apns-priority` | payload | credentials |
+/// |---|---|---|---|---|
+/// | `voip` | `<bundle id>.voip` | 10 | `{"aps":{},"on":{...}}` | token or certificate |
+/// | `liveactivity` | `<bundle id>.push-type.liveactivity` | 10 / 5 | ActivityKit's `aps` | token |
+/// | `location` | `<bundle id>.location-query` | 10 / 5 | `{"aps":{},"on":{...}}` | token |
+/// | `pushtotalk` | `<bundle id>.voip-ptt` | 10, `apns-expiration: 0` | `{"aps":{},"on":{...}}` | token or certificate |
+/// | `complication` | `<bundle id>.complication` | 10 / 5 | `{"aps":{},"on":{...}}` | token or certificate |
+/// | `fileprovider` | `<bundle id>.pushkit.fileprovider` | 10 / 5 | `{"container-identifier","domain"?}` | token |
+/// | `mdm` | the MDM push certificate's UID topic, unchanged | 10 / 5 | `{"mdm":"<PushMagic>"}` | certificate |
+/// | `widgets` | `<bundle id>.push-type.widgets` | 10 / 5 | `{"aps":{"content-changed":true}}` | token |
+///
+/// "10 / 5": 10 for `priority: high` or unset, 5 for `priority: normal`. None of these types shows text: only a
+/// Live Activity `start` / `update` carries an alert.
 public enum APNsPushType: String, Sendable, Hashable, CaseIterable {
     /// A VoIP call invitation through PushKit (Apple, "Responding to VoIP notifications from PushKit"): topic
     /// `<bundle id>.voip`, priority 10, sent to a PushKit token. iOS terminates an app that does not report
@@ -10,27 +24,91 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable {
     /// Activities with ActivityKit push notifications"): topic `<bundle id>.push-type.liveactivity`, sent to a
     /// push-to-start token or a Live Activity's update token.
     case liveActivity = "liveactivity"
+    /// A location query for the app's Location Push Service Extension (Apple, "Creating a location push service
+    /// extension"; the `apns-push-type` table: topic `<bundle id>.location-query`, priority 10 when the query
+    /// needs an immediate answer, else 5, token-based authentication only), sent to the token of
+    /// `CLLocationManager.startMonitoringLocationPushes`.
+    case location
+    /// A Push to Talk push (Apple, "Creating a Push to Talk app"): topic `<bundle id>.voip-ptt`, priority 10 and
+    /// `apns-expiration: 0` (the audio is live or worthless), sent to the ephemeral token of `PTChannelManager`.
+    case pushToTalk = "pushtotalk"
+    /// A watchOS complication update through PushKit (Apple, "Keeping your complications up to date"): topic
+    /// `<bundle id>.complication`; a certificate must be registered for WatchKit services.
+    case complication
+    /// A change signal for a File Provider extension through PushKit (Apple, "Using push notifications to
+    /// signal changes"): topic `<bundle id>.pushkit.fileprovider`; the payload names the changed container.
+    /// That document has the server sign with provider authentication tokens, not provider certificates, so a
+    /// certificate channel refuses it as `push_type_unsupported`.
+    case fileProvider = "fileprovider"
+    /// A Mobile Device Management wake-up (Apple, "Sending MDM commands to a device"): the topic is the UID of
+    /// the MDM push certificate's subject (`com.apple.mgmt.External.<uuid>`), the payload only
+    /// `{"mdm":"<PushMagic>"}`, and the device then polls the MDM server. Only an MDM push certificate can send
+    /// it, so a token-based channel refuses it as `push_type_unsupported`.
+    case mdm
+    /// A WidgetKit reload (Apple, "Updating widgets with WidgetKit push notifications", iOS 26): topic
+    /// `<bundle id>.push-type.widgets`, payload `{"aps":{"content-changed":true}}`, over a token-based
+    /// connection, sent to the token of `WidgetPushHandler`.
+    case widgets
 
-    /// The `subscriptions.kind` this push type reaches (`voip` / `liveactivity`); every other message
-    /// reaches ``deviceKind``.
+    /// What authenticates a channel that may carry this push type (Apple, "Sending notification requests to
+    /// APNs", the `apns-push-type` table, and each type's own document).
+    public enum Credentials: Sendable, Hashable {
+        /// A provider token or a certificate whose topics include the request's `apns-topic`.
+        case tokenOrCertificate
+        /// Token-based authentication only (`liveactivity`, `location`, `fileprovider`, `widgets`).
+        case token
+        /// A certificate only (`mdm`: an MDM push certificate).
+        case certificate
+    }
+
+    /// The channel kinds Apple accepts this push type from; a channel of another kind fails the delivery as
+    /// `push_type_unsupported`.
+    public var credentials: Credentials {
+        switch self {
+        case .liveActivity, .location, .fileProvider, .widgets: .token
+        case .mdm: .certificate
+        case .voip, .pushToTalk, .complication: .tokenOrCertificate
+        }
+    }
+
+    /// Whether `apns-priority` is always 10, whatever the message's `priority`: a VoIP call rings now or never
+    /// (Apple, "Responding to VoIP notifications from PushKit"), and Push to Talk audio is live (Apple,
+    /// "Creating a Push to Talk app": priority 10). Every other type follows `priority` (10, or 5 for `normal`).
+    public var alwaysHighPriority: Bool { self == .voip || self == .pushToTalk }
+
+    /// Whether the push must not be stored by APNs (`apns-expiration: 0` whatever `ttl` says): Push to Talk only
+    /// (Apple, "Creating a Push to Talk app").
+    public var expiresImmediately: Bool { self == .pushToTalk }
+
+    /// The `subscriptions.kind` this push type reaches (its raw value); every other message reaches
+    /// ``deviceKind``.
     public var subscriptionKind: String { rawValue }
 
     /// The `subscriptions.kind` of an ordinary device token (UIKit's, FCM's or a Web Push subscription).
     public static let deviceKind = "device"
 
-    /// The `apns-topic` suffix Apple requires after the bundle id: `.voip` and `.push-type.liveactivity`
-    /// (Apple, "Sending notification requests to APNs").
+    /// The `apns-topic` suffix Apple requires after the bundle id (Apple, "Sending notification requests to
+    /// APNs"): empty for `mdm`, whose channel topic is already the certificate's UID topic.
     public var topicSuffix: String {
         switch self {
         case .voip: ".voip"
         case .liveActivity: ".push-type.liveactivity"
+        case .location: ".location-query"
+        case .pushToTalk: ".voip-ptt"
+        case .complication: ".complication"
+        case .fileProvider: ".pushkit.fileprovider"
+        case .mdm: ""
+        case .widgets: ".push-type.widgets"
         }
     }
+
+    /// The raw values, for messages: `voip, liveactivity, location, ...`.
+    static let names = allCases.map(\.rawValue).joined(separator: ", ")
 
     /// The `subscriptions.kind` a message's `apns_push_type` member reaches, read before any delivery exists
     /// (audience expansion), by the rules of ``NotificationMessage/init(json:)``: absent or `null` is
     /// ``deviceKind``.
-    /// - Throws: ``MessageError`` naming `apns_push_type`: not a string, or not `voip` / `liveactivity`.
+    /// - Throws: ``MessageError`` naming `apns_push_type`: not a string, or not one of the cases.
     public static func subscriptionKind(of member: JSONValue?) throws(MessageError) -> String {
         let reader = FieldReader(members: ["apns_push_type": member ?? .null])
         return try parse(reader)?.subscriptionKind ?? deviceKind
@@ -40,7 +118,7 @@ public enum APNsPushType: String, Sendable, Hashable, CaseIterable {
         guard let text = try reader.string("apns_push_type") else { return nil }
         guard let type = APNsPushType(rawValue: text) else {
             throw MessageError(code: .invalidValue, field: "apns_push_type",
-                               message: "must be voip or liveactivity (got \"\(text)\"); leave it out for an alert or background push")
+                               message: "must be one of \(names) (got \"\(text)\"); leave it out for an alert or background push")
         }
         return type
     }
@@ -119,41 +197,81 @@ extension NotificationMessage {
         }
     }
 
-    /// Reads `apns_push_type` and `live_activity` and checks them against the rest of the message.
+    /// `file_provider`: what a `fileprovider` push tells the File Provider extension (Apple, "Using push
+    /// notifications to signal changes"): `container_identifier` -> `container-identifier`, the item whose
+    /// contents changed (`NSFileProviderWorkingSetContainerItemIdentifier` for the working set), and `domain`
+    /// -> `domain`, the domain identifier when the app has several.
+    public struct FileProviderChange: Sendable, Hashable {
+        /// `container-identifier`: a non-empty item identifier.
+        public var containerIdentifier: String
+        /// `domain`: the `NSFileProviderDomain` identifier, or `nil` for the app's only domain.
+        public var domain: String?
+
+        public init(containerIdentifier: String, domain: String? = nil) {
+            self.containerIdentifier = containerIdentifier
+            self.domain = domain
+        }
+    }
+
+    /// Reads `apns_push_type` and its members (`live_activity`, `file_provider`, `mdm_push_magic`) and checks
+    /// them against the rest of the message.
     /// - Throws: ``MessageError``: an unknown push type; `content_available` with one (a push has one type);
-    ///   text in a VoIP push (PushKit shows nothing; the app reports the call to CallKit from `data`);
-    ///   `live_activity` without `apns_push_type: liveactivity` or missing with it; and the Live Activity rules
-    ///   of ``readLiveActivity(_:)``.
+    ///   text (`headings`, `subtitle`, `contents`) with any type but `liveactivity` (none of them shows an
+    ///   alert); a type's member without that type, or missing with it (`live_activity` for `liveactivity`,
+    ///   `file_provider.container_identifier` for `fileprovider`, `mdm_push_magic` for `mdm`); `data` with
+    ///   `fileprovider`, `mdm` or `widgets`, whose payloads Apple fixes; and the Live Activity rules of
+    ///   ``readLiveActivity(_:)``.
     mutating func readPushType(_ reader: FieldReader) throws(MessageError) {
         apnsPushType = try APNsPushType.parse(reader)
-        let liveActivityMember = try reader.object("live_activity")
-        guard let pushType = apnsPushType else {
-            if liveActivityMember != nil {
-                throw MessageError(code: .invalidValue, field: "live_activity",
-                                   message: "needs apns_push_type: liveactivity")
-            }
-            return
+        let members: [(field: String, type: APNsPushType, value: JSONValue?)] = [
+            ("live_activity", .liveActivity, try reader.object("live_activity").map(JSONValue.object)),
+            ("file_provider", .fileProvider, try reader.object("file_provider").map(JSONValue.object)),
+            ("mdm_push_magic", .mdm, try reader.string("mdm_push_magic").map(JSONValue.string)),
+        ]
+        for member in members where member.value != nil && apnsPushType != member.type {
+            let got = apnsPushType.map { " (got \($0.rawValue))" } ?? ""
+            throw MessageError(code: .invalidValue, field: member.field, message: "needs apns_push_type: \(member.type.rawValue)\(got)")
         }
+        guard let pushType = apnsPushType else { return }
         if isSilent {
             throw MessageError(code: .invalidValue, field: "content_available",
                                message: "cannot be combined with apns_push_type \(pushType.rawValue) (a push has one APNs push type)")
         }
-        switch pushType {
-        case .voip:
-            if liveActivityMember != nil {
-                throw MessageError(code: .invalidValue, field: "live_activity", message: "needs apns_push_type: liveactivity (got voip)")
-            }
+        if pushType != .liveActivity {
             for (field, texts) in [("headings", headings), ("subtitle", subtitle), ("contents", contents)]
             where texts.values.contains(where: { !$0.isEmpty }) {
-                throw MessageError(code: .invalidValue, field: field,
-                                   message: "a VoIP push shows no text: the app reports the call to CallKit, so put the caller in data")
+                let why = pushType == .voip
+                    ? "a VoIP push shows no text: the app reports the call to CallKit, so put the caller in data"
+                    : "an APNs \(pushType.rawValue) push shows no text"
+                throw MessageError(code: .invalidValue, field: field, message: why)
             }
+        }
+        if [.fileProvider, .mdm, .widgets].contains(pushType), data != nil {
+            throw MessageError(code: .invalidValue, field: "data",
+                               message: "an APNs \(pushType.rawValue) push has a payload fixed by Apple, with no room for data")
+        }
+        switch pushType {
         case .liveActivity:
-            guard let liveActivityMember else {
+            guard let activity = try reader.object("live_activity") else {
                 throw MessageError(code: .missing, field: "live_activity",
                                    message: "is required with apns_push_type liveactivity ({\"event\", \"timestamp\", \"content_state\", ...})")
             }
-            liveActivity = try readLiveActivity(liveActivityMember)
+            liveActivity = try readLiveActivity(activity)
+        case .fileProvider:
+            let change = FieldReader(members: try reader.object("file_provider") ?? [:], prefix: "file_provider.")
+            guard let container = try change.string("container_identifier"), !container.isEmpty else {
+                throw MessageError(code: .missing, field: "file_provider.container_identifier",
+                                   message: "is required with apns_push_type fileprovider (the changed container's item identifier, e.g. NSFileProviderWorkingSetContainerItemIdentifier)")
+            }
+            fileProvider = FileProviderChange(containerIdentifier: container, domain: try change.string("domain"))
+        case .mdm:
+            guard let magic = try reader.string("mdm_push_magic"), !magic.isEmpty else {
+                throw MessageError(code: .missing, field: "mdm_push_magic",
+                                   message: "is required with apns_push_type mdm (the device's PushMagic from its TokenUpdate check-in)")
+            }
+            mdmPushMagic = magic
+        case .voip, .location, .pushToTalk, .complication, .widgets:
+            break
         }
     }
 

@@ -49,7 +49,7 @@ public struct AudienceSelection: Sendable, Equatable {
     /// `nil` = every platform.
     public var platforms: [String]?
     /// The `subscriptions.kind` reached: ``APNsPushType/deviceKind`` unless the message's `apns_push_type`
-    /// asks for `voip` or `liveactivity` (``APNsPushType/subscriptionKind(of:)``); set by expansion from the
+    /// asks for one of its types (``APNsPushType/subscriptionKind(of:)``); set by expansion from the
     /// message, not part of the target document.
     public var subscriptionKind: String = APNsPushType.deviceKind
 

@@ -230,14 +230,14 @@ public struct DeliveryDecision: Sendable {
                 provider: provider)
         }
         if provider != .apns, let pushType = message.apnsPushType {
-            // FCM and Web Push have no VoIP or Live Activity push; the data is wrong (such a token is an
-            // iOS one), so this is a failure, not a skip.
+            // FCM and Web Push have none of APNs's push types; the data is wrong (such a token is an iOS
+            // one), so this is a failure, not a skip.
             return .complete(
                 .failed(
                     reason: .pushTypeUnsupported,
                     detail: [
                         "provider": .string(provider.rawValue), "apns_push_type": .string(pushType.rawValue),
-                        "note": "VoIP and Live Activity pushes exist on APNs only: a voip or liveactivity subscription must be an ios one",
+                        "note": .string("APNs push types exist on APNs only: a \(pushType.subscriptionKind) subscription must be an ios one"),
                     ]),
                 provider: provider)
         }

@@ -55,9 +55,10 @@ extension DeliveryReason {
     /// `skipped`: the message has nothing this provider can show (a badge- or sound-only push, which only
     /// APNs carries, to an Android or web subscription).
     public static let nothingToShow = DeliveryReason(rawValue: "nothing_to_show")
-    /// `failed`: the message's `apns_push_type` (VoIP, Live Activity) is an APNs push type and the
-    /// subscription's provider is FCM or Web Push, which have neither (a `voip` / `liveactivity` subscription
-    /// whose platform is not `ios`).
+    /// `failed`: the message's `apns_push_type` cannot go this way: the subscription's provider is FCM or Web
+    /// Push, which have no APNs push type (e.g. a `voip` subscription whose platform is not `ios`), or the app's
+    /// APNs channel authenticates in a way Apple refuses for that type (`liveactivity`, `location` and
+    /// `widgets` need a provider token; `mdm` needs an MDM push certificate).
     public static let pushTypeUnsupported = DeliveryReason(rawValue: "push_type_unsupported")
     /// `deferred`: quiet hours.
     public static let quietHours = DeliveryReason(rawValue: "quiet_hours")

@@ -82,6 +82,10 @@ public struct NotificationMessage: Sendable, Hashable {
         var deliveryTimeOfDay: LocalTime?
         var apnsPushType: APNsPushType?
         var liveActivity: LiveActivity?
+        var fileProvider: FileProviderChange?
+        var mdmPushMagic: String?
+        var fcmAnalyticsLabel: String?
+        var androidDirectBootOK: Bool?
     }
 
     /// Mutated only through ``unique()``, after `isKnownUniquelyReferenced` made sure no other value shares it.
@@ -241,8 +245,8 @@ public struct NotificationMessage: Sendable, Hashable {
         set { unique().fields.deliveryTimeOfDay = newValue }
     }
 
-    /// `apns_push_type`: `voip` or `liveactivity` (``APNsPushType``); `nil` for the ordinary alert or
-    /// background push. It also picks the subscriptions the message expands to (`subscriptions.kind`).
+    /// `apns_push_type`: `voip`, `liveactivity`, `location`, `pushtotalk`, `complication`, `fileprovider`, `mdm`
+    /// or `widgets` (``APNsPushType``); `nil` for the ordinary alert or background push. It also picks the subscriptions the message expands to (`subscriptions.kind`).
     public var apnsPushType: APNsPushType? {
         get { storage.fields.apnsPushType }
         set { unique().fields.apnsPushType = newValue }
@@ -253,6 +257,49 @@ public struct NotificationMessage: Sendable, Hashable {
         get { storage.fields.liveActivity }
         set { unique().fields.liveActivity = newValue }
     }
+
+    /// `file_provider`: the change a `fileprovider` push signals (required with it, refused without).
+    public var fileProvider: FileProviderChange? {
+        get { storage.fields.fileProvider }
+        set { unique().fields.fileProvider = newValue }
+    }
+
+    /// `mdm_push_magic`: the device's `PushMagic` (from its MDM `TokenUpdate` check-in), the whole payload of an
+    /// `mdm` push, `{"mdm":"<PushMagic>"}` (Apple, "Sending MDM commands to a device"). Required with
+    /// `apns_push_type: mdm`, refused without.
+    public var mdmPushMagic: String? {
+        get { storage.fields.mdmPushMagic }
+        set { unique().fields.mdmPushMagic = newValue }
+    }
+
+    /// `fcm_analytics_label` -> FCM's `message.fcm_options.analytics_label` (Firebase, FCM HTTP v1 `FcmOptions`:
+    /// "Label associated with the message's analytics data"), 1 to 50 characters of
+    /// ``fcmAnalyticsLabelCharacters`` (Firebase's pattern `^[a-zA-Z0-9-_.~%]{1,50}$`). Only FCM sends it.
+    public var fcmAnalyticsLabel: String? {
+        get { storage.fields.fcmAnalyticsLabel }
+        set { unique().fields.fcmAnalyticsLabel = newValue }
+    }
+
+    /// `android_direct_boot_ok` -> FCM's `message.android.direct_boot_ok` (Firebase, FCM HTTP v1
+    /// `AndroidConfig`: "If set to true, messages will be allowed to be delivered to the app while the device
+    /// is in direct boot mode"). `nil`: left out (FCM's default, false).
+    public var androidDirectBootOK: Bool? {
+        get { storage.fields.androidDirectBootOK }
+        set { unique().fields.androidDirectBootOK = newValue }
+    }
+
+    /// The bytes Firebase's pattern for an analytics label allows, `[a-zA-Z0-9-_.~%]` (FCM HTTP v1 `FcmOptions`).
+    public static func isFCMAnalyticsLabelByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"), UInt8(ascii: "%"):
+            true
+        default: false
+        }
+    }
+
+    /// The longest analytics label Firebase accepts, in characters: 50 (`^[a-zA-Z0-9-_.~%]{1,50}$`).
+    public static let maximumFCMAnalyticsLabelLength = 50
 
     /// The largest `ttl` accepted, in seconds: 2,419,200 s = 28 days, FCM's maximum TTL (Firebase:
     /// "Setting the lifespan of a message") and the usual cap of Web Push services (RFC 8030 §5.2 lets them
@@ -391,11 +438,21 @@ public struct NotificationMessage: Sendable, Hashable {
         }
         androidChannelID = try reader.string("android_channel_id")
         androidSound = try reader.string("android_sound")
+        if let label = try reader.string("fcm_analytics_label") {
+            // Firebase refuses the whole send with INVALID_ARGUMENT otherwise; checked here so the producer
+            // learns it from the notification, not from each Android delivery.
+            guard (1...Self.maximumFCMAnalyticsLabelLength).contains(label.utf8.count), label.utf8.allSatisfy(Self.isFCMAnalyticsLabelByte) else {
+                throw MessageError(code: .invalidValue, field: "fcm_analytics_label",
+                                   message: "must match Firebase's pattern ^[a-zA-Z0-9-_.~%]{1,50}$ (1 to 50 letters, digits, '-', '_', '.', '~' or '%')")
+            }
+            fcmAnalyticsLabel = label
+        }
+        androidDirectBootOK = try reader.bool("android_direct_boot_ok")
         quietHoursExempt = try reader.bool("quiet_hours_exempt") ?? false
         frequencyCapExempt = try reader.bool("frequency_cap_exempt") ?? false
         deliveryTimeOfDay = try Self.deliveryTimeOfDay(members["delivery_time_of_day"])
         try readPushType(reader)
-        // A VoIP or Live Activity push has its own rules for text (``readPushType(_:)``).
+        // An APNs push type has its own rules for text (``readPushType(_:)``).
         if apnsPushType != nil { return }
 
         // Apple's alert push type covers an alert, a sound or a badge: a badge-only or sound-only push is valid

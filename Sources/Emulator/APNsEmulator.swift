@@ -94,13 +94,15 @@ public struct APNsAcceptedNotification: Sendable, Hashable {
 ///    `InvalidProviderToken`); `iat` older than one hour (403 `ExpiredProviderToken`).
 /// 3. Headers: `apns-topic` (400 `MissingTopic`), `apns-push-type` one of Apple's types (400
 ///    `InvalidPushType`), the topic's suffix fitting the push type (`.voip` for `voip`,
-///    `.push-type.liveactivity` for `liveactivity`, ...: 400 `InvalidPushType` without it, 400
+///    `.push-type.liveactivity` for `liveactivity`, `.location-query`, `.voip-ptt`, `.complication`,
+///    `.pushkit.fileprovider`, `.push-type.widgets`; none for `mdm`: 400 `InvalidPushType` without it, 400
 ///    `TopicDisallowed` for another type's suffix), `apns-priority` 1, 5 or 10 and not 10 for `background` (400 `BadPriority`),
 ///    `apns-id` a UUID (400 `BadMessageId`), `apns-expiration` an integer (400 `BadExpirationDate`),
 ///    `apns-collapse-id` at most 64 bytes (400 `BadCollapseId`), none of these repeated (400
 ///    `DuplicateHeaders`).
-/// 4. Body: at most 4096 bytes, 5120 for `voip` (413 `PayloadTooLarge`); non-empty with an `aps` object (400
-///    `PayloadEmpty`); JSON (400 `BadPayload`, an emulator-only reason: Apple does not document one).
+/// 4. Body: at most 4096 bytes, 5120 for `voip` (413 `PayloadTooLarge`); non-empty with an `aps` object, or a
+///    non-empty object for `mdm` and `fileprovider` (``pushTypesWithoutAPS``) (400 `PayloadEmpty`); JSON (400
+///    `BadPayload`, an emulator-only reason: Apple does not document one).
 /// 5. Device-token conventions (docs/emulator.md): the first four hex digits pick an answer.
 ///
 /// Everything else is accepted: 200 with `apns-id` and no body. Every answer, errors included, carries
@@ -267,7 +269,11 @@ public final class APNsEmulator: EmulatedProvider {
         guard case .object(let payload)? = try? JSONValue(validatingShallowly: request.body) else {
             return .reject(400, "BadPayload")
         }
-        guard case .object? = payload["aps"] else { return .reject(400, "PayloadEmpty") }
+        if !Self.pushTypesWithoutAPS.contains(pushType) {
+            guard case .object? = payload["aps"] else { return .reject(400, "PayloadEmpty") }
+        } else if payload.isEmpty {
+            return .reject(400, "PayloadEmpty")
+        }
 
         if let convention = tokenConvention(token, apnsID: apnsID, at: current) {
             return convention
@@ -282,7 +288,13 @@ public final class APNsEmulator: EmulatedProvider {
     public static let topicSuffixes: [String: String] = [
         "voip": ".voip", "liveactivity": ".push-type.liveactivity", "complication": ".complication",
         "fileprovider": ".pushkit.fileprovider", "location": ".location-query", "pushtotalk": ".voip-ptt",
+        "widgets": ".push-type.widgets",
     ]
+
+    /// The push types whose payload Apple documents without `aps`: `mdm` (`{"mdm":"<PushMagic>"}`, "Sending MDM
+    /// commands to a device") and `fileprovider` (`{"container-identifier", "domain"?}`, "Using push
+    /// notifications to signal changes"). Every other type's payload needs an `aps` dictionary.
+    public static let pushTypesWithoutAPS: Set<String> = ["mdm", "fileprovider"]
 
     /// The push type / topic pairing Apple requires: a push type with a suffix needs a topic ending in it
     /// (400 `InvalidPushType`: the push type is not valid for the topic), and a topic ending in another type's

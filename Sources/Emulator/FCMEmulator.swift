@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import PushCrypto
 import Synchronization
@@ -22,14 +23,18 @@ public struct FCMAcceptedMessage: Sendable, Hashable {
     public var data: [String: String]
     /// The `android` block as compact sorted JSON text (`{}` when absent).
     public var androidJSON: String
+    /// `fcm_options.analytics_label`, when the message had one.
+    public var analyticsLabel: String? = nil
 
-    /// One JSON-lines record `{"at", "provider": "fcm", "name", "token", "data", "android"}`, keys sorted.
+    /// One JSON-lines record `{"at", "provider": "fcm", "name", "token", "data", "android", "analytics_label"?}`,
+    /// keys sorted.
     public var jsonLine: String {
-        let record: [String: Any] = [
+        var record: [String: Any] = [
             "at": ISO8601DateFormatter.string(from: receivedAt, timeZone: .gmt, formatOptions: [.withInternetDateTime, .withFractionalSeconds]),
             "provider": "fcm", "name": name, "token": token, "data": data,
             "android": (try? JSONSerialization.jsonObject(with: Data(androidJSON.utf8))) ?? [:],
         ]
+        if let analyticsLabel { record["analytics_label"] = analyticsLabel }
         let encoded = (try? JSONSerialization.data(withJSONObject: record, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: encoded, as: UTF8.self)
     }
@@ -45,10 +50,12 @@ public struct FCMAcceptedMessage: Sendable, Hashable {
 /// (Google's shape). Success: `{"access_token", "expires_in": <tokenLifetime>, "token_type": "Bearer"}`.
 ///
 /// `POST /v1/projects/{project}/messages:send`: `authorization: Bearer <token>` issued here and not
-/// expired (else 401 `UNAUTHENTICATED`); body `{"message": {"token", "data"?, "android"?}}` with every
+/// expired (else 401 `UNAUTHENTICATED`); body `{"message": {"token", "data"?, "android"?, "fcm_options"?}}` with every
 /// `data` value a string, no reserved key (`from`, `notification`, `message_type`, and `google.` / `gcm.`
 /// prefixes; FCM "Set message type"), and a payload of at most 4096 bytes counted as keys + values + 6 per
-/// entry + 64 (the worker's rule, docs/fcm.md); else 400 `INVALID_ARGUMENT`. Then the registration-token
+/// entry + 64 (the worker's rule, docs/fcm.md); `android.collapse_key` a string and `android.direct_boot_ok` a
+/// boolean (FCM HTTP v1 `AndroidConfig`), `fcm_options` holding only `analytics_label`, a string matching
+/// `^[a-zA-Z0-9-_.~%]{1,50}$` (`FcmOptions`); else 400 `INVALID_ARGUMENT`. Then the registration-token
 /// conventions of docs/emulator.md. Errors are FCM's `google.rpc.Status` with a
 /// `google.firebase.fcm.v1.FcmError` detail.
 public final class FCMEmulator: EmulatedProvider {
@@ -208,7 +215,7 @@ public final class FCMEmulator: EmulatedProvider {
               let message = body["message"] as? [String: Any]
         else { return invalid("the body is not {\"message\": {...}}") }
         guard let token = message["token"] as? String, !token.isEmpty else { return invalid("message.token is required") }
-        for key in message.keys where !["token", "data", "android"].contains(key) {
+        for key in message.keys where !["token", "data", "android", "fcm_options"].contains(key) {
             return invalid("unexpected message field \(key) (pushizo sends data-only messages)")
         }
         var data: [String: String] = [:]
@@ -235,10 +242,52 @@ public final class FCMEmulator: EmulatedProvider {
             else { return invalid("message.android is not an object") }
             androidJSON = String(decoding: encoded, as: UTF8.self)
         }
+        var analyticsLabel: String?
+        if message["android"] != nil || message["fcm_options"] != nil {
+            // Typed again with DeliveryCore's parser: Foundation's bridging reads `1` as a Bool and `true` as a number.
+            let typed = (try? JSONValue(parsing: request.body))?["message"]
+            if let verdict = Self.checkOptions(typed, analyticsLabel: &analyticsLabel) { return verdict }
+        }
         if let convention = tokenConvention(token) { return convention }
         return .accept(FCMAcceptedMessage(
             receivedAt: current, projectID: project, name: "projects/\(project)/messages/\(UUID().uuidString.lowercased())",
-            token: token, data: data, androidJSON: androidJSON))
+            token: token, data: data, androidJSON: androidJSON, analyticsLabel: analyticsLabel))
+    }
+
+    /// FCM HTTP v1's typed checks of the options the worker passes through: `android.collapse_key` a string,
+    /// `android.direct_boot_ok` a boolean (`AndroidConfig`), `fcm_options.analytics_label` a string matching
+    /// `^[a-zA-Z0-9-_.~%]{1,50}$` and no other `fcm_options` member (`FcmOptions`). A wrong type is Google's
+    /// field violation (`Invalid value at 'message.android.direct_boot_ok' (TYPE_BOOL), ...`), an unknown member
+    /// `Unknown name`, a label off the pattern a plain 400 `INVALID_ARGUMENT`.
+    private static func checkOptions(_ message: JSONValue?, analyticsLabel: inout String?) -> Verdict? {
+        func invalid(_ text: String) -> Verdict { .reject(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", text) }
+        if let android = message?["android"] {
+            if let collapse = android["collapse_key"], collapse.stringValue == nil {
+                let field = "message.android.collapse_key"
+                return .fieldViolation(field: field, message: "Invalid value at '\(field)' (TYPE_STRING), \(collapse.jsonText)")
+            }
+            if let directBoot = android["direct_boot_ok"], directBoot.boolValue == nil {
+                let field = "message.android.direct_boot_ok"
+                return .fieldViolation(field: field, message: "Invalid value at '\(field)' (TYPE_BOOL), \(directBoot.jsonText)")
+            }
+        }
+        guard let options = message?["fcm_options"] else { return nil }
+        guard let members = options.objectValue else { return invalid("message.fcm_options is not an object") }
+        for key in members.keys where key != "analytics_label" {
+            return invalid("Invalid JSON payload received. Unknown name \"\(key)\" at 'message.fcm_options': Cannot find field.")
+        }
+        guard let labelValue = members["analytics_label"] else { return nil }
+        guard let label = labelValue.stringValue else {
+            let field = "message.fcm_options.analytics_label"
+            return .fieldViolation(field: field, message: "Invalid value at '\(field)' (TYPE_STRING), \(labelValue.jsonText)")
+        }
+        guard (1...NotificationMessage.maximumFCMAnalyticsLabelLength).contains(label.utf8.count),
+              label.utf8.allSatisfy(NotificationMessage.isFCMAnalyticsLabelByte)
+        else {
+            return invalid("Invalid analytics_label: \(label) (must match ^[a-zA-Z0-9-_.~%]{1,50}$)")
+        }
+        analyticsLabel = label
+        return nil
     }
 
     /// Registration-token conventions (docs/emulator.md), by the token's prefix.

@@ -12,35 +12,72 @@ extension APNsRequestFactory {
         message.apnsPushType == .voip ? maximumVoIPPayloadSize : maximumPayloadSize
     }
 
-    /// `apns-push-type`: `voip` / `liveactivity` when the message asks for one, else `background` for a
-    /// silent push and `alert` otherwise (Apple, "Sending notification requests to APNs").
+    /// `apns-push-type`: the message's ``APNsPushType`` when it asks for one, else `background` for a silent
+    /// push and `alert` otherwise (Apple, "Sending notification requests to APNs").
     static func pushTypeHeader(_ message: NotificationMessage) -> String {
         if let type = message.apnsPushType { return type.rawValue }
         return message.isSilent ? "background" : "alert"
     }
 
-    /// `apns-priority`: always `10` for VoIP (a call rings now or never: Apple, "Responding to VoIP
-    /// notifications from PushKit", and the brief lifetime of a call invitation); `5` for background and for
-    /// `priority: normal` (Live Activity updates included: Apple budgets priority-10 Live Activity updates,
-    /// "Starting and updating Live Activities with ActivityKit push notifications"); else `10`.
+    /// `apns-priority`: always `10` for VoIP and Push to Talk (``APNsPushType/alwaysHighPriority``: a call
+    /// rings now or never, Apple, "Responding to VoIP notifications from PushKit"; "Creating a Push to Talk
+    /// app"); `5` for background and for `priority: normal` (Live Activity updates included: Apple budgets
+    /// priority-10 Live Activity updates, "Starting and updating Live Activities with ActivityKit push
+    /// notifications"; a location query that needs no immediate answer, the `apns-push-type` table); else `10`.
     static func priorityHeader(_ message: NotificationMessage) -> String {
-        if message.apnsPushType == .voip { return "10" }
+        if message.apnsPushType?.alwaysHighPriority == true { return "10" }
         return message.isSilent || message.priority == .normal ? "5" : "10"
     }
 
-    /// A VoIP push: `{"aps":{},"on":{...}}`. PushKit hands the whole dictionary to the app's
-    /// `pushRegistry(_:didReceiveIncomingPushWith:for:completion:)`, which reports the call to CallKit from
-    /// `on.data` (the caller); there is no alert, sound or badge (Apple, "Responding to VoIP notifications from
-    /// PushKit"). `aps` is kept, empty, because APNs payloads are dictionaries with an `aps` member.
-    /// - Throws: `APNsRequestError` `payload_too_large` over ``maximumVoIPPayloadSize``.
-    static func voipPayload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
+    /// A push that hands its whole dictionary to app code and shows nothing (`voip`, `location`, `pushtotalk`,
+    /// `complication`): `{"aps":{},"on":{...}}`. PushKit gives it to `pushRegistry(_:didReceiveIncomingPushWith:
+    /// for:completion:)` (VoIP: the app reports the call to CallKit from `on.data`, Apple, "Responding to VoIP
+    /// notifications from PushKit"; complications likewise), Core Location to the Location Push Service
+    /// Extension's `didReceiveLocationPushPayload` ("Creating a location push service extension"), Push to Talk
+    /// to `incomingPushResult(channelManager:channelUUID:pushPayload:)` ("Creating a Push to Talk app"). There
+    /// is no alert, sound or badge; `aps` is kept, empty, because APNs payloads are dictionaries with an `aps`
+    /// member.
+    /// - Throws: `APNsRequestError` `payload_too_large` over ``payloadLimit(for:)``.
+    static func appPayload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
         let body = JSONValue.object(["aps": .object([:]), "on": customDictionary(delivery)]).serialized()
-        guard body.count <= maximumVoIPPayloadSize else {
-            throw APNsRequestError(reason: .payloadTooLarge,
-                                   detail: "the APNs VoIP payload is \(body.count) bytes; the limit is \(maximumVoIPPayloadSize)")
+        let limit = payloadLimit(for: delivery.message)
+        guard body.count <= limit else {
+            let type = delivery.message.apnsPushType?.rawValue ?? "alert"
+            throw APNsRequestError(reason: .payloadTooLarge, detail: "the APNs \(type) payload is \(body.count) bytes; the limit is \(limit)")
         }
         return body
     }
+
+    /// A File Provider push: `{"container-identifier": ..., "domain"?: ...}` from `file_provider`, nothing else,
+    /// as Apple's example has it ("Using push notifications to signal changes"); the extension then enumerates
+    /// the changes of that container.
+    /// - Throws: `APNsRequestError` `invalid_message` without `file_provider`.
+    static func fileProviderPayload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
+        guard let change = delivery.message.fileProvider else {
+            throw APNsRequestError(reason: .invalidMessage, detail: "`file_provider`: required with apns_push_type fileprovider")
+        }
+        var members: [String: JSONValue] = ["container-identifier": .string(change.containerIdentifier)]
+        if let domain = change.domain { members["domain"] = .string(domain) }
+        let body = JSONValue.object(members).serialized()
+        guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
+        return body
+    }
+
+    /// An MDM push: exactly `{"mdm":"<PushMagic>"}` (Apple, "Sending MDM commands to a device": "only include the
+    /// PushMagic string as the value of the mdm key").
+    /// - Throws: `APNsRequestError` `invalid_message` without `mdm_push_magic`.
+    static func mdmPayload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
+        guard let magic = delivery.message.mdmPushMagic, !magic.isEmpty else {
+            throw APNsRequestError(reason: .invalidMessage, detail: "`mdm_push_magic`: required with apns_push_type mdm")
+        }
+        let body = JSONValue.object(["mdm": .string(magic)]).serialized()
+        guard body.count <= maximumPayloadSize else { throw tooLarge(body.count) }
+        return body
+    }
+
+    /// A WidgetKit push: exactly `{"aps":{"content-changed":true}}` (Apple, "Updating widgets with WidgetKit push
+    /// notifications"); WidgetKit reloads the widget's timelines and reads nothing else.
+    static let widgetsPayload = JSONValue.object(["aps": ["content-changed": true]]).serialized()
 
     /// A Live Activity push: `aps` holds `event`, `timestamp`, `content-state`, `stale-date`,
     /// `dismissal-date`, `relevance-score`, `attributes-type`, `attributes` as given, and, when the message has

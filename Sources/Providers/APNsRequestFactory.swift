@@ -27,8 +27,11 @@ public enum APNsRequestFactory {
     /// seconds; `0` when `ttl` is 0 or the deadline has passed; at most `now` + 28 days, see
     /// ``maximumExpirationInterval``; omitted when neither `ttl` nor `expiration` is set), `apns-collapse-id`
     /// (when set). A message with `apns_push_type` (``APNsPushType``) sends that push type, the topic with its
-    /// suffix (`<bundle id>.voip`, `<bundle id>.push-type.liveactivity`), priority `10` for VoIP, and the
-    /// payloads of ``voipPayload(for:)`` / ``liveActivityPayload(for:)``.
+    /// suffix (``APNsPushType/topicSuffix``: `<bundle id>.voip`, `.push-type.liveactivity`, `.location-query`,
+    /// `.voip-ptt`, `.complication`, `.pushkit.fileprovider`, `.push-type.widgets`; the channel's topic as it is
+    /// for `mdm`), priority `10` for VoIP and Push to Talk, `apns-expiration: 0` for Push to Talk, and the
+    /// payloads of ``appPayload(for:)``, ``liveActivityPayload(for:)``, ``fileProviderPayload(for:)``,
+    /// ``mdmPayload(for:)`` and ``widgetsPayload``.
     ///
     /// Every header value is either generated here (digits, a UUID, constants) or checked: the topic and the
     /// bearer token must be visible ASCII and the collapse id a clean header value
@@ -139,8 +142,11 @@ public enum APNsRequestFactory {
     public static func payload(for delivery: APNsDelivery) throws(APNsRequestError) -> [UInt8] {
         let message = delivery.message
         switch message.apnsPushType {
-        case .voip?: return try voipPayload(for: delivery)
+        case .voip?, .location?, .pushToTalk?, .complication?: return try appPayload(for: delivery)
         case .liveActivity?: return try liveActivityPayload(for: delivery)
+        case .fileProvider?: return try fileProviderPayload(for: delivery)
+        case .mdm?: return try mdmPayload(for: delivery)
+        case .widgets?: return widgetsPayload
         case nil: break
         }
         let onDictionary = customDictionary(delivery)
@@ -237,6 +243,7 @@ public enum APNsRequestFactory {
     /// Works in `Double` seconds and clamps before the one conversion to whole seconds, so no `ttl`,
     /// `expiration` or clock value (huge, negative, infinite, NaN) can overflow `Int64`.
     static func expirationHeader(_ delivery: APNsDelivery) -> String? {
+        if delivery.message.apnsPushType?.expiresImmediately == true { return "0" }
         let ttl = delivery.message.ttl
         guard ttl != nil || delivery.expiration != nil else { return nil }
         if let ttl, ttl <= 0 { return "0" }

@@ -12,9 +12,11 @@ import PushCrypto
 /// `certificate_expired` (past `notAfter`), `bad_certificate_environment` (the certificate does not name the
 /// environment of Apple's host the subscription needs; unknowable with an `endpoint` override) and
 /// `topic_not_in_certificate` (the request's `apns-topic` is not among the certificate's topics, e.g. a `.voip`
-/// topic on a certificate without VoIP). A Live Activity push on a certificate channel fails alone as
-/// `push_type_unsupported`: Apple accepts those over token-based authentication only (Apple Developer Forums,
-/// thread 712499, "Certificate-based authentication is not supported for these APNs pushes").
+/// topic on a certificate without VoIP). A push whose type Apple takes from the other kind of credentials
+/// (``APNsPushType/credentials``) fails alone as `push_type_unsupported`: Live Activity, location and WidgetKit
+/// pushes on a certificate channel (Apple accepts those over token-based authentication only: the
+/// `apns-push-type` table, Apple Developer Forums thread 712499, "Updating widgets with WidgetKit push
+/// notifications"), an MDM push on a token channel (only the MDM push certificate can send it).
 public struct APNsRequestPlan: Sendable {
     /// Request-building errors caused by the app's channel settings rather than by the message: they pause the
     /// channel instead of failing the delivery.
@@ -24,13 +26,19 @@ public struct APNsRequestPlan: Sendable {
     public var topic: String
     /// Whether the channel sets `app_channels.endpoint` (then requests go to ``PushDestination/channelEndpoint``).
     public var usesChannelEndpoint: Bool
-    /// The client certificate of a certificate-based channel; `nil` for a token-based one.
+    /// The client certificate of a certificate-based channel; `nil` for a token-based one (and for a
+    /// certificate-based one described by its public settings only, ``init(publicSettings:usesChannelEndpoint:)``).
     public var certificate: APNsCertificateCredentials?
+    /// Whether the channel authenticates with a client certificate (Apple: "Establishing a certificate-based
+    /// connection to APNs"): its requests carry no `authorization`, and the push types Apple takes from one kind
+    /// of credentials only are judged by it (``APNsPushType/credentials``).
+    public var usesCertificate: Bool
 
-    public init(topic: String, usesChannelEndpoint: Bool, certificate: APNsCertificateCredentials? = nil) {
+    public init(topic: String, usesChannelEndpoint: Bool, certificate: APNsCertificateCredentials? = nil, usesCertificate: Bool? = nil) {
         self.topic = topic
         self.usesChannelEndpoint = usesChannelEndpoint
         self.certificate = certificate
+        self.usesCertificate = usesCertificate ?? (certificate != nil)
     }
 
     /// A token-based channel's plan from its credentials.
@@ -44,13 +52,18 @@ public struct APNsRequestPlan: Sendable {
     }
 
     /// The plan of a channel described by its settings' public members only, `topic` (what a request shows
-    /// without signing it, as `preview` does); the credentials are neither read nor needed.
+    /// without signing it, as `preview` does), and whether it authenticates with a certificate: the settings
+    /// hold one (`certificate` or `pkcs12`, ``APNsCertificateCredentials/isCertificateSettings(_:)``) or say
+    /// `authentication: "certificate"` (the public form `preview` reads from the database); the credentials are
+    /// neither read nor needed.
     /// - Throws: ``ProviderConfigurationError`` `missingKey` for `topic` when it is absent or not a string.
     public init(publicSettings settings: JSONValue, usesChannelEndpoint: Bool) throws(ProviderConfigurationError) {
         guard let topic = settings["topic"]?.stringValue, !topic.isEmpty else {
             throw ProviderConfigurationError(code: .missingKey, key: "topic", message: "is missing")
         }
-        self.init(topic: topic, usesChannelEndpoint: usesChannelEndpoint)
+        self.init(topic: topic, usesChannelEndpoint: usesChannelEndpoint,
+                  usesCertificate: APNsCertificateCredentials.isCertificateSettings(settings)
+                      || settings["authentication"]?.stringValue == "certificate")
     }
 
     /// Apple's host for a subscription's `apns_environment` (`sandbox`, else production).
@@ -72,6 +85,9 @@ public struct APNsRequestPlan: Sendable {
         for delivery: APNsDelivery, authorization: APNsProviderAuthorization?,
         body: (() throws(APNsRequestError) -> [UInt8])? = nil
     ) -> PlannedRequest {
+        if let refusal = Self.credentialsRefusal(delivery.message.apnsPushType, certificate: usesCertificate) {
+            return .record(refusal)
+        }
         if let certificate, let refusal = Self.certificateRefusal(certificate, delivery: delivery, usesChannelEndpoint: usesChannelEndpoint) {
             return .record(refusal)
         }
@@ -81,7 +97,7 @@ public struct APNsRequestPlan: Sendable {
                 if let body { return try body() }
                 return try APNsRequestFactory.payload(for: delivery)
             }
-            if certificate != nil {
+            if usesCertificate {
                 // No `authorization` field: the TLS handshake's client certificate is the trust.
                 var made = try APNsRequestFactory.makeRequest(delivery, bearerToken: "certificate", body: payload)
                 made.headers.removeAll { $0.name == "authorization" }
@@ -120,6 +136,25 @@ public struct APNsRequestPlan: Sendable {
         return .judged(APNsResponseClassifier.answer(response, subscriptionTokenUpdatedAt: subscriptionTokenUpdatedAt, now: now))
     }
 
+    /// `push_type_unsupported` when `pushType` cannot go over this channel's kind of credentials
+    /// (``APNsPushType/credentials``), else `nil`. Checked before the certificate's own checks: no certificate
+    /// fixes it, so it must not pause the channel.
+    static func credentialsRefusal(_ pushType: APNsPushType?, certificate: Bool) -> DeliveryOutcome? {
+        guard let pushType else { return nil }
+        let note: String
+        switch (pushType.credentials, certificate) {
+        case (.token, true):
+            note = "APNs accepts \(pushType.rawValue) pushes over token-based (.p8) authentication only; this app's APNs channel uses a certificate"
+        case (.certificate, false):
+            note = "APNs accepts \(pushType.rawValue) pushes only from an MDM push certificate; this app's APNs channel uses a provider token"
+        default:
+            return nil
+        }
+        return .failed(
+            reason: .pushTypeUnsupported,
+            detail: ["provider": .string(Provider.apns.rawValue), "apns_push_type": .string(pushType.rawValue), "note": .string(note)])
+    }
+
     /// The channel error (or failure) that keeps a certificate channel's push from being sent at all.
     static func certificateRefusal(
         _ credentials: APNsCertificateCredentials, delivery: APNsDelivery, usesChannelEndpoint: Bool
@@ -143,14 +178,6 @@ public struct APNsRequestPlan: Sendable {
                         "certificate": .string(certificate.fingerprint),
                     ])
             }
-        }
-        if delivery.message.apnsPushType == .liveActivity {
-            return .failed(
-                reason: .pushTypeUnsupported,
-                detail: [
-                    "provider": .string(Provider.apns.rawValue), "apns_push_type": .string(APNsPushType.liveActivity.rawValue),
-                    "note": "APNs accepts Live Activity pushes over token-based (.p8) authentication only; this app's APNs channel uses a certificate",
-                ])
         }
         return nil
     }

@@ -27,7 +27,7 @@ public enum FCMRequestFactory {
     /// `https://www.googleapis.com/auth/firebase.messaging`) and `content-type: application/json; charset=UTF-8`.
     ///
     /// Body (compact JSON, sorted keys, non-ASCII as UTF-8, `/` unescaped):
-    /// `{"message":{"android":{"collapse_key"?,"priority","ttl"?},"data":{...},"token"}}`.
+    /// `{"message":{"android":{"collapse_key"?,"direct_boot_ok"?,"priority","ttl"?},"data":{...},"fcm_options"?:{"analytics_label"},"token"}}`.
     /// - `data`: the flat string map of ``FCMDataLayout`` (normalized fields under `on.`, the app's `data`
     ///   under `on.d.` with values as ``NormalizedData/text(of:)``); no `notification` block.
     /// - `android.priority`: `HIGH` for `priority: high`, or for a visible push without a priority (the SDK
@@ -36,6 +36,9 @@ public enum FCMRequestFactory {
     /// - `android.ttl`: `"<seconds>s"`, the earlier of `ttl` and `expiration`, 0...2,419,200 (28 days,
     ///   FCM's maximum); `"0s"` means now or never; left out when neither is set (FCM's default, 4 weeks).
     /// - `android.collapse_key`: `collapse_id`, when set and not empty.
+    /// - `android.direct_boot_ok`: `android_direct_boot_ok`, when set (FCM HTTP v1 `AndroidConfig`).
+    /// - `fcm_options.analytics_label`: `fcm_analytics_label`, when set (FCM HTTP v1 `FcmOptions`, pattern
+    ///   `^[a-zA-Z0-9-_.~%]{1,50}$`).
     ///
     /// Size: when ``payloadSize(of:)`` exceeds 4096, the longest of `on.title`, `on.subtitle` and `on.body`
     /// are shortened first, at grapheme-cluster boundaries with `…` (``TextShortener``, counting UTF-8 bytes
@@ -43,7 +46,7 @@ public enum FCMRequestFactory {
     /// - Throws: `FCMRequestError` with reason `bad_device_token_format` (empty, longer than 4096 bytes, or
     ///   not visible ASCII), `missing_project_id`, `invalid_project_id` (anything but ASCII letters, digits,
     ///   `-`, `_`, `.`, `:`; it goes into the path), `invalid_access_token` (empty or not visible ASCII; never
-    ///   echoed), `invalid_message` (a text renders empty in every language or is not a valid template), or
+    ///   echoed), `invalid_message` (`fcm_analytics_label` outside Firebase's pattern; a text renders empty in every language or is not a valid template), or
     ///   `payload_too_large` (still over the limit with every text shortened, e.g. `data` alone is too big).
     public static func makeRequest(_ delivery: FCMDelivery, accessToken: String) throws(FCMRequestError) -> PushRequest {
         try makeRequest(delivery, accessToken: accessToken) { () throws(FCMRequestError) in try data(for: delivery) }
@@ -73,15 +76,26 @@ public enum FCMRequestFactory {
                                   detail: "the OAuth 2.0 access token must be non-empty visible ASCII")
         }
         let data = try data()
-        let message: JSONValue = [
+        var message: [String: JSONValue] = [
             "token": .string(token),
             "data": .object(data.mapValues { .string($0) }),
             "android": android(delivery),
         ]
+        if let label = delivery.message.fcmAnalyticsLabel {
+            // Checked again here (a message built in code skips init(json:)): FCM refuses the whole send
+            // with INVALID_ARGUMENT, so a bad label fails this delivery alone, before a request is made.
+            guard (1...NotificationMessage.maximumFCMAnalyticsLabelLength).contains(label.utf8.count),
+                  label.utf8.allSatisfy(NotificationMessage.isFCMAnalyticsLabelByte)
+            else {
+                throw FCMRequestError(reason: .invalidMessage,
+                                      detail: "`fcm_analytics_label`: must match Firebase's pattern ^[a-zA-Z0-9-_.~%]{1,50}$")
+            }
+            message["fcm_options"] = ["analytics_label": .string(label)]
+        }
         return PushRequest(method: "POST", path: "/v1/projects/\(delivery.projectID)/messages:send",
                            headers: [PushHeader("authorization", "Bearer \(accessToken)"),
                                      PushHeader("content-type", "application/json; charset=UTF-8")],
-                           body: JSONValue.object(["message": message]).serialized())
+                           body: JSONValue.object(["message": .object(message)]).serialized())
     }
 
     /// The `message.data` map alone, already shortened to fit (what `makeRequest` sends), for previews and
@@ -158,6 +172,7 @@ public enum FCMRequestFactory {
             android["ttl"] = .string("\(seconds)s")
         }
         if let collapse = message.collapseID, !collapse.isEmpty { android["collapse_key"] = .string(collapse) }
+        if let directBoot = message.androidDirectBootOK { android["direct_boot_ok"] = .bool(directBoot) }
         return .object(android)
     }
 

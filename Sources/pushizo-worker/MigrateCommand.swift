@@ -1,3 +1,4 @@
+import BuildInfo
 import Foundation
 import Postgres
 import Worker
@@ -13,7 +14,14 @@ enum MigrateCommand {
         // A schema-owning role for DDL when configured; the workers' own URL otherwise.
         let databaseURL = try reader.connectionString(.migrateDatabaseURL) ?? reader.requiredConnectionString(.databaseURL)
         let directory = try MigrationsLocation.resolve(reader)
-        let migrator = try PostgresMigrator(directory: directory)
+        let migrator: PostgresMigrator
+        do {
+            migrator = try PostgresMigrator(directory: directory)
+        } catch let error as PostgresError {
+            // A bad file name, a duplicate, an unknown directive: the directory's content, which only an operator fixes.
+            throw ConfigurationError(key: ConfigurationKey.migrationsDirectory.name, problem: error.message)
+        }
+        try MigrationsLocation.verifyComplete(migrator, directory: directory)
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let urlKey: ConfigurationKey = reader.string(.migrateDatabaseURL) == nil ? .databaseURL : .migrateDatabaseURL
         let report: PostgresMigrator.Report
@@ -30,6 +38,13 @@ enum MigrateCommand {
                 + "set PUSHIZO_MIGRATE_DATABASE_URL to the schema-owning role (docs/systemd.md)"
             error.hint = error.hint.map { "\($0); \(advice)" } ?? advice
             throw ConfigurationError(refusal: error, key: urlKey) ?? error
+        } catch let error as PostgresError where MigrationsLocation.needsOperator(error) {
+            // An applied file changed or gone, a file the server refuses: running again cannot succeed (exit 78, so
+            // the migrate unit does not restart; docs/operations.md, "Exit statuses").
+            throw ConfigurationError(
+                key: ConfigurationKey.migrationsDirectory.name,
+                problem: error.message + (error.sqlState.map { " (SQLSTATE \($0))" } ?? ""),
+                details: [error.detail.map { "detail: \($0)" }, error.hint.map { "hint: \($0)" }].compactMap { $0 })
         } catch {
             // A refusal that needs the operator (a bad password, no such database, ...) exits 78 (EX_CONFIG).
             throw ConfigurationError(refusal: error, key: urlKey) ?? error
@@ -66,6 +81,35 @@ enum MigrationsLocation {
         throw ConfigurationError(
             key: ConfigurationKey.migrationsDirectory.name,
             problem: "not set, and neither ./migrations nor /usr/share/pushizo-worker/migrations exists")
+    }
+}
+
+extension MigrationsLocation {
+    /// Refuses a directory that lacks a file of this build's own list (``BuildInfo/migrations``): an incomplete
+    /// install, not a newer release's schema. Only applied migrations this build does not know are the
+    /// compatibility window (``SchemaWindow``).
+    /// - Throws: ``ConfigurationError`` on `PUSHIZO_MIGRATIONS_DIR` naming each missing file and the directory.
+    static func verifyComplete(
+        _ migrator: PostgresMigrator, directory: URL, known: [String] = BuildInfo.migrations
+    ) throws {
+        let present = Set(migrator.migrations.map(\.fileName))
+        let absent = known.filter { !present.contains($0) }
+        guard !absent.isEmpty else { return }
+        throw ConfigurationError(
+            key: ConfigurationKey.migrationsDirectory.name,
+            problem: "\(directory.path) lacks \(absent.count) migration file(s) this release (\(BuildInfo.version)) was "
+                + "built with: \(absent.joined(separator: ", ")); the install is incomplete: install this release's "
+                + "migrations there, or point PUSHIZO_MIGRATIONS_DIR at them")
+    }
+
+    /// Whether a migrator's failure is one only an operator can fix (exit 78 rather than 1): an applied file
+    /// changed (`.migrationChecksumMismatch`), an applied file missing, a file no pooler mode can run, or a
+    /// statement PostgreSQL refused for what it says (`.migrationFailed`); not a session-level failure (a lost
+    /// connection, a lock or statement timeout, a deadlock: ``PostgresError/isSessionLevel``), which a later run
+    /// may get past, nor a refused connection (``PostgresError/needsReconfiguration``, named by its URL's key).
+    static func needsOperator(_ error: PostgresError) -> Bool {
+        guard !error.isSessionLevel, !error.needsReconfiguration else { return false }
+        return error.code == .migrationChecksumMismatch || error.code == .migrationFailed
     }
 }
 

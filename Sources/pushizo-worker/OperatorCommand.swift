@@ -8,7 +8,7 @@ import Worker
 /// `PUSHIZO_DATABASE_URL`), changes what it must in one transaction with its audit row (`operator_actions`), is
 /// safe to run twice, and prints one line (or `--json`). Exit 0 done, 1 refused or the database failed, 2 usage
 /// (docs/operations.md, "Exit statuses"), 78 a bad setting or a refusal only an operator can fix (a role that is not
-/// the schema owner, `42501`).
+/// the schema owner, `42501`; a schema that lacks a migration this build was made with, naming it).
 enum OperatorCommand {
     static let keys: [ConfigurationKey] = [.databaseURL, .databasePooler, .migrateDatabaseURL]
 
@@ -84,6 +84,9 @@ enum OperatorCommand {
                 connectionString: databaseURL, applicationName: "pushizo-worker-\(verb)",
                 poolerMode: PostgresPoolerMode(route.poolerMode))
             defer { connection.close() }
+            // Before any statement: a schema without the owner's tables this build writes (operator_actions,
+            // fleet_settings) is a pending migration to name, not a missing relation to report.
+            try WorkerSchema.requireApplied(on: connection, key: key)
             outcome = try run(verb, flags, reasons: reasons, on: connection)
         } catch let error as UsageError {
             fail(verb, error, usage: true, status: 2)
@@ -168,7 +171,9 @@ enum OperatorCommand {
 
     /// An instant as PostgreSQL reads a `timestamptz` (`2026-12-07 18:00:00+00`, `infinity`), or `now()` plus an
     /// `interval` (`2h`, `30 minutes`), minus it when `ago` (`--since 1h`: an hour ago). An instant to come
-    /// (`--until`, not `ago`) must be after `now()`: `--until -5m` or a time passed is a usage error.
+    /// (`--until`, not `ago`) must be after `now()`: `--until -5m` or a time passed is a usage error. An instant
+    /// passed (`--since`, `ago`) must be at or before `now()`: `--since -1h` or a time to come would match no
+    /// failure and is a usage error too.
     static func instant(_ text: String, on connection: PostgresConnection, flag: String, ago: Bool) throws -> Date {
         let parsed =
             (try? connection.query("SELECT $1::text::timestamptz AS t, $1::text::timestamptz <= now() AS past", [text]).first)
@@ -178,7 +183,9 @@ enum OperatorCommand {
         guard let row = parsed else {
             throw UsageError("\(flag) \(text) is neither a time (2026-12-07 18:00:00+00) nor a duration (2h, 30 minutes)")
         }
-        if !ago, try row.decode(Bool.self, "past") { throw UsageError("\(flag) \(text) is not in the future") }
+        let past = try row.decode(Bool.self, "past")
+        if !ago, past { throw UsageError("\(flag) \(text) is not in the future") }
+        if ago, !past { throw UsageError("\(flag) \(text) is not in the past") }
         return try row.decode(Date.self, "t")
     }
 

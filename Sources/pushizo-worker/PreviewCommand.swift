@@ -78,9 +78,19 @@ enum PreviewCommand {
     }
 
     /// The preview document of FILE (or stdin without it, or with `-`).
+    /// - Throws: ``PreviewError`` naming the flag or the extra argument of a command line it cannot read, with the
+    ///   usage, as ``ConfigurationReader`` names an unknown flag of the other commands.
     static func document(fromFile arguments: [String]) throws -> JSONValue {
-        guard arguments.count <= 1, !(arguments.first?.hasPrefix("--") ?? false) else {
-            throw PreviewError(usage)
+        if let flag = arguments.first(where: { $0.hasPrefix("--") }) {
+            let name = flag.split(separator: "=", maxSplits: 1).first.map(String.init) ?? flag
+            let problem =
+                name == "--database-url" || name == "--database-pooler"
+                ? "\(name) is read only with --notification and --subscription"
+                : "unknown flag \(name) for this command (see `pushizo-worker help`)"
+            throw PreviewError("\(problem)\n\(usage)")
+        }
+        guard arguments.count <= 1 else {
+            throw PreviewError("unexpected argument \"\(arguments[1])\"; preview reads one FILE\n\(usage)")
         }
         let data: Data
         if let path = arguments.first, path != "-" {

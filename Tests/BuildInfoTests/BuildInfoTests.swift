@@ -17,6 +17,23 @@ struct BuildInfoTests {
         #expect(BuildInfo.version.wholeMatch(of: /[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?/) != nil, "\(BuildInfo.version)")
     }
 
+    /// A build of code CHANGELOG.md lists under `## Unreleased` is a pre-release of the next version (`0.10.0-dev`),
+    /// so `pushizo_build_info{version}` never names a release whose schema it does not have; a release's `VERSION`
+    /// is a version CHANGELOG.md heads a section with (`## 0.9.0 - 2026-12-07`), and no Unreleased entries remain.
+    @Test func unreleasedCodeIsAPreRelease() throws {
+        let changelog = try String(contentsOf: Self.root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
+        let sections = changelog.components(separatedBy: "\n## ")
+        let unreleased = sections.first { $0.hasPrefix("Unreleased") }
+        let hasUnreleasedEntries = unreleased.map { $0.split(separator: "\n").dropFirst().contains { $0.hasPrefix("- ") } } ?? false
+        if hasUnreleasedEntries {
+            #expect(BuildInfo.version.hasSuffix("-dev"), "CHANGELOG.md has Unreleased entries, VERSION is \(BuildInfo.version)")
+            let release = BuildInfo.version.dropLast("-dev".count)
+            #expect(!sections.contains { $0.hasPrefix("\(release) ") }, "\(release) is already released")
+        } else {
+            #expect(sections.contains { $0.hasPrefix("\(BuildInfo.version) ") }, "no CHANGELOG.md section for \(BuildInfo.version)")
+        }
+    }
+
     /// The migrations the build needs (what `run` checks the database for) are the files of migrations/.
     @Test func theMigrationsAreTheMigrationFiles() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent("migrations").path)

@@ -109,6 +109,54 @@ import Testing
         #expect(error.message.hasSuffix("which is not a time in seconds"), "\(error.message)")
     }
 
+    /// The types beyond VoIP and Live Activity (Apple, "Sending notification requests to APNs", the
+    /// `apns-push-type` table): each its own subscription kind and topic suffix, no text, its members.
+    @Test func everyOtherPushTypeIsReadWithItsMembers() throws {
+        let suffixes: [APNsPushType: String] = [
+            .location: ".location-query", .pushToTalk: ".voip-ptt", .complication: ".complication",
+            .fileProvider: ".pushkit.fileprovider", .mdm: "", .widgets: ".push-type.widgets",
+        ]
+        for (type, suffix) in suffixes {
+            #expect(type.topicSuffix == suffix)
+            #expect(try APNsPushType.subscriptionKind(of: .string(type.rawValue)) == type.rawValue)
+        }
+        #expect(try parse(#"{"apns_push_type": "location", "data": {"query": 7}}"#).apnsPushType == .location)
+        #expect(try parse(#"{"apns_push_type": "pushtotalk", "data": {"speaker": "Ann"}}"#).apnsPushType == .pushToTalk)
+        #expect(try parse(#"{"apns_push_type": "complication"}"#).apnsPushType == .complication)
+        #expect(try parse(#"{"apns_push_type": "widgets"}"#).apnsPushType == .widgets)
+        let files = try parse(#"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": "NSFileProviderWorkingSetContainerItemIdentifier", "domain": "work"}}"#)
+        #expect(files.fileProvider == .init(containerIdentifier: "NSFileProviderWorkingSetContainerItemIdentifier", domain: "work"))
+        #expect(try parse(#"{"apns_push_type": "mdm", "mdm_push_magic": "8A1F-magic"}"#).mdmPushMagic == "8A1F-magic")
+        // Credentials and fixed headers, as Apple documents them per type.
+        #expect(APNsPushType.allCases.filter { $0.credentials == .token } == [.liveActivity, .location, .fileProvider, .widgets])
+        #expect(APNsPushType.allCases.filter { $0.credentials == .certificate } == [.mdm])
+        #expect(APNsPushType.allCases.filter(\.alwaysHighPriority) == [.voip, .pushToTalk])
+        #expect(APNsPushType.allCases.filter(\.expiresImmediately) == [.pushToTalk])
+    }
+
+    @Test func everyOtherPushTypeRuleNamesItsField() {
+        for type in ["location", "pushtotalk", "complication", "widgets"] {
+            #expect(refusal(#"{"apns_push_type": "\#(type)", "contents": "x"}"#) == "contents")
+            #expect(refusal(#"{"apns_push_type": "\#(type)", "content_available": true}"#) == "content_available")
+        }
+        #expect(refusal(#"{"apns_push_type": "fileprovider"}"#) == "file_provider.container_identifier")
+        #expect(refusal(#"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": ""}}"#) == "file_provider.container_identifier")
+        #expect(refusal(#"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": 5}}"#) == "file_provider.container_identifier")
+        #expect(refusal(#"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": "a", "domain": 1}}"#) == "file_provider.domain")
+        #expect(refusal(#"{"apns_push_type": "mdm"}"#) == "mdm_push_magic")
+        #expect(refusal(#"{"apns_push_type": "mdm", "mdm_push_magic": ""}"#) == "mdm_push_magic")
+        for message in [
+            #"{"apns_push_type": "mdm", "mdm_push_magic": "m", "data": {"a": 1}}"#,
+            #"{"apns_push_type": "widgets", "data": {"a": 1}}"#,
+            #"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": "a"}, "data": {"a": 1}}"#,
+        ] {
+            #expect(refusal(message) == "data")
+        }
+        // A type's member without that type.
+        #expect(refusal(#"{"contents": "x", "mdm_push_magic": "m"}"#) == "mdm_push_magic")
+        #expect(refusal(#"{"apns_push_type": "voip", "file_provider": {"container_identifier": "a"}}"#) == "file_provider")
+    }
+
     @Test func expansionReadsTheKindByTheSameRules() throws {
         #expect(try APNsPushType.subscriptionKind(of: nil) == "device")
         #expect(try APNsPushType.subscriptionKind(of: .null) == "device")
@@ -144,7 +192,7 @@ import Testing
     static let liveActivity = #"{"apns_push_type": "liveactivity", \#(update)}"#
 
     @Test func fcmAndWebPushFailThePushTypes() throws {
-        for message in [Self.voip, Self.liveActivity] {
+        for message in [Self.voip, Self.liveActivity, #"{"apns_push_type": "widgets"}"#, #"{"apns_push_type": "mdm", "mdm_push_magic": "m"}"#] {
             #expect(try decide(message) == "send/apns")
             #expect(try decide(message, platform: "android") == "failed/push_type_unsupported")
             #expect(try decide(message, platform: "web") == "failed/push_type_unsupported")

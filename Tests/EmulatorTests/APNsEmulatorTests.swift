@@ -247,6 +247,34 @@ func reason(_ response: EmulatorResponse) -> String? {
         #expect(pushTypes == ["voip com.example.app.voip", "liveactivity com.example.app.push-type.liveactivity", "voip com.example.app.voip"])
     }
 
+    /// The rest of Apple's `apns-push-type` table: each suffix, `mdm` on the bare (UID) topic, and the bodies
+    /// Apple documents without `aps` (`mdm`, `fileprovider`), which every other type still needs.
+    @Test func everyOtherPushTypeWithItsTopicAndBody() throws {
+        func answer(_ pushType: String, _ topic: String, priority: String = "10", body: String = #"{"aps":{}}"#) throws -> String {
+            var builder = self.builder
+            builder.headers["apns-push-type"] = pushType
+            builder.headers["apns-topic"] = topic
+            builder.headers["apns-priority"] = priority
+            builder.body = Array(body.utf8)
+            let response = emulator.handle(try builder.request())
+            return response.status == 200 ? "accepted" : "\(response.status) \(reason(response) ?? "?")"
+        }
+        #expect(try answer("location", "com.example.app.location-query", priority: "5") == "accepted")
+        #expect(try answer("pushtotalk", "com.example.app.voip-ptt") == "accepted")
+        #expect(try answer("complication", "com.example.app.complication") == "accepted")
+        #expect(try answer("widgets", "com.example.app.push-type.widgets", body: #"{"aps":{"content-changed":true}}"#) == "accepted")
+        #expect(try answer("fileprovider", "com.example.app.pushkit.fileprovider", body: #"{"container-identifier":"root"}"#) == "accepted")
+        #expect(try answer("mdm", "com.apple.mgmt.External.5e5a", body: #"{"mdm":"magic"}"#) == "accepted")
+        for (type, topic) in [("location", "com.example.app"), ("pushtotalk", "com.example.app.voip"), ("widgets", "com.example.app"),
+                              ("complication", "com.example.app"), ("fileprovider", "com.example.app.fileprovider")] {
+            #expect(try answer(type, topic) == "400 InvalidPushType", "\(type) \(topic)")
+        }
+        #expect(try answer("alert", "com.example.app.push-type.widgets") == "400 TopicDisallowed")
+        #expect(try answer("mdm", "com.example.app.voip-ptt", body: #"{"mdm":"m"}"#) == "400 TopicDisallowed")
+        #expect(try answer("location", "com.example.app.location-query", body: #"{"on":{}}"#) == "400 PayloadEmpty")
+        #expect(try answer("mdm", "com.apple.mgmt.External.5e5a", body: "{}") == "400 PayloadEmpty")
+    }
+
     @Test func payloadOfExactly4096BytesIsAccepted() throws {
         var builder = self.builder
         let skeleton = #"{"aps":{"alert":{"body":""}}}"#

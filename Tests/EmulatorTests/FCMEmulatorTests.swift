@@ -129,6 +129,37 @@ import Testing
         #expect(FCMRequestFactory.payloadSize(of: ["a": big]) == 4096)
     }
 
+    /// The options the worker passes through, checked as FCM HTTP v1 does (`AndroidConfig.collapse_key` and
+    /// `direct_boot_ok`, `FcmOptions.analytics_label` with Firebase's pattern `^[a-zA-Z0-9-_.~%]{1,50}$`): 400
+    /// `INVALID_ARGUMENT`, a field violation naming the member for a wrong type.
+    @Test func checksThePassThroughOptions() throws {
+        let token = try accessToken()
+        func raw(_ message: String) -> (status: Int, text: String) {
+            let response = emulator.handle(EmulatorRequest(
+                method: "POST", path: "/v1/projects/proj/messages:send", authority: "fcm.example:8443",
+                headers: [EmulatorHeader("authorization", "Bearer \(token)")], body: Array(#"{"message": {"token": "t", \#(message)}}"#.utf8)))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        }
+        let good = raw(#""android": {"collapse_key": "c", "direct_boot_ok": true}, "fcm_options": {"analytics_label": "a-Z_0.9~%"}"#)
+        #expect(good.status == 200)
+        let accepted = try #require(emulator.acceptedMessages.last)
+        #expect(accepted.analyticsLabel == "a-Z_0.9~%")
+        #expect(accepted.androidJSON == #"{"collapse_key":"c","direct_boot_ok":true}"#)
+        #expect(accepted.jsonLine.contains(#""analytics_label":"a-Z_0.9~%""#))
+        let bool = raw(#""android": {"direct_boot_ok": "yes"}"#)
+        #expect(bool.status == 400)
+        #expect(bool.text.contains("message.android.direct_boot_ok") && bool.text.contains("TYPE_BOOL"))
+        #expect(raw(#""android": {"direct_boot_ok": 1}"#).status == 400)
+        #expect(raw(#""android": {"collapse_key": 5}"#).text.contains("message.android.collapse_key"))
+        for label in ["", "has space", String(repeating: "a", count: 51), "a/b", "é"] {
+            let answer = raw(#""fcm_options": {"analytics_label": "\#(label)"}"#)
+            #expect(answer.status == 400 && answer.text.contains("INVALID_ARGUMENT"), "\(label)")
+        }
+        #expect(raw(#""fcm_options": {"analytics_label": \#(String(repeating: "a", count: 50).debugDescription)}"#).status == 200)
+        #expect(raw(#""fcm_options": {"analytics_label": 5}"#).text.contains("message.fcm_options.analytics_label"))
+        #expect(raw(#""fcm_options": {"label": "x"}"#).text.contains("Unknown name"))
+    }
+
     @Test func tokenConventionsGiveFCMsErrorShapes() throws {
         let token = try accessToken()
         func outcome(_ registration: String) throws -> DeliveryOutcome { classify(try send(registration, accessToken: token)) }

@@ -53,7 +53,7 @@ import DeliveryCore
         let room = String(repeating: "a", count: 4500)
         #expect(try request(#"{"apns_push_type": "voip", "data": {"x": "\#(room)"}}"#).body.count > 4096)
         let big = String(repeating: "a", count: 5100)
-        #expect(throws: APNsRequestError(reason: .payloadTooLarge, detail: "the APNs VoIP payload is 5171 bytes; the limit is 5120")) {
+        #expect(throws: APNsRequestError(reason: .payloadTooLarge, detail: "the APNs voip payload is 5171 bytes; the limit is 5120")) {
             try request(#"{"apns_push_type": "voip", "data": {"x": "\#(big)"}}"#)
         }
     }
@@ -105,6 +105,83 @@ import DeliveryCore
         #expect(throws: APNsRequestError.self) {
             try request(#"{"apns_push_type": "liveactivity", "live_activity": {"event": "update", "timestamp": 1, "content_state": {"s": "\#(state)"}}}"#)
         }
+    }
+
+    /// The types of Apple's `apns-push-type` table beyond VoIP and Live Activity: each with its topic suffix,
+    /// priority and payload ("Sending notification requests to APNs"; "Creating a location push service
+    /// extension"; "Creating a Push to Talk app"; "Keeping your complications up to date"; "Using push
+    /// notifications to signal changes"; "Sending MDM commands to a device"; "Updating widgets with WidgetKit
+    /// push notifications").
+    @Test func everyOtherPushTypeGolden() throws {
+        let location = try request(#"{"apns_push_type": "location", "priority": "normal", "data": {"query": 7}}"#)
+        #expect(location.headers == headers(pushType: "location", priority: "5", topic: "com.example.app.location-query"))
+        #expect(text(location) == #"{"aps":{},"on":{"campaignId":"spring","data":{"query":7},"msgId":"MSGID"}}"#)
+        #expect(try request(#"{"apns_push_type": "location"}"#).header("apns-priority") == "10")
+
+        // Push to Talk: priority 10 and apns-expiration 0 whatever the message says.
+        let ptt = try request(#"{"apns_push_type": "pushtotalk", "priority": "normal", "ttl": 600, "data": {"speaker": "Ann"}}"#)
+        #expect(ptt.headers == headers(pushType: "pushtotalk", priority: "10", topic: "com.example.app.voip-ptt",
+                                       extra: [PushHeader("apns-expiration", "0")]))
+        #expect(text(ptt) == #"{"aps":{},"on":{"campaignId":"spring","data":{"speaker":"Ann"},"msgId":"MSGID"}}"#)
+
+        let complication = try request(#"{"apns_push_type": "complication", "ttl": 60}"#)
+        #expect(complication.headers == headers(pushType: "complication", priority: "10", topic: "com.example.app.complication",
+                                                extra: [PushHeader("apns-expiration", "1700000060")]))
+        #expect(text(complication) == #"{"aps":{},"on":{"campaignId":"spring","msgId":"MSGID"}}"#)
+
+        let files = try request(#"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": "NSFileProviderWorkingSetContainerItemIdentifier", "domain": "work"}}"#)
+        #expect(files.headers == headers(pushType: "fileprovider", priority: "10", topic: "com.example.app.pushkit.fileprovider"))
+        #expect(text(files) == #"{"container-identifier":"NSFileProviderWorkingSetContainerItemIdentifier","domain":"work"}"#)
+
+        // MDM: the channel's topic is the certificate's UID topic, sent as it is.
+        let mdm = try request(#"{"apns_push_type": "mdm", "priority": "normal", "mdm_push_magic": "5E5A1E4B-magic"}"#)
+        #expect(mdm.headers == headers(pushType: "mdm", priority: "5", topic: "com.example.app"))
+        #expect(text(mdm) == #"{"mdm":"5E5A1E4B-magic"}"#)
+
+        let widgets = try request(#"{"apns_push_type": "widgets"}"#)
+        #expect(widgets.headers == headers(pushType: "widgets", priority: "10", topic: "com.example.app.push-type.widgets"))
+        #expect(text(widgets) == #"{"aps":{"content-changed":true}}"#)
+    }
+
+    /// Apple takes `liveactivity`, `location` and `widgets` over token-based authentication only, and `mdm` from
+    /// an MDM push certificate only: the other kind of channel fails the delivery as `push_type_unsupported`
+    /// without a request, and never pauses the channel.
+    @Test func eachTypeGoesOnlyOverTheCredentialsAppleTakes() throws {
+        func outcome(_ message: String, certificate: Bool) throws -> String {
+            let plan = APNsRequestPlan(topic: "com.example.app", usesChannelEndpoint: true, usesCertificate: certificate)
+            let delivery = APNsDelivery(
+                deviceToken: Self.token, environment: "production", topic: "com.example.app", apnsID: Self.apnsID,
+                message: try NotificationMessage(json: try JSONValue(parsing: message)), subscriberLanguage: "en",
+                appDefaultLanguage: "en", placeholderValues: PlaceholderValues(tags: [:], language: "en"),
+                msgID: "MSGID", campaignID: nil, expiration: nil, now: Self.now)
+            switch plan.request(for: delivery, authorization: APNsProviderAuthorization(bearerToken: "JWT")) {
+            case .record(let outcome): return "\(outcome.event)/\(outcome.reason?.rawValue ?? "-")"
+            case .send(let request, _): return "send \(request.header("authorization") == nil ? "unsigned" : "signed")"
+            }
+        }
+        let messages = [
+            "liveactivity": #"{"apns_push_type": "liveactivity", "live_activity": {"event": "end", "timestamp": 1}}"#,
+            "location": #"{"apns_push_type": "location"}"#, "widgets": #"{"apns_push_type": "widgets"}"#,
+            "mdm": #"{"apns_push_type": "mdm", "mdm_push_magic": "m"}"#, "voip": #"{"apns_push_type": "voip"}"#,
+            "pushtotalk": #"{"apns_push_type": "pushtotalk"}"#, "complication": #"{"apns_push_type": "complication"}"#,
+            "fileprovider": #"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": "a"}}"#,
+        ]
+        var token: [String: String] = [:]
+        var certificate: [String: String] = [:]
+        for (name, message) in messages {
+            token[name] = try outcome(message, certificate: false)
+            certificate[name] = try outcome(message, certificate: true)
+        }
+        #expect(token == [
+            "liveactivity": "send signed", "location": "send signed", "widgets": "send signed", "mdm": "failed/push_type_unsupported",
+            "voip": "send signed", "pushtotalk": "send signed", "complication": "send signed", "fileprovider": "send signed",
+        ])
+        #expect(certificate == [
+            "liveactivity": "failed/push_type_unsupported", "location": "failed/push_type_unsupported",
+            "widgets": "failed/push_type_unsupported", "mdm": "send unsigned",
+            "voip": "send unsigned", "pushtotalk": "send unsigned", "complication": "send unsigned",
+            "fileprovider": "failed/push_type_unsupported",
+        ])
     }
 
     @Test func ordinaryPushesKeepTheBareTopic() throws {

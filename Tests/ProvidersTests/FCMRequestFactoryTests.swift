@@ -48,6 +48,35 @@ import DeliveryCore
         #expect(!text(request).contains(#""notification""#), "data-only: the SDK draws every notification")
     }
 
+    /// `fcm_analytics_label` -> `message.fcm_options.analytics_label` (FCM HTTP v1 `FcmOptions`, pattern
+    /// `^[a-zA-Z0-9-_.~%]{1,50}$`), `android_direct_boot_ok` -> `message.android.direct_boot_ok`
+    /// (`AndroidConfig`), `collapse_id` -> `message.android.collapse_key`.
+    @Test func passThroughOptionsGolden() throws {
+        let request = try FCMRequestFactory.makeRequest(delivery([
+            "contents": "hi", "collapse_id": "scores", "fcm_analytics_label": "spring-sale_2026.v1~%20",
+            "android_direct_boot_ok": true,
+        ]), accessToken: "T")
+        #expect(text(request) == #"{"message":{"android":{"collapse_key":"scores","direct_boot_ok":true,"priority":"HIGH"},"data":{"on.body":"hi","on.campaignId":"spring","on.msgId":"MSGID"},"fcm_options":{"analytics_label":"spring-sale_2026.v1~%20"},"token":"fcm-token:APA91b_x"}}"#)
+        let off = try FCMRequestFactory.makeRequest(delivery(["contents": "hi", "android_direct_boot_ok": false]), accessToken: "T")
+        #expect(text(off).contains(#""android":{"direct_boot_ok":false,"priority":"HIGH"}"#))
+        #expect(!text(off).contains("fcm_options"))
+    }
+
+    /// A label off Firebase's pattern fails the message (the notification) naming the field; one set in code
+    /// past the parser fails the delivery as `invalid_message`, before any request.
+    @Test func badAnalyticsLabelsAreRefused() throws {
+        for label: JSONValue in ["", .string(String(repeating: "a", count: 51)), "has space", "ünï", "a/b", "a+b", 5] {
+            #expect(throws: MessageError.self, "\(label)") { try delivery(["contents": "hi", "fcm_analytics_label": label]) }
+        }
+        #expect(try delivery(["contents": "hi", "fcm_analytics_label": .string(String(repeating: "a", count: 50))]).message.fcmAnalyticsLabel?.count == 50)
+        #expect(throws: MessageError.self) { try delivery(["contents": "hi", "android_direct_boot_ok": "yes"]) }
+        var coded = try delivery(["contents": "hi"])
+        coded.message.fcmAnalyticsLabel = "no spaces"
+        #expect(throws: FCMRequestError(reason: .invalidMessage, detail: "`fcm_analytics_label`: must match Firebase's pattern ^[a-zA-Z0-9-_.~%]{1,50}$")) {
+            try FCMRequestFactory.makeRequest(coded, accessToken: "T")
+        }
+    }
+
     @Test func silentPushGolden() throws {
         let request = try FCMRequestFactory.makeRequest(delivery([
             "content_available": true, "android_sound": "ding", "android_channel_id": "orders",

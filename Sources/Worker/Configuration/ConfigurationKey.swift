@@ -96,7 +96,7 @@ extension ConfigurationKey {
         "PUSHIZO_CLAIM_BATCH", "most deliveries claimed in one transaction", .wholeNumber(default: 200, in: 1...10_000))
     public static let leaseSeconds = ConfigurationKey(
         "PUSHIZO_LEASE_SECONDS",
-        "duration a claim lasts before any worker may rescue the delivery; above the request timeout",
+        "duration a claim lasts before any worker may rescue the delivery; at least twice PUSHIZO_REQUEST_TIMEOUT (a send gets half the lease)",
         .duration(default: .seconds(120), in: .seconds(5) ... .seconds(86_400)))
     public static let pollInterval = ConfigurationKey(
         "PUSHIZO_POLL_INTERVAL", "duration between polls when no NOTIFY arrives",

@@ -31,16 +31,12 @@ extension ConfigurationError {
     /// - Parameter key: the connection string's key, e.g. ``ConfigurationKey/databaseURL``.
     public init?(refusal error: any Error, key: ConfigurationKey) {
         guard let error = error as? PostgresError, error.needsReconfiguration else { return nil }
-        self.init(key: key.name, problem: "PostgreSQL refused it, and trying again will not help: " + Self.oneLine(error))
-    }
-
-    /// libpq's multi-line message (`FATAL:  ...`, `DETAIL:  ...`) as one line, with the server's detail and hint.
-    private static func oneLine(_ error: PostgresError) -> String {
-        var text = error.message.split(whereSeparator: \.isNewline)
+        var message = error.message.split(whereSeparator: \.isNewline)
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
-        if let detail = error.detail { text += " (\(detail))" }
-        if let hint = error.hint { text += " Hint: \(hint)" }
-        if let sqlState = error.sqlState { text += " [SQLSTATE \(sqlState)]" }
-        return text
+        if let sqlState = error.sqlState { message += " (SQLSTATE \(sqlState))" }
+        // The server's detail and hint as a database error shows them (``PostgresError/terminalLines``).
+        self.init(
+            key: key.name, problem: "PostgreSQL refused it, and trying again will not help: " + message,
+            details: [error.detail.map { "detail: " + $0 }, error.hint.map { "hint: " + $0 }].compactMap { $0 })
     }
 }

@@ -126,6 +126,22 @@ public struct WorkerConfiguration: Sendable {
         deliveryTimeout = try reader.duration(.deliveryTimeout, default: min(requestTimeout * 2, lease / 2))
         guard requestTimeout <= deliveryTimeout else {
             let setting = reader.string(.deliveryTimeout) == nil ? "PUSHIZO_LEASE_SECONDS / 2" : "PUSHIZO_DELIVERY_TIMEOUT"
+            // Name the key the operator set: with the request timeout at its default, the lease (or the delivery
+            // timeout) set too short is what to change.
+            if reader.string(.requestTimeout) == nil {
+                if reader.string(.deliveryTimeout) != nil {
+                    throw ConfigurationError(
+                        key: ConfigurationKey.deliveryTimeout.name,
+                        problem: "\(DurationText.describe(deliveryTimeout)) is below the request timeout "
+                            + "\(DurationText.describe(requestTimeout)) (PUSHIZO_REQUEST_TIMEOUT's default): raise it, or lower PUSHIZO_REQUEST_TIMEOUT")
+                }
+                throw ConfigurationError(
+                    key: ConfigurationKey.leaseSeconds.name,
+                    problem: "\(DurationText.describe(lease)) leaves a per-delivery deadline of \(DurationText.describe(deliveryTimeout)) "
+                        + "(half the lease), below the request timeout \(DurationText.describe(requestTimeout)) "
+                        + "(PUSHIZO_REQUEST_TIMEOUT's default): set the lease to at least "
+                        + "\(DurationText.describe(requestTimeout * 2)) (twice the request timeout), or lower PUSHIZO_REQUEST_TIMEOUT")
+            }
             throw ConfigurationError(
                 key: ConfigurationKey.requestTimeout.name,
                 problem: "\(DurationText.describe(requestTimeout)) exceeds the per-delivery deadline "

@@ -28,6 +28,10 @@ public final class WorkerRuntime: Sendable {
     /// What `GET /metrics` shows (docs/metrics.md).
     public let metrics: WorkerMetrics
     private let metricsServer: MetricsHTTPServer?
+    /// The start's wait for PostgreSQL (``verifyDatabaseRoute()``) while it runs: a stop request cancels it, which
+    /// ends its pause between attempts and a call still waiting for a pool thread at once (a connection attempt
+    /// already under way ends at its `connect_timeout`).
+    private let startWait = Mutex<Task<Void, any Error>?>(nil)
     /// The listener's own database session (status page, readiness checks); nil without a listener.
     private let listenerDatabase: ListenerDatabase?
     /// What `GET /healthz` and `GET /readyz` answer; nil without a listener.
@@ -165,7 +169,12 @@ public final class WorkerRuntime: Sendable {
             let probes = WorkerProbes(
                 watchdog: watchdog, loops: service.watchedLoops, ioThread: ioThread, probeIOThread: { eventLoop.probe($0) },
                 database: listenerDatabase, isStopping: { [service] in service.isStopping },
-                verifySchema: { try WorkerSchema.verify(on: $0) })
+                verifySchema: { try WorkerSchema.verify(on: $0) }, metrics: metrics,
+                onSchemaRefused: { [logger] refusal in
+                    // Once per refusal met while running: /readyz answers 503 from now on, and only a restart (with
+                    // a newer binary, or after `migrate`) makes this worker ready again.
+                    logger.error("schema refused while running; this worker stays unready", ["problem": refusal])
+                })
             self.probes = probes
             service.onDatabaseContact { reached in reached ? probes.loopReached() : probes.loopFailed() }
             let statusPage = StatusPageSource(database: listenerDatabase) { probes.listenerRead(succeeded: $0) }
@@ -192,11 +201,22 @@ public final class WorkerRuntime: Sendable {
     /// (``WorkerRights/verify(on:)``) and the schema's migrations (``WorkerSchema/verify(on:known:)``: a schema
     /// behind this build, or beyond its compatibility window, is refused). While PostgreSQL cannot be reached, waits and retries every second (the pool
     /// paces its connection attempts further, ``PostgresClient``), sending `STATUS=waiting for PostgreSQL: <reason>`
-    /// to systemd each time and logging at a bounded rate (``DatabaseStartWait``); returns at once after a stop
-    /// request.
+    /// to systemd each time and logging at a bounded rate (``DatabaseStartWait``). A stop request ends the wait
+    /// (``requestStop()``; an attempt under way ends at its `connect_timeout`), and ``run()`` then starts nothing.
     /// - Throws: ``ConfigurationError`` naming the key whose setting the route contradicts, or whose connection
     ///   PostgreSQL refuses for good (``PostgresError/needsReconfiguration``: exit 78 without retrying).
     public func verifyDatabaseRoute() async throws {
+        let wait = Task { try await self.verifyEachRoute() }
+        startWait.withLock { $0 = wait }
+        // A stop requested before the task was stored did not see it: cancel it here (``requestStop()`` sets the
+        // stop before it reads the slot, so one of the two cancels it).
+        if service.isStopping { wait.cancel() }
+        defer { startWait.withLock { $0 = nil } }
+        try await withTaskCancellationHandler { try await wait.value } onCancel: { wait.cancel() }
+    }
+
+    /// ``verifyDatabaseRoute()``'s work, on each route in turn.
+    private func verifyEachRoute() async throws {
         let route = databaseRoute
         var routes: [(client: PostgresClient, listen: Bool)] = [(database, false)]
         if route.poolerMode == .transaction, let listenURL = route.listenURL {
@@ -237,6 +257,8 @@ public final class WorkerRuntime: Sendable {
             } catch let refusal as ConfigurationError {
                 throw refusal
             } catch {
+                // A stop cancelled the attempt (or it failed meanwhile): the start ends without a word about it.
+                if service.isStopping { return }
                 switch wait.failed(error, now: .now) {
                 case .giveUp(let refusal):
                     throw refusal
@@ -257,17 +279,22 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Runs the service until it stops, then closes HTTP/2 connections, the I/O thread, the database pool and
-    /// the metrics listener.
+    /// the metrics listener. After a stop requested before it (while ``verifyDatabaseRoute()`` waited for
+    /// PostgreSQL) the service does not start: nothing was claimed, and only the closing is done.
     public func run() async {
-        systemd?.start()
-        let sampler = Task { [metrics, database, clients, logger, workerID] in
-            await metrics.runSampler(
-                database: database, clients: clients, workerID: workerID, logger: logger.named("metrics"))
+        if service.isStopping {
+            logger.notice("stopped before the worker started; nothing was claimed")
+        } else {
+            systemd?.start()
+            let sampler = Task { [metrics, database, clients, logger, workerID] in
+                await metrics.runSampler(
+                    database: database, clients: clients, workerID: workerID, logger: logger.named("metrics"))
+            }
+            await service.run()
+            systemd?.stop()
+            sampler.cancel()
+            await sampler.value
         }
-        await service.run()
-        systemd?.stop()
-        sampler.cancel()
-        await sampler.value
         for client in clients.values { await client.shutdown() }
         await certificateClients.shutdown()
         eventLoop.shutdown()
@@ -284,9 +311,10 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    /// See ``WorkerService/requestStop()``.
+    /// See ``WorkerService/requestStop()``; also ends the start's wait for PostgreSQL (``verifyDatabaseRoute()``).
     public func requestStop() {
         service.requestStop()
+        startWait.withLock { $0 }?.cancel()
     }
 }
 

@@ -71,11 +71,18 @@ public struct ReadinessState: Sendable, Equatable {
 
     /// The owner compared the schema at `now`; nil: the database could not be reached, so what was known stands
     /// (the comparison is tried again as when it was not current).
-    public mutating func schemaChecked(_ schema: Schema?, at now: ContinuousClock.Instant) {
+    /// - Returns: the refusal's words when this comparison is the first to find it (the schema was current,
+    ///   unknown or refused for another reason): what the owner logs once, so a refusal met while running is seen in
+    ///   the log and not only in the probe's answer; nil otherwise.
+    @discardableResult
+    public mutating func schemaChecked(_ schema: Schema?, at now: ContinuousClock.Instant) -> String? {
         schemaCheckedAt = now
-        guard let schema else { return }
+        guard let schema else { return nil }
         schemaComparedAt = now
+        let previous = self.schema
         self.schema = schema
+        if case .refused(let reason) = schema, previous != schema { return reason }
+        return nil
     }
 
     /// What the owner should ask the database before answering a probe at `now`.

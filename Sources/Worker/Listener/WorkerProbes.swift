@@ -1,5 +1,6 @@
 import DeliveryCore
 import Foundation
+import Metrics
 import MetricsServer
 import Postgres
 import Synchronization
@@ -26,6 +27,8 @@ final class WorkerProbes: Sendable {
     private let database: ListenerDatabase
     private let isStopping: @Sendable () -> Bool
     private let verifySchema: @Sendable (PostgresConnection) throws -> Void
+    private let schemaCompatible: GaugeFamily
+    private let onSchemaRefused: @Sendable (String) -> Void
 
     /// - Parameters:
     ///   - watchdog: systemd's watchdog interval, when it is on (the same bound for both).
@@ -35,13 +38,18 @@ final class WorkerProbes: Sendable {
     ///   - isStopping: whether a stop was requested (not ready from then on).
     ///   - verifySchema: the start-up check's judgement of the schema (``WorkerSchema/verify(on:known:)``): throws
     ///     a ``ConfigurationError`` saying what is wrong when this build cannot run with it.
+    ///   - metrics: `pushizo_schema_compatible` is set from each judgement (1 runnable, 0 refused).
+    ///   - onSchemaRefused: called with the refusal's words when a judgement first finds it (the owner logs it once).
     init(
         watchdog: Duration?, loops: [LoopHeartbeat], ioThread: LoopHeartbeat,
         probeIOThread: @escaping @Sendable (@escaping @Sendable () -> Void) -> Bool, database: ListenerDatabase,
         isStopping: @escaping @Sendable () -> Bool,
-        verifySchema: @escaping @Sendable (PostgresConnection) throws -> Void
+        verifySchema: @escaping @Sendable (PostgresConnection) throws -> Void,
+        metrics: WorkerMetrics, onSchemaRefused: @escaping @Sendable (String) -> Void
     ) {
         self.verifySchema = verifySchema
+        schemaCompatible = metrics.schemaCompatible
+        self.onSchemaRefused = onSchemaRefused
         self.isStopping = isStopping
         policy = WatchdogPolicy(interval: watchdog ?? Self.defaultInterval)
         self.loops = loops
@@ -57,7 +65,10 @@ final class WorkerProbes: Sendable {
     func loopReached() { state.withLock { $0.loopReached(at: .now) } }
 
     /// The start-up check found the schema current (``WorkerRuntime/verifyDatabaseRoute()``).
-    func schemaVerified() { state.withLock { $0.schemaChecked(.current, at: .now) } }
+    func schemaVerified() {
+        _ = state.withLock { $0.schemaChecked(.current, at: .now) }
+        schemaCompatible.set(1)
+    }
 
     /// A loop's database round trip failed.
     func loopFailed() { state.withLock { $0.loopFailed(at: .now) } }
@@ -120,11 +131,17 @@ final class WorkerProbes: Sendable {
             outcome = (false, nil)
         }
         guard let outcome else { return }
-        state.withLock { state in
+        let newlyRefused = state.withLock { state -> String? in
             let now = ContinuousClock.now
             if due.contact || !outcome.contact { state.contactChecked(succeeded: outcome.contact, at: now) }
-            if due.schema { state.schemaChecked(outcome.schema, at: now) }
+            return due.schema ? state.schemaChecked(outcome.schema, at: now) : nil
         }
+        switch outcome.schema {
+        case .current?: schemaCompatible.set(1)
+        case .refused?: schemaCompatible.set(0)
+        case .unknown?, nil: break
+        }
+        if let newlyRefused { onSchemaRefused(newlyRefused) }
     }
 
     /// An error as one line: PostgreSQL's words (passwords already masked by ``PostgresConnection``), cut to 200

@@ -3,7 +3,7 @@ import Postgres
 /// An error as the commands print it on stderr, the same way everywhere (`status`, `check`, `migrate`, the
 /// operator commands): the words of whoever raised it, never a Swift type name; a database error with its
 /// SQLSTATE and libpq's further lines, detail and hint indented on lines of their own
-/// (``PostgresError/terminalLines``); every line made safe by ``TerminalText``, so a newline in a message becomes
+/// (``PostgresError/terminalLines``), and so a setting PostgreSQL refused (``ConfigurationError/terminalLines``); every line made safe by ``TerminalText``, so a newline in a message becomes
 /// a line, not an escape.
 public enum TerminalError {
     /// `error` as lines, prefixed on the first with `prefix` (`pushizo-worker status: `), joined by line feeds,
@@ -21,6 +21,7 @@ public enum TerminalError {
     /// The lines of `error` before they are made safe.
     public static func lines(_ error: any Error) -> [String] {
         if let error = error as? PostgresError { return error.terminalLines }
+        if let error = error as? ConfigurationError { return error.terminalLines }
         return "\(error)".split(whereSeparator: \.isNewline).map(String.init)
     }
 }

@@ -34,6 +34,8 @@ public final class WorkerMetrics: Sendable {
     let queueDeliveries: GaugeFamily
     let queueOldestDueAge: GaugeFamily
     let channelsPaused: GaugeFamily
+    let appsPaused: GaugeFamily
+    let fleetPaused: GaugeFamily
     let queueSampledAt: GaugeFamily
     let queueSampleFraction: GaugeFamily
     let queueSampleFailures: CounterFamily
@@ -55,6 +57,9 @@ public final class WorkerMetrics: Sendable {
     let databaseClockOffset: GaugeFamily
     let deliveriesRescued: CounterFamily
     let fleetWorkers: GaugeFamily
+    /// `pushizo_schema_compatible`: 1 while the database's migrations are ones this build runs with, 0 once a
+    /// judgement refused them (``WorkerSchema``); unset before the start-up check.
+    let schemaCompatible: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -104,18 +109,25 @@ public final class WorkerMetrics: Sendable {
         ) { [live] in live.pending }
         queueDeliveries = registry.gauge(
             "pushizo_queue_deliveries",
-            help: "Deliveries in the queue by provider and state (due, deferred, leased), fleet-wide; sampled.",
+            help: "Deliveries in the queue by provider and state (due, held: due but held by an operator's pause of their app or the fleet, deferred, leased), fleet-wide; sampled.",
             labels: ["provider", "state"])
         queueOldestDueAge = registry.gauge(
             "pushizo_queue_oldest_due_age_seconds",
-            help: "Seconds the oldest due delivery has been due (queue lag), fleet-wide; 0 when none is due; sampled.",
+            help: "Seconds the oldest due delivery has been due (queue lag), fleet-wide, those an operator's pause holds left out; 0 when none is due; sampled.",
             labels: ["provider"])
         channelsPaused = registry.gauge(
-            "pushizo_channels_paused", help: "App channels paused now (app_channels.paused_until in the future); sampled.",
-            labels: ["provider"])
+            "pushizo_channels_paused",
+            help: "App channels paused now (app_channels.paused_until in the future), fleet-wide, by provider and paused_by: operator (pushizo-worker pause) or provider (its refusal of the app's credentials or settings); sampled.",
+            labels: ["provider", "paused_by"])
+        appsPaused = registry.gauge(
+            "pushizo_apps_paused",
+            help: "Apps an operator paused (apps.paused_until in the future), fleet-wide; sampled. The same on every worker: aggregate with max.")
+        fleetPaused = registry.gauge(
+            "pushizo_fleet_paused",
+            help: "1 while an operator has paused the whole fleet (pushizo-worker pause --fleet: no claims; sends in flight finish), else 0; sampled. The same on every worker: aggregate with max.")
         queueSampledAt = registry.gauge(
             "pushizo_queue_sample_timestamp_seconds",
-            help: "Unix time of the last successful queue sample (the pushizo_queue_* and pushizo_channels_paused gauges).")
+            help: "Unix time of the last successful queue sample (the pushizo_queue_* gauges and the pause gauges pushizo_channels_paused, pushizo_apps_paused, pushizo_fleet_paused).")
         queueSampleFraction = registry.gauge(
             "pushizo_queue_sample_fraction",
             help: "Share of the queue the last sample counted: 1 when exact; below 1 on queues over 1,000,000 deliveries, whose pushizo_queue_* values are estimates scaled from a block sample.")
@@ -168,6 +180,9 @@ public final class WorkerMetrics: Sendable {
         fleetWorkers = registry.gauge(
             "pushizo_fleet_workers",
             help: "Live workers of the whole fleet (worker_heartbeats rows seen within 3 of their heartbeat intervals, this one included), counted with this worker's last heartbeat; the same on every worker: aggregate with max, not sum.")
+        schemaCompatible = registry.gauge(
+            "pushizo_schema_compatible",
+            help: "1 while the database's migrations are ones this build runs with (judged at start and again by /readyz, at most once a minute), 0 once a judgement refused them: a migration headed -- pushizo:oldest-worker beyond this build (restart it with a newer binary), or one it needs missing (run migrate).")
         for provider in Provider.allCases { deliveriesRescued.touch(LabelValues(provider.rawValue)) }
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {

@@ -41,8 +41,9 @@ public struct OperatorOutcome: Sendable, Equatable {
         self.detail = detail
     }
 
-    /// `{"action", "scope", "app_id"?, "provider"?, "notification_id"?, "rows_affected", "already_so", "summary",
-    /// "detail", "audit": {"id", "role", "at"}}`, keys sorted, one line.
+    /// `{"action", "scope", "app_id", "provider", "notification_id", "rows_affected", "already_so", "summary",
+    /// "detail", "audit": {"id", "role", "at"}}`, keys sorted, one line; every key always present, `null` where it
+    /// does not apply (`app_id` of a fleet pause, `notification_id` of a pause).
     public var json: String {
         var members: [String: JSONValue] = [
             "action": .string(action), "scope": .string(scope), "rows_affected": .int(Int64(rowsAffected)),
@@ -51,9 +52,9 @@ public struct OperatorOutcome: Sendable, Equatable {
                 "id": .int(auditID), "role": .string(role), "at": .string(at.formatted(.iso8601)),
             ]),
         ]
-        if let appID { members["app_id"] = .string(CanonicalUUIDText.format(appID)) }
-        if let provider { members["provider"] = .string(provider.rawValue) }
-        if let notificationID { members["notification_id"] = .string(CanonicalUUIDText.format(notificationID)) }
+        members["app_id"] = appID.map { .string(CanonicalUUIDText.format($0)) } ?? .null
+        members["provider"] = provider.map { .string($0.rawValue) } ?? .null
+        members["notification_id"] = notificationID.map { .string(CanonicalUUIDText.format($0)) } ?? .null
         return JSONValue.object(members).jsonText
     }
 
@@ -62,9 +63,10 @@ public struct OperatorOutcome: Sendable, Equatable {
         until == .distantFuture ? "indefinitely" : "until \(TerminalWords.instant(until))"
     }
 
-    /// A pause's end in JSON: `"infinity"` (PostgreSQL's word) or the ISO 8601 instant.
+    /// A pause's end in JSON, as `status --json` writes it (``PauseEnd``): `null` for a pause until resumed
+    /// (PostgreSQL's `infinity`), else the ISO 8601 instant.
     static func untilJSON(_ until: Date) -> JSONValue {
-        .string(until == .distantFuture ? "infinity" : until.formatted(.iso8601))
+        PauseEnd.json(until).map { .string($0.formatted(.iso8601)) } ?? .null
     }
 }
 

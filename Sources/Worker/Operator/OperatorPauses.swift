@@ -13,7 +13,7 @@ import Postgres
 /// reason the provider's, e.g. `InvalidProviderToken`) is left to end by itself, and the outcome says so.
 public enum OperatorPauses {
     /// The reason an operator's pause carries in `paused_reason`.
-    public static let operatorReason = "operator"
+    public static let operatorReason = ClaimPauses.operatorReason
 
     /// Pauses `target` until `until` (nil: indefinitely, `infinity`).
     /// - Parameter note: the operator's `--reason` text, for the audit row.

@@ -8,7 +8,7 @@ enum ClaimPauses {
     /// fleet not paused. Each side is one InitPlan per statement (the `apps_paused` partial index, the one-row
     /// `fleet_settings`), never a probe per row, so an unpaused fleet's claim costs two index reads more.
     static let turnsCondition = """
-        AND app_id <> ALL(ARRAY(SELECT id FROM apps WHERE paused_until > now()))
+        AND app_id <> ALL(ARRAY(\(pausedApps)))
                     AND \(fleetNotPaused)
         """
 
@@ -16,6 +16,15 @@ enum ClaimPauses {
     /// the fleet.
     static let leaseCondition = "(a.paused_until IS NULL OR a.paused_until <= now()) AND \(fleetNotPaused)"
 
+    /// The `paused_reason` of an operator's pause (of a channel, an app or the fleet).
+    static let operatorReason = "operator"
+
     /// The fleet not paused (the one-row `fleet_settings`).
-    static let fleetNotPaused = "NOT EXISTS (SELECT FROM fleet_settings WHERE paused_until > now())"
+    static let fleetNotPaused = "NOT \(fleetPaused)"
+
+    /// The fleet paused by an operator (the one-row `fleet_settings`), a boolean expression.
+    static let fleetPaused = "EXISTS (SELECT FROM fleet_settings WHERE paused_until > now())"
+
+    /// The ids of the apps an operator paused, a query (the `apps_paused` partial index).
+    static let pausedApps = "SELECT id FROM apps WHERE paused_until > now()"
 }

@@ -558,18 +558,36 @@ public enum ClaimStore {
     /// ``nextTurnWait(on:)`` with the statement's reading of PostgreSQL's clock: a worker whose claims come
     /// back empty still measures its clock's offset (docs/clocks.md).
     public static func nextTurn(on connection: PostgresConnection) throws -> (wait: Double?, clock: DatabaseClockReading) {
+        let turn = try turns(on: connection, noRoom: [])
+        return (turn.wait, turn.clock)
+    }
+
+    /// What the claim loop asks before a claim it may skip, and after a claim that came back short: whether the
+    /// claim would visit any app (`due`: a turn at or before `now()` of an app neither in `noRoom` nor paused, nor
+    /// the fleet paused, exactly the claim's own visit; ``claimSQL(picking:limit:)``), and when the next turn
+    /// ahead comes (``nextTurnWait(on:)``), with the statement's reading of PostgreSQL's clock. A claim that would
+    /// visit no app takes nothing and writes nothing, so it is skipped: an empty claim costs PostgreSQL 0.4-0.9 ms
+    /// (a statement of twenty CTEs, planned afresh on each connection's first executions), this one index probe
+    /// of `app_claim_turns_due` about 50 µs. No row is locked or written.
+    /// - Parameter noRoom: apps that have no room in this worker (``ClaimRoom/full``), which the claim leaves out.
+    static func turns(on connection: PostgresConnection, noRoom: [UUID]) throws
+        -> (due: Bool, wait: Double?, clock: DatabaseClockReading)
+    {
         let sent = DatabaseClockReading.StatementTiming()
         let rows = try connection.preparedQuery(
             """
             SELECT now() AS now,
+                   EXISTS (SELECT FROM app_claim_turns
+                           WHERE turn_at <= now() AND app_id <> ALL($1::uuid[])
+                           \(ClaimPauses.turnsCondition)) AS due,
                    (SELECT round(least(extract(epoch FROM turn_at - now()), 86400), 6)::float8
                     FROM app_claim_turns
                     WHERE turn_at > now() AND turn_at < 'infinity' ORDER BY turn_at LIMIT 1) AS wait
-            """)
+            """, [noRoom])
         let received = ContinuousClock.now
         let row = rows[0]
         return (
-            try row.decodeIfPresent(Double.self, "wait"),
+            try row.decode(Bool.self, "due"), try row.decodeIfPresent(Double.self, "wait"),
             DatabaseClockReading(databaseNow: try row.decode(Date.self, "now"), sent: sent, receivedAt: received)
         )
     }

@@ -823,7 +823,7 @@ public enum ExpansionStore {
         } catch let error as MessageError {
             return .refused("invalid_message: \(error.field) \(error.message)")
         }
-        // VoIP and Live Activity pushes reach only the subscriptions holding their own kind of token.
+        // A push with an APNs push type reaches only the subscriptions holding its own kind of token.
         do {
             selection.subscriptionKind = try APNsPushType.subscriptionKind(of: member("apns_push_type"))
         } catch let error as MessageError {

@@ -50,8 +50,9 @@ public enum PreviewStore {
     }
 
     /// The members of a channel's settings a preview reads, none of them a secret: `topic` (APNs; from the
-    /// certificate for a certificate channel without one), `project_id` and `token_uri` at the top level or in
-    /// `service_account` (FCM).
+    /// certificate for a certificate channel without one), `authentication: "certificate"` for an APNs
+    /// certificate channel (its requests carry no provider token, and some push types go only one way:
+    /// ``APNsPushType/credentials``), `project_id` and `token_uri` at the top level or in `service_account` (FCM).
     static func publicSettings(_ settings: JSONValue, provider: String) -> [String: JSONValue] {
         var kept: [String: JSONValue] = [:]
         for name in ["topic", "project_id", "token_uri"] {
@@ -63,6 +64,9 @@ public enum PreviewStore {
                 if let value = account[name]?.stringValue { members[name] = .string(value) }
             }
             kept["service_account"] = .object(members)
+        }
+        if provider == Provider.apns.rawValue, APNsCertificateCredentials.isCertificateSettings(settings) {
+            kept["authentication"] = "certificate"
         }
         if provider == Provider.apns.rawValue, kept["topic"] == nil, APNsCertificateCredentials.isCertificateSettings(settings),
             let credentials = try? APNsCertificateCredentials(settings: settings)

@@ -107,6 +107,11 @@ final class ClaimService: Service {
                 }
             }
             defer { heartbeat.finished() }
+            // After a claim that came back short the next one is asked whether any app's turn has come first, and
+            // skipped when none has (``ClaimStore/turns(on:noRoom:)``): most wake-ups of a worker whose sends were
+            // leased at insert (each chunk, each written completion, each poll) find nothing to claim. A worker's
+            // first claim is run unasked, as is one after a full claim.
+            var probeFirst = false
             while !context.isStopping {
                 heartbeat.working()
                 #if DEBUG
@@ -131,12 +136,16 @@ final class ClaimService: Service {
                     // Before the statement: the lease (from the database's now()) ends no earlier.
                     let leaseExpiry = ContinuousClock.now + configuration.lease
                     let prefetch = self.prefetch
-                    let claimEnded: ContinuousClock.Instant
+                    let claimEnded: ContinuousClock.Instant?
+                    let probe = probeFirst
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
                         // A page whose lease ran out (its worker died) first, in its own transaction: its rows are
                         // leased to this worker once it commits. A failure after it leaves them to the next rescue.
                         let rescued = try Self.rescuePage(on: connection, configuration: configuration)
-                        prefetch.load(rescued, on: connection)
+                        if probe && rescued.isEmpty {
+                            let turns = try ClaimStore.turns(on: connection, noRoom: room.full)
+                            if !turns.due { return ([], nil, .success((turns.wait, turns.clock))) }
+                        }
                         let rest = limit - rescued.count
                         let claimed = try rescued + (rest <= 0 ? [] : ClaimStore.claim(
                             on: connection, limit: rest, lease: configuration.lease,
@@ -148,7 +157,10 @@ final class ClaimService: Service {
                         return (claimed, claimEnded, nextTurn)
                     }
                     context.databaseReached()
-                    metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
+                    // A skipped claim is no claim: no duration observed.
+                    if let claimEnded {
+                        metrics.claimFinished(startedAt: claimStarted, endedAt: claimEnded, claimed: claimed.count)
+                    }
                     // The claim's reading of PostgreSQL's clock, else (nothing claimed) the turn check's.
                     if let clock = claimed.first?.databaseClock ?? (try? nextTurn?.get())?.clock {
                         context.clockWatch.record(clock)
@@ -170,6 +182,7 @@ final class ClaimService: Service {
                 let afterClaim = admission.withLock {
                     $0.claimSucceeded(kept: claimed.count, limit: limit, nextTurn: nextTurnAnswer(nextTurn))
                 }
+                probeFirst = afterClaim != .claimAgain
                 if afterClaim == .claimAgain { continue }
                 if claimed.isEmpty, configuration.exitWhenDrained, await isDrained() {
                     logger.notice("queue drained; exiting (PUSHIZO_EXIT_WHEN_DRAINED)")

@@ -67,6 +67,12 @@ extension WorkerMetrics {
         databaseServer.replaceAll([LabelValues(server.host, server.port): 1])
     }
 
+    /// The `paused_by` label of `pushizo_channels_paused`: an operator's pause (`paused_reason = 'operator'`).
+    static let pausedByOperator = "operator"
+    /// The `paused_by` label of `pushizo_channels_paused`: the provider's pause (the worker paused the channel on the
+    /// provider's refusal of the app's credentials or settings; any reason but the operator's).
+    static let pausedByProvider = "provider"
+
     /// Puts a sample in the gauges (every provider present, zeros included, so alerts see 0 rather than
     /// no series).
     func record(_ sample: QueueDepthSample, at now: Date = Date()) {
@@ -78,16 +84,24 @@ extension WorkerMetrics {
             let label = Self.providerLabel(column: provider == Self.noProvider ? nil : provider)
             let depth = sample.depth[provider] ?? QueueDepthSample.Depth()
             depths[LabelValues(label, "due")] = Double(depth.due)
+            depths[LabelValues(label, "held")] = Double(depth.held)
             depths[LabelValues(label, "deferred")] = Double(depth.deferred)
             depths[LabelValues(label, "leased")] = Double(depth.leased)
             ages[LabelValues(label)] = depth.oldestDueAge
         }
+        // A sample stored by a worker that predates the operator's counts has none: its pauses count as the
+        // provider's, as that worker's own gauge counted them.
         for provider in Provider.allCases.map(\.rawValue) {
-            paused[LabelValues(provider)] = Double(sample.pausedChannels[provider] ?? 0)
+            let all = sample.pausedChannels[provider] ?? 0
+            let byOperator = min(sample.operatorPausedChannels?[provider] ?? 0, all)
+            paused[LabelValues(provider, Self.pausedByOperator)] = Double(byOperator)
+            paused[LabelValues(provider, Self.pausedByProvider)] = Double(all - byOperator)
         }
         queueDeliveries.replaceAll(depths)
         queueOldestDueAge.replaceAll(ages)
         channelsPaused.replaceAll(paused)
+        appsPaused.set(Double(sample.pausedApps ?? 0))
+        fleetPaused.set(sample.fleetPaused == true ? 1 : 0)
         queueSampledAt.set(now.timeIntervalSince1970)
         queueSampleFraction.set(sample.sampledFraction ?? 1)
     }

@@ -464,10 +464,24 @@ extension FleetStatus.Pause {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(until, forKey: .until)
+        try container.encode(PauseEnd.json(until), forKey: .until)
         try container.encode(reason, forKey: .reason)
         try container.encode(note, forKey: .note)
     }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        until = PauseEnd.date(try container.decodeIfPresent(Date.self, forKey: .until))
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        note = try container.decodeIfPresent(String.self, forKey: .note)
+    }
+}
+
+/// An operator's or a provider's pause end in JSON (`status --json`, the operator commands' `--json`): the instant,
+/// or `null` for a pause until resumed (PostgreSQL's `infinity`, read as `Date.distantFuture`).
+public enum PauseEnd {
+    public static func json(_ until: Date) -> Date? { until >= .distantFuture ? nil : until }
+    public static func date(_ json: Date?) -> Date { json ?? .distantFuture }
 }
 
 extension FleetStatus.PausedApp {
@@ -478,9 +492,17 @@ extension FleetStatus.PausedApp {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(appID, forKey: .appID)
-        try container.encode(pausedUntil, forKey: .pausedUntil)
+        try container.encode(PauseEnd.json(pausedUntil), forKey: .pausedUntil)
         try container.encode(reason, forKey: .reason)
         try container.encode(note, forKey: .note)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        appID = try container.decode(UUID.self, forKey: .appID)
+        pausedUntil = PauseEnd.date(try container.decodeIfPresent(Date.self, forKey: .pausedUntil))
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        note = try container.decodeIfPresent(String.self, forKey: .note)
     }
 }
 
@@ -556,9 +578,18 @@ extension FleetStatus.PausedChannel {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(appID, forKey: .appID)
         try container.encode(provider, forKey: .provider)
-        try container.encode(pausedUntil, forKey: .pausedUntil)
+        try container.encode(PauseEnd.json(pausedUntil), forKey: .pausedUntil)
         try container.encode(reason, forKey: .reason)
         try container.encode(note, forKey: .note)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        appID = try container.decode(UUID.self, forKey: .appID)
+        provider = try container.decode(String.self, forKey: .provider)
+        pausedUntil = PauseEnd.date(try container.decodeIfPresent(Date.self, forKey: .pausedUntil))
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        note = try container.decodeIfPresent(String.self, forKey: .note)
     }
 }
 

@@ -132,8 +132,21 @@ public enum FleetStatusPage {
         return lines
     }
 
+    /// The paused apps (when any), then the paused channels, in the text's order (the fleet's pause is at the top).
     static func pauses(_ status: FleetStatus) -> [String] {
-        var lines = ["<h2>Paused channels</h2>"]
+        var lines: [String] = []
+        if !status.pausedApps.isEmpty {
+            lines.append("<h2>Paused apps</h2>")
+            lines.append(table(
+                ["app", "paused", "reason"],
+                status.pausedApps.map { app in
+                    row([
+                        appLabel(app.appID, status), text(FleetStatusRenderer.pauseEnd(app.pausedUntil, status.takenAt)),
+                        text(why(app.reason, app.note)),
+                    ], id: nil, cssClass: "paused")
+                }, textual: true))
+        }
+        lines.append("<h2>Paused channels</h2>")
         if status.pausedChannels.isEmpty {
             lines.append("<p id=\"paused-channels-none\">none</p>")
         } else {
@@ -146,16 +159,6 @@ public enum FleetStatusPage {
                     ], id: nil, cssClass: "paused")
                 }, textual: true))
         }
-        guard !status.pausedApps.isEmpty else { return lines }
-        lines.append("<h2>Paused apps</h2>")
-        lines.append(table(
-            ["app", "paused", "reason"],
-            status.pausedApps.map { app in
-                row([
-                    appLabel(app.appID, status), text(FleetStatusRenderer.pauseEnd(app.pausedUntil, status.takenAt)),
-                    text(why(app.reason, app.note)),
-                ], id: nil, cssClass: "paused")
-            }, textual: true))
         return lines
     }
 

@@ -97,6 +97,14 @@ public enum FleetStatusRenderer {
         }
         lines.append("")
 
+        // The fleet's pause is printed first (above); then the apps, then the channels (docs/operations.md).
+        if !status.pausedApps.isEmpty {
+            lines.append("paused apps: \(status.pausedApps.count)")
+            for app in status.pausedApps {
+                lines.append(
+                    "  app \(app.appID.uuidString.lowercased()) \(pauseEnd(app.pausedUntil, status.takenAt)): \(pauseWhy(app.reason, app.note))")
+            }
+        }
         if status.pausedChannels.isEmpty {
             lines.append("paused channels: none")
         } else {
@@ -104,13 +112,6 @@ public enum FleetStatusRenderer {
             for channel in status.pausedChannels {
                 lines.append(
                     "  app \(channel.appID.uuidString.lowercased()) \(safe(channel.provider)) \(pauseEnd(channel.pausedUntil, status.takenAt)): \(pauseWhy(channel.reason, channel.note))")
-            }
-        }
-        if !status.pausedApps.isEmpty {
-            lines.append("paused apps: \(status.pausedApps.count)")
-            for app in status.pausedApps {
-                lines.append(
-                    "  app \(app.appID.uuidString.lowercased()) \(pauseEnd(app.pausedUntil, status.takenAt)): \(pauseWhy(app.reason, app.note))")
             }
         }
         if !status.throttledApps.isEmpty {

@@ -740,7 +740,9 @@ public enum FleetStatusStore {
     }
 
     /// The operator's note (`--note`, `operator_actions.reason`) of each operator's pause listed: that of the
-    /// latest `pause` of its target (none when that one had no note).
+    /// `pause` that set the pause in force, the latest of its target that changed something (`rows_affected` > 0;
+    /// none when that one had no note). A `pause` that found the target already so is recorded but changed
+    /// nothing, its note included: a second `pause` run to check keeps the first one's reason on show.
     static func readOperatorNotes(on connection: PostgresConnection, app: UUID?, into status: inout FleetStatus) throws {
         let operatorPaused = status.fleetPause?.reason == "operator" || status.pausedApps.contains { $0.reason == "operator" }
             || status.pausedChannels.contains { $0.reason == "operator" }
@@ -749,7 +751,7 @@ public enum FleetStatusStore {
         for row in try connection.query(
             """
             SELECT DISTINCT ON (scope, app_id, provider) scope, app_id::text AS app_id, provider, reason
-            FROM operator_actions WHERE action = 'pause'\(app.map { " AND (app_id IS NULL OR app_id = '\(CanonicalUUIDText.format($0))'::uuid)" } ?? "")
+            FROM operator_actions WHERE action = 'pause' AND rows_affected > 0\(app.map { " AND (app_id IS NULL OR app_id = '\(CanonicalUUIDText.format($0))'::uuid)" } ?? "")
             ORDER BY scope, app_id, provider, id DESC
             """)
         {

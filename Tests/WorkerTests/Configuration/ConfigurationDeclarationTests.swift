@@ -67,6 +67,33 @@ struct ConfigurationDeclarationTests {
         }
     }
 
+    /// Every `PUSHIZO_*` name the scripts, the CI entry point, the Makefile and the documents use is a key of the
+    /// worker or lies under a reserved prefix (`PUSHIZO_TEST_*`, ...): the worker refuses any other `PUSHIZO_*`
+    /// variable (exit 78), so a script knob of its own in that namespace, exported, would stop a worker run in the
+    /// same environment. A name ending in `_` is a prefix written out (`PUSHIZO_EMULATOR_*`).
+    @Test func theScriptsKnobsStayOutOfTheWorkersNamespace() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        var files = ["Makefile", "README.md"].map { root.appendingPathComponent($0) }
+        for folder in ["scripts", "docs", ".ci"] {
+            let enumerator = FileManager.default.enumerator(at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            while let file = enumerator?.nextObject() as? URL { files.append(file) }
+        }
+        let expression = try NSRegularExpression(pattern: "PUSHIZO_[A-Z0-9_]+")
+        var strangers: Set<String> = []
+        for file in files {
+            guard let text = try? String(contentsOf: file, encoding: .utf8) else { continue }
+            for match in expression.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                guard let range = Range(match.range, in: text) else { continue }
+                let name = String(text[range])
+                if name.hasSuffix("_") { continue }
+                if ConfigurationReader.unknownVariables(in: [name: ""]).isEmpty { continue }
+                strangers.insert("\(name) (\(file.path.dropFirst(root.path.count + 1)))")
+            }
+        }
+        #expect(strangers.isEmpty, "neither a key nor under \(ConfigurationReader.reservedPrefixes): \(strangers.sorted())")
+    }
+
     /// config/pushizo-worker.env.example shows each setting commented out at its default (`#PUSHIZO_X=value`), so an
     /// operator who uncomments a line changes nothing; a line left empty (`#PUSHIZO_X=`) stands for a derived or
     /// absent default. The keys below are shown with an example value instead, and say so beside it.

@@ -46,6 +46,22 @@ struct DeadlineConfigurationTests {
         #expect(derived.description.contains("PUSHIZO_LEASE_SECONDS"))
     }
 
+    /// A lease too short for the default request timeout names the lease, the key the operator set, and the rule
+    /// (twice the request timeout); a delivery timeout set below the default request timeout names itself.
+    @Test func aShortLeaseWithTheDefaultRequestTimeoutNamesTheLease() throws {
+        let lease = try #require(refusal(["PUSHIZO_LEASE_SECONDS": "30s"]))
+        #expect(lease.key == "PUSHIZO_LEASE_SECONDS", "\(lease)")
+        #expect(lease.description.contains("twice the request timeout"), "\(lease)")
+        let delivery = try #require(refusal(["PUSHIZO_DELIVERY_TIMEOUT": "10"]))
+        #expect(delivery.key == "PUSHIZO_DELIVERY_TIMEOUT", "\(delivery)")
+    }
+
+    /// `help` states the lease's real rule, not "above the request timeout".
+    @Test func helpStatesTheLeasesRule() {
+        let line = ConfigurationKey.leaseSeconds.summary
+        #expect(line.contains("at least twice PUSHIZO_REQUEST_TIMEOUT"), "\(line)")
+    }
+
     @Test func aCAFileThatIsNotPEMCertificatesIsRefused() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

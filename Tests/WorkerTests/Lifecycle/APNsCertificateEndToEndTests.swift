@@ -82,6 +82,17 @@ struct APNsCertificateEndToEndTests {
                                 message: #"{"apns_push_type": "liveactivity", "live_activity": {"event": "update", "timestamp": 1700000000, "content_state": {"eta": 5}}}"#,
                                 target: #"{"include_external_ids": ["\#(name)"]}"#)
                             ids["main-pem/live"] = (seed.appID, [live])
+                            // The same user's device as its MDM server knows it: an MDM push goes over the
+                            // certificate, to the channel's topic as it is, with only the PushMagic.
+                            let mdm = try seed.connection.query(
+                                """
+                                INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, kind)
+                                VALUES ($1, $2, 'ios', $3, 'production', 'mdm') RETURNING id
+                                """, [seed.appID, user, Seed.token()])[0].decode(UUID.self, "id")
+                            _ = try seed.notification(
+                                message: #"{"apns_push_type": "mdm", "mdm_push_magic": "9F2C-push-magic"}"#,
+                                target: #"{"include_external_ids": ["\#(name)"]}"#)
+                            ids["main-pem/mdm"] = (seed.appID, [mdm])
                         }
                     }
                     return ids
@@ -104,7 +115,7 @@ struct APNsCertificateEndToEndTests {
                 try process.run()
                 defer { if process.isRunning { process.terminate() } }
 
-                // Hang guard 120 s: 4 sent (main ×3, other) and 3 channels paused.
+                // Hang guard 120 s: 5 sent (main ×3, its MDM push, other) and 3 channels paused.
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 let deadline = ContinuousClock.now + .seconds(120)
                 var sent = 0
@@ -120,7 +131,7 @@ struct APNsCertificateEndToEndTests {
                     for row in try await database.query("SELECT app_id, paused_reason FROM app_channels WHERE paused_reason IS NOT NULL") {
                         paused[try row.decode(UUID.self, "app_id")] = row["paused_reason"] ?? ""
                     }
-                    if sent == 4, paused.count == 3, !liveOutcome.isEmpty { break }
+                    if sent == 5, paused.count == 3, !liveOutcome.isEmpty { break }
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 let metrics = try await scrape("http://127.0.0.1:\(port)/metrics")
@@ -130,8 +141,11 @@ struct APNsCertificateEndToEndTests {
                 let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
                 #expect(process.terminationStatus == 0, "\(output)")
 
-                #expect(sent == 4)
+                #expect(sent == 5)
                 #expect(liveOutcome == ["failed/push_type_unsupported"])
+                let mdm = apns.acceptedNotifications.filter { $0.pushType == "mdm" }
+                #expect(Set(mdm.map { "\($0.topic) \(String(decoding: $0.payload, as: UTF8.self))" })
+                    == [#"dev.pushizo.cert {"mdm":"9F2C-push-magic"}"#])
                 #expect(!apns.acceptedNotifications.contains { $0.pushType == "liveactivity" })
                 #expect(paused[seeded["rogue"]!.app] == "bad_certificate")  // Apple's 403, from the emulator
                 #expect(paused[seeded["sandbox"]!.app] == "bad_certificate_environment")  // ditto: the endpoint is an override
@@ -139,7 +153,7 @@ struct APNsCertificateEndToEndTests {
                 let accepted = apns.acceptedNotifications
                 // Deliveries by apns-id (fixed for a delivery's life: a resend after a request timeout on a loaded
                 // machine carries the same one).
-                #expect(Set(accepted.filter { $0.topic == "dev.pushizo.cert" }.map(\.apnsID)).count == 3)
+                #expect(Set(accepted.filter { $0.topic == "dev.pushizo.cert" }.map(\.apnsID)).count == 4)
                 #expect(Set(accepted.filter { $0.topic == "dev.pushizo.other" }.map(\.apnsID)).count == 1)
                 // The certificates that pushed: two apps shared one; never the rogue, sandbox or expired ones.
                 let fingerprints = try [

@@ -180,6 +180,23 @@ struct DatabaseStartEndToEndTests {
         }
     }
 
+    /// An operator command run as a role without the schema owner's rights: exit 78 naming the key, libpq's
+    /// message on the first line and the advice to run as the owner as the hint, on a line of its own.
+    @Test func aRefusedOperatorCommandPrintsTheHintOnItsOwnLine() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await Self.withRole("LOGIN") { role in
+                let outcome = try await Self.run(["pause", "--fleet"], databaseURL: url + " user=\(role) password=\(Self.password)")
+                Self.expectRefused(outcome, saying: ["permission denied", "42501"])
+                let lines = outcome.stderr.split(separator: "\n").map(String.init)
+                #expect(lines.first?.contains("permission denied") == true, "\(outcome.stderr)")
+                #expect(lines.first?.lowercased().contains("hint") == false, "\(outcome.stderr)")
+                #expect(
+                    lines.contains { $0.hasPrefix("  hint: ") && $0.contains("operator commands run as the schema owner") },
+                    "\(outcome.stderr)")
+            }
+        }
+    }
+
     /// Nothing listens: the worker keeps trying, tells systemd why on every attempt and logs it, and never claims
     /// readiness.
     @Test func anUnreachableServerIsWaitedFor() async throws {
@@ -204,5 +221,42 @@ struct DatabaseStartEndToEndTests {
         }
         #expect(stderr.contains("waiting for PostgreSQL; retrying"), "\(stderr)")
         #expect(!stderr.contains(Self.password))
+    }
+
+    /// SIGTERM while the worker waits for PostgreSQL at start: the wait ends, the worker never starts (no
+    /// `worker running`), and it exits 0, a clean stop (nothing was claimed), not after the shutdown timeout with
+    /// a status the units restart on. The shutdown timeout is set longer than the hang guard, so a stop that waits
+    /// it out is killed and fails the status expectation.
+    @Test func aStopWhileWaitingForTheServerEndsTheWaitCleanly() async throws {
+        let socket = try SystemdNotifyTests.NotifySocket()
+        let (worker, errors) = try SystemdNotifyTests.start(
+            databaseURL: "host=127.0.0.1 port=1 dbname=pushizo connect_timeout=2", notifySocket: socket.path,
+            extra: ["PUSHIZO_SHUTDOWN_TIMEOUT": "600"])
+        let guardKill = Task {
+            try await Task.sleep(for: .seconds(180))
+            kill(worker.processIdentifier, SIGKILL)
+        }
+        defer { guardKill.cancel() }
+        // Read stderr until the wait is logged, then stop the worker and read the rest until it exits.
+        let waiting = try await onThread {
+            var text = ""
+            while !text.contains("waiting for PostgreSQL; retrying") {
+                let chunk = errors.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }
+        #expect(waiting.contains("waiting for PostgreSQL; retrying"), "\(waiting)")
+        kill(worker.processIdentifier, SIGTERM)
+        let stderr = try await onThread {
+            let rest = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            worker.waitUntilExit()
+            return waiting + rest
+        }
+        #expect(worker.terminationReason == .exit && worker.terminationStatus == 0, "\(worker.terminationStatus): \(stderr)")
+        #expect(stderr.contains("stop requested"), "\(stderr)")
+        #expect(!stderr.contains("worker running"), "\(stderr)")
+        #expect(!socket.pending().contains("READY=1"))
     }
 }

@@ -94,7 +94,7 @@ struct PushTypeEndToEndTests {
                     let name = notifications[try row.decode(UUID.self, "id")] ?? "?"
                     if name == "unknown-type" {
                         #expect(row["status"] == "failed")
-                        #expect(row["status_reason"]?.hasPrefix("invalid_message: apns_push_type must be voip or liveactivity") == true)
+                        #expect(row["status_reason"]?.hasPrefix("invalid_message: apns_push_type must be one of voip, liveactivity, location") == true)
                         continue
                     }
                     #expect(row["status"] == "expanded", "\(name)")
@@ -178,6 +178,95 @@ struct PushTypeEndToEndTests {
                 #expect(payloads == [
                     #"\#(token) {"aps":{"content-state":{"eta":3},"event":"update","stale-date":1764594000,"timestamp":1764590400}}"#
                 ])
+            }
+        }
+    }
+
+    /// The other types of Apple's `apns-push-type` table through the real worker and the emulator over HTTP/2
+    /// and TLS: each reaches only its own kind of token with its topic suffix, priority and payload, which the
+    /// emulator checks as APNs does; an MDM push on this token-based channel fails alone as
+    /// `push_type_unsupported` (only an MDM push certificate sends those; `APNsCertificateEndToEndTests` sends
+    /// one). The FCM options pass through to the FCM emulator, which checks their types and the label's pattern.
+    @Test func everyOtherPushTypeAndTheFCMOptionsGoThroughTheEmulator() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let messages = [
+                    "location": #"{"apns_push_type": "location", "priority": "normal", "data": {"query": 7}}"#,
+                    "pushtotalk": #"{"apns_push_type": "pushtotalk", "ttl": 600, "data": {"speaker": "Ann"}}"#,
+                    "complication": #"{"apns_push_type": "complication"}"#,
+                    "fileprovider": #"{"apns_push_type": "fileprovider", "file_provider": {"container_identifier": "NSFileProviderWorkingSetContainerItemIdentifier"}}"#,
+                    "widgets": #"{"apns_push_type": "widgets"}"#,
+                    "mdm": #"{"apns_push_type": "mdm", "mdm_push_magic": "magic"}"#,
+                    "fcm-options": #"{"contents": "Score 2-1", "collapse_id": "match-9", "fcm_analytics_label": "match_9.goal", "android_direct_boot_ok": true}"#,
+                ]
+                let kinds = ["location", "pushtotalk", "complication", "fileprovider", "widgets", "mdm"]
+                let (tokens, notifications) = try await onThread {
+                    let seed = try Seed(url)
+                    try seed.app(channelSettings: emulator.channelSettings, endpoint: emulator.endpoint)
+                    try seed.fcmChannel(settings: emulator.fcmChannelSettings, endpoint: emulator.endpoint)
+                    let user = try seed.user("ann")
+                    var tokens: [String: String] = [:]
+                    for kind in kinds + ["device"] {
+                        let token = Seed.token()
+                        tokens[kind] = token
+                        _ = try seed.connection.query(
+                            """
+                            INSERT INTO subscriptions (app_id, user_id, platform, token, apns_environment, language, kind)
+                            VALUES ($1, $2, 'ios', $3, 'production', 'en', $4)
+                            """, [seed.appID, user, token, kind])
+                    }
+                    _ = try seed.connection.query(
+                        "INSERT INTO subscriptions (app_id, user_id, platform, token, language) VALUES ($1, $2, 'android', 'fcm-okay-options', 'en')",
+                        [seed.appID, user])
+                    var notifications: [UUID: String] = [:]
+                    for (name, message) in messages {
+                        notifications[try seed.notification(message: message, target: #"{"include_external_ids": ["ann"]}"#)] = name
+                    }
+                    return (tokens, notifications)
+                }
+
+                let process = try await emulator.runWorkerUntilDrained(databaseURL: url)
+                #expect(process.terminationStatus == 0)
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let rows = try await database.query(
+                    """
+                    SELECT e.notification_id, s.platform, s.kind, e.event, e.reason FROM delivery_events e
+                    JOIN subscriptions s ON s.id = e.subscription_id
+                    WHERE e.event IN ('sent', 'failed', 'skipped')
+                    """)
+                await database.shutdown()
+                var events: Set<String> = []
+                for row in rows {
+                    let name = notifications[try row.decode(UUID.self, "notification_id")] ?? "?"
+                    events.insert("\(name) -> \(row["platform"] ?? "")/\(row["kind"] ?? ""): \(row["event"] ?? "")/\(row["reason"] ?? "-")")
+                }
+                #expect(events.sorted() == [
+                    "complication -> ios/complication: sent/-",
+                    "fcm-options -> android/device: sent/-",
+                    "fcm-options -> ios/device: sent/-",
+                    "fileprovider -> ios/fileprovider: sent/-",
+                    "location -> ios/location: sent/-",
+                    "mdm -> ios/mdm: failed/push_type_unsupported",
+                    "pushtotalk -> ios/pushtotalk: sent/-",
+                    "widgets -> ios/widgets: sent/-",
+                ])
+
+                // What APNs got, type by type: topic, priority, expiration, payload, on its own token only.
+                let msgID = try Regex(#""msgId":"[^"]*""#)
+                let accepted = Set(emulator.apns.acceptedNotifications.filter { $0.pushType != "alert" }.map {
+                    let payload = String(decoding: $0.payload, as: UTF8.self).replacing(msgID, with: #""msgId":"…""#)
+                    return "\($0.pushType) \($0.topic) \($0.priority ?? "-") \($0.expiration ?? "-") \($0.deviceToken == tokens[$0.pushType]) \(payload)"
+                })
+                #expect(accepted.sorted() == [
+                    #"complication dev.pushizo.test.complication 10 - true {"aps":{},"on":{"msgId":"…"}}"#,
+                    #"fileprovider dev.pushizo.test.pushkit.fileprovider 10 - true {"container-identifier":"NSFileProviderWorkingSetContainerItemIdentifier"}"#,
+                    #"location dev.pushizo.test.location-query 5 - true {"aps":{},"on":{"data":{"query":7},"msgId":"…"}}"#,
+                    #"pushtotalk dev.pushizo.test.voip-ptt 10 0 true {"aps":{},"on":{"data":{"speaker":"Ann"},"msgId":"…"}}"#,
+                    #"widgets dev.pushizo.test.push-type.widgets 10 - true {"aps":{"content-changed":true}}"#,
+                ])
+                let fcm = try #require(emulator.fcm.acceptedMessages.first { $0.token == "fcm-okay-options" })
+                #expect(fcm.androidJSON == #"{"collapse_key":"match-9","direct_boot_ok":true,"priority":"HIGH"}"#)
+                #expect(fcm.analyticsLabel == "match_9.goal")
             }
         }
     }

@@ -8,15 +8,18 @@ import Testing
 /// compatibility window unless one declares `-- pushizo:oldest-worker` beyond this build.
 @Suite("schema check at start")
 struct SchemaCheckEndToEndTests {
-    /// Runs `pushizo-worker <arguments>` until it exits (hang guard: killed after 3 minutes).
-    static func run(_ arguments: [String], databaseURL: String) async throws -> (status: Int32, output: String) {
+    /// Runs `pushizo-worker <arguments>` until it exits (hang guard: killed after 3 minutes); `environment` adds to
+    /// or replaces the variables set here.
+    static func run(
+        _ arguments: [String], databaseURL: String, environment: [String: String] = [:]
+    ) async throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GracefulShutdownTests.executable)
         process.arguments = arguments
         process.environment = [
             "PUSHIZO_DATABASE_URL": databaseURL, "PATH": "/usr/bin:/bin", "PUSHIZO_EXIT_WHEN_DRAINED": "true",
             "PUSHIZO_MIGRATIONS_DIR": TestDatabase.migrationsDirectory.path, "PUSHIZO_LOG_LEVEL": "notice",
-        ]
+        ].merging(environment) { _, given in given }
         let output = Pipe()
         process.standardError = output
         process.standardOutput = output
@@ -80,17 +83,24 @@ struct SchemaCheckEndToEndTests {
             #expect(checked.status == 0, "\(checked.output)")
             #expect(checked.output.contains("9999_future.sql"), "\(checked.output)")
 
+            // Two numbers past this build's newest file, written as the file names write numbers: four digits.
+            let newest = try FileManager.default.contentsOfDirectory(atPath: TestDatabase.migrationsDirectory.path)
+                .compactMap { SchemaWindow.version(ofFileName: $0) }.max() ?? 0
             try await onThread {
                 let c = try PostgresConnection(connectionString: url)
                 defer { c.close() }
                 try c.execute(
                     "ALTER TABLE pushizo_schema_migrations ADD COLUMN IF NOT EXISTS oldest_worker integer; "
-                        + "UPDATE pushizo_schema_migrations SET oldest_worker = 9999 WHERE version = 9999")
+                        + "UPDATE pushizo_schema_migrations SET oldest_worker = \(newest + 2) WHERE version = 9999")
             }
+            let needed = String(format: "%04d", newest + 2)
             for command in ["run", "check"] {
                 let outcome = try await Self.run([command], databaseURL: url)
                 #expect(outcome.status == 78, "\(command): \(outcome.output)")
-                #expect(outcome.output.contains("9999_future.sql needs workers built with migration 9999 or later"), "\(outcome.output)")
+                #expect(
+                    outcome.output.contains("9999_future.sql needs workers built with migration \(needed) or later"),
+                    "\(outcome.output)")
+                #expect(outcome.output.contains("this worker is too old"), "\(outcome.output)")
             }
         }
     }

@@ -34,4 +34,23 @@ struct TerminalWordsTests {
         #expect(!"\(error)".contains("PostgresError"))
         #expect("\(error)" == "permission denied for table apps\u{1B}[2J (SQLSTATE 42501; hint: run as the owner)")
     }
+
+    /// A refusal only an operator can fix (exit 78) prints as the other database errors do: the problem of the
+    /// setting with libpq's message and SQLSTATE on its first line, the server's detail and hint on lines of their
+    /// own; the log's one-line form keeps them all.
+    @Test func aRefusalPrintsItsDetailAndHintOnLinesOfTheirOwn() throws {
+        let error = PostgresError(
+            code: .queryFailed, message: "permission denied for table fleet_settings", sqlState: "42501",
+            detail: "the role is pushizo_reader", hint: "operator commands run as the schema owner")
+        let refusal = try #require(ConfigurationError(refusal: error, key: .databaseURL))
+        #expect(TerminalError.text(refusal, prefix: "pushizo-worker: ") == """
+            pushizo-worker: configuration key PUSHIZO_DATABASE_URL (flag --database-url): PostgreSQL refused it, and trying again will not help: permission denied for table fleet_settings (SQLSTATE 42501)
+              detail: the role is pushizo_reader
+              hint: operator commands run as the schema owner
+            """)
+        let logged = "\(refusal)"
+        #expect(!logged.contains("\n"))
+        #expect(logged.contains("the role is pushizo_reader") && logged.contains("operator commands run as the schema owner"))
+        #expect(logged.contains("42501"))
+    }
 }

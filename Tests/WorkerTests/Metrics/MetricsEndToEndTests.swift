@@ -85,7 +85,10 @@ struct MetricsEndToEndTests {
                 #expect((sample(text, #"process_resident_memory_bytes"#) ?? 0) > 0)
                 #expect((sample(text, #"process_open_fds"#) ?? 0) > 0)
                 #expect(sample(text, #"pushizo_queue_deliveries{provider="apns",state="due"}"#) != nil)
-                #expect(sample(text, #"pushizo_channels_paused{provider="apns"}"#) == 0)
+                #expect(sample(text, #"pushizo_channels_paused{provider="apns",paused_by="provider"}"#) == 0)
+                #expect(sample(text, #"pushizo_channels_paused{provider="apns",paused_by="operator"}"#) == 0)
+                #expect(sample(text, #"pushizo_fleet_paused"#) == 0)
+                #expect(sample(text, #"pushizo_apps_paused"#) == 0)
                 #expect(sample(text, #"pushizo_build_info{version="\#(WorkerMetrics.version)",commit="\#(WorkerMetrics.commit)",swift="\#(WorkerMetrics.swiftVersion)"}"#) == 1)
                 // Nothing from a row leaks into labels: no token, no id.
                 #expect(!text.contains("a0"))
@@ -134,19 +137,103 @@ struct MetricsEndToEndTests {
         let metrics = WorkerMetrics()
         var sample = QueueDepthSample()
         sample.depth["apns"] = .init(due: 3, deferred: 2, leased: 1, oldestDueAge: 4.5)
+        sample.depth["apns"]?.held = 7
         sample.depth["none"] = .init(due: 1)
         sample.pausedChannels["fcm"] = 2
+        sample.pausedChannels["apns"] = 1
+        sample.operatorPausedChannels = ["apns": 1]
+        sample.pausedApps = 3
+        sample.fleetPaused = true
         metrics.record(sample, at: Date(timeIntervalSince1970: 1000))
         let text = metrics.registry.render()
         #expect(text.contains(#"pushizo_queue_deliveries{provider="apns",state="due"} 3"#))
+        #expect(text.contains(#"pushizo_queue_deliveries{provider="apns",state="held"} 7"#))
         #expect(text.contains(#"pushizo_queue_deliveries{provider="apns",state="leased"} 1"#))
         #expect(text.contains(#"pushizo_queue_deliveries{provider="webpush",state="due"} 0"#))
+        #expect(text.contains(#"pushizo_queue_deliveries{provider="webpush",state="held"} 0"#))
         #expect(text.contains(#"pushizo_queue_deliveries{provider="none",state="due"} 1"#))
         #expect(text.contains(#"pushizo_queue_oldest_due_age_seconds{provider="apns"} 4.5"#))
-        #expect(text.contains(#"pushizo_channels_paused{provider="fcm"} 2"#))
-        #expect(text.contains(#"pushizo_channels_paused{provider="apns"} 0"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="fcm",paused_by="provider"} 2"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="fcm",paused_by="operator"} 0"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="apns",paused_by="operator"} 1"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="apns",paused_by="provider"} 0"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="webpush",paused_by="provider"} 0"#))
+        #expect(text.contains("pushizo_apps_paused 3\n"))
+        #expect(text.contains("pushizo_fleet_paused 1\n"))
         #expect(text.contains("pushizo_queue_sample_timestamp_seconds 1000\n"))
         #expect(text.contains("pushizo_queue_sample_fraction 1\n"))
+    }
+
+    /// A sample stored by a worker that predates the operator's counts (no `held`, no operator pauses) still
+    /// reads: its paused channels count as the provider's, nothing as held, the fleet as not paused.
+    @Test func aSampleOfAnOlderWorkerReadsWithoutThePauses() throws {
+        let stored = #"{"depth": {"apns": {"due": 4, "deferred": 0, "leased": 0, "oldest_due_age": 30}}, "paused_channels": {"fcm": 1}}"#
+        let sample = try JSONDecoder().decode(QueueDepthSample.self, from: Data(stored.utf8))
+        #expect(sample.depth["apns"] == .init(due: 4, deferred: 0, leased: 0, oldestDueAge: 30, held: 0))
+        #expect(sample.operatorPausedChannels == nil && sample.pausedApps == nil && sample.fleetPaused == nil)
+        let metrics = WorkerMetrics()
+        metrics.record(sample)
+        let text = metrics.registry.render()
+        #expect(text.contains(#"pushizo_channels_paused{provider="fcm",paused_by="provider"} 1"#))
+        #expect(text.contains(#"pushizo_channels_paused{provider="fcm",paused_by="operator"} 0"#))
+        #expect(text.contains("pushizo_fleet_paused 0\n"))
+        #expect(text.contains("pushizo_apps_paused 0\n"))
+        let roundTrip = try JSONDecoder().decode(QueueDepthSample.self, from: JSONEncoder().encode(sample))
+        #expect(roundTrip == sample)
+    }
+
+    /// Due deliveries of an app an operator paused are held, not due, and out of the oldest due age; while the
+    /// fleet is paused every due delivery is. An operator's channel pause is counted apart from the provider's.
+    @Test func theQueueSampleCountsWhatAnOperatorsPauseHolds() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let (appPaused, fleetPaused, resumed) = try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                let paused = seed.appID
+                _ = try seed.connection.query(
+                    "INSERT INTO subscriptions (app_id, platform, token) SELECT $1, 'ios', 'held-' || n FROM generate_series(1, 3) n",
+                    [paused])
+                try seed.notification(target: #"{"include_external_ids": ["nobody"]}"#)
+                let other = try Seed(url)
+                try other.app(channelSettings: "{}")
+                _ = try other.connection.query(
+                    "INSERT INTO subscriptions (app_id, platform, token) SELECT $1, 'ios', 'due-' || n FROM generate_series(1, 2) n",
+                    [other.appID])
+                try other.notification(target: #"{"include_external_ids": ["nobody"]}"#)
+                // The paused app's 3 deliveries due for an hour, the other app's 2 for a minute.
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at)
+                    SELECT (SELECT id FROM notifications n WHERE n.app_id = s.app_id), s.id, s.app_id,
+                           CASE WHEN s.app_id = $1 THEN now() - interval '1 hour' ELSE now() - interval '1 minute' END
+                    FROM subscriptions s
+                    """, [paused])
+                _ = try seed.connection.query(
+                    "UPDATE apps SET paused_until = 'infinity', paused_reason = 'operator' WHERE id = $1", [paused])
+                _ = try seed.connection.query(
+                    "UPDATE app_channels SET paused_until = 'infinity', paused_reason = 'operator' WHERE app_id = $1", [paused])
+                _ = try seed.connection.query(
+                    "UPDATE app_channels SET paused_until = now() + interval '5 minutes', paused_reason = 'InvalidProviderToken' WHERE app_id = $1",
+                    [other.appID])
+                let appPaused = try QueueDepthStore.measureQueueDepth(on: seed.connection)
+                _ = try seed.connection.query("UPDATE fleet_settings SET paused_until = 'infinity', paused_reason = 'operator'")
+                let fleetPaused = try QueueDepthStore.measureQueueDepth(on: seed.connection)
+                _ = try seed.connection.query("UPDATE fleet_settings SET paused_until = NULL, paused_reason = NULL")
+                _ = try seed.connection.query("UPDATE apps SET paused_until = NULL, paused_reason = NULL")
+                return (appPaused, fleetPaused, try QueueDepthStore.measureQueueDepth(on: seed.connection))
+            }
+            let apns = try #require(appPaused.depth["apns"])
+            #expect(apns.due == 2 && apns.held == 3)
+            #expect(apns.oldestDueAge >= 60 && apns.oldestDueAge < 3600, "\(apns.oldestDueAge)")
+            #expect(appPaused.pausedApps == 1 && appPaused.fleetPaused == false)
+            #expect(appPaused.pausedChannels == ["apns": 2] && appPaused.operatorPausedChannels == ["apns": 1])
+            #expect(fleetPaused.depth["apns"]?.due == 0 && fleetPaused.depth["apns"]?.held == 5)
+            #expect(fleetPaused.depth["apns"]?.oldestDueAge == 0)
+            #expect(fleetPaused.fleetPaused == true)
+            #expect(resumed.depth["apns"]?.due == 5 && resumed.depth["apns"]?.held == 0)
+            #expect((resumed.depth["apns"]?.oldestDueAge ?? 0) >= 3600)
+            #expect(resumed.pausedApps == 0 && resumed.fleetPaused == false)
+        }
     }
 
     @Test func theQueueSampleReadsStatesFromTheDatabase() async throws {
@@ -180,6 +267,8 @@ struct MetricsEndToEndTests {
             #expect(sample.depth["webpush"] == .init(due: 0, deferred: 3, leased: 0, oldestDueAge: 0))
             #expect(sample.depth["fcm"] == nil)
             #expect(sample.pausedChannels == ["apns": 1])
+            #expect(sample.operatorPausedChannels == ["apns": 0])
+            #expect(sample.pausedApps == 0 && sample.fleetPaused == false)
             #expect(sample.sampledFraction == 1)
         }
     }

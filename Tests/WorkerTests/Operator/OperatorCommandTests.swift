@@ -54,22 +54,89 @@ struct OperatorCommandTests {
         await run.value
     }
 
+    /// An app with an APNs channel (empty settings), as a producer would have made it; its id.
+    static func app(_ url: String) async throws -> UUID {
+        try await onThread {
+            let seed = try Seed(url)
+            try seed.app(channelSettings: "{}")
+            return seed.appID
+        }
+    }
+
     static func audit(_ url: String) async throws -> [[String: String]] {
         try await query(url, "SELECT action, scope, app_id::text, provider, notification_id::text, reason, rows_affected, role_name::text = session_user::text AS by_me FROM operator_actions ORDER BY id")
     }
 
+    /// A schema without migration 0028 (the owner's `fleet_settings`, `operator_actions`): every command exits 78
+    /// naming the pending migrations and `pushizo-worker migrate`, as `status` and `run` do, before any statement.
+    @Test(arguments: [
+        ["pause", "--fleet"], ["resume", "--fleet"], ["cancel", "--notification", UUID().uuidString],
+        ["retry", "--notification", UUID().uuidString],
+    ])
+    func aSchemaWithoutTheOperatorsMigrationIsRefusedNamingIt(arguments: [String]) async throws {
+        // Every file from 0028 on left out, however many come after it.
+        let fromOperatorActions = try FileManager.default.contentsOfDirectory(atPath: TestDatabase.migrationsDirectory.path)
+            .filter { (SchemaWindow.version(ofFileName: $0) ?? 0) >= 28 }.count
+        try await SchemaCheckEndToEndTests.withDatabaseMissing(fromOperatorActions) { url, skipped in
+            let (status, _, errors) = try await Self.command(arguments, databaseURL: url)
+            #expect(status == 78, "\(errors)")
+            #expect(skipped.contains("0028_operator_actions.sql"), "\(skipped)")
+            for file in skipped { #expect(errors.contains(file), "\(file) missing from: \(errors)") }
+            #expect(errors.contains("pushizo-worker migrate"), "\(errors)")
+            #expect(!errors.contains("42P01"), "\(errors)")
+        }
+    }
+
+    /// `--json` carries every documented key, `null` where it does not apply, and a pause until resumed is `null` in
+    /// the operator command's `detail.until` as in `status --json`'s `fleet_pause.until`: one representation.
+    @Test func aFleetPausesJSONCarriesEveryKeyAndTheSameIndefiniteEndAsStatus() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            for _ in 0..<2 {
+                let paused = try await Self.command(["pause", "--fleet"], databaseURL: url)
+                #expect(paused.status == 0, "\(paused.errors)")
+                for key in ["app_id", "provider", "notification_id"] {
+                    #expect(paused.json[key] is NSNull, "\(key): \(paused.json)")
+                }
+                for key in ["action", "scope", "rows_affected", "already_so", "summary", "detail", "audit"] {
+                    #expect(paused.json[key] != nil, "\(key): \(paused.json)")
+                }
+                #expect((paused.json["detail"] as? [String: Any])?["until"] is NSNull, "\(paused.json)")
+            }
+            let (_, text, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+            let status = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            let fleet = try #require(status["fleet_pause"] as? [String: Any], "\(text)")
+            #expect(fleet["until"] is NSNull, "\(text)")
+            let resumed = try await Self.command(["resume", "--fleet"], databaseURL: url)
+            #expect((resumed.json["detail"] as? [String: Any])?["was_until"] is NSNull, "\(resumed.json)")
+            #expect(resumed.json["notification_id"] is NSNull, "\(resumed.json)")
+        }
+    }
+
+    /// As docs/operations.md says to run them: `--env-file /etc/pushizo-worker/migrate.env`, a file holding only
+    /// `PUSHIZO_MIGRATE_DATABASE_URL`, is all a command needs (no `PUSHIZO_DATABASE_URL`), and it connects with it.
+    @Test func theMigrationsUnitsEnvironmentFileIsEnough() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let path = "/tmp/pushizo-migrate-\(UUID().uuidString.prefix(8)).env"
+            try "PUSHIZO_MIGRATE_DATABASE_URL='\(url)'\n"
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let (status, stdout, stderr) = try await runExecutable(
+                ["pause", "--fleet", "--json", "--env-file", path], environment: [:])
+            #expect(status == 0, "\(stderr)")
+            let json = (try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]) ?? [:]
+            #expect(json["scope"] as? String == "fleet", "\(stdout)")
+            #expect(try await Self.audit(url).count == 1)
+        }
+    }
+
     @Test func pauseAndResumeAnAppTwiceEachWithAuditRows() async throws {
         try await TestDatabase.withMigratedDatabase { url in
-            let app = try await onThread {
-                let seed = try Seed(url)
-                try seed.app(channelSettings: "{}")
-                return seed.appID
-            }
+            let app = try await Self.app(url)
             let first = try await Self.command(["pause", "--app", app.uuidString, "--reason", "maintenance"], databaseURL: url)
             #expect(first.status == 0, "\(first.errors)")
             #expect(first.json["already_so"] as? Bool == false)
             #expect(first.json["rows_affected"] as? Int == 1)
-            #expect((first.json["detail"] as? [String: Any])?["until"] as? String == "infinity")
+            #expect((first.json["detail"] as? [String: Any])?["until"] is NSNull)
             let second = try await Self.command(["pause", "--app", app.uuidString], databaseURL: url)
             #expect(second.status == 0)
             #expect(second.json["already_so"] as? Bool == true)
@@ -326,6 +393,14 @@ struct OperatorCommandTests {
                     ["retry", "--notification", notification.uuidString, "--reason", "bogus"], databaseURL: url)
                 #expect(bogus.status == 2, "\(bogus.errors)")
                 #expect(bogus.errors.contains("max_attempts") && bogus.errors.contains("unavailable"), "\(bogus.errors)")
+                // A --since not in the past (a negative duration, a time to come) would match nothing: usage, naming
+                // the flag, before anything changes.
+                for since in ["-1h", "4000-01-01 00:00:00+00"] {
+                    let ahead = try await Self.command(
+                        ["retry", "--notification", notification.uuidString, "--since", since], databaseURL: url)
+                    #expect(ahead.status == 2, "\(since): \(ahead.errors)")
+                    #expect(ahead.errors.contains("--since \(since) is not in the past"), "\(ahead.errors)")
+                }
                 let sinceArguments = arguments
                 let first = try await Self.command(sinceArguments, databaseURL: url)
                 #expect(first.status == 0, "\(first.errors)")
@@ -358,6 +433,35 @@ struct OperatorCommandTests {
                 #expect(rows.map { "\($0["action"] ?? "")/\($0["rows_affected"] ?? "")" } == ["retry/1", "retry/0", "retry/0"])
                 #expect(rows.first?["reason"] == "provider outage over")
             }
+        }
+    }
+
+    /// The note `status` shows beside an operator's pause is that of the `pause` that set it: a `pause` that found
+    /// the target already so changes nothing, its note included, though it is recorded in `operator_actions`.
+    @Test func aPauseThatChangedNothingKeepsTheNoteOfThePauseInForce() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            let app = try await Self.app(url)
+            func notes() async throws -> (app: String?, channel: String?, fleet: String?) {
+                let (status, text, errors) = try await StatusCommandTests.status(["--json"], databaseURL: url)
+                #expect(status == 0, "\(errors)")
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+                return (
+                    (json["paused_apps"] as? [[String: Any]])?.first?["note"] as? String,
+                    (json["paused_channels"] as? [[String: Any]])?.first?["note"] as? String,
+                    (json["fleet_pause"] as? [String: Any])?["note"] as? String)
+            }
+            for target in [["--app", app.uuidString], ["--app", app.uuidString, "--provider", "apns"], ["--fleet"]] {
+                let set = try await Self.command(["pause"] + target + ["--note", "new .p8 key"], databaseURL: url)
+                #expect(set.status == 0 && set.json["already_so"] as? Bool == false, "\(set.errors)")
+                let again = try await Self.command(["pause"] + target + ["--note", "checking"], databaseURL: url)
+                #expect(again.status == 0 && again.json["already_so"] as? Bool == true, "\(again.errors)")
+            }
+            #expect(try await notes() == ("new .p8 key", "new .p8 key", "new .p8 key"))
+            // A pause that changes the end replaces the pause in force: its note is shown.
+            _ = try await Self.command(["pause", "--app", app.uuidString, "--until", "2h", "--note", "two hours"], databaseURL: url)
+            #expect(try await notes().app == "two hours")
+            let rows = try await Self.audit(url)
+            #expect(rows.map { $0["reason"] ?? "" } == Array(repeating: ["new .p8 key", "checking"], count: 3).flatMap { $0 } + ["two hours"])
         }
     }
 
@@ -395,7 +499,7 @@ struct OperatorCommandTests {
             // The operator's note is shown with the pause; the fleet's pause had none.
             #expect(apps.first?["note"] as? String == "new .p8 key")
             #expect((json["fleet_pause"] as? [String: Any])?["note"] is NSNull)
-            #expect(apps.first?["paused_until"] as? String == "4001-01-01T00:00:00Z")
+            #expect(apps.first?["paused_until"] is NSNull)
             #expect((json["fleet_pause"] as? [String: Any])?["reason"] as? String == "operator")
 
             let (_, fleet, _) = try await StatusCommandTests.status(["--json"], databaseURL: url)

@@ -34,6 +34,22 @@ struct PreviewFromDatabaseTests {
         return (seed.appID, notification, subscription)
     }
 
+    /// A command line preview cannot read exits 2 naming what it could not read, then the usage, as the other
+    /// commands name an unknown flag.
+    @Test func aCommandLineItCannotReadNamesTheFlag() async throws {
+        for (arguments, named) in [
+            (["--bogus"], "unknown flag --bogus"),
+            (["in.json", "--bogus=1"], "unknown flag --bogus"),
+            (["--database-url", "postgresql://localhost/none"], "--database-url is read only with --notification"),
+            (["a.json", "b.json"], "unexpected argument \"b.json\""),
+        ] {
+            let (status, _, errors) = try await runExecutable(["preview"] + arguments, environment: [:])
+            #expect(status == 2, "\(arguments): \(errors)")
+            #expect(errors.contains(named), "\(arguments): \(errors)")
+            #expect(errors.contains("usage: pushizo-worker preview"), "\(errors)")
+        }
+    }
+
     @Test func showsTheRequestTheWorkerWouldSendAndNoCredential() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let (_, notification, subscription) = try await onThread { try Self.seed(url) }

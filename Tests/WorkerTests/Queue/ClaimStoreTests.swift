@@ -133,4 +133,42 @@ struct ClaimStoreTests {
             }
         }
     }
+
+    /// The claim loop's check before a claim it may skip says `due` exactly when the claim would visit an app: a
+    /// turn at or before `now()` of an app with room, not paused, in a fleet not paused. A claim skipped on its
+    /// answer would have taken nothing.
+    @Test func theTurnCheckIsDueExactlyWhenTheClaimVisitsAnApp() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                let subscription = try seed.subscription()
+                let notification = try seed.notification(target: #"{"include_subscription_ids": ["\#(subscription)"]}"#)
+                _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [notification])
+                // Leased at insert: the turn is the lease's end.
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO deliveries (notification_id, subscription_id, app_id, run_at, attempt, fence, leased_by)
+                    VALUES ($1, $2, $3, now() + interval '60 seconds', 1, 1, 'w-other')
+                    """, [notification, subscription, seed.appID])
+                let ahead = try ClaimStore.turns(on: seed.connection, noRoom: [])
+                #expect(!ahead.due)
+                #expect((ahead.wait ?? 0) > 50 && (ahead.wait ?? 0) <= 60)
+                #expect(try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "w").isEmpty)
+                // Due: the lease ran out.
+                _ = try seed.connection.query("UPDATE deliveries SET run_at = now() - interval '1 second'")
+                _ = try seed.connection.query("UPDATE app_claim_turns SET turn_at = now() - interval '1 second'")
+                #expect(try ClaimStore.turns(on: seed.connection, noRoom: []).due)
+                #expect(try !ClaimStore.turns(on: seed.connection, noRoom: [seed.appID]).due)
+                _ = try seed.connection.query("UPDATE apps SET paused_until = 'infinity', paused_reason = 'operator'")
+                #expect(try !ClaimStore.turns(on: seed.connection, noRoom: []).due)
+                _ = try seed.connection.query("UPDATE apps SET paused_until = NULL, paused_reason = NULL")
+                _ = try seed.connection.query("UPDATE fleet_settings SET paused_until = 'infinity', paused_reason = 'operator'")
+                #expect(try !ClaimStore.turns(on: seed.connection, noRoom: []).due)
+                _ = try seed.connection.query("UPDATE fleet_settings SET paused_until = NULL, paused_reason = NULL")
+                #expect(try ClaimStore.turns(on: seed.connection, noRoom: []).due)
+                #expect(try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "w").count == 1)
+            }
+        }
+    }
 }

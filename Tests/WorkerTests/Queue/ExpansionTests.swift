@@ -628,12 +628,12 @@ struct ExpansionTests {
         }
     }
 
-    /// A measurement, not a timed assertion: `PUSHIZO_EXPANSION_BENCHMARK=1000000 swift test --filter
+    /// A measurement, not a timed assertion: `PUSHIZO_TEST_EXPANSION_BENCHMARK=1000000 swift test --filter
     /// expansionBenchmark` prints how long expanding that many subscriptions (one user each, tag `level` 0-9)
     /// takes for `{"all": true}` and for a tag filter matching 40% of them.
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["PUSHIZO_EXPANSION_BENCHMARK"] != nil))
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["PUSHIZO_TEST_EXPANSION_BENCHMARK"] != nil))
     func expansionBenchmark() async throws {
-        let count = Int(ProcessInfo.processInfo.environment["PUSHIZO_EXPANSION_BENCHMARK"] ?? "") ?? 1_000_000
+        let count = Int(ProcessInfo.processInfo.environment["PUSHIZO_TEST_EXPANSION_BENCHMARK"] ?? "") ?? 1_000_000
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
                 let seed = try Seed(url)

@@ -62,6 +62,10 @@ struct FleetStatusPageTests {
         #expect(html.contains("<td>operator: new .p8 key &lt;b&gt;now&lt;/b&gt;</td>"))
         #expect(html.contains("<td>operator: drain</td>"))
         #expect(html.contains("Fleet paused indefinitely: operator: maintenance; no claims"))
+        // As in the text (docs/operations.md, "Pausing and resuming"): the fleet's pause, then the paused apps,
+        // then the paused channels.
+        let order = ["id=\"fleet-pause\"", "<h2>Paused apps</h2>", "<h2>Paused channels</h2>"].map { html.range(of: $0)?.lowerBound }
+        #expect(order.allSatisfy { $0 != nil } && order == order.sorted { $0! < $1! }, "\(html)")
     }
 
     @Test func showsTheWorkersByHeartbeatWithTheirTextEscaped() {

@@ -113,6 +113,17 @@ struct FleetStatusRendererTests {
         #expect(Set(paused.keys) == ["app_id", "provider", "paused_until", "reason", "note"])
     }
 
+    /// The pauses in the order docs/operations.md gives ("Pausing and resuming"): the fleet's pause first, then the
+    /// paused apps, then the paused channels.
+    @Test func textListsTheFleetPauseThenAppsThenChannels() {
+        var status = Self.sample(reason: "operator")
+        status.pausedApps = [.init(appID: Self.app, pausedUntil: .distantFuture, reason: "operator")]
+        status.fleetPause = FleetStatus.Pause(until: .distantFuture, reason: "operator")
+        let text = FleetStatusRenderer.text(status)
+        let order = ["FLEET PAUSED", "paused apps: 1", "paused channels: 1"].map { text.range(of: $0)?.lowerBound }
+        #expect(order.allSatisfy { $0 != nil } && order == order.sorted { $0! < $1! }, "\(text)")
+    }
+
     /// UUIDs are printed as PostgreSQL prints them, in lower case, wherever they stand in the document (the
     /// narrowed app, expanding notifications, paused apps and channels); other text keeps its case.
     @Test func jsonWritesUUIDsInLowerCase() throws {
