@@ -118,31 +118,37 @@ public enum DeliveryPageStore {
         return Set(try rows.map { try $0.decode(Int64.self, "id") })
     }
 
-    /// Takes the page whose lease ran out first (its worker died or was cut off), if any, for this worker: it gets `fence` + 1, the new lease, and `rescued_from` the worker whose lease ran out. Then
-    /// reads, in a statement of its own (whose snapshot sees every completion the old lease committed: those
+    /// Takes the page whose lease ran out first (its worker died or was cut off), if any, for this worker: it gets
+    /// `fence` + 1, the new lease, and `rescued_from` the worker whose lease ran out, committed on its own. Then
+    /// reads, in a transaction of its own (whose snapshot sees every completion the old lease committed: those
     /// held the page `FOR SHARE` until their commit), the page's subscriptions its earlier leases did not settle
-    /// (``AudienceQuery/Rescue``): they are sent again. A page with none left is deleted. One transaction.
+    /// (``AudienceQuery/Rescue``): they are sent again. A page with none left is deleted.
+    ///
+    /// The page is taken before it is read so that a page that cannot be read (a data error: ``RescueUnreadable``)
+    /// stays leased to this worker until its new lease runs out, and is tried again only then, by any worker:
+    /// it never fails every claim of every worker in turn.
     /// - Returns: the rescued deliveries in the claim's row shape (``LeasedRows/pages``), for
     ///   ``ClaimStore/leasedRows(_:on:)``, and the page with how many deliveries it handed out (nil: none taken,
     ///   or none of its deliveries was left).
+    /// - Throws: ``RescueUnreadable`` when the taken page's read fails with a data error; other errors as they come.
     public static func rescue(
         on connection: PostgresConnection, workerID: String, lease: Duration
     ) throws -> (rows: LeasedRows, page: (id: Int64, deliveries: Int)?) {
-        try connection.transaction(localSettings: ["jit": "off"]) { connection in
-            let taken = try connection.query(
-                """
-                UPDATE delivery_pages p
-                SET fence = p.fence + 1, leased_by = $1, lease_until = now() + make_interval(secs => $2::float8),
-                    rescued_from = p.leased_by
-                FROM (SELECT id FROM delivery_pages WHERE lease_until <= now()
-                      ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED) x
-                WHERE p.id = x.id
-                RETURNING p.id, p.fence, p.app_id, p.notification_id, p.priority, p.after_id, p.up_to, p.created_at,
-                          p.rescued_from
-                """, [workerID, lease.inSeconds])
-            guard let page = taken.first else { return (.none, nil) }
-            do {
-                let pageID = try page.decode(Int64.self, "id")
+        let taken = try connection.query(
+            """
+            UPDATE delivery_pages p
+            SET fence = p.fence + 1, leased_by = $1, lease_until = now() + make_interval(secs => $2::float8),
+                rescued_from = p.leased_by
+            FROM (SELECT id FROM delivery_pages WHERE lease_until <= now()
+                  ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED) x
+            WHERE p.id = x.id
+            RETURNING p.id, p.fence, p.app_id, p.notification_id, p.priority, p.after_id, p.up_to, p.created_at,
+                      p.rescued_from
+            """, [workerID, lease.inSeconds])
+        guard let page = taken.first else { return (.none, nil) }
+        let pageID = try page.decode(Int64.self, "id")
+        do {
+            return try connection.transaction(localSettings: ["jit": "off"]) { connection in
                 let notificationID = try page.decode(UUID.self, "notification_id")
                 guard
                     let notification = try connection.query(
@@ -181,7 +187,19 @@ public enum DeliveryPageStore {
                     (pageID, created)
                 )
             }
+        } catch let error as PostgresError where error.isDataError {
+            throw RescueUnreadable(pageID: pageID, error: error)
         }
+    }
+
+    /// A rescued page whose deliveries could not be read (a data error in its notification's audience or its
+    /// subscriptions): it stays leased to the worker that took it until that lease runs out.
+    public struct RescueUnreadable: Error, CustomStringConvertible {
+        /// The page (`delivery_pages.id`).
+        public var pageID: Int64
+        /// PostgreSQL's answer.
+        public var error: PostgresError
+        public var description: String { "delivery page \(pageID) could not be read for its rescue: \(error)" }
     }
 
     /// ``setAside(on:page:fence:subscriptionID:error:)``, tolerating a data error of its own: the delivery is then

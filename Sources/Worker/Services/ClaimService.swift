@@ -141,7 +141,7 @@ final class ClaimService: Service {
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
                         // A page whose lease ran out (its worker died) first, in its own transaction: its rows are
                         // leased to this worker once it commits. A failure after it leaves them to the next rescue.
-                        let rescued = try Self.rescuePage(on: connection, configuration: configuration)
+                        let rescued = try Self.rescuePage(on: connection, configuration: configuration, logger: logger)
                         if probe && rescued.isEmpty {
                             let turns = try ClaimStore.turns(on: connection, noRoom: room.full)
                             if !turns.due { return ([], nil, .success((turns.wait, turns.clock))) }
@@ -198,13 +198,23 @@ final class ClaimService: Service {
 
     /// Takes one leased page whose lease ran out, if any (``DeliveryPageStore/rescue(on:workerID:lease:)``), and
     /// reads its deliveries left to send. One index probe when none is due.
-    static func rescuePage(on connection: PostgresConnection, configuration: WorkerConfiguration) throws
+    static func rescuePage(
+        on connection: PostgresConnection, configuration: WorkerConfiguration, logger: Logger
+    ) throws
         -> [ClaimedDelivery]
     {
-        let (rows, page) = try DeliveryPageStore.rescue(
-            on: connection, workerID: configuration.workerID, lease: configuration.lease)
-        guard page != nil else { return [] }
-        return try ClaimStore.leasedRows(rows, on: connection)
+        do {
+            let (rows, page) = try DeliveryPageStore.rescue(
+                on: connection, workerID: configuration.workerID, lease: configuration.lease)
+            guard page != nil else { return [] }
+            return try ClaimStore.leasedRows(rows, on: connection)
+        } catch let unreadable as DeliveryPageStore.RescueUnreadable {
+            // The page stays leased here until its lease runs out and is tried again then; the claim goes on.
+            logger.warning("a page whose lease ran out could not be read; tried again when this lease runs out", [
+                "page": "\(unreadable.pageID)", "error": "\(unreadable.error)",
+            ])
+            return []
+        }
     }
 
     /// What one expansion call (a chunk, retried on the next notification after a data error) may lease as it
