@@ -4,8 +4,8 @@ import UUIDText
 /// The claim's facts the after-send policy (``CompletionFactory``) reads: which delivery and claim, how many
 /// attempts and uncounted retries it has had, and the instants its backoff and invalidation are judged by.
 public struct ClaimFacts: Sendable, Equatable {
-    /// `deliveries.id`.
-    public var deliveryID: Int64
+    /// The row or page the delivery was leased through.
+    public var source: DeliverySource
     /// The claim's fencing token; the completion carries it back.
     public var fence: Int64
     /// The claim's attempt number (1 for the first send attempt).
@@ -23,10 +23,10 @@ public struct ClaimFacts: Sendable, Equatable {
     public var tokenUpdatedAt: Date
 
     public init(
-        deliveryID: Int64, fence: Int64, attempt: Int, uncountedRetries: Int = 0, appID: UUID, notificationID: UUID,
+        source: DeliverySource, fence: Int64, attempt: Int, uncountedRetries: Int = 0, appID: UUID, notificationID: UUID,
         subscriptionID: UUID, apnsID: UUID, notificationStart: Date, tokenUpdatedAt: Date
     ) {
-        self.deliveryID = deliveryID
+        self.source = source
         self.fence = fence
         self.attempt = attempt
         self.uncountedRetries = uncountedRetries
@@ -81,11 +81,12 @@ public enum CompletionFactory {
     ) -> DeliveryCompletion {
         func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, detailJSON: String, next: Date?) -> DeliveryCompletion {
             var completion = DeliveryCompletion(
-                deliveryID: delivery.deliveryID, fence: delivery.fence, event: event, reason: reason,
+                source: delivery.source, fence: delivery.fence, event: event, reason: reason,
                 detailJSON: detailJSON, nextRunAt: next)
             completion.claimedAs = DeliveryCompletion.Claim(
                 appID: delivery.appID, notificationID: delivery.notificationID,
                 subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
+            completion.claimedAs?.apnsID = delivery.apnsID
             return completion
         }
         func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {

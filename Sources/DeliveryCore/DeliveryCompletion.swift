@@ -2,7 +2,8 @@ import Foundation
 
 /// What the pipeline decided for one claimed delivery, ready for the batched write-back.
 public struct DeliveryCompletion: Sendable {
-    public var deliveryID: Int64
+    /// The row or page the delivery was leased through; `fence` is its fence.
+    public var source: DeliverySource
     public var fence: Int64
     /// `delivery_events.event`.
     public var event: DeliveryEvent
@@ -42,6 +43,8 @@ public struct DeliveryCompletion: Sendable {
         public var subscriptionID: UUID
         /// The claim's attempt number (`deliveries.attempt` after the claim).
         public var attempt: Int
+        /// APNs's `apns-id` of the delivery: a page's delivery that must wait keeps it in the row it becomes.
+        public var apnsID: UUID? = nil
 
         public init(appID: UUID, notificationID: UUID, subscriptionID: UUID, attempt: Int) {
             self.appID = appID
@@ -52,10 +55,10 @@ public struct DeliveryCompletion: Sendable {
     }
 
     public init(
-        deliveryID: Int64, fence: Int64, event: DeliveryEvent, reason: DeliveryReason?, detailJSON: String, nextRunAt: Date?,
-        invalidation: SubscriptionInvalidation? = nil, channelPause: ChannelPause? = nil
+        source: DeliverySource, fence: Int64, event: DeliveryEvent, reason: DeliveryReason?, detailJSON: String,
+        nextRunAt: Date?, invalidation: SubscriptionInvalidation? = nil, channelPause: ChannelPause? = nil
     ) {
-        self.deliveryID = deliveryID
+        self.source = source
         self.fence = fence
         self.event = event
         self.reason = reason

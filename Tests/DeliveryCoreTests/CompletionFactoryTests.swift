@@ -9,7 +9,7 @@ struct CompletionFactoryTests {
 
     func delivery(attempt: Int) -> ClaimFacts {
         ClaimFacts(
-            deliveryID: 7, fence: 3, attempt: attempt, appID: UUID(), notificationID: UUID(), subscriptionID: UUID(),
+            source: .row(7), fence: 3, attempt: attempt, appID: UUID(), notificationID: UUID(), subscriptionID: UUID(),
             apnsID: UUID(), notificationStart: Self.now, tokenUpdatedAt: Self.now)
     }
 

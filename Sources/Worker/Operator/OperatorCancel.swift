@@ -6,7 +6,9 @@ import UUIDText
 /// `pushizo-worker cancel --notification ID` (docs/operations.md, "Operator commands"): sets the producer
 /// contract's `status = 'canceled'` with an audit row. The fleet's cancel sweep (``ExpansionStore/sweepCanceled(on:limit:)``)
 /// then stops its expansion and turns every delivery not in flight into `skipped` / `canceled`; a send in flight
-/// finishes, and a retry of it is skipped at its next claim.
+/// finishes, and a retry of it is skipped at its next claim. A leased page's deliveries count as in flight and
+/// finish as leased rows do; a page rescued once its lease ran out reads the notification as canceled, and what it
+/// had not settled is skipped as `canceled`.
 public enum OperatorCancel {
     /// Cancels the notification; says how many deliveries were pending (to be skipped) and in flight.
     /// - Throws: ``OperatorError/noNotification(_:)``; ``PostgresError``.
@@ -19,7 +21,8 @@ public enum OperatorCancel {
             let counts = try connection.query(
                 """
                 SELECT count(*) FILTER (WHERE leased_by IS NULL OR run_at <= now()) AS pending,
-                       count(*) FILTER (WHERE leased_by IS NOT NULL AND run_at > now()) AS in_flight
+                       count(*) FILTER (WHERE leased_by IS NOT NULL AND run_at > now())
+                           + (SELECT coalesce(sum(deliveries), 0) FROM delivery_pages WHERE notification_id = $1) AS in_flight
                 FROM deliveries WHERE notification_id = $1
                 """, [id])[0]
             let pending = try counts.decode(Int.self, "pending")

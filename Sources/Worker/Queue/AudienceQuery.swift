@@ -9,6 +9,20 @@ import Postgres
 /// on the first chunk), `$4` chunk size, `$5` delivery priority, `$6` platforms (`text[]` or NULL), `$7...`
 /// the target's own values, then, for a local-time notification, its `delivery_time_of_day` and `ttl`.
 struct AudienceQuery {
+    /// The re-read of a page whose lease ran out, taken by another worker (``DeliveryPageStore/rescue(on:workerID:lease:limit:)``):
+    /// the page's range (`$3` its `after_id`, `upTo` its `up_to`) read with the same audience, only subscriptions
+    /// created no later than the page, and only those the page's earlier leases did not settle. The rows come in
+    /// the claim's row shape with the page's id and new fence, `attempt` the fence, `rescued_from` the worker
+    /// whose lease ran out.
+    struct Rescue {
+        var pageID: Int64
+        var fence: Int64
+        /// `delivery_pages.created_at`.
+        var createdAt: Date
+        var rescuedFrom: String?
+    }
+
+
     /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
     /// NULL when none) and `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`). With a
     /// lease, one row per delivery inserted (all leased; one row of NULLs beside the three when none), each with
@@ -18,21 +32,42 @@ struct AudienceQuery {
     /// `$7...` in order.
     let parameters: [any PostgresEncodable]
 
+    /// The end of a statement whose `claimed` CTE (and `page`) came before: the claim's row shape of the
+    /// `claimed` rows (``ClaimStore/claimedRowsSelect``), each with the statement's own figures (`last_id` NULL
+    /// without `lastID`), and one row of NULLs beside those figures when `claimed` is empty.
+    private static func claimedTail(lastID: Bool) -> String {
+        """
+        ,
+        \(ClaimStore.claimedRowsSources),
+        leased AS (
+        \(ClaimStore.claimedRowsSelect)
+        )
+        SELECT (SELECT count(*) FROM page) AS scanned,
+               \(lastID ? "(SELECT id FROM page ORDER BY id DESC LIMIT 1)" : "NULL::uuid") AS last_id,
+               (SELECT count(*) FROM claimed) AS created,
+               l.*
+        FROM (SELECT) chunk LEFT JOIN leased l ON true
+        """
+    }
+
     /// - Parameter first: `true` for the first chunk (`id >= nil UUID`, so even that id is included),
     ///   `false` afterwards (`id > cursor`).
     /// - Parameter localTime: the notification's local-time schedule: each delivery's `run_at` and
     ///   `local_due_at` are computed in the statement, once per distinct zone of the page
     ///   (``LocalTimeSQL``; docs/local-time-delivery.md).
     /// - Parameter upTo: the last `subscriptions.id` the page may reach (inclusive): a slice's upper bound
-    ///   (``ExpansionStore/Slicing``). Only for the filter forms (`all`, `filters`); id lists are never
-    ///   sliced and ignore it.
+    ///   (``ExpansionStore/Slicing``), or a leased page's (``Rescue``).
     /// - Parameter lease: every row inserted is leased to `workerID` until `now() + seconds`, attempt and fence 1,
     ///   as a first claim leaves them; the caller makes the page (`$4`) no longer than the rows it may lease, and
     ///   leases only an app without a send limit (`apps.max_sends_per_second`: its claims charge its token
     ///   bucket). Ignored with `localTime` (those rows are due at each subscriber's local time).
+    /// - Parameter leasePage: with `lease`, the page is leased whole instead (docs/performance.md, "Pages leased
+    ///   at expansion"): one `delivery_pages` row, no `deliveries` row; the statement returns the page's matching
+    ///   subscriptions in the claim's row shape, each with the page's id and fence (`created` counts them).
+    /// - Parameter rescue: instead of a chunk, the re-read of a rescued page (``Rescue``): nothing is written.
     init(
         selection: AudienceSelection, first: Bool, localTime: ExpansionStore.LocalTimeSchedule? = nil, upTo: UUID? = nil,
-        lease: (workerID: String, seconds: Double)? = nil
+        lease: (workerID: String, seconds: Double)? = nil, leasePage: Bool = false, rescue: Rescue? = nil
     ) {
         var parameters: [any PostgresEncodable] = []
         func bind(_ value: any PostgresEncodable, _ type: String) -> String {
@@ -122,6 +157,9 @@ struct AudienceQuery {
         }
         let columns = "s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind"
         let after = first ? ">=" : ">"
+        let bounded = upTo.map { " AND s.id <= \(bind($0, "uuid"))" } ?? ""
+        // A rescued page holds only the subscriptions that existed when it was leased.
+        let existed = rescue.map { " AND s.created_at <= \(bind($0.createdAt, "timestamptz"))" } ?? ""
         let page: String
         if let listedIDs {
             // The listed ids in order, each looked up by primary key: a chunk costs the list, never the app.
@@ -132,8 +170,8 @@ struct AudienceQuery {
             page = """
                 SELECT \(columns)
                 FROM (SELECT DISTINCT l.id FROM unnest(\(listedIDs)) AS l(id) WHERE l.id \(after) $3::uuid) l
-                CROSS JOIN LATERAL (SELECT \(columns), s.status FROM subscriptions s WHERE s.id = l.id OFFSET 0) s
-                WHERE s.app_id = $2 AND s.status = 'active'
+                CROSS JOIN LATERAL (SELECT \(columns), s.status, s.created_at FROM subscriptions s WHERE s.id = l.id OFFSET 0) s
+                WHERE s.app_id = $2 AND s.status = 'active'\(bounded)\(existed)
                 ORDER BY l.id
                 LIMIT $4
                 """
@@ -144,17 +182,16 @@ struct AudienceQuery {
             page = """
                 SELECT \(columns)
                 FROM (SELECT DISTINCT x.id FROM users x WHERE x.app_id = $2 AND x.external_id = ANY(\(listedUsers))) u
-                CROSS JOIN LATERAL (SELECT \(columns), s.status FROM subscriptions s WHERE s.user_id = u.id OFFSET 0) s
-                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid
+                CROSS JOIN LATERAL (SELECT \(columns), s.status, s.created_at FROM subscriptions s WHERE s.user_id = u.id OFFSET 0) s
+                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid\(bounded)\(existed)
                 ORDER BY s.id
                 LIMIT $4
                 """
         } else {
-            let bounded = upTo.map { " AND s.id <= \(bind($0, "uuid"))" } ?? ""
             page = """
                 SELECT \(columns)
                 FROM subscriptions s
-                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid\(bounded)
+                WHERE s.app_id = $2 AND s.status = 'active' AND s.id \(after) $3::uuid\(bounded)\(existed)
                 ORDER BY s.id
                 LIMIT $4
                 """
@@ -163,6 +200,62 @@ struct AudienceQuery {
         // could hash the whole users table for every chunk of 5,000, so that a broadcast read the table once per
         // chunk.
         let users = needsUsers ? " LEFT JOIN LATERAL (SELECT tags FROM users WHERE id = s.user_id OFFSET 0) u ON true" : ""
+        if let rescue {
+            let pageID = bind(rescue.pageID, "bigint")
+            let fence = bind(rescue.fence, "bigint")
+            let rescuedFrom = bind(rescue.rescuedFrom, "text")
+            // What the page's earlier leases settled is left out: a terminal event (sent, failed, skipped) of the
+            // notification for the subscription (delivery_events_notification), or a `deliveries` row a waiting
+            // delivery became. The rest is sent again: at least once.
+            sql = """
+                WITH page AS (
+                \(page)
+                ), claimed AS (
+                    SELECT \(pageID) AS id, \(fence) AS fence, \(fence)::integer AS attempt, $1::uuid AS notification_id,
+                           s.id AS subscription_id, s.app_id, gen_random_uuid() AS apns_id, 0 AS uncounted_retries,
+                           NULL::timestamptz AS local_due_at, \(rescuedFrom) AS rescued_from, $5::smallint AS priority
+                    FROM page s\(users)
+                    WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
+                      AND \(match)
+                      AND NOT EXISTS (SELECT 1 FROM delivery_events e
+                                      WHERE e.notification_id = $1 AND e.subscription_id = s.id
+                                        AND e.event IN ('sent', 'failed', 'skipped'))
+                      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = $1 AND d.subscription_id = s.id)
+                )\(Self.claimedTail(lastID: false))
+                """
+            self.parameters = parameters
+            return
+        }
+        if let lease, localTime == nil, leasePage {
+            let seconds = bind(lease.seconds, "float8")
+            let worker = bind(lease.workerID, "text")
+            // One row for the page, only when it has a delivery: its range is what a rescue reads again.
+            sql = """
+                WITH page AS (
+                \(page)
+                ), matched AS MATERIALIZED (
+                    SELECT s.id, s.app_id FROM page s\(users)
+                    WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
+                      AND \(match)
+                ), leased_page AS (
+                    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, deliveries, leased_by,
+                                                lease_until)
+                    SELECT $2, $1, $5::smallint, \(first ? "NULL::uuid" : "$3::uuid"),
+                           (SELECT id FROM page ORDER BY id DESC LIMIT 1), m.n, \(worker),
+                           now() + make_interval(secs => \(seconds))
+                    FROM (SELECT count(*)::integer AS n FROM matched) m
+                    WHERE m.n > 0
+                    RETURNING id, fence
+                ), claimed AS (
+                    SELECT p.id, p.fence, 1 AS attempt, $1::uuid AS notification_id, s.id AS subscription_id, s.app_id,
+                           gen_random_uuid() AS apns_id, 0 AS uncounted_retries, NULL::timestamptz AS local_due_at,
+                           NULL::text AS rescued_from
+                    FROM matched s CROSS JOIN leased_page p
+                )\(Self.claimedTail(lastID: true))
+                """
+            self.parameters = parameters
+            return
+        }
         if let lease, localTime == nil {
             let seconds = bind(lease.seconds, "float8")
             let worker = bind(lease.workerID, "text")
@@ -184,17 +277,7 @@ struct AudienceQuery {
                     ON CONFLICT (notification_id, subscription_id) DO NOTHING
                     RETURNING id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries,
                               local_due_at, NULL::text AS rescued_from
-                ),
-                \(ClaimStore.claimedRowsSources),
-                leased AS (
-                \(ClaimStore.claimedRowsSelect)
-                )
-                -- The chunk's own figures on every row, and on one row of NULLs when nothing was inserted.
-                SELECT (SELECT count(*) FROM page) AS scanned,
-                       (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last_id,
-                       (SELECT count(*) FROM claimed) AS created,
-                       l.*
-                FROM (SELECT) chunk LEFT JOIN leased l ON true
+                )\(Self.claimedTail(lastID: true))
                 """
             self.parameters = parameters
             return

@@ -114,8 +114,11 @@ public enum ClaimStore {
     /// Reads claimed rows; a row that cannot be read is set aside under the fence it was just claimed with.
     /// Each row carries the claim's reading of PostgreSQL's clock (``ClaimedDelivery/databaseClock``): the
     /// statement's `now()` (the same on every row) with `sent`, read just before the statement was sent.
-    private static func decodeClaimed(
-        _ rows: PostgresQueryResult, sent: DatabaseClockReading.StatementTiming, on connection: PostgresConnection
+    /// With `pages`, the rows are a leased page's (``DeliverySource/page(_:)``), and one that cannot be read is
+    /// set aside under the page's fence (``DeliveryPageStore/setAside(on:page:fence:subscriptionID:error:)``).
+    static func decodeClaimed(
+        _ rows: PostgresQueryResult, sent: DatabaseClockReading.StatementTiming, pages: Bool = false,
+        on connection: PostgresConnection
     ) throws -> [ClaimedDelivery] {
         let received = ContinuousClock.now
         var claimed: [ClaimedDelivery] = []
@@ -129,11 +132,17 @@ public enum ClaimStore {
             // A row of an insert's own figures, with no delivery (``LeasedRows``).
             if try columns.id.decodeIfPresent(Int64.self, row) == nil { continue }
             do {
-                var delivery = try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats)
+                var delivery = try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats, pages: pages)
                 delivery.databaseClock = clock
                 claimed.append(delivery)
             } catch let error as PostgresError {
                 let id = try row.decode(Int64.self, "id")
+                if pages {
+                    try DeliveryPageStore.setAsideIfPossible(
+                        on: connection, page: id, fence: try row.decode(Int64.self, "fence"),
+                        subscriptionID: try row.decode(UUID.self, "subscription_id"), error: error)
+                    continue
+                }
                 try setAsideIfPossible(
                     on: connection, deliveryID: id, fence: try row.decode(Int64.self, "fence"), error: error)
             }
@@ -160,17 +169,7 @@ public enum ClaimStore {
     static func setAside(on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, error: PostgresError)
         throws
     {
-        let reason: String
-        let detail: JSONValue
-        if error.isDataError {
-            let text = error.dataErrorReason
-            reason = String(text.prefix { $0 != ":" })
-            detail = ["error": .string(text), "sqlstate": .string(error.sqlState ?? "")]
-        } else {
-            reason = DeliveryReason.unreadableRow.rawValue
-            // Not the message: it quotes the column's text.
-            detail = ["error": .string("a column of the claimed row could not be read (\(error.code))")]
-        }
+        let (reason, detail) = setAsideReason(error)
         _ = try connection.query(
             """
             WITH gone AS (
@@ -181,6 +180,21 @@ public enum ClaimStore {
             INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
             SELECT app_id, notification_id, subscription_id, 'failed', $3, attempt, $4::jsonb FROM gone
             """, [deliveryID, fence, reason, detail.jsonText])
+    }
+
+    /// The `failed` event's reason and detail of a delivery set aside for `error`: `data_exception` /
+    /// `integrity_constraint_violation` (the SQLSTATE's class) or `unreadable_row` (a column Swift could not
+    /// decode), `detail.error` naming the SQLSTATE and PostgreSQL's message (never the column's text).
+    static func setAsideReason(_ error: PostgresError) -> (reason: String, detail: JSONValue) {
+        if error.isDataError {
+            let text = error.dataErrorReason
+            return (String(text.prefix { $0 != ":" }), ["error": .string(text), "sqlstate": .string(error.sqlState ?? "")])
+        }
+        // Not the message: it quotes the column's text.
+        return (
+            DeliveryReason.unreadableRow.rawValue,
+            ["error": .string("a column of the claimed row could not be read (\(error.code))")]
+        )
     }
 
     /// How many rows a claim asks for when `free` of a worker's slots are open and it claims `batch` at a time:
@@ -503,7 +517,7 @@ public enum ClaimStore {
     ///   then stay leased until their lease runs out, when any worker claims them.
     public static func leasedRows(_ leased: LeasedRows, on connection: PostgresConnection) throws -> [ClaimedDelivery] {
         guard let rows = leased.rows else { return [] }
-        var deliveries = try decodeClaimed(rows, sent: leased.sent, on: connection)
+        var deliveries = try decodeClaimed(rows, sent: leased.sent, pages: leased.pages, on: connection)
         for index in deliveries.indices {
             if let version = leased.messageVersions[deliveries[index].notificationID] {
                 deliveries[index].messageVersion = version

@@ -6,7 +6,10 @@ extension ClaimedDelivery {
     /// - Throws: ``PostgresError`` (`decodingFailed`) when a column is missing or cannot be read.
     /// - Parameter repeats: the last values of the columns that repeat down a claim (one app's settings on each
     ///   of its deliveries), shared with the result's other rows so they are read once.
-    init(claimedRow row: PostgresRow, columns c: ClaimedColumns, repeats r: inout ClaimedColumns.Repeats) throws {
+    /// - Parameter pages: the rows are a leased page's (their `id` is `delivery_pages.id`), not `deliveries` rows.
+    init(
+        claimedRow row: PostgresRow, columns c: ClaimedColumns, repeats r: inout ClaimedColumns.Repeats, pages: Bool = false
+    ) throws {
         self.init(
             id: try c.id.decode(Int64.self, row),
             fence: try c.fence.decode(Int64.self, row),
@@ -42,6 +45,7 @@ extension ClaimedDelivery {
             channelEndpoint: try c.channelEndpoint.decodeIfPresent(String.self, row, repeating: &r.channelEndpoint),
             channelPausedUntil: try c.channelPausedUntil.decodeIfPresent(Date.self, row),
             uncountedRetries: try c.uncountedRetries.decodeIfPresent(Int.self, row) ?? 0)
+        if pages { source = .page(try c.id.decode(Int64.self, row)) }
         localDueAt = try c.localDueAt.decodeIfPresent(Date.self, row)
         rescuedFrom = try c.rescuedFrom.decodeIfPresent(String.self, row)
         oversizedColumns = (try c.oversizedColumns.decodeIfPresent(String.self, row) ?? "")

@@ -11,7 +11,7 @@ import Foundation
 public struct ClaimedDelivery: Sendable {
     /// The stored values (documented on the properties of the same names below).
     struct Fields: Sendable {
-        var id: Int64
+        var source: DeliverySource
         var fence: Int64
         var attempt: Int
         var notificationID: UUID
@@ -104,7 +104,7 @@ public struct ClaimedDelivery: Sendable {
         oversizedColumns: [String] = []
     ) {
         self.init(Fields(
-            id: id,
+            source: .row(id),
             fence: fence,
             attempt: attempt,
             notificationID: notificationID,
@@ -149,9 +149,10 @@ public struct ClaimedDelivery: Sendable {
         return storage
     }
 
-    public var id: Int64 {
-        get { storage.fields.id }
-        set { unique().fields.id = newValue }
+    /// The row or page this delivery is leased through: its completion is fenced on it.
+    public var source: DeliverySource {
+        get { storage.fields.source }
+        set { unique().fields.source = newValue }
     }
 
     /// The fencing token this claim got; a completion with an older fence is ignored by the database.
@@ -398,6 +399,7 @@ extension DeliveryCompletion.Claim {
         self.init(
             appID: delivery.appID, notificationID: delivery.notificationID,
             subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
+        apnsID = delivery.apnsID
     }
 }
 
@@ -405,7 +407,7 @@ extension ClaimedDelivery {
     /// The claim's columns as the after-send policy (``CompletionFactory``) reads them.
     var completionFacts: ClaimFacts {
         ClaimFacts(
-            deliveryID: id, fence: fence, attempt: attempt, uncountedRetries: uncountedRetries, appID: appID,
+            source: source, fence: fence, attempt: attempt, uncountedRetries: uncountedRetries, appID: appID,
             notificationID: notificationID, subscriptionID: subscriptionID, apnsID: apnsID,
             notificationStart: notificationStart, tokenUpdatedAt: tokenUpdatedAt)
     }

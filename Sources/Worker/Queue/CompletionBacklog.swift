@@ -25,7 +25,7 @@ struct CompletionBacklog: Sendable {
         /// Split in halves, written next.
         case split
         /// One completion refused alone: set aside until its backoff is over.
-        case isolated(deliveryID: Int64, failures: Int, retryIn: Duration)
+        case isolated(source: DeliverySource, failures: Int, retryIn: Duration)
         /// Not the data's fault (connection problem): back at the front of the queue, whole.
         case requeued
     }
@@ -116,7 +116,7 @@ struct CompletionBacklog: Sendable {
         let delay = Self.isolationDelay(failures: entry.failures)
         entry.notBefore = now + delay
         isolated.append(entry)
-        return .isolated(deliveryID: entry.completion.deliveryID, failures: entry.failures, retryIn: delay)
+        return .isolated(source: entry.completion.source, failures: entry.failures, retryIn: delay)
     }
 
     /// Backoff of a completion refused alone `failures` times: 0.25 s doubling, at most 30 s.
@@ -124,14 +124,16 @@ struct CompletionBacklog: Sendable {
         .milliseconds(min(30_000, 250 << min(max(failures - 1, 0), 7)))
     }
 
-    /// Waiting completions (not being written) whose lease runs out within half of `lease`: the deliveries
-    /// whose leases to renew, with the fences this worker holds.
-    func leasesToRenew(now: ContinuousClock.Instant, lease: Duration) -> [(id: Int64, fence: Int64)] {
+    /// Waiting completions (not being written) whose lease runs out within half of `lease`: the rows and pages
+    /// whose leases to renew, with the fences this worker holds (a page once, however many of its completions wait).
+    func leasesToRenew(now: ContinuousClock.Instant, lease: Duration) -> [(source: DeliverySource, fence: Int64)] {
         let horizon = now + lease / 2
-        var result: [(id: Int64, fence: Int64)] = []
+        var result: [(source: DeliverySource, fence: Int64)] = []
+        var pages: Set<Int64> = []
         func visit(_ entry: Entry) {
             if let expiry = entry.leaseExpiry, expiry <= horizon {
-                result.append((entry.completion.deliveryID, entry.completion.fence))
+                if let page = entry.completion.source.pageID, !pages.insert(page).inserted { return }
+                result.append((entry.completion.source, entry.completion.fence))
             }
         }
         queued.forEach(visit)
@@ -140,25 +142,29 @@ struct CompletionBacklog: Sendable {
         return result
     }
 
-    /// The leases of `deliveryIDs` now run until `expiry`.
-    mutating func renewed(_ deliveryIDs: Set<Int64>, until expiry: ContinuousClock.Instant) {
+    /// The leases of `sources` now run until `expiry`.
+    mutating func renewed(_ sources: Set<DeliverySource>, until expiry: ContinuousClock.Instant) {
         func update(_ entry: inout Entry) {
-            if deliveryIDs.contains(entry.completion.deliveryID) { entry.leaseExpiry = expiry }
+            if sources.contains(entry.completion.source) { entry.leaseExpiry = expiry }
         }
         for index in queued.indices { update(&queued[index]) }
         for group in splits.indices { for index in splits[group].indices { update(&splits[group][index]) } }
         for index in isolated.indices { update(&isolated[index]) }
     }
 
-    /// This worker claimed `deliveryID` again (its lease had run out) while its completion still waits: the
+    /// This worker claimed `source` again (its lease had run out) while its completion still waits: the
     /// waiting completion takes the new claim's fence and lease, and the delivery must not be sent again.
+    /// A page's delivery is told by its subscription too.
     /// - Returns: `false` when no completion of that delivery waits (or it is being written right now).
-    mutating func adopt(deliveryID: Int64, fence: Int64, leaseExpiry: ContinuousClock.Instant?) -> Bool {
+    mutating func adopt(
+        source: DeliverySource, subscriptionID: UUID? = nil, fence: Int64, leaseExpiry: ContinuousClock.Instant?
+    ) -> Bool {
         // Every claim raises the fence by one from 0, so a claim with fence 1 is the row's first: nothing of it
         // can wait here. That spares the usual claim a scan of the whole backlog per row.
         guard fence > 1, count > 0 else { return false }
         func take(_ entry: inout Entry) -> Bool {
-            guard entry.completion.deliveryID == deliveryID else { return false }
+            guard entry.completion.source == source else { return false }
+            if source.pageID != nil, entry.completion.claimedAs?.subscriptionID != subscriptionID { return false }
             entry.completion.fence = fence
             entry.leaseExpiry = leaseExpiry
             return true

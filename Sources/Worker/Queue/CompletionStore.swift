@@ -17,31 +17,56 @@ public enum CompletionStore {
     /// completions that took effect. A batch that needs none of those is the one statement ``completeSQL``, run
     /// without a transaction block (a statement is atomic on its own; `BEGIN` and `COMMIT` would be two more
     /// round trips).
+    ///
+    /// Completions of a leased page's deliveries (``DeliverySource/page(_:)``) are written by
+    /// ``DeliveryPageStore/complete(on:_:finishedPages:)`` in the same transaction.
+    /// - Parameter finishedPages: the pages whose last outstanding deliveries are among `completions`: deleted.
     /// - Returns: how many completions took effect (the rest lost their lease).
     @discardableResult
-    public static func complete(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
-        // A completion that neither ends its delivery nor writes an event changes nothing.
-        let completions = completions.filter { $0.writesEvent || $0.nextRunAt != nil }
+    public static func complete(
+        on connection: PostgresConnection, _ completions: [DeliveryCompletion], finishedPages: [Int64] = []
+    ) throws -> Int {
+        // A completion that neither ends its delivery nor writes an event changes nothing (a page's still counts:
+        // it may be the page's last).
+        let completions = completions.filter { $0.writesEvent || $0.nextRunAt != nil || $0.source.pageID != nil }
         guard !completions.isEmpty else { return 0 }
-        if !needsFollowUpStatements(completions) { return try writeCompletions(on: connection, completions) }
-        return try connection.transaction { try writeCompletions(on: $0, completions) }
+        if !needsFollowUpStatements(completions) {
+            return try writeCompletions(on: connection, completions, finishedPages: finishedPages)
+        }
+        return try connection.transaction { try writeCompletions(on: $0, completions, finishedPages: finishedPages) }
     }
 
-    /// Whether writing `completions` takes more than ``completeSQL``: an invalidation, a channel pause or a
-    /// frequency-cap release.
+    /// Whether writing `completions` takes more than one statement: an invalidation, a channel pause or a
+    /// frequency-cap release, or both rows' and pages' completions.
     static func needsFollowUpStatements(_ completions: [DeliveryCompletion]) -> Bool {
         completions.contains { $0.invalidation != nil || $0.channelPause != nil || $0.capRelease != nil }
+            || (completions.contains { $0.source.pageID != nil } && completions.contains { $0.source.rowID != nil })
     }
 
-    /// The statements of ``complete(on:_:)``, in the caller's transaction when they are more than one.
-    static func writeCompletions(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws -> Int {
-        guard !completions.isEmpty else { return 0 }
+    /// The statements of ``complete(on:_:finishedPages:)``, in the caller's transaction when they are more than one.
+    static func writeCompletions(
+        on connection: PostgresConnection, _ all: [DeliveryCompletion], finishedPages: [Int64] = []
+    ) throws -> Int {
+        guard !all.isEmpty else { return 0 }
+        let pageCompletions = all.filter { $0.source.pageID != nil }
+        let pagesApplied = try DeliveryPageStore.complete(
+            on: connection, pageCompletions, finishedPages: finishedPages)
+        let completions = all.filter { $0.source.rowID != nil && ($0.writesEvent || $0.nextRunAt != nil) }
+        let rowsApplied = completions.isEmpty ? 0 : try writeRowCompletions(on: connection, completions)
+        try writeFollowUps(on: connection, all)
+        return pagesApplied + rowsApplied
+    }
+
+    /// ``completeSQL`` for completions of `deliveries` rows.
+    private static func writeRowCompletions(on connection: PostgresConnection, _ completions: [DeliveryCompletion])
+        throws -> Int
+    {
         let result = try connection.preparedQuery(
             completeSQL,
             // In binary format, each typed as `completeSQL` casts it: neither side writes or parses an
             // array literal and its elements' text (timestamps and uuids above all) for every delivery.
             [
-                PostgresBinaryArray.bigint(completions.map(\.deliveryID)),
+                PostgresBinaryArray.bigint(completions.compactMap { $0.source.rowID }),
                 PostgresBinaryArray.bigint(completions.map(\.fence)),
                 PostgresBinaryArray.text(completions.map(\.event.rawValue)),
                 PostgresBinaryArray.text(completions.map(\.reason?.rawValue)),
@@ -56,7 +81,12 @@ public enum CompletionStore {
                 PostgresBinaryArray.boolean(completions.map(\.writesEvent)),
                 PostgresBinaryArray.boolean(completions.map { $0.countsUncountedRetry && $0.nextRunAt != nil }),
             ])
-        let applied = try result.first?.decode(Int.self, "applied") ?? 0
+        return try result.first?.decode(Int.self, "applied") ?? 0
+    }
+
+    /// The statements that follow from `completions`: subscription invalidations, channel pauses, frequency-cap
+    /// releases.
+    private static func writeFollowUps(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws {
         let invalidations = completions.compactMap(\.invalidation)
         if !invalidations.isEmpty {
             _ = try connection.query(
@@ -82,7 +112,6 @@ public enum CompletionStore {
         if !releases.isEmpty {
             try FrequencyCapStore.releaseGrants(on: connection, releases)
         }
-        return applied
     }
 
     /// A channel paused by the provider's answer: `$1` app, `$2` provider, `$3` until, `$4` the reason. The pause

@@ -58,11 +58,16 @@ public enum ExpansionStore {
         /// held for the chunk by the answer; 0: none, and the chunk waits). The caller gives back what the chunk
         /// did not lease.
         public var reserve: @Sendable (_ app: UUID, _ upTo: Int) -> Int
+        /// A chunk leases its page whole (one `delivery_pages` row, docs/performance.md, "Pages leased at
+        /// expansion") rather than inserting a leased `deliveries` row per delivery. A small notifications' pass
+        /// always inserts rows.
+        public var leasesPages: Bool
 
         public init(
-            workerID: String, lease: Duration, noRoom: Bool = false,
+            workerID: String, lease: Duration, noRoom: Bool = false, leasesPages: Bool = true,
             reserve: @escaping @Sendable (_ app: UUID, _ upTo: Int) -> Int
         ) {
+            self.leasesPages = leasesPages
             self.workerID = workerID
             self.lease = lease
             self.noRoom = noRoom
@@ -519,7 +524,8 @@ public enum ExpansionStore {
             let priority = checked.priority
             let query = AudienceQuery(
                 selection: selection, first: cursor == nil, localTime: checked.localTime, upTo: slice?.upTo,
-                lease: lease.flatMap { quota > 0 ? ($0.workerID, $0.lease.inSeconds) : nil })
+                lease: lease.flatMap { quota > 0 ? ($0.workerID, $0.lease.inSeconds) : nil },
+                leasePage: lease?.leasesPages ?? false)
             // A leasing chunk's page is no longer than its room: it inserts what it leases and no more, and reads no
             // more of the app's subscriptions than that (a page of 5,000 for a room of 400 read twelve times the
             // rows it inserted). A filter that matches few of them leases fewer, and the next chunk goes on.
@@ -536,7 +542,11 @@ public enum ExpansionStore {
             let lastID = try chunk.decodeIfPresent(UUID.self, "last_id")
             // The leased rows, once the notification's update below gives their version.
             func leasedRows(version: String) -> LeasedRows {
-                quota > 0 && created > 0 ? LeasedRows(rows: rows, sent: sent, messageVersions: [notificationID: version]) : .none
+                quota > 0 && created > 0
+                    ? LeasedRows(
+                        rows: rows, sent: sent, messageVersions: [notificationID: version],
+                        pages: lease?.leasesPages ?? false)
+                    : .none
             }
             // A slice is also done when its page reached its upper bound (an active id when it was cut), which
             // spares the empty chunk that would otherwise find that out.
@@ -756,14 +766,20 @@ public enum ExpansionStore {
         var ttl: Int
     }
 
-    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`,
-    /// `priority` and `delivery_time_of_day` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
-    /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
-    /// the id-list forms. The message's `apns_push_type` sets the selection's `subscriptions.kind`
-    /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
-    /// - Throws: ``PostgresError`` when a column cannot be decoded.
-    static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
-        var selection: AudienceSelection
+    /// The audience of a row read with ``pickColumns`` (its target and `apns_push_type`, read as
+    /// ``checkPicked(_:)`` reads them), or nil when it is refused: what a rescued page is read again with.
+    static func audience(of row: PostgresRow) throws -> AudienceSelection? {
+        guard case .success(var selection) = try readTarget(row) else { return nil }
+        let pushType = try row.decodeIfPresent(String.self, "apns_push_type").map {
+            (try? JSONValue(parsing: $0)) ?? .string("(unreadable)")
+        }
+        guard let kind = try? APNsPushType.subscriptionKind(of: pushType) else { return nil }
+        selection.subscriptionKind = kind
+        return selection
+    }
+
+    /// The target of a row read with ``pickColumns`` (read only up to ``maximumTargetBytes``).
+    private static func readTarget(_ row: PostgresRow) throws -> Result<AudienceSelection, AudienceTargetError> {
         do {
             guard let text = try row.decodeIfPresent(String.self, "target") else {
                 // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
@@ -777,9 +793,23 @@ public enum ExpansionStore {
                 // failure here must fail this notification, never this transaction forever.
                 throw AudienceTargetError("target is JSON this worker cannot read")
             }
-            selection = try AudienceSelection(parsing: json)
+            return .success(try AudienceSelection(parsing: json))
         } catch let error as AudienceTargetError {
-            return .refused("invalid_target: \(error.message)")
+            return .failure(error)
+        }
+    }
+
+    /// Validates a row read with ``pickColumns``: the target (read only up to ``maximumTargetBytes``), `ttl`,
+    /// `priority` and `delivery_time_of_day` by the send pipeline's own rules, and the `ttl` not yet run out (computed in Swift: `start
+    /// + ttl` must not overflow timestamptz). Delivery priority: 10 for `priority: "high"`, else 5, plus 1 for
+    /// the id-list forms. The message's `apns_push_type` sets the selection's `subscriptions.kind`
+    /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
+    /// - Throws: ``PostgresError`` when a column cannot be decoded.
+    static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
+        var selection: AudienceSelection
+        switch try readTarget(row) {
+        case .failure(let error): return .refused("invalid_target: \(error.message)")
+        case .success(let read): selection = read
         }
         func member(_ column: String) throws -> JSONValue? {
             guard let text = try row.decodeIfPresent(String.self, column) else { return nil }

@@ -65,7 +65,8 @@ public enum FrequencyCapStore {
     }
 
     /// Within a completion transaction, after its events are written: deletes the grants of `releases` whose
-    /// notification was sent to no device of the key and has no delivery of the key left in the queue. The
+    /// notification was sent to no device of the key and has no delivery of the key left in the queue (a row, or a
+    /// device in a leased page's range without an outcome). The
     /// keys' advisory locks are taken first, in one order (no deadlock between completion batches), and the
     /// check runs in a later statement, so it sees every completion committed before the locks were granted:
     /// two devices failing at once on two workers cannot both leave the grant behind.
@@ -93,6 +94,15 @@ public enum FrequencyCapStore {
                   SELECT 1 FROM subscriptions s
                   JOIN deliveries d ON d.notification_id = g.notification_id AND d.subscription_id = s.id
                   WHERE s.user_id = g.cap_key OR s.id = g.cap_key)
+              -- A device of the key in a leased page's range with no outcome yet may still be sent.
+              AND NOT EXISTS (
+                  SELECT 1 FROM delivery_pages p
+                  JOIN subscriptions s ON s.app_id = p.app_id AND (p.after_id IS NULL OR s.id > p.after_id)
+                       AND s.id <= p.up_to
+                  WHERE p.notification_id = g.notification_id AND (s.user_id = g.cap_key OR s.id = g.cap_key)
+                    AND NOT EXISTS (SELECT 1 FROM delivery_events e
+                                    WHERE e.notification_id = g.notification_id AND e.subscription_id = s.id
+                                      AND e.event IN ('sent', 'failed', 'skipped')))
             """, parameters)
     }
 }

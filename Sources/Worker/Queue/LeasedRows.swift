@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Postgres
 
@@ -17,19 +18,32 @@ public struct LeasedRows: Sendable {
     /// a new one: a claim of these rows would read the new one, and so does the message cache (``MessageCache``),
     /// which would otherwise read the message again for every delivery.
     let messageVersions: [UUID: String]
+    /// The rows are a leased page's (``DeliverySource/page(_:)``: each row's `id` is the page's), not
+    /// `deliveries` rows.
+    let pages: Bool
 
     /// None leased.
     public static let none = LeasedRows(rows: nil, sent: .init(), messageVersions: [:])
 
-    init(rows: PostgresQueryResult?, sent: DatabaseClockReading.StatementTiming, messageVersions: [UUID: String]) {
+    init(
+        rows: PostgresQueryResult?, sent: DatabaseClockReading.StatementTiming, messageVersions: [UUID: String],
+        pages: Bool = false
+    ) {
         self.rows = rows.flatMap { $0.isEmpty ? nil : $0 }
         self.sent = sent
         self.messageVersions = messageVersions
+        self.pages = pages
     }
 
-    /// The leased deliveries' ids (`deliveries.id`), in the insert's order.
-    public var ids: [Int64] { (try? rows?.compactMap { try $0.decodeIfPresent(Int64.self, "id") }) ?? [] }
+    /// The leased deliveries' sources, in the statement's order.
+    public var sources: [DeliverySource] {
+        let ids = (try? rows?.compactMap { try $0.decodeIfPresent(Int64.self, "id") }) ?? []
+        return ids.map { pages ? .page($0) : .row($0) }
+    }
+
+    /// The leased deliveries' ids (`deliveries.id`; none for a page's deliveries), in the insert's order.
+    public var ids: [Int64] { sources.compactMap(\.rowID) }
 
     /// How many deliveries were leased.
-    public var count: Int { ids.count }
+    public var count: Int { sources.count }
 }

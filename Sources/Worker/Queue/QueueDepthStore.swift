@@ -220,8 +220,8 @@ public enum QueueDepthStore {
     /// `true` when nothing is left that the fleet will claim without a person: no due notification waits for
     /// expansion and no delivery is queued but those an operator's pause holds (its app's, or every one while the
     /// fleet is paused: they wait for `resume`, or the pause's end). Deliveries waiting for a retry, a local time
-    /// or a provider's channel pause count as work: they become claimable by themselves. Used by
-    /// `PUSHIZO_EXIT_WHEN_DRAINED`.
+    /// or a provider's channel pause count as work: they become claimable by themselves, and so does a leased
+    /// page (`delivery_pages`: in flight, or rescued once its lease runs out). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
     ///
     /// The notifications are asked first: each side is an InitPlan, run only when `AND` needs its value, and while a
     /// notification waits to be expanded (a broadcast sent as its worker's room allows, docs/performance.md) the
@@ -235,7 +235,8 @@ public enum QueueDepthStore {
                                  AND (send_after IS NULL OR send_after <= now()))
                AND NOT EXISTS (SELECT 1 FROM deliveries d
                                WHERE \(ClaimPauses.fleetNotPaused)
-                                 AND NOT EXISTS (SELECT FROM apps a WHERE a.id = d.app_id AND a.paused_until > now())) AS drained
+                                 AND NOT EXISTS (SELECT FROM apps a WHERE a.id = d.app_id AND a.paused_until > now()))
+               AND NOT EXISTS (SELECT 1 FROM delivery_pages) AS drained
             """)
         return try rows.first?.decode(Bool.self, "drained") ?? false
     }

@@ -139,13 +139,17 @@ final class ClaimService: Service {
                     let claimEnded: ContinuousClock.Instant?
                     let probe = probeFirst
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
-                        if probe {
+                        // A page whose lease ran out (its worker died) first, in its own transaction: its rows are
+                        // leased to this worker once it commits. A failure after it leaves them to the next rescue.
+                        let rescued = try Self.rescuePage(on: connection, configuration: configuration, logger: logger)
+                        if probe && rescued.isEmpty {
                             let turns = try ClaimStore.turns(on: connection, noRoom: room.full)
                             if !turns.due { return ([], nil, .success((turns.wait, turns.clock))) }
                         }
-                        let claimed = try ClaimStore.claim(
-                            on: connection, limit: limit, lease: configuration.lease,
-                            workerID: configuration.workerID, room: room)
+                        let rest = limit - rescued.count
+                        let claimed = try rescued + (rest <= 0 ? [] : ClaimStore.claim(
+                            on: connection, limit: rest, lease: configuration.lease,
+                            workerID: configuration.workerID, room: room))
                         let claimEnded = ContinuousClock.now
                         // Nothing is thrown from here on: the claimed rows are leased and must be sent.
                         prefetch.load(claimed, on: connection)
@@ -161,6 +165,7 @@ final class ClaimService: Service {
                     if let clock = claimed.first?.databaseClock ?? (try? nextTurn?.get())?.clock {
                         context.clockWatch.record(clock)
                     }
+                    completer.pagesHandedOut(claimed)
                     claimed = withoutAdopted(claimed, leaseExpiry: leaseExpiry)
                 } catch {
                     metrics.claimFinished(startedAt: claimStarted, claimed: 0)
@@ -188,6 +193,27 @@ final class ClaimService: Service {
                 heartbeat.waiting(for: wait)
                 await context.claimWake.wait(timeout: wait)
             }
+        }
+    }
+
+    /// Takes one leased page whose lease ran out, if any (``DeliveryPageStore/rescue(on:workerID:lease:)``), and
+    /// reads its deliveries left to send. One index probe when none is due.
+    static func rescuePage(
+        on connection: PostgresConnection, configuration: WorkerConfiguration, logger: Logger
+    ) throws
+        -> [ClaimedDelivery]
+    {
+        do {
+            let (rows, page) = try DeliveryPageStore.rescue(
+                on: connection, workerID: configuration.workerID, lease: configuration.lease)
+            guard page != nil else { return [] }
+            return try ClaimStore.leasedRows(rows, on: connection)
+        } catch let unreadable as DeliveryPageStore.RescueUnreadable {
+            // The page stays leased here until its lease runs out and is tried again then; the claim goes on.
+            logger.warning("a page whose lease ran out could not be read; tried again when this lease runs out", [
+                "page": "\(unreadable.pageID)", "error": "\(unreadable.error)",
+            ])
+            return []
         }
     }
 
@@ -275,6 +301,7 @@ final class ClaimService: Service {
                 leased = try ClaimStore.leasedRows(rows, on: connection)
                 if let clock = leased.first?.databaseClock { context.clockWatch.record(clock) }
                 prefetch.load(leased, on: connection)
+                completer.pagesHandedOut(leased)
                 leased = withoutAdopted(leased, leaseExpiry: leaseExpiry)
             } catch {
                 context.logger.warning(

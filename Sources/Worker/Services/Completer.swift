@@ -16,6 +16,7 @@ import Synchronization
 final class Completer: Sendable {
     private struct State {
         var backlog: CompletionBacklog
+        var pages = PageLedger()
         var finishing = false
         var deadline: ContinuousClock.Instant?
     }
@@ -75,12 +76,30 @@ final class Completer: Sendable {
         if queued == 1 || queued >= batchSize { wake.signal() }
     }
 
-    /// See ``CompletionBacklog/adopt(deliveryID:fence:leaseExpiry:)``: `true` when a completion of this
+    /// See ``CompletionBacklog/adopt(source:subscriptionID:fence:leaseExpiry:)``: `true` when a completion of this
     /// delivery still waits here, so the new claim must not be sent.
     func adopt(_ delivery: ClaimedDelivery) -> Bool {
-        // A row's first claim (fence 1) has nothing waiting here: no lock taken (see the backlog's check).
+        // A row's or page's first lease (fence 1) has nothing waiting here: no lock taken (see the backlog's check).
         guard delivery.fence > 1 else { return false }
-        return state.withLock { $0.backlog.adopt(deliveryID: delivery.id, fence: delivery.fence, leaseExpiry: delivery.leaseExpiry) }
+        return state.withLock {
+            $0.backlog.adopt(
+                source: delivery.source, subscriptionID: delivery.subscriptionID, fence: delivery.fence,
+                leaseExpiry: delivery.leaseExpiry)
+        }
+    }
+
+    /// Counts the deliveries of leased pages among `deliveries` as handed out (``PageLedger``), before any is
+    /// sent: the completion that writes a page's last one deletes the page.
+    func pagesHandedOut(_ deliveries: [ClaimedDelivery]) {
+        var counts: [PageLedger.Lease: Int] = [:]
+        for delivery in deliveries {
+            guard let page = delivery.source.pageID else { continue }
+            counts[PageLedger.Lease(page: page, fence: delivery.fence), default: 0] += 1
+        }
+        guard !counts.isEmpty else { return }
+        state.withLock { state in
+            for (lease, count) in counts { state.pages.handedOut(page: lease.page, fence: lease.fence, deliveries: count) }
+        }
     }
 
     /// Asks ``run()`` to write what is left and return, at the latest at `deadline` (then what is left is
@@ -134,10 +153,12 @@ final class Completer: Sendable {
     private func write(_ batch: [CompletionBacklog.Entry], failures: inout Int, deadline: ContinuousClock.Instant?) async {
         let completions = batch.map(\.completion)
         let started = ContinuousClock.now
+        let finishedPages = state.withLock { $0.pages.finished(by: completions) }
         do {
             let applied = try await database.withConnection { connection in
-                try CompletionStore.complete(on: connection, completions)
+                try CompletionStore.complete(on: connection, completions, finishedPages: finishedPages)
             }
+            state.withLock { $0.pages.written(completions) }
             metrics?.completionBatchFinished(startedAt: started, written: applied, ignored: batch.count - applied, failed: false)
             failures = 0
             state.withLock { $0.backlog.written(batch) }
@@ -156,13 +177,13 @@ final class Completer: Sendable {
             switch refusal {
             case .split:
                 break
-            case .isolated(let deliveryID, let count, let retryIn):
+            case .isolated(let source, let count, let retryIn):
                 if refusalLog.allow("isolated") {
                     logger.error(
                         "completion refused by the database; retrying it alone with backoff while the others are written "
                             + "(more such lines within a minute are not logged)",
                         [
-                            "delivery_id": "\(deliveryID)", "failures": "\(count)",
+                            "delivery": "\(source)", "failures": "\(count)",
                             "retry_in_s": String(format: "%.2f", retryIn.inSeconds),
                             "set_aside": "\(state.withLock { $0.backlog.isolatedCount })", "error": "\(error)",
                         ])
@@ -188,9 +209,14 @@ final class Completer: Sendable {
         let due = state.withLock { $0.backlog.leasesToRenew(now: now, lease: lease) }
         guard !due.isEmpty else { return }
         do {
+            let rows = due.filter { $0.source.rowID != nil }
+            let pages = due.filter { $0.source.pageID != nil }
             let renewed = try await database.withConnection { connection in
-                try ClaimStore.renewLeases(
-                    on: connection, deliveryIDs: due.map(\.id), fences: due.map(\.fence), lease: lease)
+                let renewedRows = try ClaimStore.renewLeases(
+                    on: connection, deliveryIDs: rows.compactMap(\.source.rowID), fences: rows.map(\.fence), lease: lease)
+                let renewedPages = try DeliveryPageStore.renewLeases(
+                    on: connection, pageIDs: pages.compactMap(\.source.pageID), fences: pages.map(\.fence), lease: lease)
+                return Set(renewedRows.map(DeliverySource.row) + renewedPages.map(DeliverySource.page))
             }
             // Counted from before the statement: the lease really runs at least this long.
             state.withLock { $0.backlog.renewed(renewed, until: now + lease) }
@@ -212,7 +238,7 @@ final class Completer: Sendable {
             "completions not written before the shutdown timeout; their leases will run out and the deliveries will be sent again (same apns-id)",
             [
                 "count": "\(left.count)",
-                "delivery_ids": left.prefix(20).map { "\($0.completion.deliveryID)" }.joined(separator: ","),
+                "deliveries": left.prefix(20).map { "\($0.completion.source)" }.joined(separator: ","),
                 "events": left.prefix(20).map { "\($0.completion.event)\($0.completion.reason.map { "/\($0)" } ?? "")" }
                     .joined(separator: ","),
             ])

@@ -105,8 +105,11 @@ public enum FleetStatusStore {
             // The totals apart from the list, which stops at listedRows workers.
             let leaseTotals = try connection.query(
                 """
-                SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
-                FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+                SELECT sum(leased)::bigint AS leased, sum(expired)::bigint AS expired FROM (
+                    SELECT count(*) FILTER (WHERE run_at > now()) AS leased, count(*) FILTER (WHERE run_at <= now()) AS expired
+                    FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+                    \(try pagedLeases(on: connection, app: app, grouped: false))
+                ) l
                 """)[0]
             if leases.count == listedRows {
                 notes.append("only the first \(listedRows) worker ids (by name) are listed")
@@ -165,11 +168,17 @@ public enum FleetStatusStore {
     static func readLeases(on connection: PostgresConnection, app: UUID? = nil) throws -> [FleetStatus.WorkerLeases] {
         try connection.query(
             """
-            SELECT leased_by,
-                   count(*) FILTER (WHERE run_at > now()) AS leased,
-                   min(run_at) FILTER (WHERE run_at > now()) AS oldest_expiry,
-                   count(*) FILTER (WHERE run_at <= now()) AS expired
-            FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+            SELECT leased_by, sum(leased)::bigint AS leased, min(oldest_expiry) AS oldest_expiry,
+                   sum(expired)::bigint AS expired
+            FROM (
+                SELECT leased_by,
+                       count(*) FILTER (WHERE run_at > now()) AS leased,
+                       min(run_at) FILTER (WHERE run_at > now()) AS oldest_expiry,
+                       count(*) FILTER (WHERE run_at <= now()) AS expired
+                FROM deliveries WHERE leased_by IS NOT NULL\(appCondition("app_id", app))
+                GROUP BY leased_by
+                \(try pagedLeases(on: connection, app: app, grouped: true))
+            ) l
             GROUP BY leased_by ORDER BY leased_by LIMIT $1
             """, [listedRows]
         ).map { row in
@@ -178,6 +187,35 @@ public enum FleetStatusStore {
                 oldestLeaseExpiresAt: try row.decodeIfPresent(Date.self, "oldest_expiry"),
                 expired: try row.decode(Int64.self, "expired"))
         }
+    }
+
+    /// `UNION ALL` and the leases of leased pages (`delivery_pages`) in the shape of the deliveries' lease counts
+    /// (per worker with `grouped`): each page counts the deliveries it handed out that have no outcome yet. Empty
+    /// on a database without the table (a migration behind).
+    static func pagedLeases(on connection: PostgresConnection, app: UUID?, grouped: Bool) throws -> String {
+        let present = try connection.query("SELECT to_regclass('delivery_pages') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return "" }
+        // A page lives until its last delivery is settled: those with an outcome (a terminal event, or the
+        // deliveries row a waiting one became) are no longer its own. One range of delivery_events_notification
+        // and of the deliveries' unique key per live page, each no longer than a page.
+        return """
+            UNION ALL
+            SELECT \(grouped ? "leased_by, " : "")coalesce(sum(open) FILTER (WHERE lease_until > now()), 0) AS leased,
+                   \(grouped ? "min(lease_until) FILTER (WHERE lease_until > now()) AS oldest_expiry, " : "")coalesce(sum(open) FILTER (WHERE lease_until <= now()), 0) AS expired
+            FROM (
+                SELECT p.leased_by, p.lease_until,
+                       greatest(0, p.deliveries
+                           - (SELECT count(*) FROM delivery_events e
+                              WHERE e.notification_id = p.notification_id AND e.subscription_id <= p.up_to
+                                AND (p.after_id IS NULL OR e.subscription_id > p.after_id)
+                                AND e.event IN ('sent', 'failed', 'skipped'))
+                           - (SELECT count(*) FROM deliveries d
+                              WHERE d.notification_id = p.notification_id AND d.subscription_id <= p.up_to
+                                AND (p.after_id IS NULL OR d.subscription_id > p.after_id))) AS open
+                FROM delivery_pages p WHERE true\(appCondition("p.app_id", app))
+            ) pages\(grouped ? " GROUP BY leased_by" : "")
+            """
     }
 
     // MARK: Queue

@@ -46,16 +46,16 @@ struct DeliveryPipelineBatchTests {
         batch[2].token = "twice"
         batch.append(checks.delivery(caps: #"[{"max": 3, "per_seconds": 86400}]"#))
         batch.append(checks.delivery(status: "canceled"))
-        for index in batch.indices { batch[index].id = Int64(index + 1) }
-        let completions = Mutex<[Int64: [DeliveryCompletion]]>([:])
+        for index in batch.indices { batch[index].source = .row(Int64(index + 1)) }
+        let completions = Mutex<[DeliverySource: [DeliveryCompletion]]>([:])
         let pipeline = pipeline(sender)
         let started = ContinuousClock.now
         await pipeline.process(batch: batch) { delivery, completion in
-            completions.withLock { $0[delivery.id, default: []].append(completion) }
+            completions.withLock { $0[delivery.source, default: []].append(completion) }
         }
         let done = completions.withLock { $0 }
         #expect(done.count == batch.count && done.values.allSatisfy { $0.count == 1 })
-        #expect(done.allSatisfy { $0.key == $0.value[0].deliveryID })
+        #expect(done.allSatisfy { $0.key == $0.value[0].source })
         let batches = sender.batches.withLock { $0 }
         // The five to send without caps in one call, with the batch's deadline; the capped one as a batch of one;
         // the canceled one never reaches the sender.
@@ -65,11 +65,11 @@ struct DeliveryPipelineBatchTests {
         } else {
             Issue.record("no deadline")
         }
-        func detail(_ id: Int64) -> String { done[id]?.first?.detailJSON ?? "" }
+        func detail(_ id: Int64) -> String { done[.row(id)]?.first?.detailJSON ?? "" }
         #expect(detail(6).contains("alone"))
         for id: Int64 in [1, 3, 4, 5] { #expect(detail(id).contains("batched")) }
         // Left unreported: ended by the pipeline as past its deadline, never lost.
-        #expect(done[2]?.first?.reason == DeliveryReason.deadlineExceeded)
-        #expect(done[7]?.first?.event == .skipped && done[7]?.first?.reason == DeliveryReason.canceled)
+        #expect(done[.row(2)]?.first?.reason == DeliveryReason.deadlineExceeded)
+        #expect(done[.row(7)]?.first?.event == .skipped && done[.row(7)]?.first?.reason == DeliveryReason.canceled)
     }
 }

@@ -92,8 +92,8 @@ struct FailoverEndToEndTests {
                 try await onThread {
                     let seed = try SmallNotificationEndToEndTests.seedSubscriptions(cluster.url, emulator, count: broadcastSize)
                     defer { seed.connection.close() }
-                    // Every lease taken (a claim's fence bump, or a delivery an expansion chunk inserts leased to
-                    // its worker, fence 1) leaves its time and server here, replicated like the lease itself, so
+                    // Every lease taken (a claim's fence bump, a delivery an expansion chunk inserts leased to its
+                    // worker, fence 1, or a page leased or rescued) leaves its time and server here, replicated like the lease itself, so
                     // the first lease on the new primary is read after the run, not raced for.
                     try seed.connection.execute(
                         """
@@ -105,6 +105,8 @@ struct FailoverEndToEndTests {
                             WHEN (NEW.fence > OLD.fence) EXECUTE FUNCTION failover_claim();
                         CREATE TRIGGER failover_lease_at_insert BEFORE INSERT ON deliveries FOR EACH ROW
                             WHEN (NEW.fence > 0) EXECUTE FUNCTION failover_claim();
+                        CREATE TRIGGER failover_page_lease BEFORE INSERT OR UPDATE OF fence ON delivery_pages FOR EACH ROW
+                            EXECUTE FUNCTION failover_claim();
                         """)
                     try seed.notification(target: #"{"all": true}"#)
                 }

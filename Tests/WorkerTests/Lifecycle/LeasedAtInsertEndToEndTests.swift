@@ -100,29 +100,39 @@ struct LeasedAtInsertEndToEndTests {
         }
     }
 
+    /// A broadcast to 200 devices whose one chunk a worker leased (as rows, or as a page with `leasesPages`) and
+    /// never sent (killed right after its chunk committed, lease 2 s), then drained by a new worker.
+    static func leaseToAWorkerThatNeverSends(_ url: String, _ emulator: EmulatorHarness, leasesPages: Bool) async throws
+        -> (sentByAttempt: [Int: Int], subscriptions: Int, left: Int, claims: Int, firstClaims: Int)
+    {
+        let leased = try await onThread {
+            let seed = try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: 200)
+            try Self.countClaims(seed.connection)
+            try seed.notification(message: #"{"contents": {"en": "Sale today"}}"#, target: #"{"all": true}"#)
+            var suspects = ExpansionSuspects()
+            var leased = LeasedRows.none
+            _ = try ExpansionStore.expandNext(
+                on: seed.connection, suspects: &suspects,
+                lease: ExpansionStore.InsertLease(workerID: "killed-worker", lease: .seconds(2), leasesPages: leasesPages) {
+                    _, upTo in upTo
+                },
+                leased: &leased)
+            return leased.count
+        }
+        #expect(leased == 200)
+        let worker = try SmallNotificationEndToEndTests.startWorker(url, emulator, environment: [:])
+        try await SmallNotificationEndToEndTests.waitUntilExit(worker.process)
+        worker.pipe.fileHandleForReading.readabilityHandler = nil
+        #expect(worker.process.terminationStatus == 0)
+        return try await Self.outcome(url)
+    }
+
     /// Rows a chunk leased to a worker that then never sent them (killed right after its chunk committed): a new
     /// worker claims them once the lease ends and sends each once, as their second attempt.
     @Test func rowsLeasedToAWorkerThatNeverSendsAreClaimedAndSentByAnother() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await EmulatorHarness.with { emulator in
-                let leased = try await onThread {
-                    let seed = try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: 200)
-                    try Self.countClaims(seed.connection)
-                    try seed.notification(message: #"{"contents": {"en": "Sale today"}}"#, target: #"{"all": true}"#)
-                    var suspects = ExpansionSuspects()
-                    var leased = LeasedRows.none
-                    _ = try ExpansionStore.expandNext(
-                        on: seed.connection, suspects: &suspects,
-                        lease: ExpansionStore.InsertLease(workerID: "killed-worker", lease: .seconds(2)) { _, upTo in upTo },
-                        leased: &leased)
-                    return leased.count
-                }
-                #expect(leased == 200)
-                let worker = try SmallNotificationEndToEndTests.startWorker(url, emulator, environment: [:])
-                try await SmallNotificationEndToEndTests.waitUntilExit(worker.process)
-                worker.pipe.fileHandleForReading.readabilityHandler = nil
-                #expect(worker.process.terminationStatus == 0)
-                let outcome = try await Self.outcome(url)
+                let outcome = try await Self.leaseToAWorkerThatNeverSends(url, emulator, leasesPages: false)
                 // Each sent once, by a claim after the lease (attempt 2 or, withdrawn on a starved machine, later).
                 #expect(outcome.sentByAttempt.values.reduce(0, +) == 200)
                 #expect(outcome.sentByAttempt[1] == nil)

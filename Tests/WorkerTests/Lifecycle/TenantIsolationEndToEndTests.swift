@@ -132,8 +132,11 @@ struct TenantIsolationEndToEndTests {
                     // The slow tenant's deliveries hold slots (their requests wait for the push service's answers).
                     try await Self.until("the slow tenant's deliveries hold slots") {
                         try await Self.count(
-                            database, "SELECT count(*) AS n FROM deliveries WHERE app_id = $1 AND leased_by IS NOT NULL",
-                            [tenant]) >= 400
+                            database,
+                            """
+                            SELECT (SELECT count(*) FROM deliveries WHERE app_id = $1 AND leased_by IS NOT NULL)
+                                   + (SELECT coalesce(sum(deliveries), 0) FROM delivery_pages WHERE app_id = $1) AS n
+                            """, [tenant]) >= 400
                     }
                     var probes: [UUID] = []
                     for device in devices {

@@ -12,11 +12,11 @@ struct CompletionBacklogStateTests {
     func entry(_ id: Int64, leaseIn seconds: Int? = nil) -> CompletionBacklog.Entry {
         CompletionBacklog.Entry(
             completion: DeliveryCompletion(
-                deliveryID: id, fence: 1, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil),
+                source: .row(id), fence: 1, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil),
             leaseExpiry: seconds.map { Self.start + .seconds($0) })
     }
 
-    func ids(_ entries: [CompletionBacklog.Entry]) -> [Int64] { entries.map(\.completion.deliveryID) }
+    func ids(_ entries: [CompletionBacklog.Entry]) -> [Int64] { entries.map(\.completion.source.rowID!) }
 
     /// Writes like the completer: every batch holding a refused id is refused (as a statement would be).
     func drain(_ backlog: inout CompletionBacklog, refusing: Set<Int64>, now: ContinuousClock.Instant) -> (written: [Int64], statements: Int) {
@@ -26,7 +26,7 @@ struct CompletionBacklogStateTests {
             let batch = backlog.nextBatch(now: now).entries
             if batch.isEmpty { break }
             statements += 1
-            if batch.contains(where: { refusing.contains($0.completion.deliveryID) }) {
+            if batch.contains(where: { refusing.contains($0.completion.source.rowID!) }) {
                 _ = backlog.refused(batch, dataError: true, now: now)
             } else {
                 backlog.written(batch)
@@ -87,22 +87,22 @@ struct CompletionBacklogStateTests {
         backlog.add(entry(2, leaseIn: 100))
         backlog.add(entry(3))
         let due = backlog.leasesToRenew(now: Self.start, lease: .seconds(10))
-        #expect(due.map(\.id) == [1])
-        backlog.renewed([1], until: Self.start + .seconds(10))
+        #expect(due.map(\.source) == [.row(1)])
+        backlog.renewed([.row(1)], until: Self.start + .seconds(10))
         #expect(backlog.leasesToRenew(now: Self.start, lease: .seconds(10)).isEmpty)
     }
 
     @Test func aNewClaimOfAWaitingCompletionIsAdoptedNotSentAgain() {
         var backlog = CompletionBacklog(batchSize: 10)
         backlog.add(entry(7))
-        let adopted = backlog.adopt(deliveryID: 7, fence: 9, leaseExpiry: nil)
+        let adopted = backlog.adopt(source: .row(7), fence: 9, leaseExpiry: nil)
         #expect(adopted)
-        let unknown = backlog.adopt(deliveryID: 8, fence: 9, leaseExpiry: nil)
+        let unknown = backlog.adopt(source: .row(8), fence: 9, leaseExpiry: nil)
         #expect(!unknown)
         let batch = backlog.nextBatch(now: Self.start).entries
         #expect(batch.first?.completion.fence == 9)
         // Being written: the outcome of the old fence is not known yet, so it is not adopted.
-        let inWrite = backlog.adopt(deliveryID: 7, fence: 10, leaseExpiry: nil)
+        let inWrite = backlog.adopt(source: .row(7), fence: 10, leaseExpiry: nil)
         #expect(!inWrite)
     }
 

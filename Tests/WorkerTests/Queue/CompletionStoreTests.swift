@@ -27,12 +27,12 @@ struct CompletionStoreTests {
 
                 // A's late completion changes nothing; B's settles the delivery.
                 let late = DeliveryCompletion(
-                    deliveryID: first.id, fence: first.fence, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil)
+                    source: first.source, fence: first.fence, event: .sent, reason: nil, detailJSON: "{}", nextRunAt: nil)
                 #expect(try CompletionStore.complete(on: seed.connection, [late]) == 0)
                 #expect(try seed.connection.query("SELECT count(*) AS n FROM delivery_events")[0]["n"] == "0")
 
                 let retry = DeliveryCompletion(
-                    deliveryID: rescued.id, fence: rescued.fence, event: .retrying, reason: .serviceUnavailable,
+                    source: rescued.source, fence: rescued.fence, event: .retrying, reason: .serviceUnavailable,
                     detailJSON: #"{"next_attempt_at": "x"}"#, nextRunAt: Date().addingTimeInterval(3600))
                 #expect(try CompletionStore.complete(on: seed.connection, [retry]) == 1)
                 #expect(try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").isEmpty)
@@ -48,7 +48,7 @@ struct CompletionStoreTests {
                 #expect(try ClaimStore.repairClaimTurns(on: seed.connection) == 1)
                 let third = try #require(try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(600), workerID: "B").first)
                 var failed = DeliveryCompletion(
-                    deliveryID: third.id, fence: third.fence, event: .failed, reason: .unregistered,
+                    source: third.source, fence: third.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
                 failed.invalidation = SubscriptionInvalidation(
                     subscriptionID: subscription, reason: .unregistered, tokenUpdatedAt: third.tokenUpdatedAt)
@@ -74,7 +74,7 @@ struct CompletionStoreTests {
                 _ = try seed.connection.query(
                     "UPDATE subscriptions SET token_updated_at = now() + interval '1 second' WHERE id = $1", [subscription])
                 var completion = DeliveryCompletion(
-                    deliveryID: claimed.id, fence: claimed.fence, event: .failed, reason: .unregistered,
+                    source: claimed.source, fence: claimed.fence, event: .failed, reason: .unregistered,
                     detailJSON: "{}", nextRunAt: nil)
                 completion.invalidation = SubscriptionInvalidation(
                     subscriptionID: subscription, reason: .unregistered, tokenUpdatedAt: claimed.tokenUpdatedAt)

@@ -106,7 +106,7 @@ struct FrequencyCapStoreTests {
 
     static func completion(_ delivery: ClaimedDelivery, _ event: DeliveryEvent, release: Bool = true) -> DeliveryCompletion {
         var completion = DeliveryCompletion(
-            deliveryID: delivery.id, fence: delivery.fence, event: event, reason: event == .failed ? .unregistered : nil,
+            source: delivery.source, fence: delivery.fence, event: event, reason: event == .failed ? .unregistered : nil,
             detailJSON: "{}", nextRunAt: nil)
         if release && event != .sent {
             completion.capRelease = FrequencyCapRelease(

@@ -40,7 +40,7 @@ struct LeasedAtInsertTests {
 
     /// Terms that lease up to `quota` rows of any chunk and record what they were asked.
     static func lease(quota: Int, seconds: Int64 = 120, asked: Asked = Asked()) -> ExpansionStore.InsertLease {
-        ExpansionStore.InsertLease(workerID: workerID, lease: .seconds(seconds)) { app, upTo in
+        ExpansionStore.InsertLease(workerID: workerID, lease: .seconds(seconds), leasesPages: false) { app, upTo in
             asked.apps.withLock { $0.append(app) }
             return min(quota, upTo)
         }

@@ -22,7 +22,7 @@ struct PoisonRowTests {
         -> DeliveryCompletion
     {
         var completion = DeliveryCompletion(
-            deliveryID: delivery.id, fence: delivery.fence, event: event, reason: nil, detailJSON: detail,
+            source: delivery.source, fence: delivery.fence, event: event, reason: nil, detailJSON: detail,
             nextRunAt: nil)
         completion.claimedAs = DeliveryCompletion.Claim(delivery)
         return completion
