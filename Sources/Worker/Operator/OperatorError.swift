@@ -2,7 +2,7 @@ import DeliveryCore
 import Foundation
 import UUIDText
 
-/// Why an operator command (or `status --app`, for an id of no app) refused to act (exit status 1, one line on
+/// Why an operator command refused to act (exit status 1, one line on
 /// stderr); nothing was changed.
 public enum OperatorError: Error, Equatable, CustomStringConvertible {
     case noApp(UUID)

@@ -3,6 +3,14 @@ import Foundation
 import Postgres
 import UUIDText
 
+/// `status --app` of an id that no row of `apps` has: refused in the operator commands' words (`no app <id>`,
+/// exit 1), since it would otherwise read as an idle app with zeros everywhere.
+public struct FleetStatusUnknownApp: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The id asked for (`apps.id`).
+    public var app: UUID
+    public var description: String { "no app \(CanonicalUUIDText.format(app))" }
+}
+
 /// A database without the tables or columns `status` reads.
 public struct FleetStatusSchemaError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is missing, each as `table deliveries (migration 0001_producer_contract.sql)`.
@@ -76,7 +84,7 @@ public enum FleetStatusStore {
     /// Reads a snapshot; with `app`, every figure narrowed to that app's rows (`status --app`), plus the app's and
     /// the fleet's operator pauses (migration 0028).
     /// - Throws: ``FleetStatusSchemaError`` when a table or column is missing (nothing else is read then),
-    ///   ``OperatorError/noApp(_:)`` when `app` names no row of `apps` (as the operator commands refuse it),
+    ///   ``FleetStatusUnknownApp`` when `app` names no row of `apps` (as the operator commands refuse it),
     ///   ``PostgresError`` from the database (including `statement_timeout`, 10 s per statement).
     public static func read(on connection: PostgresConnection, limits: Limits = .standard, app: UUID? = nil) throws
         -> FleetStatus
@@ -94,7 +102,7 @@ public enum FleetStatusStore {
                 try connection.query("SELECT EXISTS (SELECT FROM apps WHERE id = $1) AS known", [app])[0]
                     .decode(Bool.self, "known") == false
             {
-                throw OperatorError.noApp(app)
+                throw FleetStatusUnknownApp(app: app)
             }
             let hasLeaseIndex = try connection.query("SELECT to_regclass($1) IS NOT NULL AS present", [leaseIndex])[0]
                 .decode(Bool.self, "present")
