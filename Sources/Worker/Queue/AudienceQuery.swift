@@ -9,7 +9,7 @@ import Postgres
 /// on the first chunk), `$4` chunk size, `$5` delivery priority, `$6` platforms (`text[]` or NULL), `$7...`
 /// the target's own values, then, for a local-time notification, its `delivery_time_of_day` and `ttl`.
 struct AudienceQuery {
-    /// The re-read of a page whose lease ran out, taken by another worker (``DeliveryPageStore/rescue(on:workerID:lease:limit:)``):
+    /// The re-read of a page whose lease ran out, taken by another worker (``DeliveryPageStore/rescue(on:workerID:lease:)``):
     /// the page's range (`$3` its `after_id`, `upTo` its `up_to`) read with the same audience, only subscriptions
     /// created no later than the page, and only those the page's earlier leases did not settle. The rows come in
     /// the claim's row shape with the page's id and new fence, `attempt` the fence, `rescued_from` the worker
@@ -21,7 +21,6 @@ struct AudienceQuery {
         var createdAt: Date
         var rescuedFrom: String?
     }
-
 
     /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
     /// NULL when none) and `created` (deliveries inserted; existing ones are skipped by `ON CONFLICT`). With a
@@ -200,6 +199,8 @@ struct AudienceQuery {
         // could hash the whole users table for every chunk of 5,000, so that a broadcast read the table once per
         // chunk.
         let users = needsUsers ? " LEFT JOIN LATERAL (SELECT tags FROM users WHERE id = s.user_id OFFSET 0) u ON true" : ""
+        // Whether a subscription of the page (`s`, with its user as `u`) is in the audience: every form below.
+        let matches = "($6::text[] IS NULL OR s.platform = ANY($6::text[])) AND \(match)"
         if let rescue {
             let pageID = bind(rescue.pageID, "bigint")
             let fence = bind(rescue.fence, "bigint")
@@ -215,8 +216,7 @@ struct AudienceQuery {
                            s.id AS subscription_id, s.app_id, gen_random_uuid() AS apns_id, 0 AS uncounted_retries,
                            NULL::timestamptz AS local_due_at, \(rescuedFrom) AS rescued_from, $5::smallint AS priority
                     FROM page s\(users)
-                    WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
-                      AND \(match)
+                    WHERE \(matches)
                       AND NOT EXISTS (SELECT 1 FROM delivery_events e
                                       WHERE e.notification_id = $1 AND e.subscription_id = s.id
                                         AND e.event IN ('sent', 'failed', 'skipped'))
@@ -235,8 +235,7 @@ struct AudienceQuery {
                 \(page)
                 ), matched AS MATERIALIZED (
                     SELECT s.id, s.app_id FROM page s\(users)
-                    WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
-                      AND \(match)
+                    WHERE \(matches)
                 ), leased_page AS (
                     INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, deliveries, leased_by,
                                                 lease_until)
@@ -271,8 +270,7 @@ struct AudienceQuery {
                     INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by)
                     SELECT $1::uuid, s.id, s.app_id, $5::smallint, now() + make_interval(secs => \(seconds)), 1, 1, \(worker)
                     FROM page s\(users)
-                    WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
-                      AND \(match)
+                    WHERE \(matches)
                     ORDER BY s.id
                     ON CONFLICT (notification_id, subscription_id) DO NOTHING
                     RETURNING id, fence, attempt, notification_id, subscription_id, app_id, apns_id, uncounted_retries,
@@ -289,8 +287,7 @@ struct AudienceQuery {
                 INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localColumns))
                 SELECT $1::uuid, s.id, s.app_id, $5::smallint\(localValues)
                 FROM page s\(users)\(localJoin)
-                WHERE ($6::text[] IS NULL OR s.platform = ANY($6::text[]))
-                  AND \(match)
+                WHERE \(matches)
                 ORDER BY s.id
                 ON CONFLICT (notification_id, subscription_id) DO NOTHING
                 RETURNING 1
