@@ -53,8 +53,21 @@ public struct LocalizedText: Sendable, Hashable {
     public static func render(_ message: NotificationMessage, subscriberLanguage: String?, appDefaultLanguage: String?,
                               placeholderValues: PlaceholderValues?) throws(MessageError) -> LocalizedText
     {
+        try renderWithLanguages(message, subscriberLanguage: subscriberLanguage, appDefaultLanguage: appDefaultLanguage,
+                                placeholderValues: placeholderValues).text
+    }
+
+    /// ``render(_:subscriberLanguage:appDefaultLanguage:placeholderValues:)`` with the key of the language each
+    /// text came from, as written in the message's map (`pt_BR`, `und` for a plain string): `titleLanguage` from
+    /// `headings`, `bodyLanguage` from `contents`, `nil` for a field without text. A format that declares its
+    /// language (Declarative Web Push's `lang`) names the one the subscriber reads, after fallback.
+    /// - Throws: as ``render(_:subscriberLanguage:appDefaultLanguage:placeholderValues:)``.
+    public static func renderWithLanguages(
+        _ message: NotificationMessage, subscriberLanguage: String?, appDefaultLanguage: String?,
+        placeholderValues: PlaceholderValues?
+    ) throws(MessageError) -> (text: LocalizedText, titleLanguage: String?, bodyLanguage: String?) {
         let values = placeholderValues ?? PlaceholderValues()
-        func render(_ texts: [String: String], field: String) throws(MessageError) -> String? {
+        func render(_ texts: [String: String], field: String) throws(MessageError) -> (text: String, language: String)? {
             var remaining = texts
             var tried: [String] = []
             while let picked = LanguageSelector.pick(from: remaining, subscriberLanguage: subscriberLanguage,
@@ -68,7 +81,7 @@ public struct LocalizedText: Sendable, Hashable {
                     throw MessageError(code: .invalidValue, field: name,
                                        message: "is not a valid template: \(error.message); see the placeholder language in docs/wire-formats.md")
                 }
-                if !filled.allSatisfy(\.isWhitespace) { return filled }
+                if !filled.allSatisfy(\.isWhitespace) { return (filled, picked.language) }
                 tried.append(picked.language)
                 // The selector names the key as written in the map; if it ever did not, stop rather than
                 // pick the same entry again.
@@ -79,8 +92,9 @@ public struct LocalizedText: Sendable, Hashable {
             throw MessageError(code: .invalidValue, field: field,
                                message: "renders empty for this subscriber in every language (\(shown)): placeholders without a value and without `default`")
         }
-        return LocalizedText(title: try render(message.headings, field: "headings"),
-                             subtitle: try render(message.subtitle, field: "subtitle"),
-                             body: try render(message.contents, field: "contents"))
+        let title = try render(message.headings, field: "headings")
+        let subtitle = try render(message.subtitle, field: "subtitle")
+        let body = try render(message.contents, field: "contents")
+        return (LocalizedText(title: title?.text, subtitle: subtitle?.text, body: body?.text), title?.language, body?.language)
     }
 }

@@ -86,6 +86,7 @@ public struct NotificationMessage: Sendable, Hashable {
         var mdmPushMagic: String?
         var fcmAnalyticsLabel: String?
         var androidDirectBootOK: Bool?
+        var webSilent: Bool?
     }
 
     /// Mutated only through ``unique()``, after `isKnownUniquelyReferenced` made sure no other value shares it.
@@ -288,6 +289,14 @@ public struct NotificationMessage: Sendable, Hashable {
         set { unique().fields.androidDirectBootOK = newValue }
     }
 
+    /// `web_silent`: the Notifications API's `silent` for a Declarative Web Push message (`notification.silent`:
+    /// shown without sound or vibration; W3C Push API "declarative push message"), `nil` when absent. Not a
+    /// silent push: the notification is still shown. Only the declarative Web Push form carries it.
+    public var webSilent: Bool? {
+        get { storage.fields.webSilent }
+        set { unique().fields.webSilent = newValue }
+    }
+
     /// The bytes Firebase's pattern for an analytics label allows, `[a-zA-Z0-9-_.~%]` (FCM HTTP v1 `FcmOptions`).
     public static func isFCMAnalyticsLabelByte(_ byte: UInt8) -> Bool {
         switch byte {
@@ -400,6 +409,7 @@ public struct NotificationMessage: Sendable, Hashable {
         contentAvailable = try reader.bool("content_available") ?? false
         mutableContent = try reader.bool("mutable_content")
         url = try reader.string("url")
+        webSilent = try reader.bool("web_silent")
         image = try reader.string("image")
         if let list = try reader.array("buttons") {
             buttons = try list.enumerated().map { (index, element) throws(MessageError) -> Button in

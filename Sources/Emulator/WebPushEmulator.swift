@@ -43,7 +43,8 @@ public struct WebPushAcceptedMessage: Sendable, Hashable {
 ///    `normal`, `high` (400, RFC 8030 §5.3); `topic`, when present, valid (``isValidTopic(_:)``, 400, RFC 8030
 ///    §5.4); `content-encoding: aes128gcm` (415, RFC 8291 §4).
 /// 4. Body at most 4096 bytes (413, RFC 8030 §7.2); decrypts with the subscription's key (400); the
-///    plaintext is JSON (400; an emulator rule: pushizo always sends JSON).
+///    plaintext is JSON (400; an emulator rule: pushizo always sends JSON); a Declarative Web Push message
+///    (one with `web_push`) has the form Safari parses (``DeclarativeWebPushCheck``, 400; an emulator rule too).
 /// 5. Subscription-id conventions (docs/emulator.md): the id's prefix picks an answer.
 ///
 /// Else 201 with `location`. Error bodies are `{"code": <status>, "errno": <n>, "message": "..."}`
@@ -157,6 +158,9 @@ public final class WebPushEmulator: EmulatedProvider {
         }
         guard (try? JSONSerialization.jsonObject(with: Data(plaintext))) != nil else {
             return .reject(400, "the plaintext is not JSON")
+        }
+        if let problem = DeclarativeWebPushCheck.problem(in: plaintext) {
+            return .reject(400, "not a valid Declarative Web Push message: \(problem)")
         }
         if let convention = idConvention(id) { return convention }
         return .accept(WebPushAcceptedMessage(

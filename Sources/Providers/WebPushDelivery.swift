@@ -21,11 +21,15 @@ public struct WebPushDelivery: Sendable {
     public var now: Date
     /// A hard expiry for the push; the `ttl` header is the earlier of this and `message.ttl`.
     public var expiration: Date?
+    /// When the body takes the Declarative Web Push form (the channel's `declarative` setting).
+    public var declarative: WebPushDeclarativePolicy
 
     public init(endpoint: String, message: NotificationMessage, subscriberLanguage: String? = nil,
                 appDefaultLanguage: String? = nil, placeholderValues: PlaceholderValues? = nil, msgID: String,
-                campaignID: String? = nil, now: Date, expiration: Date? = nil)
+                campaignID: String? = nil, now: Date, expiration: Date? = nil,
+                declarative: WebPushDeclarativePolicy = .applePushService)
     {
+        self.declarative = declarative
         self.endpoint = endpoint
         self.message = message
         self.subscriberLanguage = subscriberLanguage

@@ -84,12 +84,16 @@ public enum WebPushRequestFactory {
     /// ("Sending web push notifications in web apps and browsers"). It throws a skip,
     /// ``silentPushUnsupported``, so the subscription is kept alive.
     ///
+    /// The Declarative Web Push form (``WebPushDeclarativeMessage``) replaces it when ``declarativeForm(of:)``
+    /// says so (the delivery's ``WebPushDeclarativePolicy`` and whether the message can make one): the same
+    /// rendered texts as `notification.title` / `.body`, the flat members as `notification.data`.
+    ///
     /// Size: when the body exceeds ``maximumPlaintextSize`` (3993) bytes, the longer of `title` and `body`
     /// is shortened first, at grapheme-cluster boundaries with `…` (``TextShortener``: computed from byte
     /// counts with JSON escapes, then serialized once more).
     /// - Throws: `WebPushRequestError` `silent_push_unsupported` (skip), `invalid_message` (a text renders
-    ///   empty in every language or is not a valid template) or `payload_too_large` (still over 3993 bytes
-    ///   with every text shortened).
+    ///   empty in every language or is not a valid template, or the channel demands the declarative form and
+    ///   the message cannot make one) or `payload_too_large` (still over 3993 bytes with every text shortened).
     public static func plaintext(for delivery: WebPushDelivery) throws(WebPushRequestError) -> [UInt8] {
         let message = delivery.message
         guard !message.isSilent else { throw silentPushUnsupported }
@@ -102,19 +106,28 @@ public enum WebPushRequestFactory {
         // The Notification API has no subtitle: it is neither rendered nor checked.
         var shown = message
         shown.subtitle = [:]
-        let text: LocalizedText
+        let rendered: (text: LocalizedText, titleLanguage: String?, bodyLanguage: String?)
         do {
-            text = try LocalizedText.render(shown, subscriberLanguage: delivery.subscriberLanguage,
-                                            appDefaultLanguage: delivery.appDefaultLanguage,
-                                            placeholderValues: delivery.placeholderValues)
+            rendered = try LocalizedText.renderWithLanguages(
+                shown, subscriberLanguage: delivery.subscriberLanguage, appDefaultLanguage: delivery.appDefaultLanguage,
+                placeholderValues: delivery.placeholderValues)
         } catch {
             throw WebPushRequestError(reason: .invalidMessage, detail: error.description)
         }
-        let outcome = TextShortener.fit(text, limit: maximumPlaintextSize, counting: .jsonString) { text in
-            var members = fixed
-            if let title = text.title { members["title"] = .string(title) }
-            if let body = text.body { members["body"] = .string(body) }
-            let bytes = JSONValue.object(members).serialized()
+        let declarative = try declarativeForm(of: delivery)
+        let outcome = TextShortener.fit(rendered.text, limit: maximumPlaintextSize, counting: .jsonString) { text in
+            let members: JSONValue
+            if declarative, let title = text.title {
+                members = WebPushDeclarativeMessage.members(
+                    message: message, title: title, body: text.body,
+                    language: rendered.bodyLanguage ?? rendered.titleLanguage, flat: fixed)
+            } else {
+                var flat = fixed
+                if let title = text.title { flat["title"] = .string(title) }
+                if let body = text.body { flat["body"] = .string(body) }
+                members = .object(flat)
+            }
+            let bytes = members.serialized()
             return (bytes, bytes.count)
         }
         switch outcome {
@@ -123,6 +136,18 @@ public enum WebPushRequestFactory {
             throw WebPushRequestError(reason: .payloadTooLarge,
                                       detail: "the Web Push plaintext is \(size) bytes with every text shortened; the limit is \(maximumPlaintextSize) (4096 after aes128gcm)")
         }
+    }
+
+    /// Whether `delivery`'s body takes the Declarative Web Push form (``WebPushDeclarativeMessage``): its policy
+    /// asks for it at this endpoint and the message can make one. A message that cannot goes in the flat form
+    /// under ``WebPushDeclarativePolicy/applePushService``.
+    /// - Throws: `invalid_message` naming what is missing when the policy is ``WebPushDeclarativePolicy/always``
+    ///   and the message cannot make one.
+    public static func declarativeForm(of delivery: WebPushDelivery) throws(WebPushRequestError) -> Bool {
+        guard delivery.declarative.requestsDeclarativeForm(endpoint: delivery.endpoint) else { return false }
+        guard let unsuitable = WebPushDeclarativeMessage.unsuitability(of: delivery.message) else { return true }
+        if delivery.declarative == .always { throw WebPushRequestError(reason: .invalidMessage, detail: unsuitable) }
+        return false
     }
 
     /// The skip for a silent push to a web subscription: `skipped` / `silent_push_unsupported`.

@@ -136,6 +136,35 @@ import Testing
         #expect(emulator.acceptedCount == 0)
     }
 
+    /// A body with `web_push` must have the form Safari parses (WebKit, "Meet Declarative Web Push"); the
+    /// answer names what is wrong, and a valid one is accepted as sent.
+    @Test func declarativeMessagesAreCheckedForTheFormSafariParses() throws {
+        let valid = #"{"notification":{"app_badge":3,"body":"b","data":{"msgId":"m"},"dir":"rtl","lang":"ar","mutable":true,"navigate":"https://a.example/x","silent":false,"title":"T"},"web_push":8030}"#
+        #expect(emulator.handle(try request("okay", plaintext: Array(valid.utf8))).status == 201)
+        #expect(emulator.handle(try request("okay", plaintext: Array(#"{"notification":{"app_badge":"12","navigate":"https://a.example/","title":"T"},"web_push":8030}"#.utf8))).status == 201)
+        let refused: [(String, String)] = [
+            (#"{"notification":{"navigate":"https://a.example/","title":"T"},"web_push":"8030"}"#, "web_push"),
+            (#"{"notification":{"navigate":"https://a.example/","title":"T"},"web_push":8031}"#, "web_push"),
+            (#"{"web_push":8030}"#, "notification object"),
+            (#"{"notification":{"navigate":"https://a.example/"},"web_push":8030}"#, "title"),
+            (#"{"notification":{"navigate":"https://a.example/","title":""},"web_push":8030}"#, "title"),
+            (#"{"notification":{"title":"T"},"web_push":8030}"#, "navigate"),
+            (#"{"notification":{"navigate":"/relative","title":"T"},"web_push":8030}"#, "navigate"),
+            (#"{"notification":{"dir":"up","navigate":"https://a.example/","title":"T"},"web_push":8030}"#, "dir"),
+            (#"{"notification":{"lang":1,"navigate":"https://a.example/","title":"T"},"web_push":8030}"#, "lang"),
+            (#"{"notification":{"mutable":"yes","navigate":"https://a.example/","title":"T"},"web_push":8030}"#, "mutable"),
+            (#"{"notification":{"silent":1,"navigate":"https://a.example/","title":"T"},"web_push":8030}"#, "silent"),
+            (#"{"notification":{"app_badge":-1,"navigate":"https://a.example/","title":"T"},"web_push":8030}"#, "app_badge"),
+            (#"{"notification":{"app_badge":"1a","navigate":"https://a.example/","title":"T"},"web_push":8030}"#, "app_badge"),
+        ]
+        for (body, member) in refused {
+            let response = emulator.handle(try request("okay", plaintext: Array(body.utf8)))
+            #expect(response.status == 400, "\(body)")
+            #expect(String(decoding: response.body, as: UTF8.self).contains(member), "\(body)")
+        }
+        #expect(emulator.acceptedCount == 2)
+    }
+
     /// RFC 8030 §5.3 (urgency values) and §5.4 (topic: at most 32 characters of the URL-safe base64
     /// alphabet; and decodable, as Apple's service demands): anything else is a 400, and a valid one is
     /// recorded as sent.

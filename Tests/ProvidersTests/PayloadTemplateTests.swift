@@ -53,6 +53,25 @@ struct PayloadTemplateTests {
         }
     }
 
+    /// The declarative form (Apple's push service, a message with a `url`) carries the msgId in
+    /// `notification.data`, and is spliced like the flat one.
+    @Test(arguments: messages.prefix(3))
+    func aDeclarativeWebPushTemplateFilledIsThePlaintextRenderedForTheDevice(message: JSONValue) throws {
+        var members = message.objectValue ?? [:]
+        members["url"] = "https://shop.example/orders/1"
+        func web(_ msgID: String) throws -> WebPushDelivery {
+            WebPushDelivery(
+                endpoint: "https://web.push.apple.com/x", message: try NotificationMessage(json: .object(members)),
+                subscriberLanguage: "tr", appDefaultLanguage: "en", msgID: msgID, campaignID: "spring", now: Self.now)
+        }
+        let template = try #require(try WebPushRequestFactory.plaintextTemplate(for: web("x")))
+        for msgID in Self.msgIDs {
+            let rendered = try WebPushRequestFactory.plaintext(for: web(msgID))
+            #expect(template.filled(msgID: msgID) == rendered)
+            #expect(String(decoding: rendered, as: UTF8.self).contains(#""web_push":8030"#) == (members["headings"] != nil))
+        }
+    }
+
     @Test(arguments: messages)
     func sharedFCMDataWithTheDevicesMsgIDIsTheDataRenderedForTheDevice(message: JSONValue) throws {
         func fcm(_ msgID: String) throws -> FCMDelivery {

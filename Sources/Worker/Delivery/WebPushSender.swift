@@ -7,11 +7,14 @@ import Synchronization
 import UUIDText
 
 /// The settings of an app's `webpush` channel (`app_channels.settings`):
-/// `{"vapid_private_key": "<PKCS#8 PEM of a P-256 key>", "subject": "mailto:..." | "https://..."}`
-/// (RFC 8292 §2.1 for the subject, §3.2 for the key).
+/// `{"vapid_private_key": "<PKCS#8 PEM of a P-256 key>", "subject": "mailto:..." | "https://...",
+/// "declarative"?: "apple" | "always" | "never"}` (RFC 8292 §2.1 for the subject, §3.2 for the key;
+/// ``WebPushDeclarativePolicy`` for `declarative`, `apple` when absent).
 public struct WebPushChannelSettings: Sendable {
     public var privateKey: P256PrivateKey
     public var subject: VAPIDSubject
+    /// Which subscriptions get the Declarative Web Push form.
+    public var declarative: WebPushDeclarativePolicy
 
     /// - Throws: ``WebPushChannelSettingsError`` naming the missing or invalid member; the message never
     ///   contains the key.
@@ -22,6 +25,11 @@ public struct WebPushChannelSettings: Sendable {
         }
         guard case .string(let subject)? = object["subject"] else {
             throw .init("subject is missing (a mailto: or https: URI)")
+        }
+        do {
+            declarative = try WebPushDeclarativePolicy(settings: object)
+        } catch {
+            throw .init(error.description)
         }
         do {
             privateKey = try P256PrivateKey(pem: pem)
@@ -137,8 +145,11 @@ public final class WebPushSender: PlannedBatchSender {
 
     func plannedRequest(for item: BatchedSend, channel: Channel, token: String?, now: Date) -> PlannedRequest {
         let delivery = item.delivery
-        let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: item.message, now: now, userTags: userTags)
-        let renderKey = DeliveryRendering.renderKey(for: delivery, message: item.message, variant: provider.rawValue)
+        var webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: item.message, now: now, userTags: userTags)
+        webDelivery.declarative = channel.settings.declarative
+        // The two forms of one notification are different payloads: each is rendered once and kept apart.
+        let form = webDelivery.declarative.requestsDeclarativeForm(endpoint: webDelivery.endpoint) ? "declarative" : "flat"
+        let renderKey = DeliveryRendering.renderKey(for: delivery, message: item.message, variant: "\(provider.rawValue) \(form)")
         return plan.request(
             for: webDelivery, p256dh: delivery.webP256DH, auth: delivery.webAuth, vapid: tokenManager(for: channel)
         ) { () throws(WebPushRequestError) in

@@ -216,7 +216,12 @@ public enum Preview {
             case .send(let request, _): return send(request, origin: channelEndpoint ?? FCMSender.defaultOrigin)
             }
         case .webpush:
-            let webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
+            var webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)
+            do {
+                webDelivery.declarative = try WebPushDeclarativePolicy(settings: settings.objectValue ?? [:])
+            } catch {
+                return invalidSettings("app.channels.webpush.\(error)")
+            }
             switch WebPushSender.plan(egressPolicy: egressPolicy).plaintextRequest(for: webDelivery) {
             case .failure(let refusal): return stop(refusal.outcome)
             case .success(let plain):

@@ -52,9 +52,13 @@ public enum PreviewStore {
     /// The members of a channel's settings a preview reads, none of them a secret: `topic` (APNs; from the
     /// certificate for a certificate channel without one), `authentication: "certificate"` for an APNs
     /// certificate channel (its requests carry no provider token, and some push types go only one way:
-    /// ``APNsPushType/credentials``), `project_id` and `token_uri` at the top level or in `service_account` (FCM).
+    /// ``APNsPushType/credentials``), `project_id` and `token_uri` at the top level or in `service_account` (FCM),
+    /// `declarative` (Web Push: which subscriptions get the Declarative Web Push form).
     static func publicSettings(_ settings: JSONValue, provider: String) -> [String: JSONValue] {
         var kept: [String: JSONValue] = [:]
+        if provider == Provider.webpush.rawValue, let declarative = settings[WebPushDeclarativePolicy.settingsKey] {
+            kept[WebPushDeclarativePolicy.settingsKey] = declarative
+        }
         for name in ["topic", "project_id", "token_uri"] {
             if let value = settings[name]?.stringValue { kept[name] = .string(value) }
         }

@@ -222,6 +222,39 @@ struct PreviewMorePlatformsTests {
         #expect(headers["topic"] == "order-42")
         #expect(request["body"]?["title"] == "Merhaba Ayşe")
     }
+
+    /// An endpoint on Apple's push service gets the Declarative Web Push form by default, as the worker sends it;
+    /// the channel's `declarative` setting changes that, and a message that cannot make the form is shown
+    /// falling back, or failing where the channel demands the form.
+    @Test func webPushShowsTheDeclarativeFormSafariGets() throws {
+        var document = PreviewTests.set(PreviewTests.base, ["subscription", "platform"], "web")
+        document = PreviewTests.set(document, ["subscription", "token"], "https://web.push.apple.com/QGuQyavXutnMH-xhUsQxt0vS2uGXSTrwF0Vw")
+        document = PreviewTests.set(document, ["app", "channels"], ["webpush": [:]])
+        document = PreviewTests.set(document, ["notification", "message", "url"], "https://shop.example/orders/1")
+        let output = try Preview.run(document)
+        let body = try #require(output["request"]?["body"])
+        #expect(body["web_push"] == 8030)
+        #expect(body["notification"]?["title"] == "Merhaba Ayşe")
+        #expect(body["notification"]?["lang"] == "tr")
+        #expect(body["notification"]?["navigate"] == "https://shop.example/orders/1")
+
+        let never = try Preview.run(PreviewTests.set(document, ["app", "channels", "webpush", "declarative"], "never"))
+        #expect(never["request"]?["body"]?["web_push"] == nil)
+        #expect(never["request"]?["body"]?["title"] == "Merhaba Ayşe")
+
+        let noURL = PreviewTests.set(
+            document, ["notification", "message"], ["headings": ["tr": "Merhaba {{ first_name }}"], "contents": ["tr": "Selam"]])
+        #expect(try Preview.run(noURL)["request"]?["body"]?["title"] == "Merhaba Ayşe", "falls back to the flat message")
+        let demanded = try Preview.run(PreviewTests.set(noURL, ["app", "channels", "webpush", "declarative"], "always"))
+        #expect(demanded["decision"]?["action"] == "fail")
+        #expect(demanded["decision"]?["reason"] == "invalid_message")
+
+        let badSetting = try Preview.run(PreviewTests.set(document, ["app", "channels", "webpush", "declarative"], "sometimes"))
+        #expect(badSetting["decision"]?["reason"] == "invalid_channel_settings")
+        // From the database, the channel's `declarative` is read and its key is not.
+        let stored: JSONValue = ["vapid_private_key": "-----BEGIN PRIVATE KEY-----", "subject": "mailto:ops@example.com", "declarative": "never"]
+        #expect(PreviewStore.publicSettings(stored, provider: "webpush") == ["declarative": "never"])
+    }
 }
 
 extension PreviewTests {

@@ -40,8 +40,12 @@ struct EmulatorHarness: Sendable {
     var fcmChannelSettings: String { #"{"service_account": \#(serviceAccountJSON)}"# }
 
     /// `app_channels.settings` for an app's `webpush` channel.
-    var webPushChannelSettings: String {
-        let settings = ["vapid_private_key": vapidKey.pkcs8PEM, "subject": Self.vapidSubject]
+    var webPushChannelSettings: String { webPushChannelSettings(declarative: nil) }
+
+    /// The `webpush` channel's settings with the VAPID key and subject, and `declarative` when given.
+    func webPushChannelSettings(declarative: String?) -> String {
+        var settings = ["vapid_private_key": vapidKey.pkcs8PEM, "subject": Self.vapidSubject]
+        if let declarative { settings["declarative"] = declarative }
         let data = try! JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)
     }
