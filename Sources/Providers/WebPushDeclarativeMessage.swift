@@ -69,8 +69,8 @@ public struct WebPushDeclarativePolicyError: Error, CustomStringConvertible, Sen
 ///   URL, so a relative or app-scheme URL would make the message not declarative).
 /// - `silent` from `web_silent`; `app_badge` from `ios_badge_type: "SetTo"` with `ios_badge_count` (the badge's
 ///   value; an `Increase` has no absolute value and is left out).
-/// - `mutable: true`, so a service worker, when the site has one, gets the message first and may change it (it
-///   records `received`, as the SDK's service extension does on iOS); without one the browser shows it as is.
+/// - `mutable: true`, so a service worker, when the site has one, gets the message first and may read `data` or
+///   change what is shown; without one, or when it shows nothing, the browser shows the message as sent.
 /// - `data`: the flat message (``WebPushRequestFactory/plaintext(for:)``'s members but `title` and `body`:
 ///   `msgId`, `campaignId`, `url`, `image`, `actions`, `data`), which a service worker reads as
 ///   `notification.data` (or `event.data.json().notification.data` in a browser that does not parse the form).
