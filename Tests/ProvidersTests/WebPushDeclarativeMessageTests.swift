@@ -54,6 +54,10 @@ import Testing
         let german = try JSONValue(parsing: try WebPushRequestFactory.plaintext(for: delivery(language: "de")))
         #expect(german["notification"]?["lang"] == "en")
         #expect(german["notification"]?["dir"] == nil)
+        // The map's key is sent in its canonical BCP 47 form.
+        let brazilian = try JSONValue(parsing: try WebPushRequestFactory.plaintext(for: delivery(
+            ["headings": ["pt_BR": "Olá"], "contents": ["pt_BR": "Tudo bem"], "url": "https://a.example/"], language: "pt-BR")))
+        #expect(brazilian["notification"]?["lang"] == "pt-BR")
         // A plain-string text has no language (`und`): no `lang`.
         let plain = try JSONValue(parsing: try WebPushRequestFactory.plaintext(for: delivery([
             "headings": "Hi", "contents": "Body", "url": "https://a.example/",
