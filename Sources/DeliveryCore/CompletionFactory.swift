@@ -69,6 +69,11 @@ public enum CompletionFactory {
     /// after the outage backoff when it has none.
     public static let originBusyReason = DeliveryReason.originBusy
 
+    /// The retry reason of an FCM delivery its project's fleet-wide bucket held back unsent
+    /// (``DeliveryReason/fcmProjectQuota``): no attempt spent, no event written, not counted as an uncounted retry
+    /// (the project's quota, not the delivery, is short), back when the bucket's refill reaches it.
+    public static let projectQuotaReason = DeliveryReason.fcmProjectQuota
+
     /// - Parameters:
     ///   - maxUncountedRetries: retries spending no attempt allowed before `failed` / `retries_exhausted`.
     ///   - unitRandom: jitter draw in `0..<1` for the retry time, drawn only for a retry (the system generator is
@@ -111,6 +116,11 @@ public enum CompletionFactory {
             return completion
         case .retry(let reason, _, _) where reason == leaseExpiringReason:
             var completion = make(.retrying, reason, .object([:]), next: now)
+            completion.refundsAttempt = true
+            completion.writesEvent = false
+            return completion
+        case .retry(let reason, _, let notBefore?) where reason == projectQuotaReason:
+            var completion = make(.retrying, reason, .object([:]), next: max(notBefore, now))
             completion.refundsAttempt = true
             completion.writesEvent = false
             return completion

@@ -81,6 +81,10 @@ extension DeliveryReason {
     /// worker, not the delivery, was short of streams there. It comes back after the outage backoff (a tenth of
     /// the message's age).
     public static let originBusy = DeliveryReason(rawValue: "origin_busy")
+    /// `retrying` (no attempt spent, no event, not counted against the retries allowed): the FCM project's
+    /// fleet-wide bucket (migration 0034; Firebase "Throttling and quotas": a per-project quota of messages per
+    /// minute) had no permit left for it in this batch; it comes back when the bucket's refill reaches it.
+    public static let fcmProjectQuota = DeliveryReason(rawValue: "fcm_project_quota")
     /// `retrying`: the whole provider exchange took longer than the per-delivery deadline. Also Google's
     /// canonical status `DEADLINE_EXCEEDED`, lower-cased, which FCM may answer with.
     public static let deadlineExceeded = DeliveryReason(rawValue: "deadline_exceeded")
@@ -232,6 +236,7 @@ extension DeliveryReason {
         .maxAttempts, .retriesExhausted, .oversizedColumn, .canceled, .expired, .subscriptionInactive,
         .unknownPlatform, .noChannel, .nothingToShow, .pushTypeUnsupported, .quietHours, .localTime, .channelPaused,
         .frequencyCapped, .capUnavailable, .leaseExpiring, .messageUnavailable, .providerUnreachable, .originBusy,
+        .fcmProjectQuota,
         .deadlineExceeded, .providerNotSupported, .invalidMessage, .payloadTooLarge,
         .dataException, .integrityConstraintViolation, .unreadableRow,
         .invalidChannelSettings, .invalidRequest, .forbiddenEndpoint, .transportError, .responseTooLarge,

@@ -28,6 +28,24 @@ struct CompletionFactoryTests {
         #expect(try detail(completion)["provider"] == "apns")
     }
 
+    /// A send its FCM project's bucket held back (docs/fcm.md, "Project quota"): back when the refill reaches it,
+    /// on its last attempt and past every uncounted retry allowed alike, with no attempt, no event and no
+    /// uncounted retry spent.
+    @Test func aSendHeldByItsProjectQuotaSpendsNothing() throws {
+        var facts = delivery(attempt: 3)
+        facts.uncountedRetries = 50
+        let until = Self.now.addingTimeInterval(0.25)
+        let completion = CompletionFactory.completion(
+            for: facts, outcome: .retry(reason: CompletionFactory.projectQuotaReason, notBefore: until), provider: .fcm,
+            maxAttempts: 3, maxUncountedRetries: 10, retryPolicy: policy, now: Self.now, unitRandom: 0.5)
+        #expect(completion.event == .retrying)
+        #expect(completion.reason == .fcmProjectQuota)
+        #expect(completion.nextRunAt == until)
+        #expect(completion.refundsAttempt)
+        #expect(!completion.writesEvent)
+        #expect(!completion.countsUncountedRetry)
+    }
+
     @Test func retryIsRescheduledUntilTheLastAttempt() throws {
         let outcome = DeliveryOutcome.retry(reason: .serviceUnavailable)
         let early = CompletionFactory.completion(

@@ -78,6 +78,9 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 ///   deliveries are sent once more, as a batch (``PlannedBatch``).
 /// - A subscription refused with `THIRD_PARTY_AUTH_ERROR` is held (``CredentialHolds``, 5 minutes per worker):
 ///   its pushes wait without a request, and the channel's other subscriptions are sent as usual.
+/// - With ``chargeProjects``, each batch first charges its Firebase projects' fleet-wide buckets, once for the
+///   whole batch (Firebase "Throttling and quotas": a quota of messages per project and minute); the sends their
+///   buckets cannot cover are held back unsent (``FCMProjectAdmission``), the others go out as usual.
 public final class FCMSender: PlannedBatchSender {
     public let provider = Provider.fcm
     /// FCM's production origin.
@@ -114,6 +117,11 @@ public final class FCMSender: PlannedBatchSender {
     })
     /// Users' parsed tags, for messages whose texts use placeholders.
     let userTags = UserTagsCache()
+    /// Charges the batch's projects (``FCMProjectQuotaStore/charge(on:asks:at:)`` on a pooled connection): sends
+    /// wanted per project in, grants out. Nil: no project quota (every send goes out).
+    let chargeProjects: (@Sendable ([(project: String, sends: Int)]) async throws -> [FCMProjectGrant])?
+    /// How long the sends of a project whose charge failed (the database unreachable) wait before they come back.
+    static let unchargedRetry: TimeInterval = 1
 
     /// - Parameter egressPolicy: which endpoints may be used (the same policy the client enforces on resolved
     ///   addresses); checked here before a request is built.
@@ -130,10 +138,13 @@ public final class FCMSender: PlannedBatchSender {
     ///   - bounds: the cache sizes (tests use small ones).
     ///   - tokens: the fleet's shared tokens (nil: tokens of this sender alone, bounded by `bounds`).
     ///   - tokenPolicy: when access tokens are replaced.
+    ///   - chargeProjects: the projects' fleet-wide buckets (nil: none).
     init(
         client: HTTP2Client, requestTimeout: Duration, logger: Logger, egressPolicy: EgressPolicy = .publicInternetOnly,
-        bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .fcm()
+        bounds: CacheBounds, tokens: SharedProviderTokens? = nil, tokenPolicy: ProviderTokenPolicy = .fcm(),
+        chargeProjects: (@Sendable ([(project: String, sends: Int)]) async throws -> [FCMProjectGrant])? = nil
     ) {
+        self.chargeProjects = chargeProjects
         channels = ChannelCache(capacity: bounds.channels)
         self.tokens = tokens ?? SharedProviderTokens(coordinate: nil, logger: logger, capacity: bounds.googleTokenCaches)
         self.tokenPolicy = tokenPolicy
@@ -144,11 +155,38 @@ public final class FCMSender: PlannedBatchSender {
         self.logger = logger
     }
 
-    /// Sends `batch` through ``PlannedBatch`` (see ``ProviderSender/send(batch:context:completed:)``).
+    /// Sends `batch` through ``PlannedBatch`` (see ``ProviderSender/send(batch:context:completed:)``), after one
+    /// charge of its projects' buckets when ``chargeProjects`` is set: what they do not admit is completed at once
+    /// as held (``FCMProjectAdmission/heldOutcome(until:)``), the rest is sent.
     public func send(
         batch: [BatchedSend], context: SendBatchContext, completed: @escaping @Sendable (Int, DeliveryOutcome) -> Void
     ) async {
-        await PlannedBatch.send(self, batch: batch, context: context, completed: completed)
+        guard let chargeProjects, let first = batch.first else {
+            await PlannedBatch.send(self, batch: batch, context: context, completed: completed)
+            return
+        }
+        let projects = batch.map { try? channel(for: $0.delivery).plan.projectID }
+        let asks = FCMProjectAdmission.asks(projects: projects)
+        var grants: [FCMProjectGrant] = []
+        if !asks.isEmpty {
+            do {
+                grants = try await chargeProjects(asks)
+            } catch {
+                logger.warning("fcm project quota: the charge failed; the batch's sends wait", ["error": "\(error)"])
+            }
+        }
+        let admission = FCMProjectAdmission(
+            projects: projects, grants: grants, retry: first.delivery.judgedNow().addingTimeInterval(Self.unchargedRetry))
+        for held in admission.held { completed(held.index, FCMProjectAdmission.heldOutcome(until: held.until)) }
+        guard !admission.admitted.isEmpty else { return }
+        if admission.held.isEmpty {
+            await PlannedBatch.send(self, batch: batch, context: context, completed: completed)
+            return
+        }
+        let admitted = admission.admitted
+        await PlannedBatch.send(self, batch: admitted.map { batch[$0] }, context: context) { index, outcome in
+            completed(admitted[index], outcome)
+        }
     }
 
     func plannedChannel(for item: BatchedSend) -> Result<Channel, PlanRefusal> {

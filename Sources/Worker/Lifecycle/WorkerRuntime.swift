@@ -119,7 +119,12 @@ public final class WorkerRuntime: Sendable {
                     egressPolicy: configuration.egressPolicy),
                 FCMSender(
                     client: fcmClient, requestTimeout: requestTimeout, logger: logger.named(Provider.fcm.rawValue),
-                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
+                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens,
+                    chargeProjects: { [database] asks in
+                        try await database.withConnection { connection in
+                            try FCMProjectQuotaStore.charge(on: connection, asks: asks)
+                        }
+                    }),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds),

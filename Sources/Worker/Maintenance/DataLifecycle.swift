@@ -12,6 +12,8 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var foldedCounts = 0
     public var prunedGrants = 0
     public var prunedNotifications = 0
+    /// Notifications whose `idempotency_key` was cleared, past ``DataLifecycle/idempotencyKeyWindow``.
+    public var clearedIdempotencyKeys = 0
     /// Fleet-shared provider tokens expired for more than a day (``expiredProviderTokenAge``).
     public var prunedProviderTokens = 0
     /// `worker_heartbeats` rows not seen for ``WorkerHeartbeatStore/pruneAge`` (workers stopped or dead).
@@ -28,6 +30,7 @@ public struct MaintenanceReport: Sendable, Equatable {
             "partitions_dropped": droppedPartitions.isEmpty ? "0" : droppedPartitions.joined(separator: ","),
             "default_rows_expired": "\(expiredDefaultRows)", "counts_folded": "\(foldedCounts)",
             "grants_pruned": "\(prunedGrants)", "notifications_pruned": "\(prunedNotifications)",
+            "idempotency_keys_cleared": "\(clearedIdempotencyKeys)",
             "provider_tokens_pruned": "\(prunedProviderTokens)", "worker_heartbeats_pruned": "\(prunedWorkerHeartbeats)",
             "problems": "\(problems.count)",
         ]
@@ -36,14 +39,16 @@ public struct MaintenanceReport: Sendable, Equatable {
     /// Whether the run changed anything.
     public var didWork: Bool {
         !createdPartitions.isEmpty || !droppedPartitions.isEmpty || expiredDefaultRows > 0 || foldedCounts > 0
-            || prunedGrants > 0 || prunedNotifications > 0 || prunedProviderTokens > 0 || prunedWorkerHeartbeats > 0
+            || prunedGrants > 0 || prunedNotifications > 0 || clearedIdempotencyKeys > 0 || prunedProviderTokens > 0
+            || prunedWorkerHeartbeats > 0
     }
 }
 
 /// The data lifecycle's maintenance (docs/data-lifecycle.md): partitions of `delivery_events` created ahead and
 /// dropped past the retention (never a `DELETE` of events), count deltas folded, frequency-cap grants outside
-/// every cap window and finished notifications past their retention deleted in small batches, fleet-shared
-/// provider tokens expired for a day deleted, and the heartbeat rows of workers not seen for a day deleted.
+/// every cap window and finished notifications past their retention deleted in small batches, producers'
+/// idempotency keys past their window cleared in small batches, fleet-shared provider tokens expired for a day
+/// deleted, and the heartbeat rows of workers not seen for a day deleted.
 ///
 /// One run at a time across the fleet: a session-level advisory lock (``advisoryLockKey``) is held for the run.
 /// The worker's schedule tries it and skips when another worker holds it; `pushizo-worker maintain` waits for it.
@@ -134,6 +139,14 @@ public enum DataLifecycle {
                 }
             }
         }
+        step("idempotency keys") {
+            report.clearedIdempotencyKeys = try inBatches(settings.batchSize, shouldContinue) {
+                let limit = $0
+                return try exclusive(connection) {
+                    try $0.query(clearIdempotencyKeysSQL, [idempotencyKeyWindow.inSeconds, limit])
+                }.affectedRows
+            }
+        }
         step("provider tokens") {
             report.prunedProviderTokens = try exclusive(connection) {
                 try $0.query(
@@ -156,6 +169,12 @@ public enum DataLifecycle {
     /// between sends, so its generation (the compare-and-swap the fleet replaces it by) is not reset needlessly.
     /// A deleted row is simply minted again when next needed.
     public static let expiredProviderTokenAge: Duration = .seconds(86_400)
+
+    /// How long a producer's `notifications.idempotency_key` stays unique in its app: 30 days from the
+    /// notification's `created_at`, the window OneSignal documents for the `idempotency_key` of its create-message
+    /// request ("Idempotent API requests"). Past it the maintenance clears the key (``clearIdempotencyKeysSQL``),
+    /// so a key is held at least this long and at most one maintenance interval longer.
+    public static let idempotencyKeyWindow: Duration = .seconds(30 * 86_400)
 
     /// Creates the days the ``PartitionPlan`` asks for, then drops the expired partitions, one transaction each.
     static func maintainPartitions(
@@ -303,5 +322,21 @@ public enum DataLifecycle {
             DELETE FROM notification_event_counts c USING doomed WHERE c.notification_id = doomed.id
         )
         DELETE FROM notifications n USING doomed WHERE n.id = doomed.id
+        """
+
+    /// Clears the `idempotency_key` of up to `$2` notifications created more than `$1` seconds ago, oldest first
+    /// through `notifications_idempotency_key_age` (migration 0033): the key leaves the unique index, which then
+    /// holds only the window's keys, and the producer may use it again. Nothing else of the row changes, so a
+    /// notification still pending, expanding or sending goes on as before. Rows another transaction holds (an
+    /// expansion chunk, a producer's update) are skipped until the next batch or run.
+    static let clearIdempotencyKeysSQL = """
+        WITH expired AS (
+            SELECT id FROM notifications
+            WHERE idempotency_key IS NOT NULL AND created_at < now() - make_interval(secs => $1::float8)
+            ORDER BY created_at
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE notifications n SET idempotency_key = NULL FROM expired WHERE n.id = expired.id
         """
 }

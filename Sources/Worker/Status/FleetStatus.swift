@@ -41,6 +41,11 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         appNames.first { $0.appID == app }?.name
     }
 
+    /// FCM projects their fleet-wide bucket (migration 0034; docs/fcm.md, "Project quota") held back sends of in
+    /// the last minute, by project id, at most ``FleetStatusStore/listedRows``; narrowed to an app, the projects its
+    /// fcm channel names. Empty before migration 0034.
+    public var heldProjects: [HeldProject] = []
+
     /// The worker processes by their heartbeats (`worker_heartbeats`, migration 0029): live and stopping ones
     /// first (by host and pid), then stale ones, then stopped ones (latest first), at most
     /// ``FleetStatusStore/listedRows``. Nil when narrowed to an app (workers are not an app's) or before
@@ -321,6 +326,29 @@ public struct FleetStatus: Sendable, Equatable, Codable {
         }
     }
 
+    /// An FCM project whose bucket held sends back in the minute before ``FleetStatus/takenAt``.
+    public struct HeldProject: Sendable, Equatable, Codable {
+        /// The Firebase project ID the apps' fcm channels name.
+        public var project: String
+        /// The quota the bucket applies, messages per minute (the smallest the project's channels set, else
+        /// Firebase's default, 600,000).
+        public var quotaPerMinute: Double
+        /// Permits in the bucket now (refilled to ``FleetStatus/takenAt``; at most quota / 61).
+        public var permits: Double
+        /// When a charge last granted less than it was asked.
+        public var heldAt: Date
+        /// Sends the bucket held back, in all (each hold of a send counts once).
+        public var heldDeliveries: Int64
+
+        public init(project: String, quotaPerMinute: Double, permits: Double, heldAt: Date, heldDeliveries: Int64) {
+            self.project = project
+            self.quotaPerMinute = quotaPerMinute
+            self.permits = permits
+            self.heldAt = heldAt
+            self.heldDeliveries = heldDeliveries
+        }
+    }
+
     /// An operator's pause (docs/operations.md, "Operator commands"): its end (`Date.distantFuture` for
     /// PostgreSQL's `infinity`, until resumed) and reason.
     public struct Pause: Sendable, Equatable, Codable {
@@ -388,6 +416,7 @@ extension FleetStatus {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
         case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps", server
         case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps", workers, appNames = "app_names"
+        case heldProjects = "fcm_projects_held"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -407,9 +436,11 @@ extension FleetStatus {
         try container.encode(pausedApps, forKey: .pausedApps)
         try container.encode(workers, forKey: .workers)
         try container.encode(appNames, forKey: .appNames)
+        try container.encode(heldProjects, forKey: .heldProjects)
     }
 
-    /// Decodes what ``encode(to:)`` writes; `app_names`, added later to schema version 1, may be absent.
+    /// Decodes what ``encode(to:)`` writes; `app_names` and `fcm_projects_held`, added later to schema version 1,
+    /// may be absent.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         schemaVersion = try container.decode(Int.self, forKey: .schemaVersion)
@@ -427,6 +458,7 @@ extension FleetStatus {
         pausedApps = try container.decode([PausedApp].self, forKey: .pausedApps)
         workers = try container.decodeIfPresent([Worker].self, forKey: .workers)
         appNames = try container.decodeIfPresent([AppName].self, forKey: .appNames) ?? []
+        heldProjects = try container.decodeIfPresent([HeldProject].self, forKey: .heldProjects) ?? []
     }
 }
 
@@ -601,6 +633,12 @@ extension FleetStatus.PausedChannel {
         pausedUntil = PauseEnd.date(try container.decodeIfPresent(Date.self, forKey: .pausedUntil))
         reason = try container.decodeIfPresent(String.self, forKey: .reason)
         note = try container.decodeIfPresent(String.self, forKey: .note)
+    }
+}
+
+extension FleetStatus.HeldProject {
+    enum CodingKeys: String, CodingKey {
+        case project, quotaPerMinute = "quota_per_minute", permits, heldAt = "held_at", heldDeliveries = "held_deliveries"
     }
 }
 

@@ -39,6 +39,7 @@ public enum FleetStatusPage {
         body += expansion(status)
         body += pauses(status)
         body += throttled(status)
+        body += heldProjects(status)
         body += leases(status)
         if !status.notes.isEmpty {
             body.append("<h2>Notes</h2><ul>" + status.notes.map { "<li>\(text($0))</li>" }.joined() + "</ul>")
@@ -184,6 +185,18 @@ public enum FleetStatusPage {
             ])
         }
         return ["<h2>Throttled apps</h2>", table(["app", "limit/s", "burst", "permits", "due"], rows)]
+    }
+
+    static func heldProjects(_ status: FleetStatus) -> [String] {
+        guard !status.heldProjects.isEmpty else { return [] }
+        let rows = status.heldProjects.map { project in
+            row([
+                text(project.project), FleetStatusRenderer.grouped(Int64(project.quotaPerMinute)),
+                FleetStatusRenderer.rate(project.permits.rounded(.down)), FleetStatusRenderer.grouped(project.heldDeliveries),
+                text(FleetStatusRenderer.duration(max(0, status.takenAt.timeIntervalSince(project.heldAt))) + " ago"),
+            ])
+        }
+        return ["<h2>FCM projects held by their quota</h2>", table(["project", "quota/min", "permits", "held", "last held"], rows)]
     }
 
     static func leases(_ status: FleetStatus) -> [String] {

@@ -154,6 +154,18 @@ public enum FleetStatusRenderer {
             }
             lines += aligned(rows, rightAligned: [1, 2, 3, 4, 5])
         }
+        if !status.heldProjects.isEmpty {
+            lines.append("")
+            var rows = [["fcm projects held by their quota", "quota/min", "permits", "held", "last held"]]
+            for project in status.heldProjects {
+                rows.append([
+                    "  project \(safe(project.project))", grouped(Int64(project.quotaPerMinute)),
+                    rate(project.permits.rounded(.down)), grouped(project.heldDeliveries),
+                    duration(max(0, status.takenAt.timeIntervalSince(project.heldAt))) + " ago",
+                ])
+            }
+            lines += aligned(rows, rightAligned: [1, 2, 3, 4])
+        }
         for note in status.notes { lines.append("note: " + TerminalText.sanitized(note)) }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -132,6 +132,7 @@ public enum FleetStatusStore {
                 notes: notes, throttledApps: try readThrottledApps(on: connection, limits: limits, app: app),
                 server: connection.serverAddress)
             status.app = app
+            status.heldProjects = try readHeldProjects(on: connection, app: app)
             try readOperatorPauses(on: connection, app: app, into: &status)
             if app == nil {
                 status.workers = try readWorkers(on: connection)
@@ -707,6 +708,37 @@ public enum FleetStatusStore {
                 burst: try row.decode(Double.self, "burst"), permits: try row.decode(Double.self, "permits"),
                 due: due > limits.countLimit
                     ? FleetStatus.Figure(value: limits.countLimit, countedAtLeast: limits.countLimit) : .exact(due))
+        }
+    }
+
+    // MARK: FCM project quotas
+
+    /// FCM projects whose bucket held sends back in the minute before `now()` (at most ``listedRows``, by project),
+    /// the bucket refilled to `now()`; narrowed to `app`, the projects its fcm channel names. Empty when the
+    /// schema predates migration 0034.
+    static func readHeldProjects(on connection: PostgresConnection, app: UUID? = nil) throws -> [FleetStatus.HeldProject] {
+        let present = try connection.query("SELECT to_regclass('fcm_project_buckets') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return [] }
+        let narrowed = app == nil ? "" : """
+             AND b.project_id IN (SELECT pushizo_fcm_channel_project(ch.settings) FROM app_channels ch
+                                  WHERE ch.provider = 'fcm'\(appCondition("ch.app_id", app)))
+            """
+        return try connection.query(
+            """
+            SELECT b.project_id, b.per_minute::float8 AS quota, b.held_at, b.held_deliveries,
+                   least(b.per_minute / 61,
+                         b.tokens + b.per_minute / 61 * greatest(0, extract(epoch FROM now() - b.refilled_at)::numeric))::float8
+                       AS permits
+            FROM fcm_project_buckets b
+            WHERE b.held_at > now() - interval '1 minute'\(narrowed)
+            ORDER BY b.project_id LIMIT $1
+            """, [listedRows]
+        ).map { row in
+            FleetStatus.HeldProject(
+                project: try row.decode(String.self, "project_id"), quotaPerMinute: try row.decode(Double.self, "quota"),
+                permits: try row.decode(Double.self, "permits"), heldAt: try row.decode(Date.self, "held_at"),
+                heldDeliveries: try row.decode(Int64.self, "held_deliveries"))
         }
     }
 

@@ -75,8 +75,8 @@ struct DashboardAndAlertQueriesTests {
         #expect(expressions.contains(#"absent(up{job="pushizo-worker"} == 1)"#))
         #expect(expressions.contains(
             """
-            sum by (provider) (rate(pushizo_deliveries_total{event=~"failed|retrying",reason!="channel_paused"}[10m]))
-            / sum by (provider) (rate(pushizo_deliveries_total{event=~"sent|failed|retrying",reason!="channel_paused"}[10m]))
+            sum by (provider) (rate(pushizo_deliveries_total{event=~"failed|retrying",reason!~"channel_paused|fcm_project_quota"}[10m]))
+            / sum by (provider) (rate(pushizo_deliveries_total{event=~"sent|failed|retrying",reason!~"channel_paused|fcm_project_quota"}[10m]))
             > 0.1
             """))
         let quoted = """

@@ -87,7 +87,7 @@ struct FleetStatusRendererTests {
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server",
-            "app_id", "fleet_pause", "paused_apps", "workers", "app_names",
+            "app_id", "fleet_pause", "paused_apps", "workers", "app_names", "fcm_projects_held",
         ])
         #expect(object["app_names"] as? [[String: String]] == [["app_id": "00000000-0000-4000-8000-000000000001", "name": "Acme News"]])
         #expect(object["app_id"] is NSNull && object["fleet_pause"] is NSNull)
