@@ -9,9 +9,22 @@ port=${PUSHIZO_TEST_PG_PORT:-55432}
 citus_port=${PUSHIZO_TEST_CITUS_PORT:-$((port + 5))}
 pgdir=$(mktemp -d /tmp/pushizo-test-pg.XXXXXX)
 citusdir=$(mktemp -d /tmp/pushizo-test-citus.XXXXXX)
+# On a failed run the servers' logs are kept under var/test-logs/<UTC time>/ (PostgreSQL's, and each Citus node's):
+# a failure inside the cluster (a coordinator's connection to a worker node, say) is written only there, and the
+# directories go with the cleanup.
 cleanup() {
+    local rc=$? kept
     scripts/pg-throwaway.sh stop "$pgdir" || true
     scripts/citus-cluster.sh stop "$citusdir" || true
+    if [ "$rc" -ne 0 ]; then
+        kept=var/test-logs/$(date -u +%Y%m%dT%H%M%SZ)
+        mkdir -p "$kept"
+        cp "$pgdir/postgres.log" "$kept/postgres.log" 2>/dev/null || true
+        for node in "$citusdir"/*/; do
+            [ -f "$node/postgres.log" ] && cp "$node/postgres.log" "$kept/citus-$(basename "$node").log"
+        done
+        echo "==> the servers' logs of this failed run: $kept/" >&2
+    fi
     rm -rf "$pgdir" "$citusdir"
 }
 trap cleanup EXIT

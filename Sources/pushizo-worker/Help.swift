@@ -12,6 +12,9 @@ enum Help {
             commands:
               run        expand notifications, claim deliveries, send them, write delivery events (the daemon)
               migrate    apply pending migrations/NNNN_*.sql files (advisory-locked; safe to run from many hosts)
+              distribute [--json]
+                         on a Citus coordinator, after migrate: switch the schema to its Citus form (lanes,
+                         reference and distributed tables); idempotent, as the schema owner (docs/scale-out.md)
               preview [FILE | --notification ID --subscription ID]
                          show what one device would get: decision + exact provider request, from a document
                          or read from the database (read-only) (docs/preview.md)

@@ -32,6 +32,8 @@ do {
         try await RunCommand.main(environment: environment, arguments: rest)
     case "migrate":
         try MigrateCommand.main(environment: environment, arguments: rest)
+    case "distribute":
+        try DistributeCommand.main(environment: environment, arguments: rest)
     case "emulator":
         try await EmulatorCommand.main(environment: environment, arguments: rest)
     case "emulator-subscription":

@@ -72,13 +72,13 @@ public enum OperatorRetry {
             WHERE e.notification_id = $1 AND e.event IN ('sent', 'failed', 'skipped')
             ORDER BY e.subscription_id, e.at DESC, e.id DESC
         ), candidates AS (
-            SELECT l.subscription_id, l.reason, s.status AS subscription_status
+            SELECT l.subscription_id, l.reason, s.status AS subscription_status, s.lane
             FROM latest l LEFT JOIN subscriptions s ON s.id = l.subscription_id
             WHERE l.event = 'failed' AND ($2::text[] IS NULL OR l.reason = ANY($2::text[]))
               AND ($3::timestamptz IS NULL OR l.at >= $3::timestamptz)
         ), inserted AS (
-            INSERT INTO deliveries (notification_id, subscription_id, app_id, priority)
-            SELECT n.id, c.subscription_id, n.app_id,
+            INSERT INTO deliveries (lane, notification_id, subscription_id, app_id, priority)
+            SELECT c.lane, n.id, c.subscription_id, n.app_id,
                    (CASE WHEN n.message->>'priority' = 'high' THEN 10 ELSE 5 END
                     + CASE WHEN n.target ?| ARRAY['include_subscription_ids', 'include_external_ids'] THEN 1 ELSE 0 END)::smallint
             FROM candidates c CROSS JOIN (SELECT id, app_id, message, target FROM notifications WHERE id = $1) n

@@ -154,7 +154,9 @@ struct AudienceQuery {
             localValues = ", \(LocalTimeSQL.runAt(entry: entry)), \(LocalTimeSQL.dueAt(entry: entry))"
             localJoin = " CROSS JOIN local_schedule ls"
         }
-        let columns = "s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind"
+        // `lane`: each delivery takes its subscription's lane (docs/scale-out.md, "The shape: queue lanes"), written here
+        // rather than left to the column's default, a function call per row.
+        let columns = "s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind, s.lane"
         let after = first ? ">=" : ">"
         let bounded = upTo.map { " AND s.id <= \(bind($0, "uuid"))" } ?? ""
         // A rescued page holds only the subscriptions that existed when it was leased.
@@ -234,15 +236,16 @@ struct AudienceQuery {
                 WITH page AS (
                 \(page)
                 ), matched AS MATERIALIZED (
-                    SELECT s.id, s.app_id FROM page s\(users)
+                    SELECT s.id, s.app_id, s.lane FROM page s\(users)
                     WHERE \(matches)
                 ), leased_page AS (
-                    INSERT INTO delivery_pages (app_id, notification_id, priority, after_id, up_to, deliveries, leased_by,
-                                                lease_until)
-                    SELECT $2, $1, $5::smallint, \(first ? "NULL::uuid" : "$3::uuid"),
+                    -- A page's subscriptions share one lane (a page reads one lane; on a single node every lane is 0).
+                    INSERT INTO delivery_pages (lane, app_id, notification_id, priority, after_id, up_to, deliveries,
+                                                leased_by, lease_until)
+                    SELECT m.lane, $2, $1, $5::smallint, \(first ? "NULL::uuid" : "$3::uuid"),
                            (SELECT id FROM page ORDER BY id DESC LIMIT 1), m.n, \(worker),
                            now() + make_interval(secs => \(seconds))
-                    FROM (SELECT count(*)::integer AS n FROM matched) m
+                    FROM (SELECT count(*)::integer AS n, min(lane) AS lane FROM matched) m
                     WHERE m.n > 0
                     RETURNING id, fence
                 ), claimed AS (
@@ -267,8 +270,10 @@ struct AudienceQuery {
                 WITH page AS (
                 \(page)
                 ), claimed AS (
-                    INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by)
-                    SELECT $1::uuid, s.id, s.app_id, $5::smallint, now() + make_interval(secs => \(seconds)), 1, 1, \(worker)
+                    INSERT INTO deliveries (lane, notification_id, subscription_id, app_id, priority, run_at, attempt, fence,
+                                            leased_by)
+                    SELECT s.lane, $1::uuid, s.id, s.app_id, $5::smallint, now() + make_interval(secs => \(seconds)), 1, 1,
+                           \(worker)
                     FROM page s\(users)
                     WHERE \(matches)
                     ORDER BY s.id
@@ -284,8 +289,8 @@ struct AudienceQuery {
             WITH page AS (
             \(page)
             )\(localCTE), inserted AS (
-                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority\(localColumns))
-                SELECT $1::uuid, s.id, s.app_id, $5::smallint\(localValues)
+                INSERT INTO deliveries (lane, notification_id, subscription_id, app_id, priority\(localColumns))
+                SELECT s.lane, $1::uuid, s.id, s.app_id, $5::smallint\(localValues)
                 FROM page s\(users)\(localJoin)
                 WHERE \(matches)
                 ORDER BY s.id

@@ -68,20 +68,21 @@ public enum DeliveryPageStore {
         ), finished AS (
             DELETE FROM delivery_pages p USING fences f
             WHERE p.id = f.page_id AND p.fence = f.fence AND p.id = ANY($16::bigint[])
-            RETURNING p.id, p.priority
+            RETURNING p.id, p.priority, p.lane
         ), held AS (
             -- FOR SHARE: a rescue's fence update (FOR NO KEY UPDATE) waits for this transaction, so it never
             -- reads the page's events before they are committed.
-            SELECT p.id, p.priority FROM delivery_pages p JOIN fences f ON p.id = f.page_id AND p.fence = f.fence
+            SELECT p.id, p.priority, p.lane FROM delivery_pages p JOIN fences f ON p.id = f.page_id AND p.fence = f.fence
             WHERE p.id <> ALL($16::bigint[])
             FOR SHARE OF p
         ), live AS MATERIALIZED (
-            SELECT id, priority FROM finished UNION ALL SELECT id, priority FROM held
+            SELECT id, priority, lane FROM finished UNION ALL SELECT id, priority, lane FROM held
         ), waiting AS (
-            -- The deliveries insert trigger gives each app its claim turn no later than these rows' run.
-            INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, last_error,
+            -- The deliveries insert trigger gives each app its claim turn no later than these rows' run. A waiting
+            -- delivery keeps its page's lane (its subscription's).
+            INSERT INTO deliveries (lane, notification_id, subscription_id, app_id, priority, run_at, attempt, last_error,
                                     uncounted_retries, apns_id)
-            SELECT i.notification_id, i.subscription_id, i.app_id, l.priority, i.next_run_at, i.next_attempt,
+            SELECT l.lane, i.notification_id, i.subscription_id, i.app_id, l.priority, i.next_run_at, i.next_attempt,
                    i.last_error, i.uncounted, coalesce(i.apns_id, gen_random_uuid())
             FROM input i JOIN live l ON l.id = i.page_id
             WHERE i.next_run_at IS NOT NULL

@@ -535,29 +535,31 @@ public enum SmallNotificationStore {
                 FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[], $9::text[], $10::boolean[])
                     AS u(id, app_id, priority, platforms, kind, lease)
             ), wanted AS (
-                SELECT l.notification_id, s.id AS subscription_id, s.platform, s.timezone
+                -- `lane`: each delivery takes its subscription's lane (docs/scale-out.md), written rather than left to
+                -- the column's default, a function call per row.
+                SELECT l.notification_id, s.id AS subscription_id, s.platform, s.timezone, s.lane
                 FROM unnest($5::uuid[], $6::uuid[]) AS l(notification_id, subscription_id)
                 JOIN n ON n.id = l.notification_id
                 CROSS JOIN LATERAL (
-                    SELECT id, app_id, status, kind, platform, timezone FROM subscriptions
+                    SELECT id, app_id, status, kind, platform, timezone, lane FROM subscriptions
                     WHERE id = l.subscription_id OFFSET 0
                 ) s
                 WHERE s.app_id = n.app_id AND s.status = 'active' AND s.kind = n.kind
                 UNION ALL
-                SELECT l.notification_id, s.id, s.platform, s.timezone
+                SELECT l.notification_id, s.id, s.platform, s.timezone, s.lane
                 FROM unnest($7::uuid[], $8::text[]) AS l(notification_id, external_id)
                 JOIN n ON n.id = l.notification_id
                 CROSS JOIN LATERAL (
                     SELECT id FROM users WHERE app_id = n.app_id AND external_id = l.external_id OFFSET 0
                 ) u
                 CROSS JOIN LATERAL (
-                    SELECT id, app_id, status, kind, platform, timezone FROM subscriptions
+                    SELECT id, app_id, status, kind, platform, timezone, lane FROM subscriptions
                     WHERE user_id = u.id OFFSET 0
                 ) s
                 WHERE s.app_id = n.app_id AND s.status = 'active' AND s.kind = n.kind
             )\(local), inserted AS (
-                INSERT INTO deliveries (notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by\(localTime ? ", local_due_at" : ""))
-                SELECT w.notification_id, w.subscription_id, n.app_id, n.priority,
+                INSERT INTO deliveries (lane, notification_id, subscription_id, app_id, priority, run_at, attempt, fence, leased_by\(localTime ? ", local_due_at" : ""))
+                SELECT w.lane, w.notification_id, w.subscription_id, n.app_id, n.priority,
                        CASE WHEN n.leased THEN now() + make_interval(secs => $11::float8) ELSE \(localTime ? LocalTimeSQL.runAt(entry: entry) : "now()") END,
                        CASE WHEN n.leased THEN 1 ELSE 0 END, CASE WHEN n.leased THEN 1 ELSE 0 END,
                        CASE WHEN n.leased THEN $12::text END\(localTime ? ", \(LocalTimeSQL.dueAt(entry: entry))" : "")
