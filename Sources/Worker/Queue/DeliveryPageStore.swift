@@ -126,16 +126,25 @@ public enum DeliveryPageStore {
     /// `delivery_events_notification` and of the deliveries' unique key, each no longer than a page: what `status`,
     /// the metrics' queue sample and a rescue's cut subtract from the page's `deliveries`.
     static func settledSQL(page: String, upTo: String) -> String {
+        // Both ends of the range are index conditions: the lower written as `>=` the cursor (the nil UUID from the
+        // start) with the cursor itself left out by a filter. As `after_id IS NULL OR id > after_id` it was a
+        // filter, and each page read its notification's entries from the first: 9,500 of 10,500 entries thrown
+        // away for the 20th page of 1,000.
         """
         ((SELECT count(*) FROM delivery_events e
           WHERE e.notification_id = \(page).notification_id AND e.subscription_id <= \(upTo)
-            AND (\(page).after_id IS NULL OR e.subscription_id > \(page).after_id)
+            AND e.subscription_id >= coalesce(\(page).after_id, '\(nilUUID)'::uuid)
+            AND e.subscription_id IS DISTINCT FROM \(page).after_id
             AND e.event IN ('sent', 'failed', 'skipped'))
          + (SELECT count(*) FROM deliveries d
             WHERE d.notification_id = \(page).notification_id AND d.subscription_id <= \(upTo)
-              AND (\(page).after_id IS NULL OR d.subscription_id > \(page).after_id)))
+              AND d.subscription_id >= coalesce(\(page).after_id, '\(nilUUID)'::uuid)
+              AND d.subscription_id IS DISTINCT FROM \(page).after_id))
         """
     }
+
+    /// The least UUID: the expansion's cursor before a notification's first page.
+    static let nilUUID = "00000000-0000-0000-0000-000000000000"
 
     /// Extends this worker's page leases whose completions wait to be written: `lease_until` moves to
     /// `now() + lease` for each page whose fence still matches.
