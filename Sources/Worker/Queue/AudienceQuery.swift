@@ -9,7 +9,7 @@ import Postgres
 /// on the first chunk), `$4` chunk size, `$5` delivery priority, `$6` platforms (`text[]` or NULL), `$7...`
 /// the target's own values, then, for a local-time notification, its `delivery_time_of_day` and `ttl`.
 struct AudienceQuery {
-    /// The re-read of a page whose lease ran out, taken by another worker (``DeliveryPageStore/rescue(on:workerID:lease:)``):
+    /// The re-read of a page whose lease ran out, taken by another worker (``DeliveryPageStore/rescue(on:workerID:lease:limit:)``):
     /// the page's range (`$3` its `after_id`, `upTo` its `up_to`) read with the same audience, only subscriptions
     /// created no later than the page, and only those the page's earlier leases did not settle. The rows come in
     /// the claim's row shape with the page's id and new fence, `attempt` the fence, `rescued_from` the worker
@@ -20,6 +20,10 @@ struct AudienceQuery {
         /// `delivery_pages.created_at`.
         var createdAt: Date
         var rescuedFrom: String?
+        /// The most deliveries the re-read returns (the rescuing claim's limit): the first ones in
+        /// `subscriptions.id` order; ``DeliveryPageStore/rescue(on:workerID:lease:limit:)`` cuts the rest off into a
+        /// page of its own.
+        var limit: Int
     }
 
     /// The whole statement; returns one row: `scanned` (subscriptions looked at), `last_id` (the new cursor,
@@ -32,8 +36,9 @@ struct AudienceQuery {
     let parameters: [any PostgresEncodable]
 
     /// The end of a statement whose `claimed` CTE (and `page`) came before: the claim's row shape of the
-    /// `claimed` rows (``ClaimStore/claimedRowsSelect``), each with the statement's own figures (`last_id` NULL
-    /// without `lastID`), and one row of NULLs beside those figures when `claimed` is empty.
+    /// `claimed` rows (``ClaimStore/claimedRowsSelect``), each with the statement's own figures (`last_id` the
+    /// page's last subscription with `lastID`, else the last one `claimed` holds), and one row of NULLs beside
+    /// those figures when `claimed` is empty.
     private static func claimedTail(lastID: Bool) -> String {
         """
         ,
@@ -42,7 +47,8 @@ struct AudienceQuery {
         \(ClaimStore.claimedRowsSelect)
         )
         SELECT (SELECT count(*) FROM page) AS scanned,
-               \(lastID ? "(SELECT id FROM page ORDER BY id DESC LIMIT 1)" : "NULL::uuid") AS last_id,
+               \(lastID ? "(SELECT id FROM page ORDER BY id DESC LIMIT 1)"
+                         : "(SELECT subscription_id FROM claimed ORDER BY subscription_id DESC LIMIT 1)") AS last_id,
                (SELECT count(*) FROM claimed) AS created,
                l.*
         FROM (SELECT) chunk LEFT JOIN leased l ON true
@@ -207,6 +213,7 @@ struct AudienceQuery {
             let pageID = bind(rescue.pageID, "bigint")
             let fence = bind(rescue.fence, "bigint")
             let rescuedFrom = bind(rescue.rescuedFrom, "text")
+            let limit = bind(rescue.limit, "integer")
             // What the page's earlier leases settled is left out: a terminal event (sent, failed, skipped) of the
             // notification for the subscription (delivery_events_notification), or a `deliveries` row a waiting
             // delivery became. The rest is sent again: at least once.
@@ -223,6 +230,8 @@ struct AudienceQuery {
                                       WHERE e.notification_id = $1 AND e.subscription_id = s.id
                                         AND e.event IN ('sent', 'failed', 'skipped'))
                       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = $1 AND d.subscription_id = s.id)
+                    ORDER BY s.id
+                    LIMIT \(limit)
                 )\(Self.claimedTail(lastID: false))
                 """
             self.parameters = parameters

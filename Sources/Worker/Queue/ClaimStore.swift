@@ -39,7 +39,9 @@ public enum ClaimStore {
             // Not prepared per limit: the lists are short and their lengths vary.
             let sent = DatabaseClockReading.StatementTiming()
             return try decodeClaimed(
-                try connection.query(claimSQL(picking: .ofNotifications), [limit] + parameters + [notifications]),
+                try withoutJIT(on: connection) {
+                    try $0.query(claimSQL(picking: .ofNotifications), [limit] + parameters + [notifications])
+                },
                 sent: sent, on: connection)
         }
         do {
@@ -49,7 +51,8 @@ public enum ClaimStore {
                 // five executions PostgreSQL may keep a prepared statement's generic plan, which with `LIMIT $1`
                 // unknown ran ten times slower than the custom one on a queue of 2,000,000 rows (89-103 ms
                 // against 8-11 ms). With the limit known the generic plan is the custom one.
-                try connection.preparedQuery(claimText(limit: limit), parameters), sent: sent, on: connection)
+                try withoutJIT(on: connection) { try $0.preparedQuery(claimText(limit: limit), parameters) },
+                sent: sent, on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
                 on: connection, limit: limit, parameters: parameters, error: error)
@@ -81,7 +84,9 @@ public enum ClaimStore {
             do {
                 let sent = DatabaseClockReading.StatementTiming()
                 claimed += try decodeClaimed(
-                    try connection.query(claimSQL(picking: .listed), [ids.count] + parameters + [Array(ids)]),
+                    try withoutJIT(on: connection) {
+                        try $0.query(claimSQL(picking: .listed), [ids.count] + parameters + [Array(ids)])
+                    },
                     sent: sent, on: connection)
             } catch let error as PostgresError where error.isDataError {
                 guard ids.count > 1 else {
@@ -100,7 +105,9 @@ public enum ClaimStore {
             // error here too means every row meets it: nothing is set aside).
             let sent = DatabaseClockReading.StatementTiming()
             claimed = try decodeClaimed(
-                try connection.query(claimSQL(picking: .unlisted), [limit] + parameters + [failing.map(\.id)]),
+                try withoutJIT(on: connection) {
+                    try $0.query(claimSQL(picking: .unlisted), [limit] + parameters + [failing.map(\.id)])
+                },
                 sent: sent, on: connection)
             // No other row is due: no evidence either way; they are tried again with the next claim.
             if claimed.isEmpty { return [] }
@@ -109,6 +116,18 @@ public enum ClaimStore {
             try setAsideIfPossible(on: connection, deliveryID: row.id, fence: nil, error: row.error)
         }
         return claimed
+    }
+
+    /// Runs one claim statement in a transaction of its own with `jit` off (`SET LOCAL`; a savepoint inside the
+    /// caller's transaction, if any). The planner's cost of the claim grows with the queue, its per-app picks'
+    /// `LIMIT` unknown at planning (estimated as a tenth of the app's due rows): on a queue of 10,000,000 it passed
+    /// `jit_above_cost`, and compiling the statement's expressions took 0.7-0.9 s of every claim of 200 rows that
+    /// ran in 20-40 ms without it (EXPLAIN ANALYZE, `JIT: ... Emission`). Nothing in a claim runs long enough to
+    /// repay a compilation. A data error rolls the transaction back and is thrown as the statement's own.
+    static func withoutJIT(
+        on connection: PostgresConnection, _ statement: (PostgresConnection) throws -> PostgresQueryResult
+    ) throws -> PostgresQueryResult {
+        try connection.transaction(localSettings: ["jit": "off"], statement)
     }
 
     /// Reads claimed rows; a row that cannot be read is set aside under the fence it was just claimed with.

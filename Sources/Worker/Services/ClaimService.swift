@@ -141,7 +141,8 @@ final class ClaimService: Service {
                     (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
                         // A page whose lease ran out (its worker died) first, in its own transaction: its rows are
                         // leased to this worker once it commits. A failure after it leaves them to the next rescue.
-                        let rescued = try Self.rescuePage(on: connection, configuration: configuration, logger: logger)
+                        let rescued = try Self.rescuePage(
+                            on: connection, limit: limit, configuration: configuration, logger: logger)
                         if probe && rescued.isEmpty {
                             let turns = try ClaimStore.turns(on: connection, noRoom: room.full)
                             if !turns.due { return ([], nil, .success((turns.wait, turns.clock))) }
@@ -196,16 +197,17 @@ final class ClaimService: Service {
         }
     }
 
-    /// Takes one leased page whose lease ran out, if any (``DeliveryPageStore/rescue(on:workerID:lease:)``), and
-    /// reads its deliveries left to send. One index probe when none is due.
+    /// Takes one leased page whose lease ran out, if any (``DeliveryPageStore/rescue(on:workerID:lease:limit:)``),
+    /// and reads up to `limit` of its deliveries left to send (the claim's limit: the rest of a larger page is cut
+    /// off for the next rescue). One index probe when none is due.
     static func rescuePage(
-        on connection: PostgresConnection, configuration: WorkerConfiguration, logger: Logger
+        on connection: PostgresConnection, limit: Int, configuration: WorkerConfiguration, logger: Logger
     ) throws
         -> [ClaimedDelivery]
     {
         do {
             let (rows, page) = try DeliveryPageStore.rescue(
-                on: connection, workerID: configuration.workerID, lease: configuration.lease)
+                on: connection, workerID: configuration.workerID, lease: configuration.lease, limit: limit)
             guard page != nil else { return [] }
             return try ClaimStore.leasedRows(rows, on: connection)
         } catch let unreadable as DeliveryPageStore.RescueUnreadable {

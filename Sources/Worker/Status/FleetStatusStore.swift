@@ -214,14 +214,7 @@ public enum FleetStatusStore {
                    \(grouped ? "min(lease_until) FILTER (WHERE lease_until > now()) AS oldest_expiry, " : "")coalesce(sum(open) FILTER (WHERE lease_until <= now()), 0) AS expired
             FROM (
                 SELECT p.leased_by, p.lease_until,
-                       greatest(0, p.deliveries
-                           - (SELECT count(*) FROM delivery_events e
-                              WHERE e.notification_id = p.notification_id AND e.subscription_id <= p.up_to
-                                AND (p.after_id IS NULL OR e.subscription_id > p.after_id)
-                                AND e.event IN ('sent', 'failed', 'skipped'))
-                           - (SELECT count(*) FROM deliveries d
-                              WHERE d.notification_id = p.notification_id AND d.subscription_id <= p.up_to
-                                AND (p.after_id IS NULL OR d.subscription_id > p.after_id))) AS open
+                       greatest(0, p.deliveries - \(DeliveryPageStore.settledSQL(page: "p", upTo: "p.up_to"))) AS open
                 FROM delivery_pages p WHERE true\(appCondition("p.app_id", app))
             ) pages\(grouped ? " GROUP BY leased_by" : "")
             """

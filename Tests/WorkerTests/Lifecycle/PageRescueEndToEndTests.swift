@@ -60,6 +60,83 @@ struct PageRescueEndToEndTests {
         try await Self.killMidSendAndRescue(cancelFirst: true)
     }
 
+    /// A page whose rescue cannot read it (a data error in its audience: a user's tag that the tag comparison
+    /// fails on) stays leased to the worker that took it until that lease runs out, tried once, not before every
+    /// claim; the same claims go on sending another app's queued deliveries.
+    @Test func aPageWhoseRescueMeetsADataErrorWaitsItsLeaseAndTheClaimGoesOnForOtherApps() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let others = try await onThread {
+                    // App A: a broadcast to users tagged `score`, its page leased to a worker that died.
+                    let seed = try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: 10)
+                    let user = try seed.user("poisoned")
+                    _ = try seed.connection.query(#"UPDATE users SET tags = '{"score": 5}' WHERE id = $1"#, [user])
+                    _ = try seed.connection.query("UPDATE subscriptions SET user_id = $1 WHERE app_id = $2", [user, seed.appID])
+                    try seed.notification(
+                        target: #"{"filters": [{"field": "tag", "key": "score", "relation": ">", "value": 1}]}"#)
+                    var suspects = ExpansionSuspects()
+                    var leased = LeasedRows.none
+                    _ = try ExpansionStore.expandNext(
+                        on: seed.connection, suspects: &suspects,
+                        lease: ExpansionStore.InsertLease(workerID: "killed-worker", lease: .seconds(1), leasesPages: true) {
+                            _, upTo in upTo
+                        },
+                        leased: &leased)
+                    #expect(leased.count == 10)
+                    // Then the tag holds what the comparison fails on, as a tag function that is not total would.
+                    _ = try seed.connection.query(#"UPDATE users SET tags = '{"score": "five"}' WHERE id = $1"#, [user])
+                    _ = try seed.connection.query(
+                        """
+                        CREATE OR REPLACE FUNCTION pushizo_tag_number(p jsonb) RETURNS numeric
+                        LANGUAGE sql IMMUTABLE AS $$ SELECT (p #>> '{}')::numeric $$
+                        """)
+                    _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
+                    // App B: five deliveries queued as rows, due now.
+                    let other = try SmallNotificationEndToEndTests.seedSubscriptions(url, emulator, count: 5)
+                    let notification = try other.connection.query(
+                        """
+                        INSERT INTO notifications (app_id, message, target, status, targeted_count, expanded_at)
+                        VALUES ($1, '{"contents": {"en": "hi"}}', '{"all": true}', 'expanded', 5, now()) RETURNING id
+                        """, [other.appID])[0].decode(UUID.self, "id")
+                    _ = try other.connection.query(
+                        """
+                        INSERT INTO deliveries (notification_id, subscription_id, app_id)
+                        SELECT $1, id, app_id FROM subscriptions WHERE app_id = $2
+                        """, [notification, other.appID])
+                    return other.appID
+                }
+                let worker = try SmallNotificationEndToEndTests.startWorker(
+                    url, emulator, environment: ["PUSHIZO_EXIT_WHEN_DRAINED": "false"])
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let deadline = ContinuousClock.now + .seconds(60)  // a hang guard, not a timing assertion
+                func sent() async throws -> Int {
+                    try await database.query(
+                        "SELECT count(*) AS n FROM delivery_events WHERE event = 'sent' AND app_id = $1", [others]
+                    )[0].decode(Int.self, "n")
+                }
+                while try await sent() < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+                kill(worker.process.processIdentifier, SIGTERM)
+                worker.process.waitUntilExit()
+                worker.pipe.fileHandleForReading.readabilityHandler = nil
+                #expect(try await sent() == 5)
+                // The page is the rescuer's now, under its own lease, not yet run out; nothing of it was sent.
+                let page = try await database.query(
+                    "SELECT leased_by, fence, rescued_from, lease_until > now() AS leased FROM delivery_pages")
+                #expect(page.count == 1)
+                #expect(try page.first?.decode(String.self, "leased_by") != "killed-worker")
+                #expect(try page.first?.decode(Int64.self, "fence") == 2)
+                #expect(try page.first?.decode(String.self, "rescued_from") == "killed-worker")
+                #expect(try page.first?.decode(Bool.self, "leased") == true)
+                #expect(
+                    try await database.query(
+                        "SELECT count(*) AS n FROM delivery_events WHERE app_id <> $1", [others])[0].decode(Int.self, "n") == 0)
+                // Tried once in the run (its lease lasts longer), whatever the number of claims.
+                #expect(worker.output.lines.filter { $0.contains("could not be read") }.count == 1)
+                await database.shutdown()
+            }
+        }
+    }
+
     /// A worker whose provider holds every answer leases the broadcast's page and is killed with SIGKILL; with
     /// `cancelFirst` the notification is then canceled (`pushizo-worker cancel`'s statement); a second worker
     /// rescues the page.

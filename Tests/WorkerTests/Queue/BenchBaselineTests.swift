@@ -56,14 +56,15 @@ import Testing
 
         """
 
-    /// claim-complete.pgbench after its header: the claim and the completion, and nothing else (no other
-    /// statement or meta-command, such as an `\if` that would skip one).
+    /// claim-complete.pgbench after its header: the claim (in its transaction with `jit` off) and the completion,
+    /// and nothing else (no other statement or meta-command, such as an `\if` that would skip one).
     static func claimAndCompletion() -> String {
         let (ctes, select) = claimParts()
         let indentedSelect = select.split(separator: "\n", omittingEmptySubsequences: false)
             .map { "    " + $0 }.joined(separator: "\n")
-        return "\\set lease_seconds 120\n" + ctes + ",\nclaim_rows AS (\n" + indentedSelect + "\n)\n" + foldIntoArrays
-            + "\n" + completion() + ";\n"
+        // The claim in a transaction of its own with `jit` off, as the worker runs it (ClaimStore.withoutJIT).
+        return "\\set lease_seconds 120\nBEGIN;\nSET LOCAL jit = off;\n" + ctes + ",\nclaim_rows AS (\n" + indentedSelect
+            + "\n)\n" + foldIntoArrays + "COMMIT;\n\n" + completion() + ";\n"
     }
 
     /// A script without its leading comment lines (its header).

@@ -49,6 +49,39 @@ struct ClaimStoreTests {
         }
     }
 
+    /// The claim's planned cost grows with the queue (its per-app picks' `LIMIT` is unknown at planning) and passed
+    /// `jit_above_cost` on a deep queue, where compiling took most of each claim: the claim runs with `jit` off,
+    /// whatever the session's setting. A trigger on the claim's own update of the turns reads the setting.
+    @Test func theClaimRunsWithoutJIT() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: "{}")
+                let subscription = try seed.subscription()
+                let notification = try seed.notification(target: #"{"all": true}"#)
+                _ = try seed.connection.query("UPDATE notifications SET status = 'expanded' WHERE id = $1", [notification])
+                _ = try seed.connection.query(
+                    "INSERT INTO deliveries (notification_id, subscription_id, app_id) VALUES ($1, $2, $3)",
+                    [notification, subscription, seed.appID])
+                _ = try seed.connection.query("CREATE TABLE jit_seen (setting text)")
+                _ = try seed.connection.query(
+                    """
+                    CREATE FUNCTION note_jit() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN INSERT INTO jit_seen VALUES (current_setting('jit')); RETURN NULL; END $$
+                    """)
+                _ = try seed.connection.query(
+                    "CREATE TRIGGER note_jit AFTER UPDATE ON app_claim_turns FOR EACH STATEMENT EXECUTE FUNCTION note_jit()")
+                try seed.connection.execute("SET jit = on")
+                let claimed = try ClaimStore.claim(on: seed.connection, limit: 10, lease: .seconds(60), workerID: "w")
+                #expect(claimed.map(\.subscriptionID) == [subscription])
+                let seen = try seed.connection.query("SELECT setting FROM jit_seen").map { try $0.decode(String.self, "setting") }
+                #expect(seen == ["off"])
+                // The session's own setting is as it was.
+                #expect(try seed.connection.query("SELECT current_setting('jit') AS jit")[0].decode(String.self, "jit") == "on")
+            }
+        }
+    }
+
     @Test func concurrentClaimersNeverShareADelivery() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             let total = 1500

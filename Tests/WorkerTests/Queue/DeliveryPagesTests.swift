@@ -117,9 +117,9 @@ struct DeliveryPagesTests {
                     VALUES ($1, $2, 'ios', 'late-token-0123456789abcdef', 'production', now() + interval '1 second')
                     """, [deliveries[7].subscriptionID.successor, seed.appID])
                 // No rescue while the lease lives.
-                #expect(try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120)).page == nil)
+                #expect(try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120), limit: 200).page == nil)
                 _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
-                let (rows, page) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120))
+                let (rows, page) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120), limit: 200)
                 #expect(page?.deliveries == 14)
                 let rescued = try ClaimStore.leasedRows(rows, on: seed.connection)
                 #expect(Set(rescued.map(\.subscriptionID)) == Set(deliveries[6...].map(\.subscriptionID)))
@@ -153,6 +153,121 @@ struct DeliveryPagesTests {
         }
     }
 
+    @Test func theQueueSampleCountsAPagesDeliveriesWithoutAnOutcomeAsLeasedThenDue() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, _) = try LeasedAtInsertTests.seedBroadcast(url, count: 10)
+                let deliveries = try Self.leasePage(seed, quota: 10)
+                let settled = deliveries[..<2].map { Self.completion($0) }
+                    + [Self.completion(deliveries[2], .retrying, nextRunAt: Date().addingTimeInterval(3600))]
+                #expect(try CompletionStore.complete(on: seed.connection, settled) == 3)
+                // As `status` counts them: 7 in flight under the page's lease, the retry a deferred row.
+                var depth = try #require(try QueueDepthStore.measureQueueDepth(on: seed.connection).depth["apns"])
+                #expect(depth.leased == 7 && depth.due == 0 && depth.deferred == 1)
+                #expect(try FleetStatusStore.readLeases(on: seed.connection).map(\.leased) == [7])
+                // Once the lease runs out they are due: the next rescue takes them.
+                _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '10 seconds'")
+                depth = try #require(try QueueDepthStore.measureQueueDepth(on: seed.connection).depth["apns"])
+                #expect(depth.leased == 0 && depth.due == 7 && depth.oldestDueAge >= 10)
+            }
+        }
+    }
+
+    @Test func aRescueTakesNoMoreThanItsLimitAndLeavesTheRestOfThePageDueForTheNextRescue() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, _) = try LeasedAtInsertTests.seedBroadcast(url, count: 20)
+                let deliveries = try Self.leasePage(seed, quota: 20)
+                #expect(deliveries.count == 20)
+                let settled = deliveries.sorted { $0.subscriptionID.uuidString < $1.subscriptionID.uuidString }
+                #expect(try CompletionStore.complete(on: seed.connection, settled[..<3].map { Self.completion($0) }) == 3)
+                _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
+                var taken: [[ClaimedDelivery]] = []
+                while true {
+                    let (rows, page) = try DeliveryPageStore.rescue(
+                        on: seed.connection, workerID: "rescuer", lease: .seconds(120), limit: 8)
+                    guard page != nil else { break }
+                    taken.append(try ClaimStore.leasedRows(rows, on: seed.connection))
+                    // The pages' deliveries still add up to the page's, and `status` counts the 17 left in flight.
+                    #expect(try Self.count(seed.connection, "SELECT sum(deliveries)::int AS n FROM delivery_pages") == 20)
+                    #expect(try FleetStatusStore.readLeases(on: seed.connection).reduce(Int64(0)) { $0 + Int64($1.leased) + Int64($1.expired) } == 17)
+                }
+                #expect(taken.map(\.count) == [8, 8, 1])
+                let all = taken.flatMap { $0 }
+                #expect(Set(all.map(\.subscriptionID)) == Set(settled[3...].map(\.subscriptionID)) && all.count == 17)
+                #expect(all.allSatisfy { $0.rescuedFrom == Self.workerID && $0.fence == 2 && $0.attempt == 2 })
+                // Each part settles under its own page; the last completion of each deletes it.
+                for part in taken {
+                    let page = try #require(part[0].source.pageID)
+                    #expect(part.allSatisfy { $0.source == .page(page) })
+                    #expect(
+                        try CompletionStore.complete(
+                            on: seed.connection, part.map { Self.completion($0) }, finishedPages: [page]) == part.count)
+                }
+                #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_pages") == 0)
+                #expect(try Self.count(seed.connection, "SELECT count(DISTINCT subscription_id) AS n FROM delivery_events WHERE event = 'sent'") == 20)
+                #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'") == 20)
+            }
+        }
+    }
+
+    @Test func aPageWhoseNotificationIsDeletedInFlightStillWritesEachOutcomeAsDeliveryDeleted() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, notificationID) = try LeasedAtInsertTests.seedBroadcast(url, count: 6)
+                let deliveries = try Self.leasePage(seed, quota: 6)
+                #expect(deliveries.count == 6)
+                let pageID = try #require(deliveries[0].source.pageID)
+                // One is settled before the delete; the page goes with its notification.
+                #expect(try CompletionStore.complete(on: seed.connection, [Self.completion(deliveries[0])]) == 1)
+                _ = try seed.connection.query("DELETE FROM notifications WHERE id = $1", [notificationID])
+                #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_pages") == 0)
+                // The pushes in flight answer: each gets its event, as a claimed row's would, marked deleted; the one
+                // already settled gets no second event, and a retry writes its event and no row.
+                let rest = deliveries[..<5].map { Self.completion($0) }
+                    + [Self.completion(deliveries[5], .retrying, nextRunAt: Date().addingTimeInterval(60))]
+                #expect(try CompletionStore.complete(on: seed.connection, rest, finishedPages: [pageID]) == 5)
+                #expect(
+                    try Self.count(
+                        seed.connection,
+                        "SELECT count(*) AS n FROM delivery_events WHERE event = 'sent' AND detail ? 'delivery_deleted'") == 4)
+                #expect(
+                    try Self.count(
+                        seed.connection,
+                        "SELECT count(*) AS n FROM delivery_events WHERE event = 'retrying' AND detail ? 'delivery_deleted'") == 1)
+                #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_events WHERE event = 'sent'") == 5)
+                #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM deliveries") == 0)
+            }
+        }
+    }
+
+    @Test func aDeletedSubscriptionOfARescuedPageGetsItsInFlightOutcomeAsDeliveryDeletedAndNoResend() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let (seed, _) = try LeasedAtInsertTests.seedBroadcast(url, count: 4)
+                let deliveries = try Self.leasePage(seed, quota: 4)
+                let pageID = try #require(deliveries[0].source.pageID)
+                // Deleted while its push is in flight; the page's lease runs out and another worker rescues it.
+                _ = try seed.connection.query("DELETE FROM subscriptions WHERE id = $1", [deliveries[0].subscriptionID])
+                _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
+                let (rows, page) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120), limit: 200)
+                // What the deliveries trigger does to a deleted subscription's queued row: nothing is sent again.
+                #expect(page?.deliveries == 3)
+                let rescued = try ClaimStore.leasedRows(rows, on: seed.connection)
+                #expect(!rescued.map(\.subscriptionID).contains(deliveries[0].subscriptionID))
+                // The first worker's late answers: only the deleted subscription's is written, as a row's would be.
+                #expect(
+                    try CompletionStore.complete(
+                        on: seed.connection, deliveries.map { Self.completion($0) }, finishedPages: [pageID]) == 1)
+                let event = try seed.connection.query(
+                    "SELECT subscription_id, (detail ->> 'delivery_deleted')::bool AS deleted FROM delivery_events")
+                #expect(event.count == 1)
+                #expect(try event[0].decode(UUID.self, "subscription_id") == deliveries[0].subscriptionID)
+                #expect(try event[0].decode(Bool.self, "deleted"))
+            }
+        }
+    }
+
     @Test func aPageDeliveryThatCannotBeReadFailsAloneUnderThePageFence() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
@@ -176,7 +291,7 @@ struct DeliveryPagesTests {
                 #expect(try !event[0].decode(String.self, "detail").contains("a column's text"))
                 // A rescue leaves it out, and sends the other two again.
                 _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
-                let (_, page) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120))
+                let (_, page) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120), limit: 200)
                 #expect(page?.deliveries == 2)
             }
         }
@@ -194,7 +309,7 @@ struct DeliveryPagesTests {
                 #expect(try Self.count(seed.connection, "SELECT count(*) AS n FROM delivery_pages") == 1)
                 #expect(try !QueueDepthStore.isDrained(on: seed.connection))
                 _ = try seed.connection.query("UPDATE delivery_pages SET lease_until = now() - interval '1 second'")
-                let (rows, _) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120))
+                let (rows, _) = try DeliveryPageStore.rescue(on: seed.connection, workerID: "rescuer", lease: .seconds(120), limit: 200)
                 let rescued = try ClaimStore.leasedRows(rows, on: seed.connection)
                 #expect(rescued.count == 10)
                 // What the send pipeline skips as `canceled`.
