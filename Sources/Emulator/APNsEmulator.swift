@@ -145,6 +145,9 @@ public final class APNsEmulator: EmulatedProvider {
 
     private let state: Mutex<State>
 
+    /// The Live Activity broadcast channels this emulator holds, with the broadcasts it accepted on them.
+    public let broadcastChannels = APNsEmulatedChannels()
+
     /// - Parameters:
     ///   - keys: the signing keys to trust, looked up by `kid`.
     ///   - retainLimit: how many accepted requests ``acceptedNotifications`` keeps (the most recent).
@@ -189,6 +192,16 @@ public final class APNsEmulator: EmulatedProvider {
 
     public func handle(_ request: EmulatorRequest) -> EmulatorResponse {
         let current = now()
+        // Broadcast channels have their own paths (channel management, broadcasts): ``broadcastChannels``.
+        if let answer = broadcastChannels.handle(request, at: current, checkToken: { [self] in
+            checkProviderToken($0, at: $1).map { verdict in
+                guard case .reject(let status, let reason, _) = verdict else { return (403, "InvalidProviderToken") }
+                return (status, reason)
+            }
+        }) {
+            state.withLock { $0.statusCounts[answer.status, default: 0] += 1 }
+            return answer
+        }
         let fields = APNsHeaderFields(request.headers)
         // Apple returns `apns-id` on every response, errors included: the request's, else a new UUID.
         let responseID = fields[.apnsID].flatMap { CanonicalUUIDText.parse($0) == nil ? nil : $0 } ?? UUID().uuidString.lowercased()

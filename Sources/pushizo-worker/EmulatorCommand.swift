@@ -62,6 +62,8 @@ enum EmulatorCommand {
             eventLoop: eventLoop, host: host, port: port, tls: tls,
             routes: [
                 EmulatorServer.Route(pathPrefix: "/3/device/", provider: apns),
+                EmulatorServer.Route(pathPrefix: APNsEmulatedChannels.managementPathPrefix, provider: apns),
+                EmulatorServer.Route(pathPrefix: APNsEmulatedChannels.broadcastPathPrefix, provider: apns),
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),

@@ -99,8 +99,13 @@ public final class APNsSender: PlannedBatchSender {
     /// - Throws: what minting or the shared store throws (the caller pauses the channel:
     ///   `provider_token_failed`).
     func token(for channel: Channel) async throws -> String {
-        let credentials = channel.credentials
-        return try await tokens.token(for: channel.tokenKey.credential, policy: channel.tokenKey.policy) {
+        try await Self.token(for: channel.credentials, key: channel.tokenKey, from: tokens)
+    }
+
+    /// The fleet's current provider token of `credentials` from `tokens`, minted here when there is none (Apple:
+    /// "Establishing a token-based connection to APNs"); shared with the broadcast channels' requests.
+    static func token(for credentials: APNsCredentials, key: ProviderTokenKey, from tokens: SharedProviderTokens) async throws -> String {
+        try await tokens.token(for: key.credential, policy: key.policy) {
             let signed = try APNsTokenManager.sign(
                 teamID: credentials.teamID, keyID: credentials.keyID, privateKey: credentials.privateKey, issuedAt: Date())
             return MintedProviderToken(token: signed.token, issuedAt: signed.issuedAt, expiresAt: signed.expiresAt)

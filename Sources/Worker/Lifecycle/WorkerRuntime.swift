@@ -149,7 +149,10 @@ public final class WorkerRuntime: Sendable {
                 onReady()
                 // After READY=1: systemd arms the watchdog only then, so the first WATCHDOG=1 follows it.
                 reporter.value?.markReady()
-            }, metrics: metrics)
+            }, metrics: metrics,
+            liveActivityChannels: LiveActivityChannelSender(
+                client: apnsClient, tokens: tokens, egressPolicy: configuration.egressPolicy, requestTimeout: requestTimeout,
+                retryPolicy: configuration.retryPolicy, maxAttempts: configuration.maxAttempts))
         self.service = service
         // One stamp of the I/O thread for the systemd watchdog and `GET /healthz`: both probe it the same way.
         let ioThread = LoopHeartbeat(name: "HTTP/2 I/O thread")

@@ -15,6 +15,9 @@ import PushCrypto
 /// "delivery": {"attempt"?, "apns_id"?}, "recent_notifications"?: [RFC 3339, ...]}`, where `app` may also
 /// carry `quiet_hours_start`/`quiet_hours_end` and `frequency_caps` (docs/frequency-caps.md).
 ///
+/// With `notification.target` `{"live_activity_channel": "<name>"}` the document describes a broadcast instead
+/// (``BroadcastPreview``): no `subscription` or `user`, the channel's row as `live_activity_channel`.
+///
 /// Output: `{"decision": {"action": "send"|"defer"|"skip"|"fail", "provider"?, "reason"?, "until"?,
 /// "detail"?}, "request"?: {"method", "origin", "path", "headers": [{"name", "value"}], "body", "body_text",
 /// "body_bytes"}, "notes"?: [...]}`. Provider credentials are never needed nor shown: the `authorization`
@@ -31,6 +34,16 @@ public enum Preview {
     public static func run(_ input: JSONValue, egressPolicy: EgressPolicy = .publicInternetOnly) throws(PreviewError)
         -> JSONValue
     {
+        // A notification on a Live Activity broadcast channel is one request with no device: previewed on its own.
+        if let target = input["notification"]?["target"] {
+            let channel: LiveActivityChannelTarget?
+            do {
+                channel = try LiveActivityChannelTarget(parsing: target)
+            } catch {
+                throw PreviewError("notification.target: \(error.message)")
+            }
+            if let channel { return try BroadcastPreview.run(input, channel: channel, egressPolicy: egressPolicy) }
+        }
         var notes: [JSONValue] = []
         let document = try PreviewInput(input, notes: &notes)
         var output: [String: JSONValue] = [:]

@@ -504,6 +504,11 @@ public enum ExpansionStore {
                     if let slice { try closeSlice(slice, of: notificationID, on: connection) }
                     try markFailed(connection, notificationID, reason: reason)
                     return .failed(notificationID: notificationID, reason: reason)
+                case .channelSend(let channel):
+                    // One broadcast on the channel, no per-device rows (docs/live-activity-channels.md).
+                    if let slice { try closeSlice(slice, of: notificationID, on: connection) }
+                    try LiveActivityChannelStore.enqueueSend(notificationID, appID: appID, channel: channel, on: connection)
+                    return .expanded(notificationID: notificationID, created: 1)
                 case .accepted(let selection, let priority, let localTime):
                     checked = (selection, priority, localTime)
                 }
@@ -747,10 +752,18 @@ public enum ExpansionStore {
             "UPDATE notifications SET status = 'failed', status_reason = $2 WHERE id = $1", [id, reason])
     }
 
+    /// A target as read: an audience of subscriptions, or a Live Activity broadcast channel.
+    enum ReadTarget {
+        case audience(AudienceSelection)
+        case channel(LiveActivityChannelTarget)
+    }
+
     /// What a picked row's target and scheduling members say, checked in Swift before any statement uses them.
     enum PickedCheck {
         /// The notification fails with this reason (`invalid_target: ...`, `invalid_message: ...`, `expired: ...`).
         case refused(String)
+        /// The target is a Live Activity broadcast channel (``LiveActivityChannelTarget``): one send on it.
+        case channelSend(LiveActivityChannelTarget)
         /// Its audience and delivery priority, and its local-time schedule when the message has a
         /// `delivery_time_of_day`.
         case accepted(AudienceSelection, priority: Int, localTime: LocalTimeSchedule?)
@@ -769,7 +782,7 @@ public enum ExpansionStore {
     /// The audience of a row read with ``pickColumns`` (its target and `apns_push_type`, read as
     /// ``checkPicked(_:)`` reads them), or nil when it is refused: what a rescued page is read again with.
     static func audience(of row: PostgresRow) throws -> AudienceSelection? {
-        guard case .success(var selection) = try readTarget(row) else { return nil }
+        guard case .success(.audience(var selection)) = try readTarget(row) else { return nil }
         let pushType = try row.decodeIfPresent(String.self, "apns_push_type").map {
             (try? JSONValue(parsing: $0)) ?? .string("(unreadable)")
         }
@@ -779,7 +792,7 @@ public enum ExpansionStore {
     }
 
     /// The target of a row read with ``pickColumns`` (read only up to ``maximumTargetBytes``).
-    private static func readTarget(_ row: PostgresRow) throws -> Result<AudienceSelection, AudienceTargetError> {
+    private static func readTarget(_ row: PostgresRow) throws -> Result<ReadTarget, AudienceTargetError> {
         do {
             guard let text = try row.decodeIfPresent(String.self, "target") else {
                 // Never read into memory: a producer's 200 MB target would otherwise cost the worker a gigabyte.
@@ -793,7 +806,8 @@ public enum ExpansionStore {
                 // failure here must fail this notification, never this transaction forever.
                 throw AudienceTargetError("target is JSON this worker cannot read")
             }
-            return .success(try AudienceSelection(parsing: json))
+            if let channel = try LiveActivityChannelTarget(parsing: json) { return .success(.channel(channel)) }
+            return .success(.audience(try AudienceSelection(parsing: json)))
         } catch let error as AudienceTargetError {
             return .failure(error)
         }
@@ -806,14 +820,29 @@ public enum ExpansionStore {
     /// (``APNsPushType/subscriptionKind(of:)``; an unknown one is refused as `invalid_message`).
     /// - Throws: ``PostgresError`` when a column cannot be decoded.
     static func checkPicked(_ row: PostgresRow) throws -> PickedCheck {
-        var selection: AudienceSelection
-        switch try readTarget(row) {
-        case .failure(let error): return .refused("invalid_target: \(error.message)")
-        case .success(let read): selection = read
-        }
         func member(_ column: String) throws -> JSONValue? {
             guard let text = try row.decodeIfPresent(String.self, column) else { return nil }
             return (try? JSONValue(parsing: text)) ?? .string("(unreadable)")
+        }
+        var selection: AudienceSelection
+        switch try readTarget(row) {
+        case .failure(let error): return .refused("invalid_target: \(error.message)")
+        case .success(.channel(let channel)):
+            // A broadcast carries a Live Activity push and nothing that is decided per device.
+            let kind: String
+            do {
+                kind = try APNsPushType.subscriptionKind(of: member("apns_push_type"))
+            } catch let error as MessageError {
+                return .refused("invalid_message: \(error.field) \(error.message)")
+            }
+            guard kind == APNsPushType.liveActivity.rawValue else {
+                return .refused("invalid_message: apns_push_type must be liveactivity for a live_activity_channel target")
+            }
+            if try member("delivery_time_of_day") != nil {
+                return .refused("invalid_message: delivery_time_of_day does not apply to a live_activity_channel target")
+            }
+            return .channelSend(channel)
+        case .success(.audience(let read)): selection = read
         }
         let scheduling: (ttl: Int?, priority: NotificationMessage.Priority?)
         let timeOfDay: LocalTime?

@@ -275,7 +275,8 @@ public enum QueueDepthStore {
     /// expansion and no delivery is queued but those an operator's pause holds (its app's, or every one while the
     /// fleet is paused: they wait for `resume`, or the pause's end). Deliveries waiting for a retry, a local time
     /// or a provider's channel pause count as work: they become claimable by themselves, and so does a leased
-    /// page (`delivery_pages`: in flight, or rescued once its lease runs out). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
+    /// page (`delivery_pages`: in flight, or rescued once its lease runs out), and so do Live Activity channel sends
+    /// and channel rows behind their revision (docs/live-activity-channels.md). Used by `PUSHIZO_EXIT_WHEN_DRAINED`.
     ///
     /// The notifications are asked first: each side is an InitPlan, run only when `AND` needs its value, and while a
     /// notification waits to be expanded (a broadcast sent as its worker's room allows, docs/performance.md) the
@@ -290,7 +291,9 @@ public enum QueueDepthStore {
                AND NOT EXISTS (SELECT 1 FROM deliveries d
                                WHERE \(ClaimPauses.fleetNotPaused)
                                  AND NOT EXISTS (SELECT FROM apps a WHERE a.id = d.app_id AND a.paused_until > now()))
-               AND NOT EXISTS (SELECT 1 FROM delivery_pages) AS drained
+               AND NOT EXISTS (SELECT 1 FROM delivery_pages)
+               AND NOT EXISTS (SELECT 1 FROM live_activity_channel_sends)
+               AND NOT EXISTS (SELECT 1 FROM live_activity_channels WHERE reconciled_revision < revision) AS drained
             """)
         return try rows.first?.decode(Bool.self, "drained") ?? false
     }

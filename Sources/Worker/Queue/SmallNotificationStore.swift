@@ -135,6 +135,9 @@ public enum SmallNotificationStore {
                     switch try ExpansionStore.checkPicked(row) {
                     case .refused(let reason):
                         refused.append(.init(notificationID: id, reason: reason))
+                    case .channelSend:
+                        // The bulk pick takes id-list targets only, and a channel target stands alone: never here.
+                        refused.append(.init(notificationID: id, reason: "invalid_target: live_activity_channel stands alone"))
                     case .accepted(let selection, let priority, let localTime):
                         accepted.append(AcceptedSmall(
                             id: id, appID: try row.decode(UUID.self, "app_id"), selection: selection, priority: priority,

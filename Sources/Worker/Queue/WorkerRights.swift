@@ -23,6 +23,8 @@ public enum WorkerRights {
         ("users", ["SELECT"]),
         ("time_zone_names", ["SELECT"]),
         ("worker_heartbeats", ["SELECT", "INSERT", "UPDATE", "DELETE"]),
+        ("live_activity_channels", ["SELECT", "UPDATE"]),
+        ("live_activity_channel_sends", ["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ]
 
     /// Asks `has_table_privilege` for each of ``needed`` as the session's role (its own rights, its groups' and

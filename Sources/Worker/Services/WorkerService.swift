@@ -12,7 +12,8 @@ import Postgres
 ///   ``SliceService``s (large notifications); without the `send` role, ``ExpansionDrainService`` in the claim
 ///   service's place;
 /// - ``ListenService`` (NOTIFY hints; every loop polls as a floor), ``StatisticsService``, and
-///   ``MaintenanceService`` when `PUSHIZO_MAINTENANCE_INTERVAL` is set;
+///   ``MaintenanceService`` when `PUSHIZO_MAINTENANCE_INTERVAL` is set; with the `send` role,
+///   ``LiveActivityChannelService`` (broadcast channels and their sends);
 /// - ``HeartbeatService`` (this process's `worker_heartbeats` row), from the start until every other service has
 ///   returned, when it marks the row stopped.
 ///
@@ -31,6 +32,8 @@ public final class WorkerService: Sendable {
     /// This process's row in `worker_heartbeats`.
     private let heartbeat: HeartbeatService
     private let outcomes: ExpansionOutcomes
+    /// The APNs side of Live Activity broadcast channels (nil: this worker leaves them to others).
+    private let liveActivityChannels: LiveActivityChannelSender?
     /// The claim loop's progress stamp (the expand-only loop's when this worker does not send), for the
     /// systemd watchdog.
     let claimHeartbeat = LoopHeartbeat(name: "claim loop")
@@ -51,8 +54,9 @@ public final class WorkerService: Sendable {
     public init(
         configuration: WorkerConfiguration, database: PostgresClient, processor: any DeliveryProcessing,
         prefetch: ClaimedBatchPrefetch = ClaimedBatchPrefetch(), logger: Logger, onReady: @escaping @Sendable () -> Void = {},
-        metrics: WorkerMetrics = WorkerMetrics()
+        metrics: WorkerMetrics = WorkerMetrics(), liveActivityChannels: LiveActivityChannelSender? = nil
     ) {
+        self.liveActivityChannels = liveActivityChannels
         let context = WorkerLoopContext(
             configuration: configuration, database: database, logger: logger, metrics: metrics, onReady: onReady)
         self.context = context
@@ -140,6 +144,9 @@ public final class WorkerService: Sendable {
         }
         background.append(completer)
         background.append(statistics)
+        if let liveActivityChannels, claims != nil {
+            background.append(LiveActivityChannelService(context: context, sender: liveActivityChannels))
+        }
         if let interval = configuration.maintenanceInterval {
             background.append(MaintenanceService(context: context, interval: interval))
         }

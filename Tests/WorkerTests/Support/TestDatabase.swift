@@ -56,10 +56,16 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 
 /// Seeds an app with an APNs channel, users and subscriptions through plain SQL.
 struct Seed {
-    let appID = UUID()
+    let appID: UUID
     let connection: PostgresConnection
 
     init(_ connectionString: String) throws {
+        try self.init(connectionString, appID: UUID())
+    }
+
+    /// Rows for `appID`: an earlier seed's app, to add to it.
+    init(_ connectionString: String, appID: UUID) throws {
+        self.appID = appID
         connection = try PostgresConnection(connectionString: connectionString, applicationName: "pushizo-test-seed")
     }
 
