@@ -34,18 +34,24 @@ struct AudienceQuery {
     let sql: String
     /// `$7...` in order.
     let parameters: [any PostgresEncodable]
+    /// Whether to run ``sql`` prepared on its connection (`PostgresConnection.preparedQuery`): a leased page of
+    /// listed ids, external ids or every subscription, whose texts are a handful per connection (filters'
+    /// texts are as many as their combinations). Parsing and planning the page's statement were a third of its
+    /// CPU (docs/performance.md, "Pages leased at expansion").
+    private(set) var prepared = false
 
     /// The end of a statement whose `claimed` CTE (and `page`) came before: the claim's row shape of the
     /// `claimed` rows (``ClaimStore/claimedRowsSelect``), each with the statement's own figures (`last_id` the
     /// page's last subscription with `lastID`, else the last one `claimed` holds), and one row of NULLs beside
     /// those figures when `claimed` is empty.
-    private static func claimedTail(lastID: Bool) -> String {
+    /// `leased`: the CTEs that end in `leased` (the rows), by default the claim's (``ClaimStore/claimedRowsTail``).
+    private static func claimedTail(
+        lastID: Bool,
+        leased: String = "\(ClaimStore.claimedRowsSources),\nleased AS (\n\(ClaimStore.claimedRowsSelect)\n)"
+    ) -> String {
         """
         ,
-        \(ClaimStore.claimedRowsSources),
-        leased AS (
-        \(ClaimStore.claimedRowsSelect)
-        )
+        \(leased)
         SELECT (SELECT count(*) FROM page) AS scanned,
                \(lastID ? "(SELECT id FROM page ORDER BY id DESC LIMIT 1)"
                          : "(SELECT subscription_id FROM claimed ORDER BY subscription_id DESC LIMIT 1)") AS last_id,
@@ -162,7 +168,11 @@ struct AudienceQuery {
         }
         // `lane`: each delivery takes its subscription's lane (docs/scale-out.md, "The shape: queue lanes"), written here
         // rather than left to the column's default, a function call per row.
+        // A leased page's rows carry each subscription's columns from this read (``ClaimStore/pageRowsTail``).
+        let pageLeased = lease != nil && localTime == nil && leasePage && rescue == nil
+        let carried = Set(ClaimStore.pageSubscriptionColumns).subtracting(["user_id", "platform", "language", "country", "timezone"])
         let columns = "s.id, s.app_id, s.user_id, s.platform, s.language, s.country, s.timezone, s.kind, s.lane"
+            + (pageLeased ? carried.sorted().map { ", s.\($0)" }.joined() : "")
         let after = first ? ">=" : ">"
         let bounded = upTo.map { " AND s.id <= \(bind($0, "uuid"))" } ?? ""
         // A rescued page holds only the subscriptions that existed when it was leased.
@@ -240,12 +250,13 @@ struct AudienceQuery {
         if let lease, localTime == nil, leasePage {
             let seconds = bind(lease.seconds, "float8")
             let worker = bind(lease.workerID, "text")
+            let subscriptionColumns = ClaimStore.pageSubscriptionColumns.map { "s.\($0)" }.joined(separator: ", ")
             // One row for the page, only when it has a delivery: its range is what a rescue reads again.
             sql = """
                 WITH page AS (
                 \(page)
                 ), matched AS MATERIALIZED (
-                    SELECT s.id, s.app_id, s.lane FROM page s\(users)
+                    SELECT s.id, s.app_id, s.lane, \(subscriptionColumns) FROM page s\(users)
                     WHERE \(matches)
                 ), leased_page AS (
                     -- A page's subscriptions share one lane (a page reads one lane; on a single node every lane is 0).
@@ -260,11 +271,12 @@ struct AudienceQuery {
                 ), claimed AS (
                     SELECT p.id, p.fence, 1 AS attempt, $1::uuid AS notification_id, s.id AS subscription_id, s.app_id,
                            gen_random_uuid() AS apns_id, 0 AS uncounted_retries, NULL::timestamptz AS local_due_at,
-                           NULL::text AS rescued_from
+                           NULL::text AS rescued_from, \(subscriptionColumns)
                     FROM matched s CROSS JOIN leased_page p
-                )\(Self.claimedTail(lastID: true))
+                )\(Self.claimedTail(lastID: true, leased: ClaimStore.pageRowsTail))
                 """
             self.parameters = parameters
+            if case .filters = selection.target {} else { prepared = true }
             return
         }
         if let lease, localTime == nil {

@@ -490,6 +490,27 @@ public enum ClaimStore {
 
     /// The `SELECT` of ``claimedRowsTail``: one row per `claimed` row in the row shape ``ClaimedColumns`` reads.
     static let claimedRowsSelect = """
+        \(claimedRowsColumns)
+        FROM claimed c
+        -- The subscription of each claimed row is looked up by primary key, one probe per row (OFFSET 0 keeps
+        -- the planner from turning the lookup into a join): a claim reads at most a batch of rows, but a join
+        -- planned from stale or small statistics hashed the whole subscriptions table on every claim (12 of a
+        -- claim's 19 ms with 20,000 subscriptions, growing with the table).
+        JOIN claimed_notifications n ON n.id = c.notification_id
+        -- LEFT: a delivery inserted while its subscription was deleted (no foreign key since migration 0008)
+        -- is claimed as status 'deleted' and skipped, rather than leased again forever.
+        LEFT JOIN LATERAL (SELECT * FROM subscriptions WHERE id = c.subscription_id OFFSET 0) s ON true
+        JOIN claimed_apps a ON a.id = c.app_id
+        -- OFFSET 0 keeps the subquery from being pulled up, so the tags are written as text once per row.
+        LEFT JOIN LATERAL (SELECT tags::text AS tags FROM users WHERE id = s.user_id OFFSET 0) u ON true
+        LEFT JOIN claimed_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
+            WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
+        """
+
+    /// The select list of the claim's row shape, over `c` (the `claimed` row), `n` (its notification: `message_version`,
+    /// `campaign_id`, `status`, `start_at`), `s` (its subscription), `u` (`tags` as text), `a` (its app) and `ch` (its
+    /// channel for the subscription's platform).
+    private static let claimedRowsColumns = """
         SELECT c.id, c.fence, c.attempt, c.notification_id, c.subscription_id, c.app_id, c.apns_id,
                n.message_version, \(bounded("n.campaign_id", as: "campaign_id")),
                n.status AS notification_status,
@@ -512,20 +533,54 @@ public enum ClaimStore {
                c.local_due_at, c.rescued_from,
                now() AS claimed_at,
                concat_ws(',', \(ClaimedColumnBounds.all.map { "CASE WHEN octet_length(\($0.expression)) > \($0.maximumBytes) THEN '\($0.column)' END" }.joined(separator: ", "))) AS oversized_columns
+        """
+
+    /// The columns of `subscriptions` a leased page's `claimed` rows carry from the page's own read
+    /// (``pageRowsTail``), beside `subscription_id` and `app_id`.
+    static let pageSubscriptionColumns = [
+        "user_id", "platform", "token", "apns_environment", "web_p256dh", "web_auth", "language", "timezone", "country",
+        "token_updated_at",
+    ]
+
+    /// The end of a leased page's statement (``AudienceQuery`` with `leasePage`), after its `claimed` CTE: the rows
+    /// in the claim's row shape (``claimedRowsSelect``'s columns), named `leased`. Every row is of one notification
+    /// (`$1`) and one app (`$2`), and each carries its subscription's ``pageSubscriptionColumns`` from the page's
+    /// read (the page holds active subscriptions only). So the subscription is not looked up a second time, and
+    /// the notification's, app's and channels' columns are read once for the statement and handed to each row as
+    /// an InitPlan's value, not joined to each row (a join per row, a second lookup of each subscription and a
+    /// `timestamptz` written out per row were a third of the page's CPU; docs/performance.md, "Pages leased at
+    /// expansion").
+    static let pageRowsTail = """
+        page_notification AS MATERIALIZED (
+            SELECT n.xmin::text AS message_version, n.campaign_id, n.status,
+                   -- As text once, rather than a timestamptz written out on every row (the same ISO text).
+                   coalesce(n.send_after, n.created_at)::text AS start_at
+            FROM notifications n WHERE n.id = $1
+        ), page_app AS MATERIALIZED (
+            SELECT a.default_language, a.default_timezone, a.signing_key,
+                   a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
+                   a.frequency_caps::text AS frequency_caps
+            FROM apps a WHERE a.id = $2
+        ), page_channels AS MATERIALIZED (
+            SELECT ch.provider, ch.settings::text AS settings, ch.endpoint, ch.paused_until
+            FROM app_channels ch WHERE ch.app_id = $2
+        ),
+        leased AS (
+        \(claimedRowsColumns)
         FROM claimed c
-        -- The subscription of each claimed row is looked up by primary key, one probe per row (OFFSET 0 keeps
-        -- the planner from turning the lookup into a join): a claim reads at most a batch of rows, but a join
-        -- planned from stale or small statistics hashed the whole subscriptions table on every claim (12 of a
-        -- claim's 19 ms with 20,000 subscriptions, growing with the table).
-        JOIN claimed_notifications n ON n.id = c.notification_id
-        -- LEFT: a delivery inserted while its subscription was deleted (no foreign key since migration 0008)
-        -- is claimed as status 'deleted' and skipped, rather than leased again forever.
-        LEFT JOIN LATERAL (SELECT * FROM subscriptions WHERE id = c.subscription_id OFFSET 0) s ON true
-        JOIN claimed_apps a ON a.id = c.app_id
-        -- OFFSET 0 keeps the subquery from being pulled up, so the tags are written as text once per row.
-        LEFT JOIN LATERAL (SELECT tags::text AS tags FROM users WHERE id = s.user_id OFFSET 0) u ON true
-        LEFT JOIN claimed_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
-            WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
+        CROSS JOIN LATERAL (SELECT \(pageSubscriptionColumns.map { "c.\($0)" }.joined(separator: ", ")), 'active'::text AS status) s
+        -- Uncorrelated subqueries: each an InitPlan, run once for the statement.
+        CROSS JOIN (SELECT \(["message_version", "campaign_id", "status", "start_at"].map { "(SELECT \($0) FROM page_notification) AS \($0)" }.joined(separator: ", "))) n
+        CROSS JOIN (SELECT \(["default_language", "default_timezone", "signing_key", "quiet_hours_start", "quiet_hours_end", "frequency_caps"].map { "(SELECT \($0) FROM page_app) AS \($0)" }.joined(separator: ", "))) a
+        -- The user's tags only for a subscription that has a user.
+        CROSS JOIN LATERAL (SELECT CASE WHEN s.user_id IS NOT NULL THEN (SELECT tags::text FROM users WHERE id = s.user_id) END AS tags) u
+        -- The channel of the row's platform: one InitPlan per provider, run when a row first needs it.
+        CROSS JOIN LATERAL (SELECT \(["provider", "settings", "endpoint", "paused_until"].map { column in
+            "CASE s.platform " + [("ios", "apns"), ("android", "fcm"), ("web", "webpush")].map {
+                "WHEN '\($0.0)' THEN (SELECT \(column) FROM page_channels WHERE provider = '\($0.1)')"
+            }.joined(separator: " ") + " END AS \(column)"
+        }.joined(separator: ", "))) ch
+        )
         """
 
     /// Reads the rows an expansion chunk leased to this worker as it inserted them (docs/performance.md,

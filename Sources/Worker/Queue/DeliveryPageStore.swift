@@ -187,7 +187,8 @@ public enum DeliveryPageStore {
         on connection: PostgresConnection, workerID: String, lease: Duration, limit: Int
     ) throws -> (rows: LeasedRows, page: (id: Int64, deliveries: Int)?) {
         guard limit > 0 else { return (.none, nil) }
-        let taken = try connection.query(
+        // Prepared: asked before every claim, it nearly always finds no page, and planning was most of its 0.2 ms.
+        let taken = try connection.preparedQuery(
             """
             UPDATE delivery_pages p
             SET fence = p.fence + 1, leased_by = $1, lease_until = now() + make_interval(secs => $2::float8),

@@ -68,6 +68,72 @@ struct DeliveryPagesTests {
         }
     }
 
+    /// A page's rows carry what leased rows of the same subscriptions carry, though the page takes each
+    /// subscription's columns from its own read and the app's and channels' columns once for the statement: per
+    /// platform's channel, a user's tags, Web Push keys, an oversized column named, the app's quiet hours and caps.
+    @Test func aPagesRowsCarryWhatLeasedRowsOfTheSameSubscriptionsCarry() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                try seed.app(channelSettings: #"{"team_id": "T", "key_id": "K", "bundle_id": "b"}"#, endpoint: nil)
+                _ = try seed.connection.query(
+                    """
+                    INSERT INTO app_channels (app_id, provider, settings, endpoint)
+                    VALUES ($1, 'fcm', '{"project_id": "p"}', 'https://fcm.example/v1');
+                    """, [seed.appID])
+                _ = try seed.connection.query(
+                    """
+                    UPDATE apps SET quiet_hours_start = '22:00', quiet_hours_end = '07:00', default_timezone = 'Europe/Istanbul',
+                                    frequency_caps = '[{"max": 3, "per_seconds": 86400}]'
+                    WHERE id = $1
+                    """, [seed.appID])
+                let user = try seed.user("u1")
+                _ = try seed.connection.query(#"UPDATE users SET tags = '{"plan": "gold"}' WHERE id = $1"#, [user])
+                try seed.subscription(user: user)
+                try seed.subscription(platform: "android", language: "tr")
+                try seed.subscription(language: String(repeating: "x", count: 300))
+                let web = try seed.subscription(platform: "web", language: nil)
+                _ = try seed.connection.query(
+                    "UPDATE subscriptions SET web_p256dh = 'p256dh', web_auth = 'auth', timezone = 'UTC', country = 'TR' WHERE id = $1",
+                    [web])
+                let pageNotification = try seed.notification(target: #"{"all": true}"#)
+                let rowsNotification = try seed.notification(target: #"{"all": true}"#)
+                let paged = try Self.leasePage(seed, quota: 10)
+                var suspects = ExpansionSuspects()
+                var leased = LeasedRows.none
+                _ = try ExpansionStore.expandNext(
+                    on: seed.connection, suspects: &suspects, lease: LeasedAtInsertTests.lease(quota: 10), leased: &leased)
+                let rows = try ClaimStore.leasedRows(leased, on: seed.connection)
+                #expect(paged.count == 4 && rows.count == 4)
+                #expect(paged.allSatisfy { $0.notificationID == pageNotification && $0.source.pageID != nil })
+                #expect(rows.allSatisfy { $0.notificationID == rowsNotification && $0.source.pageID == nil })
+                let rowBySubscription = Dictionary(uniqueKeysWithValues: rows.map { ($0.subscriptionID, $0) })
+                for page in paged {
+                    let row = try #require(rowBySubscription[page.subscriptionID])
+                    #expect(page.appID == row.appID && page.platform == row.platform && page.token == row.token)
+                    #expect(page.apnsEnvironment == row.apnsEnvironment && page.language == row.language)
+                    #expect(page.timezone == row.timezone && page.country == row.country)
+                    #expect(page.subscriptionStatus == row.subscriptionStatus && page.tokenUpdatedAt == row.tokenUpdatedAt)
+                    #expect(page.userID == row.userID && page.userTagsJSON == row.userTagsJSON)
+                    #expect(page.webP256DH == row.webP256DH && page.webAuth == row.webAuth)
+                    #expect(page.defaultLanguage == row.defaultLanguage && page.defaultTimezone == row.defaultTimezone)
+                    #expect(page.quietHoursStart == row.quietHoursStart && page.quietHoursEnd == row.quietHoursEnd)
+                    #expect(page.signingKey == row.signingKey && page.frequencyCapsJSON == row.frequencyCapsJSON)
+                    #expect(page.channelProvider == row.channelProvider && page.channelSettingsJSON == row.channelSettingsJSON)
+                    #expect(page.channelEndpoint == row.channelEndpoint && page.channelPausedUntil == row.channelPausedUntil)
+                    #expect(page.campaignID == row.campaignID && page.uncountedRetries == row.uncountedRetries)
+                    #expect(page.oversizedColumns == row.oversizedColumns)
+                }
+                #expect(paged.compactMap(\.channelProvider).sorted() == ["apns", "apns", "fcm"])
+                #expect(paged.filter { $0.oversizedColumns == ["subscriptions.language"] }.count == 1)
+                #expect(paged.contains { $0.userTagsJSON?.contains("gold") == true })
+                let start = try seed.connection.query(
+                    "SELECT created_at FROM notifications WHERE id = $1", [pageNotification])[0].decode(Date.self, "created_at")
+                #expect(paged.allSatisfy { $0.notificationStart == start && $0.notificationStatus == rows[0].notificationStatus })
+            }
+        }
+    }
+
     @Test func completionsWriteUnderThePageFenceWaitingOnesBecomeRowsAndTheLastDeletesThePage() async throws {
         try await TestDatabase.withMigratedDatabase { url in
             try await onThread {
