@@ -217,6 +217,30 @@ extension DeliveryReason {
     public static let resourceExhausted = DeliveryReason(rawValue: "resource_exhausted")
 }
 
+// MARK: - Huawei Push Kit (Huawei, "Sending Messages" and its result codes)
+
+extension DeliveryReason {
+    /// `failed` before sending: the `huawei` channel has no `app_id` (pauses the channel).
+    public static let missingAppID = DeliveryReason(rawValue: "missing_app_id")
+    /// `failed` before sending: the `huawei` channel's `app_id` is not 1 to 64 ASCII digits (pauses the channel).
+    public static let invalidAppID = DeliveryReason(rawValue: "invalid_app_id")
+    /// `80300007` "Token invalid error": the token is malformed or of another app; invalidates once the channel
+    /// is proven by accepted sends.
+    public static let invalidToken = DeliveryReason(rawValue: "invalid_token")
+    /// `80100000` for the one token of a request ("failed to be sent to some tokens"); invalidates as
+    /// ``invalidToken`` does.
+    public static let illegalToken = DeliveryReason(rawValue: "illegal_token")
+    /// `80200001` "Oauth authentication error": the access token is not the App ID's (pauses the channel).
+    public static let oauthAuthenticationError = DeliveryReason(rawValue: "oauth_authentication_error")
+    /// `80200003` "Oauth Token expired", refused again after a fresh access token (pauses the channel).
+    public static let oauthTokenExpired = DeliveryReason(rawValue: "oauth_token_expired")
+
+    /// `huawei_<code>`: a Push Kit result code with no reason of its own (`huawei_80100003`).
+    public static func huawei(code: String) -> DeliveryReason {
+        DeliveryReason(rawValue: "huawei_\(code)")
+    }
+}
+
 // MARK: - Web Push (RFC 8030 §5, §7, §8.4; RFC 8292 §4.2)
 
 extension DeliveryReason {
@@ -251,6 +275,7 @@ extension DeliveryReason {
         .internalServerError, .serviceUnavailable, .shutdown,
         .invalidArgument, .invalidRegistrationToken, .senderIDMismatch, .quotaExceeded, .unavailable, .internal,
         .thirdPartyAuthError, .unspecifiedError, .notFound, .permissionDenied, .unauthenticated, .resourceExhausted,
+        .missingAppID, .invalidAppID, .invalidToken, .illegalToken, .oauthAuthenticationError, .oauthTokenExpired,
         .badRequest, .unsupportedMediaType, .vapidUnauthorized, .vapidForbidden, .requestTimeout, .rateLimited,
     ]
 }

@@ -32,6 +32,17 @@ public struct EmulatorRequest: Sendable, Hashable {
 
     /// The first header named `name` (case-insensitive), if any.
     public func header(_ name: String) -> String? { headers.first(named: name) }
+
+    /// The body as `application/x-www-form-urlencoded` fields (an OAuth 2.0 token request's), percent-decoded;
+    /// a pair without `=` is left out, a repeated name keeps its last value.
+    var formFields: [String: String] {
+        var form: [String: String] = [:]
+        for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
+            if parts.count == 2 { form[parts[0]] = parts[1] }
+        }
+        return form
+    }
 }
 
 extension [EmulatorHeader] {

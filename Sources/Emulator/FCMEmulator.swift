@@ -128,11 +128,7 @@ public final class FCMEmulator: EmulatedProvider {
         guard request.header("content-type")?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
             return Self.json(400, ["error": "invalid_request", "error_description": "content-type must be application/x-www-form-urlencoded"])
         }
-        var form: [String: String] = [:]
-        for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
-            if parts.count == 2 { form[parts[0]] = parts[1] }
-        }
+        let form = request.formFields
         guard form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" else {
             return Self.json(400, ["error": "unsupported_grant_type", "error_description": "grant_type must be the JWT-bearer URN"])
         }

@@ -41,4 +41,25 @@ public enum FCMDataLayout {
 
     /// The key for the app's own `data` key `key`: `on.d.` + `key`.
     public static func appKey(_ key: String) -> String { appDataPrefix + key }
+
+    /// Every entry of a push but its texts (title, subtitle, body), which the caller adds as they fit: the
+    /// msgId, campaign, URL, image, actions, `on.silent` on a silent push, else the Android channel and sound,
+    /// and the app's `data` under `on.d.`. FCM's `data` map and Push Kit's `data` text both start from it.
+    static func entriesBesideTexts(message: NotificationMessage, msgID: String, campaignID: String?) -> [String: String] {
+        var entries: [String: String] = [Self.msgID: msgID]
+        if let campaignID { entries[Self.campaignID] = campaignID }
+        if let url = message.url { entries[Self.url] = url }
+        if let image = message.image { entries[Self.image] = image }
+        if !message.buttons.isEmpty { entries[actions] = NormalizedFields.actions(message.buttons).jsonText }
+        if message.isSilent {
+            entries[silent] = "true"
+        } else {
+            if let channel = message.androidChannelID, !channel.isEmpty { entries[androidChannelID] = channel }
+            if let sound = message.androidSound, !sound.isEmpty { entries[androidSound] = sound }
+        }
+        for (key, value) in NormalizedData.strings(message.data ?? [:]) {
+            entries[appKey(key)] = value
+        }
+        return entries
+    }
 }

@@ -103,20 +103,7 @@ public enum FCMRequestFactory {
     /// - Throws: `FCMRequestError` `payload_too_large` or `invalid_message`.
     public static func data(for delivery: FCMDelivery) throws(FCMRequestError) -> [String: String] {
         let message = delivery.message
-        var fixed: [String: String] = [FCMDataLayout.msgID: delivery.msgID]
-        if let campaign = delivery.campaignID { fixed[FCMDataLayout.campaignID] = campaign }
-        if let url = message.url { fixed[FCMDataLayout.url] = url }
-        if let image = message.image { fixed[FCMDataLayout.image] = image }
-        if !message.buttons.isEmpty { fixed[FCMDataLayout.actions] = NormalizedFields.actions(message.buttons).jsonText }
-        if message.isSilent {
-            fixed[FCMDataLayout.silent] = "true"
-        } else {
-            if let channel = message.androidChannelID, !channel.isEmpty { fixed[FCMDataLayout.androidChannelID] = channel }
-            if let sound = message.androidSound, !sound.isEmpty { fixed[FCMDataLayout.androidSound] = sound }
-        }
-        for (key, value) in NormalizedData.strings(message.data ?? [:]) {
-            fixed[FCMDataLayout.appKey(key)] = value
-        }
+        let fixed = FCMDataLayout.entriesBesideTexts(message: message, msgID: delivery.msgID, campaignID: delivery.campaignID)
         // A silent push shows nothing: no title, subtitle or body (as APNs sends no alert).
         var text = LocalizedText()
         if !message.isSilent {

@@ -11,12 +11,14 @@ public enum PushDestination: Hashable, Sendable {
     case apnsSandbox
     /// FCM's production host, `fcm.googleapis.com:443` (Firebase: "Send a message using FCM HTTP v1 API").
     case fcm
+    /// Huawei Push Kit's host, `push-api.cloud.huawei.com:443` (Huawei: "Sending Messages").
+    case huaweiPushKit
     /// A Web Push subscription's push service (RFC 8030 §5): the endpoint's host as the egress policy reads it
     /// (a name, or an address in canonical text) and its port.
     case pushService(host: String, port: Int)
 }
 
-/// What a request plan (``APNsRequestPlan``, ``FCMRequestPlan``, ``WebPushRequestPlan``) makes of one delivery
+/// What a request plan (``APNsRequestPlan``, ``FCMRequestPlan``, ``HuaweiRequestPlan``, ``WebPushRequestPlan``) makes of one delivery
 /// before anything is sent.
 public enum PlannedRequest: Sendable {
     /// The request to send, and where.

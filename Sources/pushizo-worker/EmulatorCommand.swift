@@ -8,7 +8,7 @@ import Worker
 enum EmulatorCommand {
     static let keys: [ConfigurationKey] = [
         .emulatorListen, .emulatorTLSDirectory, .emulatorCleartext, .emulatorAPNsKeys, .emulatorRequestLog,
-        .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .emulatorFCMKeys, .emulatorFCMTokenLifetime, .logLevel, .logFormat,
+        .emulatorReadyFile, .emulatorLatency, .emulatorWebPushSeed, .emulatorFCMKeys, .emulatorFCMTokenLifetime, .emulatorHuaweiApps, .logLevel, .logFormat,
         .emulatorRefuseBeyond,
         .emulatorAPNsClientCA,
     ]
@@ -22,6 +22,7 @@ enum EmulatorCommand {
         let apnsKeys = try self.apnsKeys(reader)
         let latency = try reader.duration(.emulatorLatency).inSeconds
         let fcmAccounts = try self.fcmAccounts(reader)
+        let huaweiApps = try self.huaweiApps(reader)
         let refuseBeyond = try reader.int(.emulatorRefuseBeyond)
         let fcmTokenLifetime = try reader.duration(.emulatorFCMTokenLifetime).inSeconds
 
@@ -57,6 +58,9 @@ enum EmulatorCommand {
         let fcm = FCMEmulator(
             accounts: fcmAccounts, tokenLifetime: Int(fcmTokenLifetime),
             onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
+        let huawei = HuaweiEmulator(
+            apps: huaweiApps, tokenLifetime: Int(fcmTokenLifetime),
+            onAccept: { accepted in requestLog?.append(accepted.jsonLine) })
         let eventLoop = try HTTP2EventLoop(name: "pushizo-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop, host: host, port: port, tls: tls,
@@ -67,12 +71,16 @@ enum EmulatorCommand {
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),
+                // After FCM's `/v1/projects/`: Push Kit's `/v1/<app id>/` is the wider prefix.
+                EmulatorServer.Route(pathPrefix: HuaweiEmulator.tokenPath, provider: huawei),
+                EmulatorServer.Route(pathPrefix: HuaweiEmulator.sendPathPrefix, provider: huawei),
             ], latency: latency, refuseStreamsBeyond: refuseBeyond > 0 ? refuseBeyond : nil)
         let boundPort = try server.start()
         logger.notice(
             "emulator listening",
             [
                 "address": "\(cleartext ? "http" : "https")://\(host):\(boundPort)", "apns_keys": "\(apnsKeys.count)", "fcm_accounts": "\(fcmAccounts.count)",
+                "huawei_apps": "\(huaweiApps.count)",
                 "ca_file": caFile ?? "-",
             ])
         if let readyFile = reader.string(.emulatorReadyFile) {
@@ -92,6 +100,7 @@ enum EmulatorCommand {
                 "webpush_accepted": "\(webPush.acceptedCount)", "webpush_responses": "\(webPush.statusCounts)",
                 "fcm_accepted": "\(fcm.acceptedCount)", "fcm_errors": "\(fcm.errorCounts)",
                 "fcm_tokens_issued": "\(fcm.tokensIssued)",
+                "huawei_accepted": "\(huawei.acceptedCount)", "huawei_errors": "\(huawei.errorCounts)",
             ])
         withExtendedLifetime(signals) {}
     }
@@ -106,6 +115,27 @@ enum EmulatorCommand {
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return (host, port)
+    }
+
+    /// `APPID:/path/secret-file,...`: the client secret is read from a file (its surrounding whitespace
+    /// trimmed) so it appears in no command line.
+    static func huaweiApps(_ reader: ConfigurationReader) throws -> [HuaweiEmulatorApp] {
+        guard let text = reader.string(.emulatorHuaweiApps) else { return [] }
+        var apps: [HuaweiEmulatorApp] = []
+        for entry in text.split(separator: ",") {
+            let parts = entry.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty, parts[0].utf8.allSatisfy({ (48...57).contains($0) }) else {
+                throw ConfigurationError(
+                    key: ConfigurationKey.emulatorHuaweiApps.name, problem: "\"\(entry)\" is not APPID:secret-file")
+            }
+            guard let secret = try? String(contentsOfFile: parts[1], encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+                  !secret.isEmpty
+            else {
+                throw ConfigurationError(key: ConfigurationKey.emulatorHuaweiApps.name, problem: "cannot read a secret from \(parts[1])")
+            }
+            apps.append(HuaweiEmulatorApp(appID: parts[0], clientSecret: secret))
+        }
+        return apps
     }
 
     /// `TEAMID:KEYID:/path/public.pem,...`

@@ -204,6 +204,9 @@ extension ConfigurationKey {
     public static let emulatorFCMKeys = ConfigurationKey(
         "PUSHIZO_EMULATOR_FCM_KEYS",
         "service accounts the FCM emulator's token endpoint trusts: comma-separated client_email:path-to-key.pem (public or private RSA PEM)")
+    public static let emulatorHuaweiApps = ConfigurationKey(
+        "PUSHIZO_EMULATOR_HUAWEI_APPS",
+        "apps the Huawei Push Kit emulator's token endpoint trusts: comma-separated app_id:path-to-file-holding-the-client-secret")
     public static let emulatorFCMTokenLifetime = ConfigurationKey(
         "PUSHIZO_EMULATOR_FCM_TOKEN_LIFETIME", "duration an access token issued by the FCM emulator is valid",
         .duration(default: .seconds(3600), in: .seconds(1) ... .seconds(86_400)))
@@ -224,7 +227,7 @@ extension ConfigurationKey {
         eventRetention, notificationRetention, maintenanceInterval, metricsListen,
         emulatorListen, emulatorTLSDirectory, emulatorCleartext, emulatorAPNsKeys, emulatorRequestLog,
         emulatorReadyFile, emulatorLatency, emulatorWebPushSeed, emulatorFCMKeys, emulatorFCMTokenLifetime,
-        emulatorRefuseBeyond,
+        emulatorHuaweiApps, emulatorRefuseBeyond,
         emulatorAPNsClientCA,
     ]
 }
