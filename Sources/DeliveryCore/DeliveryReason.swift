@@ -253,6 +253,24 @@ extension DeliveryReason {
     public static let rateLimited = DeliveryReason(rawValue: "rate_limited")
 }
 
+// MARK: - Live Activity broadcast channels (Apple, "Sending broadcast push notification requests to APNs" and
+// "Sending channel management requests to APNs"; docs/live-activity-channels.md)
+
+extension DeliveryReason {
+    /// The notification names a channel its app has no `live_activity_channels` row for: that notification fails.
+    public static let unknownChannel = DeliveryReason(rawValue: "unknown_channel")
+    /// The channel's row says it was deleted at APNs: a send to it fails, the app and its APNs channel go on.
+    public static let channelDeleted = DeliveryReason(rawValue: "channel_deleted")
+    /// The channel's creation at APNs failed (its row holds Apple's reason): sends to it fail.
+    public static let channelFailed = DeliveryReason(rawValue: "channel_failed")
+    /// The channel's row has no Apple channel id yet: the send waits for the reconciliation (`retry`).
+    public static let channelNotReady = DeliveryReason(rawValue: "channel_not_ready")
+    /// 404 `ChannelNotRegistered`: APNs knows no such channel (a broadcast fails; a delete counts it as done).
+    public static let channelNotRegistered = DeliveryReason(rawValue: "channel_not_registered")
+    /// 400 `BadChannelId`, also the worker's own check that the id is a clean header value.
+    public static let badChannelID = DeliveryReason(rawValue: "bad_channel_id")
+}
+
 extension DeliveryReason {
     /// Every static member above, in declaration order: the reasons the worker and the providers document
     /// (metric labels take only these, ``http(status:)`` aside; a test holds the list to the docs).
@@ -261,6 +279,7 @@ extension DeliveryReason {
         .unknownPlatform, .noChannel, .nothingToShow, .pushTypeUnsupported, .quietHours, .localTime, .channelPaused,
         .frequencyCapped, .capUnavailable, .leaseExpiring, .messageUnavailable, .providerUnreachable, .originBusy,
         .fcmProjectQuota,
+        .unknownChannel, .channelDeleted, .channelFailed, .channelNotReady, .channelNotRegistered, .badChannelID,
         .deadlineExceeded, .providerNotSupported, .invalidMessage, .payloadTooLarge,
         .dataException, .integrityConstraintViolation, .unreadableRow,
         .invalidChannelSettings, .invalidRequest, .forbiddenEndpoint, .transportError, .responseTooLarge,

@@ -110,7 +110,7 @@ public enum APNsBroadcast {
         }
         let answer = APNsResponseClassifier.answer(
             response, subscriptionTokenUpdatedAt: nil, sentToSubscriptionEnvironment: false, now: now)
-        if forDelete, case .failed(let reason, _, _) = answer.outcome, reason.rawValue == "channel_not_registered" {
+        if forDelete, case .failed(let reason, _, _) = answer.outcome, reason == .channelNotRegistered {
             return .deleted
         }
         return switch answer.outcome {
@@ -147,7 +147,7 @@ public enum APNsBroadcast {
 
     private static func checkedChannelID(_ id: String) throws(APNsRequestError) -> String {
         guard isCleanChannelID(id) else {
-            throw APNsRequestError(reason: DeliveryReason(rawValue: "bad_channel_id"), detail: "the channel id is not a clean header value")
+            throw APNsRequestError(reason: .badChannelID, detail: "the channel id is not a clean header value")
         }
         return id
     }

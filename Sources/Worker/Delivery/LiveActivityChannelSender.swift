@@ -196,16 +196,16 @@ public final class LiveActivityChannelSender: Sendable {
             return Settlement(event: "skipped", reason: .expired, detail: named, retryAt: nil)
         }
         guard let state = send.channelState else {
-            return failed(DeliveryReason(rawValue: "unknown_channel"), ["channel": .string(send.channelName), "error": "the app has no live_activity_channels row of that name"])
+            return failed(.unknownChannel, ["channel": .string(send.channelName), "error": "the app has no live_activity_channels row of that name"])
         }
         switch state {
-        case "deleted": return failed(DeliveryReason(rawValue: "channel_deleted"), named)
-        case "failed": return failed(DeliveryReason(rawValue: "channel_failed"), named)
+        case "deleted": return failed(.channelDeleted, named)
+        case "failed": return failed(.channelFailed, named)
         default: break
         }
         guard state == "active", let channelID = send.appleChannelID else {
             // Not created yet: the send waits for its reconciliation (counted, so a channel never created ends it).
-            return retry(send, DeliveryReason(rawValue: "channel_not_ready"), named, notBefore: nil)
+            return retry(send, .channelNotReady, named, notBefore: nil)
         }
         let channel: AppChannel
         switch appChannel(settings: send.settings, endpoint: send.endpoint) {

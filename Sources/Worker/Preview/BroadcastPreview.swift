@@ -26,8 +26,8 @@ enum BroadcastPreview {
             if !notes.isEmpty { output["notes"] = .array(notes) }
             return .object(output)
         }
-        func fail(_ reason: String, _ detail: JSONValue = .null) -> JSONValue {
-            answer(Preview.decision(for: .failed(reason: DeliveryReason(rawValue: reason), detail: detail), provider: .apns))
+        func fail(_ reason: DeliveryReason, _ detail: JSONValue = .null) -> JSONValue {
+            answer(Preview.decision(for: .failed(reason: reason, detail: detail), provider: .apns))
         }
         let notification = input["notification"] ?? [:]
         guard let messageJSON = notification["message"], case .object = messageJSON else {
@@ -40,19 +40,19 @@ enum BroadcastPreview {
             return answer(Preview.decision(for: error.outcome, provider: .apns))
         }
         guard message.apnsPushType == .liveActivity else {
-            return fail("invalid_message", ["error": "apns_push_type must be liveactivity for a live_activity_channel target"])
+            return fail(.invalidMessage, ["error": "apns_push_type must be liveactivity for a live_activity_channel target"])
         }
         guard let row = input["live_activity_channel"], case .object = row else {
             notes.append(.string("live_activity_channel (the channel's row) not given: the worker fails a send to a name no row has"))
-            return fail("unknown_channel", ["channel": .string(channel.name)])
+            return fail(.unknownChannel, ["channel": .string(channel.name)])
         }
         switch row["state"]?.stringValue ?? "active" {
-        case "deleted": return fail("channel_deleted", ["channel": .string(channel.name)])
-        case "failed": return fail("channel_failed", ["channel": .string(channel.name)])
+        case "deleted": return fail(.channelDeleted, ["channel": .string(channel.name)])
+        case "failed": return fail(.channelFailed, ["channel": .string(channel.name)])
         case "active": break
         default:
             return answer(Preview.decision(
-                for: .retry(reason: DeliveryReason(rawValue: "channel_not_ready"), detail: ["channel": .string(channel.name)]),
+                for: .retry(reason: .channelNotReady, detail: ["channel": .string(channel.name)]),
                 provider: .apns))
         }
         guard let channelID = row["apple_channel_id"]?.stringValue else {
