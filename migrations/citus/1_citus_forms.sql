@@ -38,7 +38,8 @@ DECLARE
 BEGIN
     FOR t IN SELECT * FROM (VALUES ('apps', 'id'), ('app_channels', 'app_id'), ('users', 'app_id'),
                                    ('subscriptions', 'app_id'), ('notifications', 'app_id'),
-                                   ('delivery_events', 'app_id')) v(name, app_column) LOOP
+                                   ('delivery_events', 'app_id'), ('live_activity_channels', 'app_id'),
+                                   ('live_activity_channel_sends', 'app_id')) v(name, app_column) LOOP
         EXECUTE format(
             'ALTER POLICY pushizo_producer_apps ON %1$I USING (%2$I = ANY (%3$s)) WITH CHECK (%2$I = ANY (%3$s))',
             t.name, t.app_column, $$string_to_array(current_setting('pushizo.producer_apps', true), ',')::uuid[]$$);

@@ -16,6 +16,10 @@ ALTER TABLE frequency_cap_grants DROP CONSTRAINT IF EXISTS frequency_cap_grants_
 ALTER TABLE notifications DROP CONSTRAINT IF EXISTS notifications_app_id_fkey;
 ALTER TABLE subscriptions DROP CONSTRAINT IF EXISTS subscriptions_app_id_fkey;
 ALTER TABLE users DROP CONSTRAINT IF EXISTS users_app_id_fkey;
+ALTER TABLE live_activity_channels DROP CONSTRAINT IF EXISTS live_activity_channels_app_id_fkey;
+-- Colocated with notifications once distributed, but until then a local table whose key would keep the
+-- notifications' local rows from being truncated after their copy: added again in step 7.
+ALTER TABLE live_activity_channel_sends DROP CONSTRAINT IF EXISTS live_activity_channel_sends_notification_id_fkey;
 CREATE INDEX IF NOT EXISTS subscriptions_id ON subscriptions (id);
 ALTER TABLE subscriptions DROP CONSTRAINT IF EXISTS subscriptions_pkey;
 ALTER TABLE subscriptions ADD CONSTRAINT subscriptions_pkey PRIMARY KEY (lane, id);
@@ -36,3 +40,9 @@ ALTER TABLE app_claim_turns ADD CONSTRAINT app_claim_turns_pkey PRIMARY KEY (lan
 -- (docs/scale-out.md, "Open questions").
 CREATE INDEX IF NOT EXISTS users_external_id ON users (app_id, external_id);
 ALTER TABLE users DROP CONSTRAINT IF EXISTS users_external_id_unique;
+-- The producers' idempotency index is unique without `id`, which Citus refuses on a table distributed by `id`; the
+-- lookups keep an index, no longer unique, and a producer's `ON CONFLICT (app_id, idempotency_key)` is refused
+-- (docs/scale-out.md, "Limits").
+CREATE INDEX IF NOT EXISTS notifications_idempotency_key_lookup ON notifications (app_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+DROP INDEX IF EXISTS notifications_idempotency_key;

@@ -31,7 +31,9 @@ public enum CitusDistribution {
     }
 
     /// Reference tables (copied whole to every node), in the order they are made (docs/scale-out.md, "Every table").
-    public static let referenceTables = ["apps", "app_channels", "app_producers", "time_zone_names", "fleet_settings"]
+    public static let referenceTables = [
+        "apps", "app_channels", "app_producers", "time_zone_names", "fleet_settings", "live_activity_channels",
+    ]
 
     /// Hash-distributed tables in colocation order: the lanes' group first (`subscriptions` by `lane`), then the
     /// notifications' group, then the tables alone in theirs.
@@ -44,10 +46,12 @@ public enum CitusDistribution {
         .init(table: "delivery_events", column: "lane", colocateWith: "subscriptions"),
         .init(table: "notifications", column: "id", colocateWith: nil),
         .init(table: "notification_event_counts", column: "notification_id", colocateWith: "notifications"),
+        .init(table: "live_activity_channel_sends", column: "notification_id", colocateWith: "notifications"),
         .init(table: "users", column: "id", colocateWith: nil),
         .init(table: "frequency_cap_grants", column: "cap_key", colocateWith: nil),
         .init(table: "app_send_buckets", column: "app_id", colocateWith: nil),
         .init(table: "provider_tokens", column: "fingerprint", colocateWith: nil),
+        .init(table: "fcm_project_buckets", column: "project_id", colocateWith: nil),
     ]
 
     /// Tables left on the coordinator but known to the metadata, so every node routes a statement on them there.
@@ -183,10 +187,13 @@ public enum CitusDistribution {
 
         let appKeysDone = try flag(
             """
-            SELECT count(*) = 8 FROM pg_constraint WHERE contype = 'f' AND confrelid = 'apps'::regclass
+            SELECT count(*) = 9 FROM pg_constraint WHERE contype = 'f' AND confrelid = 'apps'::regclass
                AND conname IN ('app_channels_app_id_fkey', 'app_producers_app_id_fkey', 'app_claim_turns_app_id_fkey',
                                'app_send_buckets_app_id_fkey', 'frequency_cap_grants_app_id_fkey',
-                               'notifications_app_id_fkey', 'subscriptions_app_id_fkey', 'users_app_id_fkey')
+                               'notifications_app_id_fkey', 'subscriptions_app_id_fkey', 'users_app_id_fkey',
+                               'live_activity_channels_app_id_fkey')
+               AND EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'live_activity_channel_sends'::regclass
+                           AND conname = 'live_activity_channel_sends_notification_id_fkey')
             """, on: connection)
         if !appKeysDone {
             // Sequential: foreign keys to a reference table, added shard by shard, in one transaction with others.

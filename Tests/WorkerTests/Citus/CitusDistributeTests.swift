@@ -20,8 +20,12 @@ extension CitusSuites {
             "notifications": ("id", "notifications"), "notification_event_counts": ("notification_id", "notifications"),
             "users": ("id", "users"), "frequency_cap_grants": ("cap_key", "frequency_cap_grants"),
             "app_send_buckets": ("app_id", "app_send_buckets"), "provider_tokens": ("fingerprint", "provider_tokens"),
+            "fcm_project_buckets": ("project_id", "fcm_project_buckets"),
+            "live_activity_channel_sends": ("notification_id", "notifications"),
         ]
-        static let referenceTables: Set = ["apps", "app_channels", "app_producers", "time_zone_names", "fleet_settings"]
+        static let referenceTables: Set = [
+            "apps", "app_channels", "app_producers", "time_zone_names", "fleet_settings", "live_activity_channels",
+        ]
         static let citusLocalTables: Set = ["queue_depth_samples", "worker_heartbeats", "operator_actions", "pushizo_schema_migrations"]
 
         /// What a second run must leave as it is: Citus's metadata and shards, and every constraint, trigger, policy
@@ -269,6 +273,64 @@ extension CitusSuites {
                 #expect(refusal?.sqlState == "42501", "\(String(describing: refusal))")
                 #expect(copied?.sqlState == "0A000", "\(String(describing: copied))")
                 #expect(copied?.message == "COPY FROM not supported with row-level security", "\(String(describing: copied))")
+            }
+        }
+
+        /// The tables of the idempotency keys, FCM project quotas and Live Activity channels on the distributed
+        /// schema (docs/scale-out.md, "Every table", "Limits"): the key keeps a lookup index, not unique, so a
+        /// producer's `ON CONFLICT (app_id, idempotency_key)` is refused (42P10: no unique index matches it) rather
+        /// than inserting as if keys were unique; a channel row and its send are written and read through the
+        /// coordinator, and deleting the notification deletes its colocated send.
+        @Test func theIdempotencyKeyQuotaAndLiveActivityTablesWorkInTheirCitusForms() async throws {
+            try await CitusCluster.withDatabase { database in
+                try await Self.migrate(database)
+                _ = try await Self.distribute(database)
+                let app = UUID()
+                let (indexes, conflict, keyed, sends) = try await Self.onCoordinator(database) { connection in
+                    let indexes = try connection.query(
+                        """
+                        SELECT c.relname::text AS name, i.indisunique AS is_unique FROM pg_index i
+                        JOIN pg_class c ON c.oid = i.indexrelid
+                        WHERE i.indrelid = 'notifications'::regclass AND c.relname LIKE 'notifications_idempotency_key%'
+                        ORDER BY 1
+                        """).map { "\($0["name"] ?? "") unique=\($0["is_unique"] ?? "")" }
+                    _ = try connection.query("INSERT INTO apps (id) VALUES ($1)", [app])
+                    let conflict = Facts.failure(
+                        of: """
+                            INSERT INTO notifications (app_id, message, target, idempotency_key)
+                            VALUES ($1, '{}', '{"all": true}', 'retry-1')
+                            ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                            """, [app], on: connection)
+                    let notification = try connection.query(
+                        """
+                        INSERT INTO notifications (app_id, message, target, idempotency_key, send_after)
+                        VALUES ($1, '{}', '{"live_activity_channel": "match"}', 'retry-1', 'infinity') RETURNING id
+                        """, [app])[0].decode(UUID.self, "id")
+                    let keyed = try connection.query(
+                        "SELECT id FROM notifications WHERE app_id = $1 AND idempotency_key = 'retry-1'", [app]
+                    ).map { try $0.decode(UUID.self, "id") }
+                    _ = try connection.query("INSERT INTO live_activity_channels (app_id, name) VALUES ($1, 'match')", [app])
+                    _ = try connection.query(
+                        "INSERT INTO live_activity_channel_sends (notification_id, app_id, channel_name) VALUES ($1, $2, 'match')",
+                        [notification, app])
+                    _ = try connection.query(
+                        "INSERT INTO fcm_project_buckets (project_id, per_minute, tokens, refilled_at) VALUES ('pushizo-citus', 600, 600, now())")
+                    let joined = try connection.query(
+                        """
+                        SELECT count(*)::integer AS n FROM live_activity_channel_sends s
+                        JOIN live_activity_channels c ON c.app_id = s.app_id AND c.name = s.channel_name
+                        WHERE s.notification_id = $1
+                        """, [notification])[0].decode(Int.self, "n")
+                    _ = try connection.query("DELETE FROM notifications WHERE id = $1", [notification])
+                    let left = try connection.query(
+                        "SELECT count(*)::integer AS n FROM live_activity_channel_sends")[0].decode(Int.self, "n")
+                    return (indexes, conflict, keyed, (joined, left))
+                }
+                #expect(indexes == ["notifications_idempotency_key_age unique=f", "notifications_idempotency_key_lookup unique=f"])
+                #expect(conflict?.sqlState == "42P10", "\(String(describing: conflict))")
+                #expect(keyed.count == 1)
+                // One send joined to its channel, none left after its notification's delete.
+                #expect(sends.0 == 1 && sends.1 == 0, "\(sends)")
             }
         }
 
