@@ -9,7 +9,6 @@ import Postgres
 struct LiveActivityChannelService: Service {
     let context: WorkerLoopContext
     let sender: LiveActivityChannelSender
-    private let wake = WakeSignal()
 
     init(context: WorkerLoopContext, sender: LiveActivityChannelSender) {
         self.context = context
@@ -20,6 +19,8 @@ struct LiveActivityChannelService: Service {
         let configuration = context.configuration
         let logger = context.logger.named("live-activity-channels")
         let database = context.database
+        // Signalled by a stop request, so a stop is seen at once rather than a poll interval later.
+        let wake = context.liveActivityChannelWake
         // Failures in a row: while the database cannot be reached the loop backs off (up to 5 s) and warns once.
         var failures = 0
         while !context.isStopping {

@@ -20,6 +20,8 @@ final class WorkerLoopContext: Sendable {
     let capacityWake = WakeSignal()
     let maintenanceWake = WakeSignal()
     let statisticsWake = WakeSignal()
+    /// Wakes the Live Activity channels' loop out of its poll (``LiveActivityChannelService``).
+    let liveActivityChannelWake = WakeSignal()
     /// Wake-ups of the slice-only expand tasks, one each (`PUSHIZO_EXPANSION_TASKS - 1`): the chunk loop signals
     /// them when it may have cut a broadcast into slices.
     let sliceWakes: [WakeSignal]
@@ -60,7 +62,8 @@ final class WorkerLoopContext: Sendable {
     func requestStop() -> Bool {
         stopRequestedAt.withLock { $0 = $0 ?? .now }
         if stopping.exchange(true, ordering: .sequentiallyConsistent) { return false }
-        for wake in [claimWake, expansionWake, chunkWake, capacityWake, maintenanceWake, statisticsWake] + sliceWakes {
+        for wake in [claimWake, expansionWake, chunkWake, capacityWake, maintenanceWake, statisticsWake, liveActivityChannelWake]
+            + sliceWakes {
             wake.signal()
         }
         return true
