@@ -45,6 +45,8 @@ let package = Package(
         // MARK: Logic without I/O
         .target(name: "DeliveryCore", dependencies: ["UUIDText"]),
         .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto", "UUIDText"]),
+        // Standard Webhooks signing and the webhook batches' JSON.
+        .target(name: "Webhooks", dependencies: ["PushCrypto"]),
         // Prometheus metric families and their text rendering.
         .target(name: "Metrics"),
 
@@ -72,6 +74,7 @@ let package = Package(
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto", "SocketTestSupport"]),
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
         .testTarget(name: "CurlHTTPTests", dependencies: ["CurlHTTP", "HTTP2", "Metrics", "MetricsServer", "SocketTestSupport"]),
+        .testTarget(name: "WebhooksTests", dependencies: ["Webhooks"]),
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),
         .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto", "Providers", "DeliveryCore"]),
