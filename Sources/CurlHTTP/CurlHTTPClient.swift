@@ -26,6 +26,8 @@ public final class CurlHTTPClient: Sendable {
     private struct SharedState {
         var submissions: [Submission] = []
         var isShuttingDown = false
+        /// The thread has freed the multi handle (and with it every connection).
+        var isClosed = false
     }
 
     private struct Submission: Sendable {
@@ -35,7 +37,8 @@ public final class CurlHTTPClient: Sendable {
     }
 
     /// The multi handle: created here, used only on the client's thread, except `curl_multi_wakeup`, which libcurl
-    /// documents as callable from any thread.
+    /// documents as callable from any thread. Woken and freed under the `state` lock (``SharedState/isClosed``),
+    /// so a `send` or `shutdown` racing the thread's end never wakes a freed handle.
     private struct MultiHandle: @unchecked Sendable {
         let pointer: UnsafeMutableRawPointer
     }
@@ -47,7 +50,7 @@ public final class CurlHTTPClient: Sendable {
         precondition(code == CURLE_OK, "curl_global_init failed: \(String(cString: curl_easy_strerror(code)))")
     }()
 
-    /// Starts the client's thread.
+    /// Starts the client's thread, which keeps the client alive until ``shutdown()``.
     public init(configuration: CurlHTTPClientConfiguration = .init()) {
         _ = Self.globalInit
         self.configuration = configuration
@@ -60,20 +63,21 @@ public final class CurlHTTPClient: Sendable {
         thread.start()
     }
 
-    /// Sends `request` and waits for its answer (any status) or the reason there is none.
+    /// Sends `request` and waits for its answer (any status) or the reason there is none. The calling task's
+    /// cancellation is not observed: the timeouts bound the wait.
     /// - Throws: ``CurlHTTPError``; checks that need no network (URL, scheme, host spelling, literal address,
     ///   header bytes) fail before anything is sent.
     public func send(_ request: CurlHTTPRequest) async throws(CurlHTTPError) -> CurlHTTPResponse {
         let host = try check(request)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<CurlHTTPResponse, CurlHTTPError>, Never>) in
+            let multi = multi
             let accepted = state.withLock { state -> Bool in
                 guard !state.isShuttingDown else { return false }
                 state.submissions.append(Submission(request: request, host: host) { continuation.resume(returning: $0) })
+                curl_multi_wakeup(multi.pointer)
                 return true
             }
-            if accepted {
-                curl_multi_wakeup(multi.pointer)
-            } else {
+            if !accepted {
                 continuation.resume(returning: .failure(CurlHTTPError(.shutdown, "\(host): the client is shut down")))
             }
         }
@@ -83,8 +87,11 @@ public final class CurlHTTPClient: Sendable {
     /// Fails what is waiting or running with ``CurlHTTPError/Code/shutdown``, stops the thread and returns when
     /// it has freed every handle.
     public func shutdown() async {
-        state.withLock { $0.isShuttingDown = true }
-        curl_multi_wakeup(multi.pointer)
+        let multi = multi
+        state.withLock { state in
+            state.isShuttingDown = true
+            if !state.isClosed { curl_multi_wakeup(multi.pointer) }
+        }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = stopped.withLock { waiters -> Bool in
                 guard waiters != nil else { return true }
@@ -160,7 +167,11 @@ public final class CurlHTTPClient: Sendable {
             // Sleeps until a socket is ready, a curl timer is due or `curl_multi_wakeup` (a new request, shutdown).
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
-        curl_multi_cleanup(multi)
+        // Closes every cached connection too.
+        state.withLock { state in
+            curl_multi_cleanup(multi)
+            state.isClosed = true
+        }
         let waiters = stopped.withLock { waiters in
             defer { waiters = nil }
             return waiters ?? []
