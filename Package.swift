@@ -21,9 +21,12 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // The Public Suffix List (built into libpsl): registrable domains, by which the resolver shares its threads.
         .systemLibrary(name: "CLibPSL", pkgConfig: "libpsl", providers: [.apt(["libpsl-dev"])]),
+        // The HTTP client of webhook deliveries (libcurl's multi interface, OpenSSL flavour: HTTP/1.1 and HTTP/2).
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Functions standing in for C macros and variadic calls, which Swift cannot call: one target per library.
         .target(name: "CPushizoOpenSSLShims", dependencies: ["COpenSSL"]),
         .target(name: "CPushizoMicroHTTPDShims", dependencies: ["CMicroHTTPD"]),
+        .target(name: "CPushizoCurlShims", dependencies: ["CCurl"]),
         // epoll, eventfd, accept4, mallopt, pthread_setname_np and the signal-forwarding handler.
         .target(name: "CPushizoGlibcShims"),
 
@@ -36,10 +39,14 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ", "UUIDText"]),
         .target(name: "HTTP2", dependencies: ["CNghttp2", "COpenSSL", "CPushizoOpenSSLShims", "CPushizoGlibcShims", "CLibPSL"]),
         .target(name: "PushCrypto", dependencies: ["COpenSSL", "CPushizoOpenSSLShims"]),
+        // Requests to untrusted HTTP endpoints (webhook receivers) on libcurl, under the egress policy of HTTP2.
+        .target(name: "CurlHTTP", dependencies: ["CCurl", "CPushizoCurlShims", "HTTP2"]),
 
         // MARK: Logic without I/O
         .target(name: "DeliveryCore", dependencies: ["UUIDText"]),
         .target(name: "Providers", dependencies: ["DeliveryCore", "PushCrypto", "UUIDText"]),
+        // Standard Webhooks signing and the webhook batches' JSON.
+        .target(name: "Webhooks", dependencies: ["PushCrypto"]),
         // Prometheus metric families and their text rendering.
         .target(name: "Metrics"),
 
@@ -66,6 +73,8 @@ let package = Package(
         .testTarget(name: "MetricsServerTests", dependencies: ["MetricsServer", "Metrics"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "PushCrypto", "SocketTestSupport"]),
         .testTarget(name: "PushCryptoTests", dependencies: ["PushCrypto"]),
+        .testTarget(name: "CurlHTTPTests", dependencies: ["CurlHTTP", "HTTP2", "Metrics", "MetricsServer", "SocketTestSupport"]),
+        .testTarget(name: "WebhooksTests", dependencies: ["Webhooks"]),
         .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore"]),
         .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto", "Providers", "DeliveryCore"]),

@@ -1,4 +1,5 @@
 import Foundation
+import SocketTestSupport
 import Synchronization
 import Testing
 @testable import HTTP2

@@ -3,47 +3,6 @@ import SocketTestSupport
 import Synchronization
 @testable import HTTP2
 
-/// A latch tests open once; waiters resume when it opens.
-final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.open { return true }
-                s.waiters.append(c)
-                return false
-            }
-            if resumeNow { c.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.open = true
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        for w in waiters { w.resume() }
-    }
-}
-
-/// The test process's own directory for every ``temporaryDirectory(_:)``, removed when the process exits: the
-/// tests write certificate authorities and private keys there, which no run should leave behind in /tmp.
-let testProcessDirectory: String = {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-http2-tests-\(getpid())").path
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    atexit { try? FileManager.default.removeItem(atPath: testProcessDirectory) }
-    return path
-}()
-
-/// A fresh directory inside ``testProcessDirectory``.
-func temporaryDirectory(_ label: String) -> String {
-    let path = (testProcessDirectory as NSString).appendingPathComponent("\(label)-\(UUID().uuidString)")
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
 /// Echo-ish handler used by several tests: status 200, `x-path` = path, body = request body.
 let echoHandler: @Sendable (HTTP2ServerRequest) async -> HTTP2ServerResponse = { request in
     HTTP2ServerResponse(status: 200, headers: [HTTP2Header("x-path", request.path), HTTP2Header("x-method", request.method),
