@@ -82,7 +82,7 @@ enum CheckCommand {
                 if let endpoint = channel["endpoint"] {
                     line += " endpoint=\(endpoint)"
                     channelName = line
-                    if provider == .apns || provider == .fcm {
+                    if provider == .apns || provider == .fcm || provider == .huawei {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
                             switch resolvedProblem(origin, field: "endpoint", policy: policy, resolved: resolved) {
@@ -139,6 +139,24 @@ enum CheckCommand {
                             endpointProblem = endpointProblem ?? error.message
                         }
                         line += ": ok (project \(settings.account.projectID), service account \(settings.account.clientEmail))"
+                    } catch {
+                        invalidSettings = true
+                        line += ": INVALID SETTINGS: \(error)"
+                    }
+                } else if provider == .huawei {
+                    do {
+                        let credentials = try HuaweiClientCredentials(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
+                        do throws(ChannelEndpointError) {
+                            let origin = try ChannelEndpoint.origin(credentials.tokenURI, field: "token_uri", policy: policy)
+                            switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
+                            case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
+                            case .unresolved(let message)?: line += " (\(message))"
+                            case nil: break
+                            }
+                        } catch {
+                            endpointProblem = endpointProblem ?? error.message
+                        }
+                        line += ": ok (app \(credentials.appID), client \(credentials.clientID))"
                     } catch {
                         invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
@@ -227,9 +245,13 @@ private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: Egres
     }
     for channel in channels {
         let provider = channel["provider"].flatMap(Provider.init(rawValue:))
-        if provider == .apns || provider == .fcm { add(channel["endpoint"], field: "endpoint") }
+        if provider == .apns || provider == .fcm || provider == .huawei { add(channel["endpoint"], field: "endpoint") }
         if provider == .fcm {
             add((try? FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}"))?.account.tokenURI, field: "token_uri")
+        }
+        if provider == .huawei {
+            let settings = try? JSONValue(parsing: channel["settings"] ?? "{}")
+            add(settings.flatMap { try? HuaweiClientCredentials(settings: $0) }?.tokenURI, field: "token_uri")
         }
     }
     return names.isEmpty ? [:] : policy.resolveChecked(names, stallTimeout: .seconds(15))
