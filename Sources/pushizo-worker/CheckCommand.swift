@@ -79,6 +79,19 @@ enum CheckCommand {
                 var channelName = line
                 var endpointProblem: String?
                 var invalidSettings = false
+                // An FCM or Huawei `token_uri`: the channel's choice, judged as the worker's connection would judge it.
+                func checkTokenURI(_ tokenURI: String) {
+                    do throws(ChannelEndpointError) {
+                        let origin = try ChannelEndpoint.origin(tokenURI, field: "token_uri", policy: policy)
+                        switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
+                        case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
+                        case .unresolved(let message)?: line += " (\(message))"
+                        case nil: break
+                        }
+                    } catch {
+                        endpointProblem = endpointProblem ?? error.message
+                    }
+                }
                 if let endpoint = channel["endpoint"] {
                     line += " endpoint=\(endpoint)"
                     channelName = line
@@ -128,16 +141,7 @@ enum CheckCommand {
                 } else if provider == .fcm {
                     do {
                         let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
-                        do throws(ChannelEndpointError) {
-                            let origin = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
-                            switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
-                            case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
-                            case .unresolved(let message)?: line += " (\(message))"
-                            case nil: break
-                            }
-                        } catch {
-                            endpointProblem = endpointProblem ?? error.message
-                        }
+                        checkTokenURI(settings.account.tokenURI)
                         line += ": ok (project \(settings.account.projectID), service account \(settings.account.clientEmail))"
                     } catch {
                         invalidSettings = true
@@ -146,16 +150,7 @@ enum CheckCommand {
                 } else if provider == .huawei {
                     do {
                         let credentials = try HuaweiClientCredentials(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
-                        do throws(ChannelEndpointError) {
-                            let origin = try ChannelEndpoint.origin(credentials.tokenURI, field: "token_uri", policy: policy)
-                            switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
-                            case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
-                            case .unresolved(let message)?: line += " (\(message))"
-                            case nil: break
-                            }
-                        } catch {
-                            endpointProblem = endpointProblem ?? error.message
-                        }
+                        checkTokenURI(credentials.tokenURI)
                         line += ": ok (app \(credentials.appID), client \(credentials.clientID))"
                     } catch {
                         invalidSettings = true

@@ -153,6 +153,15 @@ struct HuaweiEndToEndTests {
                     try app("okay", settings: emulator.huaweiChannelSettings(), token: "IQAAAACy-okay")
                     return pushes
                 }
+                // `check` reads the same settings as the sender: the good channels name their app and client, the
+                // one without a secret is reported (the secret never printed).
+                let (checkStatus, checkOutput) = try await EgressEndToEndTests.runCheck(
+                    databaseURL: url, extra: ["PUSHIZO_ALLOW_PRIVATE_NETWORKS": "true"])
+                #expect(checkStatus == 1, "\(checkOutput)")
+                #expect(checkOutput.contains("huawei endpoint=\(emulator.endpoint): ok (app \(EmulatorHarness.huaweiAppID), client \(EmulatorHarness.huaweiAppID))"), "\(checkOutput)")
+                #expect(checkOutput.contains("INVALID SETTINGS: app channel settings `client_secret`: is missing"), "\(checkOutput)")
+                #expect(!checkOutput.contains(EmulatorHarness.huaweiClientSecret) && !checkOutput.contains("not-the-secret"))
+
                 let database = PostgresClient(connectionString: url, maximumConnections: 1)
                 try await emulator.withWorkerBinary(databaseURL: url, extra: Self.fastRetries) {
                     try await waitUntil("the channels are paused and the other pushes ended") {

@@ -345,8 +345,8 @@ struct StatusCommandTests {
             // deferred: at most 3 future rows counted, 3 of them leased: floor 0, estimate 9 x 2/9.
             #expect(queue.deferred == .estimate(2, countedAtLeast: 0))
             #expect(queue.leased == .exact(3))
-            #expect(queue.providers.map(\.due) == [.estimate(2), .estimate(1), .estimate(1), .estimate(0)])
-            #expect(queue.providers.map(\.leased) == [.estimate(2), .estimate(1), .estimate(0), .estimate(0)])
+            #expect(queue.providers.map(\.due) == [.estimate(2), .estimate(1), .estimate(1), .estimate(0), .estimate(0)])
+            #expect(queue.providers.map(\.leased) == [.estimate(2), .estimate(1), .estimate(0), .estimate(0), .estimate(0)])
             #expect(snapshot.notes.contains { $0.contains("estimated from a sample") })
             // 43 events in the last 16 minutes > 3: sampled per window, every id looked up (samples >= span).
             #expect(snapshot.events.map(\.sent) == [.exact(43), .exact(43), .exact(43)])
