@@ -22,7 +22,7 @@ public enum AudienceTarget: Sendable, Equatable {
     public static let maximumFilters = 100
 
     /// Platforms the optional `"platforms"` list and `platform` filters may name.
-    public static let knownPlatforms: Set<String> = ["ios", "android", "web"]
+    public static let knownPlatforms: Set<String> = ["ios", "android", "web", "huawei"]
 
     /// `true` for the id-list forms, whose audience is bounded by ``maximumIDs`` users or subscriptions. Their
     /// deliveries are claimed ahead of broadcast ones of the same priority (docs/targets.md, "Fairness").

@@ -2,12 +2,15 @@
 /// pinned contract (docs/producer-contract.md): `rawValue` / ``Platform/text`` is exactly what the tables
 /// hold, and nothing else is ever written.
 
-/// `subscriptions.platform`: `ios`, `android`, `web`; any other text is kept as ``unknown(_:)`` so the
+/// `subscriptions.platform`: `ios`, `android`, `web`, `huawei` (an Android device with HMS Core, served by Huawei
+/// Push Kit); any other text is kept as ``unknown(_:)`` so the
 /// delivery fails `unknown_platform` naming it instead of the row being refused.
 public enum Platform: Sendable, Hashable, CustomStringConvertible {
     case ios
     case android
     case web
+    /// An Android device with HMS Core and no Google services (docs/huawei.md).
+    case huawei
     /// A value the worker does not know (a producer ahead of it, or a typo).
     case unknown(String)
 
@@ -17,6 +20,7 @@ public enum Platform: Sendable, Hashable, CustomStringConvertible {
         case "ios": self = .ios
         case "android": self = .android
         case "web": self = .web
+        case "huawei": self = .huawei
         default: self = .unknown(text)
         }
     }
@@ -27,6 +31,7 @@ public enum Platform: Sendable, Hashable, CustomStringConvertible {
         case .ios: "ios"
         case .android: "android"
         case .web: "web"
+        case .huawei: "huawei"
         case .unknown(let text): text
         }
     }
@@ -40,19 +45,31 @@ public enum Platform: Sendable, Hashable, CustomStringConvertible {
         case .ios: .apns
         case .android: .fcm
         case .web: .webpush
+        case .huawei: .huawei
         case .unknown: nil
         }
     }
 }
 
-/// `app_channels.provider`: Apple Push Notification service, Firebase Cloud Messaging (HTTP v1), and Web
-/// Push (RFC 8030 with RFC 8291 encryption and RFC 8292 VAPID).
+/// `app_channels.provider`: Apple Push Notification service, Firebase Cloud Messaging (HTTP v1), Web Push
+/// (RFC 8030 with RFC 8291 encryption and RFC 8292 VAPID), and Huawei Push Kit (server API v1).
 public enum Provider: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case apns
     case fcm
     case webpush
+    case huawei
 
     public var description: String { rawValue }
+
+    /// The `subscriptions.platform` this provider serves (the inverse of ``Platform/provider``).
+    public var platform: Platform {
+        switch self {
+        case .apns: .ios
+        case .fcm: .android
+        case .webpush: .web
+        case .huawei: .huawei
+        }
+    }
 }
 
 /// `delivery_events.event`.

@@ -19,6 +19,24 @@ public struct HuaweiRequestPlan: Sendable {
         self.usesChannelEndpoint = usesChannelEndpoint
     }
 
+    /// The public members of a `huawei` channel's settings that a request shows without authorization, as
+    /// `preview` reads them: `app_id` (the send path's `[appid]`) and `token_uri`. The client secret is neither
+    /// read nor needed.
+    public struct PublicSettings: Sendable, Equatable {
+        public var appID: String
+        /// Where the access token is fetched, when given (else ``HuaweiClientCredentials/defaultTokenURI``).
+        public var tokenURI: String?
+
+        /// - Throws: ``ProviderConfigurationError`` `missingKey` for `app_id`.
+        public init(_ settings: JSONValue) throws(ProviderConfigurationError) {
+            guard let appID = settings["app_id"]?.stringValue else {
+                throw ProviderConfigurationError(code: .missingKey, key: "app_id", message: "is missing")
+            }
+            self.appID = appID
+            tokenURI = settings["token_uri"]?.stringValue
+        }
+    }
+
     /// Where requests go: the channel's endpoint, else Push Kit's host.
     public var destination: PushDestination { usesChannelEndpoint ? .channelEndpoint : .huaweiPushKit }
 

@@ -3,17 +3,18 @@ import Foundation
 import PushCrypto
 
 /// A provider token as the fleet shares it (docs/provider-tokens.md): the APNs provider token (an ES256 JWT)
-/// of one team + key, or the OAuth 2.0 access token of one Google service account.
+/// of one team + key, the OAuth 2.0 access token of one Google service account, or the OAuth 2.0 access token
+/// of one Huawei client (client ID + token endpoint).
 public struct SharedProviderToken: Sendable, Equatable {
     /// The bearer token itself (without `bearer `).
     public var token: String
     /// Bumped by one each time the shared row is replaced; 0 for a token that never reached the database
     /// (minted locally while it was unavailable).
     public var generation: Int64
-    /// When the token was made: the JWT's `iat` (APNs), or when the token endpoint answered (FCM).
+    /// When the token was made: the JWT's `iat` (APNs), or when the token endpoint answered (FCM, Huawei).
     public var issuedAt: Date
     /// When the provider stops accepting it: `iat` + 3600 s (APNs), or the answer's `expires_in` after
-    /// `issuedAt` (FCM).
+    /// `issuedAt` (FCM, Huawei).
     public var expiresAt: Date
 
     public init(token: String, generation: Int64, issuedAt: Date, expiresAt: Date) {
@@ -34,17 +35,22 @@ public struct SharedProviderToken: Sendable, Equatable {
 /// - FCM (Google: "Using OAuth 2.0 for Server to Server Applications"): an access token is replaced
 ///   `refreshAhead` seconds before it expires (default 300; at most half its lifetime), or at once after
 ///   FCM refused it (401 `UNAUTHENTICATED`); there is no minimum age.
+/// - Huawei (Huawei, "Client Credentials": reuse the token for its lifetime, at most 1000 tokens per app in 5
+///   minutes): as FCM, `refreshAhead` seconds before `expires_in` runs out, or at once after Push Kit refused it
+///   (`80200003` "Oauth Token expired", or a 401 without a code).
 public struct ProviderTokenPolicy: Sendable, Equatable {
     /// Which provider's tokens, also the `provider_tokens.kind` column.
     public enum Kind: String, Sendable {
         case apns
         case fcm
+        case huawei
 
         /// The provider whose requests carry these tokens.
         public var provider: Provider {
             switch self {
             case .apns: .apns
             case .fcm: .fcm
+            case .huawei: .huawei
             }
         }
     }
@@ -58,9 +64,9 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     }
 
     public let kind: Kind
-    /// APNs: seconds after `issuedAt` a token is replaced. Unused for FCM.
+    /// APNs: seconds after `issuedAt` a token is replaced. Unused for FCM and Huawei.
     public let refreshAfter: Double
-    /// FCM: seconds before `expiresAt` a token is replaced (capped at half the lifetime). Unused for APNs.
+    /// FCM and Huawei: seconds before `expiresAt` a token is replaced (capped at half the lifetime). Unused for APNs.
     public let refreshAhead: Double
     /// Seconds after `issuedAt` before which a token is never replaced, even when refused.
     public let minimumAge: Double
@@ -82,6 +88,13 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
             kind: .fcm, refreshAfter: 0, refreshAhead: Self.finite(refreshAhead, or: 300, maximum: 86_400), minimumAge: 0)
     }
 
+    /// Huawei Push Kit access tokens (OAuth 2.0 client credentials).
+    /// - Parameter refreshAhead: seconds before expiry a token is replaced (default 300).
+    public static func huawei(refreshAhead: Double = 300) -> ProviderTokenPolicy {
+        ProviderTokenPolicy(
+            kind: .huawei, refreshAfter: 0, refreshAhead: Self.finite(refreshAhead, or: 300, maximum: 86_400), minimumAge: 0)
+    }
+
     private static func finite(_ value: Double, or fallback: Double, maximum: Double) -> Double {
         value.isFinite ? min(max(value, 0), maximum) : fallback
     }
@@ -98,7 +111,7 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         switch kind {
         case .apns:
             return min(token.issuedAt.addingTimeInterval(refreshAfter), token.expiresAt)
-        case .fcm:
+        case .fcm, .huawei:
             let lifetime = max(token.expiresAt.timeIntervalSince(token.issuedAt), 0)
             return token.expiresAt.addingTimeInterval(-min(refreshAhead, lifetime / 2))
         }
@@ -168,6 +181,25 @@ public struct ProviderTokenCredential: Sendable, CustomStringConvertible {
             privateKeyPEM: account.privateKey.pkcs8PEM)
     }
 
+    /// A Huawei OAuth 2.0 client: fingerprint over `huawei`, the client ID, the token endpoint and a verifier of
+    /// the client secret (HKDF-SHA256 of the secret, 16 bytes, base64url; never the secret itself). Huawei issues
+    /// the token to the client ID, and a client ID is no secret (it is the App ID), so the verifier keeps a channel
+    /// that names another app's client with a wrong secret from ever using that app's token: its fingerprint, its
+    /// row and its in-memory entry are its own, and its mint is refused. Every channel with the same client
+    /// and secret shares one token. The sealing key is derived from the secret too.
+    /// - Throws: `CryptoError` when the key cannot be derived (OpenSSL failure).
+    public init(huawei credentials: HuaweiClientCredentials) throws {
+        let verifier = try HKDFSHA256.deriveKey(
+            inputKeyMaterial: Array(credentials.clientSecret.utf8), salt: Array("pushizo huawei client secret".utf8),
+            info: Array(credentials.clientID.utf8), length: 16)
+        try self.init(
+            kind: .huawei,
+            identity: [Provider.huawei.rawValue, credentials.clientID, credentials.tokenURI, Base64URL.encode(verifier)],
+            privateKeyPEM: credentials.clientSecret)
+    }
+
+    /// - Parameter privateKeyPEM: the credential's secret the sealing key is derived from (a private key's PKCS#8
+    ///   PEM, or a client secret).
     private init(kind: ProviderTokenPolicy.Kind, identity: [String], privateKeyPEM: String) throws {
         self.kind = kind
         // NUL-separated: no identity part contains a NUL, so distinct identities never hash the same text.

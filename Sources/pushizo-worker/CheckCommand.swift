@@ -79,10 +79,23 @@ enum CheckCommand {
                 var channelName = line
                 var endpointProblem: String?
                 var invalidSettings = false
+                // An FCM or Huawei `token_uri`: the channel's choice, judged as the worker's connection would judge it.
+                func checkTokenURI(_ tokenURI: String) {
+                    do throws(ChannelEndpointError) {
+                        let origin = try ChannelEndpoint.origin(tokenURI, field: "token_uri", policy: policy)
+                        switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
+                        case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
+                        case .unresolved(let message)?: line += " (\(message))"
+                        case nil: break
+                        }
+                    } catch {
+                        endpointProblem = endpointProblem ?? error.message
+                    }
+                }
                 if let endpoint = channel["endpoint"] {
                     line += " endpoint=\(endpoint)"
                     channelName = line
-                    if provider == .apns || provider == .fcm {
+                    if provider == .apns || provider == .fcm || provider == .huawei {
                         do throws(ChannelEndpointError) {
                             let origin = try ChannelEndpoint.origin(endpoint, policy: policy)
                             switch resolvedProblem(origin, field: "endpoint", policy: policy, resolved: resolved) {
@@ -128,17 +141,17 @@ enum CheckCommand {
                 } else if provider == .fcm {
                     do {
                         let settings = try FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}")
-                        do throws(ChannelEndpointError) {
-                            let origin = try ChannelEndpoint.origin(settings.account.tokenURI, field: "token_uri", policy: policy)
-                            switch resolvedProblem(origin, field: "token_uri", policy: policy, resolved: resolved) {
-                            case .forbidden(let message)?, .unjudged(let message)?: endpointProblem = endpointProblem ?? message
-                            case .unresolved(let message)?: line += " (\(message))"
-                            case nil: break
-                            }
-                        } catch {
-                            endpointProblem = endpointProblem ?? error.message
-                        }
+                        checkTokenURI(settings.account.tokenURI)
                         line += ": ok (project \(settings.account.projectID), service account \(settings.account.clientEmail))"
+                    } catch {
+                        invalidSettings = true
+                        line += ": INVALID SETTINGS: \(error)"
+                    }
+                } else if provider == .huawei {
+                    do {
+                        let credentials = try HuaweiClientCredentials(settings: try JSONValue(parsing: channel["settings"] ?? "{}"))
+                        checkTokenURI(credentials.tokenURI)
+                        line += ": ok (app \(credentials.appID), client \(credentials.clientID))"
                     } catch {
                         invalidSettings = true
                         line += ": INVALID SETTINGS: \(error)"
@@ -227,9 +240,13 @@ private func resolveOverrideHosts(_ channels: PostgresQueryResult, policy: Egres
     }
     for channel in channels {
         let provider = channel["provider"].flatMap(Provider.init(rawValue:))
-        if provider == .apns || provider == .fcm { add(channel["endpoint"], field: "endpoint") }
+        if provider == .apns || provider == .fcm || provider == .huawei { add(channel["endpoint"], field: "endpoint") }
         if provider == .fcm {
             add((try? FCMChannelSettings(settingsJSON: channel["settings"] ?? "{}"))?.account.tokenURI, field: "token_uri")
+        }
+        if provider == .huawei {
+            let settings = try? JSONValue(parsing: channel["settings"] ?? "{}")
+            add(settings.flatMap { try? HuaweiClientCredentials(settings: $0) }?.tokenURI, field: "token_uri")
         }
     }
     return names.isEmpty ? [:] : policy.resolveChecked(names, stallTimeout: .seconds(15))

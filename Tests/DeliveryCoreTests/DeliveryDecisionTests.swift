@@ -181,13 +181,15 @@ import Testing
     }
 
     @Test func domainTypesKeepTheStoredText() {
-        for text in ["ios", "android", "web", "fridge", "IOS", ""] {
+        for text in ["ios", "android", "web", "huawei", "fridge", "IOS", ""] {
             #expect(Platform(text).text == text)
         }
         #expect(Platform("IOS") == .unknown("IOS"))
         #expect(Platform("ios").provider == .apns && Platform("android").provider == .fcm && Platform("web").provider == .webpush)
+        #expect(Platform("huawei").provider == .huawei)
         #expect(Platform("fridge").provider == nil)
-        #expect(Provider.allCases.map(\.rawValue) == ["apns", "fcm", "webpush"])
+        #expect(Provider.allCases.map(\.rawValue) == ["apns", "fcm", "webpush", "huawei"])
+        #expect(Provider.allCases.allSatisfy { $0.platform.provider == $0 })
         #expect(DeliveryEvent.allCases.map(\.rawValue) == ["sent", "failed", "retrying", "skipped", "deferred"])
         #expect(DeliveryOutcome.channelError(reason: DeliveryReason(rawValue: "x")).event == .retrying)
         #expect(DeliveryOutcome.deferred(until: now).reason == DeliveryReason.quietHours)

@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Providers
 import PushCrypto
@@ -52,6 +53,38 @@ import Testing
         // A short-lived token is refreshed at half its life, not on every use.
         let short = SharedProviderToken(token: "S", generation: 1, issuedAt: Self.t0, expiresAt: Self.t0.addingTimeInterval(100))
         #expect(policy.refreshAt(short) == Self.t0.addingTimeInterval(50))
+    }
+
+    @Test func huaweiTokensFollowTheAccessTokenRules() {
+        let policy = ProviderTokenPolicy.huawei()
+        #expect(policy.kind == .huawei && policy.kind.provider == .huawei && policy.minimumAge == 0)
+        let hour = SharedProviderToken(token: "A", generation: 1, issuedAt: Self.t0, expiresAt: Self.t0.addingTimeInterval(3600))
+        #expect(policy.refreshAt(hour) == Self.t0.addingTimeInterval(3300))
+        #expect(policy.decide(current: hour, rejected: nil, at: Self.t0.addingTimeInterval(3299)) == .use)
+        #expect(policy.decide(current: hour, rejected: "A", at: Self.t0.addingTimeInterval(1)) == .mint)
+        #expect(policy.decide(current: hour, rejected: "old", at: Self.t0.addingTimeInterval(1)) == .use)
+    }
+
+    /// A Huawei client's row is keyed by client ID, token endpoint and secret, and sealed under the secret: a channel
+    /// naming another app's client ID (no secret: it is the App ID) with a wrong secret never shares its token.
+    @Test func aHuaweiTokenIsKeyedByItsClientAndSealedByItsSecret() throws {
+        func credential(_ secret: String, clientID: String = "10086123", tokenURI: String? = nil) throws -> ProviderTokenCredential {
+            var settings: [String: JSONValue] = ["app_id": "10086123", "client_id": .string(clientID), "client_secret": .string(secret)]
+            if let tokenURI { settings["token_uri"] = .string(tokenURI) }
+            return try ProviderTokenCredential(huawei: HuaweiClientCredentials(settings: .object(settings)))
+        }
+        let right = try credential("right-secret")
+        let wrong = try credential("wrong-secret")
+        #expect(right.kind == .huawei)
+        #expect(right.fingerprint != wrong.fingerprint)
+        #expect(right.fingerprint == (try credential("right-secret")).fingerprint)
+        #expect(right.fingerprint != (try credential("right-secret", clientID: "10086124")).fingerprint)
+        #expect(right.fingerprint != (try credential("right-secret", tokenURI: "https://oauth.example/token")).fingerprint)
+        let sealed = try right.seal("DAEDA.token")
+        #expect(right.open(sealed) == "DAEDA.token")
+        #expect(try credential("right-secret").open(sealed) == "DAEDA.token")
+        #expect(wrong.open(sealed) == nil)
+        #expect(!right.description.contains("secret"))
     }
 
     static func apnsCredentials(_ key: P256PrivateKey, keyID: String = "KEY1234567") -> APNsCredentials {

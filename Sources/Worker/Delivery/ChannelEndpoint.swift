@@ -1,3 +1,4 @@
+import Foundation
 import HTTP2
 
 /// A URL an app's channel chooses to send to: the `app_channels.endpoint` override (APNs, FCM) or an FCM service
@@ -24,6 +25,15 @@ public enum ChannelEndpoint {
             throw ChannelEndpointError("\(field) is refused: \(error.message)")
         }
         return origin
+    }
+
+    /// The request path of `uri` (an https URL already checked: a `token_uri`), with its query; `/` when it has
+    /// none.
+    public static func requestPath(of uri: String) -> String {
+        guard let components = URLComponents(string: uri) else { return "/" }
+        var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        if let query = components.percentEncodedQuery { path += "?\(query)" }
+        return path
     }
 }
 

@@ -97,6 +97,17 @@ public enum DeliveryRendering {
     }
 
     /// - Parameter userTags: where users' parsed tags are kept (`nil`: parsed for this delivery).
+    public static func huaweiDelivery(
+        for delivery: ClaimedDelivery, message: NotificationMessage, appID: String, userTags: UserTagsCache? = nil
+    ) -> HuaweiDelivery {
+        HuaweiDelivery(
+            pushToken: delivery.token, appID: appID, message: message, subscriberLanguage: delivery.language,
+            appDefaultLanguage: delivery.defaultLanguage,
+            placeholderValues: neededPlaceholderValues(for: delivery, message: message, userTags: userTags),
+            msgID: msgID(for: delivery), campaignID: delivery.campaignID)
+    }
+
+    /// - Parameter userTags: where users' parsed tags are kept (`nil`: parsed for this delivery).
     public static func webPushDelivery(
         for delivery: ClaimedDelivery, message: NotificationMessage, now: Date, userTags: UserTagsCache? = nil
     ) -> WebPushDelivery {

@@ -81,12 +81,12 @@ public struct FCMTokenFetchError: Error, CustomStringConvertible, Sendable {
 /// - With ``chargeProjects``, each batch first charges its Firebase projects' fleet-wide buckets, once for the
 ///   whole batch (Firebase "Throttling and quotas": a quota of messages per project and minute); the sends their
 ///   buckets cannot cover are held back unsent (``FCMProjectAdmission``), the others go out as usual.
-public final class FCMSender: PlannedBatchSender {
+public final class FCMSender: AccessTokenSender {
     public let provider = Provider.fcm
     /// FCM's production origin.
     public static let defaultOrigin = HTTP2Origin(scheme: .https, host: FCMRequestFactory.host, port: 443)
 
-    struct Channel: Sendable {
+    struct Channel: AccessTokenChannel {
         var origin: HTTP2Origin
         var settings: FCMChannelSettings
         /// The channel's requests and the reading of their answers.
@@ -99,9 +99,13 @@ public final class FCMSender: PlannedBatchSender {
         /// The app, as its requests' tenant (``HTTP2Request/tenant``): its turns and share at an origin's queue,
         /// and its share of host-name lookups; made once per channel.
         var tenant: HTTP2Tenant
+
+        func plannedAnswer(_ response: PushResponse, now: Date, resent: Bool) -> PlannedAnswer {
+            plan.judge(response, now: now, resent: resent)
+        }
     }
 
-    private let client: HTTP2Client
+    let client: HTTP2Client
     /// Paces deliveries withdrawn from a busy origin (``OriginPacing``).
     let pacer: OriginPacer
     private let egressPolicy: EgressPolicy
@@ -207,8 +211,6 @@ public final class FCMSender: PlannedBatchSender {
         return .success(channel)
     }
 
-    func tokenKey(of channel: Channel) -> ProviderTokenKey? { channel.tokenKey }
-
     func token(for channel: Channel) async -> Result<String, PlanRefusal> {
         let (client, timeout, tokenURI, tenant, account) = (client, requestTimeout, channel.tokenURI, channel.tenant, channel.settings.account)
         do {
@@ -233,14 +235,6 @@ public final class FCMSender: PlannedBatchSender {
         }
     }
 
-    func text(of token: String) -> String { token }
-
-    /// Expired or revoked token: replaced only while it is still current, so concurrent refusals (in this
-    /// worker and across the fleet) refresh once.
-    func reportRefused(_ token: String, for channel: Channel) {
-        tokens.reportRejected(token, for: channel.tokenKey.credential)
-    }
-
     func plannedRequest(for item: BatchedSend, channel: Channel, token: String?, now: Date) -> PlannedRequest {
         let fcmDelivery = DeliveryRendering.fcmDelivery(
             for: item.delivery, message: item.message, projectID: channel.plan.projectID, now: now, userTags: userTags)
@@ -257,32 +251,6 @@ public final class FCMSender: PlannedBatchSender {
             return try FCMRequestFactory.data(for: fcmDelivery)
         }
     }
-
-    func route(_ destination: PushDestination, channel: Channel) -> (client: HTTP2Client, origin: HTTP2Origin) {
-        (client, channel.origin)
-    }
-
-    func tenant(of channel: Channel) -> HTTP2Tenant { channel.tenant }
-
-    func judge(
-        _ response: PushResponse, of item: BatchedSend, channel: Channel, origin: HTTP2Origin, token: String?, resent: Bool
-    ) -> BatchVerdict {
-        // Retry-After counts from the answer's arrival (RFC 9110 §10.2.3), not from when the delivery was decided,
-        // on PostgreSQL's clock (docs/clocks.md): it becomes the next attempt's `run_at`.
-        let answered = item.delivery.judgedNow()
-        switch channel.plan.judge(response, now: answered, resent: resent) {
-        case .tokenRefused: return .tokenRefused
-        case .judged(let answer):
-            return .outcome(channel.evidence.judge(answer, subscription: item.delivery.subscriptionID, origin: origin.description, now: answered))
-        }
-    }
-
-    /// An endpoint the channel chose (an `endpoint` override) that cannot be used pauses the channel.
-    func transportOutcome(_ outcome: DeliveryOutcome, channel: Channel) -> DeliveryOutcome {
-        channel.origin == Self.defaultOrigin ? outcome : ProviderTransport.channelEndpointOutcome(outcome)
-    }
-
-    func cachedChannel(for delivery: ClaimedDelivery) -> Channel? { channels.cachedChannel(for: delivery) }
 
     func channel(for delivery: ClaimedDelivery) throws -> Channel {
         try channels.channel(for: delivery) { settingsJSON, endpoint in
@@ -304,12 +272,10 @@ public final class FCMSender: PlannedBatchSender {
 
     /// `token_uri` split into the origin and the request path (with any query).
     static func tokenEndpoint(_ uri: String) throws(FCMChannelSettingsError) -> (origin: HTTP2Origin, path: String) {
-        guard let origin = try? HTTP2Origin(parsing: uri), let components = URLComponents(string: uri) else {
+        guard let origin = try? HTTP2Origin(parsing: uri), URLComponents(string: uri) != nil else {
             throw FCMChannelSettingsError("token_uri is not an https URL")
         }
-        var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        if let query = components.percentEncodedQuery { path += "?\(query)" }
-        return (origin, path)
+        return (origin, ChannelEndpoint.requestPath(of: uri))
     }
 
     /// `POST token_uri` with the JWT-bearer grant; the answer parsed by `GoogleServiceAccount.parseTokenResponse`.

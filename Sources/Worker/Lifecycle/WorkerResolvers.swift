@@ -3,9 +3,11 @@ import HTTP2
 /// The resolvers a worker looks host names up on, one per kind of name, so that names nobody vouches for cannot
 /// hold up the names the worker relies on:
 ///
-/// - the providers' own hosts (APNs, FCM and Google's OAuth2 token endpoint, which the providers' documentation
-///   names) on the process-wide ``HostResolver/shared``, first come first served;
-/// - hosts apps chose for their APNs and FCM channels (`app_channels.endpoint`, an FCM `token_uri`) on one resolver;
+/// - the providers' own hosts (APNs, FCM and Google's OAuth2 token endpoint, Huawei Push Kit and Huawei's OAuth 2.0
+///   token endpoint, which the providers' documentation names) on the process-wide ``HostResolver/shared``, first
+///   come first served;
+/// - hosts apps chose for their APNs, FCM and Huawei channels (`app_channels.endpoint`, a `token_uri`) on one
+///   resolver;
 /// - Web Push endpoints, chosen by subscribers, on another.
 ///
 /// The last two share their threads and queues by registrable domain and by app (``HostResolverLimits/untrustedNames``;
@@ -19,7 +21,7 @@ struct WorkerResolvers: Sendable {
     /// The providers' hosts, resolved on ``providers``.
     static let providerHosts: Set<String> = [
         APNsSender.productionOrigin.host, APNsSender.sandboxOrigin.host, FCMSender.defaultOrigin.host,
-        "oauth2.googleapis.com",
+        "oauth2.googleapis.com", HuaweiSender.defaultOrigin.host, "oauth-login.cloud.huawei.com",
     ]
 
     /// The resolvers `run` uses.

@@ -91,7 +91,8 @@ public final class WorkerRuntime: Sendable {
         let apnsClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration)
         let fcmClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration)
         let webPushClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: webPushConfiguration)
-        self.clients = [.apns: apnsClient, .fcm: fcmClient, .webpush: webPushClient]
+        let huaweiClient = HTTP2Client(eventLoop: eventLoop, tls: tls, configuration: clientConfiguration)
+        self.clients = [.apns: apnsClient, .fcm: fcmClient, .webpush: webPushClient, .huawei: huaweiClient]
         let certificateClients = APNsSender.CertificateClients(
             capacity: CacheBounds.standard.apnsCertificateClients,
             expiry: metrics.credentialExpiry
@@ -101,7 +102,7 @@ public final class WorkerRuntime: Sendable {
                 configuration: clientConfiguration)
         }
         self.certificateClients = certificateClients
-        // One APNs provider token / FCM access token per credential for the whole fleet, through the database;
+        // One APNs provider token / FCM or Huawei access token per credential for the whole fleet, through the database;
         // a worker waits for another's mint at most as long as a token request may take, plus a margin.
         let tokens = SharedProviderTokens(
             database: database, logger: logger.named("tokens"),
@@ -125,6 +126,9 @@ public final class WorkerRuntime: Sendable {
                             try FCMProjectQuotaStore.charge(on: connection, asks: asks)
                         }
                     }),
+                HuaweiSender(
+                    client: huaweiClient, requestTimeout: requestTimeout, logger: logger.named(Provider.huawei.rawValue),
+                    egressPolicy: configuration.egressPolicy, bounds: .standard, tokens: tokens),
             ],
             maxAttempts: configuration.maxAttempts, retryPolicy: configuration.retryPolicy, logger: logger,
             quietHoursSpread: Int(configuration.quietHoursSpread.components.seconds),

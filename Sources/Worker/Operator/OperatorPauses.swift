@@ -152,11 +152,7 @@ public enum OperatorPauses {
     /// Makes due now the channel's deliveries the decision put back for its pause, and brings the app's claim turn
     /// to now (a writer outside the worker must, docs/fairness.md). Returns how many.
     static func requeueChannel(app: UUID, provider: Provider, on connection: PostgresConnection) throws -> Int {
-        let platform: String = switch provider {
-        case .apns: "ios"
-        case .fcm: "android"
-        case .webpush: "web"
-        }
+        let platform = provider.platform.text
         let requeued = try connection.query(
             """
             WITH due AS (

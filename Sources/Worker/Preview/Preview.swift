@@ -54,6 +54,10 @@ public enum Preview {
             notes.append(
                 .string("the fcm request is shown before OAuth2 authorization: the worker sends it to the channel's endpoint (default https://fcm.googleapis.com) with a bearer token from the service account's token_uri"))
         }
+        if request != nil, decision["provider"]?.stringValue == Provider.huawei.rawValue {
+            notes.append(
+                .string("the huawei request is shown before OAuth 2.0 authorization: the worker sends it to the channel's endpoint (default https://push-api.cloud.huawei.com) with a bearer token from the client credentials' token_uri (default \(HuaweiClientCredentials.defaultTokenURI)); the client secret is neither read nor shown"))
+        }
         if request != nil, decision["provider"]?.stringValue == Provider.webpush.rawValue {
             notes.append(
                 .string("the webpush request is shown before RFC 8291 encryption (the body is what the browser decrypts) and before the VAPID authorization header"))
@@ -142,7 +146,7 @@ public enum Preview {
             if message.threadID != nil { dropped.append("thread_id") }
             if message.iosCategory != nil { dropped.append("ios_category") }
             if message.iosRelevanceScore != nil { dropped.append("ios_relevance_score") }
-        case .fcm:
+        case .fcm, .huawei:
             if message.androidChannelID != nil { dropped.append("android_channel_id") }
             if message.androidSound != nil { dropped.append("android_sound") }
         case .webpush:
@@ -169,7 +173,7 @@ public enum Preview {
     }
 
     /// The request `provider`'s plan builds for the delivery (``APNsRequestPlan``, ``FCMRequestPlan``,
-    /// ``WebPushRequestPlan``: the worker's), or the decision that stops it. The channel's settings are read by
+    /// ``HuaweiRequestPlan``, ``WebPushRequestPlan``: the worker's), or the decision that stops it. The channel's settings are read by
     /// the plans' public-settings readers (no credential is needed), the endpoint override and `token_uri` are
     /// checked as the worker's channel parsing checks them, and a Web Push request is shown before sealing.
     static func build(
@@ -227,6 +231,20 @@ public enum Preview {
             switch plan.request(for: fcmDelivery, accessToken: providerTokenPlaceholder) {
             case .record(let outcome): return stop(outcome)
             case .send(let request, _): return send(request, origin: channelEndpoint ?? FCMSender.defaultOrigin)
+            }
+        case .huawei:
+            let publicSettings: HuaweiRequestPlan.PublicSettings
+            do {
+                publicSettings = try HuaweiRequestPlan.PublicSettings(settings)
+            } catch {
+                return invalidSettings("app.channels.huawei.\(error.key) \(error.message)")
+            }
+            if let refused = checkEndpoints(tokenURI: publicSettings.tokenURI) { return invalidSettings(refused.message) }
+            let plan = HuaweiRequestPlan(appID: publicSettings.appID, usesChannelEndpoint: channelEndpoint != nil)
+            let huaweiDelivery = DeliveryRendering.huaweiDelivery(for: delivery, message: message, appID: plan.appID)
+            switch plan.request(for: huaweiDelivery, accessToken: providerTokenPlaceholder) {
+            case .record(let outcome): return stop(outcome)
+            case .send(let request, _): return send(request, origin: channelEndpoint ?? HuaweiSender.defaultOrigin)
             }
         case .webpush:
             var webDelivery = DeliveryRendering.webPushDelivery(for: delivery, message: message, now: input.at)

@@ -42,7 +42,7 @@ struct PreviewInput {
             json: storedSize <= MessageCache.maximumMessageBytes ? text : nil)
 
         guard let platform = subscription["platform"]?.stringValue else {
-            throw PreviewError("subscription.platform is required (ios, android or web)")
+            throw PreviewError("subscription.platform is required (ios, android, web or huawei)")
         }
         let notificationID = try Self.uuid(notification["id"], "notification.id") ?? Self.placeholderNotification
         let subscriptionID = try Self.uuid(subscription["id"], "subscription.id") ?? Self.placeholderSubscription
@@ -75,7 +75,7 @@ struct PreviewInput {
         var channels: [String: JSONValue] = [:]
         if let value = app["channels"], !value.isNull {
             guard let members = value.objectValue else {
-                throw PreviewError("app.channels must be an object keyed by provider (apns, fcm, webpush)")
+                throw PreviewError("app.channels must be an object keyed by provider (apns, fcm, webpush, huawei)")
             }
             channels = members
         }

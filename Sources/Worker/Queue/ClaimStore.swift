@@ -504,7 +504,7 @@ public enum ClaimStore {
         -- OFFSET 0 keeps the subquery from being pulled up, so the tags are written as text once per row.
         LEFT JOIN LATERAL (SELECT tags::text AS tags FROM users WHERE id = s.user_id OFFSET 0) u ON true
         LEFT JOIN claimed_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
-            WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
+            WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' WHEN 'huawei' THEN 'huawei' END
         """
 
     /// The select list of the claim's row shape, over `c` (the `claimed` row), `n` (its notification: `message_version`,
@@ -576,7 +576,7 @@ public enum ClaimStore {
         CROSS JOIN LATERAL (SELECT CASE WHEN s.user_id IS NOT NULL THEN (SELECT tags::text FROM users WHERE id = s.user_id) END AS tags) u
         -- The channel of the row's platform: one InitPlan per provider, run when a row first needs it.
         CROSS JOIN LATERAL (SELECT \(["provider", "settings", "endpoint", "paused_until"].map { column in
-            "CASE s.platform " + [("ios", "apns"), ("android", "fcm"), ("web", "webpush")].map {
+            "CASE s.platform " + [("ios", "apns"), ("android", "fcm"), ("web", "webpush"), ("huawei", "huawei")].map {
                 "WHEN '\($0.0)' THEN (SELECT \(column) FROM page_channels WHERE provider = '\($0.1)')"
             }.joined(separator: " ") + " END AS \(column)"
         }.joined(separator: ", "))) ch

@@ -53,13 +53,14 @@ public enum PreviewStore {
     /// certificate for a certificate channel without one), `authentication: "certificate"` for an APNs
     /// certificate channel (its requests carry no provider token, and some push types go only one way:
     /// ``APNsPushType/credentials``), `project_id` and `token_uri` at the top level or in `service_account` (FCM),
+    /// `app_id`, `client_id` and `token_uri` (Huawei: never `client_secret`),
     /// `declarative` (Web Push: which subscriptions get the Declarative Web Push form).
     static func publicSettings(_ settings: JSONValue, provider: String) -> [String: JSONValue] {
         var kept: [String: JSONValue] = [:]
         if provider == Provider.webpush.rawValue, let declarative = settings[WebPushDeclarativePolicy.settingsKey] {
             kept[WebPushDeclarativePolicy.settingsKey] = declarative
         }
-        for name in ["topic", "project_id", "token_uri"] {
+        for name in ["topic", "project_id", "token_uri", "app_id", "client_id"] {
             if let value = settings[name]?.stringValue { kept[name] = .string(value) }
         }
         if let account = settings["service_account"] {
@@ -102,7 +103,7 @@ public enum PreviewStore {
         d AS (SELECT * FROM deliveries WHERE notification_id = $1 AND subscription_id = $2),
         ch AS (
             SELECT * FROM app_channels WHERE app_id = (SELECT app_id FROM n) AND provider = (
-                SELECT CASE platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END FROM s)
+                SELECT CASE platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' WHEN 'huawei' THEN 'huawei' END FROM s)
         )
         SELECT
             EXISTS (SELECT 1 FROM s) AS subscription_found,

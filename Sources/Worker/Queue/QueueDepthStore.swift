@@ -70,7 +70,7 @@ public enum QueueDepthStore {
         let rows = try connection.query(
             """
             SELECT CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush'
-                        ELSE 'none' END AS provider,
+                        WHEN 'huawei' THEN 'huawei' ELSE 'none' END AS provider,
                    \(held("d.app_id")) AS held,
                    count(*) FILTER (WHERE d.run_at <= now()) AS due,
                    count(*) FILTER (WHERE d.run_at > now() AND d.leased_by IS NULL) AS deferred,
@@ -153,7 +153,7 @@ public enum QueueDepthStore {
             FROM pages pg
             LEFT JOIN LATERAL (
                 SELECT CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush'
-                            ELSE 'none' END AS provider, count(*) AS n
+                            WHEN 'huawei' THEN 'huawei' ELSE 'none' END AS provider, count(*) AS n
                 FROM subscriptions s
                 WHERE s.app_id = pg.app_id AND (pg.after_id IS NULL OR s.id > pg.after_id) AND s.id <= pg.up_to
                 GROUP BY 1

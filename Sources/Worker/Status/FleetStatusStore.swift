@@ -79,7 +79,7 @@ public enum FleetStatusStore {
 
     /// The provider of a subscription's platform, as the claim maps it to a channel.
     static let providerOfPlatform =
-        "CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' ELSE 'other' END"
+        "CASE s.platform WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' WHEN 'huawei' THEN 'huawei' ELSE 'other' END"
 
     /// Reads a snapshot; with `app`, every figure narrowed to that app's rows (`status --app`), plus the app's and
     /// the fleet's operator pauses (migration 0028).

@@ -6,8 +6,9 @@ import PushCrypto
 import Testing
 @testable import Worker
 
-/// Six `pushizo-worker run` processes on one database against the emulators: one APNs provider token and one
-/// FCM access token for the whole fleet, and one replacement each after the provider refuses them.
+/// Six `pushizo-worker run` processes on one database against the emulators: one APNs provider token, one FCM
+/// access token and one Huawei access token for the whole fleet, and one replacement each after the provider
+/// refuses them.
 ///
 /// The run is seconds, not the two minutes of a fleet's first refresh check: with Apple's and Google's
 /// intervals nothing falls due within two minutes (50 minutes; `expires_in` less 5 minutes), so a longer run
@@ -202,6 +203,58 @@ struct ProviderTokenFleetTests {
                 #expect(emulator.apns.distinctProviderTokens(keyID: EmulatorHarness.keyID) == 2)
                 #expect(emulator.fcm.tokensIssued(to: EmulatorHarness.fcmClientEmail) == 2)
                 #expect(try await Self.generations(database) == ["apns": 2, "fcm": 2])
+                await database.shutdown()
+            }
+        }
+    }
+
+    /// Seeds `count` Huawei subscriptions of a new app (the emulator's client credentials) and one notification to
+    /// them.
+    static func seedHuaweiWave(_ url: String, _ emulator: EmulatorHarness, wave: String, count: Int) async throws {
+        try await onThread {
+            let seed = try Seed(url)
+            try seed.app()
+            try seed.huaweiChannel(settings: emulator.huaweiChannelSettings(), endpoint: emulator.endpoint)
+            _ = try seed.connection.query(
+                "INSERT INTO subscriptions (app_id, platform, token) SELECT $1, 'huawei', 'IQAAAACy-' || $2::text || '-' || n FROM generate_series(1, $3) n",
+                [seed.appID, wave, count])
+            _ = try seed.connection.query(
+                """
+                INSERT INTO notifications (app_id, message, target)
+                SELECT $1, '{"contents": {"en": "fleet"}}', jsonb_build_object('include_subscription_ids', jsonb_agg(id))
+                FROM subscriptions WHERE app_id = $1
+                """, [seed.appID])
+        }
+    }
+
+    /// A Huawei push with its token refreshed once for a fleet of several workers: six processes mint one access
+    /// token for the client (shared through `provider_tokens`), and after Push Kit refuses it (`80200003`, the
+    /// emulator forgetting every token) the fleet mints exactly one more and sends every refused push again.
+    @Test func sixWorkersShareOneHuaweiAccessTokenRefreshedOnce() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with(latency: 0.02) { emulator in
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                try await Self.withFleet(6, url: url, emulator: emulator) { workers in
+                    try await Self.seedHuaweiWave(url, emulator, wave: "before", count: 60)
+                    try await Self.waitForFinalEvents(database, 60)
+                    #expect(emulator.huawei.tokensIssued(to: EmulatorHarness.huaweiAppID) == 1)
+                    #expect(try await Self.generations(database) == ["huawei": 1])
+
+                    emulator.huawei.revokeAllTokens()
+                    try await Self.seedHuaweiWave(url, emulator, wave: "after", count: 120)
+                    try await Self.waitForFinalEvents(database, 180)
+                }
+                let outcomes = try await Self.outcomes(database)
+                #expect(outcomes.sent == 180 && outcomes.failed == 0, "\(outcomes)")
+                #expect(emulator.huawei.acceptedCount >= 180)
+                #expect((emulator.huawei.errorCounts["80200003"] ?? 0) >= 1)
+                // Six workers saw the refusals; the fleet made one new token.
+                #expect(emulator.huawei.tokensIssued(to: EmulatorHarness.huaweiAppID) == 2)
+                #expect(try await Self.generations(database) == ["huawei": 2])
+                // The refused pushes cost no event: each was sent again with the new token.
+                let refusedEvents = try await database.query(
+                    "SELECT count(*) AS n FROM delivery_events WHERE reason IN ('oauth_token_expired', 'unauthenticated')")
+                #expect(refusedEvents[0]["n"] == "0")
                 await database.shutdown()
             }
         }

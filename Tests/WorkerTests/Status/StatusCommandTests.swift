@@ -104,10 +104,10 @@ struct StatusCommandTests {
     /// Checks the queue figures of ``seed(_:)`` and returns the lag (at least the seed's 600 s).
     static func expectSeededQueueFigures(_ queue: FleetStatus.Queue) throws -> Double {
         #expect(queue.due == .exact(4) && queue.deferred == .exact(2) && queue.leased == .exact(3))
-        #expect(queue.providers.map(\.provider) == ["apns", "fcm", "webpush", "other"])
-        #expect(queue.providers.map(\.due) == [.exact(2), .exact(1), .exact(1), .exact(0)])
-        #expect(queue.providers.map(\.deferred) == [.exact(1), .exact(0), .exact(0), .exact(1)])
-        #expect(queue.providers.map(\.leased) == [.exact(2), .exact(1), .exact(0), .exact(0)])
+        #expect(queue.providers.map(\.provider) == ["apns", "fcm", "webpush", "huawei", "other"])
+        #expect(queue.providers.map(\.due) == [.exact(2), .exact(1), .exact(1), .exact(0), .exact(0)])
+        #expect(queue.providers.map(\.deferred) == [.exact(1), .exact(0), .exact(0), .exact(0), .exact(1)])
+        #expect(queue.providers.map(\.leased) == [.exact(2), .exact(1), .exact(0), .exact(0), .exact(0)])
         #expect(queue.expiredLeases == 1)
         #expect(queue.scheduledByLocalTime == .exact(1))
         let lag = try #require(queue.lagSeconds)
@@ -214,7 +214,7 @@ struct StatusCommandTests {
             #expect(status == 0, "stderr: \(errors)")
             let lines = Self.folded(text)
             for expected in [
-                "apns 0 0 0", "fcm 0 0 0", "webpush 0 0 0", "total 0 0 0", "lag: none (nothing is due)", "leases: none",
+                "apns 0 0 0", "fcm 0 0 0", "webpush 0 0 0", "huawei 0 0 0", "total 0 0 0", "lag: none (nothing is due)", "leases: none",
                 "sent 0 0 0", "expansion: 0 expanding, 0 pending", "paused channels: none",
             ] {
                 #expect(lines.contains(expected), "missing \"\(expected)\" in:\n\(text)")
@@ -222,7 +222,7 @@ struct StatusCommandTests {
             let (_, json, _) = try await Self.status(["--json"], databaseURL: url)
             let snapshot = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8))
             #expect(snapshot.queue.due == .exact(0) && snapshot.queue.lagSeconds == nil && snapshot.leases.isEmpty)
-            #expect(snapshot.queue.providers.map(\.provider) == ["apns", "fcm", "webpush"])
+            #expect(snapshot.queue.providers.map(\.provider) == ["apns", "fcm", "webpush", "huawei"])
             #expect(snapshot.queue.scheduledByLocalTime == .exact(0))
             #expect(!text.contains("scheduled:"))
         }
@@ -345,8 +345,8 @@ struct StatusCommandTests {
             // deferred: at most 3 future rows counted, 3 of them leased: floor 0, estimate 9 x 2/9.
             #expect(queue.deferred == .estimate(2, countedAtLeast: 0))
             #expect(queue.leased == .exact(3))
-            #expect(queue.providers.map(\.due) == [.estimate(2), .estimate(1), .estimate(1), .estimate(0)])
-            #expect(queue.providers.map(\.leased) == [.estimate(2), .estimate(1), .estimate(0), .estimate(0)])
+            #expect(queue.providers.map(\.due) == [.estimate(2), .estimate(1), .estimate(1), .estimate(0), .estimate(0)])
+            #expect(queue.providers.map(\.leased) == [.estimate(2), .estimate(1), .estimate(0), .estimate(0), .estimate(0)])
             #expect(snapshot.notes.contains { $0.contains("estimated from a sample") })
             // 43 events in the last 16 minutes > 3: sampled per window, every id looked up (samples >= span).
             #expect(snapshot.events.map(\.sent) == [.exact(43), .exact(43), .exact(43)])

@@ -63,8 +63,8 @@ extension StatusCommandTests {
             let snapshot = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8))
             #expect(snapshot.queue.due == .exact(0) && snapshot.queue.held == .exact(4))
             #expect(snapshot.queue.lagSeconds == nil && snapshot.queue.oldestDueAt == nil)
-            #expect(snapshot.queue.providers.map(\.held) == [.exact(2), .exact(1), .exact(1), .exact(0)])
-            #expect(snapshot.queue.providers.map(\.due) == [.exact(0), .exact(0), .exact(0), .exact(0)])
+            #expect(snapshot.queue.providers.map(\.held) == [.exact(2), .exact(1), .exact(1), .exact(0), .exact(0)])
+            #expect(snapshot.queue.providers.map(\.due) == [.exact(0), .exact(0), .exact(0), .exact(0), .exact(0)])
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
             let queue = try #require(object["queue"] as? [String: Any])
             #expect((queue["held"] as? [String: Any])?["value"] as? Int == 4, "\(json)")
@@ -92,8 +92,8 @@ extension StatusCommandTests {
             #expect(status == 0, "stderr: \(errors)")
             let snapshot = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8))
             #expect(snapshot.queue.due == .exact(1) && snapshot.queue.held == .exact(4))
-            #expect(snapshot.queue.providers.map(\.due) == [.exact(1), .exact(0), .exact(0), .exact(0)])
-            #expect(snapshot.queue.providers.map(\.held) == [.exact(2), .exact(1), .exact(1), .exact(0)])
+            #expect(snapshot.queue.providers.map(\.due) == [.exact(1), .exact(0), .exact(0), .exact(0), .exact(0)])
+            #expect(snapshot.queue.providers.map(\.held) == [.exact(2), .exact(1), .exact(1), .exact(0), .exact(0)])
             // The lag is the other app's delivery, not the paused app's 10-minute-old one.
             // (JSON instants are whole seconds; the paused app's oldest is 10 minutes older.)
             #expect(abs(try #require(snapshot.queue.oldestDueAt).timeIntervalSince(otherRunAt)) < 1)
@@ -129,8 +129,8 @@ extension StatusCommandTests {
             // held 4 > 3 counted: the planner's 9 rows x the sample's held share 4/9.
             #expect(queue.held == .estimate(4, countedAtLeast: 3))
             #expect(queue.due == .exact(0))
-            #expect(queue.providers.map(\.held) == [.estimate(2), .estimate(1), .estimate(1), .estimate(0)])
-            #expect(queue.providers.map(\.due) == [.exact(0), .exact(0), .exact(0), .exact(0)])
+            #expect(queue.providers.map(\.held) == [.estimate(2), .estimate(1), .estimate(1), .estimate(0), .estimate(0)])
+            #expect(queue.providers.map(\.due) == [.exact(0), .exact(0), .exact(0), .exact(0), .exact(0)])
             #expect(queue.lagSeconds == nil)
         }
     }

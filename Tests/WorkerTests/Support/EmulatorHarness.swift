@@ -5,7 +5,7 @@ import PushCrypto
 import Testing
 import Worker
 
-/// The APNs, Web Push and FCM emulators over real TLS on 127.0.0.1, with a fresh CA, a fresh `.p8`-style signing
+/// The APNs, Web Push, FCM and Huawei Push Kit emulators over real TLS on 127.0.0.1, with a fresh CA, a fresh `.p8`-style signing
 /// key and a fresh VAPID key.
 struct EmulatorHarness: Sendable {
     static let teamID = "TEAM123456"
@@ -14,6 +14,9 @@ struct EmulatorHarness: Sendable {
     static let vapidSubject = "mailto:ops@pushizo.example"
     static let fcmProjectID = "pushizo-test"
     static let fcmClientEmail = "worker@pushizo-test.iam.gserviceaccount.com"
+    /// The Huawei app the emulator knows (its App ID is its OAuth 2.0 client ID) and its client secret.
+    static let huaweiAppID = "10086123"
+    static let huaweiClientSecret = "4d1c2b3a+9f8e/7d6c=5b4a"
 
     let port: Int
     let caFile: String
@@ -23,6 +26,7 @@ struct EmulatorHarness: Sendable {
     let vapidKey: P256PrivateKey
     let fcm: FCMEmulator
     let fcmKey: RSAPrivateKey
+    let huawei: HuaweiEmulator
     /// The server itself (its refusal count); set by `with`.
     var server: EmulatorServer?
 
@@ -38,6 +42,16 @@ struct EmulatorHarness: Sendable {
 
     /// `app_channels.settings` for an app's `fcm` channel: `{"service_account": {...}}`.
     var fcmChannelSettings: String { #"{"service_account": \#(serviceAccountJSON)}"# }
+
+    /// `app_channels.settings` for an app's `huawei` channel: the emulator's app, `token_uri` at the emulator;
+    /// `secret` replaces the client secret.
+    func huaweiChannelSettings(secret: String = huaweiClientSecret) -> String {
+        let settings = [
+            "app_id": Self.huaweiAppID, "client_secret": secret, "token_uri": "\(endpoint)\(HuaweiEmulator.tokenPath)",
+        ]
+        let data = try! JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
 
     /// `app_channels.settings` for an app's `webpush` channel.
     var webPushChannelSettings: String { webPushChannelSettings(declarative: nil) }
@@ -67,7 +81,7 @@ struct EmulatorHarness: Sendable {
     var endpoint: String { "https://localhost:\(port)" }
 
     /// - Parameter latency: seconds each answer is held back (see `EmulatorServer`).
-    /// - Parameter fcmTokenLifetime: seconds the FCM emulator's access tokens live.
+    /// - Parameter fcmTokenLifetime: seconds the FCM and Huawei emulators' access tokens live.
     /// - Parameter refuseStreamsBeyond: streams per connection before REFUSED_STREAM (see `EmulatorServer`).
     /// - Parameter retainLimit: accepted APNs requests kept for ``APNsEmulator/acceptedNotifications``.
     static func with<T: Sendable>(
@@ -85,6 +99,8 @@ struct EmulatorHarness: Sendable {
         let fcm = FCMEmulator(
             accounts: [FCMEmulatorAccount(clientEmail: fcmClientEmail, publicKey: fcmKey.publicKey)],
             tokenLifetime: fcmTokenLifetime)
+        let huawei = HuaweiEmulator(
+            apps: [HuaweiEmulatorApp(appID: huaweiAppID, clientSecret: huaweiClientSecret)], tokenLifetime: fcmTokenLifetime)
         let eventLoop = try HTTP2EventLoop(name: "test-emulator-io")
         let server = EmulatorServer(
             eventLoop: eventLoop,
@@ -96,11 +112,14 @@ struct EmulatorHarness: Sendable {
                 EmulatorServer.Route(pathPrefix: WebPushEmulator.pathPrefix, provider: webPush),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.tokenPath, provider: fcm),
                 EmulatorServer.Route(pathPrefix: FCMEmulator.sendPathPrefix, provider: fcm),
+                // After FCM's `/v1/projects/`: Push Kit's `/v1/<app id>/` is the wider prefix.
+                EmulatorServer.Route(pathPrefix: HuaweiEmulator.tokenPath, provider: huawei),
+                EmulatorServer.Route(pathPrefix: HuaweiEmulator.sendPathPrefix, provider: huawei),
             ], latency: latency, refuseStreamsBeyond: refuseStreamsBeyond)
         let port = try server.start()
         var harness = EmulatorHarness(
             port: port, caFile: files.caCertificate, signingKey: key, apns: apns, webPush: webPush,
-            vapidKey: try P256PrivateKey.generate(), fcm: fcm, fcmKey: fcmKey)
+            vapidKey: try P256PrivateKey.generate(), fcm: fcm, fcmKey: fcmKey, huawei: huawei)
         harness.server = server
         do {
             let result = try await body(harness)
@@ -131,9 +150,10 @@ struct EmulatorHarness: Sendable {
     }
 
     /// Runs the real `pushizo-worker run` (``workerProcess(databaseURL:arguments:extra:)``) while `body` runs,
-    /// then stops it with SIGTERM, as systemd does, and expects exit status 0.
-    func withWorkerBinary(databaseURL: String, _ body: () async throws -> Void) async throws {
-        let process = workerProcess(databaseURL: databaseURL)
+    /// then stops it with SIGTERM, as systemd does, and expects exit status 0; `extra` adds or overrides environment
+    /// entries.
+    func withWorkerBinary(databaseURL: String, extra: [String: String] = [:], _ body: () async throws -> Void) async throws {
+        let process = workerProcess(databaseURL: databaseURL, extra: extra)
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         try await body()
