@@ -25,6 +25,7 @@ enum MigrateCommand {
         let route = try DatabaseRoute(reader, databaseURL: databaseURL)
         let urlKey: ConfigurationKey = reader.string(.migrateDatabaseURL) == nil ? .databaseURL : .migrateDatabaseURL
         let report: PostgresMigrator.Report
+        var distributed: [CitusDistribution.StepOutcome] = []
         do {
             let connection = try PostgresConnection(
                 connectionString: databaseURL, applicationName: "pushizo-worker-migrate",
@@ -32,6 +33,15 @@ enum MigrateCommand {
             defer { connection.close() }
             try route.verify(connection)
             report = try migrator.migrate(on: connection)
+            // A database in its Citus form: the tables and functions the migrations just added take theirs, by the
+            // distribute step, which does only what is missing (docs/scale-out.md, "Migrations on a distributed
+            // database").
+            // A role that owns nothing (the workers', finding the schema up to date) leaves it to the owner's run.
+            if try SchemaForm.read(on: connection) == .citus, try CitusDistribution.sessionOwnsSchema(on: connection) {
+                distributed = try CitusDistribution.run(on: connection, forms: directory.appendingPathComponent("citus"))
+            }
+        } catch let refusal as CitusDistribution.Refusal {
+            throw ConfigurationError(key: urlKey.name, problem: "migrations applied; the distribute step refused: \(refusal.problem)")
         } catch var error as PostgresError where error.sqlState == "42501" && urlKey == .databaseURL {
             // insufficient_privilege: most often the workers' own role, which owns nothing, running the DDL.
             let advice = "migrations need a role that may create in the schema and read pushizo_schema_migrations: "
@@ -50,6 +60,9 @@ enum MigrateCommand {
             throw ConfigurationError(refusal: error, key: urlKey) ?? error
         }
         for name in report.applied { logger.notice("applied migration", ["file": name]) }
+        for outcome in distributed where outcome.changed {
+            logger.notice("distribute step", ["step": "\(outcome.step)", "name": outcome.name, "detail": outcome.detail])
+        }
         if !report.newer.isEmpty {
             logger.notice(
                 "schema has migrations newer than this release; left as they are (the compatibility window)",

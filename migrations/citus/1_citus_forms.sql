@@ -31,7 +31,9 @@ DROP TRIGGER IF EXISTS subscriptions_deleted ON subscriptions;
 CREATE TRIGGER subscriptions_deleted AFTER DELETE ON subscriptions
     FOR EACH ROW EXECUTE FUNCTION pushizo_subscription_deleted_row();
 -- Producer policies read no table: each producer login carries its apps in `pushizo.producer_apps` (a role
--- setting Citus propagates to every node; rewritten from app_producers below).
+-- setting Citus propagates to every node; rewritten from app_producers below). Only the policies there are: none
+-- while the group role pushizo_producer is missing; from migration 0037 on, `pushizo_apply_roles()` creates them in
+-- this form on a database in its Citus form, and writes the settings again.
 DO $do$
 DECLARE
     t record;
@@ -39,7 +41,10 @@ BEGIN
     FOR t IN SELECT * FROM (VALUES ('apps', 'id'), ('app_channels', 'app_id'), ('users', 'app_id'),
                                    ('subscriptions', 'app_id'), ('notifications', 'app_id'),
                                    ('delivery_events', 'app_id'), ('live_activity_channels', 'app_id'),
-                                   ('live_activity_channel_sends', 'app_id')) v(name, app_column) LOOP
+                                   ('live_activity_channel_sends', 'app_id'),
+                                   ('notification_idempotency_keys', 'app_id')) v(name, app_column) LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT FROM pg_policy WHERE polrelid = to_regclass(t.name)
+                                                          AND polname = 'pushizo_producer_apps');
         EXECUTE format(
             'ALTER POLICY pushizo_producer_apps ON %1$I USING (%2$I = ANY (%3$s)) WITH CHECK (%2$I = ANY (%3$s))',
             t.name, t.app_column, $$string_to_array(current_setting('pushizo.producer_apps', true), ',')::uuid[]$$);

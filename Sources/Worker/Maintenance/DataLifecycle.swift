@@ -93,6 +93,9 @@ public enum DataLifecycle {
             }
         }
         var report = MaintenanceReport()
+        // Citus refuses a `FOR UPDATE SKIP LOCKED` across shards: on a distributed database two steps take their
+        // rows another way (docs/scale-out.md, "Maintenance and `status` on Citus").
+        let form = try SchemaForm.read(on: connection)
         func step(_ name: String, _ body: () throws -> Void) {
             guard shouldContinue() else { return }
             do {
@@ -131,16 +134,31 @@ public enum DataLifecycle {
         }
         if let retention = settings.notificationRetention {
             step("notifications") {
+                let seconds = Double(retention.components.seconds)
+                if form == .citus {
+                    report.prunedNotifications = try pruneNotificationsAcrossShards(
+                        on: connection, retentionSeconds: seconds, batchSize: settings.batchSize, shouldContinue)
+                    return
+                }
                 report.prunedNotifications = try inBatches(settings.batchSize, shouldContinue) {
                     let limit = $0
                     return try exclusive(connection) {
-                        try $0.query(pruneNotificationsSQL, [Double(retention.components.seconds), limit])
+                        try $0.query(pruneNotificationsSQL, [seconds, limit])
                     }.affectedRows
                 }
             }
         }
         step("idempotency keys") {
+            // The keys' table (migration 0037): the keys of a distributed database; empty on a single node.
             report.clearedIdempotencyKeys = try inBatches(settings.batchSize, shouldContinue) {
+                let limit = $0
+                return try exclusive(connection) {
+                    try $0.query(deleteIdempotencyKeysSQL, [idempotencyKeyWindow.inSeconds, limit])
+                }.affectedRows
+            }
+            // On Citus `notifications.idempotency_key` is no key (its index is not unique): nothing to clear there.
+            guard form == .singleNode else { return }
+            report.clearedIdempotencyKeys += try inBatches(settings.batchSize, shouldContinue) {
                 let limit = $0
                 return try exclusive(connection) {
                     try $0.query(clearIdempotencyKeysSQL, [idempotencyKeyWindow.inSeconds, limit])
@@ -312,9 +330,7 @@ public enum DataLifecycle {
     static let pruneNotificationsSQL = """
         WITH doomed AS (
             SELECT n.id FROM notifications n
-            WHERE n.status IN ('expanded', 'failed', 'canceled')
-              AND n.created_at < now() - make_interval(secs => $1::float8)
-              AND coalesce(n.expanded_at, n.created_at) < now() - make_interval(secs => $1::float8)
+            WHERE \(finishedNotification)
               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id)
             LIMIT $2
             FOR UPDATE OF n SKIP LOCKED
@@ -322,6 +338,71 @@ public enum DataLifecycle {
             DELETE FROM notification_event_counts c USING doomed WHERE c.notification_id = doomed.id
         )
         DELETE FROM notifications n USING doomed WHERE n.id = doomed.id
+        """
+
+    /// Deletes up to `$2` rows of `notification_idempotency_keys` (migration 0037) created more than `$1` seconds
+    /// ago, oldest first: the key may then be used again. The notification it named is left as it is.
+    static let deleteIdempotencyKeysSQL = """
+        DELETE FROM notification_idempotency_keys
+        WHERE (app_id, idempotency_key) IN (
+            SELECT app_id, idempotency_key FROM notification_idempotency_keys
+            WHERE created_at < now() - make_interval(secs => $1::float8)
+            ORDER BY created_at
+            LIMIT $2)
+        """
+
+    /// The notifications' prune on a distributed database, where `FOR UPDATE SKIP LOCKED` runs only on one shard:
+    /// batches of up to `batchSize` candidates read without a lock in id order, those with deliveries still queued
+    /// (another colocation group: a second read) left out, the rest deleted by id with every condition checked again
+    /// (a row changed since its read stays), and their count deltas with them, in one transaction.
+    /// - Returns: the notifications deleted.
+    static func pruneNotificationsAcrossShards(
+        on connection: PostgresConnection, retentionSeconds: Double, batchSize: Int, _ shouldContinue: () -> Bool
+    ) throws -> Int {
+        var after = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        var pruned = 0
+        while shouldContinue() {
+            let candidates = try connection.query(
+                """
+                SELECT n.id FROM notifications n
+                WHERE n.id > $3 AND \(finishedNotification)
+                ORDER BY n.id
+                LIMIT $2
+                """, [retentionSeconds, batchSize, after]
+            ).map { try $0.decode(UUID.self, "id") }
+            guard let last = candidates.last else { break }
+            after = last
+            let queued = Set(try connection.query(
+                "SELECT DISTINCT notification_id FROM deliveries WHERE notification_id = ANY($1::uuid[])", [candidates]
+            ).map { try $0.decode(UUID.self, "notification_id") })
+            let doomed = candidates.filter { !queued.contains($0) }
+            if !doomed.isEmpty {
+                pruned += try exclusive(connection) {
+                    try $0.transaction { connection in
+                        let deleted = try connection.query(
+                            """
+                            DELETE FROM notifications n
+                            WHERE n.id = ANY($2::uuid[]) AND \(finishedNotification)
+                            RETURNING n.id
+                            """, [retentionSeconds, doomed]
+                        ).map { try $0.decode(UUID.self, "id") }
+                        _ = try connection.query(
+                            "DELETE FROM notification_event_counts WHERE notification_id = ANY($1::uuid[])", [deleted])
+                        return deleted.count
+                    }
+                }
+            }
+            if candidates.count < batchSize { break }
+        }
+        return pruned
+    }
+
+    /// A notification finished and past the retention (`$1` seconds), as ``pruneNotificationsSQL`` has it: the
+    /// condition without the look for queued deliveries.
+    static let finishedNotification = """
+        n.status IN ('expanded', 'failed', 'canceled')
+          AND n.created_at < now() - make_interval(secs => $1::float8)
+          AND coalesce(n.expanded_at, n.created_at) < now() - make_interval(secs => $1::float8)
         """
 
     /// Clears the `idempotency_key` of up to `$2` notifications created more than `$1` seconds ago, oldest first

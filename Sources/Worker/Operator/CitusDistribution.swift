@@ -1,3 +1,4 @@
+import DeliveryCore
 import Foundation
 import Postgres
 
@@ -52,6 +53,7 @@ public enum CitusDistribution {
         .init(table: "app_send_buckets", column: "app_id", colocateWith: nil),
         .init(table: "provider_tokens", column: "fingerprint", colocateWith: nil),
         .init(table: "fcm_project_buckets", column: "project_id", colocateWith: nil),
+        .init(table: "notification_idempotency_keys", column: "app_id", colocateWith: nil),
     ]
 
     /// Tables left on the coordinator but known to the metadata, so every node routes a statement on them there.
@@ -91,6 +93,15 @@ public enum CitusDistribution {
         guard try node.decode(Bool.self, "owner") else {
             throw Refusal(problem: "the session's role does not own the schema's tables: run distribute as the schema owner")
         }
+    }
+
+    /// Whether the session's role owns the schema's tables (`deliveries`), as the distribute step needs.
+    public static func sessionOwnsSchema(on connection: PostgresConnection) throws -> Bool {
+        try flag(
+            """
+            SELECT coalesce((SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c
+                             WHERE c.oid = to_regclass('deliveries')), false) AS flag
+            """, on: connection)
     }
 
     /// Runs the seven steps in order on `connection` (the coordinator, as the schema owner), with the SQL files of
@@ -147,7 +158,7 @@ public enum CitusDistribution {
         outcomes.append(try spreadRows(on: connection))
 
         var made: [String] = []
-        for table in referenceTables where try !isDistributed(table, on: connection) {
+        for table in referenceTables where try exists(table, on: connection) && !isDistributed(table, on: connection) {
             try distribute(table, "SELECT create_reference_table($1)", [table], on: connection)
             made.append(table)
         }
@@ -156,7 +167,8 @@ public enum CitusDistribution {
             detail: made.isEmpty ? "all reference tables" : "made " + made.joined(separator: ", ")))
 
         made = []
-        for table in distributedTables where try !isDistributed(table.table, on: connection) {
+        for table in distributedTables where try exists(table.table, on: connection) && !isDistributed(table.table, on: connection) {
+            if table.table == "notification_idempotency_keys" { try copyIdempotencyKeys(on: connection) }
             if let group = table.colocateWith {
                 try distribute(
                     table.table, "SELECT create_distributed_table($1, $2, colocate_with => $3)",
@@ -166,7 +178,7 @@ public enum CitusDistribution {
             }
             made.append(table.table)
         }
-        for table in citusLocalTables where try !isDistributed(table, on: connection) {
+        for table in citusLocalTables where try exists(table, on: connection) && !isDistributed(table, on: connection) {
             _ = try connection.query("SELECT citus_add_local_table_to_metadata($1)", [table])
             made.append(table)
         }
@@ -180,6 +192,13 @@ public enum CitusDistribution {
                 "SELECT create_distributed_function($1, distribution_arg_name => 'p_key', colocate_with => 'frequency_cap_grants')",
                 [reservation])
             made.append("pushizo_reserve_frequency_cap()")
+        }
+        if !made.isEmpty, try flag("SELECT to_regprocedure('pushizo_apply_roles()') IS NOT NULL AS flag", on: connection) {
+            // Citus gives a new shard its table's grants, but not column grants (a producer's INSERT on
+            // notifications, notification_idempotency_keys): granted again on the distributed tables, they reach
+            // every shard. Sequential: the grants reach reference tables after distributed ones.
+            try transaction(
+                ["SET LOCAL citus.multi_shard_modify_mode TO 'sequential'", "SELECT pushizo_apply_roles()"], on: connection)
         }
         outcomes.append(.init(
             step: 6, name: "distributed tables", changed: !made.isEmpty,
@@ -266,6 +285,29 @@ public enum CitusDistribution {
             step: 4, name: "existing rows", changed: spread + followed + turns > 0,
             detail: "\(spread) subscriptions spread over the lanes, \(followed) queued deliveries moved with them, "
                 + "\(turns) claim turns")
+    }
+
+    /// Copies the producers' keys still in their window from `notifications.idempotency_key` into
+    /// `notification_idempotency_keys` (migration 0037), before that table is distributed: the unique index of 0033
+    /// went in step 2, so a key inserted twice since keeps its first notification (the oldest).
+    static func copyIdempotencyKeys(on connection: PostgresConnection) throws {
+        _ = try connection.query(
+            """
+            WITH keyed AS MATERIALIZED (
+                SELECT app_id, idempotency_key, id, created_at FROM notifications
+                WHERE idempotency_key IS NOT NULL AND created_at >= now() - make_interval(secs => $1::float8)
+            )
+            INSERT INTO notification_idempotency_keys (app_id, idempotency_key, notification_id, created_at)
+            SELECT DISTINCT ON (app_id, idempotency_key) app_id, idempotency_key, id, created_at FROM keyed
+            ORDER BY app_id, idempotency_key, created_at, id
+            ON CONFLICT DO NOTHING
+            """, [DataLifecycle.idempotencyKeyWindow.inSeconds])
+    }
+
+    /// Whether `table` exists: the lists name the tables of this release's migrations, and a database distributed
+    /// before a later migration added one gets it distributed by the run after that migration.
+    static func exists(_ table: String, on connection: PostgresConnection) throws -> Bool {
+        try flag("SELECT to_regclass($1) IS NOT NULL AS flag", [table], on: connection)
     }
 
     /// Whether `table` is in Citus's metadata (distributed, reference or Citus local: `pg_dist_partition`).

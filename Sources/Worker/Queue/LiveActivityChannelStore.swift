@@ -53,12 +53,14 @@ enum LiveActivityChannelStore {
         var leaseToken: UUID
     }
 
-    /// Leases the next due channel row behind its revision for `lease`, or nil when none is due.
+    /// Leases the next due channel row behind its revision for `lease`, or nil when none is due. The lease's token
+    /// is drawn here: Citus refuses a volatile function (`gen_random_uuid()`) in an `UPDATE` of a distributed or
+    /// reference table.
     static func leaseChange(lease: Duration, on connection: PostgresConnection) throws -> ChannelChange? {
         let rows = try connection.query(
             """
             UPDATE live_activity_channels c
-            SET lease_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid(), attempts = c.attempts + 1
+            SET lease_until = now() + make_interval(secs => $1), lease_token = $2, attempts = c.attempts + 1
             FROM (SELECT id FROM live_activity_channels
                   WHERE reconciled_revision < revision AND run_at <= now()
                     AND (lease_until IS NULL OR lease_until <= now())
@@ -68,7 +70,7 @@ enum LiveActivityChannelStore {
                       c.state, c.apple_channel_id, c.revision, c.attempts,
                       (SELECT a.settings::text FROM app_channels a WHERE a.app_id = c.app_id AND a.provider = 'apns') AS settings,
                       (SELECT a.endpoint FROM app_channels a WHERE a.app_id = c.app_id AND a.provider = 'apns') AS endpoint
-            """, [Double(lease.components.seconds)])
+            """, [Double(lease.components.seconds), UUID()])
         guard let row = rows.first else { return nil }
         return ChannelChange(
             id: try row.decode(UUID.self, "id"), appID: try row.decode(UUID.self, "app_id"),
@@ -146,21 +148,45 @@ enum LiveActivityChannelStore {
         var endpoint: String?
     }
 
+    /// Due sends a pick reads before leasing one (the first it can lock).
+    static let sendCandidates = 16
+
     /// Leases the next due channel send for `lease` (its `run_at` moved to the lease's end, `attempt` and `fence`
     /// bumped), or nil when none is due.
+    ///
+    /// Two steps, so that every statement that locks names one send: the earliest due sends' ids are read without a
+    /// lock (on Citus a read of every shard), then each in turn is leased by a statement on its id alone (a router
+    /// statement on its notification's shard), which skips it when another worker holds it or has leased it
+    /// since the read. Citus refuses the one-statement form, a `FOR UPDATE SKIP LOCKED` over every shard
+    /// (docs/scale-out.md, "Every table").
     static func leaseSend(workerID: String, lease: Duration, on connection: PostgresConnection) throws -> ChannelSend? {
+        let due = try connection.query(
+            "SELECT notification_id FROM live_activity_channel_sends WHERE run_at <= now() ORDER BY run_at LIMIT $1",
+            [sendCandidates]
+        ).map { try $0.decode(UUID.self, "notification_id") }
+        for candidate in due {
+            if let send = try leaseSend(candidate, workerID: workerID, lease: lease, on: connection) { return send }
+        }
+        return nil
+    }
+
+    /// Leases the send of `notificationID` when it is still due and no other transaction holds it.
+    static func leaseSend(
+        _ notificationID: UUID, workerID: String, lease: Duration, on connection: PostgresConnection
+    ) throws -> ChannelSend? {
+        let leaseSeconds = Double(lease.components.seconds)
         let rows = try connection.query(
             """
             UPDATE live_activity_channel_sends s
             SET run_at = now() + make_interval(secs => $1), attempt = s.attempt + 1, fence = s.fence + 1, leased_by = $2
-            FROM (SELECT notification_id FROM live_activity_channel_sends WHERE run_at <= now()
-                  ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED) picked
-            WHERE s.notification_id = picked.notification_id
-            RETURNING s.notification_id, s.app_id, s.channel_name, s.request_id, s.attempt, s.fence, now() AS now,
+            FROM (SELECT notification_id FROM live_activity_channel_sends WHERE notification_id = $4 AND run_at <= now()
+                  FOR UPDATE SKIP LOCKED) picked
+            WHERE s.notification_id = $4 AND s.notification_id = picked.notification_id
+            RETURNING s.notification_id, s.app_id, s.channel_name, s.request_id, s.attempt, s.fence, s.run_at AS lease_end,
                       (SELECT CASE WHEN octet_length(n.message::text) <= $3 THEN n.message::text END
-                       FROM notifications n WHERE n.id = s.notification_id) AS message,
-                      (SELECT n.status FROM notifications n WHERE n.id = s.notification_id) AS notification_status,
-                      (SELECT COALESCE(n.send_after, n.created_at) FROM notifications n WHERE n.id = s.notification_id) AS start_at,
+                       FROM notifications n WHERE n.id = $4) AS message,
+                      (SELECT n.status FROM notifications n WHERE n.id = $4) AS notification_status,
+                      (SELECT COALESCE(n.send_after, n.created_at) FROM notifications n WHERE n.id = $4) AS start_at,
                       (SELECT p.default_language FROM apps p WHERE p.id = s.app_id) AS default_language,
                       (SELECT c.state FROM live_activity_channels c
                        WHERE c.app_id = s.app_id AND c.name = s.channel_name) AS channel_state,
@@ -170,16 +196,19 @@ enum LiveActivityChannelStore {
                        WHERE c.app_id = s.app_id AND c.name = s.channel_name) AS environment,
                       (SELECT a.settings::text FROM app_channels a WHERE a.app_id = s.app_id AND a.provider = 'apns') AS settings,
                       (SELECT a.endpoint FROM app_channels a WHERE a.app_id = s.app_id AND a.provider = 'apns') AS endpoint
-            """, [Double(lease.components.seconds), workerID, maximumMessageBytes])
+            """, [leaseSeconds, workerID, maximumMessageBytes, notificationID])
         guard let row = rows.first else { return nil }
+        // The statement's now(), from the lease's end it wrote: Citus allows no function but immutable ones in a
+        // distributed statement's RETURNING.
+        let now = try row.decode(Date.self, "lease_end").addingTimeInterval(-leaseSeconds)
         return ChannelSend(
             notificationID: try row.decode(UUID.self, "notification_id"), appID: try row.decode(UUID.self, "app_id"),
             channelName: try row.decode(String.self, "channel_name"), requestID: try row.decode(UUID.self, "request_id"),
             attempt: try row.decode(Int.self, "attempt"), fence: try row.decode(Int.self, "fence"),
             message: try row.decodeIfPresent(String.self, "message"),
             notificationStatus: try row.decodeIfPresent(String.self, "notification_status") ?? "canceled",
-            startAt: try row.decodeIfPresent(Date.self, "start_at") ?? row.decode(Date.self, "now"),
-            now: try row.decode(Date.self, "now"), appDefaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
+            startAt: try row.decodeIfPresent(Date.self, "start_at") ?? now,
+            now: now, appDefaultLanguage: try row.decodeIfPresent(String.self, "default_language"),
             channelState: try row.decodeIfPresent(String.self, "channel_state"),
             appleChannelID: try row.decodeIfPresent(String.self, "apple_channel_id"),
             environment: try row.decodeIfPresent(String.self, "environment"),

@@ -22,6 +22,7 @@ extension CitusSuites {
             "app_send_buckets": ("app_id", "app_send_buckets"), "provider_tokens": ("fingerprint", "provider_tokens"),
             "fcm_project_buckets": ("project_id", "fcm_project_buckets"),
             "live_activity_channel_sends": ("notification_id", "notifications"),
+            "notification_idempotency_keys": ("app_id", "notification_idempotency_keys"),
         ]
         static let referenceTables: Set = [
             "apps", "app_channels", "app_producers", "time_zone_names", "fleet_settings", "live_activity_channels",
@@ -75,44 +76,57 @@ extension CitusSuites {
             }
         }
 
+        /// Each table of Citus's metadata: name, method, replication model, colocation group, distribution column.
+        static func metadataTables(on connection: PostgresConnection) throws -> [(String, String, String, Int, String?)] {
+            try connection.query(
+                """
+                SELECT logicalrelid::regclass::text AS name, partmethod::text AS method, repmodel::text AS model,
+                       colocationid AS grp,
+                       CASE WHEN partmethod = 'h' THEN column_to_column_name(logicalrelid, partkey) END AS col
+                FROM pg_dist_partition
+                """
+            ).map {
+                (try $0.decode(String.self, "name"), try $0.decode(String.self, "method"),
+                 try $0.decode(String.self, "model"), try $0.decode(Int.self, "grp"), $0["col"])
+            }
+        }
+
+        /// Every table of the schema in its documented form (docs/scale-out.md, "Every table"), the event partitions
+        /// with their parent.
+        static func expectEveryTableInItsForm(_ tables: [(String, String, String, Int, String?)]) {
+            let byName = Dictionary(tables.map { ($0.0, $0) }, uniquingKeysWith: { first, _ in first })
+            for (table, form) in Self.hashDistributed {
+                guard let row = byName[table] else {
+                    Issue.record("\(table) is not distributed")
+                    continue
+                }
+                #expect(row.1 == "h" && row.4 == form.column, "\(table): \(row)")
+                #expect(row.3 == byName[form.group]?.3, "\(table) is not colocated with \(form.group)")
+            }
+            #expect(byName["deliveries"]?.3 != byName["notifications"]?.3)
+            for table in Self.referenceTables {
+                #expect(byName[table].map { $0.1 == "n" && $0.2 == "t" } == true, "\(table): \(String(describing: byName[table]))")
+            }
+            for table in Self.citusLocalTables {
+                #expect(byName[table].map { $0.1 == "n" && $0.2 == "s" } == true, "\(table): \(String(describing: byName[table]))")
+            }
+            let partitions = tables.filter { $0.0.hasPrefix("delivery_events_") }
+            #expect(!partitions.isEmpty)
+            #expect(partitions.allSatisfy { $0.1 == "h" && $0.3 == byName["subscriptions"]?.3 })
+        }
+
         @Test func migrateAndDistributePutEveryTableInItsDocumentedFormAndASecondRunChangesNothing() async throws {
             try await CitusCluster.withDatabase { database in
                 try await Self.migrate(database)
                 let first = try await Self.distribute(database)
                 #expect(first.contains("\"changed\":true"), "\(first)")
                 let (tables, lane, before) = try await Self.onCoordinator(database) { connection in
-                    let rows = try connection.query(
-                        """
-                        SELECT logicalrelid::regclass::text AS name, partmethod::text AS method, repmodel::text AS model,
-                               colocationid AS grp,
-                               CASE WHEN partmethod = 'h' THEN column_to_column_name(logicalrelid, partkey) END AS col
-                        FROM pg_dist_partition
-                        """)
-                    let tables = try rows.map {
-                        (try $0.decode(String.self, "name"), try $0.decode(String.self, "method"),
-                         try $0.decode(String.self, "model"), try $0.decode(Int.self, "grp"), $0["col"])
-                    }
+                    let tables = try Self.metadataTables(on: connection)
                     let lane = try connection.query("SELECT prosrc FROM pg_proc WHERE proname = 'pushizo_lane'")[0]["prosrc"]
                     let snapshot = try connection.query(Self.catalogSnapshot)[0]["snapshot"]
                     return (tables, lane, snapshot)
                 }
-                let byName = Dictionary(tables.map { ($0.0, $0) }, uniquingKeysWith: { first, _ in first })
-                for (table, form) in Self.hashDistributed {
-                    let row = try #require(byName[table], "\(table) is not distributed")
-                    #expect(row.1 == "h" && row.4 == form.column, "\(table): \(row)")
-                    #expect(row.3 == byName[form.group]?.3, "\(table) is not colocated with \(form.group)")
-                }
-                #expect(byName["deliveries"]?.3 != byName["notifications"]?.3)
-                for table in Self.referenceTables {
-                    #expect(byName[table].map { $0.1 == "n" && $0.2 == "t" } == true, "\(table): \(String(describing: byName[table]))")
-                }
-                for table in Self.citusLocalTables {
-                    #expect(byName[table].map { $0.1 == "n" && $0.2 == "s" } == true, "\(table): \(String(describing: byName[table]))")
-                }
-                // The event partitions are distributed with their parent, in the lanes' group.
-                let partitions = tables.filter { $0.0.hasPrefix("delivery_events_") }
-                #expect(!partitions.isEmpty)
-                #expect(partitions.allSatisfy { $0.1 == "h" && $0.3 == byName["subscriptions"]?.3 })
+                Self.expectEveryTableInItsForm(tables)
                 #expect(lane?.contains("{0,1,2,3,4,5,6,8,") == true, "\(lane ?? "")")
 
                 let second = try await Self.distribute(database)
@@ -233,6 +247,12 @@ extension CitusSuites {
         /// in, and is refused another app's, from the role setting step 1 wrote. Its `INSERT .. SELECT` is refused
         /// under row-level security (Citus writes the pulled rows with COPY).
         @Test func aProducerWritesAndReadsOnlyItsAppsRowsOnTheDistributedTables() async throws {
+            try await Self.withProducerName { producer in try await Self.producerWritesOnlyItsApps(producer) }
+        }
+
+        /// A name for a producer login the body creates, and the role dropped on every node afterwards (a role
+        /// belongs to the cluster, not to the test's database).
+        static func withProducerName(_ body: @Sendable (String) async throws -> Void) async throws {
             let producer = "producer_" + UUID().uuidString.prefix(8).lowercased()
             let nodes = try [#require(CitusCluster.coordinatorURL)] + CitusCluster.workerURLs
             defer {
@@ -244,6 +264,10 @@ extension CitusSuites {
                     }
                 }
             }
+            try await body(producer)
+        }
+
+        static func producerWritesOnlyItsApps(_ producer: String) async throws {
             try await CitusCluster.withDatabase { database in
                 try await Self.migrate(database)
                 let (mine, theirs) = (UUID(), UUID())

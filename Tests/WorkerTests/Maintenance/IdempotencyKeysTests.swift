@@ -120,71 +120,85 @@ struct IdempotencyKeysTests {
     /// back its id) or rolls back (exactly one of them inserts).
     @Test func concurrentProducersOfOneKeyMakeOneNotification() async throws {
         try await TestDatabase.withMigratedDatabase { url in
-            let app = try await onThread {
-                let c = try PostgresConnection(connectionString: url)
-                defer { c.close() }
-                return try Self.newApp(c)
+            try await Self.raceProducersOfOneKey(url: url, produce: { try Self.produce($0, app: $1, key: $2) }) { watcher in
+                try Self.count(
+                    watcher,
+                    """
+                    SELECT count(*)::int AS n FROM pg_stat_activity
+                    WHERE application_name LIKE 'pushizo-test-racer-%' AND wait_event_type = 'Lock'
+                    """)
             }
-            func race(_ key: String, producers: Int) async throws -> [Produced] {
-                try await withThrowingTaskGroup(of: Produced.self) { group in
-                    for n in 0..<producers {
-                        group.addTask {
-                            try await onThread {
-                                let c = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-racer-\(n)")
-                                defer { c.close() }
-                                return try Self.produce(c, app: app, key: key)
-                            }
+        }
+    }
+
+    /// The race of ``concurrentProducersOfOneKeyMakeOneNotification()`` on the database at `url` with the producers'
+    /// insert `produce`, run in a transaction each producer opens and commits (the holder's stays open until it
+    /// commits or rolls back): `waiting` counts, given the watcher's connection to `url`, the producers waiting for
+    /// the key's uncommitted insert. Ends with one notification per key.
+    static func raceProducersOfOneKey(
+        url: String, produce: @escaping @Sendable (PostgresConnection, UUID, String) throws -> Produced,
+        waiting: @escaping @Sendable (PostgresConnection) throws -> Int
+    ) async throws {
+        let app = try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            defer { c.close() }
+            return try Self.newApp(c)
+        }
+        func race(_ key: String, producers: Int) async throws -> [Produced] {
+            try await withThrowingTaskGroup(of: Produced.self) { group in
+                for n in 0..<producers {
+                    group.addTask {
+                        try await onThread {
+                            let c = try PostgresConnection(connectionString: url, applicationName: "pushizo-test-racer-\(n)")
+                            defer { c.close() }
+                            try c.execute("BEGIN")
+                            let produced = try produce(c, app, key)
+                            try c.execute("COMMIT")
+                            return produced
                         }
                     }
-                    return try await group.reduce(into: []) { $0.append($1) }
                 }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
-            let together = try await race("together", producers: 8)
-            #expect(together.filter(\.inserted).count == 1)
-            #expect(Set(together.map(\.id)).count == 1)
+        }
+        let together = try await race("together", producers: 8)
+        #expect(together.filter(\.inserted).count == 1)
+        #expect(Set(together.map(\.id)).count == 1)
 
-            for commits in [true, false] {
-                let key = commits ? "held-then-committed" : "held-then-rolled-back"
-                let holder = try await onThread { try Held(url, "pushizo-test-holder") }
-                let watcher = try await onThread { try Held(url, "pushizo-test-watcher") }
-                let held = try await onThread {
-                    try holder.connection.execute("BEGIN")
-                    return try Self.produce(holder.connection, app: app, key: key)
-                }
-                #expect(held.inserted)
-                async let racers = race(key, producers: 4)
-                try await waitUntil("the four producers wait for the uncommitted key") {
-                    try await onThread {
-                        try Self.count(
-                            watcher.connection,
-                            """
-                            SELECT count(*)::int AS n FROM pg_stat_activity
-                            WHERE application_name LIKE 'pushizo-test-racer-%' AND wait_event_type = 'Lock'
-                            """) == 4
-                    }
-                }
-                try await onThread { try holder.connection.execute(commits ? "COMMIT" : "ROLLBACK") }
-                let produced = try await racers
-                try await onThread {
-                    holder.connection.close()
-                    watcher.connection.close()
-                }
-                if commits {
-                    #expect(produced.allSatisfy { $0 == Produced(id: held.id, inserted: false) }, "\(produced)")
-                } else {
-                    #expect(produced.filter(\.inserted).count == 1, "\(produced)")
-                    #expect(Set(produced.map(\.id)).count == 1 && produced[0].id != held.id, "\(produced)")
-                }
+        for commits in [true, false] {
+            let key = commits ? "held-then-committed" : "held-then-rolled-back"
+            let holder = try await onThread { try Held(url, "pushizo-test-holder") }
+            let watcher = try await onThread { try Held(url, "pushizo-test-watcher") }
+            let held = try await onThread {
+                try holder.connection.execute("BEGIN")
+                return try produce(holder.connection, app, key)
             }
+            #expect(held.inserted)
+            async let racers = race(key, producers: 4)
+            try await waitUntil("the four producers wait for the uncommitted key") {
+                try await onThread { try waiting(watcher.connection) == 4 }
+            }
+            try await onThread { try holder.connection.execute(commits ? "COMMIT" : "ROLLBACK") }
+            let produced = try await racers
             try await onThread {
-                let c = try PostgresConnection(connectionString: url)
-                defer { c.close() }
-                let perKey = try c.query(
-                    "SELECT idempotency_key AS key, count(*)::int AS n FROM notifications WHERE app_id = $1 GROUP BY 1 ORDER BY 1",
-                    [app]
-                ).map { "\($0["key"] ?? "")=\($0["n"] ?? "")" }
-                #expect(perKey == ["held-then-committed=1", "held-then-rolled-back=1", "together=1"])
+                holder.connection.close()
+                watcher.connection.close()
             }
+            if commits {
+                #expect(produced.allSatisfy { $0 == Produced(id: held.id, inserted: false) }, "\(produced)")
+            } else {
+                #expect(produced.filter(\.inserted).count == 1, "\(produced)")
+                #expect(Set(produced.map(\.id)).count == 1 && produced[0].id != held.id, "\(produced)")
+            }
+        }
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            defer { c.close() }
+            let perKey = try c.query(
+                "SELECT idempotency_key AS key, count(*)::int AS n FROM notifications WHERE app_id = $1 GROUP BY 1 ORDER BY 1",
+                [app]
+            ).map { "\($0["key"] ?? "")=\($0["n"] ?? "")" }
+            #expect(perKey == ["held-then-committed=1", "held-then-rolled-back=1", "together=1"])
         }
     }
 

@@ -84,29 +84,33 @@ struct FCMProjectQuotaStoreTests {
     /// Eight workers charge one project at the same instant: together they are granted exactly the whole permits
     /// the bucket holds, whoever gets them.
     @Test func concurrentChargesNeverGrantMoreThanTheBucketHolds() async throws {
-        try await TestDatabase.withMigratedDatabase { url in
-            try await onThread {
-                let c = try PostgresConnection(connectionString: url)
-                defer { c.close() }
-                // 610 a minute: 10 permits a second, 10 at most in the bucket. Emptied at the start.
-                _ = try Self.app(c, settings: #"{"project_id": "race-proj", "project_quota_per_minute": 610}"#)
-                #expect(try FCMProjectQuotaStore.charge(on: c, asks: [("race-proj", 100)], at: Self.start).map(\.granted) == [10])
-            }
-            let at = Self.start.addingTimeInterval(0.75)
-            let granted = try await withThrowingTaskGroup(of: Int.self) { group in
-                for _ in 0..<8 {
-                    group.addTask {
-                        try await onThread {
-                            let c = try PostgresConnection(connectionString: url)
-                            defer { c.close() }
-                            return try FCMProjectQuotaStore.charge(on: c, asks: [("race-proj", 3)], at: at)[0].granted
-                        }
+        try await TestDatabase.withMigratedDatabase { url in try await Self.raceCharges(url: url) }
+    }
+
+    /// Eight workers' charges at one instant on the database at `url`, after a charge that emptied the bucket: they
+    /// share the refill, 7 whole permits, and no more.
+    static func raceCharges(url: String) async throws {
+        try await onThread {
+            let c = try PostgresConnection(connectionString: url)
+            defer { c.close() }
+            // 610 a minute: 10 permits a second, 10 at most in the bucket. Emptied at the start.
+            _ = try Self.app(c, settings: #"{"project_id": "race-proj", "project_quota_per_minute": 610}"#)
+            #expect(try FCMProjectQuotaStore.charge(on: c, asks: [("race-proj", 100)], at: Self.start).map(\.granted) == [10])
+        }
+        let at = Self.start.addingTimeInterval(0.75)
+        let granted = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    try await onThread {
+                        let c = try PostgresConnection(connectionString: url)
+                        defer { c.close() }
+                        return try FCMProjectQuotaStore.charge(on: c, asks: [("race-proj", 3)], at: at)[0].granted
                     }
                 }
-                return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
-            // 0.75 s of refill: 7.5 permits, 7 whole ones.
-            #expect(granted.reduce(0, +) == 7, "\(granted)")
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
+        // 0.75 s of refill: 7.5 permits, 7 whole ones.
+        #expect(granted.reduce(0, +) == 7, "\(granted)")
     }
 }
