@@ -79,7 +79,7 @@ let package = Package(
         .testTarget(name: "ProvidersTests", dependencies: ["Providers", "DeliveryCore", "PushCrypto"]),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "HTTP2", "PushCrypto", "Providers", "DeliveryCore"]),
         .testTarget(name: "BuildInfoTests", dependencies: ["BuildInfo"]),
-        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "SocketTestSupport", "BuildInfo"]),
+        .testTarget(name: "WorkerTests", dependencies: ["Worker", "Emulator", "Postgres", "HTTP2", "PushCrypto", "DeliveryCore", "Providers", "SocketTestSupport", "BuildInfo", "Metrics", "MetricsServer"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -49,23 +49,6 @@ public struct APNsDelivery: Sendable {
     }
 }
 
-/// Why a request could not be built. The worker fails the delivery (not retried) with `reason`.
-public struct APNsRequestError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// snake_case, the `delivery_events.reason`: `invalid_message`, `payload_too_large`,
-    /// `bad_device_token_format`, `missing_topic`.
-    public var reason: DeliveryReason
-    /// Human-readable detail (e.g. the offending field).
-    public var detail: String
-
-    public init(reason: DeliveryReason, detail: String) {
-        self.reason = reason
-        self.detail = detail
-    }
-
-    public var description: String { "\(reason): \(detail)" }
-
-    /// The outcome to record: `failed` with `reason` and `{"message": detail}`, subscription untouched.
-    public var outcome: DeliveryOutcome {
-        .failed(reason: reason, detail: ["message": .string(detail)], invalidateSubscription: false)
-    }
-}
+/// Why an APNs request could not be built: `invalid_message`, `payload_too_large`, `bad_device_token_format`,
+/// `missing_topic`, ... (more may be added).
+public typealias APNsRequestError = ProviderRequestError

@@ -41,23 +41,6 @@ public struct FCMDelivery: Sendable {
     }
 }
 
-/// Why an FCM request could not be built. The worker fails the delivery (not retried) with `reason`.
-public struct FCMRequestError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// snake_case, the `delivery_events.reason`: `bad_device_token_format`, `missing_project_id`,
-    /// `invalid_project_id`, `invalid_access_token`, `payload_too_large` (more may be added).
-    public var reason: DeliveryReason
-    /// Human-readable detail. Never contains the access token.
-    public var detail: String
-
-    public init(reason: DeliveryReason, detail: String) {
-        self.reason = reason
-        self.detail = detail
-    }
-
-    public var description: String { "\(reason): \(detail)" }
-
-    /// The outcome to record: `failed` with `reason` and `{"message": detail}`, subscription untouched.
-    public var outcome: DeliveryOutcome {
-        .failed(reason: reason, detail: ["message": .string(detail)], invalidateSubscription: false)
-    }
-}
+/// Why an FCM request could not be built: `bad_device_token_format`, `missing_project_id`, `invalid_project_id`,
+/// `invalid_access_token`, `payload_too_large` (more may be added); the detail never holds the access token.
+public typealias FCMRequestError = ProviderRequestError

@@ -42,30 +42,6 @@ public struct WebPushDelivery: Sendable {
     }
 }
 
-/// Why a Web Push request could not be built. The worker fails the delivery (not retried) with `reason`,
-/// or skips it when ``skips`` (a push Web Push cannot carry, e.g. `silent_push_unsupported`).
-public struct WebPushRequestError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// snake_case, the `delivery_events.reason`: `invalid_endpoint`, `payload_too_large`,
-    /// `silent_push_unsupported` (more may be added).
-    public var reason: DeliveryReason
-    /// Human-readable detail. Never contains the endpoint, which is a capability URL.
-    public var detail: String
-    /// `true`: nothing is wrong with the subscription or message, the push is just not sendable this way;
-    /// the outcome is `skipped`, not `failed`.
-    public var skips: Bool
-
-    public init(reason: DeliveryReason, detail: String, skips: Bool = false) {
-        self.reason = reason
-        self.detail = detail
-        self.skips = skips
-    }
-
-    public var description: String { "\(reason): \(detail)" }
-
-    /// The outcome to record: `failed` (or `skipped` when ``skips``) with `reason` and `{"message": detail}`,
-    /// subscription untouched.
-    public var outcome: DeliveryOutcome {
-        if skips { return .skipped(reason: reason, detail: ["message": .string(detail)]) }
-        return .failed(reason: reason, detail: ["message": .string(detail)], invalidateSubscription: false)
-    }
-}
+/// Why a Web Push request could not be built: `invalid_endpoint`, `payload_too_large`, or, skipped rather than
+/// failed, `silent_push_unsupported` (more may be added); the detail never holds the endpoint, a capability URL.
+public typealias WebPushRequestError = ProviderRequestError

@@ -8,8 +8,9 @@ public struct MaintenanceSettings: Sendable, Equatable {
     /// Finished notifications older than this are deleted with their counts; `nil` = kept for ever.
     public var notificationRetention: Duration?
     /// `lock_timeout` of each statement that locks `delivery_events` (creating or dropping a partition takes
-    /// ACCESS EXCLUSIVE on it for a moment): a long query on the table makes that step give up and wait for
-    /// the next run, instead of queueing every insert behind it.
+    /// ACCESS EXCLUSIVE on it for a moment) or `fcm_project_buckets` (pruning idle buckets waits for the charges
+    /// under way): a long query on the table makes that step give up and wait for the next run, instead of
+    /// queueing every insert or charge behind it.
     public var lockTimeout: Duration = .seconds(5)
     /// Rows deleted (grants, notifications) or folded (counts) per statement, so no transaction is long.
     public var batchSize: Int = 5_000

@@ -9,14 +9,29 @@ import UUIDText
 /// The settings of an app's `fcm` channel (`app_channels.settings`): the Google service-account JSON
 /// (Firebase: "Authorize send requests"; fields `project_id`, `client_email`, `private_key`, `token_uri`,
 /// optional `private_key_id`, `type`), either nested as `{"service_account": {...}}` or with its fields at
-/// the top level.
+/// the top level, and optionally `project_quota_per_minute` at the top level (docs/fcm.md, "Project quota").
 public struct FCMChannelSettings: Sendable {
     public var account: GoogleServiceAccount
+    /// `project_quota_per_minute`: the Firebase project's quota of messages per minute the fleet keeps to
+    /// (Firebase: "Throttling and quotas"), a whole number in ``projectQuotaRange``; nil when absent or JSON
+    /// `null` (Firebase's default, 600,000, applies).
+    public var projectQuotaPerMinute: Int?
+    /// The values `project_quota_per_minute` may take: those `pushizo_fcm_channel_quota` (migration 0034) applies.
+    public static let projectQuotaRange: ClosedRange<Int64> = 1...1_000_000_000
 
     /// - Throws: ``FCMChannelSettingsError`` naming the missing or invalid member; never the key's text.
     public init(settingsJSON: String) throws(FCMChannelSettingsError) {
         guard let settings = try? JSONValue(parsing: settingsJSON), let object = settings.objectValue else {
             throw FCMChannelSettingsError("the settings are not a JSON object")
+        }
+        // Anything else would be a quota nobody applies: the charge falls back to Firebase's default for such a
+        // value, so the channel would send at up to 600,000 a minute while its settings say less.
+        if let quota = object["project_quota_per_minute"], !quota.isNull {
+            guard let whole = quota.int64Value, Self.projectQuotaRange.contains(whole) else {
+                throw FCMChannelSettingsError(
+                    "project_quota_per_minute is not a whole number from 1 to 1,000,000,000 (messages per minute)")
+            }
+            projectQuotaPerMinute = Int(whole)
         }
         let accountJSON: [UInt8]
         if let nested = object["service_account"] {

@@ -164,7 +164,7 @@ public final class LiveActivityChannelSender: Sendable {
 
     /// What one channel send comes to: its `delivery_events` row, and when to try again for a retry.
     struct Settlement: Sendable, Equatable {
-        var event: String
+        var event: DeliveryEvent
         var reason: DeliveryReason?
         var detail: JSONValue
         var retryAt: Date?
@@ -174,11 +174,11 @@ public final class LiveActivityChannelSender: Sendable {
     /// channel, a message that does not make a Live Activity broadcast).
     func send(_ send: LiveActivityChannelStore.ChannelSend) async -> Settlement {
         func failed(_ reason: DeliveryReason, _ detail: JSONValue) -> Settlement {
-            Settlement(event: "failed", reason: reason, detail: detail, retryAt: nil)
+            Settlement(event: .failed, reason: reason, detail: detail, retryAt: nil)
         }
         let named: JSONValue = ["channel": .string(send.channelName)]
         if send.notificationStatus == "canceled" {
-            return Settlement(event: "skipped", reason: .canceled, detail: named, retryAt: nil)
+            return Settlement(event: .skipped, reason: .canceled, detail: named, retryAt: nil)
         }
         guard let text = send.message else {
             return failed(.payloadTooLarge, ["error": .string("message is larger than \(LiveActivityChannelStore.maximumMessageBytes) bytes")])
@@ -193,7 +193,7 @@ public final class LiveActivityChannelSender: Sendable {
         }
         let expiration = message.ttl.map { send.startAt.addingTimeInterval(Double($0)) }
         if let expiration, message.ttl != 0, expiration <= send.now {
-            return Settlement(event: "skipped", reason: .expired, detail: named, retryAt: nil)
+            return Settlement(event: .skipped, reason: .expired, detail: named, retryAt: nil)
         }
         guard let state = send.channelState else {
             return failed(.unknownChannel, ["channel": .string(send.channelName), "error": "the app has no live_activity_channels row of that name"])
@@ -236,7 +236,7 @@ public final class LiveActivityChannelSender: Sendable {
         switch APNsBroadcast.broadcastOutcome(response) {
         case .sent(let requestID):
             detail["apns_request_id"] = requestID.map(JSONValue.string) ?? .string(send.requestID.uuidString.lowercased())
-            return Settlement(event: "sent", reason: nil, detail: .object(detail), retryAt: nil)
+            return Settlement(event: .sent, reason: nil, detail: .object(detail), retryAt: nil)
         case .failed(let reason, let answer, _):
             detail.merge(answer.objectValue ?? [:]) { ours, _ in ours }
             return failed(reason, .object(detail))
@@ -253,12 +253,12 @@ public final class LiveActivityChannelSender: Sendable {
     ) -> Settlement {
         guard send.attempt < maxAttempts else {
             return Settlement(
-                event: "failed", reason: .maxAttempts, detail: ["last_reason": .string(reason.rawValue), "last_detail": detail],
+                event: .failed, reason: .maxAttempts, detail: ["last_reason": .string(reason.rawValue), "last_detail": detail],
                 retryAt: nil)
         }
         let at = retryPolicy.nextAttempt(after: send.attempt, now: send.now, unitRandom: Double.random(in: 0..<1), notBefore: notBefore)
         var withNext = detail.objectValue ?? [:]
         withNext["next_attempt_at"] = .string(ISO8601DateFormatter().string(from: at))
-        return Settlement(event: "retrying", reason: reason, detail: .object(withNext), retryAt: at)
+        return Settlement(event: .retrying, reason: reason, detail: .object(withNext), retryAt: at)
     }
 }

@@ -18,6 +18,8 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var prunedProviderTokens = 0
     /// `worker_heartbeats` rows not seen for ``WorkerHeartbeatStore/pruneAge`` (workers stopped or dead).
     public var prunedWorkerHeartbeats = 0
+    /// `fcm_project_buckets` rows no charge touched for ``DataLifecycle/idleFCMProjectBucketAge``.
+    public var prunedFCMProjectBuckets = 0
     /// Steps that failed (a lock not obtained within `lockTimeout`, ...); the others still ran.
     public var problems: [String] = []
 
@@ -32,6 +34,7 @@ public struct MaintenanceReport: Sendable, Equatable {
             "grants_pruned": "\(prunedGrants)", "notifications_pruned": "\(prunedNotifications)",
             "idempotency_keys_cleared": "\(clearedIdempotencyKeys)",
             "provider_tokens_pruned": "\(prunedProviderTokens)", "worker_heartbeats_pruned": "\(prunedWorkerHeartbeats)",
+            "fcm_project_buckets_pruned": "\(prunedFCMProjectBuckets)",
             "problems": "\(problems.count)",
         ]
     }
@@ -40,7 +43,7 @@ public struct MaintenanceReport: Sendable, Equatable {
     public var didWork: Bool {
         !createdPartitions.isEmpty || !droppedPartitions.isEmpty || expiredDefaultRows > 0 || foldedCounts > 0
             || prunedGrants > 0 || prunedNotifications > 0 || clearedIdempotencyKeys > 0 || prunedProviderTokens > 0
-            || prunedWorkerHeartbeats > 0
+            || prunedWorkerHeartbeats > 0 || prunedFCMProjectBuckets > 0
     }
 }
 
@@ -48,7 +51,8 @@ public struct MaintenanceReport: Sendable, Equatable {
 /// dropped past the retention (never a `DELETE` of events), count deltas folded, frequency-cap grants outside
 /// every cap window and finished notifications past their retention deleted in small batches, producers'
 /// idempotency keys past their window cleared in small batches, fleet-shared provider tokens expired for a day
-/// deleted, and the heartbeat rows of workers not seen for a day deleted.
+/// deleted, the heartbeat rows of workers not seen for a day deleted, and FCM projects' buckets no charge touched
+/// for a day deleted.
 ///
 /// One run at a time across the fleet: a session-level advisory lock (``advisoryLockKey``) is held for the run.
 /// The worker's schedule tries it and skips when another worker holds it; `pushizo-worker maintain` waits for it.
@@ -179,7 +183,43 @@ public enum DataLifecycle {
             guard present else { return }
             report.prunedWorkerHeartbeats = try exclusive(connection) { try WorkerHeartbeatStore.prune(on: $0) }
         }
+        step("fcm project buckets") {
+            report.prunedFCMProjectBuckets = try pruneIdleFCMProjectBuckets(on: connection, settings: settings)
+        }
         return report
+    }
+
+    /// How long an FCM project's bucket (`fcm_project_buckets`, migration 0034) stays once no charge touches it: a
+    /// day. A bucket refills whole within a second of its last charge (it holds at most a second's refill), so a
+    /// deleted row loses no permit: the next charge of the project makes it again, full, as the first one did. The
+    /// day keeps what `status` reads of a project that sends at all (its last hold, the sends held since the row
+    /// was made) and spares a daily sender's row the churn.
+    public static let idleFCMProjectBucketAge: Duration = .seconds(86_400)
+
+    /// Deletes the buckets no charge touched for ``idleFCMProjectBucketAge`` (`refilled_at` is the last charge).
+    ///
+    /// `pushizo_fcm_project_charge` makes a missing row (`INSERT ... ON CONFLICT DO NOTHING`) and locks it in the
+    /// next statement: a row deleted between the two would leave that charge without a bucket, granting a full
+    /// bucket's permits and writing none, and the next charge would make a full one again, so the project could be
+    /// granted a bucket's worth (its quota / 61) beyond its quota once. The delete therefore holds SHARE ROW
+    /// EXCLUSIVE on the table, which waits for the charges under way (each holds ROW EXCLUSIVE from its insert to
+    /// its commit) and makes new ones wait for the delete's few milliseconds; it is taken only when an idle
+    /// bucket exists, with `lockTimeout` as every other lock of the run. Nothing on a schema before migration 0034.
+    static func pruneIdleFCMProjectBuckets(on connection: PostgresConnection, settings: MaintenanceSettings) throws -> Int {
+        let present = try connection.query("SELECT to_regclass('fcm_project_buckets') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return 0 }
+        let idleSeconds = idleFCMProjectBucketAge.inSeconds
+        let idle = try connection.query(
+            "SELECT EXISTS (SELECT FROM fcm_project_buckets WHERE refilled_at < now() - make_interval(secs => $1::float8)) AS idle",
+            [idleSeconds])[0].decode(Bool.self, "idle")
+        guard idle else { return 0 }
+        return try locked(connection, settings) { connection in
+            try connection.execute("LOCK TABLE fcm_project_buckets IN SHARE ROW EXCLUSIVE MODE")
+            return try connection.query(
+                "DELETE FROM fcm_project_buckets WHERE refilled_at < now() - make_interval(secs => $1::float8)", [idleSeconds]
+            ).affectedRows
+        }
     }
 
     /// How long past its expiry a fleet-shared provider token's row stays (a day). A provider refuses the

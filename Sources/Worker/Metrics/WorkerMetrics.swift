@@ -60,6 +60,14 @@ public final class WorkerMetrics: Sendable {
     /// `pushizo_schema_compatible`: 1 while the database's migrations are ones this build runs with, 0 once a
     /// judgement refused them (``WorkerSchema``); unset before the start-up check.
     let schemaCompatible: GaugeFamily
+    /// `pushizo_live_activity_channel_sends_total{event,reason}`: channel sends settled by this worker.
+    let liveActivityChannelSends: CounterFamily
+    /// `pushizo_live_activity_channel_changes_total{result,reason}`: channel rows reconciled by this worker.
+    let liveActivityChannelChanges: CounterFamily
+    /// `pushizo_live_activity_channels{state}`: the fleet's channel rows pending or failed; sampled.
+    let liveActivityChannels: GaugeFamily
+    /// `pushizo_queue_live_activity_channel_sends{state}`: the fleet's channel sends queued; sampled.
+    let queuedLiveActivityChannelSends: GaugeFamily
 
     /// Read at render time: the service's in-flight sends and unwritten completions (set by the service).
     private let live = LiveSources()
@@ -183,6 +191,22 @@ public final class WorkerMetrics: Sendable {
         schemaCompatible = registry.gauge(
             "pushizo_schema_compatible",
             help: "1 while the database's migrations are ones this build runs with (judged at start and again by /readyz, at most once a minute), 0 once a judgement refused them: a migration headed -- pushizo:oldest-worker beyond this build (restart it with a newer binary), or one it needs missing (run migrate).")
+        liveActivityChannelSends = registry.counter(
+            "pushizo_live_activity_channel_sends_total",
+            help: "Live Activity channel sends (one broadcast request on a channel each, docs/live-activity-channels.md) settled by this worker, by delivery_events.event and reason (sent has reason \"\").",
+            labels: ["event", "reason"])
+        liveActivityChannelChanges = registry.counter(
+            "pushizo_live_activity_channel_changes_total",
+            help: "Live Activity channel rows this worker reconciled with APNs, by result (active, deleted, failed, retrying) and reason (\"\" for active and deleted).",
+            labels: ["result", "reason"])
+        liveActivityChannels = registry.gauge(
+            "pushizo_live_activity_channels",
+            help: "Live Activity channel rows of the fleet by state: pending (a change not yet made at APNs: reconciled_revision < revision) and failed (APNs refused it for good); sampled with the queue.",
+            labels: ["state"])
+        queuedLiveActivityChannelSends = registry.gauge(
+            "pushizo_queue_live_activity_channel_sends",
+            help: "Live Activity channel sends waiting in live_activity_channel_sends, fleet-wide, by state (due, deferred, leased, as pushizo_queue_deliveries); sampled with the queue.",
+            labels: ["state"])
         for provider in Provider.allCases { deliveriesRescued.touch(LabelValues(provider.rawValue)) }
         // Web Push's VAPID tokens are signed per push-service origin and not counted here.
         for provider in [Provider.apns.rawValue, Provider.fcm.rawValue] {
@@ -306,6 +330,21 @@ public final class WorkerMetrics: Sendable {
 
     func sendFinished(provider: Provider, seconds: Double) {
         sendDuration.observe(seconds, LabelValues(provider.rawValue))
+    }
+
+    /// A Live Activity channel send was settled with `event` (a `delivery_events.event`) and `reason`.
+    func liveActivityChannelSendSettled(event: DeliveryEvent, reason: DeliveryReason?) {
+        liveActivityChannelSends.add(1, LabelValues(event.rawValue, Self.reasonLabel(reason)))
+    }
+
+    /// The values of `pushizo_live_activity_channel_changes_total`'s `result` label.
+    enum ChannelChangeResult: String, CaseIterable {
+        case active, deleted, failed, retrying
+    }
+
+    /// A Live Activity channel row was reconciled: its result and the reason of a failure or retry.
+    func liveActivityChannelChanged(_ result: ChannelChangeResult, reason: DeliveryReason?) {
+        liveActivityChannelChanges.add(1, LabelValues(result.rawValue, Self.reasonLabel(reason)))
     }
 
     func channelPaused(provider: Provider, reason: DeliveryReason) {

@@ -221,7 +221,7 @@ enum LiveActivityChannelStore {
     /// - Returns: whether it was written.
     @discardableResult
     static func settle(
-        _ send: ChannelSend, event: String, reason: DeliveryReason?, detail: JSONValue, retryAt: Date?,
+        _ send: ChannelSend, event: DeliveryEvent, reason: DeliveryReason?, detail: JSONValue, retryAt: Date?,
         on connection: PostgresConnection
     ) throws -> Bool {
         let rows = try connection.query(
@@ -242,7 +242,7 @@ enum LiveActivityChannelStore {
                 SELECT app_id, $1, NULL, $3, $4, attempt, $5::jsonb FROM settled
                 RETURNING 1
                 """,
-            [send.notificationID, send.fence, event, reason?.rawValue, detail.jsonText, retryAt])
+            [send.notificationID, send.fence, event.rawValue, reason?.rawValue, detail.jsonText, retryAt])
         return !rows.isEmpty
     }
 }

@@ -44,6 +44,27 @@ public struct QueueDepthSample: Sendable, Equatable, Codable {
     /// estimates scaled from a block sample and whose `oldestDueAge` is the oldest due row in the sample (a
     /// lower bound). Absent in samples stored by workers that predate it (read as 1).
     public var sampledFraction: Double?
+    /// Live Activity channel rows and channel sends, fleet-wide, counted exactly (docs/live-activity-channels.md).
+    /// `nil` in samples of workers that predate it and on a schema before migration 0035.
+    public var liveActivityChannels: LiveActivityChannelCounts?
+
+    /// The Live Activity channel rows behind their revision or refused, and the channel sends by queue state (as
+    /// ``Depth`` counts deliveries).
+    public struct LiveActivityChannelCounts: Sendable, Equatable, Codable {
+        /// Rows behind their revision (`reconciled_revision < revision`).
+        public var pending = 0
+        /// Rows refused for good (`state = 'failed'`), no newer change pending.
+        public var failed = 0
+        public var sendsDue = 0
+        public var sendsDeferred = 0
+        public var sendsLeased = 0
+
+        public init() {}
+
+        enum CodingKeys: String, CodingKey {
+            case pending, failed, sendsDue = "sends_due", sendsDeferred = "sends_deferred", sendsLeased = "sends_leased"
+        }
+    }
 
     public init(depth: [String: Depth] = [:], pausedChannels: [String: Int] = [:], sampledFraction: Double? = nil) {
         self.depth = depth
@@ -54,6 +75,7 @@ public struct QueueDepthSample: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case depth, pausedChannels = "paused_channels", sampledFraction = "sampled_fraction"
         case operatorPausedChannels = "operator_paused_channels", pausedApps = "paused_apps", fleetPaused = "fleet_paused"
+        case liveActivityChannels = "live_activity_channels"
     }
 }
 

@@ -127,7 +127,33 @@ public enum QueueDepthStore {
             pausedByOperator[provider] = try row.decode(Int.self, "by_operator")
         }
         sample.operatorPausedChannels = pausedByOperator
+        sample.liveActivityChannels = try measureLiveActivityChannels(on: connection)
         return sample
+    }
+
+    /// The Live Activity channel rows pending or failed and the channel sends by state, exactly: one row per
+    /// channel and one per channel send waiting, tables far smaller than the queue (the rows behind their revision
+    /// through `live_activity_channels_to_reconcile`). Nil on a schema before migration 0035.
+    static func measureLiveActivityChannels(on connection: PostgresConnection) throws -> QueueDepthSample.LiveActivityChannelCounts? {
+        let present = try connection.query("SELECT to_regclass('live_activity_channel_sends') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return nil }
+        let row = try connection.query(
+            """
+            SELECT (SELECT count(*) FROM live_activity_channels WHERE reconciled_revision < revision) AS pending,
+                   (SELECT count(*) FROM live_activity_channels WHERE reconciled_revision >= revision AND state = 'failed') AS failed,
+                   count(*) FILTER (WHERE run_at <= now()) AS due,
+                   count(*) FILTER (WHERE run_at > now() AND leased_by IS NULL) AS deferred,
+                   count(*) FILTER (WHERE run_at > now() AND leased_by IS NOT NULL) AS leased
+            FROM live_activity_channel_sends
+            """)[0]
+        var counts = QueueDepthSample.LiveActivityChannelCounts()
+        counts.pending = try row.decode(Int.self, "pending")
+        counts.failed = try row.decode(Int.self, "failed")
+        counts.sendsDue = try row.decode(Int.self, "due")
+        counts.sendsDeferred = try row.decode(Int.self, "deferred")
+        counts.sendsLeased = try row.decode(Int.self, "leased")
+        return counts
     }
 
     /// The deliveries of leased pages (`delivery_pages`, docs/performance.md, "Pages leased at expansion") that

@@ -34,6 +34,7 @@ struct LiveActivityChannelService: Service {
                     let written = try await database.withConnection {
                         try LiveActivityChannelStore.record(result, of: change, on: $0)
                     }
+                    if written { Self.count(result, in: context.metrics) }
                     logger.info(
                         "live activity channel reconciled",
                         ["channel_row": change.id.uuidString.lowercased(), "desired_state": change.desiredState,
@@ -44,11 +45,13 @@ struct LiveActivityChannelService: Service {
                 }) {
                     worked = true
                     let settlement = await sender.send(send)
-                    _ = try await database.withConnection {
+                    let settled = try await database.withConnection {
                         try LiveActivityChannelStore.settle(
                             send, event: settlement.event, reason: settlement.reason, detail: settlement.detail,
                             retryAt: settlement.retryAt, on: $0)
                     }
+                    // Counted once written: a settlement another worker's lease overtook is that worker's to count.
+                    if settled { context.metrics.liveActivityChannelSendSettled(event: settlement.event, reason: settlement.reason) }
                 }
                 failures = 0
             } catch {
@@ -63,6 +66,16 @@ struct LiveActivityChannelService: Service {
                 continue
             }
             if !worked { _ = await wake.wait(timeout: configuration.pollInterval) }
+        }
+    }
+
+    /// Counts a reconciliation written (`pushizo_live_activity_channel_changes_total`).
+    static func count(_ result: LiveActivityChannelStore.ChangeResult, in metrics: WorkerMetrics) {
+        switch result {
+        case .active: metrics.liveActivityChannelChanged(.active, reason: nil)
+        case .deleted: metrics.liveActivityChannelChanged(.deleted, reason: nil)
+        case .failed(let reason, _, _): metrics.liveActivityChannelChanged(.failed, reason: reason)
+        case .retry(_, let reason, _): metrics.liveActivityChannelChanged(.retrying, reason: reason)
         }
     }
 }

@@ -102,6 +102,14 @@ extension WorkerMetrics {
         channelsPaused.replaceAll(paused)
         appsPaused.set(Double(sample.pausedApps ?? 0))
         fleetPaused.set(sample.fleetPaused == true ? 1 : 0)
+        let channels = sample.liveActivityChannels ?? QueueDepthSample.LiveActivityChannelCounts()
+        liveActivityChannels.replaceAll([
+            LabelValues("pending"): Double(channels.pending), LabelValues("failed"): Double(channels.failed),
+        ])
+        queuedLiveActivityChannelSends.replaceAll([
+            LabelValues("due"): Double(channels.sendsDue), LabelValues("deferred"): Double(channels.sendsDeferred),
+            LabelValues("leased"): Double(channels.sendsLeased),
+        ])
         queueSampledAt.set(now.timeIntervalSince1970)
         queueSampleFraction.set(sample.sampledFraction ?? 1)
     }

@@ -46,6 +46,10 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     /// fcm channel names. Empty before migration 0034.
     public var heldProjects: [HeldProject] = []
 
+    /// Live Activity broadcast channels (migration 0035, docs/live-activity-channels.md): the rows' reconciliation
+    /// with APNs and the channel sends queued; narrowed to an app, its rows. Nil before migration 0035.
+    public var liveActivityChannels: LiveActivityChannels? = nil
+
     /// The worker processes by their heartbeats (`worker_heartbeats`, migration 0029): live and stopping ones
     /// first (by host and pid), then stale ones, then stopped ones (latest first), at most
     /// ``FleetStatusStore/listedRows``. Nil when narrowed to an app (workers are not an app's) or before
@@ -247,12 +251,17 @@ public struct FleetStatus: Sendable, Equatable, Codable {
     /// `delivery_events` written in the last ``minutes`` minutes (`at > now() - minutes`).
     public struct EventWindow: Sendable, Equatable, Codable {
         public var minutes: Int
-        /// `sent` events: deliveries the provider accepted.
+        /// `sent` events: deliveries the provider accepted (Live Activity channel sends included).
         public var sent: Figure
-        /// `failed` events: deliveries given up (terminal).
+        /// `failed` events: deliveries given up (terminal; channel sends included).
         public var failed: Figure
-        /// `retrying` events: attempts that failed and will be retried.
+        /// `retrying` events: attempts that failed and will be retried (channel sends included).
         public var retrying: Figure
+        /// Of ``sent``, the Live Activity channel sends (one broadcast each, `subscription_id` NULL) APNs accepted.
+        /// Nil in reports of workers that predate it.
+        public var channelSent: Figure? = nil
+        /// Of ``failed``, the Live Activity channel sends given up. Nil in reports of workers that predate it.
+        public var channelFailed: Figure? = nil
 
         public init(minutes: Int, sent: Figure, failed: Figure, retrying: Figure) {
             self.minutes = minutes
@@ -323,6 +332,62 @@ public struct FleetStatus: Sendable, Equatable, Codable {
             self.burst = burst
             self.permits = permits
             self.due = due
+        }
+    }
+
+    /// Live Activity broadcast channels at one instant: how far their rows' reconciliation with APNs has come, and
+    /// the channel sends waiting in `live_activity_channel_sends` (docs/live-activity-channels.md). Counted exactly.
+    public struct LiveActivityChannels: Sendable, Equatable, Codable {
+        /// Rows behind their revision (`reconciled_revision < revision`): a change the worker has not yet made at
+        /// APNs (new rows, `absent` not yet deleted, changes retried after a transient answer).
+        public var pending: Int64
+        /// Rows APNs refused for good (`state = 'failed'`, no newer change pending).
+        public var failed: Int64
+        /// Rows whose channel exists at APNs (`state = 'active'`, no newer change pending).
+        public var active: Int64
+        /// Channel sends due now (a lease that ran out included).
+        public var sendsDue: Int64
+        /// Channel sends waiting for a later attempt (a retry, a channel not yet created).
+        public var sendsDeferred: Int64
+        /// Channel sends a worker holds now.
+        public var sendsLeased: Int64
+        /// The failed rows, latest first, at most ``FleetStatusStore/listedRows``.
+        public var failedChannels: [FailedChannel]
+
+        public init(
+            pending: Int64, failed: Int64, active: Int64, sendsDue: Int64, sendsDeferred: Int64, sendsLeased: Int64,
+            failedChannels: [FailedChannel]
+        ) {
+            self.pending = pending
+            self.failed = failed
+            self.active = active
+            self.sendsDue = sendsDue
+            self.sendsDeferred = sendsDeferred
+            self.sendsLeased = sendsLeased
+            self.failedChannels = failedChannels
+        }
+
+        /// Whether there is anything to show: a row pending or failed, or a send queued.
+        public var isIdle: Bool {
+            pending == 0 && failed == 0 && sendsDue == 0 && sendsDeferred == 0 && sendsLeased == 0
+        }
+    }
+
+    /// A Live Activity channel row APNs refused for good.
+    public struct FailedChannel: Sendable, Equatable, Codable {
+        public var appID: UUID
+        /// The producer's name of the channel (untrusted text).
+        public var name: String
+        /// `error_reason` (a ``DeliveryReason`` as stored, e.g. `cannot_create_channel_config`).
+        public var reason: String?
+        /// When the row last changed (`updated_at`).
+        public var failedAt: Date
+
+        public init(appID: UUID, name: String, reason: String?, failedAt: Date) {
+            self.appID = appID
+            self.name = name
+            self.reason = reason
+            self.failedAt = failedAt
         }
     }
 
@@ -416,7 +481,7 @@ extension FleetStatus {
         case schemaVersion = "schema_version", takenAt = "taken_at", queue, leases, events, expansion
         case pausedChannels = "paused_channels", notes, throttledApps = "throttled_apps", server
         case app = "app_id", fleetPause = "fleet_pause", pausedApps = "paused_apps", workers, appNames = "app_names"
-        case heldProjects = "fcm_projects_held"
+        case heldProjects = "fcm_projects_held", liveActivityChannels = "live_activity_channels"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -437,10 +502,11 @@ extension FleetStatus {
         try container.encode(workers, forKey: .workers)
         try container.encode(appNames, forKey: .appNames)
         try container.encode(heldProjects, forKey: .heldProjects)
+        try container.encode(liveActivityChannels, forKey: .liveActivityChannels)
     }
 
-    /// Decodes what ``encode(to:)`` writes; `app_names` and `fcm_projects_held`, added later to schema version 1,
-    /// may be absent.
+    /// Decodes what ``encode(to:)`` writes; `app_names`, `fcm_projects_held` and `live_activity_channels`, added
+    /// later to schema version 1, may be absent.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         schemaVersion = try container.decode(Int.self, forKey: .schemaVersion)
@@ -459,6 +525,7 @@ extension FleetStatus {
         workers = try container.decodeIfPresent([Worker].self, forKey: .workers)
         appNames = try container.decodeIfPresent([AppName].self, forKey: .appNames) ?? []
         heldProjects = try container.decodeIfPresent([HeldProject].self, forKey: .heldProjects) ?? []
+        liveActivityChannels = try container.decodeIfPresent(LiveActivityChannels.self, forKey: .liveActivityChannels)
     }
 }
 
@@ -633,6 +700,46 @@ extension FleetStatus.PausedChannel {
         pausedUntil = PauseEnd.date(try container.decodeIfPresent(Date.self, forKey: .pausedUntil))
         reason = try container.decodeIfPresent(String.self, forKey: .reason)
         note = try container.decodeIfPresent(String.self, forKey: .note)
+    }
+}
+
+extension FleetStatus.EventWindow {
+    enum CodingKeys: String, CodingKey {
+        case minutes, sent, failed, retrying
+        case channelSent = "live_activity_channel_sent", channelFailed = "live_activity_channel_failed"
+    }
+
+    /// Every key, `null` included (docs/status.md: keys are always present).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(minutes, forKey: .minutes)
+        try container.encode(sent, forKey: .sent)
+        try container.encode(failed, forKey: .failed)
+        try container.encode(retrying, forKey: .retrying)
+        try container.encode(channelSent, forKey: .channelSent)
+        try container.encode(channelFailed, forKey: .channelFailed)
+    }
+}
+
+extension FleetStatus.LiveActivityChannels {
+    enum CodingKeys: String, CodingKey {
+        case pending, failed, active, sendsDue = "sends_due", sendsDeferred = "sends_deferred", sendsLeased = "sends_leased"
+        case failedChannels = "failed_channels"
+    }
+}
+
+extension FleetStatus.FailedChannel {
+    enum CodingKeys: String, CodingKey {
+        case appID = "app_id", name, reason, failedAt = "failed_at"
+    }
+
+    /// Every key, `null` included.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(appID, forKey: .appID)
+        try container.encode(name, forKey: .name)
+        try container.encode(reason, forKey: .reason)
+        try container.encode(failedAt, forKey: .failedAt)
     }
 }
 

@@ -40,6 +40,7 @@ public enum FleetStatusPage {
         body += pauses(status)
         body += throttled(status)
         body += heldProjects(status)
+        body += liveActivityChannels(status)
         body += leases(status)
         if !status.notes.isEmpty {
             body.append("<h2>Notes</h2><ul>" + status.notes.map { "<li>\(text($0))</li>" }.joined() + "</ul>")
@@ -122,10 +123,34 @@ public enum FleetStatusPage {
 
     static func events(_ status: FleetStatus) -> [String] {
         let header = ["per minute"] + status.events.map { "last \($0.minutes) min" }
-        let rows = [("sent", \FleetStatus.EventWindow.sent), ("failed", \.failed), ("retrying", \.retrying)].map { name, path in
+        var rows = [("sent", \FleetStatus.EventWindow.sent), ("failed", \.failed), ("retrying", \.retrying)].map { name, path in
             row([name] + status.events.map { FleetStatusRenderer.perMinute($0[keyPath: path], $0.minutes) }, id: "events-\(name)")
         }
+        for (name, path) in FleetStatusRenderer.channelEventRows(status) {
+            rows.append(
+                row(
+                    [name] + status.events.map { FleetStatusRenderer.perMinute($0[keyPath: path] ?? .exact(0), $0.minutes) },
+                    id: "events-" + name.replacingOccurrences(of: " ", with: "-")))
+        }
         return ["<h2>Send and failure rates</h2>", table(header, rows)]
+    }
+
+    static func liveActivityChannels(_ status: FleetStatus) -> [String] {
+        guard let channels = status.liveActivityChannels, !channels.isIdle else { return [] }
+        let grouped = FleetStatusRenderer.grouped
+        var lines = [
+            "<h2>Live Activity channels</h2>",
+            "<p id=\"live-activity-channels\">\(grouped(channels.pending)) pending, \(grouped(channels.failed)) failed, \(grouped(channels.active)) active; sends: \(grouped(channels.sendsDue)) due, \(grouped(channels.sendsDeferred)) deferred, \(grouped(channels.sendsLeased)) leased</p>",
+        ]
+        guard !channels.failedChannels.isEmpty else { return lines }
+        let rows = channels.failedChannels.map { channel in
+            row([
+                appLabel(channel.appID, status), text(channel.name), text(channel.reason ?? "(no reason)"),
+                text(FleetStatusRenderer.duration(max(0, status.takenAt.timeIntervalSince(channel.failedAt))) + " ago"),
+            ])
+        }
+        lines.append(table(["app", "failed channel", "reason", "since"], rows, textual: true))
+        return lines
     }
 
     static func expansion(_ status: FleetStatus) -> [String] {

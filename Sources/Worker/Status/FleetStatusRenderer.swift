@@ -101,8 +101,15 @@ public enum FleetStatusRenderer {
         events.append(["  sent"] + status.events.map { perMinute($0.sent, $0.minutes) })
         events.append(["  failed"] + status.events.map { perMinute($0.failed, $0.minutes) })
         events.append(["  retrying"] + status.events.map { perMinute($0.retrying, $0.minutes) })
+        for (name, path) in channelEventRows(status) {
+            events.append(["  " + name] + status.events.map { perMinute($0[keyPath: path] ?? .exact(0), $0.minutes) })
+        }
         lines += aligned(events, rightAligned: Set(1..<(status.events.count + 1)))
         lines.append("")
+        if let channels = status.liveActivityChannels, !channels.isIdle {
+            lines += liveActivityChannelLines(channels, status)
+            lines.append("")
+        }
 
         let expansion = status.expansion
         lines.append("expansion: \(figure(expansion.expanding)) expanding, \(figure(expansion.pending)) pending")
@@ -168,6 +175,33 @@ public enum FleetStatusRenderer {
         }
         for note in status.notes { lines.append("note: " + TerminalText.sanitized(note)) }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The rows of Live Activity channel sends under the event rates (`channel sent`, `channel failed`), when a
+    /// window counted any: they are part of `sent` and `failed` above, and an app without channels needs no rows of
+    /// zeros.
+    static func channelEventRows(_ status: FleetStatus) -> [(String, KeyPath<FleetStatus.EventWindow, FleetStatus.Figure?>)] {
+        let rows: [(String, KeyPath<FleetStatus.EventWindow, FleetStatus.Figure?>)] = [
+            ("channel sent", \.channelSent), ("channel failed", \.channelFailed),
+        ]
+        let counted = status.events.contains { window in rows.contains { (window[keyPath: $0.1]?.value ?? 0) > 0 } }
+        return counted ? rows : []
+    }
+
+    /// The Live Activity channels section: the rows' reconciliation, the sends queued, and each failed row.
+    static func liveActivityChannelLines(_ channels: FleetStatus.LiveActivityChannels, _ status: FleetStatus) -> [String] {
+        var lines = [
+            "live activity channels: \(grouped(channels.pending)) pending (a change not yet made at APNs), \(grouped(channels.failed)) failed, \(grouped(channels.active)) active",
+            "live activity channel sends: \(grouped(channels.sendsDue)) due, \(grouped(channels.sendsDeferred)) deferred, \(grouped(channels.sendsLeased)) leased",
+        ]
+        for channel in channels.failedChannels {
+            lines.append(
+                "  failed: app \(channel.appID.uuidString.lowercased()) channel \(safe(channel.name)): \(safe(channel.reason ?? "(no reason)")) (\(duration(max(0, status.takenAt.timeIntervalSince(channel.failedAt)))) ago)")
+        }
+        if Int64(channels.failedChannels.count) < channels.failed {
+            lines.append("  (\(grouped(Int64(channels.failedChannels.count))) listed, latest first)")
+        }
+        return lines
     }
 
     /// The workers section: a count per state, a row per worker, and what a stale worker means.

@@ -133,6 +133,7 @@ public enum FleetStatusStore {
                 server: connection.serverAddress)
             status.app = app
             status.heldProjects = try readHeldProjects(on: connection, app: app)
+            status.liveActivityChannels = try readLiveActivityChannels(on: connection, app: app)
             try readOperatorPauses(on: connection, app: app, into: &status)
             if app == nil {
                 status.workers = try readWorkers(on: connection)
@@ -482,7 +483,11 @@ public enum FleetStatusStore {
     static func readEvents(on connection: PostgresConnection, limits: Limits, app: UUID? = nil) throws
         -> [FleetStatus.EventWindow]
     {
-        let zero = windows.map { FleetStatus.EventWindow(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0)) }
+        let zero = windows.map {
+            var window = FleetStatus.EventWindow(minutes: $0, sent: .exact(0), failed: .exact(0), retrying: .exact(0))
+            (window.channelSent, window.channelFailed) = (.exact(0), .exact(0))
+            return window
+        }
         let range = try connection.query("SELECT min(id) AS low, max(id) AS high FROM delivery_events")[0]
         guard let low = try range.decodeIfPresent(Int64.self, "low"), let high = try range.decodeIfPresent(Int64.self, "high")
         else { return zero }
@@ -503,9 +508,13 @@ public enum FleetStatusStore {
         let start = try first(from: low, minutes: widest + 1)
         guard high >= start else { return zero }
         let events = ["sent", "failed", "retrying"]
+        // Live Activity channel sends are the events without a subscription (one broadcast each).
         func selections(_ minutes: [Int]) -> String {
             minutes.flatMap { minutes in
                 events.map { "count(*) FILTER (WHERE event = '\($0)' AND at > now() - interval '\(minutes) minutes') AS \($0)_\(minutes)" }
+                    + ["sent", "failed"].map {
+                        "count(*) FILTER (WHERE event = '\($0)' AND subscription_id IS NULL AND at > now() - interval '\(minutes) minutes') AS channel_\($0)_\(minutes)"
+                    }
             }.joined(separator: ", ")
         }
         if high - start + 1 <= limits.countLimit {
@@ -513,10 +522,13 @@ public enum FleetStatusStore {
                 "SELECT \(selections(windows)) FROM delivery_events WHERE id >= $1 AND id <= $2\(appCondition("app_id", app))",
                 [start, high])[0]
             return try windows.map { minutes in
-                FleetStatus.EventWindow(
+                var window = FleetStatus.EventWindow(
                     minutes: minutes, sent: .exact(try row.decode(Int64.self, "sent_\(minutes)")),
                     failed: .exact(try row.decode(Int64.self, "failed_\(minutes)")),
                     retrying: .exact(try row.decode(Int64.self, "retrying_\(minutes)")))
+                window.channelSent = .exact(try row.decode(Int64.self, "channel_sent_\(minutes)"))
+                window.channelFailed = .exact(try row.decode(Int64.self, "channel_failed_\(minutes)"))
+                return window
             }
         }
         var result: [FleetStatus.EventWindow] = []
@@ -524,7 +536,9 @@ public enum FleetStatusStore {
             let windowStart = try first(from: start, minutes: minutes)
             let span = high - windowStart + 1
             guard span > 0 else {
-                result.append(FleetStatus.EventWindow(minutes: minutes, sent: .exact(0), failed: .exact(0), retrying: .exact(0)))
+                var window = FleetStatus.EventWindow(minutes: minutes, sent: .exact(0), failed: .exact(0), retrying: .exact(0))
+                (window.channelSent, window.channelFailed) = (.exact(0), .exact(0))
+                result.append(window)
                 continue
             }
             let samples = min(span, limits.eventSamples)
@@ -540,10 +554,11 @@ public enum FleetStatusStore {
                 let counted = try row.decode(Int64.self, "\(event)_\(minutes)")
                 return samples == span ? .exact(counted) : .estimate(Int64((Double(counted) * step).rounded()))
             }
-            result.append(
-                FleetStatus.EventWindow(
-                    minutes: minutes, sent: try figure("sent"), failed: try figure("failed"),
-                    retrying: try figure("retrying")))
+            var window = FleetStatus.EventWindow(
+                minutes: minutes, sent: try figure("sent"), failed: try figure("failed"), retrying: try figure("retrying"))
+            window.channelSent = try figure("channel_sent")
+            window.channelFailed = try figure("channel_failed")
+            result.append(window)
         }
         return result
     }
@@ -735,6 +750,46 @@ public enum FleetStatusStore {
         }
     }
 
+    // MARK: Live Activity channels
+
+    /// The Live Activity channel rows by reconciliation state, the channel sends queued by state and the failed
+    /// rows (latest first, at most ``listedRows``), exactly; narrowed to `app`, its rows. Nil before migration 0035.
+    static func readLiveActivityChannels(on connection: PostgresConnection, app: UUID? = nil) throws
+        -> FleetStatus.LiveActivityChannels?
+    {
+        let present = try connection.query("SELECT to_regclass('live_activity_channel_sends') IS NOT NULL AS present")[0]
+            .decode(Bool.self, "present")
+        guard present else { return nil }
+        let counts = try connection.query(
+            """
+            SELECT (SELECT count(*) FROM live_activity_channels WHERE reconciled_revision < revision\(appCondition("app_id", app))) AS pending,
+                   (SELECT count(*) FROM live_activity_channels
+                    WHERE reconciled_revision >= revision AND state = 'failed'\(appCondition("app_id", app))) AS failed,
+                   (SELECT count(*) FROM live_activity_channels
+                    WHERE reconciled_revision >= revision AND state = 'active'\(appCondition("app_id", app))) AS active,
+                   count(*) FILTER (WHERE run_at <= now()) AS due,
+                   count(*) FILTER (WHERE run_at > now() AND leased_by IS NULL) AS deferred,
+                   count(*) FILTER (WHERE run_at > now() AND leased_by IS NOT NULL) AS leased
+            FROM live_activity_channel_sends WHERE true\(appCondition("app_id", app))
+            """)[0]
+        let failed = try connection.query(
+            """
+            SELECT app_id, left(name, $2) AS name, left(error_reason, $2) AS reason, updated_at FROM live_activity_channels
+            WHERE reconciled_revision >= revision AND state = 'failed'\(appCondition("app_id", app))
+            ORDER BY updated_at DESC, app_id, name LIMIT $1
+            """, [listedRows, appNameLength]
+        ).map { row in
+            FleetStatus.FailedChannel(
+                appID: try row.decode(UUID.self, "app_id"), name: try row.decode(String.self, "name"),
+                reason: try row.decodeIfPresent(String.self, "reason"), failedAt: try row.decode(Date.self, "updated_at"))
+        }
+        return FleetStatus.LiveActivityChannels(
+            pending: try counts.decode(Int64.self, "pending"), failed: try counts.decode(Int64.self, "failed"),
+            active: try counts.decode(Int64.self, "active"), sendsDue: try counts.decode(Int64.self, "due"),
+            sendsDeferred: try counts.decode(Int64.self, "deferred"), sendsLeased: try counts.decode(Int64.self, "leased"),
+            failedChannels: failed)
+    }
+
     // MARK: Channels
 
     static func readPausedChannels(on connection: PostgresConnection, app: UUID? = nil) throws
@@ -871,6 +926,7 @@ public enum FleetStatusStore {
     static func readAppNames(on connection: PostgresConnection, of status: FleetStatus) throws -> [FleetStatus.AppName] {
         var ids = status.pausedChannels.map(\.appID) + status.pausedApps.map(\.appID) + status.throttledApps.map(\.appID)
         ids += status.expansion.notifications.map(\.appID) + (status.app.map { [$0] } ?? [])
+        ids += status.liveActivityChannels?.failedChannels.map(\.appID) ?? []
         let listed = Array(Set(ids.map(CanonicalUUIDText.format))).sorted()
         guard !listed.isEmpty else { return [] }
         return try connection.query(

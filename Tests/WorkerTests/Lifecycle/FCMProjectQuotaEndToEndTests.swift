@@ -13,9 +13,72 @@ import Testing
 struct FCMProjectQuotaEndToEndTests {
     /// The emulator's service account naming `project` instead of its own project ID.
     static func settings(_ emulator: EmulatorHarness, project: String, quota: Int?) -> String {
+        settings(emulator, project: project, quotaJSON: quota.map(String.init))
+    }
+
+    /// As ``settings(_:project:quota:)``, the quota written as the JSON text `quotaJSON`.
+    static func settings(_ emulator: EmulatorHarness, project: String, quotaJSON: String?) -> String {
         let account = emulator.serviceAccountJSON.replacingOccurrences(
             of: #""project_id":"\#(EmulatorHarness.fcmProjectID)""#, with: #""project_id":"\#(project)""#)
-        return #"{"service_account": \#(account)\#(quota.map { #", "project_quota_per_minute": \#($0)"# } ?? "")}"#
+        return #"{"service_account": \#(account)\#(quotaJSON.map { #", "project_quota_per_minute": \#($0)"# } ?? "")}"#
+    }
+
+    /// A quota that is no whole number of 1 ... 1,000,000,000 fails its own app's channel as
+    /// `invalid_channel_settings` naming the key (it would otherwise send at Firebase's default while its settings
+    /// say something else); another app on the same project sends as usual, and nothing else stops.
+    @Test func aBadQuotaFailsItsOwnChannelOnly() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await EmulatorHarness.with { emulator in
+                let badQuotas = [#""fast""#, "1e400", "0", "2.5", "true"]
+                let seeded = try await onThread {
+                    var bad: [UUID] = []
+                    for quota in badQuotas {
+                        let seed = try Seed(url)
+                        defer { seed.connection.close() }
+                        try seed.app()
+                        try seed.fcmChannel(
+                            settings: Self.settings(emulator, project: "shared-proj", quotaJSON: quota), endpoint: emulator.endpoint)
+                        bad.append(try seed.subscription(platform: "android", token: "fcm-ok-" + UUID().uuidString))
+                        _ = try seed.notification(target: #"{"all": true}"#)
+                    }
+                    let seed = try Seed(url)
+                    defer { seed.connection.close() }
+                    try seed.app()
+                    try seed.fcmChannel(settings: Self.settings(emulator, project: "shared-proj", quota: 6100), endpoint: emulator.endpoint)
+                    let good = try seed.subscription(platform: "android", token: "fcm-ok-" + UUID().uuidString)
+                    _ = try seed.notification(target: #"{"all": true}"#)
+                    return (bad, good)
+                }
+                let (bad, good) = seeded
+                let database = PostgresClient(connectionString: url, maximumConnections: 1)
+                let runtime = try WorkerRuntime(
+                    configuration: try emulator.workerConfiguration(databaseURL: url, extra: ["PUSHIZO_EXIT_WHEN_DRAINED": "false"]),
+                    logger: quietLogger)
+                let subscriptions = badQuotas.count + 1
+                try await runUntil(runtime, "every subscription has an event") {
+                    try await database.query("SELECT count(DISTINCT subscription_id) AS n FROM delivery_events")[0]["n"]
+                        == "\(subscriptions)"
+                }
+                for (quota, subscription) in zip(badQuotas, bad) {
+                    let events = try await database.query(
+                        "SELECT event || '/' || coalesce(reason, '') AS e, detail::text AS d FROM delivery_events WHERE subscription_id = $1",
+                        [subscription])
+                    #expect(events.map { $0["e"] ?? "" } == ["retrying/invalid_channel_settings"], "quota \(quota)")
+                    #expect(events.first?["d"]?.contains("project_quota_per_minute") == true, "quota \(quota): \(events)")
+                    #expect(events.first?["d"]?.contains("PRIVATE KEY") == false)
+                }
+                let sent = try await database.query(
+                    "SELECT event || coalesce('/' || reason, '') AS e FROM delivery_events WHERE subscription_id = $1", [good])
+                #expect(sent.map { $0["e"] ?? "" } == ["sent"])
+                // The refused channels are paused (their subscribers untouched); the good one is not.
+                let paused = try await database.query(
+                    "SELECT count(*) FILTER (WHERE paused_until > now())::int AS paused, count(*)::int AS channels FROM app_channels")
+                #expect(paused.first?["paused"] == "\(badQuotas.count)" && paused.first?["channels"] == "\(subscriptions)")
+                let statuses = try await database.query("SELECT DISTINCT status FROM subscriptions")
+                #expect(statuses.map { $0["status"] ?? "" } == ["active"])
+                await database.shutdown()
+            }
+        }
     }
 
     @Test func appsOnOneProjectWaitTogetherAndNothingElseWaits() async throws {

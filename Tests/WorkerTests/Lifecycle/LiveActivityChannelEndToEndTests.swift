@@ -9,7 +9,9 @@ import Testing
 /// (docs/live-activity-channels.md): producers' `live_activity_channels` rows are created and deleted at APNs's
 /// channel management API, a notification targeting a channel goes as one broadcast request with its
 /// `apns-channel-id` and one `delivery_events` row, a send to a deleted or unknown channel fails only that
-/// notification, and a channel row whose app cannot reach APNs fails only its own reconciliation.
+/// notification, and a channel row whose app cannot reach APNs fails only its own reconciliation. The first two
+/// rounds run in this process, so that its metrics count the reconciliations and the sends; `status` and the queue
+/// sample show the rows' states and the sends.
 @Suite("Live Activity channels end to end", .serialized)
 struct LiveActivityChannelEndToEndTests {
     static let update = #"""
@@ -49,9 +51,37 @@ struct LiveActivityChannelEndToEndTests {
                     let process = try await emulator.runWorkerUntilDrained(databaseURL: url)
                     #expect(process.terminationStatus == 0)
                 }
+                /// One round in this process: its metrics' text.
+                func runHere() async throws -> String {
+                    let runtime = try WorkerRuntime(configuration: try emulator.workerConfiguration(databaseURL: url), logger: quietLogger)
+                    try await runUntilDrained(runtime)
+                    return runtime.metrics.registry.render()
+                }
 
                 // 1. Created at APNs; the bad app's row fails alone.
-                try await run()
+                let reconciled = try await runHere()
+                #expect(reconciled.contains(#"pushizo_live_activity_channel_changes_total{result="active",reason=""} 2"#), "\(reconciled)")
+                #expect(reconciled.contains(#"pushizo_live_activity_channel_changes_total{result="failed",reason="no_channel"} 1"#))
+                // The fleet's counts: status, and the queue sample the metrics show.
+                let (reconciledStatus, sample) = try await onThread {
+                    let connection = try PostgresConnection(connectionString: url)
+                    defer { connection.close() }
+                    return (try FleetStatusStore.read(on: connection), try QueueDepthStore.measureQueueDepth(on: connection))
+                }
+                let channelStatus = try #require(reconciledStatus.liveActivityChannels)
+                #expect(channelStatus.pending == 0 && channelStatus.failed == 1 && channelStatus.active == 2)
+                #expect(channelStatus.failedChannels.map(\.name) == ["orphan"] && channelStatus.failedChannels.first?.reason == "no_channel")
+                let statusText = FleetStatusRenderer.text(reconciledStatus)
+                #expect(statusText.contains("live activity channels: 0 pending (a change not yet made at APNs), 1 failed, 2 active"), "\(statusText)")
+                #expect(statusText.contains("failed: app \(badAppID.uuidString.lowercased()) channel orphan: no_channel"), "\(statusText)")
+                let reconciledJSON = try FleetStatusRenderer.json(reconciledStatus)
+                #expect(reconciledJSON.contains(#""live_activity_channels" : {"#) && reconciledJSON.contains(#""failed_channels" : ["#))
+                let decoded = try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(reconciledJSON.utf8))
+                #expect(decoded.liveActivityChannels?.failedChannels.map(\.name) == ["orphan"])
+                #expect(sample.liveActivityChannels?.failed == 1 && sample.liveActivityChannels?.pending == 0)
+                let sampled = WorkerMetrics()
+                sampled.record(sample)
+                #expect(sampled.registry.render().contains(#"pushizo_live_activity_channels{state="failed"} 1"#))
                 var rows = try await channels()
                 #expect(rows["match-1"]?.state == "active" && rows["match-2"]?.state == "active")
                 #expect(rows["orphan"]?.state == "failed" && rows["orphan"]?.reason == "no_channel")
@@ -68,7 +98,20 @@ struct LiveActivityChannelEndToEndTests {
                         try seed.notification(message: Self.update, target: #"{"live_activity_channel": "no-such"}"#),
                         try seed.notification(message: #"{"contents": {"en": "x"}}"#, target: #"{"live_activity_channel": "match-1"}"#))
                 }
-                try await run()
+                let sentHere = try await runHere()
+                #expect(sentHere.contains(#"pushizo_live_activity_channel_sends_total{event="sent",reason=""} 1"#), "\(sentHere)")
+                #expect(sentHere.contains(#"pushizo_live_activity_channel_sends_total{event="failed",reason="unknown_channel"} 1"#))
+                #expect(!sentHere.contains(#"pushizo_deliveries_total{provider="apns",event="sent""#), "a channel send is no device's delivery")
+                let afterSends = try await onThread {
+                    let connection = try PostgresConnection(connectionString: url)
+                    defer { connection.close() }
+                    return try FleetStatusStore.read(on: connection)
+                }
+                let widest = try #require(afterSends.events.last)
+                #expect(widest.channelSent == .exact(1) && widest.channelFailed == .exact(1), "\(widest)")
+                let sendsText = FleetStatusRenderer.text(afterSends)
+                #expect(sendsText.contains("  channel sent ") && sendsText.contains("  channel failed "), "\(sendsText)")
+                #expect(try FleetStatusRenderer.json(afterSends).contains(#""live_activity_channel_sent" : {"#))
                 let broadcasts = emulator.apns.broadcastChannels.acceptedBroadcasts
                 #expect(broadcasts.count == 1)
                 let broadcast = try #require(broadcasts.first)

@@ -208,6 +208,45 @@ struct DataLifecycleTests {
         }
     }
 
+    /// FCM project buckets no charge touched for a day (``DataLifecycle/idleFCMProjectBucketAge``) go, the others
+    /// stay; the project's next charge makes its bucket again, full. The delete waits for a charge under way (its
+    /// transaction still open here), so a run meanwhile gives up on its lock timeout and deletes nothing.
+    @Test func fcmProjectBucketsIdleForADayAreDeletedAndChargesUnderWayAreWaitedFor() async throws {
+        try await TestDatabase.withMigratedDatabase { url in
+            try await onThread {
+                let seed = try Seed(url)
+                let now = try seed.connection.query("SELECT now() AS now")[0].decode(Date.self, "now")
+                for (project, hoursAgo) in [("idle-two-days", 48.0), ("idle-a-day", 25.0), ("charged-23h-ago", 23.0), ("charged-now", 0.0)] {
+                    _ = try seed.connection.query(
+                        "INSERT INTO fcm_project_buckets (project_id, per_minute, tokens, refilled_at) VALUES ($1, 61, 1, $2)",
+                        [project, now.addingTimeInterval(-hoursAgo * 3600)])
+                }
+                // A charge under way on another session: its transaction holds the table until it ends.
+                let charging = try PostgresConnection(connectionString: url)
+                defer { charging.close() }
+                try charging.execute("BEGIN")
+                _ = try charging.query("SELECT * FROM pushizo_fcm_project_charge(ARRAY['charged-now'], ARRAY[1])")
+                var settings = Self.days30
+                settings.lockTimeout = .milliseconds(200)
+                let waited = try #require(try DataLifecycle.maintain(on: seed.connection, settings: settings, waitForLock: false))
+                #expect(waited.prunedFCMProjectBuckets == 0)
+                #expect(waited.problems.count == 1 && waited.problems.first?.hasPrefix("fcm project buckets:") == true, "\(waited.problems)")
+                try charging.execute("COMMIT")
+
+                let report = try #require(try DataLifecycle.maintain(on: seed.connection, settings: settings, waitForLock: false))
+                #expect(report.prunedFCMProjectBuckets == 2)
+                #expect(report.fields["fcm_project_buckets_pruned"] == "2")
+                #expect(report.problems.isEmpty, "\(report.problems)")
+                let left = try seed.connection.query("SELECT project_id FROM fcm_project_buckets ORDER BY 1")
+                    .map { try $0.decode(String.self, "project_id") }
+                #expect(left == ["charged-23h-ago", "charged-now"])
+                let again = try FCMProjectQuotaStore.charge(on: seed.connection, asks: [(project: "idle-a-day", sends: 5)])
+                // No channel names the project: Firebase's default, a new bucket full (600,000 / 61 permits).
+                #expect(again.first?.granted == 5 && (again.first?.permitsLeft ?? 0) > 9_000, "\(again)")
+            }
+        }
+    }
+
     /// Heartbeat rows not seen for a day (``WorkerHeartbeatStore/pruneAge``) go, stopped or stale; the others stay.
     @Test func workerHeartbeatsNotSeenForADayAreDeletedAndOthersKept() async throws {
         try await TestDatabase.withMigratedDatabase { url in

@@ -87,8 +87,11 @@ struct FleetStatusRendererTests {
         #expect(try FleetStatusRenderer.decoder().decode(FleetStatus.self, from: Data(json.utf8)) == status)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         #expect(Set(object.keys) == ["schema_version", "taken_at", "queue", "leases", "events", "expansion", "paused_channels", "notes", "throttled_apps", "server",
-            "app_id", "fleet_pause", "paused_apps", "workers", "app_names", "fcm_projects_held",
+            "app_id", "fleet_pause", "paused_apps", "workers", "app_names", "fcm_projects_held", "live_activity_channels",
         ])
+        #expect(object["live_activity_channels"] is NSNull)
+        let window = try #require((object["events"] as? [[String: Any]])?.first)
+        #expect(Set(window.keys) == ["minutes", "sent", "failed", "retrying", "live_activity_channel_sent", "live_activity_channel_failed"])
         #expect(object["app_names"] as? [[String: String]] == [["app_id": "00000000-0000-4000-8000-000000000001", "name": "Acme News"]])
         #expect(object["app_id"] is NSNull && object["fleet_pause"] is NSNull)
         #expect(object["server"] as? [String: String] == ["host": "db-b.internal", "port": "5432"])
