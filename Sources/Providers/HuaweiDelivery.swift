@@ -35,24 +35,8 @@ public struct HuaweiDelivery: Sendable {
     }
 }
 
-/// Why a Huawei Push Kit request could not be built. The worker fails the delivery (not retried) with
-/// `reason`, or pauses the channel for the reasons in ``HuaweiRequestFactory/channelRequestErrors``.
-public struct HuaweiRequestError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// snake_case, the `delivery_events.reason`: `bad_device_token_format`, `missing_app_id`, `invalid_app_id`,
-    /// `invalid_access_token`, `invalid_message`, `payload_too_large`.
-    public var reason: DeliveryReason
-    /// Human-readable detail. Never contains the access token.
-    public var detail: String
-
-    public init(reason: DeliveryReason, detail: String) {
-        self.reason = reason
-        self.detail = detail
-    }
-
-    public var description: String { "\(reason): \(detail)" }
-
-    /// The outcome to record: `failed` with `reason` and `{"message": detail}`, subscription untouched.
-    public var outcome: DeliveryOutcome {
-        .failed(reason: reason, detail: ["message": .string(detail)], invalidateSubscription: false)
-    }
-}
+/// Why a Huawei Push Kit request could not be built (reasons `bad_device_token_format`, `missing_app_id`,
+/// `invalid_app_id`, `invalid_access_token`, `invalid_message`, `payload_too_large`). The worker fails the delivery
+/// (not retried) with `reason`, or pauses the channel for the reasons in
+/// ``HuaweiRequestFactory/channelRequestErrors``.
+public typealias HuaweiRequestError = ProviderRequestError

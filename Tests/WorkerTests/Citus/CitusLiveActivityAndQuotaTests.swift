@@ -59,9 +59,9 @@ extension CitusSuites {
 
                 let (settled, retried, events, left) = try await Distribute.onCoordinator(database) { c in
                     let settled = try LiveActivityChannelStore.settle(
-                        first, event: "sent", reason: nil, detail: .object([:]), retryAt: nil, on: c)
+                        first, event: .sent, reason: nil, detail: .object([:]), retryAt: nil, on: c)
                     let retried = try LiveActivityChannelStore.settle(
-                        leased[1], event: "retrying", reason: nil, detail: .object([:]), retryAt: Date().addingTimeInterval(60), on: c)
+                        leased[1], event: .retrying, reason: nil, detail: .object([:]), retryAt: Date().addingTimeInterval(60), on: c)
                     let events = try c.query(
                         "SELECT event FROM delivery_events WHERE notification_id = ANY($1::uuid[]) ORDER BY event",
                         [[first.notificationID, leased[1].notificationID]]
