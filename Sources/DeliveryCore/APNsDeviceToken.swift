@@ -17,13 +17,10 @@ public enum APNsDeviceToken {
         return lengths.contains(count) && count % 2 == 0 && isHexadecimal(token)
     }
 
+    /// `0-9`, `a-f` or `A-F`, as two wrapping subtractions and compares instead of three range tests (setting
+    /// bit 5 folds `A-F` onto `a-f` and maps no other byte into `a-f`): every request's token is checked.
     @inline(__always)
     static func isHexDigit(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
-            return true
-        default:
-            return false
-        }
+        (byte &- UInt8(ascii: "0") < 10) || ((byte | 0x20) &- UInt8(ascii: "a") < 6)
     }
 }

@@ -101,10 +101,15 @@ public enum CompletionFactory {
         }
         switch outcome {
         case .sent(let providerMessageID):
-            // The most common event: its detail (all strings) is written without building a JSON object.
+            // The most common event: its detail (all strings) is written without building a JSON object, and an
+            // APNs one, whose members are known in order, without sorting them either.
+            if provider == .apns {
+                return make(
+                    .sent, nil, detailJSON: apnsSentDetail(apnsID: delivery.apnsID, providerMessageID: providerMessageID),
+                    next: nil)
+            }
             var detail: [(key: String, value: String)] = []
             if let providerMessageID { detail.append(("provider_message_id", providerMessageID)) }
-            if provider == .apns { detail.append(("apns_id", providerMessageID ?? CanonicalUUIDText.format(delivery.apnsID))) }
             if let provider { detail.append(("provider", provider.rawValue)) }
             return make(.sent, nil, detailJSON: JSONValue.objectText(ofStrings: detail), next: nil)
         case .failed(let reason, let detail, let invalidate):
@@ -201,5 +206,28 @@ public enum CompletionFactory {
         members["last_reason"] = .string(reason.rawValue)
         members["uncounted_retries"] = .int(Int64(count))
         return .object(members)
+    }
+
+    /// The detail of an APNs `sent` event: `apns_id` (Apple's answer's `apns-id`, else the request's), `provider`
+    /// and, when Apple answered one, `provider_message_id`: the text ``JSONValue/objectText(ofStrings:)`` writes
+    /// for those members (keys in byte order, values escaped alike), without building and sorting them.
+    static func apnsSentDetail(apnsID: UUID, providerMessageID: String?) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity(64 + 2 * (providerMessageID?.utf8.count ?? CanonicalUUIDText.length))
+        output.append(contentsOf: #"{"apns_id":"#.utf8)
+        if let providerMessageID {
+            JSONValue.appendString(providerMessageID, to: &output)
+        } else {
+            output.append(UInt8(ascii: "\""))
+            CanonicalUUIDText.append(apnsID, to: &output)
+            output.append(UInt8(ascii: "\""))
+        }
+        output.append(contentsOf: #","provider":"apns""#.utf8)
+        if let providerMessageID {
+            output.append(contentsOf: #","provider_message_id":"#.utf8)
+            JSONValue.appendString(providerMessageID, to: &output)
+        }
+        output.append(UInt8(ascii: "}"))
+        return String(decoding: output, as: UTF8.self)
     }
 }

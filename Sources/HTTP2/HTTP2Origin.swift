@@ -64,7 +64,9 @@ public struct HTTP2Origin: Sendable, Hashable, CustomStringConvertible {
     /// `host[:port]` for the `:authority` pseudo-header (RFC 9113 §8.3.1), the port omitted when it is the
     /// scheme's default; IPv6 literals are bracketed.
     public var authority: String {
-        let h = host.contains(":") ? "[\(host)]" : host
+        // A byte test: `String.contains(_:)` with a string argument is Foundation's substring search, and this
+        // runs for every answer (the origin's description names it to the pacer and the channel's evidence).
+        let h = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return port == scheme.defaultPort ? h : "\(h):\(port)"
     }
 

@@ -47,16 +47,30 @@ public enum MessageIDCodec {
     /// Keyed HMAC contexts of the signing keys seen lately: a worker signs every delivery with its app's key, and
     /// keying is most of an HMAC's cost. At most ``keyedLimit`` are kept (then the cache starts over), so a fleet of
     /// many apps cannot grow it.
-    private static let keyedCache = Mutex<[[UInt8]: HMACSHA256.Key]>([:])
+    private static let keyedCache = Mutex(KeyedCache())
     static let keyedLimit = 256
+
+    /// The keyed contexts by signing key, and the last one asked for: a batch's deliveries nearly all carry one
+    /// app's key (the claim hands each row the same array), so comparing with the last key (the same buffer:
+    /// `==` sees it at once) replaces hashing its 32 bytes for every delivery.
+    private struct KeyedCache {
+        var byKey: [[UInt8]: HMACSHA256.Key] = [:]
+        var last: (key: [UInt8], keyed: HMACSHA256.Key)?
+    }
 
     private static func keyed(_ key: [UInt8]) -> HMACSHA256.Key {
         keyedCache.withLock { cache in
-            if let known = cache[key] { return known }
-            if cache.count >= keyedLimit { cache.removeAll(keepingCapacity: true) }
-            let made = HMACSHA256.Key(key)
-            cache[key] = made
-            return made
+            if let last = cache.last, last.key == key { return last.keyed }
+            let keyed: HMACSHA256.Key
+            if let known = cache.byKey[key] {
+                keyed = known
+            } else {
+                if cache.byKey.count >= keyedLimit { cache.byKey.removeAll(keepingCapacity: true) }
+                keyed = HMACSHA256.Key(key)
+                cache.byKey[key] = keyed
+            }
+            cache.last = (key, keyed)
+            return keyed
         }
     }
 

@@ -11,6 +11,16 @@ struct APNsDeviceTokenTests {
         }
     }
 
+    /// Every byte value, against the three ranges written out.
+    @Test func exactlyTheTwentyTwoHexadecimalBytesAreDigits() {
+        for byte in UInt8.min...UInt8.max {
+            let expected = (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+            let text = String(decoding: [UInt8(ascii: "a"), byte, UInt8(ascii: "F")], as: UTF8.self)
+            #expect(APNsDeviceToken.isHexadecimal(text) == expected, "byte \(byte)")
+        }
+    }
+
     @Test func wellFormedMeansAnEvenLengthFrom64To200() {
         #expect(APNsDeviceToken.isWellFormed(String(repeating: "a", count: 64)))
         #expect(APNsDeviceToken.isWellFormed(String(repeating: "F", count: 200)))

@@ -28,6 +28,24 @@ struct CompletionFactoryTests {
         #expect(try detail(completion)["provider"] == "apns")
     }
 
+    /// An APNs `sent` has its detail written without building its members: the same text, byte for byte, as the
+    /// members written through `objectText(ofStrings:)` (what every other `sent` detail goes through), with and
+    /// without Apple's `apns-id`, and with one that needs escaping.
+    @Test func anAPNsSentDetailIsTheTextOfItsMembers() throws {
+        let facts = delivery(attempt: 1)
+        for answered in [nil, "2F8A1C3E-0B4D-4E5F-9A6B-7C8D9E0F1A2B", "odd \"id\"\n\u{1}é"] as [String?] {
+            let completion = CompletionFactory.completion(
+                for: facts, outcome: .sent(providerMessageID: answered), provider: .apns, maxAttempts: 3,
+                retryPolicy: policy, now: Self.now, unitRandom: 0)
+            var members: [(key: String, value: String)] = [("apns_id", answered ?? facts.apnsID.uuidString.lowercased())]
+            members.append(("provider", "apns"))
+            if let answered { members.append(("provider_message_id", answered)) }
+            let expected = JSONValue.objectText(ofStrings: members)
+            #expect(Array(completion.detailJSON.utf8) == Array(expected.utf8), "\(String(describing: answered))")
+            #expect(try detail(completion)["apns_id"] == .string(answered ?? facts.apnsID.uuidString.lowercased()))
+        }
+    }
+
     /// A send its FCM project's bucket held back (docs/fcm.md, "Project quota"): back when the refill reaches it,
     /// on its last attempt and past every uncounted retry allowed alike, with no attempt, no event and no
     /// uncounted retry spent.

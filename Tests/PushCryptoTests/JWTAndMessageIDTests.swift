@@ -50,6 +50,21 @@ import Testing
         #expect(msgID.hasPrefix("AQAAAAAAAAAAAAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAC"))
     }
 
+    /// Keys taking turns, including one equal in bytes to another but in a buffer of its own: each msgId is
+    /// signed with its own key's context, never the one asked for last.
+    @Test func keysTakingTurnsEachSignWithTheirOwn() {
+        let other = Array("another-app-key".utf8)
+        let copy = Array(key.map { $0 })
+        let n = UUID(), s = UUID()
+        for signingKey in [key, other, key, copy, other, other, copy] {
+            let msgID = MessageIDCodec.sign(notificationID: n, subscriptionID: s, key: signingKey)
+            let body: [UInt8] = [1] + withUnsafeBytes(of: n.uuid, Array.init) + withUnsafeBytes(of: s.uuid, Array.init)
+            let tag = HMACSHA256.authenticationCode(key: signingKey, message: Array("pushizo-msgid".utf8) + body).prefix(15)
+            #expect(msgID == Base64URL.encode(body + tag))
+            #expect(MessageIDCodec.verify(msgID, key: signingKey) != nil)
+        }
+    }
+
     @Test func tamperingIsDetected() {
         let msgID = MessageIDCodec.sign(notificationID: UUID(), subscriptionID: UUID(), key: key)
         #expect(MessageIDCodec.verify(msgID, key: Array("another-key".utf8)) == nil)

@@ -38,7 +38,10 @@ public final class APNsSender: PlannedBatchSender {
     }
 
     /// An app's APNs channel: token-based (``Channel``) or certificate-based (``CertificateChannel``).
-    enum AnyChannel: Sendable {
+    /// Indirect: each delivery of a batch carries its channel through the send (its member, its outgoing request,
+    /// the judging of its answer), and a copy of the boxed case is one retain instead of one per credential,
+    /// string and origin field.
+    indirect enum AnyChannel: Sendable {
         case token(Channel)
         case certificate(CertificateChannel)
     }
