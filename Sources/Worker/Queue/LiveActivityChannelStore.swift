@@ -55,7 +55,9 @@ enum LiveActivityChannelStore {
 
     /// Leases the next due channel row behind its revision for `lease`, or nil when none is due.
     static func leaseChange(lease: Duration, on connection: PostgresConnection) throws -> ChannelChange? {
-        let rows = try connection.query(
+        // Prepared, as the send's lease below: the loop asks both on every poll, and an idle poll (no row due) was
+        // nearly all parse and plan.
+        let rows = try connection.preparedQuery(
             """
             UPDATE live_activity_channels c
             SET lease_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid(), attempts = c.attempts + 1
@@ -149,7 +151,7 @@ enum LiveActivityChannelStore {
     /// Leases the next due channel send for `lease` (its `run_at` moved to the lease's end, `attempt` and `fence`
     /// bumped), or nil when none is due.
     static func leaseSend(workerID: String, lease: Duration, on connection: PostgresConnection) throws -> ChannelSend? {
-        let rows = try connection.query(
+        let rows = try connection.preparedQuery(
             """
             UPDATE live_activity_channel_sends s
             SET run_at = now() + make_interval(secs => $1), attempt = s.attempt + 1, fence = s.fence + 1, leased_by = $2
