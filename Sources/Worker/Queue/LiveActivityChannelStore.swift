@@ -57,7 +57,9 @@ enum LiveActivityChannelStore {
     /// is drawn here: Citus refuses a volatile function (`gen_random_uuid()`) in an `UPDATE` of a distributed or
     /// reference table.
     static func leaseChange(lease: Duration, on connection: PostgresConnection) throws -> ChannelChange? {
-        let rows = try connection.query(
+        // Prepared, as the send's lease below: the loop asks both on every poll, and an idle poll (no row due) was
+        // nearly all parse and plan.
+        let rows = try connection.preparedQuery(
             """
             UPDATE live_activity_channels c
             SET lease_until = now() + make_interval(secs => $1), lease_token = $2, attempts = c.attempts + 1
@@ -160,7 +162,9 @@ enum LiveActivityChannelStore {
     /// since the read. Citus refuses the one-statement form, a `FOR UPDATE SKIP LOCKED` over every shard
     /// (docs/scale-out.md, "Every table").
     static func leaseSend(workerID: String, lease: Duration, on connection: PostgresConnection) throws -> ChannelSend? {
-        let due = try connection.query(
+        // Prepared, as the lease statements: the loop asks on every poll, and an idle poll (no send due) was nearly
+        // all parse and plan.
+        let due = try connection.preparedQuery(
             "SELECT notification_id FROM live_activity_channel_sends WHERE run_at <= now() ORDER BY run_at LIMIT $1",
             [sendCandidates]
         ).map { try $0.decode(UUID.self, "notification_id") }
@@ -175,7 +179,7 @@ enum LiveActivityChannelStore {
         _ notificationID: UUID, workerID: String, lease: Duration, on connection: PostgresConnection
     ) throws -> ChannelSend? {
         let leaseSeconds = Double(lease.components.seconds)
-        let rows = try connection.query(
+        let rows = try connection.preparedQuery(
             """
             UPDATE live_activity_channel_sends s
             SET run_at = now() + make_interval(secs => $1), attempt = s.attempt + 1, fence = s.fence + 1, leased_by = $2
