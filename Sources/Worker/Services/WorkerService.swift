@@ -101,6 +101,12 @@ public final class WorkerService: Sendable {
 
     public var isStopping: Bool { context.isStopping }
 
+    /// Tells the loops the queue's form the runtime read at start-up (``QueueTopology/read(on:)``), so that none
+    /// reads it again.
+    func adopt(_ topology: QueueTopology) {
+        context.adopt(topology)
+    }
+
     /// Sets what the loops tell after each database round trip (true: it succeeded): the readiness probe's news.
     func onDatabaseContact(_ handler: @escaping @Sendable (Bool) -> Void) {
         context.onDatabaseContact(handler)
