@@ -255,14 +255,15 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Refuses a topology whose statements this build does not run (exit 78, before anything is claimed): on a
-    /// Citus-distributed queue the claim, completion and expansion statements still read and write across lanes
-    /// (docs/scale-out.md, "The hot statements" and "Limits"), which Citus refuses or runs as multi-shard writes.
+    /// Citus-distributed queue the claim, lease renewal and completion run lane by lane, but the expansion
+    /// statements still read and write across lanes (docs/scale-out.md, "The hot statements" and "Limits"), which
+    /// Citus refuses or runs as multi-shard writes.
     static func refuseUnsupported(_ topology: QueueTopology) throws {
         guard case .lanes(let lanes) = topology else { return }
         throw ConfigurationError(
             key: ConfigurationKey.databaseURL.name,
-            problem: "the database's queue is distributed by Citus (\(lanes.count) lanes); this worker's claims "
-                + "and expansion run on a single PostgreSQL only (docs/scale-out.md, Limits)")
+            problem: "the database's queue is distributed by Citus (\(lanes.count) lanes); this worker's expansion "
+                + "runs on a single PostgreSQL only (docs/scale-out.md, Limits)")
     }
 
     /// ``verifyDatabaseRoute()`` for one route.

@@ -70,7 +70,7 @@ public final class WorkerService: Sendable {
                 // A drained queue is only seen once the last completion is written: the claim loop checks again
                 // now rather than a poll interval later.
                 if exitWhenDrained { context.claimWake.signal() }
-            }, metrics: metrics)
+            }, metrics: metrics, distributed: { [context] in context.isDistributed })
         claims = configuration.roles.contains(.send)
             ? ClaimService(
                 context: context, processor: processor, prefetch: prefetch, completer: completer, heartbeat: claimHeartbeat) : nil
