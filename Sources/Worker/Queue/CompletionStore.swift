@@ -109,7 +109,7 @@ public enum CompletionStore {
     static let completeLaneSQL = completeSQL(lane: true)
 
     /// The parameters `$1` ... `$14` of ``completeSQL(lane:)`` for `completions`.
-    private static func completeParameters(_ completions: [DeliveryCompletion]) -> [any PostgresEncodable] {
+    static func completeParameters(_ completions: [DeliveryCompletion]) -> [any PostgresEncodable] {
         // In binary format, each typed as `completeSQL` casts it: neither side writes or parses an
         // array literal and its elements' text (timestamps and uuids above all) for every delivery.
         [

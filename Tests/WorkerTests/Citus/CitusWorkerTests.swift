@@ -95,6 +95,19 @@ extension CitusSuites {
                     let held = Set(try connection.query("SELECT DISTINCT lane FROM deliveries").map { try $0.decode(Int32.self, "lane") })
                     #expect(held.count > 16, "300 subscriptions in \(held.count) lanes")
 
+                    // The lane's claim and completion are each one router task on the lane's shard.
+                    let lane = try #require(held.first)
+                    for (statement, parameters) in [
+                        (ClaimStore.claimSQL(picking: .due, limit: 64, lane: true),
+                         [600.0, "w1", [UUID](), [UUID](), [Int](), lane] as [any PostgresEncodable]),
+                        (CompletionStore.completeLaneSQL, CompletionStore.completeParameters([]) + [lane]),
+                    ] {
+                        let plan = try connection.query("EXPLAIN (COSTS OFF) " + statement, parameters)
+                            .compactMap { $0["QUERY PLAN"] }.joined(separator: "\n")
+                        #expect(plan.hasPrefix("Custom Scan (Citus Adaptive)"), "\(plan)")
+                        #expect(plan.contains("Task Count: 1"), "\(plan)")
+                    }
+
                     // The single-node claim cannot run on it (a multi-shard FOR UPDATE).
                     #expect(throws: PostgresError.self) {
                         try ClaimStore.claim(on: connection, limit: 10, lease: .seconds(600), workerID: "single")
