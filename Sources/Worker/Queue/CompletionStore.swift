@@ -62,7 +62,7 @@ public enum CompletionStore {
         let completions = all.filter { $0.source.rowID != nil && ($0.writesEvent || $0.nextRunAt != nil) }
         let rowsApplied = completions.isEmpty
             ? 0 : try lanes ? writeLaneCompletions(on: connection, completions) : writeRowCompletions(on: connection, completions)
-        try writeFollowUps(on: connection, all)
+        try writeFollowUps(on: connection, all, lanes: lanes)
         return pagesApplied + rowsApplied
     }
 
@@ -131,22 +131,27 @@ public enum CompletionStore {
     }
 
     /// The statements that follow from `completions`: subscription invalidations, channel pauses, frequency-cap
-    /// releases.
-    private static func writeFollowUps(on connection: PostgresConnection, _ completions: [DeliveryCompletion]) throws {
-        let invalidations = completions.compactMap(\.invalidation)
-        if !invalidations.isEmpty {
+    /// releases. With `lanes` (a Citus-distributed queue) the invalidations are one router `UPDATE` per lane, by
+    /// `(lane, id)`: the subscription is in its delivery's lane.
+    private static func writeFollowUps(
+        on connection: PostgresConnection, _ completions: [DeliveryCompletion], lanes: Bool = false
+    ) throws {
+        let invalidating = completions.filter { $0.invalidation != nil }
+        // On a single node one statement for all (every lane is 0 there, and no lane is named).
+        for (lane, ofLane) in Dictionary(grouping: invalidating, by: { lanes ? $0.lane : 0 }) {
+            let invalidations = ofLane.compactMap(\.invalidation)
+            var parameters: [any PostgresEncodable] = [
+                invalidations.map(\.subscriptionID), invalidations.map(\.reason.rawValue),
+                invalidations.map(\.tokenUpdatedAt),
+            ]
+            if lanes { parameters.append(lane) }
             _ = try connection.query(
                 """
                 UPDATE subscriptions s
                 SET status = 'invalid', invalid_reason = i.reason
                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS i(id, reason, token_seen)
-                WHERE s.id = i.id AND s.status = 'active' AND s.token_updated_at <= i.token_seen
-                """,
-                [
-                    invalidations.map(\.subscriptionID),
-                    invalidations.map(\.reason.rawValue),
-                    invalidations.map(\.tokenUpdatedAt),
-                ])
+                WHERE s.id = i.id AND s.status = 'active' AND s.token_updated_at <= i.token_seen\(lanes ? " AND s.lane = $4::integer" : "")
+                """, parameters)
         }
         for pause in completions.compactMap(\.channelPause) {
             _ = try connection.query(

@@ -151,7 +151,8 @@ extension CitusSuites {
                         #expect(renewed.count == 1)
                     }
 
-                    // Ten rescheduled an hour ahead, the rest sent.
+                    // Ten rescheduled an hour ahead, five failed `unregistered` (their subscriptions invalidated in
+                    // their lanes), the rest sent.
                     let later = Date().addingTimeInterval(3600)
                     let completions = claimed.enumerated().map { index, delivery in
                         var completion = DeliveryCompletion(
@@ -162,6 +163,13 @@ extension CitusSuites {
                             appID: delivery.appID, notificationID: delivery.notificationID,
                             subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
                         completion.lane = delivery.lane
+                        if (10..<15).contains(index) {
+                            completion.event = .failed
+                            completion.reason = .unregistered
+                            completion.invalidation = SubscriptionInvalidation(
+                                subscriptionID: delivery.subscriptionID, reason: .unregistered,
+                                tokenUpdatedAt: delivery.tokenUpdatedAt)
+                        }
                         return completion
                     }
                     #expect(try CompletionStore.complete(on: connection, completions, lanes: true) == 300)
@@ -173,11 +181,14 @@ extension CitusSuites {
                                count(*) FILTER (WHERE e.lane <> s.lane) AS misplaced
                         FROM delivery_events e JOIN subscriptions s ON s.lane = e.lane AND s.id = e.subscription_id
                         """)[0]
-                    #expect(try events.decode(Int.self, "sent") == 290 && events.decode(Int.self, "misplaced") == 0)
+                    #expect(try events.decode(Int.self, "sent") == 285 && events.decode(Int.self, "misplaced") == 0)
+                    let invalid = try connection.query(
+                        "SELECT count(*) AS n FROM subscriptions WHERE status = 'invalid' AND invalid_reason = 'unregistered'")
+                    #expect(try invalid[0].decode(Int.self, "n") == 5)
                     let counted = try connection.query(
                         "SELECT sum(sent)::integer AS sent FROM notification_event_counts WHERE notification_id = $1",
                         [notification])[0]
-                    #expect(try counted.decodeIfPresent(Int.self, "sent") == 290)
+                    #expect(try counted.decodeIfPresent(Int.self, "sent") == 285)
                     let rescheduledLanes = Set(claimed.prefix(10).map(\.lane))
                     let turns = try connection.query(
                         """
