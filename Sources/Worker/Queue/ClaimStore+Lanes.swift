@@ -158,4 +158,41 @@ extension ClaimStore {
         }
         return filled
     }
+
+    /// ``repairClaimTurns(on:)`` on a distributed queue (migration 0026's `pushizo_claim_turns_repair()` reads every
+    /// lane, which Citus refuses inside a function): the lanes with a turn ahead are read first (one multi-shard
+    /// read), then in each, in a transaction of its own, the turns ahead are locked (`FOR UPDATE SKIP LOCKED`, a
+    /// statement of its own, so the next one's snapshot sees what their writers committed) and each is brought
+    /// forward to its app's next run in the lane (``laneNextRunAt(app:except:lane:)``), two router statements.
+    /// Apps with a send rate are left as they are (the lane claim does not visit them).
+    /// - Returns: how many turns moved.
+    static func repairClaimTurns(on connection: PostgresConnection, lanes: [Int32]) throws -> Int {
+        let ahead = Set(try connection.query(
+            "SELECT lane FROM app_claim_turns WHERE turn_at > now() AND turn_at < 'infinity' GROUP BY lane"
+        ).map { try $0.decode(Int32.self, "lane") })
+        var moved = 0
+        for lane in lanes where ahead.contains(lane) {
+            moved += try connection.transaction { connection in
+                let locked = try connection.query(
+                    """
+                    SELECT array_agg(app_id ORDER BY app_id) AS apps FROM (
+                        SELECT app_id FROM app_claim_turns
+                        WHERE lane = $1::integer AND turn_at > now() AND turn_at < 'infinity'
+                        ORDER BY app_id FOR UPDATE SKIP LOCKED) t
+                    """, [lane])
+                guard let apps = try locked[0].decodeIfPresent([UUID].self, "apps") else { return 0 }
+                return try connection.query(
+                    """
+                    UPDATE app_claim_turns t SET turn_at = x.next_at
+                    FROM (SELECT a.app_id, (\(laneNextRunAt(app: "a.app_id", except: "'{}'::bigint[]", lane: "$1"))) AS next_at
+                          FROM unnest($2::uuid[]) AS a(app_id)) x
+                    WHERE t.lane = $1::integer AND t.app_id = x.app_id AND x.next_at < t.turn_at
+                      AND t.app_id NOT IN (SELECT id FROM apps WHERE max_sends_per_second IS NOT NULL)
+                    RETURNING t.app_id
+                    """, [lane, apps]
+                ).count
+            }
+        }
+        return moved
+    }
 }

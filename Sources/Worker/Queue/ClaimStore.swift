@@ -369,23 +369,7 @@ public enum ClaimStore {
             )
             """
         let nextRun = lane
-            ? """
-            SELECT min(n.run_at) AS next_run_at FROM (
-                    WITH RECURSIVE p AS (
-                        SELECT (SELECT max(priority) FROM deliveries WHERE app_id = c.app_id\(inLane)) AS priority
-                        UNION ALL
-                        SELECT (SELECT max(priority) FROM deliveries
-                                WHERE app_id = c.app_id\(inLane) AND priority < p.priority)
-                        FROM p WHERE p.priority IS NOT NULL
-                    )
-                    SELECT priority FROM p WHERE priority IS NOT NULL
-                ) p
-                CROSS JOIN LATERAL (
-                    SELECT run_at FROM deliveries
-                    WHERE app_id = c.app_id\(inLane) AND priority = p.priority
-                      AND id <> ALL(coalesce(m.taken, f.taken, '{}'))
-                    ORDER BY run_at LIMIT 1) n
-            """
+            ? laneNextRunAt(app: "c.app_id", except: "coalesce(m.taken, f.taken, '{}')", lane: laneParameter)
             : "SELECT pushizo_next_run_at(c.app_id, coalesce(m.taken, f.taken, '{}')) AS next_run_at"
         return """
         WITH visit AS MATERIALIZED (
@@ -512,6 +496,31 @@ public enum ClaimStore {
         ),
         \(lane ? laneClaimedRowsTail(lane: laneParameter) : claimedRowsTail)
         """
+    }
+
+    /// `pushizo_next_run_at(app, except)` written into a statement on one lane (Citus: the function reads
+    /// `deliveries`, which fails inside a router query): the earliest `run_at` of `app`'s deliveries in the lane
+    /// whose id is not in `except` (`bigint[]`), by one probe per distinct priority (a loose index scan, as
+    /// migration 0026's function does), as a `SELECT` of one column `next_run_at`; `app`, `except` and `lane` are
+    /// SQL expressions (`lane` a parameter).
+    static func laneNextRunAt(app: String, except: String, lane: String) -> String {
+        let inLane = " AND lane = \(lane)::integer"
+        return """
+            SELECT min(n.run_at) AS next_run_at FROM (
+                    WITH RECURSIVE p AS (
+                        SELECT (SELECT max(priority) FROM deliveries WHERE app_id = \(app)\(inLane)) AS priority
+                        UNION ALL
+                        SELECT (SELECT max(priority) FROM deliveries
+                                WHERE app_id = \(app)\(inLane) AND priority < p.priority)
+                        FROM p WHERE p.priority IS NOT NULL
+                    )
+                    SELECT priority FROM p WHERE priority IS NOT NULL
+                ) p
+                CROSS JOIN LATERAL (
+                    SELECT run_at FROM deliveries
+                    WHERE app_id = \(app)\(inLane) AND priority = p.priority AND id <> ALL(\(except))
+                    ORDER BY run_at LIMIT 1) n
+            """
     }
 
     /// The end of every statement that hands leased rows to the worker, after its `claimed` CTE (the leased rows'

@@ -198,6 +198,13 @@ extension CitusSuites {
                     #expect(turns == rescheduledLanes.count)
                     // Nothing due now: no lane to claim in.
                     #expect(try ClaimStore.laneTurns(on: connection, noRoom: []).due.isEmpty)
+                    // An operator makes the rescheduled rows due without moving their turns: the repair, lane by
+                    // lane, brings exactly those lanes' turns forward, and nothing else.
+                    _ = try connection.query("UPDATE deliveries SET run_at = now() - interval '1 second'")
+                    #expect(try ClaimStore.laneTurns(on: connection, noRoom: []).due.isEmpty)
+                    #expect(try ClaimStore.repairClaimTurns(on: connection, lanes: lanes) == rescheduledLanes.count)
+                    #expect(Set(try ClaimStore.laneTurns(on: connection, noRoom: []).due) == rescheduledLanes)
+                    #expect(try ClaimStore.repairClaimTurns(on: connection, lanes: lanes) == 0)
                 }
             }
         }
