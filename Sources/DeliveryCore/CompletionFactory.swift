@@ -21,6 +21,9 @@ public struct ClaimFacts: Sendable, Equatable {
     public var notificationStart: Date
     /// `subscriptions.token_updated_at` as claimed: an invalidation applies only while it is unchanged.
     public var tokenUpdatedAt: Date
+    /// The delivery's queue lane (`deliveries.lane`; docs/scale-out.md, "The shape: queue lanes"): 0 on a single
+    /// node; on a Citus-distributed queue the lane it was claimed in, which its completion names.
+    public var lane: Int32 = 0
 
     public init(
         source: DeliverySource, fence: Int64, attempt: Int, uncountedRetries: Int = 0, appID: UUID, notificationID: UUID,
@@ -92,6 +95,7 @@ public enum CompletionFactory {
                 appID: delivery.appID, notificationID: delivery.notificationID,
                 subscriptionID: delivery.subscriptionID, attempt: delivery.attempt)
             completion.claimedAs?.apnsID = delivery.apnsID
+            completion.lane = delivery.lane
             return completion
         }
         func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {

@@ -35,6 +35,9 @@ public struct DeliveryCompletion: Sendable {
     /// delivery row vanished while the push was in flight because its subscription, notification or app
     /// was deleted (the cascade took the row, not another worker). `nil`: such a completion writes nothing.
     public var claimedAs: Claim? = nil
+    /// The delivery's queue lane as claimed (``ClaimFacts/lane``): a Citus-distributed queue's completion is
+    /// written by one statement per lane, each naming its lane (docs/scale-out.md, "The hot statements").
+    public var lane: Int32 = 0
 
     /// The identity of a claimed delivery, carried so its event can be written without the queue row.
     public struct Claim: Sendable, Equatable {

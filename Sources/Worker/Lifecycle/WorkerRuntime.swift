@@ -247,17 +247,46 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
+    /// The queue's form (``QueueTopology/read(on:)``), a catalog it cannot be read from refused as a setting of
+    /// `PUSHIZO_DATABASE_URL` (exit 78): the worker cannot know which statements to run.
+    static func readTopology(on connection: PostgresConnection) throws -> QueueTopology {
+        do {
+            return try QueueTopology.read(on: connection)
+        } catch let unreadable as QueueTopology.Unreadable {
+            throw ConfigurationError(
+                key: ConfigurationKey.databaseURL.name, problem: "the queue's form cannot be read: \(unreadable)")
+        }
+    }
+
+    /// Refuses a topology whose statements this build does not run (exit 78, before anything is claimed): on a
+    /// Citus-distributed queue the claim, lease renewal and completion run lane by lane, but the expansion
+    /// statements still read and write across lanes (docs/scale-out.md, "The hot statements" and "Limits"), which
+    /// Citus refuses or runs as multi-shard writes.
+    static func refuseUnsupported(_ topology: QueueTopology) throws {
+        guard case .lanes(let lanes) = topology else { return }
+        throw ConfigurationError(
+            key: ConfigurationKey.databaseURL.name,
+            problem: "the database's queue is distributed by Citus (\(lanes.count) lanes); this worker's expansion "
+                + "runs on a single PostgreSQL only (docs/scale-out.md, Limits)")
+    }
+
     /// ``verifyDatabaseRoute()`` for one route.
     private func waitForDatabase(_ client: PostgresClient, listen: Bool) async throws {
         let route = databaseRoute
         var wait = DatabaseStartWait(key: listen ? .listenDatabaseURL : .databaseURL)
         while !service.isStopping {
             do {
-                let newer = try await client.withConnection { connection -> [String] in
+                let (newer, topology) = try await client.withConnection { connection -> ([String], QueueTopology?) in
                     try route.verify(connection, listen: listen)
-                    guard !listen else { return [] }
+                    guard !listen else { return ([], nil) }
                     try WorkerRights.verify(on: connection)
-                    return try WorkerSchema.verify(on: connection)
+                    let newer = try WorkerSchema.verify(on: connection)
+                    return (newer, try Self.readTopology(on: connection))
+                }
+                if let topology {
+                    try Self.refuseUnsupported(topology)
+                    service.adopt(topology)
+                    logger.info("queue topology read", ["topology": topology.description])
                 }
                 if !listen { probes?.schemaVerified() }
                 if !newer.isEmpty {

@@ -3,7 +3,7 @@ import Foundation
 /// How many deliveries of each app one claim may take in this worker, beyond the claim's limit: apps holding
 /// their share of the worker's delivery slots take none (``full``), apps close to it no more than what is left
 /// of it (``limited``). Every other app is bounded by the limit alone. The claim statement receives it as two
-/// arrays and a pair of arrays (``ClaimStore/claimSQL(picking:limit:)``). See ``AppSlotShares``.
+/// arrays and a pair of arrays (``ClaimStore/claimSQL(picking:limit:lane:)``). See ``AppSlotShares``.
 public struct ClaimRoom: Sendable, Equatable {
     /// Apps the claim does not visit.
     public var full: [UUID]

@@ -28,21 +28,27 @@ public enum ClaimStore {
     /// - Parameter room: how many deliveries each app may take in this worker (``ClaimRoom``).
     /// - Parameter notifications: only the deliveries of these notifications, visiting only their apps; nil: every
     ///   due delivery.
+    /// - Parameter lane: on a Citus-distributed queue, the lane claimed in (one router statement on its shard;
+    ///   ``claimSQL(picking:limit:lane:)``): the rows come back with the lane set and their notification's and
+    ///   user's columns still to be read (``fillLaneClaimedRows(_:on:)``, which ``claimLanes(on:lanes:limit:lease:workerID:room:)`` runs). Nil on a single node.
     public static func claim(
         on connection: PostgresConnection, limit: Int, lease: Duration, workerID: String,
-        room: ClaimRoom = .unbounded, notifications: [UUID]? = nil
+        room: ClaimRoom = .unbounded, notifications: [UUID]? = nil, lane: Int32? = nil
     ) throws -> [ClaimedDelivery] {
         let parameters: [any PostgresEncodable] = [
             lease.inSeconds, workerID, room.full, room.limitedApps, room.limitedRooms,
         ]
+        let laneParameter: [any PostgresEncodable] = lane.map { [$0] } ?? []
         if let notifications {
             // Not prepared per limit: the lists are short and their lengths vary.
             let sent = DatabaseClockReading.StatementTiming()
             return try decodeClaimed(
                 try withoutJIT(on: connection) {
-                    try $0.query(claimSQL(picking: .ofNotifications), [limit] + parameters + [notifications])
+                    try $0.query(
+                        claimSQL(picking: .ofNotifications, lane: lane != nil),
+                        [limit] + parameters + [notifications] + laneParameter)
                 },
-                sent: sent, on: connection)
+                sent: sent, lane: lane, on: connection)
         }
         do {
             let sent = DatabaseClockReading.StatementTiming()
@@ -51,11 +57,13 @@ public enum ClaimStore {
                 // five executions PostgreSQL may keep a prepared statement's generic plan, which with `LIMIT $1`
                 // unknown ran ten times slower than the custom one on a queue of 2,000,000 rows (89-103 ms
                 // against 8-11 ms). With the limit known the generic plan is the custom one.
-                try withoutJIT(on: connection) { try $0.preparedQuery(claimText(limit: limit), parameters) },
-                sent: sent, on: connection)
+                try withoutJIT(on: connection) {
+                    try $0.preparedQuery(claimText(limit: limit, lane: lane != nil), parameters + laneParameter)
+                },
+                sent: sent, lane: lane, on: connection)
         } catch let error as PostgresError where error.isDataError {
             return try claimIsolatingBadRows(
-                on: connection, limit: limit, parameters: parameters, error: error)
+                on: connection, limit: limit, parameters: parameters, lane: lane, error: error)
         }
     }
 
@@ -63,19 +71,22 @@ public enum ClaimStore {
     /// due deliveries of the apps whose turn has come, read without locks, in claim order) are claimed by id, a
     /// failing set split in two until single rows remain. `parameters`: the claim's own (lease ... room).
     private static func claimIsolatingBadRows(
-        on connection: PostgresConnection, limit: Int, parameters: [any PostgresEncodable], error: PostgresError
+        on connection: PostgresConnection, limit: Int, parameters: [any PostgresEncodable], lane: Int32?,
+        error: PostgresError
     ) throws -> [ClaimedDelivery] {
+        let laneParameter: [any PostgresEncodable] = lane.map { [$0] } ?? []
+        let inLane = lane == nil ? "" : " AND lane = $2::integer"
         let candidates = try connection.query(
             """
             SELECT d.id FROM app_claim_turns t
             CROSS JOIN LATERAL (
                 SELECT id, priority, run_at FROM deliveries
-                WHERE app_id = t.app_id AND run_at <= now()
+                WHERE app_id = t.app_id\(inLane) AND run_at <= now()
                 ORDER BY priority DESC, run_at LIMIT $1
             ) d
-            WHERE t.turn_at <= now()
+            WHERE t.turn_at <= now()\(inLane)
             ORDER BY d.priority DESC, d.run_at LIMIT $1
-            """, [limit]
+            """, [limit] + laneParameter
         ).map { try $0.decode(Int64.self, "id") }
         var claimed: [ClaimedDelivery] = []
         var failing: [(id: Int64, error: PostgresError)] = []
@@ -85,9 +96,11 @@ public enum ClaimStore {
                 let sent = DatabaseClockReading.StatementTiming()
                 claimed += try decodeClaimed(
                     try withoutJIT(on: connection) {
-                        try $0.query(claimSQL(picking: .listed), [ids.count] + parameters + [Array(ids)])
+                        try $0.query(
+                            claimSQL(picking: .listed, lane: lane != nil),
+                            [ids.count] + parameters + [Array(ids)] + laneParameter)
                     },
-                    sent: sent, on: connection)
+                    sent: sent, lane: lane, on: connection)
             } catch let error as PostgresError where error.isDataError {
                 guard ids.count > 1 else {
                     failing.append((ids[ids.startIndex], error))
@@ -106,14 +119,16 @@ public enum ClaimStore {
             let sent = DatabaseClockReading.StatementTiming()
             claimed = try decodeClaimed(
                 try withoutJIT(on: connection) {
-                    try $0.query(claimSQL(picking: .unlisted), [limit] + parameters + [failing.map(\.id)])
+                    try $0.query(
+                        claimSQL(picking: .unlisted, lane: lane != nil),
+                        [limit] + parameters + [failing.map(\.id)] + laneParameter)
                 },
-                sent: sent, on: connection)
+                sent: sent, lane: lane, on: connection)
             // No other row is due: no evidence either way; they are tried again with the next claim.
             if claimed.isEmpty { return [] }
         }
         for row in failing {
-            try setAsideIfPossible(on: connection, deliveryID: row.id, fence: nil, error: row.error)
+            try setAsideIfPossible(on: connection, deliveryID: row.id, fence: nil, lane: lane, error: row.error)
         }
         return claimed
     }
@@ -135,8 +150,9 @@ public enum ClaimStore {
     /// statement's `now()` (the same on every row) with `sent`, read just before the statement was sent.
     /// With `pages`, the rows are a leased page's (``DeliverySource/page(_:)``), and one that cannot be read is
     /// set aside under the page's fence (``DeliveryPageStore/setAside(on:page:fence:subscriptionID:error:)``).
+    /// With `lane` (a lane's claim on Citus) each row carries that lane.
     static func decodeClaimed(
-        _ rows: PostgresQueryResult, sent: DatabaseClockReading.StatementTiming, pages: Bool = false,
+        _ rows: PostgresQueryResult, sent: DatabaseClockReading.StatementTiming, pages: Bool = false, lane: Int32? = nil,
         on connection: PostgresConnection
     ) throws -> [ClaimedDelivery] {
         let received = ContinuousClock.now
@@ -153,6 +169,7 @@ public enum ClaimStore {
             do {
                 var delivery = try ClaimedDelivery(claimedRow: row, columns: columns, repeats: &repeats, pages: pages)
                 delivery.databaseClock = clock
+                if let lane { delivery.lane = lane }
                 claimed.append(delivery)
             } catch let error as PostgresError {
                 let id = try row.decode(Int64.self, "id")
@@ -163,19 +180,19 @@ public enum ClaimStore {
                     continue
                 }
                 try setAsideIfPossible(
-                    on: connection, deliveryID: id, fence: try row.decode(Int64.self, "fence"), error: error)
+                    on: connection, deliveryID: id, fence: try row.decode(Int64.self, "fence"), lane: lane, error: error)
             }
         }
         return claimed
     }
 
-    /// ``setAside(on:deliveryID:fence:error:)``, tolerating a data error of its own (say a trigger refuses the
+    /// ``setAside(on:deliveryID:fence:lane:error:)``, tolerating a data error of its own (say a trigger refuses the
     /// delete): the row then stays, costing the next claims their bisection (or its lease), never a stall.
     private static func setAsideIfPossible(
-        on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, error: PostgresError
+        on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, lane: Int32? = nil, error: PostgresError
     ) throws {
         do {
-            try setAside(on: connection, deliveryID: deliveryID, fence: fence, error: error)
+            try setAside(on: connection, deliveryID: deliveryID, fence: fence, lane: lane, error: error)
         } catch let failure as PostgresError where failure.isDataError {
             return
         }
@@ -184,21 +201,23 @@ public enum ClaimStore {
     /// Deletes one delivery that cannot be claimed or read and appends its `failed` event, in one statement:
     /// reason `data_exception` / `integrity_constraint_violation` (the SQLSTATE's class) or `unreadable_row`
     /// (a column Swift could not decode), `detail.error` naming the SQLSTATE and PostgreSQL's message. With a
-    /// `fence` (the row was claimed) only under that fence; without one only while no lease is live.
-    static func setAside(on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, error: PostgresError)
-        throws
-    {
+    /// `fence` (the row was claimed) only under that fence; without one only while no lease is live. With `lane`
+    /// (Citus) one router statement on the lane's shard, the event in the same lane.
+    static func setAside(
+        on connection: PostgresConnection, deliveryID: Int64, fence: Int64?, lane: Int32? = nil, error: PostgresError
+    ) throws {
         let (reason, detail) = setAsideReason(error)
+        let (inLane, laneColumn, laneValue) = lane == nil ? ("", "", "") : (" AND lane = $5::integer", ", lane", ", lane")
         _ = try connection.query(
             """
             WITH gone AS (
                 DELETE FROM deliveries
-                WHERE id = $1 AND (CASE WHEN $2::bigint IS NULL THEN run_at <= now() ELSE fence = $2::bigint END)
-                RETURNING app_id, notification_id, subscription_id, attempt
+                WHERE id = $1\(inLane) AND (CASE WHEN $2::bigint IS NULL THEN run_at <= now() ELSE fence = $2::bigint END)
+                RETURNING app_id, notification_id, subscription_id, attempt\(laneValue)
             )
-            INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail)
-            SELECT app_id, notification_id, subscription_id, 'failed', $3, attempt, $4::jsonb FROM gone
-            """, [deliveryID, fence, reason, detail.jsonText])
+            INSERT INTO delivery_events (app_id, notification_id, subscription_id, event, reason, attempt, detail\(laneColumn))
+            SELECT app_id, notification_id, subscription_id, 'failed', $3, attempt, $4::jsonb\(laneValue) FROM gone
+            """, [deliveryID, fence, reason, detail.jsonText] + (lane.map { [$0] } ?? []))
     }
 
     /// The `failed` event's reason and detail of a delivery set aside for `error`: `data_exception` /
@@ -226,14 +245,16 @@ public enum ClaimStore {
         return free >= step ? free / step * step : max(free, 0)
     }
 
-    /// The claim statement for `limit` rows (``claimSQL(picking:limit:)``), built once per limit.
-    private static func claimText(limit: Int) -> String {
-        if let text = claimTexts.withLock({ $0[limit] }) { return text }
-        let text = claimSQL(picking: .due, limit: limit)
+    /// The claim statement for `limit` rows (``claimSQL(picking:limit:lane:)``), built once per limit and form.
+    private static func claimText(limit: Int, lane: Bool) -> String {
+        // A lane's claim under the negative keys.
+        let key = lane ? -limit - 1 : limit
+        if let text = claimTexts.withLock({ $0[key] }) { return text }
+        let text = claimSQL(picking: .due, limit: limit, lane: lane)
         // A handful of limits in practice (``claimLimit(free:batch:)``); bounded anyway.
         claimTexts.withLock { texts in
             if texts.count >= 64 { texts.removeAll() }
-            texts[limit] = text
+            texts[key] = text
         }
         return text
     }
@@ -255,7 +276,7 @@ public enum ClaimStore {
     /// `expression AS name`, or NULL (`''` with `orEmpty`, for columns read as non-optional) when its text is
     /// longer than the column's bound in ``ClaimedColumnBounds``: an oversized value is never shipped to the
     /// worker (the claim's `oversized_columns` names it, and the delivery fails `oversized_column`).
-    private static func bounded(_ expression: String, as name: String, orEmpty: Bool = false) -> String {
+    static func bounded(_ expression: String, as name: String, orEmpty: Bool = false) -> String {
         guard let bound = ClaimedColumnBounds.all.first(where: { $0.expression == expression }) else {
             preconditionFailure("no bound declared for \(expression)")
         }
@@ -282,7 +303,15 @@ public enum ClaimStore {
     /// room (`uuid[]`), `$5`/`$6` apps with less room than the limit and their room (`uuid[]`, `integer[]`)
     /// and, for the pickings other than `.due`, `$7` the ids; with `limit` (written into the text) each of those
     /// one lower (`$1` lease seconds ... `$6` the ids).
-    static func claimSQL(picking: ClaimPicking, limit: Int? = nil) -> String {
+    ///
+    /// With `lane` (a Citus-distributed queue, ``QueueTopology/lanes(_:)``; docs/scale-out.md, "The hot
+    /// statements") the claim of one lane, one more parameter after the others (`integer`): `lane = $n` on every
+    /// distributed table it reads or writes, so that Citus runs it whole as one router task on the lane's shard.
+    /// Three parts differ: `pushizo_next_run_at`, which reads `deliveries` and so fails inside a router query, is
+    /// written into the statement; the apps with a send rate are left out (their token buckets are distributed by
+    /// app, on another shard: docs/scale-out.md, Limits); and the notifications and users, distributed by id, are
+    /// not read (placeholders in their columns: ``laneClaimedRowsLookup``).
+    static func claimSQL(picking: ClaimPicking, limit: Int? = nil, lane: Bool = false) -> String {
         let notPaused = ClaimPauses.turnsCondition
         let shift = limit == nil ? 0 : 1
         let limitText = limit.map { "\(max($0, 0))" } ?? "$1"
@@ -293,6 +322,10 @@ public enum ClaimStore {
         let roomApps = parameter(5)
         let rooms = parameter(6)
         let ids = parameter(7)
+        let laneParameter = picking == .due ? parameter(7) : parameter(8)
+        // `lane = $n` for every distributed table the lane's claim names (nothing on a single node).
+        let inLane = lane ? " AND lane = \(laneParameter)::integer" : ""
+        func laneOf(_ alias: String) -> String { lane ? " AND \(alias).lane = \(laneParameter)::integer" : "" }
         let listed: String
         let visited: String
         switch picking {
@@ -300,13 +333,44 @@ public enum ClaimStore {
             (listed, visited) = ("", "")
         case .listed:
             listed = " AND id = ANY(\(ids)::bigint[])"
-            visited = " AND app_id IN (SELECT app_id FROM deliveries WHERE id = ANY(\(ids)::bigint[]))"
+            visited = " AND app_id IN (SELECT app_id FROM deliveries WHERE id = ANY(\(ids)::bigint[])\(inLane))"
         case .unlisted:
             (listed, visited) = (" AND id <> ALL(\(ids)::bigint[])", "")
         case .ofNotifications:
             listed = " AND notification_id = ANY(\(ids)::uuid[])"
-            visited = " AND app_id IN (SELECT app_id FROM notifications WHERE id = ANY(\(ids)::uuid[]))"
+            // On Citus the notifications are on other shards: their apps are read from the lane's deliveries.
+            visited = lane
+                ? " AND app_id IN (SELECT app_id FROM deliveries WHERE notification_id = ANY(\(ids)::uuid[])\(inLane))"
+                : " AND app_id IN (SELECT app_id FROM notifications WHERE id = ANY(\(ids)::uuid[]))"
         }
+        // Apps with a send rate, whose buckets a lane's router statement cannot lock: not visited on Citus.
+        let unlimited = lane ? "\n                    AND app_id NOT IN (SELECT id FROM apps WHERE max_sends_per_second IS NOT NULL)" : ""
+        let buckets = lane
+            ? "SELECT v.app_id, now() AS at, now() AS refilled_at, 0::float8 AS available FROM visit v WHERE false"
+            : """
+            SELECT b.app_id, c.at, b.refilled_at,
+                       pushizo_bucket_permits(v.rate, b.tokens, b.refilled_at, c.at) AS available
+                FROM visit v
+                JOIN app_send_buckets b ON b.app_id = v.app_id
+                CROSS JOIN (SELECT clock_timestamp() AS at) c
+                WHERE v.rate IS NOT NULL
+                FOR UPDATE OF b SKIP LOCKED
+            """
+        let taken = lane
+            ? ""
+            : """
+            , taken AS (
+                -- Permits of rows not taken (fewer due than permits) stay in the bucket.
+                UPDATE app_send_buckets s
+                SET tokens = b.available - u.used, refilled_at = b.at
+                FROM buckets b
+                JOIN (SELECT app_id, count(*) AS used FROM picked GROUP BY app_id) u ON u.app_id = b.app_id
+                WHERE s.app_id = b.app_id
+            )
+            """
+        let nextRun = lane
+            ? laneNextRunAt(app: "c.app_id", except: "coalesce(m.taken, f.taken, '{}')", lane: laneParameter)
+            : "SELECT pushizo_next_run_at(c.app_id, coalesce(m.taken, f.taken, '{}')) AS next_run_at"
         return """
         WITH visit AS MATERIALIZED (
             -- The apps whose turn has come, oldest turn first (app_claim_turns_due), those without room left out.
@@ -314,19 +378,13 @@ public enum ClaimStore {
                    least(\(limitText), coalesce(r.room, \(limitText))) AS room,
                    row_number() OVER (ORDER BY t.turn_at, t.app_id) AS turn
             FROM (SELECT app_id, turn_at, xmin FROM app_claim_turns
-                  WHERE turn_at <= now() AND app_id <> ALL(\(noRoom)::uuid[])\(visited)
-                    \(notPaused)
+                  WHERE turn_at <= now()\(inLane) AND app_id <> ALL(\(noRoom)::uuid[])\(visited)
+                    \(notPaused)\(unlimited)
                   ORDER BY turn_at LIMIT \(limitText)) t
             JOIN apps a ON a.id = t.app_id
             LEFT JOIN unnest(\(roomApps)::uuid[], \(rooms)::integer[]) AS r(app_id, room) ON r.app_id = t.app_id
         ), buckets AS MATERIALIZED (
-            SELECT b.app_id, c.at, b.refilled_at,
-                   pushizo_bucket_permits(v.rate, b.tokens, b.refilled_at, c.at) AS available
-            FROM visit v
-            JOIN app_send_buckets b ON b.app_id = v.app_id
-            CROSS JOIN (SELECT clock_timestamp() AS at) c
-            WHERE v.rate IS NOT NULL
-            FOR UPDATE OF b SKIP LOCKED
+            \(buckets)
         ), caps AS MATERIALIZED (
             -- What each app may take at most: its room, and a limited app's whole permits (none while another
             -- claim holds its bucket).
@@ -347,7 +405,7 @@ public enum ClaimStore {
             FROM first_shares s
             CROSS JOIN LATERAL (
                 SELECT id, app_id, leased_by FROM deliveries
-                WHERE app_id = s.app_id AND run_at <= now()\(listed)
+                WHERE app_id = s.app_id\(inLane) AND run_at <= now()\(listed)
                 ORDER BY priority DESC, run_at
                 LIMIT s.share
                 FOR UPDATE SKIP LOCKED
@@ -373,7 +431,7 @@ public enum ClaimStore {
             FROM second_shares s
             CROSS JOIN LATERAL (
                 SELECT id, app_id, leased_by FROM deliveries
-                WHERE app_id = s.app_id AND run_at <= now() AND id <> ALL(s.taken)\(listed)
+                WHERE app_id = s.app_id\(inLane) AND run_at <= now() AND id <> ALL(s.taken)\(listed)
                 ORDER BY priority DESC, run_at
                 LIMIT s.more
                 FOR UPDATE SKIP LOCKED
@@ -383,14 +441,7 @@ public enum ClaimStore {
             -- leased_by as the row lock found it: set on a due row only when its lease ran out (a completion that
             -- reschedules clears it), so the claim rescues that worker's delivery.
             SELECT id, app_id, leased_by FROM first_pick UNION ALL SELECT id, app_id, leased_by FROM second_pick
-        ), taken AS (
-            -- Permits of rows not taken (fewer due than permits) stay in the bucket.
-            UPDATE app_send_buckets s
-            SET tokens = b.available - u.used, refilled_at = b.at
-            FROM buckets b
-            JOIN (SELECT app_id, count(*) AS used FROM picked GROUP BY app_id) u ON u.app_id = b.app_id
-            WHERE s.app_id = b.app_id
-        ), claimed AS (
+        )\(taken), claimed AS (
             -- The picked rows by primary key (an array, so no join plan can read the whole queue instead).
             UPDATE deliveries d
             SET run_at = now() + make_interval(secs => \(lease)::float8),
@@ -398,7 +449,7 @@ public enum ClaimStore {
                 fence = d.fence + 1,
                 leased_by = \(worker)
             FROM picked p
-            WHERE d.id = ANY (ARRAY(SELECT id FROM picked)) AND p.id = d.id
+            WHERE d.id = ANY (ARRAY(SELECT id FROM picked)) AND p.id = d.id\(laneOf("d"))
             RETURNING d.id, d.fence, d.attempt, d.notification_id, d.subscription_id, d.app_id, d.apns_id,
                       d.uncounted_retries,
                       d.local_due_at, p.leased_by AS rescued_from
@@ -429,7 +480,7 @@ public enum ClaimStore {
             -- The next run of an app whose due deliveries ran out (those just claimed left out): one probe per
             -- distinct priority, however many deliveries wait for later (migration 0026).
             LEFT JOIN LATERAL (
-                SELECT pushizo_next_run_at(c.app_id, coalesce(m.taken, f.taken, '{}')) AS next_run_at
+                \(nextRun)
             ) nx ON f.app_id IS NOT NULL AND f.got + coalesce(m.got, 0) < f.share + coalesce(m.more, 0)
             -- Not an app whose bucket another claim held, nor one whose share of this claim was nothing (more
             -- apps were visited than the limit has deliveries for their weights): neither was served.
@@ -438,13 +489,38 @@ public enum ClaimStore {
             UPDATE app_claim_turns t
             SET turn_at = CASE WHEN l.xmin::text = s.seen THEN s.next_at ELSE least(t.turn_at, s.next_at) END
             FROM (SELECT app_id, xmin FROM app_claim_turns
-                  WHERE app_id = ANY (ARRAY(SELECT app_id FROM settled))
+                  WHERE app_id = ANY (ARRAY(SELECT app_id FROM settled))\(inLane)
                   ORDER BY app_id FOR UPDATE SKIP LOCKED) l
             JOIN settled s ON s.app_id = l.app_id
-            WHERE t.app_id = l.app_id
+            WHERE t.app_id = l.app_id\(laneOf("t"))
         ),
-        \(claimedRowsTail)
+        \(lane ? laneClaimedRowsTail(lane: laneParameter) : claimedRowsTail)
         """
+    }
+
+    /// `pushizo_next_run_at(app, except)` written into a statement on one lane (Citus: the function reads
+    /// `deliveries`, which fails inside a router query): the earliest `run_at` of `app`'s deliveries in the lane
+    /// whose id is not in `except` (`bigint[]`), by one probe per distinct priority (a loose index scan, as
+    /// migration 0026's function does), as a `SELECT` of one column `next_run_at`; `app`, `except` and `lane` are
+    /// SQL expressions (`lane` a parameter).
+    static func laneNextRunAt(app: String, except: String, lane: String) -> String {
+        let inLane = " AND lane = \(lane)::integer"
+        return """
+            SELECT min(n.run_at) AS next_run_at FROM (
+                    WITH RECURSIVE p AS (
+                        SELECT (SELECT max(priority) FROM deliveries WHERE app_id = \(app)\(inLane)) AS priority
+                        UNION ALL
+                        SELECT (SELECT max(priority) FROM deliveries
+                                WHERE app_id = \(app)\(inLane) AND priority < p.priority)
+                        FROM p WHERE p.priority IS NOT NULL
+                    )
+                    SELECT priority FROM p WHERE priority IS NOT NULL
+                ) p
+                CROSS JOIN LATERAL (
+                    SELECT run_at FROM deliveries
+                    WHERE app_id = \(app)\(inLane) AND priority = p.priority AND id <> ALL(\(except))
+                    ORDER BY run_at LIMIT 1) n
+            """
     }
 
     /// The end of every statement that hands leased rows to the worker, after its `claimed` CTE (the leased rows'
@@ -452,7 +528,7 @@ public enum ClaimStore {
     /// rescued_from`):
     /// their apps' settings and channels, notifications, subscriptions and users joined in, in the row shape
     /// ``ClaimedColumns`` reads, with the statement's `now()` as `claimed_at`. The claim's
-    /// (``claimSQL(picking:limit:)``) and an expansion chunk's insert of rows leased to its worker (``AudienceQuery``).
+    /// (``claimSQL(picking:limit:lane:)``) and an expansion chunk's insert of rows leased to its worker (``AudienceQuery``).
     static let claimedRowsTail = """
         \(claimedRowsSources)
         \(claimedRowsSelect)
@@ -461,18 +537,7 @@ public enum ClaimStore {
     /// The CTEs of ``claimedRowsTail`` (after the `claimed` CTE, before its `SELECT`): the claimed rows' apps,
     /// channels and notifications, each read once per statement.
     static let claimedRowsSources = """
-        -- The claimed apps' settings and channels, their jsonb written as text once per app and claim: read per
-        -- row, each document was written out up to three times per claimed delivery (for its bound, its value
-        -- and the oversized check), and jsonb output was a seventh of PostgreSQL's CPU in a broadcast drain.
-        claimed_apps AS MATERIALIZED (
-            SELECT a.id, a.default_language, a.default_timezone, a.signing_key,
-                   a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
-                   a.frequency_caps::text AS frequency_caps
-            FROM apps a WHERE a.id IN (SELECT app_id FROM claimed)
-        ), claimed_channels AS MATERIALIZED (
-            SELECT ch.app_id, ch.provider, ch.settings::text AS settings, ch.endpoint, ch.paused_until
-            FROM app_channels ch WHERE ch.app_id IN (SELECT app_id FROM claimed)
-        ),
+        \(claimedAppsAndChannels),
         -- Each claimed notification looked up once by primary key (OFFSET 0 keeps the lookup from becoming a
         -- join planned from stale statistics), not once per claimed row: a broadcast's claim of 1,000 rows
         -- reads its notification once instead of 1,000 times. The rows then join it by hash (as auto_explain
@@ -487,6 +552,44 @@ public enum ClaimStore {
             ) n
         )
         """
+
+    /// The CTEs `claimed_apps` and `claimed_channels` of ``claimedRowsSources``: reference tables on Citus, read
+    /// in a lane's router claim too (``laneClaimedRowsTail(lane:)``).
+    private static let claimedAppsAndChannels = """
+        -- The claimed apps' settings and channels, their jsonb written as text once per app and claim: read per
+        -- row, each document was written out up to three times per claimed delivery (for its bound, its value
+        -- and the oversized check), and jsonb output was a seventh of PostgreSQL's CPU in a broadcast drain.
+        claimed_apps AS MATERIALIZED (
+            SELECT a.id, a.default_language, a.default_timezone, a.signing_key,
+                   a.quiet_hours_start::text AS quiet_hours_start, a.quiet_hours_end::text AS quiet_hours_end,
+                   a.frequency_caps::text AS frequency_caps
+            FROM apps a WHERE a.id IN (SELECT app_id FROM claimed)
+        ), claimed_channels AS MATERIALIZED (
+            SELECT ch.app_id, ch.provider, ch.settings::text AS settings, ch.endpoint, ch.paused_until
+            FROM app_channels ch WHERE ch.app_id IN (SELECT app_id FROM claimed)
+        )
+        """
+
+    /// ``claimedRowsTail`` in a lane's router claim on Citus (``claimSQL(picking:limit:lane:)``), `lane` its
+    /// parameter: the subscription read in the lane (colocated with the queue), the apps and channels (reference
+    /// tables) as on a single node; the notification's columns (`message_version`, `campaign_id`,
+    /// `notification_status`, `notification_start`) and `user_tags` are placeholders, since `notifications` and
+    /// `users` are distributed by id on other shards. ``fillLaneClaimedRows(_:on:)`` reads them for a round's rows.
+    static func laneClaimedRowsTail(lane: String) -> String {
+        """
+        \(claimedAppsAndChannels)
+        \(claimedRowsColumns)
+        FROM claimed c
+        CROSS JOIN (SELECT ''::text AS message_version, NULL::text AS campaign_id, ''::text AS status,
+                           now() AS start_at) n
+        LEFT JOIN LATERAL (SELECT * FROM subscriptions WHERE id = c.subscription_id AND lane = \(lane)::integer OFFSET 0) s
+            ON true
+        JOIN claimed_apps a ON a.id = c.app_id
+        CROSS JOIN (SELECT NULL::text AS tags) u
+        LEFT JOIN claimed_channels ch ON ch.app_id = c.app_id AND ch.provider = CASE s.platform
+            WHEN 'ios' THEN 'apns' WHEN 'android' THEN 'fcm' WHEN 'web' THEN 'webpush' END
+        """
+    }
 
     /// The `SELECT` of ``claimedRowsTail``: one row per `claimed` row in the row shape ``ClaimedColumns`` reads.
     static let claimedRowsSelect = """
@@ -605,17 +708,19 @@ public enum ClaimStore {
     /// sends again) a delivery whose push was already answered.
     /// - Returns: the ids whose lease was renewed (a missing id was claimed again by another worker, or its
     ///   row is gone).
+    /// - Parameter lane: on a Citus-distributed queue, the lane of every one of `deliveryIDs` (one router
+    ///   statement on its shard); nil on a single node.
     public static func renewLeases(
-        on connection: PostgresConnection, deliveryIDs: [Int64], fences: [Int64], lease: Duration
+        on connection: PostgresConnection, deliveryIDs: [Int64], fences: [Int64], lease: Duration, lane: Int32? = nil
     ) throws -> Set<Int64> {
         guard !deliveryIDs.isEmpty else { return [] }
         let rows = try connection.query(
             """
             UPDATE deliveries d SET run_at = now() + make_interval(secs => $3::float8)
             FROM unnest($1::bigint[], $2::bigint[]) AS i(id, fence)
-            WHERE d.id = i.id AND d.fence = i.fence
+            WHERE d.id = i.id AND d.fence = i.fence\(lane == nil ? "" : " AND d.lane = $4::integer")
             RETURNING d.id
-            """, [deliveryIDs, fences, lease.inSeconds])
+            """, [deliveryIDs, fences, lease.inSeconds] + (lane.map { [$0] } ?? []))
         return Set(try rows.map { try $0.decode(Int64.self, "id") })
     }
 
@@ -638,7 +743,7 @@ public enum ClaimStore {
 
     /// What the claim loop asks before a claim it may skip, and after a claim that came back short: whether the
     /// claim would visit any app (`due`: a turn at or before `now()` of an app neither in `noRoom` nor paused, nor
-    /// the fleet paused, exactly the claim's own visit; ``claimSQL(picking:limit:)``), and when the next turn
+    /// the fleet paused, exactly the claim's own visit; ``claimSQL(picking:limit:lane:)``), and when the next turn
     /// ahead comes (``nextTurnWait(on:)``), with the statement's reading of PostgreSQL's clock. A claim that would
     /// visit no app takes nothing and writes nothing, so it is skipped: an empty claim costs PostgreSQL 0.4-0.9 ms
     /// (a statement of twenty CTEs, planned afresh on each connection's first executions), this one index probe

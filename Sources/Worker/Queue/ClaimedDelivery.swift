@@ -50,6 +50,7 @@ public struct ClaimedDelivery: Sendable {
         var leaseExpiry: ContinuousClock.Instant? = nil
         var databaseClock: DatabaseClockReading? = nil
         var oversizedColumns: [String] = []
+        var lane: Int32 = 0
     }
 
     /// `@unchecked Sendable`: `fields` is only written through ``ClaimedDelivery``'s setters, after
@@ -382,6 +383,12 @@ public struct ClaimedDelivery: Sendable {
     /// Columns of this delivery's rows whose text was longer than the claim reads (e.g.
     /// `subscriptions.token`); such values are not shipped to the worker, and the delivery fails
     /// `oversized_column`.
+    /// The queue lane the delivery was claimed in (`deliveries.lane`): 0 on a single node (``QueueTopology``).
+    public var lane: Int32 {
+        get { storage.fields.lane }
+        set { unique().fields.lane = newValue }
+    }
+
     public var oversizedColumns: [String] {
         get { storage.fields.oversizedColumns }
         set { unique().fields.oversizedColumns = newValue }
@@ -406,10 +413,12 @@ extension DeliveryCompletion.Claim {
 extension ClaimedDelivery {
     /// The claim's columns as the after-send policy (``CompletionFactory``) reads them.
     var completionFacts: ClaimFacts {
-        ClaimFacts(
+        var facts = ClaimFacts(
             source: source, fence: fence, attempt: attempt, uncountedRetries: uncountedRetries, appID: appID,
             notificationID: notificationID, subscriptionID: subscriptionID, apnsID: apnsID,
             notificationStart: notificationStart, tokenUpdatedAt: tokenUpdatedAt)
+        facts.lane = lane
+        return facts
     }
 }
 

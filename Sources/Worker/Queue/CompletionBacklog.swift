@@ -125,15 +125,16 @@ struct CompletionBacklog: Sendable {
     }
 
     /// Waiting completions (not being written) whose lease runs out within half of `lease`: the rows and pages
-    /// whose leases to renew, with the fences this worker holds (a page once, however many of its completions wait).
-    func leasesToRenew(now: ContinuousClock.Instant, lease: Duration) -> [(source: DeliverySource, fence: Int64)] {
+    /// whose leases to renew, with the fences this worker holds and their lanes (a page once, however many of its
+    /// completions wait).
+    func leasesToRenew(now: ContinuousClock.Instant, lease: Duration) -> [(source: DeliverySource, fence: Int64, lane: Int32)] {
         let horizon = now + lease / 2
-        var result: [(source: DeliverySource, fence: Int64)] = []
+        var result: [(source: DeliverySource, fence: Int64, lane: Int32)] = []
         var pages: Set<Int64> = []
         func visit(_ entry: Entry) {
             if let expiry = entry.leaseExpiry, expiry <= horizon {
                 if let page = entry.completion.source.pageID, !pages.insert(page).inserted { return }
-                result.append((entry.completion.source, entry.completion.fence))
+                result.append((entry.completion.source, entry.completion.fence, entry.completion.lane))
             }
         }
         queued.forEach(visit)

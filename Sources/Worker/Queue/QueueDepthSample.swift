@@ -4,7 +4,7 @@ import Foundation
 /// (`pushizo_channels_paused`, `pushizo_apps_paused`, `pushizo_fleet_paused`): deliveries by provider and state,
 /// the oldest due delivery's age, the paused channels, apps and fleet.
 ///
-/// States follow the claim statement (``ClaimStore/claimSQL(picking:limit:)``): **due** rows have `run_at <= now()`
+/// States follow the claim statement (``ClaimStore/claimSQL(picking:limit:lane:)``): **due** rows have `run_at <= now()`
 /// (including leases that ran out, which any worker may rescue) and no operator's pause holds them; **held** rows
 /// are due too, but an operator's pause of their app or of the whole fleet keeps every claim off them
 /// (``ClaimPauses``) until `resume` or the pause's end; **leased** rows are under a live lease (`leased_by` set,

@@ -112,6 +112,8 @@ final class ClaimService: Service {
             // leased at insert (each chunk, each written completion, each poll) find nothing to claim. A worker's
             // first claim is run unasked, as is one after a full claim.
             var probeFirst = false
+            // Claim rounds so far: on a Citus-distributed queue each round starts one lane further on.
+            var laneRound = 0
             while !context.isStopping {
                 heartbeat.working()
                 #if DEBUG
@@ -138,7 +140,14 @@ final class ClaimService: Service {
                     let prefetch = self.prefetch
                     let claimEnded: ContinuousClock.Instant?
                     let probe = probeFirst
-                    (claimed, claimEnded, nextTurn) = try await context.database.withConnection { connection in
+                    let round = laneRound
+                    laneRound &+= 1
+                    (claimed, claimEnded, nextTurn) = try await context.database.withConnection { [context] connection in
+                        if case .lanes(let lanes) = try context.topology(on: connection) {
+                            return try Self.claimRound(
+                                on: connection, lanes: lanes, round: round, limit: limit, room: room,
+                                configuration: configuration, prefetch: prefetch, logger: logger)
+                        }
                         // A page whose lease ran out (its worker died) first, in its own transaction: its rows are
                         // leased to this worker once it commits. A failure after it leaves them to the next rescue.
                         let rescued = try Self.rescuePage(
@@ -195,6 +204,41 @@ final class ClaimService: Service {
                 await context.claimWake.wait(timeout: wait)
             }
         }
+    }
+
+    /// One claim round on a Citus-distributed queue (docs/scale-out.md, "The hot statements"): the lanes whose turn
+    /// has come (``ClaimStore/laneTurns(on:noRoom:)``), visited from a lane derived from this worker's id and the
+    /// round (``ClaimStore/laneRotationStart(workerID:round:lanes:)``), one router claim each with the batch's room
+    /// shared among them (``ClaimStore/claimLanes(on:lanes:limit:lease:workerID:room:failed:)``). No lane due: no
+    /// claim, and the next turn's wait as the probe read it. Returns what the single-node claim's closure returns:
+    /// the rows, when the claim ended (nil when none ran) and, after a short round, the next turn ahead.
+    static func claimRound(
+        on connection: PostgresConnection, lanes: [Int32], round: Int, limit: Int, room: ClaimRoom,
+        configuration: WorkerConfiguration, prefetch: ClaimedBatchPrefetch, logger: Logger
+    ) throws -> ([ClaimedDelivery], ContinuousClock.Instant?, Result<(wait: Double?, clock: DatabaseClockReading), any Error>?) {
+        let turns = try ClaimStore.laneTurns(on: connection, noRoom: room.full)
+        let order = ClaimStore.laneOrder(
+            lanes: lanes, due: turns.due,
+            start: ClaimStore.laneRotationStart(workerID: configuration.workerID, round: round, lanes: lanes.count))
+        if order.isEmpty { return ([], nil, .success((turns.wait, turns.clock))) }
+        let claimed = try ClaimStore.claimLanes(
+            on: connection, lanes: order, limit: limit, lease: configuration.lease, workerID: configuration.workerID,
+            room: room,
+            failed: { lane, error in
+                logger.error("claiming in a lane failed; the lanes claimed before it are sent", [
+                    "lane": "\(lane)", "error": "\(error)",
+                ])
+            })
+        let claimEnded = ContinuousClock.now
+        // Nothing is thrown from here on: the claimed rows are leased and must be sent.
+        prefetch.load(claimed, on: connection)
+        let nextTurn = claimed.count < limit
+            ? Result { () -> (wait: Double?, clock: DatabaseClockReading) in
+                let after = try ClaimStore.laneTurns(on: connection, noRoom: room.full)
+                // A lane still due (its share was smaller than its due rows): claim again at once.
+                return (after.due.isEmpty ? after.wait : 0, after.clock)
+            } : nil
+        return (claimed, claimEnded, nextTurn)
     }
 
     /// Takes one leased page whose lease ran out, if any (``DeliveryPageStore/rescue(on:workerID:lease:limit:)``),

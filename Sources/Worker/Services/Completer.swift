@@ -38,16 +38,22 @@ final class Completer: Sendable {
     /// The write loop's progress stamp, for the systemd watchdog.
     let heartbeat = LoopHeartbeat(name: "completer")
     private let metrics: WorkerMetrics?
+    /// Whether the queue is Citus-distributed (``QueueTopology/lanes(_:)``): completions and renewals are then
+    /// written lane by lane.
+    private let distributed: @Sendable () -> Bool
 
     /// - Parameters:
     ///   - lease: the claim's lifetime; leases of waiting completions are renewed by this much.
     ///   - onProgress: called after each write (slots may have become free).
     ///   - metrics: where batch write durations and written / ignored completions are counted.
+    ///   - distributed: whether the queue is Citus-distributed, asked before each write.
     init(
         database: PostgresClient, logger: Logger, lease: Duration, batchSize: Int = 500,
-        maximumDelay: Duration = .milliseconds(5), onProgress: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics? = nil
+        maximumDelay: Duration = .milliseconds(5), onProgress: @escaping @Sendable () -> Void = {}, metrics: WorkerMetrics? = nil,
+        distributed: @escaping @Sendable () -> Bool = { false }
     ) {
         self.metrics = metrics
+        self.distributed = distributed
         self.database = database
         self.logger = logger
         self.batchSize = batchSize
@@ -154,9 +160,10 @@ final class Completer: Sendable {
         let completions = batch.map(\.completion)
         let started = ContinuousClock.now
         let finishedPages = state.withLock { $0.pages.finished(by: completions) }
+        let lanes = distributed()
         do {
             let applied = try await database.withConnection { connection in
-                try CompletionStore.complete(on: connection, completions, finishedPages: finishedPages)
+                try CompletionStore.complete(on: connection, completions, finishedPages: finishedPages, lanes: lanes)
             }
             state.withLock { $0.pages.written(completions) }
             metrics?.completionBatchFinished(startedAt: started, written: applied, ignored: batch.count - applied, failed: false)
@@ -211,9 +218,15 @@ final class Completer: Sendable {
         do {
             let rows = due.filter { $0.source.rowID != nil }
             let pages = due.filter { $0.source.pageID != nil }
+            let lanes = distributed()
             let renewed = try await database.withConnection { connection in
-                let renewedRows = try ClaimStore.renewLeases(
-                    on: connection, deliveryIDs: rows.compactMap(\.source.rowID), fences: rows.map(\.fence), lease: lease)
+                // On Citus one router statement per lane; on a single node every row's lane is 0, one statement.
+                var renewedRows: Set<Int64> = []
+                for (lane, ofLane) in Dictionary(grouping: rows, by: \.lane) {
+                    renewedRows.formUnion(try ClaimStore.renewLeases(
+                        on: connection, deliveryIDs: ofLane.compactMap(\.source.rowID), fences: ofLane.map(\.fence),
+                        lease: lease, lane: lanes ? lane : nil))
+                }
                 let renewedPages = try DeliveryPageStore.renewLeases(
                     on: connection, pageIDs: pages.compactMap(\.source.pageID), fences: pages.map(\.fence), lease: lease)
                 return Set(renewedRows.map(DeliverySource.row) + renewedPages.map(DeliverySource.page))

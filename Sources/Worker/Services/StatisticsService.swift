@@ -28,7 +28,12 @@ final class StatisticsService: Service {
             if ContinuousClock.now >= nextTurnRepair {
                 nextTurnRepair = .now + ClaimStore.turnRepairInterval
                 do {
-                    let moved = try await database.withConnection { try ClaimStore.repairClaimTurns(on: $0) }
+                    let moved = try await database.withConnection { [context] connection in
+                        if case .lanes(let lanes) = try context.topology(on: connection) {
+                            return try ClaimStore.repairClaimTurns(on: connection, lanes: lanes)
+                        }
+                        return try ClaimStore.repairClaimTurns(on: connection)
+                    }
                     if moved > 0 {
                         context.claimWake.signal()
                         logger.info("claim turns brought forward: deliveries made due outside the worker", ["apps": "\(moved)"])

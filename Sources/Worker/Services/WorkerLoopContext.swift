@@ -27,6 +27,9 @@ final class WorkerLoopContext: Sendable {
     let sliceWakes: [WakeSignal]
     /// This host's clock against PostgreSQL's, read with every claim (docs/clocks.md).
     let clockWatch: DatabaseClockWatch
+    /// The queue's form (``QueueTopology``), read once: by the runtime at start-up (``adopt(_:)``), else by the first
+    /// loop that asks (``topology(on:)``).
+    private let knownTopology = Mutex<QueueTopology?>(nil)
     private let stopping = Atomic<Bool>(false)
     private let stopRequestedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let reachedDatabase = Atomic<Bool>(false)
@@ -51,6 +54,22 @@ final class WorkerLoopContext: Sendable {
         sliceWakes = (1..<max(configuration.expansionTasks, 1)).map { _ in WakeSignal() }
         clockWatch = DatabaseClockWatch(bound: configuration.clockOffsetWarning.inSeconds, logger: logger, metrics: metrics)
     }
+
+    /// Records the topology the runtime read at start-up.
+    func adopt(_ topology: QueueTopology) {
+        knownTopology.withLock { $0 = topology }
+    }
+
+    /// The queue's form: as read at start-up, else read now on `connection` (two catalog reads) and kept.
+    func topology(on connection: PostgresConnection) throws -> QueueTopology {
+        if let known = knownTopology.withLock({ $0 }) { return known }
+        let read = try QueueTopology.read(on: connection)
+        knownTopology.withLock { $0 = $0 ?? read }
+        return read
+    }
+
+    /// Whether the queue is Citus-distributed, as far as known (false before the topology is read).
+    var isDistributed: Bool { knownTopology.withLock { $0?.laneValues != nil } }
 
     var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
 

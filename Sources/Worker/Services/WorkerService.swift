@@ -70,7 +70,7 @@ public final class WorkerService: Sendable {
                 // A drained queue is only seen once the last completion is written: the claim loop checks again
                 // now rather than a poll interval later.
                 if exitWhenDrained { context.claimWake.signal() }
-            }, metrics: metrics)
+            }, metrics: metrics, distributed: { [context] in context.isDistributed })
         claims = configuration.roles.contains(.send)
             ? ClaimService(
                 context: context, processor: processor, prefetch: prefetch, completer: completer, heartbeat: claimHeartbeat) : nil
@@ -100,6 +100,12 @@ public final class WorkerService: Sendable {
     }
 
     public var isStopping: Bool { context.isStopping }
+
+    /// Tells the loops the queue's form the runtime read at start-up (``QueueTopology/read(on:)``), so that none
+    /// reads it again.
+    func adopt(_ topology: QueueTopology) {
+        context.adopt(topology)
+    }
 
     /// Sets what the loops tell after each database round trip (true: it succeeded): the readiness probe's news.
     func onDatabaseContact(_ handler: @escaping @Sendable (Bool) -> Void) {
