@@ -237,8 +237,14 @@ public struct PostgresMigrator: Sendable {
             }
             if migration.runsInTransaction {
                 // A schema change may rebuild an index of a large table: no statement timeout of the session's.
+                // One statement at a time, as psql runs a file: Citus propagates a DDL statement on a distributed
+                // table to its shards with the statement's text, and a script sent as one simple query gives it
+                // the whole script, which the shards refuse ("cannot insert multiple commands into a prepared
+                // statement"). In one transaction it is the same change.
                 try connection.transaction(localSettings: ["statement_timeout": "0"]) { connection in
-                    try connection.execute(migration.sql)
+                    for statement in SQLStatements.split(migration.sql) {
+                        try connection.execute(statement)
+                    }
                     try record(connection)
                 }
             } else {

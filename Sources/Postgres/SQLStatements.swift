@@ -1,8 +1,9 @@
 import Foundation
 
-/// Splits a script of SQL statements at its top-level semicolons, as `psql` does, so a migration that runs
-/// outside a transaction can send one statement at a time (PostgreSQL runs a simple-query message holding several
-/// statements as one implicit transaction block, which `CREATE INDEX CONCURRENTLY` refuses).
+/// Splits a script of SQL statements at its top-level semicolons, as `psql` does, so the migrator sends a
+/// migration one statement at a time: outside a transaction because PostgreSQL runs a simple-query message holding
+/// several statements as one implicit transaction block, which `CREATE INDEX CONCURRENTLY` refuses; inside one
+/// because Citus propagates a distributed table's DDL with the statement's text, which must be that one statement.
 ///
 /// Lexical rules followed (PostgreSQL documentation, "Lexical Structure"): `-- …` line comments and nested
 /// `/* … */` block comments are dropped; a `;` inside `'…'` (with `''`, and `\'` in `E'…'`), `"…"` or a

@@ -12,15 +12,16 @@ extension CitusSuites {
         typealias Facts = CitusSuites.CitusDesignFactsTests
         typealias Distribute = CitusSuites.CitusDistributeTests
 
-        /// A folder holding the migrations before the last one (the release before it), beside the release's
-        /// `citus/` forms.
-        static func migrationsBeforeTheLast() throws -> (folder: URL, last: String) {
+        /// A folder holding the migrations before the one that adds the keys' table (0037), and that one's name:
+        /// the schema a distributed database had before it, to which `migrate` then applies 0037 and every later
+        /// migration.
+        static func migrationsBeforeTheKeysTable() throws -> (folder: URL, last: String) {
             let source = TestDatabase.migrationsDirectory
             let files = try FileManager.default.contentsOfDirectory(atPath: source.path).filter { $0.hasSuffix(".sql") }.sorted()
-            let last = try #require(files.last)
+            let last = try #require(files.first { $0.hasPrefix("0037") })
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushizo-migrations-" + UUID().uuidString)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            for file in files.dropLast() {
+            for file in files where file < last {
                 try FileManager.default.copyItem(at: source.appendingPathComponent(file), to: folder.appendingPathComponent(file))
             }
             return (folder, last)
@@ -31,7 +32,7 @@ extension CitusSuites {
         }
 
         static func migrateAfterDistribute(_ producer: String) async throws {
-            let (earlier, last) = try Self.migrationsBeforeTheLast()
+            let (earlier, last) = try Self.migrationsBeforeTheKeysTable()
             defer { try? FileManager.default.removeItem(at: earlier) }
             try await CitusCluster.withDatabase { database in
                 let (mine, theirs) = (UUID(), UUID())
@@ -50,7 +51,7 @@ extension CitusSuites {
                     return try connection.query("SELECT to_regclass('notification_idempotency_keys') IS NOT NULL AS present")[0]
                         .decode(Bool.self, "present")
                 }
-                // The last migration is the one that adds the keys' table: without it, nothing is left to show.
+                // Before 0037 the keys' table does not exist.
                 #expect(last.hasPrefix("0037") && !keysBefore, "\(last)")
 
                 let migrated = try await Distribute.command("migrate", database)
