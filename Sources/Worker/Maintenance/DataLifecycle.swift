@@ -210,8 +210,10 @@ public enum DataLifecycle {
             .decode(Bool.self, "present")
         guard present else { return 0 }
         let idleSeconds = idleFCMProjectBucketAge.inSeconds
+        // `SELECT 1`, not an empty select list: Citus reads a subquery's result on the coordinator through a
+        // column list, and an empty one has none ("a column definition list is required").
         let idle = try connection.query(
-            "SELECT EXISTS (SELECT FROM fcm_project_buckets WHERE refilled_at < now() - make_interval(secs => $1::float8)) AS idle",
+            "SELECT EXISTS (SELECT 1 FROM fcm_project_buckets WHERE refilled_at < now() - make_interval(secs => $1::float8)) AS idle",
             [idleSeconds])[0].decode(Bool.self, "idle")
         guard idle else { return 0 }
         return try locked(connection, settings) { connection in
