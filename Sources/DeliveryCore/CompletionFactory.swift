@@ -101,7 +101,11 @@ public enum CompletionFactory {
         func make(_ event: DeliveryEvent, _ reason: DeliveryReason?, _ detail: JSONValue, next: Date?) -> DeliveryCompletion {
             var members = detail.objectValue ?? (detail.isNull ? [:] : ["info": detail])
             if let provider, members["provider"] == nil { members["provider"] = .string(provider.rawValue) }
-            return make(event, reason, detailJSON: JSONValue.object(members).jsonText, next: next)
+            var completion = make(event, reason, detailJSON: JSONValue.object(members).jsonText, next: next)
+            if reason == .channelPaused, next != nil {
+                completion.heldByPausedChannel = provider ?? members["provider"]?.stringValue.flatMap(Provider.init(rawValue:))
+            }
+            return completion
         }
         switch outcome {
         case .sent(let providerMessageID):

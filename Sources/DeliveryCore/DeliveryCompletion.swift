@@ -35,6 +35,12 @@ public struct DeliveryCompletion: Sendable {
     /// delivery row vanished while the push was in flight because its subscription, notification or app
     /// was deleted (the cascade took the row, not another worker). `nil`: such a completion writes nothing.
     public var claimedAs: Claim? = nil
+    /// Set on a delivery put back (`retrying`, `channel_paused`) because its app's channel of this provider was
+    /// paused when it was claimed. Once the batch is written the worker asks whether that pause has ended
+    /// meanwhile (an operator's `resume` that ran while this push was in flight, whose requeue could not see the
+    /// leased row) and makes the app's held deliveries of that channel due again (docs/operations.md,
+    /// "Operator commands").
+    public var heldByPausedChannel: Provider? = nil
     /// The delivery's queue lane as claimed (``ClaimFacts/lane``): a Citus-distributed queue's completion is
     /// written by one statement per lane, each naming its lane (docs/scale-out.md, "The hot statements").
     public var lane: Int32 = 0

@@ -105,6 +105,29 @@ struct CompletionFactoryTests {
         #expect(completion.invalidation == nil)
     }
 
+    /// A delivery put back for its paused channel names that channel, so the worker can ask, once the batch is
+    /// written, whether an operator resumed it meanwhile; no other completion does.
+    @Test func aDeliveryPutBackForItsPausedChannelNamesTheChannel() throws {
+        let paused = Date.distantFuture
+        for provider in [Provider.apns, .fcm] {
+            let completion = CompletionFactory.completion(
+                for: delivery(attempt: 1),
+                outcome: .retry(reason: .channelPaused, detail: ["provider": .string(provider.rawValue)], notBefore: paused),
+                provider: nil, maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
+            #expect(completion.event == .retrying && completion.heldByPausedChannel == provider)
+        }
+        let named = CompletionFactory.completion(
+            for: delivery(attempt: 1), outcome: .retry(reason: .channelPaused, notBefore: paused), provider: .webpush,
+            maxAttempts: 3, retryPolicy: policy, now: Self.now, unitRandom: 0)
+        #expect(named.heldByPausedChannel == .webpush)
+        for outcome in [DeliveryOutcome.retry(reason: .serviceUnavailable), .sent(providerMessageID: nil)] {
+            let other = CompletionFactory.completion(
+                for: delivery(attempt: 1), outcome: outcome, provider: .apns, maxAttempts: 3, retryPolicy: policy,
+                now: Self.now, unitRandom: 0)
+            #expect(other.heldByPausedChannel == nil)
+        }
+    }
+
     @Test func uncountedRetriesRefundTheAttemptAndNeverExhaustIt() throws {
         for reason in [DeliveryReason.channelPaused, .providerUnreachable, .messageUnavailable] {
             let completion = CompletionFactory.completion(

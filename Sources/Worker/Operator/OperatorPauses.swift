@@ -149,25 +149,8 @@ public enum OperatorPauses {
         }
     }
 
-    /// Makes due now the channel's deliveries the decision put back for its pause, and brings the app's claim turn
-    /// to now (a writer outside the worker must, docs/fairness.md). Returns how many.
+    /// Makes due now the channel's deliveries the decision put back for its pause (``ClaimPauses/requeue(app:provider:on:)``).
     static func requeueChannel(app: UUID, provider: Provider, on connection: PostgresConnection) throws -> Int {
-        let platform = provider.platform.text
-        let requeued = try connection.query(
-            """
-            WITH due AS (
-                UPDATE deliveries d SET run_at = now()
-                FROM subscriptions s
-                WHERE d.app_id = $1 AND d.leased_by IS NULL AND d.last_error = 'channel_paused' AND d.run_at > now()
-                  AND s.id = d.subscription_id AND s.platform = $2
-                RETURNING 1
-            )
-            SELECT count(*) AS n FROM due
-            """, [app, platform])[0].decode(Int.self, "n")
-        if requeued > 0 {
-            _ = try connection.query(
-                "UPDATE app_claim_turns SET turn_at = now() WHERE app_id = $1 AND turn_at > now()", [app])
-        }
-        return requeued
+        try ClaimPauses.requeue(app: app, provider: provider, on: connection)
     }
 }

@@ -170,6 +170,7 @@ final class Completer: Sendable {
             failures = 0
             state.withLock { $0.backlog.written(batch) }
             settledCount.add(applied, ordering: .relaxed)
+            await requeueIfResumed(completions)
             if applied < batch.count {
                 lostLeaseCount.add(batch.count - applied, ordering: .relaxed)
                 logger.warning(
@@ -206,6 +207,27 @@ final class Completer: Sendable {
                 }
                 try? await Task.sleep(for: delay)
             }
+        }
+    }
+
+    /// The deliveries of `completions` put back for a paused channel whose pause an operator ended while they
+    /// were in flight are made due again (``ClaimPauses/requeueIfResumed(_:on:)``). A failure is logged and left:
+    /// an operator's next `resume` of the channel requeues them.
+    private func requeueIfResumed(_ completions: [DeliveryCompletion]) async {
+        let held = Set(completions.compactMap { completion in
+            completion.heldByPausedChannel.flatMap { provider in
+                completion.claimedAs.map { ClaimPauses.HeldChannel(app: $0.appID, provider: provider) }
+            }
+        })
+        guard !held.isEmpty, !distributed() else { return }
+        do {
+            let requeued = try await database.withConnection { try ClaimPauses.requeueIfResumed(held, on: $0) }
+            if requeued > 0 {
+                logger.info("deliveries held for a paused channel are due again: the channel was resumed meanwhile",
+                            ["count": "\(requeued)"])
+            }
+        } catch {
+            logger.warning("could not check whether paused channels were resumed", ["error": "\(error)"])
         }
     }
 
