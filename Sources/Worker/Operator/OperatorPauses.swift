@@ -85,7 +85,7 @@ public enum OperatorPauses {
                 let ended = current.until.map { $0 <= now } ?? true
                 var requeued = 0
                 if case .channel(let app, let provider) = target {
-                    requeued = try requeueChannel(app: app, provider: provider, on: connection)
+                    requeued = try ClaimPauses.requeue(app: app, provider: provider, on: connection)
                 }
                 try OperatorAudit.wake("", on: connection)
                 var summary = ended
@@ -147,10 +147,5 @@ public enum OperatorPauses {
             _ = try connection.query(
                 "UPDATE fleet_settings SET paused_until = $1, paused_reason = $2, updated_at = now()", [until, reason])
         }
-    }
-
-    /// Makes due now the channel's deliveries the decision put back for its pause (``ClaimPauses/requeue(app:provider:on:)``).
-    static func requeueChannel(app: UUID, provider: Provider, on connection: PostgresConnection) throws -> Int {
-        try ClaimPauses.requeue(app: app, provider: provider, on: connection)
     }
 }
